@@ -1,0 +1,5 @@
+"""Decode pprof files (gzipped or raw protobuf) into ``pyproflab.model.Profile``."""
+
+from pyproflab.decode.pprof import DEFAULT_MAX_BYTES, decode_bytes, read_profile
+
+__all__ = ["DEFAULT_MAX_BYTES", "decode_bytes", "read_profile"]

@@ -1,0 +1,82 @@
+"""The in-memory model of one pprof profile.
+
+A ``Profile`` is the decoded content of one pprof file: its metadata as plain
+Python values and its samples, locations, functions and mappings as Arrow
+tables with the ``schema.PROFILE_*`` schemas. It knows nothing of the store,
+the analyses or the CLI above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from pyproflab import schema
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """A measured quantity: ``type`` (e.g. ``cpu``) in ``unit`` (e.g. ``nanoseconds``)."""
+
+    type: str
+    unit: str
+
+    def __str__(self) -> str:
+        return f"{self.type}/{self.unit}"
+
+
+@dataclass
+class Profile:
+    """One decoded pprof profile; every field of the format is kept.
+
+    Rules: ``samples.values`` has ``len(sample_types)`` entries per row;
+    ``default_sample_type`` is a sample type's ``type`` or ``""``; times are
+    nanoseconds (since the epoch for ``time_nanos``).
+    """
+
+    sample_types: list[ValueType]
+    samples: pa.Table
+    locations: pa.Table
+    functions: pa.Table
+    mappings: pa.Table
+    period_type: ValueType | None = None
+    period: int = 0
+    time_nanos: int = 0
+    duration_nanos: int = 0
+    comments: list[str] = field(default_factory=list)
+    drop_frames: str = ""
+    keep_frames: str = ""
+    default_sample_type: str = ""
+    doc_url: str = ""
+
+    @property
+    def num_samples(self) -> int:
+        return self.samples.num_rows
+
+    def default_sample_index(self) -> int:
+        """The index pprof shows by default: ``default_sample_type`` if set, else the last."""
+        if self.default_sample_type:
+            for i, st in enumerate(self.sample_types):
+                if st.type == self.default_sample_type:
+                    return i
+        return len(self.sample_types) - 1
+
+    def total(self, index: int) -> int:
+        """Sum of sample values of one sample type."""
+        import pyarrow.compute as pc
+
+        if self.samples.num_rows == 0:
+            return 0
+        vals = pc.list_element(self.samples.column("values"), index)
+        return int(pc.sum(vals).as_py() or 0)
+
+    @classmethod
+    def empty(cls, sample_types: list[ValueType] | None = None) -> Profile:
+        return cls(
+            sample_types=list(sample_types or []),
+            samples=schema.PROFILE_SAMPLES.empty_table(),
+            locations=schema.PROFILE_LOCATIONS.empty_table(),
+            functions=schema.PROFILE_FUNCTIONS.empty_table(),
+            mappings=schema.PROFILE_MAPPINGS.empty_table(),
+        )
