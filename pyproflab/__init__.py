@@ -1,21 +1,101 @@
 """pyproflab: a lab for pprof profiles from fleets of Go services.
 
 Layers, each importing only those before it:
-sources/decode -> store -> analyses -> reports -> cli, jobs, notebooks.
+decode/encode -> store -> analyses -> reports -> cli, jobs, notebooks.
+
+Quick start::
+
+    import pyproflab
+    lab = pyproflab.open("fleet.duckdb")
+    lab.ingest("profiles/", service="api", version="v1")
+    lab.top(service="api", profile_type="cpu")
+
+Heavy modules (DuckDB, pandas) load on first use, so reading one file stays fast.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from pyproflab.decode import decode_bytes, read_profile
 from pyproflab.errors import ProflabError
 from pyproflab.model import Profile, ValueType
 
+if TYPE_CHECKING:
+    from pyproflab.lab import Lab
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "Lab",
     "Profile",
     "ProflabError",
     "ValueType",
     "decode_bytes",
+    "encode_profile",
+    "from_connection",
+    "merge_profiles",
+    "open",
     "read_profile",
+    "top",
+    "write_profile",
 ]
+
+
+def open(path: Any = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:  # noqa: A001
+    """Open (or create) a store and return a ``Lab`` on it (``":memory:"`` for none on disk)."""
+    from pyproflab.lab import Lab
+
+    return Lab.open(path, read_only=read_only)
+
+
+def from_connection(con: Any) -> Lab:
+    """A ``Lab`` on a DuckDB connection you already have."""
+    from pyproflab.lab import Lab
+
+    return Lab.from_connection(con)
+
+
+def write_profile(profile: Profile, path: Any, *, gzip: bool = True) -> None:
+    """Write ``profile`` as a pprof file (gzipped by default), atomically."""
+    from pyproflab.encode import write_profile as _write
+
+    _write(profile, path, gzip=gzip)
+
+
+def encode_profile(profile: Profile, *, gzip: bool = True) -> bytes:
+    from pyproflab.encode import encode_profile as _encode
+
+    return _encode(profile, gzip=gzip)
+
+
+def merge_profiles(profiles: list[Profile]) -> Profile:
+    """Merge profiles as ``go tool pprof -proto A B …`` does (on their common sample types)."""
+    from pyproflab.analyses.merge import merge
+
+    return merge(profiles)
+
+
+def top(source: Any, **options: Any):
+    """Top functions of a ``Profile`` or of profile files (merged), as ``go tool pprof -top``.
+
+    Options: sample_index, granularity, nodecount, cum_sort, focus, ignore.
+    """
+    from pyproflab.analyses.top import top as _top
+
+    if not isinstance(source, Profile):
+        from pyproflab.files import read_and_merge
+
+        import os
+
+        single = isinstance(source, (str, os.PathLike))
+        source = read_and_merge([source] if single else source)
+    return _top(source, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Lab":
+        from pyproflab.lab import Lab
+
+        return Lab
+    raise AttributeError(name)

@@ -81,3 +81,85 @@ PROFILE_MAPPINGS = pa.schema(
         pa.field("has_inline_frames", pa.bool_(), nullable=False),
     ]
 )
+
+# --- the store (pyproflab/store/sql/schema.sql) -------------------------------
+#
+# Arrow shapes of the rows ingest hands to DuckDB, column for column with
+# schema.sql. uint64 is UBIGINT; timestamps are microseconds in UTC (TIMESTAMPTZ).
+
+TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+
+VALUE_TYPE = pa.struct(
+    [pa.field("type", pa.string()), pa.field("unit", pa.string())]
+)
+
+STORE_PROFILES = pa.schema(
+    [
+        pa.field("profile_id", pa.int64(), nullable=False),
+        pa.field("content_hash", pa.string(), nullable=False),
+        pa.field("service", pa.string()),
+        pa.field("version", pa.string()),
+        pa.field("instance", pa.string()),
+        pa.field("profile_type", pa.string(), nullable=False),
+        pa.field("labels", pa.map_(pa.string(), pa.string())),
+        pa.field("time", TIMESTAMP_UTC),
+        pa.field("time_nanos", pa.int64(), nullable=False),
+        pa.field("duration_nanos", pa.int64(), nullable=False),
+        pa.field("period", pa.int64(), nullable=False),
+        pa.field("period_type", pa.string()),
+        pa.field("period_unit", pa.string()),
+        pa.field("sample_types", pa.list_(VALUE_TYPE), nullable=False),
+        pa.field("default_sample_type", pa.string(), nullable=False),
+        pa.field("comments", pa.list_(pa.string()), nullable=False),
+        pa.field("drop_frames", pa.string(), nullable=False),
+        pa.field("keep_frames", pa.string(), nullable=False),
+        pa.field("doc_url", pa.string(), nullable=False),
+        pa.field("window_start", TIMESTAMP_UTC),
+        pa.field("window_end", TIMESTAMP_UTC),
+        pa.field("source", pa.string()),
+        pa.field("ingested_at", TIMESTAMP_UTC, nullable=False),
+        pa.field("num_samples", pa.int64(), nullable=False),
+        pa.field("main_mapping_id", pa.uint64(), nullable=False),
+    ]
+)
+
+STORE_SAMPLES = pa.schema(
+    [
+        pa.field("profile_id", pa.int64(), nullable=False),
+        pa.field("stack_id", pa.uint64(), nullable=False),
+        pa.field("label_set_id", pa.uint64(), nullable=False),
+        pa.field("values", pa.list_(pa.int64()), nullable=False),
+    ]
+)
+
+STORE_STACKS = pa.schema(
+    [
+        pa.field("stack_id", pa.uint64(), nullable=False),
+        pa.field("location_ids", pa.list_(pa.uint64()), nullable=False),
+    ]
+)
+
+STORE_LOCATIONS = pa.schema(
+    [
+        pa.field("location_id", pa.uint64(), nullable=False),
+        pa.field("mapping_id", pa.uint64(), nullable=False),
+        pa.field("address", pa.uint64(), nullable=False),
+        pa.field("is_folded", pa.bool_(), nullable=False),
+        pa.field("lines", pa.list_(LINE), nullable=False),
+    ]
+)
+
+STORE_FUNCTIONS = pa.schema(
+    [pa.field("function_id", pa.uint64(), nullable=False)] + list(PROFILE_FUNCTIONS)[1:]
+)
+
+STORE_MAPPINGS = pa.schema(
+    [pa.field("mapping_id", pa.uint64(), nullable=False)] + list(PROFILE_MAPPINGS)[1:]
+)
+
+STORE_LABEL_SETS = pa.schema(
+    [
+        pa.field("label_set_id", pa.uint64(), nullable=False),
+        pa.field("labels", pa.list_(LABEL), nullable=False),
+    ]
+)

@@ -1,5 +1,11 @@
 """Decode pprof files (gzipped or raw protobuf) into ``pyproflab.model.Profile``."""
 
-from pyproflab.decode.pprof import DEFAULT_MAX_BYTES, decode_bytes, read_profile
+from pyproflab.decode.pprof import (
+    DEFAULT_MAX_BYTES,
+    decode_bytes,
+    decompress,
+    load_profile,
+    read_profile,
+)
 
-__all__ = ["DEFAULT_MAX_BYTES", "decode_bytes", "read_profile"]
+__all__ = ["DEFAULT_MAX_BYTES", "decode_bytes", "decompress", "load_profile", "read_profile"]

@@ -1,205 +1,166 @@
-"""From pprof protobuf bytes to a ``Profile`` of Arrow tables.
+"""From pprof files or bytes to a validated ``Profile`` of Arrow tables.
 
-Rules: gzip is recognised by its magic bytes, never by the file name; the
-decompressed size is capped (``max_bytes``) so a gzip bomb cannot exhaust
-memory; the profile is validated as strictly as pprof does before any table
-is built (see ``validate``). Every failure is a ``ProfileError`` naming the
-source.
+Rules:
+
+- gzip is recognised by its magic bytes, never by the file name; concatenated
+  gzip members are read like Go's gzip reader does, and any other bytes after
+  the last member are an error (as in pprof).
+- The decompressed size is capped (``max_bytes``, default 1 GiB): inflation
+  stops as soon as the output would pass it, so a gzip bomb costs at most the
+  cap in memory.
+- Legacy pre-proto formats are recognised and refused (``LegacyFormatError``);
+  text, JSON and other non-profiles give ``NotAProfileError``; a protobuf that
+  does not parse gives ``CorruptProfileError``; a profile breaking pprof's
+  rules gives ``InvalidProfileError``. Each is a ``ProfileError`` whose text
+  is one line, ``<source>: <problem>``.
+- The fast decoder (``fast``) is used; it hands the rare wire forms it does
+  not handle to the reference decoder (``reference``). Both give the same
+  Profile and refuse the same inputs.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
-from pathlib import Path
+from typing import Literal
 
-import pyarrow as pa
-from google.protobuf.message import DecodeError
-
-from pyproflab import schema
-from pyproflab._proto import profile_pb2
+from pyproflab.decode import legacy
+from pyproflab.decode.lite import TopLevel, parse_top_level
 from pyproflab.errors import (
     CorruptProfileError,
+    InvalidProfileError,
+    LegacyFormatError,
     NotAProfileError,
+    ProfileError,
     TooLargeError,
 )
-from pyproflab.model import Profile, ValueType
+from pyproflab.model import Profile
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of decompressed protobuf
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+Method = Literal["fast", "reference"]
 
-def read_profile(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Profile:
+
+def read_profile(
+    path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, method: Method = "fast"
+) -> Profile:
     """Read and decode the pprof file at ``path``."""
     source = str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            # A raw file larger than the cap is refused before it is read.
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(2)
+            if head != GZIP_MAGIC and size > max_bytes:
+                raise TooLargeError(source, f"profile is larger than the cap of {max_bytes} bytes")
+            data = head + f.read()
     except FileNotFoundError:
         raise NotAProfileError(source, "no such file") from None
     except IsADirectoryError:
         raise NotAProfileError(source, "is a directory, not a profile") from None
     except OSError as e:
         raise NotAProfileError(source, f"cannot read: {e.strerror or e}") from None
-    return decode_bytes(data, source=source, max_bytes=max_bytes)
+    return decode_bytes(data, source=source, max_bytes=max_bytes, method=method)
+
+
+def load_profile(
+    data: bytes | bytearray | memoryview | str | os.PathLike,
+    *,
+    source: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Profile:
+    """Decode from bytes, or read from a path (``str`` or ``PathLike``)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return decode_bytes(bytes(data), source=source or "<bytes>", max_bytes=max_bytes)
+    return read_profile(data, max_bytes=max_bytes)
 
 
 def decode_bytes(
-    data: bytes, *, source: str = "<bytes>", max_bytes: int = DEFAULT_MAX_BYTES
+    data: bytes,
+    *,
+    source: str = "<bytes>",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    method: Method = "fast",
 ) -> Profile:
     """Decode pprof bytes (gzipped or not) into a validated ``Profile``."""
     raw = decompress(data, source=source, max_bytes=max_bytes)
-    msg = parse_message(raw, source=source)
-    return from_message(msg, source=source)
+    top = parse_raw(raw, source=source)
+    if method == "reference":
+        from pyproflab.decode.reference import decode_reference
+
+        return decode_reference(top, source=source)
+    from pyproflab.decode.fast import decode_fast
+
+    return decode_fast(top, source=source)
+
+
+def parse_raw(raw: bytes, *, source: str) -> TopLevel:
+    """Classify the decompressed bytes and split the protobuf's top level."""
+    kind = legacy.legacy_kind(raw)
+    if kind is not None:
+        raise LegacyFormatError(source, f"{legacy.LEGACY_MESSAGE}: {kind}")
+    try:
+        return parse_top_level(raw, source=source)
+    except (CorruptProfileError, InvalidProfileError) as e:
+        if legacy.looks_like_text(raw):
+            raise NotAProfileError(source, "not a pprof profile (it is text, e.g. JSON)") from None
+        if not legacy.could_start_profile(raw):
+            raise NotAProfileError(
+                source, f"not a pprof profile (starts with byte 0x{raw[0]:02x})"
+            ) from None
+        raise e from None
 
 
 def decompress(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """Return the protobuf bytes: gunzipped if ``data`` starts with the gzip magic.
-
-    Decompression stops as soon as the output would pass ``max_bytes``.
-    Concatenated gzip members are read like ``gzip -d`` does.
-    """
+    """Return the protobuf bytes: gunzipped if ``data`` starts with the gzip magic."""
     if not data:
         raise NotAProfileError(source, "empty file, not a profile")
     if not data.startswith(GZIP_MAGIC):
         if len(data) > max_bytes:
             raise TooLargeError(source, f"profile is larger than the cap of {max_bytes} bytes")
         return data
-    out = bytearray()
+    too_large = TooLargeError(
+        source,
+        f"decompressed size passes the cap of {max_bytes} bytes (a gzip bomb, or raise max_bytes)",
+    )
+    chunks: list[bytes] = []
+    total = 0
     rest = data
-    while rest.startswith(GZIP_MAGIC):
-        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
-            chunk = d.decompress(rest, max_bytes + 1 - len(out))
-            out += chunk
-            if len(out) > max_bytes:
-                raise TooLargeError(
-                    source,
-                    f"decompressed size passes the cap of {max_bytes} bytes "
-                    "(a gzip bomb, or raise max_bytes)",
-                )
-            if not d.eof:
-                # unconsumed_tail holds input we were not allowed to inflate yet.
-                if d.unconsumed_tail:
-                    raise TooLargeError(
-                        source,
-                        f"decompressed size passes the cap of {max_bytes} bytes "
-                        "(a gzip bomb, or raise max_bytes)",
-                    )
-                raise CorruptProfileError(source, "truncated gzip stream")
+            # Ask for one byte more than the cap allows: getting it proves the
+            # stream is too large without inflating any further.
+            chunk = inflater.decompress(rest, max_bytes + 1 - total)
         except zlib.error as e:
             raise CorruptProfileError(source, f"corrupt gzip stream ({e})") from None
-        rest = d.unused_data
-    if rest.strip(b"\x00"):
-        raise CorruptProfileError(source, "trailing garbage after the gzip stream")
+        total += len(chunk)
+        if total > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+        if not inflater.eof:
+            if inflater.unconsumed_tail:  # stopped by the cap with input left
+                raise too_large
+            raise CorruptProfileError(source, "truncated gzip stream")
+        rest = inflater.unused_data
+        if not rest:
+            break
+        if not rest.startswith(GZIP_MAGIC):
+            # Go's gzip reader refuses anything after a member but another member.
+            raise CorruptProfileError(source, "unexpected bytes after the gzip stream")
+    out = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not out:
         raise NotAProfileError(source, "empty gzip stream, not a profile")
-    return bytes(out)
+    return out
 
 
-def parse_message(raw: bytes, *, source: str) -> profile_pb2.Profile:
-    msg = profile_pb2.Profile()
-    try:
-        msg.ParseFromString(raw)
-    except DecodeError as e:
-        raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
-    return msg
-
-
-def from_message(msg: profile_pb2.Profile, *, source: str) -> Profile:
-    """Build the Arrow tables of a parsed (and validated) message."""
-    from pyproflab.decode.validate import validate
-
-    validate(msg, source=source)
-    st = list(msg.string_table)
-
-    def s(i: int) -> str:
-        return st[i]
-
-    sample_types = [ValueType(s(v.type), s(v.unit)) for v in msg.sample_type]
-
-    loc_ids: list[list[int]] = []
-    values: list[list[int]] = []
-    labels: list[list[dict]] = []
-    for smp in msg.sample:
-        loc_ids.append(list(smp.location_id))
-        values.append(list(smp.value))
-        if smp.label:
-            labels.append(
-                [
-                    {
-                        "key": st[lb.key],
-                        "str": st[lb.str] if lb.str else None,
-                        "num": None if lb.str else lb.num,
-                        "num_unit": st[lb.num_unit] if lb.num_unit else None,
-                    }
-                    for lb in smp.label
-                ]
-            )
-        else:
-            labels.append([])
-    samples = pa.table(
-        {"location_ids": loc_ids, "values": values, "labels": labels},
-        schema=schema.PROFILE_SAMPLES,
-    )
-
-    locations = pa.table(
-        {
-            "id": [loc.id for loc in msg.location],
-            "mapping_id": [loc.mapping_id for loc in msg.location],
-            "address": [loc.address for loc in msg.location],
-            "is_folded": [loc.is_folded for loc in msg.location],
-            "lines": [
-                [
-                    {"function_id": ln.function_id, "line": ln.line, "column": ln.column}
-                    for ln in loc.line
-                ]
-                for loc in msg.location
-            ],
-        },
-        schema=schema.PROFILE_LOCATIONS,
-    )
-    functions = pa.table(
-        {
-            "id": [f.id for f in msg.function],
-            "name": [st[f.name] for f in msg.function],
-            "system_name": [st[f.system_name] for f in msg.function],
-            "filename": [st[f.filename] for f in msg.function],
-            "start_line": [f.start_line for f in msg.function],
-        },
-        schema=schema.PROFILE_FUNCTIONS,
-    )
-    mappings = pa.table(
-        {
-            "id": [m.id for m in msg.mapping],
-            "memory_start": [m.memory_start for m in msg.mapping],
-            "memory_limit": [m.memory_limit for m in msg.mapping],
-            "file_offset": [m.file_offset for m in msg.mapping],
-            "filename": [st[m.filename] for m in msg.mapping],
-            "build_id": [st[m.build_id] for m in msg.mapping],
-            "has_functions": [m.has_functions for m in msg.mapping],
-            "has_filenames": [m.has_filenames for m in msg.mapping],
-            "has_line_numbers": [m.has_line_numbers for m in msg.mapping],
-            "has_inline_frames": [m.has_inline_frames for m in msg.mapping],
-        },
-        schema=schema.PROFILE_MAPPINGS,
-    )
-    period_type = None
-    if msg.HasField("period_type"):
-        period_type = ValueType(s(msg.period_type.type), s(msg.period_type.unit))
-    return Profile(
-        sample_types=sample_types,
-        samples=samples,
-        locations=locations,
-        functions=functions,
-        mappings=mappings,
-        period_type=period_type,
-        period=msg.period,
-        time_nanos=msg.time_nanos,
-        duration_nanos=msg.duration_nanos,
-        comments=[st[c] for c in msg.comment],
-        drop_frames=st[msg.drop_frames],
-        keep_frames=st[msg.keep_frames],
-        default_sample_type=st[msg.default_sample_type],
-        doc_url=st[msg.doc_url],
-    )
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ProfileError",
+    "decode_bytes",
+    "decompress",
+    "load_profile",
+    "read_profile",
+]

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS profiles (
     window_end          TIMESTAMPTZ,
     source              VARCHAR,                 -- path or URL the bytes came from
     ingested_at         TIMESTAMPTZ NOT NULL,
-    num_samples         BIGINT NOT NULL
+    num_samples         BIGINT NOT NULL,
+    main_mapping_id     UBIGINT NOT NULL DEFAULT 0 -- the profile's first mapping (pprof: the main binary); 0 none
 );
 
 -- One row per sample of a profile, in file order. `values` is aligned with

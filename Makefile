@@ -1,0 +1,43 @@
+# pyproflab developer commands. `make test` and `make demo` each work on a
+# fresh machine: they run `setup` first, which is idempotent.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DB     ?= pyproflab.duckdb
+
+.PHONY: setup test test-fast demo bench lint lab clean
+
+setup: $(STAMP)
+
+# Reinstall only when the project's own dependency list changes.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,notebooks]'
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q
+
+# Everything but the slow fleet-scale tests.
+test-fast: setup
+	$(PY) -m pytest -q -m 'not slow'
+
+# The main job on the embedded default store (./$(DB)).
+demo: setup
+	$(PY) -m pyproflab.demo --db $(DB)
+
+bench: setup
+	$(PY) -m bench --out .bench
+
+lint: setup
+	$(VENV)/bin/ruff check pyproflab tests bench
+	$(VENV)/bin/ruff format --check pyproflab tests bench
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .bench .demo

@@ -1,0 +1,14 @@
+"""Analyses: a ``Profile`` in, result objects out (rendered by ``pyproflab.reports``).
+
+- ``top``: flat/cum per function, line or file, equal to ``go tool pprof -top``.
+- ``merge``: several profiles into one, as ``go tool pprof -proto A B …``.
+- ``filters``: focus/ignore and drop_frames pruning with pprof's semantics.
+"""
+
+from __future__ import annotations
+
+from pyproflab.analyses.filters import filter_samples
+from pyproflab.analyses.merge import merge
+from pyproflab.analyses.top import TopResult, top
+
+__all__ = ["TopResult", "filter_samples", "merge", "top"]

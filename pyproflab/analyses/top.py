@@ -1,0 +1,626 @@
+"""``top``: the flat and cumulative values of a profile's nodes, as ``go tool pprof -top``.
+
+``top(p, ...)`` equals ``go tool pprof -symbolize=none -top -nodefraction=0
+-nodecount=1000000 [-lines|-files] -sample_index=I [-cum] [-focus=RE]
+[-ignore=RE]`` row for row: the same printable names, flat and cum integers,
+order, and ``(inline)``/``(partial-inline)`` markers.
+
+The rules pprof follows, in its order:
+
+1. Sample types whose name is not unique are dropped (``CompatibilizeSampleTypes``);
+   the sample index is taken by number or name (``inuse_`` prefix optional),
+   default ``default_sample_type`` else the last type.
+2. The total is the sum of |value| over all samples, before any filter; if some
+   samples carry the label ``pprof::base=true``, only those count.
+3. ``drop_frames`` prunes frames; then focus/ignore drop samples (see filters).
+4. Aggregation per granularity. functions: name only; lines: name, file and
+   line; files: file only. A node is keyed by (name, file, line, and — only when
+   the name is empty — the function's start line and the mapping's file).
+   Lines without a function and locations without lines become nodes named
+   ``[basename of mapping file]`` or ``<unknown>``. File names lose a
+   ``/proc/self/cwd/`` prefix and are cleaned like Go's ``filepath.Clean``.
+5. Graph: every frame of a sample with non-zero value adds the value to its
+   node's cum once per sample (recursion counts once), the leaf frame to flat.
+   Each (caller, callee) pair adds once per sample to an edge, which is inline
+   when the callee is an inlined frame of its location (in every sample).
+   Nodes whose flat and cum are both zero are not shown.
+6. Edges lighter than ``edge_fraction`` of the graph's flat sum are dropped;
+   a node is ``(inline)`` when its remaining incoming edges are all inline,
+   ``(partial-inline)`` when some are.
+7. Rows are sorted by |flat| (or |cum| with ``cum_sort``), then name. When
+   ``nodecount`` cuts rows, the graph is rebuilt from the kept nodes only (so
+   flat of a leaf that was cut is lost and edges bridge cut frames), as pprof does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyproflab.analyses import filters
+from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
+from pyproflab.errors import UsageError
+from pyproflab.model import Profile, ValueType
+
+Granularity = Literal["functions", "lines", "files"]
+GRANULARITIES: tuple[str, ...] = ("functions", "lines", "files")
+
+ROWS_SCHEMA = pa.schema(
+    [
+        pa.field("flat", pa.int64(), nullable=False),
+        pa.field("flat_pct", pa.float64(), nullable=False),
+        pa.field("sum_pct", pa.float64(), nullable=False),
+        pa.field("cum", pa.int64(), nullable=False),
+        pa.field("cum_pct", pa.float64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("inline", pa.string(), nullable=False),
+    ]
+)
+
+
+@dataclass
+class TopResult:
+    """The rows of a top report plus the facts pprof prints above them.
+
+    ``rows`` has ``ROWS_SCHEMA``: exact ``flat``/``cum`` integers in the sample
+    type's unit, percentages of ``total`` (absolute, as pprof prints them),
+    ``label`` as pprof prints the node, ``inline`` marker.
+    """
+
+    rows: pa.Table
+    sample_type: ValueType
+    sample_index: int
+    total: int
+    granularity: str
+    nodecount: int | None
+    cum_sort: bool
+    shown_total: int  # flat sum of the rows shown
+    node_count_before: int  # nodes before nodecount cut them
+    dropped_nodes: int  # nodes below node_fraction
+    node_fraction: float
+    edge_fraction: float
+    focus: str | None = None
+    ignore: str | None = None
+    file: str = ""  # base name of the first mapping's file
+    build_id: str = ""
+    comments: list[str] = field(default_factory=list)
+    doc_url: str = ""
+    time_nanos: int = 0
+    duration_nanos: int = 0
+    sample_types: list[ValueType] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.rows.num_rows
+
+    def to_arrow(self) -> pa.Table:
+        return self.rows
+
+    def to_pandas(self):
+        return self.rows.to_pandas()
+
+    @property
+    def active_filters(self) -> list[str]:
+        return [f"{k}={v}" for k, v in (("focus", self.focus), ("ignore", self.ignore)) if v]
+
+    def header_lines(self, value_format=None) -> list[str]:
+        """The lines pprof prints above the table (see reports.text)."""
+        from pyproflab.reports.text import header_lines
+
+        return header_lines(self, value_format)
+
+    def _repr_html_(self) -> str:
+        from pyproflab.reports.html import render_html
+
+        return render_html(self, max_rows=200)
+
+    def __repr__(self) -> str:
+        return (f"TopResult({self.sample_type}, {self.granularity}, {self.rows.num_rows} rows, "
+                f"total={self.total})")
+
+
+# --- helpers with Go's semantics --------------------------------------------------
+
+
+def go_clean(path: str) -> str:
+    """Go's ``filepath.Clean`` (on a Unix system)."""
+    if not path:
+        return "."
+    out = posixpath.normpath(path)
+    if out.startswith("//"):  # POSIX keeps two leading slashes; Go does not
+        out = "/" + out.lstrip("/")
+    return out
+
+
+def go_base(path: str) -> str:
+    """Go's ``filepath.Base``."""
+    if not path:
+        return "."
+    stripped = path.rstrip("/")
+    if not stripped:
+        return "/"
+    return stripped.rsplit("/", 1)[-1]
+
+
+def trim_file_name(path: str) -> str:
+    """pprof's default source-path trimming: drop a ``/proc/self/cwd/`` prefix."""
+    for prefix in ("/proc/self/cwd/./", "/proc/self/cwd/"):
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def resolve_sample_index(profile: Profile, sample_index: int | str | None) -> int:
+    """The sample type index pprof uses for ``-sample_index`` (number, name, or default)."""
+    types = profile.sample_types
+    if not types:
+        raise UsageError("profile has no samples (no sample types)")
+    if sample_index is None or sample_index == "":
+        return profile.default_sample_index()
+    if isinstance(sample_index, str):
+        text = sample_index.strip()
+        if text.lstrip("+-").isdigit():
+            sample_index = int(text)
+    if isinstance(sample_index, int) and not isinstance(sample_index, bool):
+        if not 0 <= sample_index < len(types):
+            raise UsageError(
+                f"sample_index {sample_index} is outside the range [0..{len(types) - 1}]"
+            )
+        return sample_index
+    name = str(sample_index)
+    bare = name.removeprefix("inuse_")
+    for i, st in enumerate(types):
+        if st.type in (name, bare):
+            return i
+    raise UsageError(f"sample_index {name!r} must be one of: {[t.type for t in types]}")
+
+
+def sample_values(profile: Profile, index: int) -> np.ndarray:
+    """Value ``index`` of every sample, as int64."""
+    if profile.samples.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    vals = pc.list_element(profile.samples.column("values"), index)
+    return to_np(vals.combine_chunks().fill_null(0), np.int64)
+
+
+def diff_base_mask(profile: Profile) -> np.ndarray | None:
+    """Samples labelled ``pprof::base=true`` (None when there are none)."""
+    offsets, labels = list_parts(profile.samples.column("labels"))
+    if len(labels) == 0:
+        return None
+    hit = pc.and_(pc.equal(labels.field("key"), "pprof::base"),
+                  pc.equal(labels.field("str"), "true")).fill_null(False)
+    hit = to_np(hit, bool)
+    if not hit.any():
+        return None
+    sample_of = np.repeat(np.arange(profile.samples.num_rows), np.diff(offsets))
+    return np.bincount(sample_of[hit], minlength=profile.samples.num_rows) > 0
+
+
+def compute_total(profile: Profile, index: int) -> int:
+    """pprof's report total: sum of |value|, or of the diff-base samples when any are
+    labelled ``pprof::base`` and their sum is positive."""
+    v = np.abs(sample_values(profile, index))
+    total = int(v.sum(dtype=np.int64))
+    base = diff_base_mask(profile)
+    if base is not None:
+        diff_total = int(v[base].sum(dtype=np.int64))
+        if diff_total > 0:
+            return diff_total
+    return total
+
+
+# --- nodes ------------------------------------------------------------------------
+
+
+@dataclass
+class _Nodes:
+    """Node of every (location, line) slot, and what each node prints as."""
+
+    loc_slot_off: np.ndarray  # per location row: first slot
+    loc_nslots: np.ndarray  # per location row: slots (lines, at least 1)
+    slot_node: np.ndarray  # per slot: node id
+    slot_inline: np.ndarray  # per slot: an inlined frame (not the location's last line)
+    name: list[str]
+    file: list[str]
+    start_line: list[int]
+    lineno: list[int]
+    objfile: list[str]
+    _labels: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.name)
+
+    def label(self, n: int) -> str:
+        got = self._labels.get(n)
+        if got is None:
+            got = self._labels[n] = self._make_label(n)
+        return got
+
+    def _make_label(self, n: int) -> str:
+        parts = [self.name[n]] if self.name[n] else []
+        if self.lineno[n]:
+            parts.append(f"{self.file[n]}:{self.lineno[n]}")
+        elif self.file[n]:
+            parts.append(self.file[n])
+        elif self.name[n]:
+            pass
+        elif self.objfile[n]:
+            parts.append(f"[{go_base(self.objfile[n])}]")
+        else:
+            parts.append("<unknown>")
+        return " ".join(parts)
+
+    def sprint(self, n: int) -> str:
+        """Go's ``fmt.Sprint`` of the node info: pprof's last tie-breaker."""
+        return (f"{{{self.name[n]}  0 {self.file[n]} {self.start_line[n]} {self.lineno[n]} 0 "
+                f"{self.objfile[n]}}}")
+
+
+def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
+    keep_name = granularity in ("functions", "lines")
+    keep_file = granularity in ("lines", "files")
+    keep_line = granularity == "lines"
+
+    funcs = profile.functions
+    # Per function: its key fields after aggregation. Python over functions only.
+    fkeys: dict[tuple[str, str, int], int] = {("", "", 0): 0}  # 0: no function
+    fcode_list: list[int] = []
+    for name, fname, start in zip(funcs.column("name").to_pylist(),
+                                  funcs.column("filename").to_pylist(),
+                                  funcs.column("start_line").to_pylist(), strict=True):
+        name = name if keep_name else ""
+        fname = go_clean(trim_file_name(fname)) if keep_file and fname else ""
+        key = (name, fname, start if not name else 0)
+        fcode_list.append(fkeys.setdefault(key, len(fkeys)))
+    fkey_list = list(fkeys)
+    fcode = np.array(fcode_list + [0], dtype=np.int64)  # last entry: no function
+    fname_empty = np.array([k[0] == "" for k in fkey_list], dtype=bool)
+
+    maps = profile.mappings
+    objs: dict[str, int] = {"": 0}
+    mcode = np.array([objs.setdefault(f, len(objs)) for f in maps.column("filename").to_pylist()]
+                     + [0], dtype=np.int64)
+    obj_list = list(objs)
+
+    locs = profile.locations
+    nloc = locs.num_rows
+    loc_mrow = IdIndex(to_np(maps.column("id"), np.uint64)).rows(
+        to_np(locs.column("mapping_id"), np.uint64))
+    loc_obj = mcode[loc_mrow]
+
+    line_off, lines = list_parts(locs.column("lines"))
+    nlines = np.diff(line_off)
+    nslots = np.maximum(nlines, 1)
+    slot_off = np.zeros(nloc + 1, dtype=np.int64)
+    np.cumsum(nslots, out=slot_off[1:])
+    nslot_total = int(slot_off[-1])
+    slot_loc = np.repeat(np.arange(nloc), nslots)
+    slot_f = np.zeros(nslot_total, dtype=np.int64)  # function key code, 0 = none
+    slot_line = np.zeros(nslot_total, dtype=np.int64)
+    if len(lines):
+        loc_of_line = np.repeat(np.arange(nloc), nlines)
+        pos = np.arange(len(lines)) - line_off[loc_of_line]
+        dest = slot_off[loc_of_line] + pos
+        frow = IdIndex(to_np(funcs.column("id"), np.uint64)).rows(
+            to_np(lines.field("function_id"), np.uint64))
+        slot_f[dest] = fcode[frow]
+        if keep_line:
+            # A line without a function keeps no line number (pprof's nodeInfo).
+            slot_line[dest] = np.where(frow >= 0, to_np(lines.field("line"), np.int64), 0)
+    slot_obj = np.where(fname_empty[slot_f], loc_obj[slot_loc], 0)
+    slot_inline = (np.arange(nslot_total) - slot_off[slot_loc]) != (nslots[slot_loc] - 1)
+
+    # One int64 key per slot: (function key, objfile, line number).
+    key = slot_f * np.int64(len(obj_list)) + slot_obj
+    if keep_line and nslot_total:
+        lvals, linv = np.unique(slot_line, return_inverse=True)
+        key = key * np.int64(len(lvals)) + linv.reshape(-1)
+        line_of = lvals
+    else:
+        line_of = np.zeros(1, dtype=np.int64)
+    ukeys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    uniq = np.stack([slot_f[first], slot_obj[first], slot_line[first]], axis=1)
+    del line_of
+    names, files, starts, lnos, objfiles = [], [], [], [], []
+    for f, o, ln in uniq.tolist():
+        name, fname, start = fkey_list[f]
+        names.append(name)
+        files.append(fname)
+        starts.append(start)
+        lnos.append(ln)
+        objfiles.append(obj_list[o] if name == "" else "")
+    return _Nodes(slot_off[:-1], nslots, inverse.astype(np.int64), slot_inline,
+                  names, files, starts, lnos, objfiles)
+
+
+# --- frames and the graph -----------------------------------------------------------
+
+
+@dataclass
+class _Frames:
+    """Frames of the samples that count, leaf first within each sample."""
+
+    sample: np.ndarray  # index into w
+    node: np.ndarray
+    inline: np.ndarray
+    w: np.ndarray  # per counted sample: its value
+
+
+def _expand(profile: Profile, nodes: _Nodes, w_all: np.ndarray, keep: np.ndarray) -> _Frames:
+    offsets, flat = list_parts(profile.samples.column("location_ids"))
+    sel = np.flatnonzero(keep)
+    w = w_all[sel]
+    counts = np.diff(offsets)[sel]
+    starts = offsets[:-1][sel]
+    # Entries (sample, location) of the kept samples, in file order (leaf first).
+    n_entries = int(counts.sum())
+    entry_sample = np.repeat(np.arange(len(sel)), counts)
+    entry_pos = np.arange(n_entries) - np.repeat(np.cumsum(counts) - counts, counts)
+    entry_idx = np.repeat(starts, counts) + entry_pos
+    loc_ids = to_np(flat, np.uint64)[entry_idx] if n_entries else np.zeros(0, np.uint64)
+    loc_rows = IdIndex(to_np(profile.locations.column("id"), np.uint64)).rows(loc_ids)
+    if (loc_rows < 0).any():
+        known = loc_rows >= 0  # pprof refuses such profiles; the decoder does too
+        entry_sample, loc_rows = entry_sample[known], loc_rows[known]
+    k = nodes.loc_nslots[loc_rows]
+    nframes = int(k.sum())
+    fr_entry = np.repeat(np.arange(len(loc_rows)), k)
+    fr_pos = np.arange(nframes) - np.repeat(np.cumsum(k) - k, k)
+    slot = nodes.loc_slot_off[loc_rows][fr_entry] + fr_pos
+    return _Frames(entry_sample[fr_entry], nodes.slot_node[slot], nodes.slot_inline[slot], w)
+
+
+@dataclass
+class _Graph:
+    flat: np.ndarray
+    cum: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_weight: np.ndarray
+    edge_inline: np.ndarray
+
+
+def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
+    """pprof's newGraph over the frames; nodes outside ``kept`` are left out."""
+    sample, node, inline = fr.sample, fr.node, fr.inline
+    ns = len(fr.w)
+    flat = np.zeros(n_nodes, dtype=np.int64)
+    cum = np.zeros(n_nodes, dtype=np.int64)
+    if len(node) == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
+    # Flat goes to the leaf frame (the first of each sample), if that node is kept.
+    first = np.ones(len(sample), dtype=bool)
+    first[1:] = sample[1:] != sample[:-1]
+    leaf_s, leaf_n = sample[first], node[first]
+    if kept is not None:
+        ok = kept[leaf_n]
+        leaf_s, leaf_n = leaf_s[ok], leaf_n[ok]
+        m = kept[node]
+        sample, node, inline = sample[m], node[m], inline[m]
+    np.add.at(flat, leaf_n, fr.w[leaf_s])
+    # Cum: each (sample, node) pair once.
+    # Keys are sample-major, so a stable sort (which exploits runs) is fastest.
+    pair = np.sort(sample.astype(np.int64) * n_nodes + node, kind="stable")
+    firsts = np.ones(len(pair), dtype=bool)
+    firsts[1:] = pair[1:] != pair[:-1]
+    upair = pair[firsts]
+    np.add.at(cum, upair % n_nodes, fr.w[upair // n_nodes])
+    # Edges: caller is the next frame toward the root within the same sample.
+    same = sample[1:] == sample[:-1]
+    child, parent = node[:-1][same], node[1:][same]
+    e_s, e_inl = sample[:-1][same], inline[:-1][same]
+    ok = child != parent
+    child, parent, e_s, e_inl = child[ok], parent[ok], e_s[ok], e_inl[ok]
+    edge = parent.astype(np.int64) * n_nodes + child
+    n_edge_ids = n_nodes * n_nodes
+    if ns * n_edge_ids * 2 >= 2**62:  # keys would overflow: number the edges densely
+        uniq_e, edge = np.unique(edge, return_inverse=True)
+        n_edge_ids = len(uniq_e)
+    else:
+        uniq_e = None
+    key = e_s.astype(np.int64) * n_edge_ids + edge
+    # Each (sample, edge) counts once; its inline flag is the one of its first
+    # occurrence from the root. Sorting (key, flag) finds both; only keys seen
+    # with both flags need their occurrences ordered.
+    kf = np.sort(key * 2 + e_inl, kind="stable")
+    kf = kf[np.concatenate(([True], kf[1:] != kf[:-1]))] if len(kf) else kf
+    ukey, uflag = kf >> 1, (kf & 1).astype(bool)
+    dup = np.zeros(len(ukey), dtype=bool)
+    if len(ukey) > 1:
+        dup[1:] = ukey[1:] == ukey[:-1]
+    if dup.any():
+        amb = ukey[dup]
+        where = np.flatnonzero(np.isin(key, amb))
+        # The occurrence nearest the root is the last in leaf-first order.
+        _, last = np.unique(key[where][::-1], return_index=True)
+        resolved = dict(zip(key[where][::-1][last].tolist(),
+                            e_inl[where][::-1][last].tolist(), strict=True))
+        keepu = np.ones(len(ukey), dtype=bool)
+        keepu[np.flatnonzero(dup) - 1] = False  # drop the first of each pair
+        ukey, uflag = ukey[keepu], uflag[keepu]
+        fix = np.isin(ukey, amb)
+        uflag[fix] = [resolved[k] for k in ukey[fix].tolist()]
+    s_r, edge_r = ukey // n_edge_ids, ukey % n_edge_ids
+    uedge, einv = np.unique(edge_r, return_inverse=True)
+    weight = np.zeros(len(uedge), dtype=np.int64)
+    np.add.at(weight, einv, fr.w[s_r])
+    not_inline = np.bincount(einv, weights=~uflag, minlength=len(uedge)) > 0
+    if uniq_e is not None:
+        uedge = uniq_e[uedge]
+    return _Graph(flat, cum, uedge // n_nodes, uedge % n_nodes, weight, ~not_inline)
+
+
+def _sorted_nodes(nodes: _Nodes, ids: np.ndarray, g: _Graph, cum_sort: bool) -> list[int]:
+    """pprof's FlatNameOrder / CumNameOrder. pprof treats distinct nodes with one
+    printable name as equal (their order is then unspecified); we break such ties
+    by |cum| (|flat|) and the node info's Go-printed form."""
+    flat, cum = g.flat, g.cum
+    id_list = ids.tolist()
+    labels = [nodes.label(n) for n in id_list]
+    seen: dict[str, int] = {}
+    for lbl in labels:
+        seen[lbl] = seen.get(lbl, 0) + 1
+    a_flat = np.abs(flat[ids]).tolist()
+    a_cum = np.abs(cum[ids]).tolist()
+    first, second = (a_cum, a_flat) if cum_sort else (a_flat, a_cum)
+    keys = [(-f, lbl, -c, nodes.sprint(n) if seen[lbl] > 1 else "", n)
+            for n, lbl, f, c in zip(id_list, labels, first, second, strict=True)]
+    keys.sort()
+    return [k[-1] for k in keys]
+
+
+def _present(g: _Graph, kept: np.ndarray | None) -> np.ndarray:
+    on = (g.flat != 0) | (g.cum != 0)
+    if kept is not None:
+        on &= kept
+    return np.flatnonzero(on)
+
+
+def top(
+    profile: Profile,
+    *,
+    sample_index: int | str | None = None,
+    granularity: Granularity = "functions",
+    nodecount: int | None = None,
+    cum_sort: bool = False,
+    focus: str | None = None,
+    ignore: str | None = None,
+    edge_fraction: float = 0.001,
+    node_fraction: float = 0.0,
+) -> TopResult:
+    """Top nodes of ``profile`` exactly as ``go tool pprof -top`` computes them.
+
+    ``sample_index``: number or type name (default: the profile's default type,
+    else the last). ``nodecount``: keep the first N rows (None or 0: all).
+    ``focus``/``ignore``: Python regular expressions (see ``filters``).
+    ``edge_fraction``/``node_fraction``: pprof's -edgefraction/-nodefraction.
+    """
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"granularity must be one of {', '.join(GRANULARITIES)}, "
+                         f"not {granularity!r}")
+    if nodecount is not None and nodecount < 0:
+        raise UsageError("nodecount must be >= 0")
+    from pyproflab.analyses.merge import compatibilize_sample_types
+
+    profile = compatibilize_sample_types([profile])[0]
+    index = resolve_sample_index(profile, sample_index)
+    total = compute_total(profile, index)
+
+    work = filters.remove_uninteresting(profile)
+    mask = filters.sample_mask(work, focus, ignore)
+    w_all = sample_values(work, index)
+    keep = w_all != 0
+    if mask is not None:
+        keep &= mask
+
+    nodes = _build_nodes(work, granularity)
+    frames = _expand(work, nodes, w_all, keep)
+    n = nodes.count
+    g = _graph(frames, n, None)
+    ids = _present(g, None)
+    total_value = int(g.flat[ids].sum())
+    node_cutoff = abs(int(float(total_value) * node_fraction))
+    edge_cutoff = abs(int(float(total_value) * edge_fraction))
+
+    dropped_nodes = 0
+    kept: np.ndarray | None = None
+    if node_cutoff > 0:
+        big = ids[np.abs(g.cum[ids]) >= node_cutoff]
+        if len(big) != len(ids):
+            dropped_nodes = len(ids) - len(big)
+            kept = np.zeros(n, dtype=bool)
+            kept[big] = True
+            g = _graph(frames, n, kept)
+            ids = _present(g, kept)
+    before = len(ids)
+    order = _sorted_nodes(nodes, ids, g, cum_sort)
+    if nodecount and nodecount < len(order):
+        kept = np.zeros(n, dtype=bool)
+        kept[order[:nodecount]] = True
+        g = _graph(frames, n, kept)
+        order = _sorted_nodes(nodes, _present(g, kept), g, cum_sort)
+
+    # Markers from the incoming edges that survive the edge cutoff.
+    strong = np.abs(g.edge_weight) >= edge_cutoff
+    has_inline = np.zeros(n, dtype=bool)
+    has_plain = np.zeros(n, dtype=bool)
+    has_inline[g.edge_dst[strong & g.edge_inline]] = True
+    has_plain[g.edge_dst[strong & ~g.edge_inline]] = True
+
+    rows = _rows(nodes, order, g, total, has_inline, has_plain, granularity)
+    shown = int(sum(int(g.flat[i]) for i in order))
+    mappings = work.mappings
+    first_map = mappings.slice(0, 1).to_pylist()[0] if mappings.num_rows else None
+    return TopResult(
+        rows=rows,
+        sample_type=profile.sample_types[index],
+        sample_index=index,
+        total=total,
+        granularity=granularity,
+        nodecount=nodecount or None,
+        cum_sort=cum_sort,
+        shown_total=shown,
+        node_count_before=before,
+        dropped_nodes=dropped_nodes,
+        node_fraction=node_fraction,
+        edge_fraction=edge_fraction,
+        focus=focus or None,
+        ignore=ignore or None,
+        file=go_base(first_map["filename"]) if first_map and first_map["filename"] else "",
+        build_id=first_map["build_id"] if first_map else "",
+        comments=list(profile.comments),
+        doc_url=profile.doc_url,
+        time_nanos=profile.time_nanos,
+        duration_nanos=profile.duration_nanos,
+        sample_types=list(profile.sample_types),
+    )
+
+
+def _rows(nodes: _Nodes, order: list[int], g: _Graph, total: int, has_inline: np.ndarray,
+          has_plain: np.ndarray, granularity: str) -> pa.Table:
+    idx = np.array(order, dtype=np.int64)
+    flat_np, cum_np = g.flat[idx], g.cum[idx]
+    running = np.cumsum(flat_np)
+    denom = float(total) if total else 1.0
+    scale = 100.0 / denom if total else 0.0
+    labels = [nodes.label(i) for i in order]
+    inline = [("(partial-inline)" if has_plain[i] else "(inline)") if has_inline[i] else ""
+              for i in order]
+    with_file = granularity in ("lines", "files")
+    cols = {
+        "flat": flat_np,
+        "flat_pct": np.abs(flat_np / denom) * 100 if total else flat_np * scale,
+        "sum_pct": np.abs(running / denom) * 100 if total else running * scale,
+        "cum": cum_np,
+        "cum_pct": np.abs(cum_np / denom) * 100 if total else cum_np * scale,
+        "name": [nodes.name[i] or lbl for i, lbl in zip(order, labels, strict=True)],
+        "file": [(nodes.file[i] or None) if with_file else None for i in order],
+        "line": [(nodes.lineno[i] or None) if granularity == "lines" else None for i in order],
+        "label": labels,
+        "inline": inline,
+    }
+    return pa.table(cols, schema=ROWS_SCHEMA)
+
+
+def replace(result: TopResult, **changes) -> TopResult:
+    """A copy of ``result`` with some fields changed."""
+    return dataclasses.replace(result, **changes)
+
+
+def format_time(nanos: int) -> str:
+    """pprof's header time (local zone, ``2006-01-02 15:04:05 MST``)."""
+    t = time.localtime(nanos // 1_000_000_000)
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", t)

@@ -1,0 +1,66 @@
+"""The ``pyproflab`` command line: a table of subcommands, one module each.
+
+``main(argv) -> int`` never lets a user's mistake become a traceback: a
+``ProflabError`` (bad file, bad flag, missing or busy store) is printed as one
+line on stderr and returns its exit code (2). Anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pyproflab.cli.common import OneLineParser
+from pyproflab.errors import ProflabError
+
+# name -> (module, one-line help). Command modules import only argparse at
+# the top and load heavy libraries inside run(), so building every parser is
+# cheap and `pyproflab top FILE` never pays for DuckDB or pandas.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("pyproflab.cli.ingest", "read profiles (files, folders, globs, Parquet) into a store"),
+    "top": ("pyproflab.cli.top", "top functions by flat or cum, as go tool pprof -top"),
+    "merge": ("pyproflab.cli.merge", "merge profiles into one pprof file"),
+    "export": ("pyproflab.cli.export", "write the store as a Parquet dataset"),
+    "profiles": ("pyproflab.cli.profiles", "list the profiles in a store"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pyproflab import __version__
+
+    parser = OneLineParser(
+        prog="pyproflab",
+        description="Analyse pprof profiles from fleets of Go services.",
+    )
+    parser.add_argument("--version", action="version", version=f"pyproflab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    sub.required = True
+    for name, (module, help_text) in COMMANDS.items():
+        cls = importlib.import_module(module).Command
+        p = sub.add_parser(name, help=help_text, description=(cls.__doc__ or "").strip())
+        cls().prepare_parser(p)
+        p.set_defaults(_command=cls)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args._command().run(args) or 0)
+    except ProflabError as e:
+        print(f"pyproflab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("pyproflab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `pyproflab top … | head`: the reader left; nothing to report.
+        return 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Read profiles into a store.
+
+PATH may be a file, a folder (walked), a glob, or a Parquet dataset written
+by `pyproflab export`. Each profile is stored once: a file whose decoded
+content is already in the store is counted as present. A file that is not a
+valid profile is refused with its reason; the others are still stored, and
+the store never holds part of a profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        common.add_db_option(parser)
+        parser.add_argument("--service")
+        parser.add_argument("--version", dest="meta_version", metavar="VERSION")
+        parser.add_argument("--instance")
+        parser.add_argument("--label", action="append", default=[], metavar="K=V",
+                            help="metadata label for every profile (repeatable)")
+        parser.add_argument("--path-template", metavar="TEMPLATE",
+                            help="fill metadata from paths, e.g. "
+                                 "'{service}/{version}/{instance}/{type}-{time}.pb.gz'")
+        parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                            help="refuse profiles larger than N bytes decompressed (default 1 GiB)")
+        parser.add_argument("--strict", action="store_true",
+                            help="exit 2 if any file is refused (default: exit 0 and list them)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        import sys
+
+        from pyproflab.lab import Lab
+
+        labels = common.parse_kv(args.label)
+        with Lab.open(common.db_path(args)) as lab:
+            report = lab.ingest(
+                args.paths,
+                service=args.service,
+                version=args.meta_version,
+                instance=args.instance,
+                labels=labels or None,
+                path_template=args.path_template,
+                max_bytes=args.max_bytes,
+                progress=common.Progress("ingesting"),
+            )
+        for path, reason in report.refused:
+            print(f"refused {path}: {reason}", file=sys.stderr)
+        print(report.summary())
+        return 2 if (args.strict and report.refused) else 0

@@ -1,0 +1,28 @@
+"""List the profiles in a store, with their metadata."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        common.add_db_option(parser)
+        common.add_selection_options(parser)
+        parser.add_argument("--format", choices=["text", "json", "csv"], default="text")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.reports.tables import render_table
+        from pyproflab.store import Store
+
+        with Store.open(common.db_path(args), read_only=True) as store:
+            table = store.profiles(common.selection_from_args(args))
+        cols = [c for c in ("profile_id", "service", "version", "instance", "profile_type",
+                            "time", "duration_nanos", "num_samples", "source")
+                if c in table.column_names]
+        common.write_output(render_table(table.select(cols), args.format), None)
+        return 0

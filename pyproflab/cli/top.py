@@ -1,0 +1,81 @@
+"""Show the top functions of profiles, as `go tool pprof -top` does.
+
+Give profile files to read them directly (several are merged first, as
+pprof merges them), or select profiles from a store with --db and the
+selection options. Values are exact integers in the sample type's unit in
+csv and json; text scales them like pprof.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("files", nargs="*", metavar="FILE", help="pprof files (no store needed)")
+        common.add_db_option(parser)
+        common.add_selection_options(parser)
+        parser.add_argument("--sample-index", metavar="NAME|N",
+                            help="sample type to show (default: the profile's default, else the last)")
+        parser.add_argument("--nodecount", type=int, default=None, metavar="N",
+                            help="show at most N rows (default: all in csv/json, 30 in text)")
+        parser.add_argument("--cum", action="store_true", help="sort by cumulative value")
+        parser.add_argument("--granularity", choices=["functions", "lines", "files"],
+                            default="functions")
+        parser.add_argument("--focus", metavar="REGEX",
+                            help="only samples with a frame matching REGEX (Python re syntax)")
+        parser.add_argument("--ignore", metavar="REGEX",
+                            help="drop samples with a frame matching REGEX")
+        parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
+        parser.add_argument("--exact", action="store_true",
+                            help="text: print exact integers in the base unit instead of scaled values")
+        parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.analyses.top import top
+        from pyproflab.errors import UsageError
+        from pyproflab.reports import render_top
+
+        if args.files and (args.db or common.has_selection(args)):
+            raise UsageError("give profile files or --db with a selection, not both")
+        profile = load_profile(args)
+        sample_index = parse_sample_index(args.sample_index)
+        nodecount = args.nodecount
+        if nodecount is None and args.format == "text":
+            nodecount = 30
+        if nodecount is not None and nodecount < 0:
+            raise UsageError("--nodecount must be >= 0")
+        result = top(
+            profile,
+            sample_index=sample_index,
+            granularity=args.granularity,
+            nodecount=nodecount or None,
+            cum_sort=args.cum,
+            focus=args.focus,
+            ignore=args.ignore,
+        )
+        common.write_output(render_top(result, args.format, exact=args.exact), args.output)
+        return 0
+
+
+def parse_sample_index(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else value
+
+
+def load_profile(args: argparse.Namespace):
+    """The profile that --db/selection or the files describe (merged if several)."""
+    if args.files:
+        from pyproflab.files import read_and_merge
+
+        return read_and_merge(args.files)
+    from pyproflab.store import Store
+
+    with Store.open(common.db_path(args), read_only=True) as store:
+        return store.merged_profile(common.selection_from_args(args))

@@ -1,0 +1,463 @@
+"""The fast decoder: pprof sub-messages decoded in bulk with numpy.
+
+How: every field inside Sample, Label, Mapping, Location, Line and Function is
+a varint or a length-delimited run of varints (packed ids and values, nested
+Label and Line messages). So once the sub-messages of one kind are joined
+into one buffer, that buffer is a plain sequence of varints: each byte below
+0x80 ends one. All varints are decoded at once; then the messages are walked
+field by field *all together* (step k reads the k-th field of every message
+still open), which costs numpy calls per field position, not per message.
+
+Rules: the same as the reference decoder (``reference`` and ``validate``),
+and the same Profile comes out. Anything the walk cannot take in stride (a
+fixed-width or misaligned field, a wrong wire type, a varint of more than 10
+bytes, field number 0, a truncated field) is handed to the reference decoder,
+which parses it with upb and raises the precise error when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pyproflab import schema
+from pyproflab.decode.common import malformed, metadata
+from pyproflab.decode.lite import TopLevel
+from pyproflab.model import Profile
+
+U64 = np.uint64
+I64 = np.int64
+WIRE_VARINT, WIRE_BYTES = 0, 2
+MAX_VARINT_BYTES = 10
+
+
+class _HandToReference(Exception):
+    """The input uses a wire form the bulk walk does not handle."""
+
+
+# --- varints --------------------------------------------------------------------------
+
+
+@dataclass
+class Tokens:
+    """Every varint of one joined buffer: its value and the index of its last byte."""
+
+    values: np.ndarray  # uint64
+    ends: np.ndarray  # int64, index of the last byte of each varint
+    size: int  # bytes in the buffer
+
+    def index_at(self, byte: np.ndarray) -> np.ndarray:
+        """Index of the varint starting at each ``byte`` (which must start one)."""
+        idx = np.searchsorted(self.ends, byte)  # first varint ending at or after byte
+        starts_there = np.where(idx > 0, self.ends[np.maximum(idx - 1, 0)] + 1, 0) == byte
+        if not starts_there.all():
+            raise _HandToReference("a field ends inside a varint")
+        return idx
+
+
+def tokenize(buf: bytes) -> Tokens:
+    data = np.frombuffer(buf, dtype=np.uint8)
+    if data.size and data[-1] & 0x80:
+        raise _HandToReference("buffer ends inside a varint")
+    ends = np.flatnonzero(data < 0x80)
+    values = data[ends].astype(U64)
+    lengths = np.empty_like(ends)
+    if ends.size:
+        lengths[0] = ends[0] + 1
+        np.subtract(ends[1:], ends[:-1], out=lengths[1:])
+    longest = int(lengths.max()) if lengths.size else 0
+    if longest > MAX_VARINT_BYTES:
+        raise _HandToReference("varint longer than 10 bytes")
+    # Fold in the earlier bytes of multi-byte varints, most significant first;
+    # each round touches only the varints that are still long enough.
+    todo = np.flatnonzero(lengths > 1)
+    back = 1
+    while todo.size:
+        values[todo] = (values[todo] << U64(7)) | (data[ends[todo] - back] & 0x7F).astype(U64)
+        back += 1
+        todo = todo[lengths[todo] > back]
+    return Tokens(values=values, ends=ends.astype(I64), size=int(data.size))
+
+
+def join(messages: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """One buffer and the byte offsets (n+1) of the messages in it."""
+    lengths = np.fromiter(map(len, messages), dtype=I64, count=len(messages))
+    offsets = np.zeros(len(messages) + 1, dtype=I64)
+    np.cumsum(lengths, out=offsets[1:])
+    return b"".join(messages), offsets
+
+
+# --- walking fields ---------------------------------------------------------------------
+
+
+@dataclass
+class Fields:
+    """Every field of a set of messages, in order: for each, its message, number,
+    wire type, tag varint index and the index of the varint after it."""
+
+    message: np.ndarray
+    number: np.ndarray
+    wire: np.ndarray
+    tag: np.ndarray
+    next: np.ndarray
+    count: int  # number of messages walked
+
+    def select(self, number: int, wire: int | None) -> np.ndarray:
+        """Positions of the fields with ``number``; with ``wire``, all must have it."""
+        sel = np.flatnonzero(self.number == number)
+        if wire is not None and sel.size and (self.wire[sel] != wire).any():
+            raise _HandToReference(f"field {number} with a wrong wire type")
+        return sel
+
+    def last_value(self, tok: Tokens, number: int, default: int = 0) -> np.ndarray:
+        """A singular varint field per message (the last occurrence wins, as in pprof)."""
+        out = np.full(self.count, default, dtype=U64)
+        sel = self.select(number, WIRE_VARINT)
+        if sel.size:
+            msg = self.message[sel]
+            if np.bincount(msg, minlength=self.count).max() > 1:
+                # Keep the last occurrence of each message: fields are in order.
+                _, first_from_end = np.unique(msg[::-1], return_index=True)
+                sel = sel[sel.size - 1 - first_from_end]
+                msg = self.message[sel]
+            out[msg] = tok.values[self.tag[sel] + 1]
+        return out
+
+    def repeated_varints(self, tok: Tokens, number: int) -> tuple[np.ndarray, np.ndarray]:
+        """A repeated varint field (packed or not, even mixed): list offsets and values."""
+        sel = self.select(number, None)
+        wire = self.wire[sel]
+        if sel.size and ((wire != WIRE_VARINT) & (wire != WIRE_BYTES)).any():
+            raise _HandToReference(f"field {number} with a wrong wire type")
+        first = np.where(wire == WIRE_VARINT, self.tag[sel] + 1, self.tag[sel] + 2)
+        count = np.where(wire == WIRE_VARINT, 1, self.next[sel] - self.tag[sel] - 2)
+        return _gather_segments(tok.values, self.message[sel], first, count, self.count)
+
+    def children(self, tok: Tokens, number: int) -> tuple[np.ndarray, ...]:
+        """Nested messages of field ``number``, in parent order: per-parent offsets,
+        and each child's first varint, end varint and end byte."""
+        sel = self.select(number, WIRE_BYTES)
+        msg = self.message[sel]
+        order = np.argsort(msg, kind="stable")
+        sel, msg = sel[order], msg[order]
+        offsets = np.zeros(self.count + 1, dtype=I64)
+        np.cumsum(np.bincount(msg, minlength=self.count), out=offsets[1:])
+        tag = self.tag[sel]
+        end_byte = tok.ends[tag + 1] + 1 + tok.values[tag + 1].astype(I64)
+        return offsets, tag + 2, self.next[sel], end_byte
+
+
+def _gather_segments(
+    values: np.ndarray, owner: np.ndarray, first: np.ndarray, count: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate runs values[first:first+count] grouped by owner (stable)."""
+    if owner.size > 1 and (owner[1:] < owner[:-1]).any():
+        order = np.argsort(owner, kind="stable")
+        owner, first, count = owner[order], first[order], count[order]
+    offsets = np.zeros(n + 1, dtype=I64)
+    np.cumsum(np.bincount(owner, weights=count, minlength=n).astype(I64), out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return offsets, np.zeros(0, dtype=U64)
+    # Index of every element: its run's first varint plus its rank in the run.
+    run_start = np.zeros(count.size, dtype=I64)
+    np.cumsum(count[:-1], out=run_start[1:])
+    idx = np.arange(total, dtype=I64) + np.repeat(first - run_start, count)
+    return offsets, values[idx]
+
+
+def walk(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) -> Fields:
+    """Walk all messages [first, end) (varint indexes) one field position at a time."""
+    n = first.size
+    parts: list[tuple[np.ndarray, ...]] = []
+    msg = np.arange(n, dtype=I64)
+    cur = first.astype(I64)
+    live = cur < end
+    msg, cur = msg[live], cur[live]
+    while msg.size:
+        stop, stop_byte = end[msg], end_byte[msg]
+        if (cur + 1 >= stop).any():
+            raise _HandToReference("truncated field")
+        tag = tok.values[cur]
+        wire = (tag & U64(7)).astype(np.int8)
+        number = tag >> U64(3)
+        if (number == 0).any():
+            raise _HandToReference("field number 0")
+        nxt = cur + 2
+        is_bytes = wire == WIRE_BYTES
+        if ((wire != WIRE_VARINT) & ~is_bytes).any():
+            raise _HandToReference("fixed-width or group field")
+        if is_bytes.any():
+            b = np.flatnonzero(is_bytes)
+            length = tok.values[cur[b] + 1]
+            payload_start = tok.ends[cur[b] + 1] + 1
+            room = (stop_byte[b] - payload_start).astype(U64)
+            if (length > room).any():
+                raise _HandToReference("field longer than its message")
+            payload_end = payload_start + length.astype(I64)
+            inside = payload_end < stop_byte[b]
+            after = stop[b].copy()
+            if inside.any():
+                after[inside] = tok.index_at(payload_end[inside])
+            nxt[b] = after
+        parts.append((msg, number, wire, cur, nxt))
+        live = nxt < stop
+        msg, cur = msg[live], nxt[live]
+    if not parts:
+        empty = np.zeros(0, dtype=I64)
+        return Fields(empty, empty.astype(U64), empty.astype(np.int8), empty, empty, n)
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], n)
+
+
+def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:
+    buf, offsets = join(messages)
+    tok = tokenize(buf)
+    first = tok.index_at(offsets[:-1]) if tok.ends.size else np.zeros(len(messages), I64)
+    end = np.append(first[1:], tok.ends.size) if len(messages) else first
+    return tok, walk(tok, first, end, offsets[1:])
+
+
+# --- lookups and checks -------------------------------------------------------------------
+
+
+class IdIndex:
+    """Membership of ids (non-zero, unique): a dense table when ids are small."""
+
+    def __init__(self, ids: np.ndarray):
+        self.top = int(ids.max()) if ids.size else 0
+        self.dense = self.top <= 4 * ids.size + 1024
+        if self.dense:
+            self.table = np.zeros(self.top + 1, dtype=bool)
+            self.table[ids] = True
+        else:
+            self.sorted = np.sort(ids)
+
+    def contains(self, query: np.ndarray) -> np.ndarray:
+        if self.dense:
+            if not query.size or query.max() <= U64(self.top):
+                return self.table[query]
+            ok = query <= U64(self.top)
+            out = np.zeros(query.size, dtype=bool)
+            out[ok] = self.table[query[ok]]
+            return out
+        pos = np.searchsorted(self.sorted, query)
+        pos = np.minimum(pos, max(self.sorted.size - 1, 0))
+        return (self.sorted[pos] == query) if self.sorted.size else np.zeros(query.size, bool)
+
+
+def check_ids(ids: np.ndarray, what: str, zero_message: str, *, source: str) -> IdIndex:
+    if ids.size and (ids == 0).any():
+        raise malformed(source, zero_message)
+    if ids.size > 1:
+        ordered = np.sort(ids)
+        dup = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if dup.size:
+            raise malformed(source, f"multiple {what} with same id: {ordered[dup[0]]}")
+    return IdIndex(ids)
+
+
+def check_strings(index: np.ndarray, nstrings: int, what: str, *, source: str) -> None:
+    """String indexes (int64 read as uint64, so negatives are huge) must be in range."""
+    bad = np.flatnonzero(index >= U64(nstrings))
+    if bad.size:
+        value = int(index[bad[0]].astype(I64))
+        raise malformed(
+            source, f"{what} refers to string {value}, outside the string table of {nstrings}"
+        )
+
+
+# --- Arrow ----------------------------------------------------------------------------------
+
+
+def string_array(raw: list[bytes], top: TopLevel) -> pa.Array:
+    buf, offsets = join(raw)
+    if offsets[-1] < 2**31:
+        arr = pa.StringArray.from_buffers(
+            len(raw), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(buf)
+        )
+        try:
+            arr.validate(full=True)  # checks UTF-8
+            return arr
+        except pa.ArrowInvalid:
+            pass
+    return pa.array(top.strings, pa.string())
+
+
+def list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+
+
+def struct_fields(struct: pa.StructType) -> list[pa.Field]:
+    return [struct.field(i) for i in range(struct.num_fields)]
+
+
+# --- the decoder ------------------------------------------------------------------------------
+
+
+def decode_fast(top: TopLevel, *, source: str) -> Profile:
+    try:
+        return _decode(top, source=source)
+    except _HandToReference:
+        from pyproflab.decode.reference import decode_reference
+
+        return decode_reference(top, source=source)
+
+
+def _decode(top: TopLevel, *, source: str) -> Profile:
+    nstr = len(top.raw_strings)
+    meta = metadata(top, source=source)
+    ntypes = len(meta["sample_types"])
+
+    # Mappings: every field a varint.
+    mtok, mf = walk_messages(top.mappings)
+    m = {k: mf.last_value(mtok, k) for k in range(1, 11)}
+    check_strings(m[5], nstr, "mapping filename", source=source)
+    check_strings(m[6], nstr, "mapping build_id", source=source)
+
+    # Functions.
+    ftok, ff = walk_messages(top.functions)
+    f = {k: ff.last_value(ftok, k) for k in range(1, 6)}
+    for k, what in ((2, "name"), (3, "system_name"), (4, "filename")):
+        check_strings(f[k], nstr, f"function {what}", source=source)
+
+    # Samples and their labels.
+    stok, sf = walk_messages(top.samples)
+    loc_offsets, loc_ids = sf.repeated_varints(stok, 1)
+    val_offsets, values = sf.repeated_varints(stok, 2)
+    label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
+    lf = walk(stok, label_first, label_end, label_end_byte)
+    key, lstr, lnum, lunit = (lf.last_value(stok, k) for k in range(1, 5))
+    check_strings(key, nstr, "label key", source=source)
+    check_strings(lstr[lstr != 0], nstr, "label str", source=source)
+    numeric = (lstr == 0) & ((lnum != 0) | (lunit != 0))
+    check_strings(lunit[numeric], nstr, "label num_unit", source=source)
+
+    counts = np.diff(val_offsets)
+    bad = np.flatnonzero(counts != ntypes)
+    if bad.size:
+        raise malformed(
+            source,
+            f"mismatch: sample {bad[0]} has {counts[bad[0]]} values vs. {ntypes} types",
+        )
+
+    # Locations and their lines.
+    ltok, lof = walk_messages(top.locations)
+    loc = {k: lof.last_value(ltok, k) for k in (1, 2, 3, 5)}
+    line_offsets, line_first, line_end, line_end_byte = lof.children(ltok, 4)
+    lnf = walk(ltok, line_first, line_end, line_end_byte)
+    line_fn, line_no, line_col = (lnf.last_value(ltok, k) for k in (1, 2, 3))
+
+    # pprof's CheckValid, in bulk.
+    known_locations = IdIndex(loc[1]) if loc[1].size else None
+    if loc_ids.size:
+        found = (
+            known_locations.contains(loc_ids)
+            if known_locations is not None
+            else np.zeros(loc_ids.size, bool)
+        )
+        if not found.all():
+            i = int(np.flatnonzero(~found)[0])
+            sample = int(np.searchsorted(loc_offsets, i, side="right") - 1)
+            raise malformed(
+                source, f"sample {sample} has nil location (no location id {loc_ids[i]})"
+            )
+    mappings = check_ids(m[1], "mappings", "found mapping with reserved ID=0", source=source)
+    functions = check_ids(f[1], "functions", "found function with reserved ID=0", source=source)
+    check_ids(loc[1], "locations", "found location with reserved id=0", source=source)
+    if line_fn.size:
+        found = functions.contains(line_fn) if f[1].size else np.zeros(line_fn.size, bool)
+        if not found.all():
+            i = int(np.flatnonzero(~found)[0])
+            owner = int(np.searchsorted(line_offsets, i, side="right") - 1)
+            raise malformed(
+                source,
+                f"location id: {loc[1][owner]} has a line with nil function "
+                f"(function id {line_fn[i]})",
+            )
+    # pprof drops a link to a mapping that does not exist.
+    mapping_id = loc[2]
+    if mapping_id.size:
+        linked = mapping_id != 0
+        if linked.any():
+            exists = mappings.contains(mapping_id) if m[1].size else np.zeros(mapping_id.size, bool)
+            mapping_id = np.where(exists, mapping_id, U64(0))
+
+    # Arrow tables.
+    strings = string_array(top.raw_strings, top)
+
+    def text(index: np.ndarray) -> pa.Array:
+        return strings.take(pa.array(index.astype(I64)))
+
+    def text_or_null(index: np.ndarray, present: np.ndarray) -> pa.Array:
+        return strings.take(pa.array(index.astype(I64), mask=~present))
+
+    keep = (lstr != 0) | numeric
+    kept_offsets = label_offsets
+    if not keep.all():
+        owner = np.repeat(np.arange(sf.count), np.diff(label_offsets))
+        kept_offsets = np.zeros(sf.count + 1, dtype=I64)
+        np.cumsum(np.bincount(owner[keep], minlength=sf.count), out=kept_offsets[1:])
+        key, lstr, lnum = key[keep], lstr[keep], lnum[keep]
+        lunit, numeric = lunit[keep], numeric[keep]
+    labels = pa.StructArray.from_arrays(
+        [
+            text(key),
+            text_or_null(lstr, ~numeric),
+            pa.array(lnum.astype(I64), mask=~numeric),
+            text_or_null(lunit, numeric & (lunit != 0)),
+        ],
+        fields=struct_fields(schema.LABEL),
+    )
+    samples = pa.Table.from_arrays(
+        [
+            list_array(loc_offsets, pa.array(loc_ids, pa.uint64())),
+            list_array(val_offsets, pa.array(values.astype(I64), pa.int64())),
+            list_array(kept_offsets, labels),
+        ],
+        schema=schema.PROFILE_SAMPLES,
+    )
+    lines = pa.StructArray.from_arrays(
+        [
+            pa.array(line_fn, pa.uint64()),
+            pa.array(line_no.astype(I64), pa.int64()),
+            pa.array(line_col.astype(I64), pa.int64()),
+        ],
+        fields=struct_fields(schema.LINE),
+    )
+    locations = pa.Table.from_arrays(
+        [
+            pa.array(loc[1], pa.uint64()),
+            pa.array(mapping_id, pa.uint64()),
+            pa.array(loc[3], pa.uint64()),
+            pa.array(loc[5] != 0, pa.bool_()),
+            list_array(line_offsets, lines),
+        ],
+        schema=schema.PROFILE_LOCATIONS,
+    )
+    functions_table = pa.Table.from_arrays(
+        [
+            pa.array(f[1], pa.uint64()),
+            text(f[2]),
+            text(f[3]),
+            text(f[4]),
+            pa.array(f[5].astype(I64), pa.int64()),
+        ],
+        schema=schema.PROFILE_FUNCTIONS,
+    )
+    mappings_table = pa.Table.from_arrays(
+        [
+            pa.array(m[1], pa.uint64()),
+            pa.array(m[2], pa.uint64()),
+            pa.array(m[3], pa.uint64()),
+            pa.array(m[4], pa.uint64()),
+            text(m[5]),
+            text(m[6]),
+            *(pa.array(m[k] != 0, pa.bool_()) for k in (7, 8, 9, 10)),
+        ],
+        schema=schema.PROFILE_MAPPINGS,
+    )
+    return Profile(samples=samples, locations=locations, functions=functions_table,
+                   mappings=mappings_table, **meta)

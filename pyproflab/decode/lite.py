@@ -1,0 +1,173 @@
+"""The shallow top-level view of a pprof message that both decode paths start from.
+
+Rules (pprof's, from its profile/proto.go and profile/encode.go):
+
+- upb splits the top level only (``proto/profile_lite.proto``): sub-messages
+  and strings stay raw bytes, so they can be decoded in bulk.
+- A known field with the wrong wire type, or a group anywhere, is an error
+  (pprof's "type mismatch" / "unknown wire type"); unknown fields with a
+  varint, fixed or length-delimited wire type are skipped.
+- A second ``time_nanos`` after a non-zero one means two profiles were
+  concatenated: an error, as in pprof.
+- ``string_table[0]`` must be ``""``. Strings that are not valid UTF-8 (pprof
+  does not check) are kept with U+FFFD replacing the bad bytes.
+
+The descriptor is built here at run time instead of committing protoc output
+(which would not pass ruff); tests/test_proto_bindings.py checks it equals
+protoc's reading of proto/profile_lite.proto.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from pyproflab.errors import CorruptProfileError, InvalidProfileError
+
+_F = descriptor_pb2.FieldDescriptorProto
+_REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
+_BYTES, _INT64 = _F.TYPE_BYTES, _F.TYPE_INT64
+
+# (name, number, label, type, proto3 optional) exactly as in proto/profile_lite.proto.
+LITE_FIELDS: list[tuple[str, int, int, int, bool]] = [
+    ("sample_type", 1, _REPEATED, _BYTES, False),
+    ("sample", 2, _REPEATED, _BYTES, False),
+    ("mapping", 3, _REPEATED, _BYTES, False),
+    ("location", 4, _REPEATED, _BYTES, False),
+    ("function", 5, _REPEATED, _BYTES, False),
+    ("string_table", 6, _REPEATED, _BYTES, False),
+    ("drop_frames", 7, _OPTIONAL, _INT64, False),
+    ("keep_frames", 8, _OPTIONAL, _INT64, False),
+    ("time_nanos", 9, _REPEATED, _INT64, False),
+    ("duration_nanos", 10, _OPTIONAL, _INT64, False),
+    ("period_type", 11, _OPTIONAL, _BYTES, True),
+    ("period", 12, _OPTIONAL, _INT64, False),
+    ("comment", 13, _REPEATED, _INT64, False),
+    ("default_sample_type", 14, _OPTIONAL, _INT64, False),
+    ("doc_url", 15, _OPTIONAL, _INT64, False),
+]
+PROFILE_FIELD_NUMBERS = frozenset(number for _, number, *_ in LITE_FIELDS)
+WIRE_START_GROUP = 3
+
+
+def lite_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    """The FileDescriptorProto of proto/profile_lite.proto, built by hand."""
+    fd = descriptor_pb2.FileDescriptorProto(
+        name="profile_lite.proto", package="pyproflab.lite", syntax="proto3"
+    )
+    msg = fd.message_type.add(name="ProfileLite")
+    for name, number, label, typ, optional in LITE_FIELDS:
+        field = msg.field.add(name=name, number=number, label=label, type=typ)
+        if optional:
+            # proto3 `optional` is a synthetic one-field oneof named "_<field>".
+            field.proto3_optional = True
+            field.oneof_index = len(msg.oneof_decl)
+            msg.oneof_decl.add(name=f"_{name}")
+    return fd
+
+
+_pool = descriptor_pool.DescriptorPool()
+_pool.Add(lite_file_descriptor())
+ProfileLite = message_factory.GetMessageClass(
+    _pool.FindMessageTypeByName("pyproflab.lite.ProfileLite")
+)
+
+
+@dataclass
+class TopLevel:
+    """The top level of one profile: raw sub-messages, resolved strings, scalars."""
+
+    sample_types: list[bytes]
+    samples: list[bytes]
+    mappings: list[bytes]
+    locations: list[bytes]
+    functions: list[bytes]
+    raw_strings: list[bytes]
+    drop_frames: int
+    keep_frames: int
+    time_nanos: int
+    duration_nanos: int
+    period_type: bytes | None
+    period: int
+    comments: list[int]
+    default_sample_type: int
+    doc_url: int
+    _strings: list[str] | None = None
+
+    def string(self, index: int) -> str:
+        """One string, decoded like ``strings`` (IndexError when out of range)."""
+        if not 0 <= index < len(self.raw_strings):
+            raise IndexError(index)
+        if self._strings is not None:
+            return self._strings[index]
+        return decode_strings([self.raw_strings[index]])[0]
+
+    @property
+    def strings(self) -> list[str]:
+        """The string table as Python strings (decoded on first use: the fast path
+        builds its Arrow strings straight from ``raw_strings``)."""
+        if self._strings is None:
+            self._strings = decode_strings(self.raw_strings)
+        return self._strings
+
+
+def check_unknown_fields(msg, known: frozenset[int], *, source: str, what: str) -> None:
+    """Refuse what pprof refuses among the fields upb did not recognise.
+
+    upb keeps a known field sent with the wrong wire type as an unknown field;
+    pprof refuses it. pprof also refuses groups, which upb would skip.
+    """
+    for field in UnknownFieldSet(msg):
+        if field.field_number in known:
+            raise CorruptProfileError(
+                source,
+                f"not a valid pprof protobuf (type mismatch: {what} field "
+                f"{field.field_number} has wire type {field.wire_type})",
+            )
+        if field.wire_type == WIRE_START_GROUP:
+            raise CorruptProfileError(
+                source, f"not a valid pprof protobuf (unknown wire type 3 in {what})"
+            )
+
+
+def decode_strings(raw: list[bytes]) -> list[str]:
+    try:
+        return [s.decode() for s in raw]
+    except UnicodeDecodeError:
+        return [s.decode("utf-8", "replace") for s in raw]
+
+
+def parse_top_level(raw: bytes, *, source: str) -> TopLevel:
+    """Split the top level with upb and apply pprof's top-level rules."""
+    msg = ProfileLite()
+    try:
+        msg.ParseFromString(raw)
+    except DecodeError as e:
+        raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
+    check_unknown_fields(msg, PROFILE_FIELD_NUMBERS, source=source, what="Profile")
+    times = list(msg.time_nanos)
+    if any(times[:-1]):
+        raise CorruptProfileError(source, "concatenated profiles detected (time_nanos set twice)")
+    raw_strings = list(msg.string_table)
+    if not raw_strings or raw_strings[0] != b"":
+        raise InvalidProfileError(source, "malformed profile: string_table[0] must be ''")
+    return TopLevel(
+        sample_types=list(msg.sample_type),
+        samples=list(msg.sample),
+        mappings=list(msg.mapping),
+        locations=list(msg.location),
+        functions=list(msg.function),
+        raw_strings=raw_strings,
+        drop_frames=msg.drop_frames,
+        keep_frames=msg.keep_frames,
+        time_nanos=times[-1] if times else 0,
+        duration_nanos=msg.duration_nanos,
+        period_type=msg.period_type if msg.HasField("period_type") else None,
+        period=msg.period,
+        comments=list(msg.comment),
+        default_sample_type=msg.default_sample_type,
+        doc_url=msg.doc_url,
+    )

@@ -1,0 +1,128 @@
+"""The reference decoder: every sub-message parsed by upb, tables built from lists.
+
+Slow and plain on purpose: it states pprof's rules one object at a time, and
+tests check that the fast decoder (``fast``) gives the very same Profile on
+every input. The fast decoder also falls back to it for wire forms it does not
+handle (fixed-width or oddly laid out unknown fields).
+
+Rules beyond ``validate``: a label with a non-zero str is a string label (its
+num and unit are ignored); otherwise it is numeric if num or num_unit is set;
+a label with neither is dropped, as pprof does.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from pyproflab import schema
+from pyproflab._proto import profile_pb2
+from pyproflab.decode.common import metadata
+from pyproflab.decode.lite import TopLevel, check_unknown_fields
+from pyproflab.decode.validate import validate
+from pyproflab.errors import CorruptProfileError
+from pyproflab.model import Profile
+
+_KNOWN = {
+    "Sample": frozenset({1, 2, 3}),
+    "Label": frozenset({1, 2, 3, 4}),
+    "Mapping": frozenset(range(1, 11)),
+    "Location": frozenset(range(1, 6)),
+    "Line": frozenset({1, 2, 3}),
+    "Function": frozenset(range(1, 6)),
+}
+
+
+def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> list:
+    name = cls.DESCRIPTOR.name
+    out = []
+    for i, raw in enumerate(raws):
+        msg = cls()
+        try:
+            msg.ParseFromString(raw)
+        except DecodeError as e:
+            raise CorruptProfileError(
+                source, f"not a valid pprof protobuf ({name.lower()} {i}: {e})"
+            ) from None
+        check_unknown_fields(msg, _KNOWN[name], source=source, what=f"{name} {i}")
+        if nested is not None:
+            for child in getattr(msg, nested):
+                child_name = child.DESCRIPTOR.name
+                check_unknown_fields(child, _KNOWN[child_name], source=source,
+                                     what=f"{child_name} in {name} {i}")
+        out.append(msg)
+    return out
+
+
+def decode_reference(top: TopLevel, *, source: str) -> Profile:
+    meta = metadata(top, source=source)
+    samples = _parse_all(top.samples, profile_pb2.Sample, "label", source=source)
+    mappings = _parse_all(top.mappings, profile_pb2.Mapping, None, source=source)
+    locations = _parse_all(top.locations, profile_pb2.Location, "line", source=source)
+    functions = _parse_all(top.functions, profile_pb2.Function, None, source=source)
+    st = top.strings
+    validate(samples=samples, mappings=mappings, locations=locations, functions=functions,
+             strings=st, num_sample_types=len(meta["sample_types"]), source=source)
+
+    labels: list[list[dict]] = []
+    for smp in samples:
+        row = []
+        for lb in smp.label:
+            if lb.str:
+                row.append({"key": st[lb.key], "str": st[lb.str], "num": None, "num_unit": None})
+            elif lb.num or lb.num_unit:
+                unit = st[lb.num_unit] if lb.num_unit else None
+                row.append({"key": st[lb.key], "str": None, "num": lb.num, "num_unit": unit})
+        labels.append(row)
+    samples_table = pa.table(
+        {
+            "location_ids": [list(s.location_id) for s in samples],
+            "values": [list(s.value) for s in samples],
+            "labels": labels,
+        },
+        schema=schema.PROFILE_SAMPLES,
+    )
+    mapping_ids = {m.id for m in mappings}
+    locations_table = pa.table(
+        {
+            "id": [loc.id for loc in locations],
+            # pprof drops a link to a mapping that does not exist.
+            "mapping_id": [loc.mapping_id if loc.mapping_id in mapping_ids else 0
+                           for loc in locations],
+            "address": [loc.address for loc in locations],
+            "is_folded": [loc.is_folded for loc in locations],
+            "lines": [
+                [{"function_id": ln.function_id, "line": ln.line, "column": ln.column}
+                 for ln in loc.line]
+                for loc in locations
+            ],
+        },
+        schema=schema.PROFILE_LOCATIONS,
+    )
+    functions_table = pa.table(
+        {
+            "id": [f.id for f in functions],
+            "name": [st[f.name] for f in functions],
+            "system_name": [st[f.system_name] for f in functions],
+            "filename": [st[f.filename] for f in functions],
+            "start_line": [f.start_line for f in functions],
+        },
+        schema=schema.PROFILE_FUNCTIONS,
+    )
+    mappings_table = pa.table(
+        {
+            "id": [m.id for m in mappings],
+            "memory_start": [m.memory_start for m in mappings],
+            "memory_limit": [m.memory_limit for m in mappings],
+            "file_offset": [m.file_offset for m in mappings],
+            "filename": [st[m.filename] for m in mappings],
+            "build_id": [st[m.build_id] for m in mappings],
+            "has_functions": [m.has_functions for m in mappings],
+            "has_filenames": [m.has_filenames for m in mappings],
+            "has_line_numbers": [m.has_line_numbers for m in mappings],
+            "has_inline_frames": [m.has_inline_frames for m in mappings],
+        },
+        schema=schema.PROFILE_MAPPINGS,
+    )
+    return Profile(samples=samples_table, locations=locations_table,
+                   functions=functions_table, mappings=mappings_table, **meta)

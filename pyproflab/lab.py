@@ -1,0 +1,128 @@
+"""The Python entry point for notebooks: ``lab = pyproflab.open("fleet.duckdb")``.
+
+A ``Lab`` owns one store and offers the analyses over selections of it.
+Selections are keyword arguments (service, version, instance, profile_type,
+since, until, labels) or a ``Selection``. Analyses return result objects
+with ``to_pandas()``, ``to_arrow()`` and an HTML repr for Jupyter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.model import Profile
+from pyproflab.store import Store
+from pyproflab.store.select import Selection
+
+SELECTION_KEYS = ("service", "version", "instance", "profile_type", "since", "until", "labels")
+
+
+def _selection(selection: Selection | None, kwargs: dict[str, Any]) -> Selection:
+    picked = {k: kwargs.pop(k) for k in list(kwargs) if k in SELECTION_KEYS}
+    if selection is not None and picked:
+        raise TypeError("give a Selection or selection keywords, not both")
+    return selection or Selection(**picked)
+
+
+class Lab:
+    """A store plus the analyses that run on it."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    # --- opening -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:
+        """Open (or create) the store at ``path``; ``":memory:"`` for a throw-away one."""
+        return cls(Store.open(path, read_only=read_only))
+
+    @classmethod
+    def from_connection(cls, con) -> Lab:
+        """Adopt a DuckDB connection a notebook already has."""
+        return cls(Store.from_connection(con))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- data in -------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: str | os.PathLike | Iterable[str | os.PathLike],
+        *,
+        service: str | None = None,
+        version: str | None = None,
+        instance: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        path_template: str | None = None,
+        max_bytes: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ):
+        """Read profiles (files, folders, globs, or an exported Parquet dataset) into the store.
+
+        Returns an ``IngestReport``: counts of new, already present and refused
+        profiles, with each refusal's reason.
+        """
+        from pyproflab.decode import DEFAULT_MAX_BYTES
+        from pyproflab.store.ingest import ProfileMeta, ingest_paths
+
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        meta = ProfileMeta(service=service, version=version, instance=instance,
+                           labels=dict(labels or {}))
+        return ingest_paths(
+            self.store,
+            [str(p) for p in paths],
+            meta,
+            path_template=path_template,
+            max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+            progress=progress,
+        )
+
+    # --- questions -----------------------------------------------------------
+
+    def profiles(self, selection: Selection | None = None, **kwargs: Any) -> pa.Table:
+        """The selected profiles' metadata, one row each."""
+        return self.store.profiles(_selection(selection, kwargs))
+
+    def merged(self, selection: Selection | None = None, **kwargs: Any) -> Profile:
+        """One profile merging the selection, as ``go tool pprof -proto`` would."""
+        return self.store.merged_profile(_selection(selection, kwargs))
+
+    def top(self, selection: Selection | None = None, **kwargs: Any):
+        """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``.
+
+        Keywords besides the selection: sample_index, granularity, nodecount,
+        cum_sort, focus, ignore.
+        """
+        from pyproflab.analyses.top import top
+
+        sel = _selection(selection, kwargs)
+        return top(self.store.merged_profile(sel), **kwargs)
+
+    def sql(self, query: str, params: Any = None) -> pa.Table:
+        """Run SQL against the store (bind values with ``?`` or ``$name``)."""
+        return self.store.sql(query, params)
+
+    def __repr__(self) -> str:
+        return f"Lab({self.store!r})"
+
+
+def open(path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:  # noqa: A001
+    """Open (or create) a store: ``lab = pyproflab.open("fleet.duckdb")``."""
+    return Lab.open(path, read_only=read_only)
+
+
+def from_connection(con) -> Lab:
+    return Lab.from_connection(con)

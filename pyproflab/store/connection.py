@@ -1,0 +1,293 @@
+"""The one owner of a DuckDB connection to a pyproflab store.
+
+Rules: every connection gets the same session settings right after
+connecting (``SESSION_SETTINGS``: UTC times, no Python replacement scans, so a
+query can only see store tables and Arrow tables registered on purpose); the
+schema comes from ``sql/schema.sql`` and ``sql/macros.sql``; values reach SQL
+only as bound parameters; a DuckDB error leaves this module as a
+``StoreError`` naming the store, exactly once, here at the boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from pyproflab.errors import StoreError
+
+if TYPE_CHECKING:
+    from pyproflab.model import Profile
+    from pyproflab.store.select import Selection
+
+SCHEMA_VERSION = 1
+MEMORY = ":memory:"
+
+# Applied to every connection, ours or adopted. Replacement scans are off so a
+# Python variable that happens to share a table's name can never be read by
+# accident; Arrow tables reach SQL through ``Store.registered`` only.
+SESSION_SETTINGS: tuple[str, ...] = (
+    "SET TimeZone = 'UTC'",
+    "SET python_enable_replacements = false",
+)
+
+SCHEMA_FILES = ("schema.sql", "macros.sql")
+
+
+def load_sql(name: str) -> str:
+    """The text of ``pyproflab/store/sql/<name>``."""
+    return resources.files("pyproflab.store").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def to_arrow(rel: Any) -> pa.Table:
+    """An Arrow table from a DuckDB relation (or ``None`` for a statement without rows)."""
+    if rel is None:
+        return pa.table({})
+    if hasattr(rel, "to_arrow_table"):  # DuckDB >= 1.4
+        return rel.to_arrow_table()
+    return rel.arrow()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+class Store:
+    """A pyproflab store: one DuckDB connection plus the schema on it.
+
+    Open with ``Store.open(path)`` or adopt a connection with
+    ``Store.from_connection(con)``; use as a context manager or call ``close()``.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, name: str, owned: bool,
+                 read_only: bool = False):
+        self.con = con
+        self.name = name
+        self.read_only = read_only
+        self._owned = owned
+        self._closed = False
+
+    # --- opening -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False,
+             create: bool = True) -> Store:
+        """Open the store at ``path`` (``":memory:"`` for a throw-away one).
+
+        A missing file is created unless ``read_only`` or ``create=False``; a
+        file that is not a DuckDB database, or a database without the
+        pyproflab schema opened read-only, raises ``StoreError``.
+        """
+        name = str(path)
+        memory = name == MEMORY
+        if memory and read_only:
+            raise StoreError(f"{name}: an in-memory store cannot be opened read-only")
+        if not memory:
+            p = Path(name)
+            if p.is_dir():
+                raise StoreError(f"{name}: is a directory, not a store")
+            if not p.exists():
+                if read_only or not create:
+                    raise StoreError(f"{name}: no such store")
+                if not p.parent.exists():
+                    raise StoreError(f"{name}: folder {p.parent} does not exist")
+        try:
+            con = duckdb.connect(name, read_only=read_only)
+        except duckdb.Error as e:
+            msg = _first_line(e)
+            if "not a valid DuckDB database" in msg:
+                raise StoreError(f"{name}: not a DuckDB store") from e
+            if "lock" in msg.lower():
+                raise StoreError(f"{name}: store is busy (opened for writing by another "
+                                 "process)") from e
+            raise StoreError(f"{name}: cannot open store: {msg}") from e
+        store = cls(con, name=name, owned=True, read_only=read_only)
+        try:
+            store._setup()
+        except BaseException:
+            con.close()
+            raise
+        return store
+
+    @classmethod
+    def from_connection(cls, con: duckdb.DuckDBPyConnection) -> Store:
+        """Adopt an open DuckDB connection (a notebook's): apply the session
+        settings and create the schema if it is missing. ``close()`` leaves it open."""
+        store = cls(con, name="<connection>", owned=False)
+        store._setup()
+        return store
+
+    def _setup(self) -> None:
+        with self._translate("cannot set up session"):
+            for stmt in SESSION_SETTINGS:
+                self._run(stmt)
+            has_meta = self._run(
+                "SELECT count(*) FROM duckdb_tables() "
+                "WHERE table_name = 'store_meta' AND schema_name = current_schema() "
+                "AND database_name = current_database()"
+            )[0][0]
+        if not has_meta:
+            if self.read_only:
+                raise StoreError(f"{self.name}: not a pyproflab store (no store_meta table)")
+            self._create_schema()
+        version = self._schema_version()
+        if version is None or version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.name}: store schema version {version} is not supported "
+                f"(this pyproflab reads version {SCHEMA_VERSION})"
+            )
+        if not self.read_only:
+            # Views and macros are recreated on every writable open, so a store
+            # written by an older release gets the current definitions.
+            with self._translate("cannot create views"):
+                self._run(load_sql("macros.sql"))
+
+    def _create_schema(self) -> None:
+        with self._translate("cannot create schema"):
+            self._run("BEGIN TRANSACTION")
+            try:
+                self._run(load_sql("schema.sql"))
+                self._run(
+                    "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+                    [str(SCHEMA_VERSION)],
+                )
+                self._run("COMMIT")
+            except BaseException:
+                self._run("ROLLBACK")
+                raise
+
+    def _schema_version(self) -> int | None:
+        with self._translate("cannot read store_meta"):
+            rows = self._run("SELECT value FROM store_meta WHERE key = 'schema_version'")
+        row = rows[0] if rows else None
+        try:
+            return int(row[0]) if row else None
+        except ValueError:
+            return None
+
+    # --- plumbing ------------------------------------------------------------
+
+    def _run(self, query: str, params: Any = None) -> list[tuple]:
+        """Execute and fetch every row (DuckDB wants each result finished before the next)."""
+        cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
+        return cur.fetchall()
+
+    @contextmanager
+    def _translate(self, what: str) -> Iterator[None]:
+        """Turn DuckDB errors into one-line StoreErrors naming the store."""
+        try:
+            yield
+        except duckdb.Error as e:
+            raise StoreError(f"{self.name}: {what}: {_first_line(e)}") from e
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.name}: store is closed")
+
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table:
+        """Run one SQL statement and return its rows as Arrow (bind values with ``?`` or
+        ``$name``; never format values into ``query``)."""
+        self._check_open()
+        with self._translate("query failed"):
+            rel = self.con.sql(query, params=params) if params is not None else self.con.sql(query)
+            return to_arrow(rel)
+
+    def execute(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> None:
+        """Run a statement for its effect."""
+        self._check_open()
+        with self._translate("statement failed"):
+            self._run(query, params)
+
+    @contextmanager
+    def registered(self, **tables: pa.Table) -> Iterator[None]:
+        """Make Arrow tables visible to SQL under the given names for a block."""
+        self._check_open()
+        with self._translate("cannot register table"):
+            for name, table in tables.items():
+                self.con.register(name, table)
+        try:
+            yield
+        finally:
+            for name in tables:
+                try:
+                    self.con.unregister(name)
+                except duckdb.Error:
+                    pass
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: commit at the end of the block, roll back on any exception."""
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"{self.name}: store is open read-only")
+        with self._translate("cannot begin transaction"):
+            self._run("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            try:
+                self._run("ROLLBACK")
+            except duckdb.Error:
+                pass
+            raise
+        with self._translate("cannot commit"):
+            self._run("COMMIT")
+
+    # --- questions -----------------------------------------------------------
+
+    def profiles(self, selection: Selection | None = None) -> pa.Table:
+        """The selected profiles' metadata rows, by profile_id."""
+        from pyproflab.store.select import Selection
+
+        where, params = (selection or Selection()).where()
+        return self.sql(f"SELECT p.* FROM profiles p WHERE {where} ORDER BY p.profile_id", params)
+
+    def merged_profile(self, selection: Selection | None = None, *,
+                       sample_types: Sequence[str] | None = None) -> Profile:
+        """One profile merging every selected profile by pprof's rules (see ``merge``)."""
+        from pyproflab.store.merge import merged_profile
+
+        return merged_profile(self, selection, sample_types=sample_types)
+
+    def profile(self, profile_id: int) -> Profile:
+        """One stored profile back, samples in file order (ids renumbered 1..n)."""
+        from pyproflab.store.merge import stored_profile
+
+        return stored_profile(self, profile_id)
+
+    def counts(self) -> dict[str, int]:
+        """Row count of every store table."""
+        names = ("profiles", "samples", "stacks", "locations", "functions", "mappings",
+                 "label_sets")
+        row = self.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM {n})" for n in names))
+        return {n: int(row.column(i)[0].as_py()) for i, n in enumerate(names)}
+
+    # --- life ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (an adopted connection is left open)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owned:
+            try:
+                self.con.close()
+            except duckdb.Error:
+                pass
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"Store({self.name!r}, {mode})"

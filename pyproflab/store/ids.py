@@ -1,0 +1,273 @@
+"""Content-derived 64-bit ids for the store's dedup tables.
+
+Rules: an id depends only on the content of what it names, never on a
+profile's own ids, the order of ingest, the process or the DuckDB version,
+so the same function, mapping, location, stack or label set seen in any
+number of profiles gets the same id, and a batch can be keyed before it
+touches the database. Ids are never 0 (0 means "none": no mapping, no
+labels), except ``label_set_ids`` of an empty label list, which is 0.
+
+- functions, mappings, label sets (strings): blake2b, 8 bytes, little
+  endian, of a canonical length-prefixed encoding (``_Encoder``).
+- locations (numbers only, up to ~10^5 per profile): a vectorized numpy
+  hash over (mapping id, address, is_folded, lines), where each line is
+  (function id, line, column) and lines are an ordered list.
+- stacks: a vectorized numpy polynomial hash (mod 2^64) of the location ids,
+  leaf first, finalized with the list length.
+
+The numpy hashes use splitmix64's finalizer as the mixer: it is a bijection
+on 64-bit words with full avalanche, so chained mixing of distinct inputs
+collides only by chance (~n²/2^65 for n distinct items).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+U64 = np.uint64
+_M1 = U64(0xBF58476D1CE4E5B9)
+_M2 = U64(0x94D049BB133111EB)
+_GOLDEN = U64(0x9E3779B97F4A7C15)
+# Odd multiplier of the stack polynomial; any odd constant is a unit mod 2^64.
+_P = U64(0xD6E8FEB86659FD93)
+# Domain seeds keep a stack hash from ever equalling a location hash of the same words.
+_SEED_LOCATION = U64(0x4C4F434154494F4E)  # "LOCATION"
+_SEED_LINES = U64(0x4C494E4553000000)  # "LINES"
+_SEED_STACK = U64(0x535441434B000000)  # "STACK"
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise on uint64 (wraps mod 2^64 by design)."""
+    x = np.asarray(x, dtype=U64)
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> U64(30))
+        x = x * _M1
+        x = x ^ (x >> U64(27))
+        x = x * _M2
+        x = x ^ (x >> U64(31))
+    return x
+
+
+def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Fold ``v`` into running hashes ``h`` (order matters)."""
+    with np.errstate(over="ignore"):
+        return mix(np.asarray(h, dtype=U64) * _GOLDEN + mix(np.asarray(v).astype(U64)))
+
+
+def _nonzero(ids: np.ndarray) -> np.ndarray:
+    return np.where(ids == 0, U64(1), ids)
+
+
+def list_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> np.ndarray:
+    """One hash per list of a flattened list column: sum_i mix(v_i)·P^(n-1-i) mod 2^64,
+    then mixed with the list length and ``seed``. ``offsets`` has n_lists+1 entries."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    lengths = ends - starts
+    n_lists = len(lengths)
+    acc = np.zeros(n_lists, dtype=U64)
+    if len(values):
+        vals = mix(np.asarray(values, dtype=U64)[offsets[0]:offsets[-1]])
+        rel_starts = starts - offsets[0]
+        # Exponent of each element: distance from the end of its own list.
+        exps = (np.repeat(rel_starts + lengths, lengths) - 1) - np.arange(len(vals))
+        max_len = int(lengths.max()) if n_lists else 0
+        powers = np.ones(max(max_len, 1), dtype=U64)
+        with np.errstate(over="ignore"):
+            for i in range(1, max_len):
+                powers[i] = powers[i - 1] * _P
+            terms = vals * powers[exps]
+        nonempty = lengths > 0
+        if nonempty.any():
+            # reduceat sums each nonempty list: the elements from its start to the
+            # next nonempty list's start are exactly its own (empty lists have none).
+            sums = np.add.reduceat(terms, rel_starts[nonempty])
+            acc[nonempty] = sums
+    with np.errstate(over="ignore"):
+        return mix(acc ^ mix(lengths.astype(U64) + seed))
+
+
+def _list_parts(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(flat values, offsets) of a list array, slices and chunks handled."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    # A sliced list array's offsets start anywhere in its child: rebase to 0.
+    return arr.flatten(), offsets - offsets[0]
+
+
+def _u64(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return np.asarray(arr.to_numpy(zero_copy_only=False)).astype(U64, copy=False)
+
+
+def remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
+    """Translate ``local_ids`` through the pairs (from_ids[i] -> to_ids[i]); 0 stays 0.
+
+    Every nonzero local id must be in ``from_ids`` (the decoder checked references).
+    """
+    local_ids = np.asarray(local_ids, dtype=U64)
+    if len(from_ids) == 0:
+        return np.zeros(len(local_ids), dtype=U64)
+    order = np.argsort(from_ids, kind="stable")
+    sorted_from = from_ids[order]
+    pos = np.searchsorted(sorted_from, local_ids)
+    pos = np.minimum(pos, len(sorted_from) - 1)
+    out = to_ids[order][pos]
+    return np.where(local_ids == 0, U64(0), out)
+
+
+# --- blake2b over a canonical encoding --------------------------------------------
+
+
+class _Encoder:
+    """Canonical bytes: every field length-prefixed or fixed width, so no two
+    different field lists encode the same."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, tag: bytes):
+        self.parts = [tag]
+
+    def s(self, v: str | None) -> _Encoder:
+        if v is None:
+            self.parts.append(b"\xff")
+        else:
+            b = v.encode("utf-8", "surrogatepass")
+            self.parts.append(b"\x00" + struct.pack("<Q", len(b)) + b)
+        return self
+
+    def i(self, v: int) -> _Encoder:
+        self.parts.append(struct.pack("<q", v))
+        return self
+
+    def u(self, v: int) -> _Encoder:
+        self.parts.append(struct.pack("<Q", v))
+        return self
+
+    def digest(self) -> int:
+        d = hashlib.blake2b(b"".join(self.parts), digest_size=8).digest()
+        return int.from_bytes(d, "little") or 1
+
+
+# Functions repeat across the profiles of a fleet (same binaries): remember the
+# ids of recent ones. Bounded; cleared whole when full (cheap, and rare).
+_FUNCTION_CACHE: dict[tuple[str, str, str, int], int] = {}
+_FUNCTION_CACHE_MAX = 1 << 20
+_FN_HEAD = struct.Struct("<QQQq")
+
+
+def _function_id(name: str, system_name: str, filename: str, start_line: int) -> int:
+    a, b, c = (x.encode("utf-8", "surrogatepass") for x in (name, system_name, filename))
+    data = b"F1" + _FN_HEAD.pack(len(a), len(b), len(c), start_line) + a + b + c
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") or 1
+
+
+def function_ids(functions: pa.Table) -> np.ndarray:
+    """Ids of a PROFILE_FUNCTIONS table's rows: pprof's function key
+    (name, system_name, filename, start_line)."""
+    cols = [functions.column(c).to_pylist()
+            for c in ("name", "system_name", "filename", "start_line")]
+    cache = _FUNCTION_CACHE
+    if len(cache) > _FUNCTION_CACHE_MAX:
+        cache.clear()
+    out = []
+    for key in zip(*cols, strict=True):
+        fid = cache.get(key)
+        if fid is None:
+            fid = cache[key] = _function_id(*key)
+        out.append(fid)
+    return np.array(out, dtype=U64)
+
+
+MAPPING_COLUMNS = ("memory_start", "memory_limit", "file_offset", "filename", "build_id",
+                   "has_functions", "has_filenames", "has_line_numbers", "has_inline_frames")
+
+
+def mapping_ids(mappings: pa.Table) -> np.ndarray:
+    """Ids of a PROFILE_MAPPINGS table's rows: every field but the profile's own id."""
+    cols = [mappings.column(c).to_pylist() for c in MAPPING_COLUMNS]
+    out = np.empty(mappings.num_rows, dtype=U64)
+    for k, (start, limit, off, fname, bid, hf, hfn, hl, hi) in enumerate(zip(*cols, strict=True)):
+        flags = int(hf) | int(hfn) << 1 | int(hl) << 2 | int(hi) << 3
+        out[k] = _Encoder(b"M1").u(start).u(limit).u(off).s(fname).s(bid).u(flags).digest()
+    return out
+
+
+def location_ids(locations: pa.Table, mapping_content: np.ndarray,
+                 function_content: np.ndarray) -> np.ndarray:
+    """Ids of a PROFILE_LOCATIONS table's rows, given the content ids of their
+    mapping_id (0 for none) and of each line's function_id (flattened lines)."""
+    lines_values, offsets = _list_parts(locations.column("lines"))
+    line_no = _u64(lines_values.field("line"))
+    col_no = _u64(lines_values.field("column"))
+    per_line = combine(combine(function_content, line_no), col_no)
+    lines_h = list_hash(per_line, offsets, _SEED_LINES)
+    h = combine(np.full(locations.num_rows, _SEED_LOCATION, dtype=U64), mapping_content)
+    h = combine(h, _u64(locations.column("address")))
+    h = combine(h, _u64(locations.column("is_folded")))
+    h = combine(h, lines_h)
+    return _nonzero(h)
+
+
+def stack_ids(location_content_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Ids of stacks given their location content ids (flattened, leaf first)."""
+    return _nonzero(list_hash(location_content_flat, offsets, _SEED_STACK))
+
+
+LabelTuple = tuple[str, str | None, int | None, str | None]
+
+
+def canonical_labels(labels: Iterable[dict | LabelTuple]) -> list[LabelTuple]:
+    """pprof's label-set identity: string labels before numeric ones, keys sorted,
+    the order of values under one key kept (a stable sort)."""
+    rows = [
+        (d["key"], d["str"], d["num"], d["num_unit"]) if isinstance(d, dict) else tuple(d)
+        for d in labels
+    ]
+    return sorted(rows, key=lambda r: (r[2] is not None, r[0]))  # type: ignore[return-value]
+
+
+def label_set_id(canonical: Sequence[LabelTuple]) -> int:
+    """The id of a canonical label list (``canonical_labels``); 0 when empty."""
+    if not canonical:
+        return 0
+    e = _Encoder(b"S1").u(len(canonical))
+    for key, s, num, unit in canonical:
+        e.s(key)
+        if num is None:
+            e.u(0).s(s)
+        else:
+            e.u(1).i(num).s(unit)
+    return e.digest()
+
+
+def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A per-sample hash of its label list as written (order included), to find the
+    distinct label lists of one profile without a Python loop per sample. Only
+    meaningful within one profile; 0 for no labels."""
+    values, offsets = _list_parts(labels_col)
+    n = len(offsets) - 1
+    if len(values) == 0:
+        return np.zeros(n, dtype=U64)
+    parts = []
+    for name in ("key", "str", "num_unit"):
+        enc = pc.dictionary_encode(values.field(name))
+        idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        parts.append(idx)
+    num = values.field("num")
+    num_valid = num.is_valid().to_numpy(zero_copy_only=False)
+    num_v = num.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    h = combine(combine(combine(parts[0].astype(U64), parts[1].astype(U64)),
+                        parts[2].astype(U64)),
+                combine(num_v.astype(U64), num_valid.astype(U64)))
+    keys = list_hash(h, offsets, _SEED_LINES)
+    lengths = np.diff(offsets)
+    return np.where(lengths == 0, U64(0), _nonzero(keys))

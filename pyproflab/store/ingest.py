@@ -1,0 +1,654 @@
+"""Writing profiles into the store.
+
+Rules:
+
+- A batch is one transaction: every profile of it is stored, or none is
+  (any exception rolls the whole batch back; the store is as it was).
+- A profile is identified by ``content_hash``: the sha256 of its
+  decompressed protobuf bytes, so a re-gzipped copy is the same profile.
+  Storing a profile already present is a no-op reported as ``present``
+  (its metadata is not changed).
+- Functions, mappings, locations, stacks and label sets are keyed by
+  content-derived ids (``ids``) and inserted only when new (an anti-join
+  against the table), so each is stored once for the whole store.
+- ``ingest_paths`` refuses a file it cannot read (a ``ProfileError``, a bad
+  sidecar, a path that does not match the template) with a one-line
+  reason and still stores the others; a refused file writes nothing.
+
+Metadata comes, lowest priority first, from the ``defaults`` given, a
+path template, and a sidecar ``FILE.json`` next to the profile.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyproflab import schema
+from pyproflab.errors import ProfileError, StoreError
+from pyproflab.model import Profile
+from pyproflab.store import ids
+from pyproflab.store.connection import Store
+from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
+
+BATCH_SIZE = 64
+DATASET_MARKER = "_pyproflab_dataset.json"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ProfileMeta:
+    """What the profile itself does not say: who it came from and when.
+
+    ``profile_type``, when set, overrides the type inferred from the content.
+    """
+
+    service: str | None = None
+    version: str | None = None
+    instance: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    profile_type: str | None = None
+
+    def updated(self, other: ProfileMeta | dict[str, Any]) -> ProfileMeta:
+        """A copy with the set fields of ``other`` taking over (labels merged)."""
+        items = other.__dict__ if isinstance(other, ProfileMeta) else other
+        out = replace(self, labels=dict(self.labels))
+        for f in fields(self):
+            v = items.get(f.name)
+            if v is None:
+                continue
+            if f.name == "labels":
+                out.labels.update({str(k): str(x) for k, x in v.items()})
+            else:
+                setattr(out, f.name, v)
+        return out
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: counts of new and already-present profiles, the refused
+    files with their one-line reasons, and the ids of the new profiles."""
+
+    new: int = 0
+    present: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    profile_ids: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
+
+    def add(self, other: IngestReport) -> None:
+        self.new += other.new
+        self.present += other.present
+        self.refused += other.refused
+        self.profile_ids += other.profile_ids
+
+
+# --- one profile, keyed by content (no database) -----------------------------------
+
+
+@dataclass
+class _Keyed:
+    """One profile turned into store rows, ids content-derived, profile_id unset."""
+
+    content_hash: str
+    row: dict[str, Any]
+    samples: pa.Table  # stack_id, label_set_id, values
+    functions: pa.Table
+    mappings: pa.Table
+    locations: pa.Table
+    stacks: pa.Table
+    label_sets: pa.Table
+
+
+def _ts(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def profile_digest(profile: Profile) -> str:
+    """A content hash for a Profile given without its bytes: sha256 over its
+    metadata and its tables in Arrow IPC form (files use their bytes instead)."""
+    h = hashlib.sha256(b"pyproflab-profile-v1\0")
+    head = {
+        "sample_types": [[st.type, st.unit] for st in profile.sample_types],
+        "period_type": [profile.period_type.type, profile.period_type.unit]
+        if profile.period_type else None,
+        "period": profile.period, "time_nanos": profile.time_nanos,
+        "duration_nanos": profile.duration_nanos, "comments": profile.comments,
+        "drop_frames": profile.drop_frames, "keep_frames": profile.keep_frames,
+        "default_sample_type": profile.default_sample_type, "doc_url": profile.doc_url,
+    }
+    h.update(json.dumps(head, sort_keys=True).encode())
+    for table in (profile.samples, profile.locations, profile.functions, profile.mappings):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table.combine_chunks())
+        h.update(sink.getvalue().to_pybytes())
+    return h.hexdigest()
+
+
+def _leaf_functions(profile: Profile) -> list[str]:
+    """Names of the innermost function of every sample's leaf location."""
+    loc_ids = profile.samples.column("location_ids").combine_chunks()
+    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
+    wanted = set(firsts.to_pylist())
+    names = dict(zip(profile.functions.column("id").to_pylist(),
+                     profile.functions.column("name").to_pylist(), strict=True))
+    out = []
+    for lid, lines in zip(profile.locations.column("id").to_pylist(),
+                          profile.locations.column("lines").to_pylist(), strict=True):
+        if lid in wanted and lines:
+            out.append(names.get(lines[0]["function_id"], ""))
+    return out
+
+
+def _profile_type(profile: Profile, meta: ProfileMeta, hint: str | None) -> str:
+    if meta.profile_type:
+        if meta.profile_type not in PROFILE_TYPES:
+            raise StoreError(f"unknown profile type {meta.profile_type!r} "
+                             f"(one of {', '.join(PROFILE_TYPES)})")
+        return meta.profile_type
+    types = [st.type.lower() for st in profile.sample_types]
+    leaves = _leaf_functions(profile) if "contentions" in types else None
+    return infer_profile_type(profile.sample_types, profile.period_type,
+                              default_sample_type=profile.default_sample_type,
+                              hint=hint or meta.source, leaf_functions=leaves)
+
+
+def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(locations, functions, mappings) of ``profile`` that its samples reference;
+    the first mapping is always kept."""
+    loc_values, _ = ids._list_parts(profile.samples.column("location_ids"))
+    locs = profile.locations
+    if locs.num_rows:
+        used = np.isin(ids._u64(locs.column("id")), np.unique(ids._u64(loc_values)))
+        if not used.all():
+            locs = locs.filter(pa.array(used))
+    lines, _ = ids._list_parts(locs.column("lines"))
+    functions = profile.functions
+    if functions.num_rows:
+        used = np.isin(ids._u64(functions.column("id")),
+                       np.unique(ids._u64(lines.field("function_id"))))
+        if not used.all():
+            functions = functions.filter(pa.array(used))
+    mappings = profile.mappings
+    if mappings.num_rows:
+        used = np.isin(ids._u64(mappings.column("id")), ids._u64(locs.column("mapping_id")))
+        used[0] = True
+        if not used.all():
+            mappings = mappings.filter(pa.array(used))
+    return locs, functions, mappings
+
+
+def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values)
+
+
+def key_profile(profile: Profile, meta: ProfileMeta, content_hash: str, *,
+                type_hint: str | None = None, now: datetime | None = None) -> _Keyed:
+    """Turn one profile into store rows keyed by content (pure: no database).
+
+    Only what the samples reference is kept (as pprof's merge compacts), plus
+    the first mapping, which pprof takes for the main binary.
+    """
+    locs, functions, mappings = _referenced(profile)
+    main_mapping = ids.mapping_ids(profile.mappings.slice(0, 1))
+
+    # Functions and mappings: blake2b of their content.
+    fn_local = ids._u64(functions.column("id"))
+    fn_ids = ids.function_ids(functions)
+    map_local = ids._u64(mappings.column("id"))
+    map_ids = ids.mapping_ids(mappings)
+
+    # Locations: rewrite their references to content ids, then hash.
+    loc_local = ids._u64(locs.column("id"))
+    loc_mapping = ids.remap(ids._u64(locs.column("mapping_id")), map_local, map_ids)
+    lines_values, line_offsets = ids._list_parts(locs.column("lines"))
+    line_fn = ids.remap(ids._u64(lines_values.field("function_id")), fn_local, fn_ids)
+    loc_ids = ids.location_ids(locs, loc_mapping, line_fn)
+    lines = pa.StructArray.from_arrays(
+        [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
+        fields=list(schema.LINE),
+    )
+    locations = pa.table(
+        [pa.array(loc_ids, pa.uint64()), pa.array(loc_mapping, pa.uint64()),
+         locs.column("address"), locs.column("is_folded"),
+         _list_array(line_offsets, lines)],
+        schema=schema.STORE_LOCATIONS,
+    )
+
+    # Stacks: the polynomial hash of each sample's location content ids.
+    samples = profile.samples
+    loc_values, loc_offsets = ids._list_parts(samples.column("location_ids"))
+    flat = ids.remap(ids._u64(loc_values), loc_local, loc_ids)
+    stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
+    uniq_stacks, first = np.unique(stack_of, return_index=True)
+    all_stacks = _list_array(loc_offsets, pa.array(flat, pa.uint64()))
+    stacks = pa.table([pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
+                      schema=schema.STORE_STACKS)
+
+    # Label sets: distinct label lists found by a vectorized key, then each
+    # distinct one made canonical and hashed once.
+    raw = ids.raw_label_keys(samples.column("labels")) if samples.num_rows else \
+        np.zeros(0, ids.U64)
+    label_of = np.zeros(samples.num_rows, dtype=ids.U64)
+    set_ids: list[int] = []
+    set_labels: list[list[dict]] = []
+    if raw.any():
+        uniq_raw, first_raw = np.unique(raw, return_index=True)
+        labels_col = samples.column("labels")
+        set_of_raw = np.zeros(len(uniq_raw), dtype=ids.U64)
+        seen: set[int] = set()
+        for k, (rk, row) in enumerate(zip(uniq_raw, first_raw, strict=True)):
+            if rk == 0:
+                continue
+            canon = ids.canonical_labels(labels_col[int(row)].as_py())
+            sid = ids.label_set_id(canon)
+            set_of_raw[k] = sid
+            if sid and sid not in seen:
+                seen.add(sid)
+                set_ids.append(sid)
+                set_labels.append([dict(zip(("key", "str", "num", "num_unit"), c, strict=True))
+                                   for c in canon])
+        label_of = set_of_raw[np.searchsorted(uniq_raw, raw)]
+    label_sets = pa.table([pa.array(set_ids, pa.uint64()),
+                           pa.array(set_labels, pa.list_(schema.LABEL))],
+                          schema=schema.STORE_LABEL_SETS)
+
+    functions = pa.table([pa.array(fn_ids, pa.uint64())] + functions.columns[1:],
+                         schema=schema.STORE_FUNCTIONS)
+    mappings = pa.table([pa.array(map_ids, pa.uint64())] + mappings.columns[1:],
+                        schema=schema.STORE_MAPPINGS)
+    out_samples = pa.table(
+        {"stack_id": pa.array(stack_of, pa.uint64()),
+         "label_set_id": pa.array(label_of, pa.uint64()),
+         "values": samples.column("values")},
+    )
+
+    pt = profile.period_type
+    row = {
+        "content_hash": content_hash,
+        "service": meta.service, "version": meta.version, "instance": meta.instance,
+        "profile_type": _profile_type(profile, meta, type_hint),
+        "labels": list(meta.labels.items()) if meta.labels else None,
+        "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
+        if profile.time_nanos else None,
+        "time_nanos": profile.time_nanos, "duration_nanos": profile.duration_nanos,
+        "period": profile.period,
+        "period_type": pt.type if pt else None, "period_unit": pt.unit if pt else None,
+        "sample_types": [{"type": st.type, "unit": st.unit} for st in profile.sample_types],
+        "default_sample_type": profile.default_sample_type,
+        "comments": list(profile.comments),
+        "drop_frames": profile.drop_frames, "keep_frames": profile.keep_frames,
+        "doc_url": profile.doc_url,
+        "window_start": _ts(meta.window_start), "window_end": _ts(meta.window_end),
+        "source": meta.source,
+        "ingested_at": now or datetime.now(UTC),
+        "num_samples": samples.num_rows,
+        "main_mapping_id": int(main_mapping[0]) if len(main_mapping) else 0,
+    }
+    return _Keyed(content_hash, row, out_samples, functions, mappings, locations, stacks,
+                  label_sets)
+
+
+# --- a batch, in one transaction ---------------------------------------------------
+
+# (store table, id column, _Keyed attribute) of the dedup tables, in insert order.
+DEDUP_TABLES = (
+    ("functions", "function_id", "functions"),
+    ("mappings", "mapping_id", "mappings"),
+    ("locations", "location_id", "locations"),
+    ("stacks", "stack_id", "stacks"),
+    ("label_sets", "label_set_id", "label_sets"),
+)
+
+
+def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]) -> pa.Table:
+    """The rows of ``tables`` (one per profile) whose id is neither in the store
+    nor earlier in the batch: ids are compared first, so only new rows are copied."""
+    id_arrays = [ids._u64(t.column(id_col)) for t in tables]
+    all_ids = np.concatenate(id_arrays) if id_arrays else np.zeros(0, ids.U64)
+    uniq, first = np.unique(all_ids, return_index=True)
+    if len(uniq):
+        with store.registered(_pyproflab_ids=pa.table({id_col: pa.array(uniq, pa.uint64())})):
+            fresh = store.sql(f"SELECT k.{id_col} FROM _pyproflab_ids k "
+                              f"ANTI JOIN {table_name} t USING ({id_col})")
+        keep = np.isin(uniq, ids._u64(fresh.column(0)))
+        first = np.sort(first[keep])
+    bounds = np.cumsum([0] + [len(a) for a in id_arrays])
+    owner = np.searchsorted(bounds, first, side="right") - 1
+    pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o]))
+              for o in np.unique(owner)]
+    return pa.concat_tables(pieces) if pieces else tables[0].schema.empty_table()
+
+
+def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> None:
+    """Insert rows whose id the table does not have yet (the anti-join again guards
+    against a writer on another connection of this process)."""
+    if rows.num_rows == 0:
+        return
+    with store.registered(_pyproflab_new=rows):
+        store.execute(
+            f"INSERT INTO {table_name} BY NAME SELECT n.* FROM _pyproflab_new n "
+            f"ANTI JOIN {table_name} t USING ({id_col})"
+        )
+
+
+def _insert_samples(store: Store, samples: pa.Table) -> None:
+    with store.registered(_pyproflab_samples=samples):
+        store.execute("INSERT INTO samples BY NAME SELECT * FROM _pyproflab_samples")
+
+
+def _insert_profiles(store: Store, profiles: pa.Table) -> None:
+    with store.registered(_pyproflab_profiles=profiles):
+        store.execute("INSERT INTO profiles BY NAME SELECT * FROM _pyproflab_profiles")
+
+
+def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
+    """content_hash -> profile_id of those already in the store."""
+    if not hashes:
+        return {}
+    t = store.sql("SELECT content_hash, profile_id FROM profiles "
+                  "WHERE list_contains(?::VARCHAR[], content_hash)", [list(hashes)])
+    return dict(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
+
+
+def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
+    """Write keyed profiles in one transaction; those whose content_hash is
+    present (in the store, or earlier in ``keyed``) are skipped."""
+    report = IngestReport()
+    if not keyed:
+        return report
+    with store.transaction():
+        present = existing_hashes(store, [k.content_hash for k in keyed])
+        next_id = int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles")
+                      .column(0)[0].as_py()) + 1
+        fresh: list[_Keyed] = []
+        for k in keyed:
+            if k.content_hash in present:
+                report.present += 1
+                continue
+            k.row["profile_id"] = next_id
+            present[k.content_hash] = next_id
+            report.profile_ids.append(next_id)
+            next_id += 1
+            fresh.append(k)
+        report.new = len(fresh)
+        if not fresh:
+            return report
+        for table_name, id_col, attr in DEDUP_TABLES:
+            rows = _new_rows(store, table_name, id_col, [getattr(k, attr) for k in fresh])
+            _insert_new(store, table_name, id_col, rows)
+        samples = pa.table(
+            [pa.array(np.concatenate([np.full(k.samples.num_rows, k.row["profile_id"],
+                                              dtype=np.int64) for k in fresh])),
+             pa.chunked_array([c for k in fresh for c in k.samples.column("stack_id").chunks],
+                              pa.uint64()),
+             pa.chunked_array([c for k in fresh
+                               for c in k.samples.column("label_set_id").chunks], pa.uint64()),
+             pa.chunked_array([c for k in fresh for c in k.samples.column("values").chunks],
+                              pa.list_(pa.int64()))],
+            schema=schema.STORE_SAMPLES,
+        )
+        _insert_samples(store, samples)
+        profiles = pa.Table.from_pylist([k.row for k in fresh], schema=schema.STORE_PROFILES)
+        _insert_profiles(store, profiles)
+    return report
+
+
+def ingest(store: Store, items: Iterable[tuple[Profile, ProfileMeta]], *,
+           content_hashes: Sequence[str | None] | None = None) -> IngestReport:
+    """Store a batch of (Profile, ProfileMeta) in ONE transaction: all or nothing.
+
+    ``content_hashes`` (sha256 hex of each file's decompressed bytes) identify the
+    profiles; without them a digest of the decoded content is used.
+    """
+    items = list(items)
+    hashes = list(content_hashes) if content_hashes is not None else [None] * len(items)
+    if len(hashes) != len(items):
+        raise ValueError("content_hashes must have one entry per profile")
+    now = datetime.now(UTC)
+    keyed = [key_profile(p, m, h or profile_digest(p), now=now)
+             for (p, m), h in zip(items, hashes, strict=True)]
+    return store_keyed(store, keyed)
+
+
+# --- from paths -------------------------------------------------------------------
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def compile_template(template: str) -> re.Pattern[str]:
+    """A path template as a regex matched against the END of a file's path.
+
+    ``{name}`` matches a non-empty part of one path component (no ``/``);
+    everything else is literal. Fields ``service``, ``version``, ``instance``
+    fill metadata; ``type`` is a hint for the profile type (it only decides
+    between mutex and block, which Go writes identically); ``time`` is
+    informational (matched, not stored); any other name becomes a metadata label.
+    """
+    pattern, pos, seen = [], 0, set()
+    for m in _FIELD.finditer(template):
+        pattern.append(re.escape(template[pos:m.start()]))
+        name = m.group(1)
+        if name in seen:
+            pattern.append(f"(?P={name})")
+        else:
+            seen.add(name)
+            pattern.append(f"(?P<{name}>[^/]+?)")
+        pos = m.end()
+    pattern.append(re.escape(template[pos:]))
+    return re.compile(r"(?:^|/)" + "".join(pattern) + r"$")
+
+
+def _template_meta(rx: re.Pattern[str], path: str) -> tuple[dict[str, Any], str | None] | None:
+    m = rx.search(Path(path).as_posix())
+    if m is None:
+        return None
+    meta: dict[str, Any] = {"labels": {}}
+    hint = None
+    for name, value in m.groupdict().items():
+        if name in ("service", "version", "instance"):
+            meta[name] = value
+        elif name == "type":
+            hint = value
+        elif name != "time":
+            meta["labels"][name] = value
+    return meta, hint
+
+
+def _sidecar(path: str) -> dict[str, Any] | None:
+    """The metadata of ``path + '.json'``, if there is one (raises ValueError if bad)."""
+    side = path + ".json"
+    if not os.path.isfile(side):
+        return None
+    try:
+        with open(side, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"sidecar {side}: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"sidecar {side}: expected a JSON object")
+    out: dict[str, Any] = {}
+    for key in ("service", "version", "instance", "profile_type"):
+        if data.get(key) is not None:
+            out[key] = str(data[key])
+    labels = data.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise ValueError(f"sidecar {side}: labels must be an object")
+    out["labels"] = {str(k): str(v) for k, v in labels.items()}
+    for key in ("window_start", "window_end"):
+        if data.get(key):
+            try:
+                out[key] = datetime.fromisoformat(str(data[key]).replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"sidecar {side}: bad {key} {data[key]!r}") from None
+    return out
+
+
+def expand_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[str], list[str],
+                                                              list[tuple[str, str]]]:
+    """(profile files, Parquet dataset folders, refused) from files, folders and globs.
+
+    Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
+    there. A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
+    """
+    files: list[str] = []
+    datasets: list[str] = []
+    refused: list[tuple[str, str]] = []
+
+    def add_dir(d: str) -> None:
+        if os.path.isfile(os.path.join(d, DATASET_MARKER)):
+            datasets.append(d)
+            return
+        for root, dirs, names in os.walk(d):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            if os.path.isfile(os.path.join(root, DATASET_MARKER)):
+                datasets.append(root)
+                dirs[:] = []
+                continue
+            for n in sorted(names):
+                if not n.startswith(".") and not n.endswith(".json"):
+                    files.append(os.path.join(root, n))
+
+    for p in paths:
+        s = os.fspath(p)
+        if os.path.isdir(s):
+            add_dir(s)
+        elif os.path.exists(s):
+            files.append(s)
+        elif _GLOB_CHARS.search(s):
+            matches = sorted(glob.glob(s, recursive=True))
+            if not matches:
+                refused.append((s, "no files match"))
+            for mpath in matches:
+                if os.path.isdir(mpath):
+                    add_dir(mpath)
+                elif not mpath.endswith(".json"):
+                    files.append(mpath)
+        else:
+            refused.append((s, "no such file or folder"))
+    seen: set[str] = set()
+    unique = []
+    for f in files:
+        key = os.path.abspath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique, datasets, refused
+
+
+def _read_raw(path: str, max_bytes: int) -> tuple[bytes, str]:
+    """The decompressed protobuf bytes of a file and their sha256 (ProfileError if unreadable)."""
+    from pyproflab.decode.pprof import decompress
+    from pyproflab.errors import NotAProfileError, TooLargeError
+
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            raise TooLargeError(path, f"file is larger than the cap of {max_bytes} bytes")
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise NotAProfileError(path, f"cannot read: {e.strerror or e}") from None
+    raw = decompress(data, source=path, max_bytes=max_bytes)
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
+def ingest_paths(
+    store: Store,
+    paths: Iterable[str | os.PathLike],
+    defaults: ProfileMeta | None = None,
+    *,
+    path_template: str | None = None,
+    max_bytes: int | None = None,
+    progress: Progress | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> IngestReport:
+    """Ingest profile files (files, folders, globs; exported Parquet datasets too).
+
+    Each batch of ``batch_size`` files is one transaction. ``progress(done, total)``
+    is called after every file. A file that cannot be read is refused with its
+    one-line reason; the others are still stored.
+    """
+    from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
+
+    max_bytes = max_bytes or DEFAULT_MAX_BYTES
+    defaults = defaults or ProfileMeta()
+    files, datasets, refused = expand_paths(paths)
+    report = IngestReport(refused=list(refused))
+    rx = compile_template(path_template) if path_template else None
+    total = len(files)
+    done = 0
+
+    for start in range(0, total, batch_size):
+        batch = files[start:start + batch_size]
+        # Read and hash first: files already in the store are never decoded.
+        raws: list[tuple[str, bytes, str, ProfileMeta, str | None]] = []
+        for path in batch:
+            try:
+                meta = defaults.updated({"source": os.path.abspath(path)})
+                hint = None
+                if rx is not None:
+                    tm = _template_meta(rx, path)
+                    if tm is None:
+                        raise ValueError(f"path does not match the template {path_template!r}")
+                    meta, hint = meta.updated(tm[0]), tm[1]
+                side = _sidecar(path)
+                if side is not None:
+                    meta = meta.updated(side)
+                raw, digest = _read_raw(path, max_bytes)
+            except ProfileError as e:
+                report.refused.append((path, e.problem))
+                done += 1
+                continue
+            except ValueError as e:
+                report.refused.append((path, str(e)))
+                done += 1
+                continue
+            raws.append((path, raw, digest, meta, hint))
+        present = existing_hashes(store, [r[2] for r in raws])
+        keyed: list[_Keyed] = []
+        now = datetime.now(UTC)
+        for path, raw, digest, meta, hint in raws:
+            if digest not in present:
+                try:
+                    profile = decode_bytes(raw, source=path, max_bytes=max_bytes)
+                    keyed.append(key_profile(profile, meta, digest, type_hint=hint, now=now))
+                except ProfileError as e:
+                    report.refused.append((path, e.problem))
+                except StoreError as e:
+                    report.refused.append((path, str(e)))
+            else:
+                report.present += 1
+            done += 1
+            if progress:
+                progress(done, total)
+        report.add(store_keyed(store, keyed))
+        if progress:
+            progress(done, total)
+
+    for d in datasets:
+        from pyproflab.store.parquet import import_parquet
+
+        report.add(import_parquet(store, d))
+    return report

@@ -1,0 +1,152 @@
+"""The store as a Parquet dataset, and back.
+
+Layout written by ``export_parquet(store, dir)``::
+
+    dir/_pyproflab_dataset.json              marker: format, versions, row counts
+    dir/profiles/service=S/date=D/*.parquet  hive style; every profiles column,
+                                             plus ``date``
+    dir/samples/service=S/date=D/*.parquet   samples columns plus ``row_order``
+                                             (file order within a profile)
+    dir/{stacks,locations,functions,mappings,label_sets}.parquet   whole
+
+Rules: ``date`` is the UTC day the profile was taken (``select.TAKEN_AT``); a
+profile without a service goes under ``service=__HIVE_DEFAULT_PARTITION__``;
+the marker is written last, so a folder without it is not a dataset (an
+interrupted export is never imported). ``import_parquet`` adds the dataset's
+profiles that the store does not have (by content_hash; new profile ids),
+in one transaction, and is therefore idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from pyproflab.errors import StoreError
+from pyproflab.store.connection import SCHEMA_VERSION, Store
+from pyproflab.store.ingest import DATASET_MARKER, IngestReport
+from pyproflab.store.select import TAKEN_AT
+
+FORMAT = "pyproflab-parquet"
+FORMAT_VERSION = 1
+DEDUP = (("stacks", "stack_id"), ("locations", "location_id"), ("functions", "function_id"),
+         ("mappings", "mapping_id"), ("label_sets", "label_set_id"))
+
+
+def _literal(path: Path) -> str:
+    """A SQL string literal for a path (COPY ... TO takes no bound parameters)."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+@dataclass
+class ExportSummary:
+    path: str
+    counts: dict[str, int]
+
+    def __str__(self) -> str:
+        return (f"exported {self.counts['profiles']} profiles, {self.counts['samples']} samples "
+                f"to {self.path}")
+
+
+def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
+    """Write every store table under ``directory`` (new, or empty) as Parquet."""
+    out = Path(directory)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StoreError(f"{out}: exists and is not an empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    counts = store.counts()
+    part = "(FORMAT parquet, PARTITION_BY (service, date), WRITE_PARTITION_COLUMNS {})"
+    date = f"strftime({TAKEN_AT}, '%Y-%m-%d')"
+    if counts["profiles"]:
+        store.execute(
+            f"COPY (SELECT p.*, {date} AS date FROM profiles p ORDER BY p.profile_id) "
+            f"TO {_literal(out / 'profiles')} {part.format('true')}"
+        )
+    if counts["samples"]:
+        store.execute(
+            f"COPY (SELECT s.*, s.rowid AS row_order, p.service, {date} AS date "
+            "FROM samples s JOIN profiles p ON p.profile_id = s.profile_id ORDER BY s.rowid) "
+            f"TO {_literal(out / 'samples')} {part.format('false')}"
+        )
+    for table, _ in DEDUP:
+        store.execute(f"COPY {table} TO {_literal(out / (table + '.parquet'))} (FORMAT parquet)")
+    marker = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": SCHEMA_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(), "counts": counts,
+    }
+    (out / DATASET_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    return ExportSummary(str(out), counts)
+
+
+def is_dataset(directory: str | os.PathLike) -> bool:
+    return (Path(directory) / DATASET_MARKER).is_file()
+
+
+def _files(d: Path, sub: str) -> list[str]:
+    return sorted(str(p) for p in (d / sub).rglob("*.parquet"))
+
+
+def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
+    """Add a dataset's profiles that the store lacks (by content_hash), in one
+    transaction. Returns new/present counts like ``ingest_paths``."""
+    d = Path(directory)
+    try:
+        marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{d}: not a pyproflab Parquet dataset ({e})") from None
+    if marker.get("format") != FORMAT or int(marker.get("format_version", 0)) > FORMAT_VERSION:
+        raise StoreError(f"{d}: unsupported dataset format {marker.get('format')!r} "
+                         f"version {marker.get('format_version')!r}")
+    report = IngestReport()
+    profile_files = _files(d, "profiles")
+    if not profile_files:
+        return report
+    sample_files = _files(d, "samples")
+    rp = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
+    with store.transaction():
+        # Which of the dataset's profiles are new, and their ids here.
+        idmap = store.sql(
+            f"SELECT n.profile_id AS old_id, n.content_hash FROM {rp} n "
+            "ANTI JOIN profiles p USING (content_hash) ORDER BY n.profile_id",
+            [profile_files],
+        )
+        total = store.sql(f"SELECT count(*) FROM {rp}", [profile_files]).column(0)[0].as_py()
+        report.present = int(total) - idmap.num_rows
+        if idmap.num_rows == 0:
+            return report
+        base = int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles")
+                   .column(0)[0].as_py())
+        new_ids = list(range(base + 1, base + 1 + idmap.num_rows))
+        idmap = idmap.append_column("new_id", pa.array(new_ids, pa.int64()))
+        report.new = len(new_ids)
+        report.profile_ids = new_ids
+        with store.registered(_pyproflab_idmap=idmap):
+            for table, id_col in DEDUP:
+                path = d / f"{table}.parquet"
+                if path.is_file():
+                    store.execute(
+                        f"INSERT INTO {table} BY NAME SELECT n.* FROM "
+                        f"read_parquet(?) n ANTI JOIN {table} t USING ({id_col})",
+                        [str(path)],
+                    )
+            if sample_files:
+                store.execute(
+                    'INSERT INTO samples (profile_id, stack_id, label_set_id, "values") '
+                    'SELECT m.new_id, s.stack_id, s.label_set_id, s."values" '
+                    f"FROM {rp} s JOIN _pyproflab_idmap m ON m.old_id = s.profile_id "
+                    "ORDER BY m.new_id, s.row_order",
+                    [sample_files],
+                )
+            store.execute(
+                "INSERT INTO profiles BY NAME "
+                "SELECT n.* EXCLUDE (profile_id, date), m.new_id AS profile_id "
+                f"FROM {rp} n JOIN _pyproflab_idmap m ON m.old_id = n.profile_id "
+                "ORDER BY m.new_id",
+                [profile_files],
+            )
+    return report

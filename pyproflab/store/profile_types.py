@@ -1,0 +1,94 @@
+"""The profile type of a pprof profile, from its sample types (Go's conventions).
+
+Rules, first match wins (type names compared case-insensitively):
+
+- ``contentions`` and ``delay`` sample types: ``mutex`` or ``block``. Go writes
+  both profiles with exactly the same shape (contentions/count,
+  delay/nanoseconds, period contentions/count), so the content alone cannot
+  always tell. In order: a ``hint`` naming one of them (ingest passes the
+  ``{type}`` of a path template, then the file name if it contains
+  ``mutex`` or ``block``); then the leaf frames: mutex profiles are recorded
+  by the unlocker (``sync.(*Mutex).Unlock``, ``runtime.unlock`` …), block
+  profiles at the blocking call (``runtime.chanrecv1``, ``sync.(*Mutex).Lock``
+  …); else ``block``.
+- any ``inuse_*`` type: ``heap``, unless default_sample_type is ``alloc_*``
+  (Go's ``allocs`` profile is the heap profile with default alloc_space):
+  then ``allocs``. Only ``alloc_*`` types (a truncated heap profile): ``allocs``.
+- ``goroutine``: ``goroutine``; ``threadcreate``: ``threadcreate``.
+- a ``wall`` sample type or a ``wall``/``wallclock`` period type, without a
+  ``cpu`` sample type: ``wall`` (Node.js, fgprof, async-profiler wall mode).
+- a ``cpu`` sample type or period type: ``cpu``.
+- anything else: ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+PROFILE_TYPES = ("cpu", "heap", "allocs", "goroutine", "mutex", "block", "threadcreate", "wall",
+                 "other")
+
+# Leaf functions that only a mutex profile has: Go records mutex contention when
+# the lock is released, so the sample's leaf is the unlock.
+MUTEX_LEAVES = (
+    "sync.(*Mutex).Unlock",
+    "sync.(*RWMutex).Unlock",
+    "sync.(*RWMutex).RUnlock",
+    "internal/sync.(*Mutex).Unlock",
+    "runtime.unlock",
+    "runtime.unlockWithRank",
+    "runtime.unlock2",
+)
+
+
+def _type_of(vt: Any) -> str:
+    if vt is None:
+        return ""
+    if isinstance(vt, (tuple, list)):
+        return str(vt[0]).lower()
+    return str(getattr(vt, "type", vt)).lower()
+
+
+def _is_mutex_leaf(name: str) -> bool:
+    return name in MUTEX_LEAVES or name.endswith("Unlock") or "unlockSlow" in name
+
+
+def infer_profile_type(
+    sample_types: Sequence[Any],
+    period_type: Any = None,
+    *,
+    default_sample_type: str = "",
+    hint: str | None = None,
+    leaf_functions: Iterable[str] | None = None,
+) -> str:
+    """One of ``PROFILE_TYPES`` (see the module docstring for the rules).
+
+    ``sample_types`` are ``ValueType``s or (type, unit) pairs; ``hint`` is a
+    type name or a file name, used only to tell mutex from block.
+    """
+    types = [_type_of(st) for st in sample_types]
+    tset = set(types)
+    ptype = _type_of(period_type)
+    if {"contentions", "delay"} <= tset:
+        h = (hint or "").lower()
+        if "mutex" in h:
+            return "mutex"
+        if "block" in h:
+            return "block"
+        if leaf_functions is not None and any(_is_mutex_leaf(f) for f in leaf_functions):
+            return "mutex"
+        return "block"
+    if any(t.startswith("inuse_") for t in types):
+        return "allocs" if default_sample_type.lower().startswith("alloc_") else "heap"
+    if types and all(t.startswith("alloc_") for t in types):
+        return "allocs"
+    if "goroutine" in tset or "goroutines" in tset:
+        return "goroutine"
+    if "threadcreate" in tset:
+        return "threadcreate"
+    if "cpu" not in tset and ("wall" in tset or ptype in ("wall", "wallclock")):
+        return "wall"
+    if "cpu" in tset or ptype == "cpu":
+        return "cpu"
+    return "other"

@@ -1,0 +1,152 @@
+"""Which profiles of the store a question is about.
+
+Rules: every field that is set narrows the selection (AND); ``None`` means
+any. ``service``, ``version``, ``instance`` and ``profile_type`` take one
+value or a list of values. ``since`` is inclusive and ``until`` exclusive,
+compared with the time the profile was taken: its ``time`` (pprof
+time_nanos), else its collection ``window_start``, else when it was
+ingested. Times are datetimes (naive ones are UTC), ISO strings
+(``2026-11-01T10:00``), or durations ago (``30m``, ``72h``, ``7d``, ``2w``,
+``45s``). ``labels`` are metadata labels (sidecar, ``--label``), all of which
+must match.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyproflab.errors import UsageError
+
+# The time a profile was taken, as SQL over profiles p.
+TAKEN_AT = "coalesce(p.time, p.window_start, p.ingested_at)"
+
+_AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+StrOrList = str | Sequence[str] | None
+
+
+def parse_time(value: datetime | str, *, now: datetime | None = None) -> datetime:
+    """An aware UTC datetime from a datetime, an ISO string, or a duration ago (``72h``)."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        m = _AGO.match(value)
+        if m:
+            now = now or datetime.now(UTC)
+            return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(
+                f"bad time {value!r}: expected ISO time (2026-11-01T10:00) or a duration "
+                "ago (30m, 72h, 7d)"
+            ) from None
+    else:
+        raise UsageError(f"bad time {value!r}: expected a datetime or a string")
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def _values(v: StrOrList) -> list[str] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return [v]
+    return [str(x) for x in v]
+
+
+@dataclass
+class Selection:
+    """A filter over the store's profiles (see the module docstring for the rules)."""
+
+    service: StrOrList = None
+    version: StrOrList = None
+    instance: StrOrList = None
+    profile_type: StrOrList = None
+    since: datetime | str | None = None
+    until: datetime | str | None = None
+    labels: dict[str, str] | None = None
+    profile_ids: list[int] | None = None
+
+    KEYS = ("service", "version", "instance", "profile_type", "since", "until")
+
+    @classmethod
+    def from_kv(cls, items: Iterable[str]) -> Selection:
+        """From ``KEY=VALUE`` strings: known keys (service, version, instance,
+        profile_type or type, since, until, profile_id) set fields, any other key is a
+        metadata label. A key given twice for a field selects any of its values."""
+        known: dict[str, list[str]] = {}
+        labels: dict[str, str] = {}
+        ids: list[int] = []
+        for item in items:
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise UsageError(f"selection expects KEY=VALUE, got {item!r}")
+            if key == "type":
+                key = "profile_type"
+            if key in ("profile_id", "profile_ids"):
+                try:
+                    ids += [int(x) for x in value.split(",") if x.strip()]
+                except ValueError:
+                    raise UsageError(f"profile_id expects integers, got {value!r}") from None
+            elif key in cls.KEYS:
+                known.setdefault(key, []).append(value)
+            else:
+                labels[key] = value
+        kwargs: dict[str, Any] = {}
+        for key, vals in known.items():
+            if key in ("since", "until"):
+                if len(vals) > 1:
+                    raise UsageError(f"{key} given more than once")
+                kwargs[key] = vals[0]
+            else:
+                kwargs[key] = vals[0] if len(vals) == 1 else vals
+        return cls(**kwargs, labels=labels or None, profile_ids=ids or None)
+
+    def where(self, *, now: datetime | None = None) -> tuple[str, list[Any]]:
+        """A SQL boolean over ``profiles p`` and its bound parameters, in order."""
+        parts: list[str] = []
+        params: list[Any] = []
+        for col in ("service", "version", "instance", "profile_type"):
+            vals = _values(getattr(self, col))
+            if vals is None:
+                continue
+            if len(vals) == 1:
+                parts.append(f"p.{col} = ?")
+                params.append(vals[0])
+            else:
+                parts.append(f"list_contains(?::VARCHAR[], p.{col})")
+                params.append(vals)
+        if self.since is not None:
+            parts.append(f"{TAKEN_AT} >= ?")
+            params.append(parse_time(self.since, now=now))
+        if self.until is not None:
+            parts.append(f"{TAKEN_AT} < ?")
+            params.append(parse_time(self.until, now=now))
+        for key, value in (self.labels or {}).items():
+            parts.append("map_extract_value(p.labels, ?) = ?")
+            params += [str(key), str(value)]
+        if self.profile_ids is not None:
+            parts.append("list_contains(?::BIGINT[], p.profile_id)")
+            params.append([int(i) for i in self.profile_ids])
+        return (" AND ".join(parts) if parts else "TRUE"), params
+
+    def describe(self) -> str:
+        """The set fields as ``key=value`` words (for messages)."""
+        words = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            if isinstance(v, dict):
+                words += [f"{k}={x}" for k, x in v.items()]
+            elif isinstance(v, (list, tuple)):
+                words.append(f"{f.name}={','.join(map(str, v))}")
+            else:
+                words.append(f"{f.name}={v}")
+        return " ".join(words) if words else "(everything)"

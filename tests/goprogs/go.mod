@@ -1,0 +1,3 @@
+module pyproflab.test/goprogs
+
+go 1.26
