@@ -244,7 +244,6 @@ def top(
     args = [
         "-top",
         "-nodefraction=0",
-        "-edgefraction=0",
         "-nodecount=1000000",
         f"-sample_index={sample_index}",
         f"-unit={output_unit(unit)}",

@@ -13,7 +13,8 @@ COLUMNS = ["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name"]
 
 
 def csv_columns(result) -> list[str]:
-    return COLUMNS + (["file", "line"] if result.granularity == "lines" else []) + ["label", "inline"]
+    extra = ["file", "line"] if result.granularity == "lines" else []
+    return COLUMNS + extra + ["label", "inline"]
 
 
 class CsvReporter(Reporter):
