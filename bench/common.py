@@ -66,5 +66,9 @@ def line(name: str, ours: float, peer: float, target: float | None, unit: str = 
     ratio = ours / peer if peer else float("inf")
     verdict = ""
     if target is not None:
-        verdict = "  (target <= {:.2f}x: {})".format(target, "met" if ratio <= target else "NOT met")
-    return f"{name:<58} ours {ours:8.3f}{unit}  peer {peer:8.3f}{unit}  ratio {ratio:6.3f}x{verdict}"
+        verdict = "  (target <= {:.2f}x: {})".format(
+            target, "met" if ratio <= target else "NOT met"
+        )
+    return (
+        f"{name:<58} ours {ours:8.3f}{unit}  peer {peer:8.3f}{unit}  ratio {ratio:6.3f}x{verdict}"
+    )

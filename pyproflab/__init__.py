@@ -84,9 +84,9 @@ def top(source: Any, **options: Any):
     from pyproflab.analyses.top import top as _top
 
     if not isinstance(source, Profile):
-        from pyproflab.files import read_and_merge
-
         import os
+
+        from pyproflab.files import read_and_merge
 
         single = isinstance(source, (str, os.PathLike))
         source = read_and_merge([source] if single else source)

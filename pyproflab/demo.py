@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=".demo")
     parser.add_argument("--cpu-seconds", type=int, default=3)
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir)
+    workdir = Path(args.workdir).resolve()
     try:
         binary = build_profgen(workdir)
         instances = run_instances(binary, workdir, args.cpu_seconds)
@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: {report.summary()}")
             print(f"\nstore {os.path.abspath(args.db)}")
             for ptype, index in (("cpu", None), ("heap", "inuse_space"), ("allocs", "alloc_space")):
-                result = lab.top(service="profgen", profile_type=ptype,
-                                 sample_index=index, nodecount=15)
+                result = lab.top(
+                    service="profgen", profile_type=ptype, sample_index=index, nodecount=15
+                )
                 print(f"\n== top {ptype} functions, all instances ==")
                 print(render_top(result, "text"))
     except ProflabError as e:

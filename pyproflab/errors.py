@@ -49,3 +49,18 @@ class InvalidProfileError(ProfileError):
 
 class StoreError(ProflabError):
     """The store cannot be opened or used (missing, busy, wrong schema)."""
+
+
+class MetricsError(ProflabError):
+    """GC metrics could not be read (Prometheus text or API, gctrace logs).
+
+    ``source`` names the file or URL; ``line`` is the 1-based line number when
+    the problem is in one line of text (else ``None``).
+    """
+
+    def __init__(self, source: str, problem: str, *, line: int | None = None):
+        self.source = source
+        self.problem = problem
+        self.line = line
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {problem}")

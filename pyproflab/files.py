@@ -34,8 +34,10 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
     return out
 
 
-def read_and_merge(paths: Iterable[str | os.PathLike], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Profile:
-    """Read every file and merge them as ``go tool pprof A B …`` does; one file is returned as is."""
+def read_and_merge(
+    paths: Iterable[str | os.PathLike], *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Profile:
+    """Read every file and merge them as ``go tool pprof A B …`` does (one file: as is)."""
     from pyproflab.analyses.merge import merge
 
     files = expand_paths(paths)

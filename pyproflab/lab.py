@@ -79,8 +79,9 @@ class Lab:
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        meta = ProfileMeta(service=service, version=version, instance=instance,
-                           labels=dict(labels or {}))
+        meta = ProfileMeta(
+            service=service, version=version, instance=instance, labels=dict(labels or {})
+        )
         return ingest_paths(
             self.store,
             [str(p) for p in paths],

@@ -163,3 +163,76 @@ STORE_LABEL_SETS = pa.schema(
         pa.field("labels", pa.list_(LABEL), nullable=False),
     ]
 )
+
+# --- GC metrics (pyproflab/sources, pyproflab/store/sql/gc.sql) --------------
+#
+# METRIC_* rows come from Prometheus (text exposition or the HTTP API);
+# GC_* rows from GODEBUG=gctrace=1 logs.
+
+# labels: a map with keys in ascending order (so equal label sets are equal
+# maps); the metric name is not among them (no ``__name__``). ``metric`` is the
+# sample's own name (``x_bucket``, ``x_sum``, ``x_count`` for a histogram
+# ``x``); ``type`` is its family's: counter gauge summary histogram untyped.
+METRIC_LABELS = pa.map_(pa.string(), pa.string())
+
+METRIC_SAMPLES = pa.schema(
+    [
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("labels", METRIC_LABELS, nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("time", TIMESTAMP_UTC, nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+
+METRIC_TYPES = ("counter", "gauge", "summary", "histogram", "untyped")
+
+# The store's metric_samples rows: METRIC_SAMPLES plus who and where from.
+STORE_METRIC_SAMPLES = pa.schema(
+    [
+        pa.field("service", pa.string()),
+        pa.field("version", pa.string()),
+        pa.field("instance", pa.string()),
+        *METRIC_SAMPLES,
+        pa.field("source", pa.string()),
+    ]
+)
+
+# One row per gctrace line. Heap, stack and globals sizes are MiB as the
+# runtime prints them (bytes >> 20, floored); times are milliseconds; cpu_pct
+# is the integer cumulative GC CPU percentage since the process started.
+# stacks_mb / globals_mb are null for Go < 1.21 logs, which do not print them.
+GC_CYCLES = pa.schema(
+    [
+        pa.field("gc_num", pa.int64(), nullable=False),
+        pa.field("seconds", pa.float64(), nullable=False),  # since process start
+        pa.field("time", TIMESTAMP_UTC),  # process_start + seconds, when known
+        pa.field("cpu_pct", pa.int64(), nullable=False),
+        pa.field("clock_sweep_term_ms", pa.float64(), nullable=False),
+        pa.field("clock_mark_ms", pa.float64(), nullable=False),
+        pa.field("clock_mark_term_ms", pa.float64(), nullable=False),
+        pa.field("cpu_sweep_term_ms", pa.float64(), nullable=False),
+        pa.field("cpu_assist_ms", pa.float64(), nullable=False),
+        pa.field("cpu_background_ms", pa.float64(), nullable=False),
+        pa.field("cpu_idle_ms", pa.float64(), nullable=False),
+        pa.field("cpu_mark_term_ms", pa.float64(), nullable=False),
+        pa.field("heap_start_mb", pa.int64(), nullable=False),
+        pa.field("heap_end_mb", pa.int64(), nullable=False),
+        pa.field("heap_live_mb", pa.int64(), nullable=False),
+        pa.field("heap_goal_mb", pa.int64(), nullable=False),
+        pa.field("stacks_mb", pa.int64()),
+        pa.field("globals_mb", pa.int64()),
+        pa.field("procs", pa.int64(), nullable=False),
+        pa.field("forced", pa.bool_(), nullable=False),
+    ]
+)
+
+STORE_GC_CYCLES = pa.schema(
+    [
+        pa.field("service", pa.string()),
+        pa.field("version", pa.string()),
+        pa.field("instance", pa.string()),
+        *GC_CYCLES,
+        pa.field("source", pa.string()),
+    ]
+)

@@ -19,11 +19,16 @@ from pyproflab.store import Store
 GZIP_BOMB_BYTES = 3 << 30  # inflates to 3 GiB, three times the default cap
 
 
-def pyproflab(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def pyproflab(
+    *args: str, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh process, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "pyproflab", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -117,8 +122,15 @@ def test_regzipped_copy_is_the_same_profile(go_profiles, tmp_path):
 
 @pytest.mark.parametrize(
     "name",
-    ["empty.pb.gz", "truncated-gzip.pb.gz", "truncated-raw.pb", "bitflipped.pb",
-     "random.pb.gz", "profile.json", "notes.txt"],
+    [
+        "empty.pb.gz",
+        "truncated-gzip.pb.gz",
+        "truncated-raw.pb",
+        "bitflipped.pb",
+        "random.pb.gz",
+        "profile.json",
+        "notes.txt",
+    ],
 )
 def test_bad_input_one_line_exit_2_store_untouched(name, go_profiles, store_with_one, tmp_path):
     bad = bad_inputs(tmp_path, go_profiles["cpu"].read_bytes())[name]
@@ -152,8 +164,16 @@ def test_gzip_bomb_is_refused_with_bounded_memory(tmp_path, store_with_one):
     bomb = tmp_path / "bomb.pb.gz"
     gzip_bomb(bomb)
     before = store_state(store_with_one)
-    cmd = [sys.executable, "-m", "pyproflab", "ingest", str(bomb), "--db", str(store_with_one),
-           "--strict"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pyproflab",
+        "ingest",
+        str(bomb),
+        "--db",
+        str(store_with_one),
+        "--strict",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     stderr = proc.stderr.read()
@@ -174,7 +194,9 @@ def test_missing_store_and_bad_flags(tmp_path, go_profiles):
     assert_user_error(res, "missing.pb.gz")
     res = pyproflab("top", go_profiles["cpu"], "--sample-index", "no_such_type")
     assert_user_error(res, "no_such_type")
-    res = pyproflab("ingest", go_profiles["cpu"], "--db", tmp_path / "x.duckdb", "--label", "novalue")
+    res = pyproflab(
+        "ingest", go_profiles["cpu"], "--db", tmp_path / "x.duckdb", "--label", "novalue"
+    )
     assert_user_error(res, "KEY=VALUE")
 
 

@@ -20,7 +20,10 @@ from pyproflab.errors import ProflabError
 # the top and load heavy libraries inside run(), so building every parser is
 # cheap and `pyproflab top FILE` never pays for DuckDB or pandas.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "ingest": ("pyproflab.cli.ingest", "read profiles (files, folders, globs, Parquet) into a store"),
+    "ingest": (
+        "pyproflab.cli.ingest",
+        "read profiles (files, folders, globs, Parquet) into a store",
+    ),
     "top": ("pyproflab.cli.top", "top functions by flat or cum, as go tool pprof -top"),
     "merge": ("pyproflab.cli.merge", "merge profiles into one pprof file"),
     "export": ("pyproflab.cli.export", "write the store as a Parquet dataset"),

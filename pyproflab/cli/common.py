@@ -37,12 +37,23 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--service", help="only profiles of this service")
     g.add_argument("--version", dest="sel_version", metavar="VERSION", help="only this version")
     g.add_argument("--instance", help="only this instance")
-    g.add_argument("--type", dest="profile_type", metavar="TYPE",
-                   help="profile type: cpu heap allocs goroutine mutex block threadcreate wall other")
-    g.add_argument("--since", metavar="T", help="profiles taken at or after T (ISO time, or 72h, 30m, 7d ago)")
+    g.add_argument(
+        "--type",
+        dest="profile_type",
+        metavar="TYPE",
+        help="profile type: cpu heap allocs goroutine mutex block threadcreate wall other",
+    )
+    g.add_argument(
+        "--since", metavar="T", help="profiles taken at or after T (ISO time, or 72h, 30m, 7d ago)"
+    )
     g.add_argument("--until", metavar="T", help="profiles taken before T")
-    g.add_argument("--label", action="append", default=[], metavar="K=V",
-                   help="only profiles with this metadata label (repeatable)")
+    g.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="only profiles with this metadata label (repeatable)",
+    )
 
 
 def parse_kv(items: list[str], what: str = "--label") -> dict[str, str]:
@@ -73,7 +84,15 @@ def selection_from_args(args: argparse.Namespace):
 def has_selection(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name, None)
-        for name in ("service", "sel_version", "instance", "profile_type", "since", "until", "label")
+        for name in (
+            "service",
+            "sel_version",
+            "instance",
+            "profile_type",
+            "since",
+            "until",
+            "label",
+        )
     )
 
 

@@ -23,15 +23,31 @@ class Command:
         parser.add_argument("--service")
         parser.add_argument("--version", dest="meta_version", metavar="VERSION")
         parser.add_argument("--instance")
-        parser.add_argument("--label", action="append", default=[], metavar="K=V",
-                            help="metadata label for every profile (repeatable)")
-        parser.add_argument("--path-template", metavar="TEMPLATE",
-                            help="fill metadata from paths, e.g. "
-                                 "'{service}/{version}/{instance}/{type}-{time}.pb.gz'")
-        parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                            help="refuse profiles larger than N bytes decompressed (default 1 GiB)")
-        parser.add_argument("--strict", action="store_true",
-                            help="exit 2 if any file is refused (default: exit 0 and list them)")
+        parser.add_argument(
+            "--label",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help="metadata label for every profile (repeatable)",
+        )
+        parser.add_argument(
+            "--path-template",
+            metavar="TEMPLATE",
+            help="fill metadata from paths, e.g. "
+            "'{service}/{version}/{instance}/{type}-{time}.pb.gz'",
+        )
+        parser.add_argument(
+            "--max-bytes",
+            type=int,
+            default=None,
+            metavar="N",
+            help="refuse profiles larger than N bytes decompressed (default 1 GiB)",
+        )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="exit 2 if any file is refused (default: exit 0 and list them)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         import sys

@@ -19,8 +19,13 @@ class Command:
         parser.add_argument("files", nargs="*", metavar="FILE", help="pprof files")
         common.add_db_option(parser)
         common.add_selection_options(parser)
-        parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                            help="the merged profile (gzipped unless it ends in .pb or .pprof)")
+        parser.add_argument(
+            "-o",
+            "--output",
+            required=True,
+            metavar="OUT",
+            help="the merged profile (gzipped unless it ends in .pb or .pprof)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         import sys
@@ -37,6 +42,9 @@ class Command:
             write_profile(profile, args.output, gzip=gz)
         except OSError as e:
             raise UsageError(f"{args.output}: cannot write: {e.strerror or e}") from None
-        print(f"wrote {args.output}: {profile.num_samples} samples, "
-              f"{len(profile.sample_types)} sample types", file=sys.stderr)
+        print(
+            f"wrote {args.output}: {profile.num_samples} samples, "
+            f"{len(profile.sample_types)} sample types",
+            file=sys.stderr,
+        )
         return 0

@@ -21,8 +21,20 @@ class Command:
 
         with Store.open(common.db_path(args), read_only=True) as store:
             table = store.profiles(common.selection_from_args(args))
-        cols = [c for c in ("profile_id", "service", "version", "instance", "profile_type",
-                            "time", "duration_nanos", "num_samples", "source")
-                if c in table.column_names]
+        cols = [
+            c
+            for c in (
+                "profile_id",
+                "service",
+                "version",
+                "instance",
+                "profile_type",
+                "time",
+                "duration_nanos",
+                "num_samples",
+                "source",
+            )
+            if c in table.column_names
+        ]
         common.write_output(render_table(table.select(cols), args.format), None)
         return 0

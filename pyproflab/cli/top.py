@@ -17,23 +17,41 @@ class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("files", nargs="*", metavar="FILE", help="pprof files (no store needed)")
+        parser.add_argument(
+            "files", nargs="*", metavar="FILE", help="pprof files (no store needed)"
+        )
         common.add_db_option(parser)
         common.add_selection_options(parser)
-        parser.add_argument("--sample-index", metavar="NAME|N",
-                            help="sample type to show (default: the profile's default, else the last)")
-        parser.add_argument("--nodecount", type=int, default=None, metavar="N",
-                            help="show at most N rows (default: all in csv/json, 30 in text)")
+        parser.add_argument(
+            "--sample-index",
+            metavar="NAME|N",
+            help="sample type to show (default: the profile's default, else the last)",
+        )
+        parser.add_argument(
+            "--nodecount",
+            type=int,
+            default=None,
+            metavar="N",
+            help="show at most N rows (default: all in csv/json, 30 in text)",
+        )
         parser.add_argument("--cum", action="store_true", help="sort by cumulative value")
-        parser.add_argument("--granularity", choices=["functions", "lines", "files"],
-                            default="functions")
-        parser.add_argument("--focus", metavar="REGEX",
-                            help="only samples with a frame matching REGEX (Python re syntax)")
-        parser.add_argument("--ignore", metavar="REGEX",
-                            help="drop samples with a frame matching REGEX")
+        parser.add_argument(
+            "--granularity", choices=["functions", "lines", "files"], default="functions"
+        )
+        parser.add_argument(
+            "--focus",
+            metavar="REGEX",
+            help="only samples with a frame matching REGEX (Python re syntax)",
+        )
+        parser.add_argument(
+            "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
+        )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
-        parser.add_argument("--exact", action="store_true",
-                            help="text: print exact integers in the base unit instead of scaled values")
+        parser.add_argument(
+            "--exact",
+            action="store_true",
+            help="text: print exact integers in the base unit instead of scaled values",
+        )
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -1,0 +1,130 @@
+"""`make bench`: pyproflab beside `go tool pprof`, measured in the same run.
+
+Sections (targets from the foundation issue):
+  decode   decode to Arrow vs the floor (gunzip + protobuf parse)     <= 2x
+  top      whole-process `pyproflab top FILE` vs `go tool pprof -top`  <= 0.33x
+  fleet    ingest of 1,000 CPU profiles (profiles/s, peak memory), then
+           `pyproflab top --db` vs `go tool pprof -top` on the files   <= 0.05x
+
+    python -m bench [--out DIR] [--only decode,top,fleet] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import (
+    LARGE_CPU,
+    REPO,
+    line,
+    median_process,
+    median_time,
+    pprof_cmd,
+    pyproflab_cmd,
+    run_process,
+)
+
+
+def section_decode(work: Path, runs: int) -> list[str]:
+    from bench.bench_decode import floor
+    from pyproflab.decode import decode_bytes
+
+    out = []
+    data = LARGE_CPU.read_bytes()
+    big = big_profile(work)
+    for name, blob, n in (
+        ("large.cpu (20,430 samples)", data, runs),
+        ("synthetic 200,000-sample cpu", big.read_bytes(), max(3, runs // 3)),
+    ):
+        f = median_time(lambda blob=blob: floor(blob), repeat=n)
+        ours = median_time(lambda blob=blob: decode_bytes(blob), repeat=n)
+        out.append(line(f"decode to Arrow: {name}", ours, f, 2.0))
+    return out
+
+
+def big_profile(work: Path) -> Path:
+    """The 200,000-sample CPU profile (made once per bench run, seeded)."""
+    path = work / "cpu-200k.pb.gz"
+    if not path.exists():
+        from bench.bench_decode import synthesize
+        from pyproflab.decode import read_profile
+
+        path.write_bytes(synthesize(read_profile(LARGE_CPU), 200_000, seed=1))
+    return path
+
+
+def section_top(work: Path, runs: int) -> list[str]:
+    big = big_profile(work)
+    ours = median_process(pyproflab_cmd("top", str(big), "--format", "csv"), repeat=runs)
+    peer = median_process(pprof_cmd("-top", str(big)), repeat=runs)
+    return [line("whole process: top FILE (200,000 samples)", ours, peer, 0.33)]
+
+
+def go_cpu_profiles(work: Path) -> list[Path]:
+    """Two real CPU profiles from the Go test program (tests/goprogs/profgen)."""
+    out = work / "profgen"
+    binary = work / "bin" / "profgen"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "build", "-o", str(binary), "./profgen"], cwd=REPO / "tests" / "goprogs", check=True
+    )
+    subprocess.run(
+        [str(binary), "-out", str(out), "-cpu-seconds", "2", "-cpu-profiles", "2"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return [out / "cpu.pb.gz", out / "cpu2.pb.gz"]
+
+
+def section_fleet(work: Path, runs: int, count: int = 1000) -> list[str]:
+    sys.path.insert(0, str(REPO / "tests"))
+    from gen_profiles import derive_cpu_profiles
+
+    files_dir = work / "fleet"
+    if files_dir.exists():
+        shutil.rmtree(files_dir)
+    files = derive_cpu_profiles(go_cpu_profiles(work), count, files_dir)
+    db = work / "fleet.duckdb"
+    db.unlink(missing_ok=True)
+    wall, peak = run_process(pyproflab_cmd("ingest", str(files_dir), "--db", str(db)))
+    out = [
+        f"{f'ingest of {count} CPU profiles into a store':<58} {wall:8.3f}s  "
+        f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
+    ]
+    ours = median_process(pyproflab_cmd("top", "--db", str(db), "--format", "csv"), repeat=runs)
+    peer = median_process(pprof_cmd("-top", *map(str, files)), repeat=max(1, runs // 2))
+    out.append(line(f"top over {count} profiles: --db vs pprof on the files", ours, peer, 0.05))
+    return out
+
+
+SECTIONS = {"decode": section_decode, "top": section_top, "fleet": section_fleet}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    if not LARGE_CPU.exists():
+        print(f"bench needs the corpus: {LARGE_CPU} not found", file=sys.stderr)
+        return 2
+    work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="pyproflab-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    for name in args.only.split(","):
+        for text in SECTIONS[name](work, args.runs):
+            print(text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

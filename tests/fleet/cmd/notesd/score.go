@@ -1,0 +1,100 @@
+package main
+
+import (
+	"cmp"
+	"slices"
+)
+
+// PlantedFunction is the one function whose CPU cost differs between the
+// versions: v2 makes scoreNote repeat its counting pass scoreRoundsV2 times
+// instead of scoreRoundsV1 (+30% CPU in that function; its result and every
+// other function are unchanged). It is the ground truth for regression
+// analyses, as pprof names it.
+const PlantedFunction = "main.scoreNote"
+
+// Counting passes of scoreNote per version.
+const (
+	scoreRoundsV1 = 10
+	scoreRoundsV2 = 13
+)
+
+// Scorer ranks one note for a query; higher is better.
+//
+// Hot spot 5: rank calls Score through this interface for every candidate,
+// and termScorer receives well over 95% of the calls (pinnedScorer only
+// pinned notes, about 2%), so PGO can devirtualize the call site.
+type Scorer interface {
+	Score(n *Note, terms []uint32) int
+}
+
+// termScorer scores by weighted term occurrences in the body.
+type termScorer struct{ rounds int }
+
+func (s termScorer) Score(n *Note, terms []uint32) int {
+	return scoreNote(n, terms, s.rounds) + int(n.ID%7)
+}
+
+// pinnedScorer puts pinned notes first, newest first.
+type pinnedScorer struct{}
+
+func (pinnedScorer) Score(n *Note, _ []uint32) int { return 1<<30 + int(n.ID) }
+
+// scoreNote is the planted function (see PlantedFunction): the weighted count
+// of term occurrences in the body, earlier occurrences weighing more. It makes
+// `rounds` identical counting passes and averages them, so the result does not
+// depend on rounds while the CPU cost is proportional to it.
+//
+//go:noinline
+func scoreNote(n *Note, terms []uint32, rounds int) int {
+	total := 0
+	size := len(n.words)
+	for range rounds {
+		for _, t := range terms {
+			for i, w := range n.words {
+				if w == t {
+					total += size - i
+				}
+			}
+		}
+	}
+	return total / rounds
+}
+
+// scored is a note with its score for one request.
+type scored struct {
+	*Note
+	Score int `json:"score"`
+}
+
+// ranker chooses the Scorer of each note.
+type ranker struct {
+	terms  Scorer
+	pinned Scorer
+}
+
+func newRanker(version string) *ranker {
+	rounds := scoreRoundsV1
+	if version == "v2" {
+		rounds = scoreRoundsV2
+	}
+	return &ranker{terms: termScorer{rounds: rounds}, pinned: pinnedScorer{}}
+}
+
+// rank scores every note and returns them best first (ties: newest first).
+func (rk *ranker) rank(notes []*Note, terms []uint32) []scored {
+	out := make([]scored, 0, len(notes))
+	for _, n := range notes {
+		sc := rk.terms
+		if n.Pinned {
+			sc = rk.pinned
+		}
+		out = append(out, scored{Note: n, Score: sc.Score(n, terms)})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return out
+}
