@@ -87,7 +87,8 @@ def corpus_params(*, with_index: bool = False) -> list:
     skipping param when the corpus is absent, so the skip reason shows up."""
     files = corpus_proto_files()
     if not files:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_NO_CORPUS), id="no-corpus")]
+        values = (None, None) if with_index else (None,)
+        return [pytest.param(*values, marks=pytest.mark.skip(reason=SKIP_NO_CORPUS), id="no-corpus")]
     params = []
     for f in files:
         if with_index:
