@@ -286,8 +286,25 @@ def string_array(raw: list[bytes], top: TopLevel) -> pa.Array:
     return pa.array(top.strings, pa.string())
 
 
+def np_array(values: np.ndarray, type: pa.DataType, *, mask=None) -> pa.Array:
+    """A numpy array as an Arrow array, without ``pa.array``'s detour through pandas
+    (which would import pandas, a fifth of a small CLI run); ``mask`` True = null."""
+    n = len(values)
+    if pa.types.is_boolean(type):
+        data = pa.py_buffer(np.packbits(np.asarray(values, dtype=bool), bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values, dtype=type.to_pandas_dtype()))
+    validity = None
+    null_count = 0
+    if mask is not None:
+        null_count = int(np.count_nonzero(mask))
+        if null_count:
+            validity = pa.py_buffer(np.packbits(~np.asarray(mask, dtype=bool), bitorder="little"))
+    return pa.Array.from_buffers(type, n, [validity, data], null_count=null_count)
+
+
 def list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    return pa.ListArray.from_arrays(np_array(offsets, pa.int32()), values)
 
 
 def struct_fields(struct: pa.StructType) -> list[pa.Field]:
@@ -389,10 +406,10 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     strings = string_array(top.raw_strings, top)
 
     def text(index: np.ndarray) -> pa.Array:
-        return strings.take(pa.array(index.astype(I64)))
+        return strings.take(np_array(index, pa.int64()))
 
     def text_or_null(index: np.ndarray, present: np.ndarray) -> pa.Array:
-        return strings.take(pa.array(index.astype(I64), mask=~present))
+        return strings.take(np_array(index, pa.int64(), mask=~present))
 
     keep = (lstr != 0) | numeric
     kept_offsets = label_offsets
@@ -406,56 +423,56 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
         [
             text(key),
             text_or_null(lstr, ~numeric),
-            pa.array(lnum.astype(I64), mask=~numeric),
+            np_array(lnum, pa.int64(), mask=~numeric),
             text_or_null(lunit, numeric & (lunit != 0)),
         ],
         fields=struct_fields(schema.LABEL),
     )
     samples = pa.Table.from_arrays(
         [
-            list_array(loc_offsets, pa.array(loc_ids, pa.uint64())),
-            list_array(val_offsets, pa.array(values.astype(I64), pa.int64())),
+            list_array(loc_offsets, np_array(loc_ids, pa.uint64())),
+            list_array(val_offsets, np_array(values, pa.int64())),
             list_array(kept_offsets, labels),
         ],
         schema=schema.PROFILE_SAMPLES,
     )
     lines = pa.StructArray.from_arrays(
         [
-            pa.array(line_fn, pa.uint64()),
-            pa.array(line_no.astype(I64), pa.int64()),
-            pa.array(line_col.astype(I64), pa.int64()),
+            np_array(line_fn, pa.uint64()),
+            np_array(line_no, pa.int64()),
+            np_array(line_col, pa.int64()),
         ],
         fields=struct_fields(schema.LINE),
     )
     locations = pa.Table.from_arrays(
         [
-            pa.array(loc[1], pa.uint64()),
-            pa.array(mapping_id, pa.uint64()),
-            pa.array(loc[3], pa.uint64()),
-            pa.array(loc[5] != 0, pa.bool_()),
+            np_array(loc[1], pa.uint64()),
+            np_array(mapping_id, pa.uint64()),
+            np_array(loc[3], pa.uint64()),
+            np_array(loc[5] != 0, pa.bool_()),
             list_array(line_offsets, lines),
         ],
         schema=schema.PROFILE_LOCATIONS,
     )
     functions_table = pa.Table.from_arrays(
         [
-            pa.array(f[1], pa.uint64()),
+            np_array(f[1], pa.uint64()),
             text(f[2]),
             text(f[3]),
             text(f[4]),
-            pa.array(f[5].astype(I64), pa.int64()),
+            np_array(f[5], pa.int64()),
         ],
         schema=schema.PROFILE_FUNCTIONS,
     )
     mappings_table = pa.Table.from_arrays(
         [
-            pa.array(m[1], pa.uint64()),
-            pa.array(m[2], pa.uint64()),
-            pa.array(m[3], pa.uint64()),
-            pa.array(m[4], pa.uint64()),
+            np_array(m[1], pa.uint64()),
+            np_array(m[2], pa.uint64()),
+            np_array(m[3], pa.uint64()),
+            np_array(m[4], pa.uint64()),
             text(m[5]),
             text(m[6]),
-            *(pa.array(m[k] != 0, pa.bool_()) for k in (7, 8, 9, 10)),
+            *(np_array(m[k] != 0, pa.bool_()) for k in (7, 8, 9, 10)),
         ],
         schema=schema.PROFILE_MAPPINGS,
     )
