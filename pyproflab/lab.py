@@ -112,6 +112,17 @@ class Lab:
         sel = _selection(selection, kwargs)
         return top(self.store.merged_profile(sel), **kwargs)
 
+    def gc(self, selection: Selection | None = None, *, categories: bool = True, **kwargs: Any):
+        """GC metrics of each selected profile's instance and window, beside the GC CPU
+        categories of CPU profiles (``GcResult``: ``.to_pandas()`` per profile,
+        ``.instances`` per instance, ``.categories``, ``.notes``).
+
+        ``categories=False`` skips reading CPU profiles' stacks (runtime view only).
+        """
+        from pyproflab.analyses.gc import gc
+
+        return gc(self.store, _selection(selection, kwargs), categories=categories)
+
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
         return self.store.sql(query, params)

@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("pyproflab.cli.merge", "merge profiles into one pprof file"),
     "export": ("pyproflab.cli.export", "write the store as a Parquet dataset"),
     "profiles": ("pyproflab.cli.profiles", "list the profiles in a store"),
+    "ingest-gc": ("pyproflab.cli.gcdata", "read GC metrics (Prometheus text or API, gctrace logs)"),
+    "gc": ("pyproflab.cli.gc", "GC cost per profile and instance: profile view vs runtime view"),
+    "collect": ("pyproflab.cli.collect", "fetch profiles and /metrics from live Go services"),
+    "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),
 }
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -51,8 +50,9 @@ _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _INT = re.compile(r"[+-]?[0-9]+")
 # What Go's strconv.ParseFloat reads in decimal, plus its special values.
-_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-                    re.IGNORECASE)
+_FLOAT = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
 _BLANK = " \t"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -120,7 +120,7 @@ class _Line:
         start = self.i
         while self.i < len(self.s) and self.s[self.i] not in _BLANK:
             self.i += 1
-        return self.s[start:self.i]
+        return self.s[start : self.i]
 
     def quoted(self) -> str:
         """A label value after its opening quote, escapes resolved."""
@@ -187,8 +187,13 @@ def _timestamp_us(default_time: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _table(metrics: list[str], labels: list[list[tuple[str, str]]], types: list[str],
-           times_us: list[int], values: list[float]) -> pa.Table:
+def _table(
+    metrics: list[str],
+    labels: list[list[tuple[str, str]]],
+    types: list[str],
+    times_us: list[int],
+    values: list[float],
+) -> pa.Table:
     return pa.table(
         [
             pa.array(metrics, pa.string()),
@@ -231,8 +236,9 @@ def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Ta
                 raise ValueError("invalid metric name")
             c = cur.peek()
             if c not in ("{", " ", "\t"):
-                raise ValueError(f"invalid character {c or 'end of line'!r} after metric "
-                                 f"name {name!r}")
+                raise ValueError(
+                    f"invalid character {c or 'end of line'!r} after metric name {name!r}"
+                )
             cur.skip_blank()
             lab = _labels(cur, name) if cur.peek() == "{" else {}
             cur.skip_blank()
@@ -260,7 +266,7 @@ def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Ta
                 ts = int(tok) * 1000
                 cur.skip_blank()
                 if cur.peek():
-                    raise ValueError(f"spurious text after timestamp: {line[cur.i:]!r}")
+                    raise ValueError(f"spurious text after timestamp: {line[cur.i :]!r}")
         except ValueError as e:
             raise MetricsError(source, str(e), line=lineno) from None
         metrics.append(name)
@@ -300,13 +306,13 @@ def _comment(cur: _Line, fams: _Families) -> None:
         if family in fams.has_help:
             raise ValueError(f"second HELP line for metric name {name!r}")
         fams.has_help.add(family)
-        _help_text(cur.s[cur.i:])
+        _help_text(cur.s[cur.i :])
         return
     if fams.types[family] is not None:
         raise ValueError(f"second TYPE line for metric name {name!r}, or TYPE after samples")
-    kind = cur.s[cur.i:].lower()
+    kind = cur.s[cur.i :].lower()
     if kind not in schema.METRIC_TYPES:
-        raise ValueError(f"unknown metric type {cur.s[cur.i:]!r}")
+        raise ValueError(f"unknown metric type {cur.s[cur.i :]!r}")
     fams.types[family] = kind
 
 
@@ -328,8 +334,9 @@ def _help_text(text: str) -> str:
     return "".join(out)
 
 
-def read_exposition(path: str | Path, *, default_time: datetime | None = None,
-                    source: str | None = None) -> pa.Table:
+def read_exposition(
+    path: str | Path, *, default_time: datetime | None = None, source: str | None = None
+) -> pa.Table:
     """``parse_exposition`` of a saved file; samples without a timestamp get
     ``default_time``, else the file's modification time."""
     p = Path(path)
@@ -396,11 +403,12 @@ def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: fl
         raise MetricsError(where, f"HTTP {e.code}: {msg}".rstrip(": ")) from None
     except urllib.error.URLError as e:
         reason = e.reason
-        if isinstance(reason, (TimeoutError, socket.timeout)):
+        if isinstance(reason, TimeoutError):
             raise MetricsError(where, f"timed out after {timeout:g}s") from None
-        raise MetricsError(where, f"cannot connect: {getattr(reason, 'strerror', None) or reason}"
-                           ) from None
-    except (TimeoutError, socket.timeout):
+        raise MetricsError(
+            where, f"cannot connect: {getattr(reason, 'strerror', None) or reason}"
+        ) from None
+    except TimeoutError:
         raise MetricsError(where, f"timed out after {timeout:g}s") from None
     except (OSError, ValueError) as e:
         raise MetricsError(where, f"request failed: {e}") from None
@@ -415,9 +423,16 @@ def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: fl
     return doc.get("data")
 
 
-def query_range(base_url: str, query: str, start: datetime | float, end: datetime | float,
-                step: timedelta | float | str, *, timeout: float = DEFAULT_TIMEOUT,
-                types: Mapping[str, str] | None = None) -> pa.Table:
+def query_range(
+    base_url: str,
+    query: str,
+    start: datetime | float,
+    end: datetime | float,
+    step: timedelta | float | str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    types: Mapping[str, str] | None = None,
+) -> pa.Table:
     """Rows of ``schema.METRIC_SAMPLES`` for a PromQL range query.
 
     ``start``/``end`` are datetimes (naive = UTC) or Unix seconds; ``step`` a
@@ -443,8 +458,12 @@ def query_range(base_url: str, query: str, start: datetime | float, end: datetim
     chunk_start = t0
     while True:
         chunk_end = min(t1, chunk_start + dt * (MAX_POINTS - 1))
-        params = {"query": query, "start": repr(chunk_start), "end": repr(chunk_end),
-                  "step": repr(dt)}
+        params = {
+            "query": query,
+            "start": repr(chunk_start),
+            "end": repr(chunk_end),
+            "step": repr(dt),
+        }
         data = _api_get(base_url, "/api/v1/query_range", params, timeout=timeout)
         where = base_url.rstrip("/") + "/api/v1/query_range"
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
@@ -479,16 +498,20 @@ def _type_of(name: str, types: Mapping[str, str] | None) -> str:
         return "untyped"
     if name in types:
         return types[name]
-    for suffix, kinds in (("_bucket", ("histogram",)), ("_sum", ("histogram", "summary")),
-                          ("_count", ("histogram", "summary"))):
+    for suffix, kinds in (
+        ("_bucket", ("histogram",)),
+        ("_sum", ("histogram", "summary")),
+        ("_count", ("histogram", "summary")),
+    ):
         base = name.removesuffix(suffix)
         if base != name and types.get(base) in kinds:
             return types[base]
     return "untyped"
 
 
-def metric_metadata(base_url: str, *, metrics: Iterable[str] | None = None,
-                    timeout: float = DEFAULT_TIMEOUT) -> dict[str, str]:
+def metric_metadata(
+    base_url: str, *, metrics: Iterable[str] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, str]:
     """metric family -> type, from ``/api/v1/metadata`` (types Prometheus
     learned from the scraped TYPE lines; ``unknown`` becomes ``untyped``)."""
     data = _api_get(base_url, "/api/v1/metadata", {}, timeout=timeout)

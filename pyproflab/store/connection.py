@@ -147,6 +147,7 @@ class Store:
             # Views and macros are recreated on every writable open, so a store
             # written by an older release gets the current definitions.
             with self._translate("cannot create views"):
+                self._run(load_sql("gc.sql"))  # GC metric tables (IF NOT EXISTS)
                 self._run(load_sql("macros.sql"))
 
     def _create_schema(self) -> None:

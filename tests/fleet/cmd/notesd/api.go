@@ -55,7 +55,7 @@ func (a *api) search(w http.ResponseWriter, r *http.Request) {
 	for i, t := range terms {
 		hashes[i] = corpus.Hash(t)
 	}
-	steps := []filter{notArchived}
+	steps := []filter{notArchived, notBlocked, hasBody}
 	steps = append(steps, optionalFilters(q.Get("tag"), q.Get("author"))...)
 	steps = append(steps, matchesText(terms, hashes))
 	a.answer(w, r, q.Get("q"), a.store.Filter(steps), hashes)
@@ -66,7 +66,7 @@ func (a *api) search(w http.ResponseWriter, r *http.Request) {
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	tag := q.Get("tag")
-	steps := append([]filter{notArchived}, optionalFilters(tag, q.Get("author"))...)
+	steps := append([]filter{notArchived, notBlocked, hasBody}, optionalFilters(tag, q.Get("author"))...)
 	var hashes []uint32
 	if topic, ok := strings.CutPrefix(tag, "tag-"); ok {
 		hashes = []uint32{corpus.Hash(topic)}

@@ -11,7 +11,8 @@ import (
 //
 // Hot spot 3 (as in the OLAP engine's global lock): one global sync.Mutex
 // guards all of it, every search and list takes it once per returned note and
-// once more to recompute the trending list, so concurrent requests queue on it.
+// once more to recompute the trending list, and rank holds it while it
+// reads the popularity of every candidate, so concurrent requests queue on it.
 var meta = struct {
 	sync.Mutex
 	views     map[int64]int
@@ -24,6 +25,18 @@ var meta = struct {
 
 // maxViews bounds the views map; it is reset when full.
 const maxViews = 50000
+
+// popularity returns each note's boost from its view count, reading them all
+// under one hold of the global lock.
+func popularity(notes []*Note) []int {
+	boosts := make([]int, len(notes))
+	meta.Lock()
+	defer meta.Unlock()
+	for i, n := range notes {
+		boosts[i] = min(meta.views[n.ID], 50)
+	}
+	return boosts
+}
 
 // recordResults counts a view of each returned note and returns the current
 // top five tags.

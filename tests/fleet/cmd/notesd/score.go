@@ -39,25 +39,44 @@ type pinnedScorer struct{}
 
 func (pinnedScorer) Score(n *Note, _ []uint32) int { return 1<<30 + int(n.ID) }
 
+// leadWords is how many of a body's first words scoreNote looks at.
+const leadWords = 12
+
 // scoreNote is the planted function (see PlantedFunction): the weighted count
-// of term occurrences in the body, earlier occurrences weighing more. It makes
-// `rounds` identical counting passes and averages them, so the result does not
-// depend on rounds while the CPU cost is proportional to it.
+// of term occurrences in the lead of the body, earlier occurrences weighing
+// more. It makes `rounds` identical counting passes (each compares words
+// through a different bijective mix, so no pass can be skipped) and averages
+// them: the result does not depend on rounds, and the CPU cost is
+// proportional to it.
 //
 //go:noinline
 func scoreNote(n *Note, terms []uint32, rounds int) int {
 	total := 0
-	size := len(n.words)
-	for range rounds {
+	lead := n.words[:min(leadWords, len(n.words))]
+	size := len(lead)
+	for r := range rounds {
+		key := uint32(r+1) * 0x9e3779b9
 		for _, t := range terms {
-			for i, w := range n.words {
-				if w == t {
+			mt := mix(t ^ key)
+			for i, w := range lead {
+				if mix(w^key) == mt {
 					total += size - i
 				}
 			}
 		}
 	}
 	return total / rounds
+}
+
+// mix is a bijection on uint32 (xor-shifts and odd multipliers), so
+// mix(a) == mix(b) exactly when a == b.
+func mix(x uint32) uint32 {
+	x ^= x >> 16
+	x *= 0x7feb352d
+	x ^= x >> 15
+	x *= 0x846ca68b
+	x ^= x >> 16
+	return x
 }
 
 // scored is a note with its score for one request.
@@ -80,15 +99,17 @@ func newRanker(version string) *ranker {
 	return &ranker{terms: termScorer{rounds: rounds}, pinned: pinnedScorer{}}
 }
 
-// rank scores every note and returns them best first (ties: newest first).
+// rank scores every note (its Scorer's score plus its popularity) and
+// returns them best first (ties: newest first).
 func (rk *ranker) rank(notes []*Note, terms []uint32) []scored {
+	boosts := popularity(notes)
 	out := make([]scored, 0, len(notes))
-	for _, n := range notes {
+	for i, n := range notes {
 		sc := rk.terms
 		if n.Pinned {
 			sc = rk.pinned
 		}
-		out = append(out, scored{Note: n, Score: sc.Score(n, terms)})
+		out = append(out, scored{Note: n, Score: sc.Score(n, terms) + boosts[i]})
 	}
 	slices.SortFunc(out, func(a, b scored) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {

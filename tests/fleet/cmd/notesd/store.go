@@ -23,6 +23,7 @@ type Note struct {
 	Pinned   bool      `json:"pinned,omitempty"`
 
 	words []uint32 // corpus.Hash of each body word, in order, for scoring
+	vocab []uint32 // the distinct hashes of words, sorted, for matching
 }
 
 // newNote fills in the derived fields of a note.
@@ -33,6 +34,7 @@ func newNote(title, body, author string, tags []string) *Note {
 	for i, w := range fields {
 		n.words[i] = corpus.Hash(w)
 	}
+	n.vocab = slices.Compact(slices.Sorted(slices.Values(n.words)))
 	return n
 }
 
@@ -158,6 +160,19 @@ func fieldValue(n *Note, field string) any {
 
 func notArchived(n *Note) bool { return !n.Archived }
 
+// blockedAuthors are hidden from every answer (moderation).
+var blockedAuthors = []string{"user-blocked", "spam-bot"}
+
+func notBlocked(n *Note) bool {
+	author, _ := fieldValue(n, "author").(string)
+	return !slices.Contains(blockedAuthors, author)
+}
+
+func hasBody(n *Note) bool {
+	body, _ := fieldValue(n, "body").(string)
+	return body != ""
+}
+
 func hasTag(tag string) filter {
 	return func(n *Note) bool { return slices.Contains(n.Tags, tag) }
 }
@@ -181,8 +196,8 @@ func matchesText(terms []string, hashes []uint32) filter {
 				}
 			}
 		}
-		for _, w := range n.words {
-			if slices.Contains(hashes, w) {
+		for _, h := range hashes {
+			if _, found := slices.BinarySearch(n.vocab, h); found {
 				return true
 			}
 		}

@@ -1,0 +1,145 @@
+"""Small statistics helpers (NumPy only; no SciPy dependency).
+
+- ``ratio_variance``: the linearised (sandwich) variance of a ratio-of-sums
+  estimator ``sum(v) / sum(d)`` over independent units (profiles).
+- ``welch_t``: Welch's two-sample statistic and Welch–Satterthwaite degrees
+  of freedom from two estimates and their variances.
+- ``t_two_sided_p``: the two-sided p-value of Student's t (via the regularized
+  incomplete beta function, continued fraction as in Numerical Recipes).
+- ``bh_adjust``: Benjamini–Hochberg adjusted p-values (q-values), NaN kept.
+- ``bootstrap_ratio``: stratified bootstrap of ``sum(v)/sum(d)`` per column,
+  resampling rows (profiles) with replacement, seeded.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
+
+
+def ratio_variance(values: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """Variance of ``R = sum(v)/sum(d)`` per column of ``values`` (rows: units).
+
+    Rule: ``var(R) ~= sum(z_i^2) / (n (n-1))`` with ``z_i = (v_i - R d_i) / mean(d)``.
+    With equal durations this is the usual variance of a mean. NaN when n < 2.
+    """
+    n = values.shape[0]
+    if n < 2:
+        return np.full(values.shape[1], np.nan)
+    dsum = durations.sum()
+    r = values.sum(axis=0) / dsum
+    z = (values - np.outer(durations, r)) / (dsum / n)
+    return (z * z).sum(axis=0) / (n * (n - 1))
+
+
+def welch_t(delta: np.ndarray, var_a: np.ndarray, var_b: np.ndarray, n_a: int, n_b: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(t, df) for a difference with per-side variances of the two estimates."""
+    se2 = var_a + var_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = delta / np.sqrt(se2)
+        df = se2 * se2 / (var_a * var_a / max(n_a - 1, 1) + var_b * var_b / max(n_b - 1, 1))
+    # A side without variance contributes nothing to df; all-zero variance: t is 0 or inf.
+    df = np.where(np.isfinite(df), df, float(max(n_a + n_b - 2, 1)))
+    return t, np.maximum(df, 1.0)
+
+
+def _betacf(a: np.ndarray, b: np.ndarray, x: np.ndarray, iters: int = 300) -> np.ndarray:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = np.ones_like(x)
+    d = 1.0 - qab * x / qap
+    d = np.where(np.abs(d) < tiny, tiny, d)
+    d = 1.0 / d
+    h = d.copy()
+    for m in range(1, iters + 1):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        c = 1.0 + aa / c
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        c = 1.0 + aa / c
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if np.all(np.abs(delta - 1.0) < 1e-14):
+            break
+    return h
+
+
+def betainc(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The regularized incomplete beta function I_x(a, b), elementwise."""
+    a, b, x = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float),
+                                  np.asarray(x, float))
+    out = np.zeros(x.shape)
+    out[x >= 1] = 1.0
+    mid = (x > 0) & (x < 1)
+    if not mid.any():
+        return out
+    a, b, x = a[mid], b[mid], x[mid]
+    lbeta = (_LGAMMA(a + b) - _LGAMMA(a) - _LGAMMA(b)).astype(float)
+    front = np.exp(lbeta + a * np.log(x) + b * np.log1p(-x))
+    direct = x < (a + 1.0) / (a + b + 2.0)
+    res = np.empty(x.shape)
+    if direct.any():
+        res[direct] = front[direct] * _betacf(a[direct], b[direct], x[direct]) / a[direct]
+    flip = ~direct
+    if flip.any():
+        res[flip] = 1.0 - front[flip] * _betacf(b[flip], a[flip], 1.0 - x[flip]) / b[flip]
+    out[mid] = np.clip(res, 0.0, 1.0)
+    return out
+
+
+def t_two_sided_p(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom; NaN stays NaN."""
+    t = np.asarray(t, float)
+    df = np.broadcast_to(np.asarray(df, float), t.shape)
+    p = np.full(t.shape, np.nan)
+    ok = ~np.isnan(t)
+    inf = ok & np.isinf(t)
+    p[inf] = 0.0
+    fin = ok & ~inf
+    if fin.any():
+        x = df[fin] / (df[fin] + t[fin] ** 2)
+        p[fin] = betainc(df[fin] / 2.0, np.full(x.shape, 0.5), x)
+    return p
+
+
+def bh_adjust(p: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values over the non-NaN entries (NaN stays NaN)."""
+    p = np.asarray(p, float)
+    q = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    if m == 0:
+        return q
+    order = ok[np.argsort(p[ok], kind="stable")]
+    ranked = p[order] * m / np.arange(1, m + 1)
+    # Step-up: q_(i) = min over j >= i of p_(j) m / j.
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+    q[order] = np.minimum(ranked, 1.0)
+    return q
+
+
+def bootstrap_ratio(values: np.ndarray, durations: np.ndarray, counts: np.ndarray
+                    ) -> np.ndarray:
+    """``sum(v)/sum(d)`` per resample (rows of ``counts``: how often each unit is drawn)
+    and column of ``values``: shape (resamples, columns)."""
+    num = counts @ values
+    den = counts @ durations
+    return num / den[:, None]
+
+
+def resample_counts(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
+    """(resamples, n) draw counts of n units resampled with replacement."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)

@@ -1,0 +1,197 @@
+"""Read GC metrics into a store: Prometheus text, gctrace logs, or a Prometheus server.
+
+  pyproflab ingest-gc FILE... --format prom|gctrace [--service S --version V --instance I]
+            [--time T] [--process-start T] [--lenient]
+  pyproflab ingest-gc --prometheus URL --since T [--until T] [--step 15s]
+            [--query PROMQL]... [--map PROM_INSTANCE=INSTANCE]...
+
+Prometheus text goes to metric_samples (samples without a timestamp get
+--time, else the file's modification time); gctrace logs go to gc_cycles
+(--process-start gives each cycle its absolute time). From a server, the GC
+metric families (or each --query) are fetched with query_range over
+[--since, --until] every --step; a series' Prometheus instance label becomes
+our instance through --map, else stays as it is, with its job as service.
+
+Everything is read first and stored in one transaction: on a bad file or an
+unreachable server nothing is stored (one line, exit 2). Rows already in the
+store are counted, not stored again. One summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.add_argument("files", nargs="*", metavar="FILE")
+        common.add_db_option(parser)
+        parser.add_argument(
+            "--format",
+            choices=("prom", "gctrace"),
+            help="what the files are: Prometheus text exposition or gctrace logs",
+        )
+        parser.add_argument("--service")
+        parser.add_argument("--version", dest="meta_version", metavar="VERSION")
+        parser.add_argument("--instance")
+        parser.add_argument(
+            "--time",
+            metavar="T",
+            help="time of prom samples without a timestamp (default: file mtime)",
+        )
+        parser.add_argument(
+            "--process-start",
+            metavar="T",
+            help="when the gctrace'd process started (gives cycles a time)",
+        )
+        parser.add_argument(
+            "--lenient",
+            action="store_true",
+            help="gctrace: skip lines split by other output (counted) instead of refusing the file",
+        )
+        g = parser.add_argument_group("from a Prometheus server")
+        g.add_argument("--prometheus", metavar="URL", help="base URL, e.g. http://127.0.0.1:9090")
+        g.add_argument("--since", metavar="T", help="window start (ISO time or 30m, 2h ago)")
+        g.add_argument("--until", metavar="T", help="window end (default now)")
+        g.add_argument("--step", default="15s", help="resolution (default 15s)")
+        g.add_argument(
+            "--query",
+            action="append",
+            default=[],
+            metavar="PROMQL",
+            help="instead of the GC metric families (repeatable)",
+        )
+        g.add_argument(
+            "--map",
+            action="append",
+            default=[],
+            metavar="PROM=INSTANCE",
+            help="Prometheus instance label -> our instance (repeatable)",
+        )
+        g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.errors import UsageError
+
+        if args.prometheus:
+            if args.files:
+                raise UsageError("give FILEs or --prometheus, not both")
+            return self._from_server(args)
+        if not args.files:
+            raise UsageError("nothing to read: give FILEs (with --format) or --prometheus URL")
+        if not args.format:
+            raise UsageError("--format prom|gctrace is required with FILEs")
+        return self._from_files(args)
+
+    def _from_files(self, args: argparse.Namespace) -> int:
+        import os
+        import sys
+
+        import pyarrow as pa
+
+        from pyproflab import schema
+        from pyproflab.errors import MetricsError, UsageError
+        from pyproflab.sources.gctrace import read_gctrace
+        from pyproflab.sources.prometheus import read_exposition
+        from pyproflab.store.connection import Store
+        from pyproflab.store.metrics import ingest_gc_rows, ingest_metric_rows, with_meta
+        from pyproflab.store.select import parse_time
+
+        if args.format == "prom" and args.process_start:
+            raise UsageError("--process-start is for --format gctrace")
+        if args.format == "gctrace" and args.time:
+            raise UsageError("--time is for --format prom")
+        when = parse_time(args.time) if args.time else None
+        start = parse_time(args.process_start) if args.process_start else None
+        meta = {"service": args.service, "version": args.meta_version, "instance": args.instance}
+
+        pieces: list[pa.Table] = []
+        skipped: list[MetricsError] = []
+        for path in args.files:
+            if not os.path.isfile(path):
+                raise UsageError(f"{path}: no such file")
+            source = os.path.abspath(path)
+            if args.format == "prom":
+                t = read_exposition(path, default_time=when, source=path)
+            else:
+                t = read_gctrace(
+                    path, process_start=start, source=path, errors=skipped if args.lenient else None
+                )
+            pieces.append(with_meta(t, source=source, **meta))
+        target = schema.STORE_METRIC_SAMPLES if args.format == "prom" else schema.STORE_GC_CYCLES
+        rows = pa.concat_tables(pieces) if pieces else target.empty_table()
+
+        with Store.open(common.db_path(args)) as store:
+            if args.format == "prom":
+                added = ingest_metric_rows(store, rows)
+                what = "metric samples"
+            else:
+                added = ingest_gc_rows(store, rows)
+                what = "gc cycles"
+        for e in skipped:
+            print(f"skipped {e}", file=sys.stderr)
+        tail = f", {len(skipped)} malformed lines skipped" if args.lenient else ""
+        files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
+        print(
+            f"{files}, {rows.num_rows} {what}: {added} new, "
+            f"{rows.num_rows - added} already present{tail}"
+        )
+        return 0
+
+    def _from_server(self, args: argparse.Namespace) -> int:
+        from datetime import UTC, datetime
+
+        import pyarrow as pa
+
+        from pyproflab.errors import UsageError
+        from pyproflab.store.connection import Store
+        from pyproflab.store.metrics import (
+            DEFAULT_GC_QUERIES,
+            fetch_prometheus,
+            ingest_metric_rows,
+        )
+        from pyproflab.store.select import parse_time
+
+        if args.format or args.time or args.process_start or args.lenient:
+            raise UsageError("--format, --time, --process-start and --lenient are for FILEs")
+        if not args.since:
+            raise UsageError("--since is required with --prometheus")
+        if args.instance:
+            raise UsageError("with --prometheus, name instances with --map PROM=INSTANCE")
+        start = parse_time(args.since)
+        end = parse_time(args.until) if args.until else datetime.now(UTC)
+        if end <= start:
+            raise UsageError("--until must be after --since")
+        mapping = common.parse_kv(args.map, "--map")
+        rows = fetch_prometheus(
+            args.prometheus,
+            start,
+            end,
+            args.step,
+            queries=args.query or DEFAULT_GC_QUERIES,
+            instances=mapping,
+            timeout=args.timeout,
+        )
+        n = rows.num_rows
+        for col, value in (("service", args.service), ("version", args.meta_version)):
+            if value is not None:
+                i = rows.schema.get_field_index(col)
+                rows = rows.set_column(i, rows.schema.field(i), pa.array([value] * n, pa.string()))
+        with Store.open(common.db_path(args)) as store:
+            added = ingest_metric_rows(store, rows)
+        series = len(
+            set(
+                zip(
+                    rows.column("metric").to_pylist(),
+                    map(tuple, rows.column("labels").to_pylist()),
+                    strict=True,
+                )
+            )
+        )
+        print(f"{series} series, {n} metric samples: {added} new, {n - added} already present")
+        return 0

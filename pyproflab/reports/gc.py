@@ -1,0 +1,315 @@
+"""Renderings of ``GcResult`` and ``GcCategoriesResult``: text, JSON, CSV, HTML.
+
+Rules: text shows GC share per instance (profile view beside the runtime
+view), then the category breakdown of each CPU profile, then the notes;
+JSON has every table (``instances``, ``profiles``, ``categories``) and the
+notes, with exact values (times as ISO strings, NULL as null); CSV is one
+table, ``profiles`` unless another is named. HTML escapes every name (they
+come from profiles and metric labels, which are untrusted).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.errors import UsageError
+
+FORMATS = ("text", "json", "csv", "html")
+TABLES = ("profiles", "instances", "categories")
+
+# Short column heads for the category breakdown, in GC_CATEGORIES order.
+_CATEGORY_HEADS = {
+    "mark_dedicated": "mark ded",
+    "mark_fractional": "mark frac",
+    "mark_idle": "mark idle",
+    "mark_worker_other": "mark other",
+    "mark_assist": "assist",
+    "write_barrier": "wb",
+    "sweep": "sweep",
+    "scavenge": "scav",
+    "stw_other": "stw/other",
+    "allocation": "alloc",
+}
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{100 * v:.1f}%"
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def _mib(v: float | None) -> str:
+    return "" if v is None else f"{v / 2**20:.1f}MiB"
+
+
+def _seconds(v: float | None) -> str:
+    if v is None:
+        return ""
+    if v < 1e-3:
+        return f"{v * 1e6:.0f}µs"
+    if v < 1:
+        return f"{v * 1e3:.2f}ms"
+    return f"{v:.2f}s"
+
+
+def _limit(v: float | None) -> str:
+    # GOMEMLIMIT's "off" is math.MaxInt64 bytes.
+    if v is None:
+        return ""
+    return "off" if v >= 2**63 - 1024 else _mib(v)
+
+
+def _cell(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _grid(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(head)] + [line(r) for r in rows]
+
+
+def instance_lines(result) -> list[str]:
+    """The per-instance table: GC share, profile view vs runtime view, and the metrics."""
+    head = [
+        "service",
+        "version",
+        "instance",
+        "profiles",
+        "profile view",
+        "profile mark",
+        "runtime busy",
+        "runtime all",
+        "GC/min",
+        "heap live",
+        "heap goal",
+        "alloc/s",
+        "STW total",
+        "STW p99",
+        "GOGC",
+        "GOMEMLIMIT",
+    ]
+    rows = []
+    for r in result.instances.to_pylist():
+        rows.append(
+            [
+                _cell(r["service"]),
+                _cell(r["version"]),
+                _cell(r["instance"]),
+                f"{r['profiles']} ({r['cpu_profiles']} cpu)",
+                _pct(r["profile_gc_share"]),
+                _pct(r["profile_gc_mark_share"]),
+                _pct(r["gc_cpu_fraction_busy"]),
+                _pct(r["gc_cpu_fraction"]),
+                _num(r["gc_cycles_per_min"]),
+                _mib(r["heap_live_mean_bytes"]),
+                _mib(r["heap_goal_mean_bytes"]),
+                _mib(r["alloc_bytes_per_sec"]),
+                _seconds(r["stw_pause_total_seconds"]),
+                _seconds(r["stw_pause_p99_seconds"]),
+                _num(r["gogc_percent"], 0),
+                _limit(r["gomemlimit_bytes"]),
+            ]
+        )
+    return _grid(head, rows, set(range(3, len(head))))
+
+
+def category_lines(result) -> list[str]:
+    """Per CPU profile: GC share and each exclusive category's share of the profile."""
+    from pyproflab.analyses.gc_categories import CATEGORY_NAMES
+
+    cpu = [r for r in result.profiles.to_pylist() if r["profile_cpu_ns"] is not None]
+    if not cpu:
+        return []
+    head = [
+        "profile",
+        "instance",
+        "cpu",
+        "GC",
+        *[_CATEGORY_HEADS.get(n, n) for n in CATEGORY_NAMES],
+    ]
+    rows = []
+    for r in cpu:
+        total = r["profile_cpu_ns"]
+        rows.append(
+            [
+                str(r["profile_id"]),
+                _cell(r["instance"]),
+                f"{total / 1e9:.2f}s",
+                _pct(r["profile_gc_share"]),
+                *[_pct(r[f"gc_{n}_ns"] / total) if total else "" for n in CATEGORY_NAMES],
+            ]
+        )
+    return _grid(head, rows, set(range(2, len(head))))
+
+
+def render_text(result) -> str:
+    lines = [
+        "GC share per instance",
+        "  profile view: every GC category of its CPU profiles / their CPU samples",
+        "  profile mark: only what the runtime books as GC (mark workers, assists, STW)",
+        "  runtime busy: go_cpu_classes gc / (total - idle); runtime all: gc / total",
+        "",
+    ]
+    lines += instance_lines(result)
+    cats = category_lines(result)
+    if cats:
+        lines += ["", "GC CPU by category (CPU profiles; exclusive, % of the profile's CPU)", ""]
+        lines += cats
+    if result.notes:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, datetime):
+        return v.isoformat()
+    return v
+
+
+def _records(table: pa.Table) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in table.to_pylist()]
+
+
+def render_json(result) -> str:
+    doc = {
+        "instances": _records(result.instances),
+        "profiles": _records(result.profiles),
+        "categories": _records(result.categories),
+        "notes": list(result.notes),
+    }
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_csv(result, table: str = "profiles") -> str:
+    import csv
+    import io
+
+    if table not in TABLES:
+        raise UsageError(f"unknown table {table!r}; choose one of {', '.join(TABLES)}")
+    t: pa.Table = getattr(result, table)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(t.column_names)
+    for row in t.to_pylist():
+        w.writerow(["" if (v := _plain(row[c])) is None else v for c in t.column_names])
+    return buf.getvalue()
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    esc = html.escape
+    parts = ["<table><thead><tr>", *[f"<th>{esc(h)}</th>" for h in head], "</tr></thead><tbody>"]
+    for r in rows:
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>")
+    parts.append("</tbody></table>")
+    return "".join(parts)
+
+
+def render_gc_html(result, max_rows: int = 200) -> str:
+    """A ``<div>``: the per-instance table, the category table, the notes (all escaped)."""
+    esc = html.escape
+    inst = [
+        [
+            _cell(r["service"]),
+            _cell(r["version"]),
+            _cell(r["instance"]),
+            str(r["profiles"]),
+            _pct(r["profile_gc_share"]),
+            _pct(r["profile_gc_mark_share"]),
+            _pct(r["gc_cpu_fraction_busy"]),
+            _pct(r["gc_cpu_fraction"]),
+            _num(r["gc_cycles_per_min"]),
+            _mib(r["heap_live_mean_bytes"]),
+            _seconds(r["stw_pause_p99_seconds"]),
+            _num(r["gogc_percent"], 0),
+            _limit(r["gomemlimit_bytes"]),
+        ]
+        for r in result.instances.to_pylist()[:max_rows]
+    ]
+    parts = [
+        '<div class="pyproflab-gc">',
+        "<p>GC share per instance</p>",
+        _html_table(
+            [
+                "service",
+                "version",
+                "instance",
+                "profiles",
+                "profile view",
+                "profile mark",
+                "runtime busy",
+                "runtime all",
+                "GC/min",
+                "heap live",
+                "STW p99",
+                "GOGC",
+                "GOMEMLIMIT",
+            ],
+            inst,
+        ),
+    ]
+    if result.notes:
+        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in result.notes) + "</ul>")
+    parts.append(
+        "<p>Per profile: <code>.to_pandas()</code>; per instance: "
+        "<code>.instances</code>; categories: <code>.categories</code></p></div>"
+    )
+    return "".join(parts)
+
+
+def categories_html(result) -> str:
+    """A ``GcCategoriesResult`` as an escaped HTML table."""
+    unit = result.unit
+    rows = [
+        [
+            r["category"],
+            f"{r['cpu']}",
+            _pct(r["share"]),
+            f"{r['plain_cpu']}",
+            _pct(r["plain_share"]),
+            r["regex"],
+        ]
+        for r in result.rows.to_pylist()
+    ]
+    return (
+        '<div class="pyproflab-gc-categories">'
+        f"<p>GC {html.escape(_pct(result.gc_share))} of {result.total} "
+        f"{html.escape(unit)}</p>"
+        + _html_table(
+            ["category", f"exclusive ({unit})", "share", f"plain ({unit})", "plain share", "regex"],
+            rows,
+        )
+        + "</div>"
+    )
+
+
+def render_gc(result, fmt: str = "text", *, table: str = "profiles") -> str:
+    """Render a ``GcResult`` as text, json, csv (one ``table``) or html."""
+    if fmt == "text":
+        return render_text(result)
+    if fmt == "json":
+        return render_json(result)
+    if fmt == "csv":
+        return render_csv(result, table)
+    if fmt == "html":
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gc</title></head>'
+            "<body>" + render_gc_html(result) + "</body></html>\n"
+        )
+    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

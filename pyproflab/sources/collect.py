@@ -1,0 +1,734 @@
+"""Collect profiles and /metrics from live Go services (``net/http/pprof``).
+
+One collection is one window of ``seconds`` starting when ``collect`` starts.
+
+What is fetched, per target and profile type (Go's ``net/http/pprof``):
+
+- windowed, taken over the window with ``?seconds=N``: ``cpu``
+  (``/debug/pprof/profile``), and the delta profiles ``allocs`` (allocations
+  made during the window), ``mutex`` and ``block`` (contention during it);
+- snapshots, fetched when the window ends: ``heap`` (in-use memory as of the
+  last GC) and ``goroutine``. Go would also serve deltas of these, but a
+  delta of in-use bytes or of live goroutines answers no question ours ask.
+
+Rules:
+
+- Requests run concurrently on at most ``concurrency`` threads (stdlib
+  ``urllib``, no proxies: collect talks to the services directly). The socket
+  timeout is ``timeout`` seconds, plus ``seconds`` for a windowed request,
+  which also bounds the whole response.
+- Transient faults (connection refused or reset, timeout, HTTP 408/429/5xx)
+  are retried up to ``retries`` times with exponential backoff and jitter;
+  anything else (HTTP 401/403/404, a body that is not pprof) fails at once.
+- The Authorization value is read from the target's ``auth_env`` variable at
+  request time, sent only to the target's own URL (never on a redirect) and
+  written nowhere: not to the store, the archive, errors or reports.
+- A body is decoded before anything is kept; one that is not a valid pprof
+  is refused with the decoder's one-line reason. A good body is archived at
+  ``archive/<h[:2]>/<h>.pb.gz`` where ``h`` is the sha256 of its decompressed
+  protobuf (the store's ``content_hash``), written atomically and never
+  rewritten, then ingested with service/version/instance from the target,
+  the type of its endpoint, ``window_start``/``window_end`` = the interval of
+  the request that produced it, and ``source`` = its URL without credentials.
+  Ingesting a profile already in the store is a no-op (``present``).
+- Every ``metrics_interval`` seconds during the window (both ends included),
+  each target's ``/metrics`` is scraped; samples without their own timestamp
+  get the scrape time (UTC). A scrape is not retried (the next tick is the
+  retry) and is skipped while the target's previous one is still running.
+- Every failure is one line naming the target and what failed; one target's
+  failures never stop the others. All store writes happen on the calling
+  thread, in arrival order, one transaction per profile.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import queue
+import random
+import socket
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyproflab.errors import MetricsError, ProfileError, ProflabError
+from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pyproflab.model import Profile
+    from pyproflab.store.connection import Store
+
+# type -> (endpoint under /debug/pprof/, windowed with ?seconds=N)
+ENDPOINTS: dict[str, tuple[str, bool]] = {
+    "cpu": ("profile", True),
+    "heap": ("heap", False),
+    "allocs": ("allocs", True),
+    "goroutine": ("goroutine", False),
+    "mutex": ("mutex", True),
+    "block": ("block", True),
+}
+assert tuple(ENDPOINTS) == COLLECT_TYPES
+
+DEFAULT_SECONDS = 10
+DEFAULT_METRICS_INTERVAL = 2.0
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_RETRIES = 2
+DEFAULT_CONCURRENCY = 16
+DEFAULT_BACKOFF = 0.5
+BACKOFF_CAP = 8.0
+MAX_BODY = 512 << 20  # a profile (or /metrics) larger than this is refused
+USER_AGENT = "pyproflab-collect"
+
+Progress = Callable[[int, int], None]
+
+
+class FetchError(Exception):
+    """One failed request: ``message`` is one line, ``transient`` says whether to retry."""
+
+    def __init__(self, message: str, *, transient: bool, status: int | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+
+
+# --- results ------------------------------------------------------------------------
+
+
+@dataclass
+class FetchResult:
+    """One (target, profile type) fetch. ``status``: new, present or failed."""
+
+    target: str
+    profile_type: str
+    url: str  # without credentials, with the query
+    status: str = "failed"
+    error: str | None = None
+    attempts: int = 0
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    content_hash: str | None = None
+    profile_id: int | None = None
+    archive_path: str | None = None
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def line(self) -> str:
+        """The one-line report of a failure: ``api/v1/i-1 cpu: HTTP 500 from URL``."""
+        return f"{self.target} {self.profile_type}: {self.error}"
+
+
+@dataclass
+class ScrapeStats:
+    """The /metrics scrapes of one target: counts and the first error, per kind."""
+
+    url: str
+    ok: int = 0
+    failed: int = 0
+    samples: int = 0
+    skipped: int = 0  # ticks skipped while the previous scrape was still out
+    errors: list[str] = field(default_factory=list)  # distinct messages, first seen first
+
+    def line(self, target: str) -> str | None:
+        if not self.failed:
+            return None
+        n = self.ok + self.failed
+        first = self.errors[0] if self.errors else "failed"
+        more = f" (and {len(self.errors) - 1} other errors)" if len(self.errors) > 1 else ""
+        skipped = f"; {self.skipped} ticks skipped while one was out" if self.skipped else ""
+        return f"{target} metrics: {self.failed} of {n} scrapes failed: {first}{more}{skipped}"
+
+
+@dataclass
+class TargetReport:
+    """What happened for one target."""
+
+    target: Target
+    fetches: list[FetchResult] = field(default_factory=list)
+    scrapes: ScrapeStats | None = None
+    error: str | None = None  # a target-level failure (e.g. auth_env not set)
+
+    def errors(self) -> list[str]:
+        out = [f"{self.target.name}: {self.error}"] if self.error else []
+        out += [f.line() for f in self.fetches if not f.ok]
+        if self.scrapes is not None and (line := self.scrapes.line(self.target.name)):
+            out.append(line)
+        return out
+
+
+@dataclass
+class CollectReport:
+    """The outcome of one ``collect``: per-target results and the window."""
+
+    window_start: datetime
+    window_end: datetime | None = None
+    targets: list[TargetReport] = field(default_factory=list)
+
+    @property
+    def fetches(self) -> list[FetchResult]:
+        return [f for t in self.targets for f in t.fetches]
+
+    @property
+    def new(self) -> int:
+        return sum(f.status == "new" for f in self.fetches)
+
+    @property
+    def present(self) -> int:
+        return sum(f.status == "present" for f in self.fetches)
+
+    @property
+    def failed(self) -> int:
+        return sum(not f.ok for f in self.fetches)
+
+    @property
+    def metric_samples(self) -> int:
+        return sum(t.scrapes.samples for t in self.targets if t.scrapes)
+
+    @property
+    def scrapes_failed(self) -> int:
+        return sum(t.scrapes.failed for t in self.targets if t.scrapes)
+
+    def errors(self) -> list[str]:
+        """One line per failed (target, profile type), per failing scraper and per
+        target-level problem, in target order."""
+        return [line for t in self.targets for line in t.errors()]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when everything was collected, 1 when anything failed."""
+        return 1 if self.errors() else 0
+
+    def summary(self) -> str:
+        took = ((self.window_end or self.window_start) - self.window_start).total_seconds()
+        text = (
+            f"collected {self.new + self.present} profiles ({self.new} new, "
+            f"{self.present} already present) and {self.metric_samples} metric samples "
+            f"from {len(self.targets)} targets in {took:.1f} s"
+        )
+        skipped = sum(1 for t in self.targets if t.error)
+        problems = [
+            f"{n} {what}"
+            for n, what in (
+                (self.failed, "fetches failed"),
+                (self.scrapes_failed, "scrapes failed"),
+                (skipped, "targets skipped"),
+            )
+            if n
+        ]
+        return text + ("; " + ", ".join(problems) if problems else "")
+
+
+# --- HTTP -----------------------------------------------------------------------------
+
+# No proxies: the services are reached directly (and a test's loopback traffic
+# never leaves the machine because of an http_proxy variable).
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _shown(url: str) -> str:
+    """A URL as error lines show it: no credentials, no query."""
+    return redact_url(url).split("?", 1)[0]
+
+
+def http_get(
+    url: str,
+    *,
+    authorization: str | None,
+    timeout: float,
+    deadline: float | None = None,
+    max_bytes: int = MAX_BODY,
+) -> bytes:
+    """GET ``url`` and return the body; ``FetchError`` (one line, no secrets) on failure.
+
+    ``timeout`` is the socket timeout; ``deadline`` (``time.monotonic``) bounds
+    the whole response, so a server trickling bytes cannot hold us forever.
+    """
+    shown = _shown(url)
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    if authorization is not None:
+        # An unredirected header is not copied onto a redirect's new request.
+        req.add_unredirected_header("Authorization", authorization)
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise FetchError(
+                        f"timed out after {timeout:g} s reading {shown}", transient=True
+                    )
+                chunk = resp.read(1 << 16)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > max_bytes:
+                    raise FetchError(
+                        f"body larger than {max_bytes} bytes from {shown}", transient=False
+                    )
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except FetchError:
+        raise
+    except urllib.error.HTTPError as e:
+        code = e.code
+        e.close()
+        transient = code in (408, 429) or code >= 500
+        raise FetchError(f"HTTP {code} from {shown}", transient=transient, status=code) from None
+    except urllib.error.URLError as e:
+        return _raise(_network_reason(e.reason, shown, timeout), _is_transient(e.reason))
+    except (OSError, http.client.HTTPException) as e:
+        return _raise(_network_reason(e, shown, timeout), _is_transient(e))
+
+
+def _raise(message: str, transient: bool) -> bytes:
+    raise FetchError(message, transient=transient)
+
+
+def _is_transient(reason: object) -> bool:
+    if isinstance(reason, socket.gaierror):
+        return False  # the host name does not resolve: retrying will not help
+    return isinstance(reason, (OSError, http.client.HTTPException))
+
+
+def _network_reason(reason: object, shown: str, timeout: float) -> str:
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return f"timed out after {timeout:g} s waiting for {shown}"
+    if isinstance(reason, ConnectionRefusedError):
+        return f"connection refused by {shown}"
+    if isinstance(reason, ConnectionResetError | http.client.RemoteDisconnected):
+        return f"connection closed by {shown}"
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host of {shown}"
+    if isinstance(reason, http.client.HTTPException):
+        return f"bad HTTP response from {shown} ({type(reason).__name__})"
+    if isinstance(reason, OSError) and reason.strerror:
+        return f"{reason.strerror.lower()} ({shown})"
+    # str() of a URLError reason names the URL at most, never headers.
+    return f"{type(reason).__name__} from {shown}"
+
+
+def backoff_delay(attempt: int, base: float) -> float:
+    """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, capped,
+    with "equal jitter" so that many collectors retrying at once spread out."""
+    d = min(BACKOFF_CAP, base * 2 ** (attempt - 1))
+    return d / 2 + random.uniform(0, d / 2)
+
+
+# --- the archive --------------------------------------------------------------------
+
+
+def archive_path(archive_dir: str | os.PathLike, content_hash: str) -> Path:
+    """Where the archive keeps the profile whose content_hash is ``content_hash``."""
+    return Path(archive_dir) / content_hash[:2] / f"{content_hash}.pb.gz"
+
+
+def archive_body(archive_dir: str | os.PathLike, content_hash: str, gz: bytes) -> Path:
+    """Write gzipped profile bytes at their content address, atomically; a file
+    already there is left alone (same address, same content)."""
+    path = archive_path(archive_dir, content_hash)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pb.gz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(gz)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+# --- work done on the pool threads --------------------------------------------------
+
+
+@dataclass
+class _Fetched:
+    """A decoded body, ready for the archive and the store (built on a pool thread)."""
+
+    result: FetchResult
+    target: Target
+    profile: Profile | None = None
+    gz: bytes | None = None
+
+
+def _profile_url(target: Target, profile_type: str, seconds: int) -> str:
+    endpoint, windowed = ENDPOINTS[profile_type]
+    query = f"?seconds={seconds}" if windowed else ""
+    return f"{target.url}/debug/pprof/{endpoint}{query}"
+
+
+def _fetch_profile(
+    target: Target,
+    profile_type: str,
+    *,
+    seconds: int,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    stop: threading.Event,
+) -> _Fetched:
+    from pyproflab.decode import decode_bytes, decompress
+
+    url = _profile_url(target, profile_type, seconds)
+    result = FetchResult(target.name, profile_type, redact_url(url))
+    windowed = ENDPOINTS[profile_type][1]
+    # A windowed request answers only after `seconds`: give it that on top.
+    sock_timeout = timeout + (seconds if windowed else 0)
+    for attempt in range(1, retries + 2):
+        result.attempts = attempt
+        try:
+            auth = target.authorization()
+        except LookupError as e:
+            result.error = str(e)
+            return _Fetched(result, target)
+        start = datetime.now(UTC)
+        try:
+            body = http_get(
+                url,
+                authorization=auth,
+                timeout=sock_timeout,
+                deadline=time.monotonic() + sock_timeout,
+            )
+        except FetchError as e:
+            result.error = str(e)
+            if e.transient and attempt <= retries and not stop.is_set():
+                if stop.wait(backoff_delay(attempt, backoff)):
+                    break
+                continue
+            if attempt > 1:
+                result.error += f" (after {attempt} attempts)"
+            elif e.status in (401, 403):
+                # Name the variable, never its value.
+                result.error += (
+                    f" (check the value of ${target.auth_env})"
+                    if target.auth_env
+                    else " (the target has no auth_env)"
+                )
+            return _Fetched(result, target)
+        end = datetime.now(UTC)
+        result.window_start, result.window_end, result.size = start, end, len(body)
+        try:
+            raw = decompress(body, source=result.url)
+            profile = decode_bytes(raw, source=result.url)
+        except ProfileError as e:
+            result.error = f"{e.problem} from {_shown(url)}"
+            return _Fetched(result, target)
+        result.content_hash = hashlib.sha256(raw).hexdigest()
+        # The archive holds gzip (.pb.gz): Go's bytes as sent, else gzipped here.
+        gz = body if body[:2] == b"\x1f\x8b" else gzip.compress(raw, mtime=0)
+        result.error = None
+        return _Fetched(result, target, profile, gz)
+    result.error = (result.error or "stopped") + " (interrupted)"
+    return _Fetched(result, target)
+
+
+@dataclass
+class _Scraped:
+    target: Target
+    url: str
+    when: datetime
+    table: pa.Table | None = None
+    error: str | None = None
+
+
+def _scrape(target: Target, *, timeout: float) -> _Scraped:
+    from pyproflab.sources.prometheus import parse_exposition
+
+    url = f"{target.url}/metrics"
+    shown = redact_url(url)
+    when = datetime.now(UTC)
+    try:
+        auth = target.authorization()
+        body = http_get(
+            url, authorization=auth, timeout=timeout, deadline=time.monotonic() + timeout
+        )
+    except LookupError as e:
+        return _Scraped(target, shown, when, error=str(e))
+    except FetchError as e:
+        return _Scraped(target, shown, when, error=str(e))
+    try:
+        text = body.decode("utf-8")
+        table = parse_exposition(text, default_time=when, source=shown)
+    except MetricsError as e:
+        at = f"line {e.line}: " if e.line is not None else ""
+        return _Scraped(
+            target, shown, when, error=f"not a Prometheus exposition from {shown} ({at}{e.problem})"
+        )
+    except (UnicodeDecodeError, ValueError) as e:
+        return _Scraped(
+            target,
+            shown,
+            when,
+            error=f"not a Prometheus exposition from {shown} ({type(e).__name__})",
+        )
+    return _Scraped(target, shown, when, table=table)
+
+
+class _Pool:
+    """A fixed set of daemon threads running submitted calls.
+
+    Daemon threads, unlike ThreadPoolExecutor's, do not keep the process alive
+    after Ctrl-C while a 30-second CPU profile request is still open.
+    """
+
+    def __init__(self, size: int, name: str):
+        self._size = max(1, size)
+        self._name = name
+        self._q: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        fut: Future = Future()
+        self._q.put((fut, fn, args))
+        if len(self._threads) < self._size:
+            t = threading.Thread(
+                target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+            )
+            t.start()
+            self._threads.append(t)
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # handed to the caller through the future
+                fut.set_exception(e)
+
+    def shutdown(self) -> None:
+        """Cancel what has not started and let the threads end when idle."""
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._q.put(None)
+
+
+# --- the collection -----------------------------------------------------------------
+
+
+def _store_profile(store: Store, fetched: _Fetched, archive_dir: Path) -> None:
+    """Archive and ingest one good body (on the calling thread: the store is not
+    shared across threads)."""
+    from pyproflab.store.ingest import ProfileMeta, ingest
+
+    r, t = fetched.result, fetched.target
+    assert fetched.profile is not None and fetched.gz is not None and r.content_hash
+    try:
+        r.archive_path = str(archive_body(archive_dir, r.content_hash, fetched.gz))
+    except OSError as e:
+        r.status, r.error = "failed", f"cannot write the archive: {e.strerror or e}"
+        return
+    meta = ProfileMeta(
+        service=t.service,
+        version=t.version,
+        instance=t.instance,
+        source=r.url,
+        window_start=r.window_start,
+        window_end=r.window_end,
+        profile_type=r.profile_type,
+    )
+    try:
+        rep = ingest(store, [(fetched.profile, meta)], content_hashes=[r.content_hash])
+    except ProflabError as e:
+        r.status, r.error = "failed", f"the store refused it: {e}"
+        return
+    if rep.new:
+        r.status, r.profile_id = "new", rep.profile_ids[0]
+    else:
+        r.status = "present"
+        row = store.sql("SELECT profile_id FROM profiles WHERE content_hash = ?", [r.content_hash])
+        r.profile_id = int(row.column(0)[0].as_py()) if row.num_rows else None
+
+
+def _store_scrape(store: Store, s: _Scraped, stats: ScrapeStats) -> None:
+    from pyproflab.store.metrics import ingest_metric_samples
+
+    def fail(message: str) -> None:
+        stats.failed += 1
+        if message not in stats.errors:
+            stats.errors.append(message)
+
+    if s.error is not None or s.table is None:
+        fail(s.error or "no samples")
+        return
+    t = s.target
+    try:
+        stats.samples += int(
+            ingest_metric_samples(
+                store,
+                s.table,
+                service=t.service,
+                version=t.version,
+                instance=t.instance,
+                source=s.url,
+            )
+        )
+    except ProflabError as e:
+        fail(f"the store refused samples from {s.url}: {e}")
+        return
+    stats.ok += 1
+
+
+def collect(
+    store: Store,
+    targets: Sequence[Target],
+    *,
+    seconds: int = DEFAULT_SECONDS,
+    types: Sequence[str] = COLLECT_TYPES,
+    archive_dir: str | os.PathLike,
+    metrics_interval: float | None = DEFAULT_METRICS_INTERVAL,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    backoff: float = DEFAULT_BACKOFF,
+    progress: Progress | None = None,
+) -> CollectReport:
+    """Collect one window from every target into ``store`` and ``archive_dir``.
+
+    ``types`` applies to targets without their own ``types``. A
+    ``metrics_interval`` of ``None`` or ``0`` turns scraping off. Failures are
+    in the report, never raised; only bad arguments raise ``ValueError``.
+    """
+    if int(seconds) != seconds or seconds < 1:
+        raise ValueError("seconds must be a whole number >= 1 (Go's ?seconds=N)")
+    if timeout <= 0 or retries < 0 or concurrency < 1 or backoff < 0:
+        raise ValueError("timeout and concurrency must be positive, retries and backoff >= 0")
+    unknown = [t for t in types if t not in ENDPOINTS]
+    if unknown:
+        raise ValueError(f"unknown profile type {unknown[0]!r}")
+    seconds = int(seconds)
+    archive = Path(archive_dir)
+    stop = threading.Event()
+    pool = _Pool(concurrency, "collect")
+    scrape_pool = _Pool(min(concurrency, max(1, len(targets))), "scrape")
+
+    t0_wall = datetime.now(UTC)
+    t0 = time.monotonic()
+    report = CollectReport(window_start=t0_wall)
+    reports = {t.name: TargetReport(t) for t in targets}
+    report.targets = list(reports.values())
+
+    # (when, action) in time order: snapshot fetches at the window's end,
+    # scrape ticks through it. Windowed fetches start now.
+    windowed: list[tuple[Target, str]] = []
+    snapshots: list[tuple[Target, str]] = []
+    for t in targets:
+        try:
+            t.authorization()
+        except LookupError as e:
+            reports[t.name].error = f"{e}; target skipped"
+            continue
+        for pt in t.types or types:
+            (windowed if ENDPOINTS[pt][1] else snapshots).append((t, pt))
+    live = [t for t in targets if reports[t.name].error is None]
+    total = len(windowed) + len(snapshots)
+    done = 0
+
+    events: list[tuple[float, str]] = []
+    if snapshots:
+        events.append((t0 + seconds, "snapshots"))
+    if metrics_interval and live:
+        for t in live:
+            reports[t.name].scrapes = ScrapeStats(redact_url(f"{t.url}/metrics"))
+        k = 0
+        while k * metrics_interval <= seconds + 1e-9:
+            events.append((t0 + k * metrics_interval, "scrape"))
+            k += 1
+    events.sort()
+
+    pending: dict[Future, str] = {}
+    scraping: dict[str, Future] = {}
+
+    def fetch_call(t: Target, pt: str) -> Callable[[], _Fetched]:
+        return lambda: _fetch_profile(
+            t, pt, seconds=seconds, timeout=timeout, retries=retries, backoff=backoff, stop=stop
+        )
+
+    if progress:
+        progress(0, total)
+    try:
+        for t, pt in windowed:
+            pending[pool.submit(fetch_call(t, pt))] = "fetch"
+        while pending or events:
+            now = time.monotonic()
+            while events and events[0][0] <= now:
+                _, what = events.pop(0)
+                if what == "snapshots":
+                    for t, pt in snapshots:
+                        pending[pool.submit(fetch_call(t, pt))] = "fetch"
+                else:
+                    for t in live:
+                        busy = scraping.get(t.name)
+                        if busy is not None and not busy.done():
+                            # The previous scrape is still out: skip this tick
+                            # rather than pile requests on a slow target.
+                            stats = reports[t.name].scrapes
+                            assert stats is not None
+                            stats.skipped += 1
+                            continue
+                        fut = scrape_pool.submit(lambda t=t: _scrape(t, timeout=timeout))
+                        scraping[t.name] = fut
+                        pending[fut] = "scrape"
+            wait_for = max(0.0, events[0][0] - time.monotonic()) if events else None
+            if not pending:
+                time.sleep(wait_for or 0)
+                continue
+            finished, _ = wait(list(pending), timeout=wait_for, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                kind = pending.pop(fut)
+                if kind == "fetch":
+                    fetched: _Fetched = fut.result()
+                    reports[fetched.target.name].fetches.append(fetched.result)
+                    if fetched.profile is not None:
+                        _store_profile(store, fetched, archive)
+                    done += 1
+                    if progress:
+                        progress(done, total)
+                else:
+                    s: _Scraped = fut.result()
+                    stats = reports[s.target.name].scrapes
+                    assert stats is not None
+                    _store_scrape(store, s, stats)
+    finally:
+        stop.set()
+        pool.shutdown()
+        scrape_pool.shutdown()
+    for tr in report.targets:
+        order = {pt: i for i, pt in enumerate(COLLECT_TYPES)}
+        tr.fetches.sort(key=lambda f: order[f.profile_type])
+    report.window_end = datetime.now(UTC)
+    return report

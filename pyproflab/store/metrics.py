@@ -1,0 +1,300 @@
+"""Writing GC metrics into the store: ``metric_samples`` and ``gc_cycles``.
+
+Rules:
+
+- Each call is one transaction: every row of it is stored, or none is.
+- Idempotent: a ``metric_samples`` row is new unless a row with the same
+  (instance, metric, labels, time) is stored; a ``gc_cycles`` row unless one
+  with the same (instance, source, gc_num) is. Re-ingesting adds nothing, and
+  duplicates inside one batch are stored once (the first wins). ``instance``
+  may be null; null equals null here.
+- The functions return the number of rows added.
+- ``import_prometheus`` runs its queries first (no transaction is open while
+  the network is used) and then stores every series in one transaction.
+
+Tables are defined in ``sql/gc.sql``; rows arrive as ``schema.METRIC_SAMPLES``
+and ``schema.GC_CYCLES`` (``pyproflab.sources``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+
+from pyproflab import schema
+from pyproflab.errors import StoreError
+from pyproflab.store.connection import Store
+
+# The GC set of a Go service's /metrics (client_golang with the runtime/metrics
+# GC collectors on, plus the default memstats), as one selector per family group.
+DEFAULT_GC_QUERIES: tuple[str, ...] = (
+    '{__name__=~"go_gc_.+"}',
+    '{__name__=~"go_cpu_classes_.+"}',
+    '{__name__=~"go_sched_pauses_total_.+"}',
+    '{__name__=~"go_memstats_next_gc_bytes|go_memstats_last_gc_time_seconds"}',
+)
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """Who a Prometheus target is, in pyproflab's terms."""
+
+    service: str | None = None
+    version: str | None = None
+    instance: str | None = None
+
+
+def _conform(table: pa.Table, target: pa.Schema, what: str) -> pa.Table:
+    try:
+        return table.select(target.names).cast(target)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise StoreError(
+            f"{what}: table does not have the expected schema: {str(e).splitlines()[0]}"
+        ) from None
+
+
+def _with_meta(
+    table: pa.Table,
+    store_schema: pa.Schema,
+    *,
+    service: str | None,
+    version: str | None,
+    instance: str | None,
+    source: str | None,
+) -> pa.Table:
+    n = table.num_rows
+    cols = {
+        "service": pa.array([service] * n, pa.string()),
+        "version": pa.array([version] * n, pa.string()),
+        "instance": pa.array([instance] * n, pa.string()),
+        "source": pa.array([source] * n, pa.string()),
+    }
+    return pa.table(
+        [cols[f.name] if f.name in cols else table.column(f.name) for f in store_schema],
+        schema=store_schema,
+    )
+
+
+def _count(store: Store, table: str) -> int:
+    return int(store.sql(f"SELECT count(*) FROM {table}").column(0)[0].as_py())
+
+
+def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) -> int:
+    """Insert the rows of ``rows`` whose ``key`` is neither stored nor earlier in
+    ``rows``; the caller holds the transaction. Returns the rows added."""
+    if rows.num_rows == 0:
+        return 0
+    cols = ", ".join(f'"{c}"' for c in rows.schema.names)
+    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    part = ", ".join(f'"{k}"' for k in key)
+    batch = rows.append_column("_pyproflab_row", pa.array(range(rows.num_rows), pa.int64()))
+    before = _count(store, table)
+    with store.registered(_pyproflab_batch=batch):
+        store.execute(
+            f"INSERT INTO {table} ({cols}) "
+            f"SELECT {cols} FROM ("
+            f"  SELECT * FROM _pyproflab_batch"
+            f"  QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _pyproflab_row) = 1"
+            f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) "
+            f"ORDER BY _pyproflab_row"
+        )
+    return _count(store, table) - before
+
+
+METRIC_KEY = ("instance", "metric", "labels", "time")
+GC_KEY = ("instance", "source", "gc_num")
+
+
+def ingest_metric_samples(
+    store: Store,
+    table: pa.Table,
+    *,
+    service: str | None,
+    version: str | None,
+    instance: str | None,
+    source: str | None,
+) -> int:
+    """Store ``schema.METRIC_SAMPLES`` rows of one instance in ``metric_samples``;
+    returns the number of rows added (see the module rules)."""
+    rows = _with_meta(
+        _conform(table, schema.METRIC_SAMPLES, source or "metric samples"),
+        schema.STORE_METRIC_SAMPLES,
+        service=service,
+        version=version,
+        instance=instance,
+        source=source,
+    )
+    with store.transaction():
+        return _insert_new(store, rows, "metric_samples", METRIC_KEY)
+
+
+def ingest_metric_rows(store: Store, rows: pa.Table) -> int:
+    """Store ``schema.STORE_METRIC_SAMPLES`` rows (who and where already in
+    each row, several instances at once) in one transaction; returns rows added."""
+    rows = _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples")
+    with store.transaction():
+        return _insert_new(store, rows, "metric_samples", METRIC_KEY)
+
+
+def ingest_gc_cycles(
+    store: Store,
+    table: pa.Table,
+    *,
+    service: str | None,
+    version: str | None,
+    instance: str | None,
+    source: str,
+) -> int:
+    """Store ``schema.GC_CYCLES`` rows of one gctrace log in ``gc_cycles``;
+    returns the number of rows added (see the module rules)."""
+    if not source:
+        raise StoreError("gc cycles: a source (the log's name) is required")
+    rows = _with_meta(
+        _conform(table, schema.GC_CYCLES, source),
+        schema.STORE_GC_CYCLES,
+        service=service,
+        version=version,
+        instance=instance,
+        source=source,
+    )
+    with store.transaction():
+        return _insert_new(store, rows, "gc_cycles", GC_KEY)
+
+
+def ingest_gc_rows(store: Store, rows: pa.Table) -> int:
+    """Store ``schema.STORE_GC_CYCLES`` rows (several logs or instances at once)
+    in one transaction; returns rows added."""
+    rows = _conform(rows, schema.STORE_GC_CYCLES, "gc cycles")
+    if rows.column("source").null_count:
+        raise StoreError("gc cycles: every row needs a source (the log's name)")
+    with store.transaction():
+        return _insert_new(store, rows, "gc_cycles", GC_KEY)
+
+
+def with_meta(
+    table: pa.Table,
+    *,
+    service: str | None,
+    version: str | None,
+    instance: str | None,
+    source: str | None,
+) -> pa.Table:
+    """A ``METRIC_SAMPLES`` or ``GC_CYCLES`` table as its store rows
+    (``STORE_METRIC_SAMPLES`` / ``STORE_GC_CYCLES``), the given values in every row."""
+    if "gc_num" in table.schema.names:
+        base, target = schema.GC_CYCLES, schema.STORE_GC_CYCLES
+    else:
+        base, target = schema.METRIC_SAMPLES, schema.STORE_METRIC_SAMPLES
+    return _with_meta(
+        _conform(table, base, source or "rows"),
+        target,
+        service=service,
+        version=version,
+        instance=instance,
+        source=source,
+    )
+
+
+# --- from a Prometheus server --------------------------------------------------------
+
+
+def fetch_prometheus(
+    base_url: str,
+    start: datetime | float,
+    end: datetime | float,
+    step: timedelta | float | str,
+    *,
+    queries: Iterable[str] = DEFAULT_GC_QUERIES,
+    instances: Mapping[str, InstanceInfo | str] | None = None,
+    only_mapped: bool = False,
+    types: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> pa.Table:
+    """``schema.STORE_METRIC_SAMPLES`` rows for ``queries`` over a window (no store).
+
+    Each series' Prometheus ``instance`` label is looked up in ``instances``
+    (a value of ``str`` is our instance name; an ``InstanceInfo`` gives
+    service, version and instance). A series whose label is not there keeps
+    ``instance`` = the label and ``service`` = its ``job`` label, or is dropped
+    when ``only_mapped``. ``types`` (metric family -> type) defaults to the
+    server's ``/api/v1/metadata``. ``source`` is the query's URL.
+    """
+    from pyproflab.sources.prometheus import metric_metadata, query_range
+
+    if types is None:
+        types = metric_metadata(base_url, timeout=timeout)
+    mapping: dict[str, InstanceInfo] = {
+        k: v if isinstance(v, InstanceInfo) else InstanceInfo(instance=v)
+        for k, v in (instances or {}).items()
+    }
+    base = base_url.rstrip("/")
+    pieces: list[pa.Table] = []
+    for query in queries:
+        got = query_range(base_url, query, start, end, step, timeout=timeout, types=types)
+        if got.num_rows == 0:
+            continue
+        source = f"{base}/api/v1/query_range?query={urllib.parse.quote(query, safe='')}"
+        who: list[InstanceInfo | None] = []
+        for pairs in got.column("labels").to_pylist():
+            lab = dict(pairs)
+            prom_instance = lab.get("instance")
+            info = mapping.get(prom_instance) if prom_instance is not None else None
+            if info is None and not only_mapped:
+                info = InstanceInfo(service=lab.get("job"), instance=prom_instance)
+            who.append(info)
+        keep = pa.array([w is not None for w in who])
+        kept = [w for w in who if w is not None]
+        got = got.filter(keep)
+        n = got.num_rows
+        cols = {
+            "service": pa.array([w.service for w in kept], pa.string()),
+            "version": pa.array([w.version for w in kept], pa.string()),
+            "instance": pa.array([w.instance for w in kept], pa.string()),
+            "source": pa.array([source] * n, pa.string()),
+        }
+        pieces.append(
+            pa.table(
+                [
+                    cols[f.name] if f.name in cols else got.column(f.name)
+                    for f in schema.STORE_METRIC_SAMPLES
+                ],
+                schema=schema.STORE_METRIC_SAMPLES,
+            )
+        )
+    if not pieces:
+        return schema.STORE_METRIC_SAMPLES.empty_table()
+    return pa.concat_tables(pieces)
+
+
+def import_prometheus(
+    store: Store,
+    base_url: str,
+    start: datetime | float,
+    end: datetime | float,
+    step: timedelta | float | str,
+    *,
+    queries: Iterable[str] = DEFAULT_GC_QUERIES,
+    instances: Mapping[str, InstanceInfo | str] | None = None,
+    only_mapped: bool = False,
+    types: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> int:
+    """Fetch ``queries`` from a Prometheus server over ``[start, end]`` every
+    ``step`` (``fetch_prometheus``) and store them in ``metric_samples`` in one
+    transaction; returns the number of rows added."""
+    rows = fetch_prometheus(
+        base_url,
+        start,
+        end,
+        step,
+        queries=queries,
+        instances=instances,
+        only_mapped=only_mapped,
+        types=types,
+        timeout=timeout,
+    )
+    return ingest_metric_rows(store, rows)

@@ -1,0 +1,232 @@
+"""GC CPU categories: each category's plain value equals `go tool pprof -focus=REGEX`.
+
+The real profile comes from a small allocation-heavy Go program built and run
+here (profgen's CPU profile has no GC samples); corpus Go CPU profiles are
+checked too when ../shared/corpus is present.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pprof_oracle as oracle
+import pytest
+from conftest import CORPUS, SKIP_NO_CORPUS, go_env
+
+from pyproflab import read_profile
+from pyproflab.analyses.gc_categories import (
+    CATEGORY_NAMES,
+    GC_CATEGORIES,
+    GcCategory,
+    gc_categories,
+)
+
+# An allocation-heavy program: a live pointer-rich heap, GOGC=25, one churning
+# goroutine per P, so mark workers, assists, write barriers and sweeping all
+# show up in its CPU profile.
+GCLOAD_GO = r"""
+package main
+
+import (
+	"flag"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"sync"
+	"time"
+)
+
+type node struct {
+	next *node
+	kids []*node
+	buf  []byte
+	val  int
+}
+
+func churn(seed int, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	live := make([]*node, 4096)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n := &node{val: i + seed, buf: make([]byte, 64+i%256)}
+		n.kids = make([]*node, 4)
+		for k := range n.kids {
+			n.kids[k] = &node{val: k}
+		}
+		j := (i*7919 + seed) % len(live)
+		n.next = live[j]
+		live[j] = n
+		if i%1000 == 0 {
+			live[(j+1)%len(live)] = nil
+		}
+	}
+}
+
+func main() {
+	out := flag.String("out", "cpu.pb.gz", "CPU profile path")
+	secs := flag.Float64("seconds", 2, "how long to run")
+	flag.Parse()
+	debug.SetGCPercent(25)
+	f, err := os.Create(*out)
+	if err != nil {
+		panic(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		panic(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < runtime.GOMAXPROCS(0); g++ {
+		wg.Add(1)
+		go churn(g, stop, &wg)
+	}
+	time.Sleep(time.Duration(*secs * float64(time.Second)))
+	close(stop)
+	wg.Wait()
+	runtime.GC()
+	pprof.StopCPUProfile()
+	f.Close()
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def gc_cpu_profile(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CPU profile of GCLOAD_GO (built and run once per session, ~3 s)."""
+    src = tmp_path_factory.mktemp("gcload")
+    (src / "main.go").write_text(GCLOAD_GO)
+    (src / "go.mod").write_text("module gcload\n\ngo 1.22\n")
+    res = subprocess.run(
+        [go_bin, "build", "-o", "gcload", "."],
+        cwd=src,
+        env=go_env(src),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if res.returncode != 0:
+        pytest.fail(f"go build of gcload failed:\n{res.stderr}")
+    out = src / "cpu.pb.gz"
+    res = subprocess.run(
+        [str(src / "gcload"), "-out", str(out), "-seconds", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if res.returncode != 0:
+        pytest.fail(f"gcload failed:\n{res.stderr}")
+    return out
+
+
+def shown(report: oracle.TopReport) -> int:
+    """X of pprof's "Showing nodes accounting for X, …" (0 when nothing matched)."""
+    for line in report.header:
+        m = oracle._SHOWING.match(line)
+        if m:
+            return oracle.parse_value(m.group("shown"))[0]
+    raise AssertionError(f"no 'Showing nodes' line in {report.header}")
+
+
+def value_index(path: Path, pprof) -> int:
+    types = pprof.sample_types(path)
+    names = [t for t, _ in types]
+    return names.index("cpu") if "cpu" in names else len(types) - 1
+
+
+def assert_equal_to_pprof(path: Path, pprof) -> None:
+    ours = gc_categories(read_profile(path))
+    index = value_index(path, pprof)
+    pprof.prefetch(
+        [lambda c=c: pprof.top(path, sample_index=index, focus=c.regex) for c in GC_CATEGORIES]
+    )
+    bad = []
+    for cat in GC_CATEGORIES:
+        report = pprof.top(path, sample_index=index, focus=cat.regex)
+        theirs = shown(report)
+        # The header's X is the flat sum of the rows; check that reading too.
+        assert theirs == sum(r.flat for r in report.rows)
+        if ours.value(cat.name, plain=True) != theirs:
+            bad.append(f"{cat.name}: ours {ours.value(cat.name, plain=True)}, pprof {theirs}")
+        assert ours.total == report.total
+    assert not bad, f"{path.name}: plain category values differ from pprof -focus:\n" + "\n".join(
+        bad
+    )
+
+
+def test_gc_profile_equals_pprof_focus(gc_cpu_profile: Path, pprof) -> None:
+    assert_equal_to_pprof(gc_cpu_profile, pprof)
+
+
+def test_gc_profile_has_gc_activity(gc_cpu_profile: Path) -> None:
+    r = gc_categories(read_profile(gc_cpu_profile))
+    assert r.sample_type.type == "cpu" and r.unit == "nanoseconds"
+    marks = sum(r.value(n, plain=True) for n in ("mark_dedicated", "mark_fractional", "mark_idle"))
+    assert r.value("mark_worker_other", plain=True) > 0, "no gcBgMarkWorker samples"
+    assert marks > 0 and r.value("allocation", plain=True) > 0
+    assert r.gc > 0 and 0 < r.gc_share <= 1
+
+
+def test_exclusive_values_partition_the_gc_samples(gc_cpu_profile: Path, pprof) -> None:
+    r = gc_categories(read_profile(gc_cpu_profile))
+    rows = r.rows.to_pylist()
+    assert [x["category"] for x in rows] == list(CATEGORY_NAMES)
+    assert r.gc == sum(x["cpu"] for x in rows)
+    for x in rows:
+        assert 0 <= x["cpu"] <= x["plain_cpu"]
+        assert x["samples"] <= x["plain_samples"]
+        assert x["share"] == pytest.approx(x["cpu"] / r.total)
+    # The union of all categories is what pprof focuses with their alternation.
+    union = "|".join(f"(?:{c.regex})" for c in GC_CATEGORIES)
+    assert r.gc == shown(
+        pprof.top(gc_cpu_profile, sample_index=value_index(gc_cpu_profile, pprof), focus=union)
+    )
+    # The samples/count type is the tick count: 10 ms per sample at the default rate.
+    assert sum(x["samples"] for x in rows) * 10_000_000 == r.gc
+
+
+def test_priority_order_decides_overlaps(gc_cpu_profile: Path) -> None:
+    p = read_profile(gc_cpu_profile)
+    default = gc_categories(p)
+    # Allocation first: it swallows the assists that run inside mallocgc.
+    alloc_first = (GC_CATEGORIES[-1], *GC_CATEGORIES[:-1])
+    other = gc_categories(p, categories=alloc_first)
+    assert other.value("allocation") == default.value("allocation", plain=True)
+    assert other.value("mark_assist") == 0 < default.value("mark_assist")
+    assert other.gc == default.gc  # the union does not depend on the order
+
+
+def test_empty_and_non_go_profiles() -> None:
+    from pyproflab.model import Profile, ValueType
+
+    empty = Profile.empty([ValueType("samples", "count"), ValueType("cpu", "nanoseconds")])
+    r = gc_categories(empty)
+    assert r.total == 0 and r.gc == 0 and r.gc_share == 0.0
+    assert r.rows.num_rows == len(GC_CATEGORIES)
+    r = gc_categories(empty, categories=(GcCategory("x", "^main\\.", "test"),))
+    assert r.rows.column("category").to_pylist() == ["x"]
+
+
+def _go_cpu_corpus_files() -> list:
+    if not CORPUS.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_NO_CORPUS), id="no-corpus")]
+    files = [
+        "google-pprof/internal/proftest/testdata/large.cpu",
+        "pyroscope/pkg/pprof/testdata/gotruncatefix/cpu_go_truncated_1.pb.gz",
+        "parca/pkg/query/testdata/fib.pb.gz",
+        "parca/pkg/parca/testdata/labels.pb.gz",
+        "parca/pkg/query/testdata/profile-with-labels.pb.gz",  # samples/count only
+        "parca/pkg/query/testdata/profile1.pb.gz",
+        "pyroscope/pkg/og/convert/pprof/testdata/cpu-exemplars.pb.gz",
+    ]
+    return [pytest.param(CORPUS / f, id=f) for f in files if (CORPUS / f).exists()]
+
+
+@pytest.mark.parametrize("path", _go_cpu_corpus_files())
+def test_corpus_cpu_profiles_equal_pprof_focus(path: Path, pprof) -> None:
+    assert_equal_to_pprof(path, pprof)

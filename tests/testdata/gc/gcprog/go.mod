@@ -1,0 +1,3 @@
+module gcprog
+
+go 1.21
