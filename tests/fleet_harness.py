@@ -343,7 +343,7 @@ class FleetInstance:
             f"-max-lifetime={max_lifetime:.3f}s",
             *extra_args,
         ]
-        self._stderr_file = open(self.stderr, "wb")  # noqa: SIM115 (closed by stop)
+        self._stderr_file = open(self.stderr, "wb")  # closed by stop()
         self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(
@@ -372,7 +372,9 @@ class FleetInstance:
                 self.addr = self._port_file.read_text().strip()
             except FileNotFoundError:
                 if time.monotonic() > deadline:
-                    raise FleetError(f"notesd {self.instance}: no port file after {timeout}s")
+                    raise FleetError(
+                        f"notesd {self.instance}: no port file after {timeout}s"
+                    ) from None
                 time.sleep(0.02)
         self.base_url = f"http://{self.addr}"
         while True:
@@ -522,7 +524,9 @@ def start_fleet(
     """Start one notesd per spec (all launched, then each awaited) and return them.
 
     If anything fails, KeyboardInterrupt included, the ones already started
-    are stopped before the exception goes on. Use the result as a context
+    are stopped before the exception goes on. Port files and stderr/gctrace
+    files go to ``workdir`` (default: a new temporary folder, kept so that the
+    logs can be read after the stop). Use the result as a context
     manager (``with start_fleet(...) as fleet:``) to stop them all on exit.
     """
     bins = binaries or build_fleet()
@@ -671,3 +675,20 @@ def metric_names(text: str) -> set[str]:
         elif line and not line.startswith("#"):
             names.add(line.split("{", 1)[0].split(" ", 1)[0])
     return names
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Samples of a Prometheus text exposition: ``{series: value}``, where the
+    series is written as exposed (``name`` or ``name{label="v",...}``)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, _, rest = line.rpartition("}") if "}" in line else ("", "", line)
+        if series:
+            series += "}"
+            value = rest.split()[0]
+        else:
+            series, value = line.split()[:2]
+        out[series] = float(value)
+    return out

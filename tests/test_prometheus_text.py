@@ -124,7 +124,7 @@ def test_naive_default_time_is_utc():
         ("m one\n", 1, "expected float"),
         ("m 1_000\n", 1, "expected float"),
         ("m 0x10\n", 1, "expected float"),
-        ("m\n", 1, "metric name"),
+        ("m\n", 1, "missing value"),
         ("m 1 12.5\n", 1, "expected integer as timestamp"),
         ("m 1 12 extra\n", 1, "spurious"),
         ("9m 1\n", 1, "invalid metric name"),

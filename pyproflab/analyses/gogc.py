@@ -32,6 +32,11 @@ Two models:
   (and so ``H``) grow until ``κ·(H + R)`` is reached. ``κ`` comes from gctrace
   (heap at mark end − heap at mark start, over scan work) or is given; with
   ``κ = 0`` (unknown) the improved model equals the plain one.
+  It also lets marking end before the goal (calibrated on the demo fleet:
+  the bytes allocated per cycle, ``60·A/n``, fall short of ``D`` by an
+  almost constant amount): each cycle allocates ``D − min(gap, φ·D)``, with
+  ``gap = D₀ − 60·A/n₀`` measured at the current setting (0 when the
+  allocation rate is only derived from the cycles, as from observed figures).
 
 Inputs from observed figures only (``GcInputs.from_observed``): with GOGC,
 cycles/min ``n`` and GC share ``s`` (optionally the heap, process CPU, roots):
@@ -162,7 +167,9 @@ class GcInputs:
     ``heap_known``/``cpu_known`` False: heaps are in units of ``H₀`` and CPU in
     units of the current process CPU (only ratios and shares are meaningful).
     ``mark_alloc_ratio`` is ``κ`` (bytes allocated while marking per byte of
-    scan work; 0 = unknown). ``non_heap_bytes`` None: taken as ``roots_bytes``.
+    scan work; 0 = unknown). ``cycle_gap_bytes`` (improved model): how far below
+    the goal marking ends, ``D₀ − A·60/n₀`` at the current setting (0 = unknown).
+    ``non_heap_bytes`` None: taken as ``roots_bytes``.
     """
 
     live_heap_bytes: float
@@ -175,6 +182,7 @@ class GcInputs:
     memory_limit_bytes: float | None = None
     non_heap_bytes: float | None = None
     mark_alloc_ratio: float = 0.0
+    cycle_gap_bytes: float = 0.0
     heap_known: bool = True
     cpu_known: bool = True
     source: str = "explicit"
@@ -183,7 +191,7 @@ class GcInputs:
     def __post_init__(self) -> None:
         for name in ("live_heap_bytes", "alloc_bytes_per_sec", "gc_cpu_fixed_seconds",
                      "gc_cpu_seconds_per_byte", "non_gc_cpu_cores", "roots_bytes",
-                     "mark_alloc_ratio"):
+                     "mark_alloc_ratio", "cycle_gap_bytes"):
             v = getattr(self, name)
             if v is None or not math.isfinite(v) or v < 0:
                 raise UsageError(f"GC input {name} must be a finite number >= 0, got {v!r}")
@@ -396,6 +404,10 @@ def predict_one(inp: GcInputs, g: float | None, limit: float | None,
         if dist <= h * 1e-6:
             status, cycles, gc_cores = "continuous-gc", math.nan, math.nan
         else:
+            if model == "improved":
+                # Marking ends before the goal by the unused runway, which the pacer plans
+                # from scan work (constant in bytes) but never beyond φ·D.
+                dist -= min(inp.cycle_gap_bytes, PHI * dist)
             per_sec = inp.alloc_bytes_per_sec / dist
             cost = inp.gc_cpu_fixed_seconds + inp.gc_cpu_seconds_per_byte * (h + inp.roots_bytes)
             status, cycles, gc_cores = "ok", 60 * per_sec, per_sec * cost

@@ -60,7 +60,7 @@ from pyproflab.analyses.pgo_edges import (
     preprofile_edges,
 )
 from pyproflab.errors import ProfileError, ProflabError, UsageError
-from pyproflab.model import Profile, ValueType
+from pyproflab.model import Profile
 
 if TYPE_CHECKING:
     from pyproflab.store.connection import Store

@@ -630,6 +630,9 @@ def collect(
     unknown = [t for t in types if t not in ENDPOINTS]
     if unknown:
         raise ValueError(f"unknown profile type {unknown[0]!r}")
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise ValueError("two targets have the same service/version/instance")
     seconds = int(seconds)
     archive = Path(archive_dir)
     stop = threading.Event()

@@ -235,6 +235,8 @@ def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Ta
             if name is None:
                 raise ValueError("invalid metric name")
             c = cur.peek()
+            if c == "":
+                raise ValueError(f"missing value for metric {name!r}")
             if c not in ("{", " ", "\t"):
                 raise ValueError(
                     f"invalid character {c or 'end of line'!r} after metric name {name!r}"
@@ -317,7 +319,7 @@ def _comment(cur: _Line, fams: _Families) -> None:
 
 
 def _help_text(text: str) -> str:
-    """A HELP docstring with its escapes (``\\\\``, ``\\n``) resolved."""
+    """A HELP docstring with its escapes (``\\\\``, ``\\n``, ``\\"``) resolved."""
     out: list[str] = []
     it = iter(text)
     for c in it:
@@ -329,6 +331,8 @@ def _help_text(text: str) -> str:
             out.append("\\")
         elif e == "n":
             out.append("\n")
+        elif e == '"':  # not in 0.0.4, but the client library reads it
+            out.append('"')
         else:
             raise ValueError(f"invalid escape sequence '\\{e}' in HELP text")
     return "".join(out)

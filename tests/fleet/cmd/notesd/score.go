@@ -40,43 +40,46 @@ type pinnedScorer struct{}
 func (pinnedScorer) Score(n *Note, _ []uint32) int { return 1<<30 + int(n.ID) }
 
 // leadWords is how many of a body's first words scoreNote looks at.
-const leadWords = 12
+const leadWords = 16
 
 // scoreNote is the planted function (see PlantedFunction): the weighted count
 // of term occurrences in the lead of the body, earlier occurrences weighing
-// more. It makes `rounds` identical counting passes (each compares words
-// through a different bijective mix, so no pass can be skipped) and averages
-// them: the result does not depend on rounds, and the CPU cost is
-// proportional to it.
+// more. It makes `rounds` identical counting passes and averages them, so the
+// result does not depend on rounds while the CPU cost is proportional to it:
+// each pass compares the words through a different bijective mix (so no pass
+// can be skipped) and adds branch-free (so no pass is cheaper than another).
+// The mix is written out here, not called, so that pprof puts all of the
+// function's CPU in its own flat time.
 //
 //go:noinline
 func scoreNote(n *Note, terms []uint32, rounds int) int {
 	total := 0
-	lead := n.words[:min(leadWords, len(n.words))]
+	lead := n.lead[:n.nlead]
 	size := len(lead)
 	for r := range rounds {
 		key := uint32(r+1) * 0x9e3779b9
 		for _, t := range terms {
-			mt := mix(t ^ key)
 			for i, w := range lead {
-				if mix(w^key) == mt {
-					total += size - i
+				// x ^ key, then a bijection on uint32 (xor-shifts and odd
+				// multipliers): equal after exactly when w == t.
+				x, y := w^key, t^key
+				x ^= x >> 16
+				y ^= y >> 16
+				x *= 0x7feb352d
+				y *= 0x7feb352d
+				x ^= x >> 15
+				y ^= y >> 15
+				x *= 0x846ca68b
+				y *= 0x846ca68b
+				d := 0
+				if x == y {
+					d = size - i
 				}
+				total += d // CMOV, not a branch
 			}
 		}
 	}
 	return total / rounds
-}
-
-// mix is a bijection on uint32 (xor-shifts and odd multipliers), so
-// mix(a) == mix(b) exactly when a == b.
-func mix(x uint32) uint32 {
-	x ^= x >> 16
-	x *= 0x7feb352d
-	x ^= x >> 15
-	x *= 0x846ca68b
-	x ^= x >> 16
-	return x
 }
 
 // scored is a note with its score for one request.

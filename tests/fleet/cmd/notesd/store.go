@@ -13,14 +13,16 @@ import (
 // Note is one stored note. Rule: a Note is never modified once stored, so
 // requests may read it without a lock after taking it from the store.
 type Note struct {
-	ID       int64     `json:"id"`
-	Title    string    `json:"title"`
-	Body     string    `json:"body"`
-	Tags     []string  `json:"tags"`
-	Author   string    `json:"author"`
-	Created  time.Time `json:"created"`
-	Archived bool      `json:"archived,omitempty"`
-	Pinned   bool      `json:"pinned,omitempty"`
+	ID       int64             `json:"id"`
+	Archived bool              `json:"archived,omitempty"`
+	Pinned   bool              `json:"pinned,omitempty"`
+	nlead    int32             // how many of lead are set
+	lead     [leadWords]uint32 // the first words of words, inline for scoreNote
+	Title    string            `json:"title"`
+	Body     string            `json:"body"`
+	Tags     []string          `json:"tags"`
+	Author   string            `json:"author"`
+	Created  time.Time         `json:"created"`
 
 	words []uint32 // corpus.Hash of each body word, in order, for scoring
 	vocab []uint32 // the distinct hashes of words, sorted, for matching
@@ -34,6 +36,7 @@ func newNote(title, body, author string, tags []string) *Note {
 	for i, w := range fields {
 		n.words[i] = corpus.Hash(w)
 	}
+	n.nlead = int32(copy(n.lead[:], n.words))
 	n.vocab = slices.Compact(slices.Sorted(slices.Values(n.words)))
 	return n
 }

@@ -1,0 +1,132 @@
+"""Write a CPU profile for `go build -pgo` (default.pgo), checked so it cannot silently do nothing.
+
+  pyproflab pgo --db DB --service S [--since 72h] [--top 5 | --all] -o DIR/default.pgo
+  pyproflab pgo FILE... -o OUT
+  pyproflab pgo diff OLD NEW        (hot edges added, removed, re-weighted)
+
+Only samples/count and cpu/nanoseconds are kept, labels and all-zero samples
+dropped; functions on the safeguard list are renamed so the compiler cannot
+match them. A profile Go would reject or ignore (no CPU sample type, no
+samples, zero weight, no start lines, no call edges, unreadable input) is not
+written: by default a warning and exit 0 (a CI build goes on without PGO),
+with --fail an error and exit 2. With Go installed, the written file is
+checked with `go tool preprofile` and its hot call edges are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.add_argument("files", nargs="*", metavar="FILE",
+                            help="pprof CPU profiles (or: diff OLD NEW)")
+        common.add_db_option(parser)
+        common.add_selection_options(parser)
+        parser.set_defaults(since="72h")  # datadog-pgo's window
+        g = parser.add_argument_group("pgo")
+        g.add_argument("-o", "--output", metavar="OUT", help="the PGO profile to write")
+        pick = g.add_mutually_exclusive_group()
+        pick.add_argument("--top", type=int, default=5, metavar="N",
+                          help="the N profiles with the most CPU cores (default 5; store only)")
+        pick.add_argument("--all", action="store_true", help="every selected CPU profile")
+        g.add_argument("--weight", choices=("sum", "rate"), default="sum",
+                       help="sum: as pprof merges; rate: each profile per second of duration")
+        g.add_argument("--safeguard", action="append", default=[], metavar="FUNC",
+                       help="also rename this function (repeatable)")
+        g.add_argument("--no-default-safeguards", action="store_true",
+                       help="do not rename runtime.gopark and grpc's loopyWriter.processData")
+        g.add_argument("--trim-leaf", type=int, metavar="K",
+                       help="cut stacks to K leaf frames when the hot edges stay the same")
+        g.add_argument("--fail", action="store_true",
+                       help="exit 2 when the profile is refused (default: warn, exit 0)")
+        g.add_argument("--no-verify", action="store_true",
+                       help="do not run go tool preprofile on the output")
+        g.add_argument("--format", choices=("text", "json"), default="text",
+                       help="the report on stdout")
+        g.add_argument("--edges", type=int, default=20, metavar="N",
+                       help="edges shown in the text report (0: all)")
+        g.add_argument("--min-change", type=float, default=0.1, metavar="PCT",
+                       help="diff: smallest share move (percentage points) reported")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.errors import UsageError
+
+        if args.files and args.files[0] == "diff":
+            return self.diff(args)
+        if not args.output:
+            raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
+        if args.files and (args.db or _has_store_selection(args)):
+            raise UsageError("give profile files or --db with a selection, not both")
+        safeguards = [] if args.no_default_safeguards else None
+        if args.safeguard:
+            from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
+
+            safeguards = [*(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
+                          *args.safeguard]
+        options = {"weight": args.weight, "safeguards": safeguards, "trim_leaf": args.trim_leaf}
+        if args.files:
+            from pyproflab.analyses.pgo import pgo_files
+
+            result = pgo_files(args.files, **options)
+        else:
+            from pyproflab.analyses.pgo import pgo
+            from pyproflab.store import Store
+
+            if args.top is not None and args.top < 1:
+                raise UsageError("--top must be at least 1")
+            with Store.open(common.db_path(args), read_only=True) as store:
+                result = pgo(store, common.selection_from_args(args), top=args.top,
+                             all=args.all, **options)
+        return self.finish(result, args)
+
+    def finish(self, result, args: argparse.Namespace) -> int:
+        import sys
+
+        from pyproflab.analyses.pgo import PgoRefusedError
+        from pyproflab.reports import pgo as report
+
+        if result.ok:
+            gz = not args.output.endswith((".pb", ".pprof"))
+            result.write(args.output, verify=not args.no_verify, gzip=gz)
+        text = (report.render_json(result) if args.format == "json"
+                else report.render_text(result, edges=args.edges))
+        if result.ok:
+            common.write_output(text, None)
+            if result.verify_note and result.verify_note.startswith("MISMATCH"):
+                print(f"pyproflab: warning: {result.verify_note}", file=sys.stderr)
+            return 0
+        if args.format == "json":
+            common.write_output(text, None)
+        message = f"not writing {args.output}: {result.refusal}"
+        if args.fail:
+            raise PgoRefusedError(message)
+        print(f"pyproflab: warning: {message} (exit 0 without --fail)", file=sys.stderr)
+        return 0
+
+    def diff(self, args: argparse.Namespace) -> int:
+        from pyproflab.analyses.pgo_edges import diff_edges, read_edges
+        from pyproflab.errors import UsageError
+        from pyproflab.reports import pgo as report
+
+        paths = args.files[1:]
+        if len(paths) != 2:
+            raise UsageError("pgo diff takes two files: OLD NEW")
+        old, new = (read_edges(p) for p in paths)
+        d = diff_edges(old, new, min_change=args.min_change)
+        text = (report.render_diff_json(d) if args.format == "json"
+                else report.render_diff_text(d, old=paths[0], new=paths[1]))
+        common.write_output(text, args.output)
+        return 0
+
+
+def _has_store_selection(args: argparse.Namespace) -> bool:
+    # --since has a default here (72h), so it alone does not mean "store".
+    return any(getattr(args, n, None) for n in
+               ("service", "sel_version", "instance", "profile_type", "until", "label"))

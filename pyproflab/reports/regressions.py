@@ -1,0 +1,244 @@
+"""Renderings of ``RegressionsResult``: text, JSON, CSV, HTML and plotly figures.
+
+Rules: text shows the header facts, the top rows (rate change with its
+interval, relative change, q-value and a ``*`` when significant) and the
+notes; JSON has every row with exact merged integers, the facts and notes
+(NaN as null); CSV is the rows table. Every name that reaches HTML or a
+plotly label/hover text is HTML-escaped: names come from untrusted profiles.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+from typing import Any
+
+from pyproflab.errors import UsageError
+
+FORMATS = ("text", "json", "csv", "html")
+
+
+def _num(v: float | None, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:+.{digits}g}"
+
+
+def _pct(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v * 100:+.1f}%"
+
+
+def facts(result) -> dict[str, Any]:
+    """The header facts as a JSON-ready dict."""
+    return {
+        "sample_type": {"type": result.sample_type.type, "unit": result.sample_type.unit},
+        "sample_index": result.sample_index,
+        "granularity": result.granularity,
+        "rate": result.rate,
+        "rate_unit": result.rate_unit,
+        "base": {"selection": result.base_description, "profiles": result.n_base,
+                 "units": result.n_units_base, "duration_s": result.duration_base,
+                 "total": result.total_base},
+        "new": {"selection": result.new_description, "profiles": result.n_new,
+                "units": result.n_units_new, "duration_s": result.duration_new,
+                "total": result.total_new},
+        "statistics": result.statistics,
+        "unit": result.unit,
+        "fdr": result.fdr,
+        "confidence": result.confidence,
+        "resamples": result.resamples,
+        "seed": result.seed,
+        "min_share": result.min_share,
+        "rank_by": result.rank_by,
+        "notes": list(result.notes),
+    }
+
+
+def header_lines(result) -> list[str]:
+    st = result.sample_type
+    what = f"{st.type} as {result.rate_unit}" + (" (rate per second of profile duration)"
+                                                  if result.rate else " (per-profile value)")
+    return [
+        f"Type: {what}, {result.granularity}",
+        f"Base: {result.base_description}: {result.n_base} profiles, "
+        f"{result.duration_base:.1f}s, total {result.total_base}",
+        f"New:  {result.new_description}: {result.n_new} profiles, "
+        f"{result.duration_new:.1f}s, total {result.total_new}",
+    ] + [f"Note: {n}" for n in result.notes]
+
+
+def render_text(result, top: int | None = 30) -> str:
+    m = result.rank_by
+    rows = result.rows.slice(0, top) if top else result.rows
+    head = ["rank", "base", "new", "change", f"{int(result.confidence * 100)}% interval",
+            "rel", "q", "sig", "name"]
+    cells = []
+    for r in rows.to_pylist():
+        interval = (f"[{_num(r[f'{m}_change_lo'])}, {_num(r[f'{m}_change_hi'])}]"
+                    if result.statistics else "-")
+        sig = ("*" if r[f"{m}_significant"] else "") if r[f"{m}_tested"] else "untested"
+        q = r[f"{m}_q"]
+        cells.append([str(r["rank"]), f"{r[f'{m}_rate_base']:.4g}", f"{r[f'{m}_rate_new']:.4g}",
+                      _num(r[f"{m}_change"]), interval, _pct(r[f"{m}_rel"]),
+                      "-" if q is None or math.isnan(q) else f"{q:.3g}", sig,
+                      r["label"]])
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
+    lines = header_lines(result)
+    lines.append(f"Ranked by |{m} change| in {result.rate_unit}; sig '*': q <= {result.fdr:g}")
+    fmt = lambda cs: "  ".join(  # noqa: E731
+        c.ljust(w) if i == len(cs) - 1 else c.rjust(w)
+        for i, (c, w) in enumerate(zip(cs, widths, strict=True))).rstrip()
+    lines.append(fmt(head))
+    lines += [fmt(c) for c in cells]
+    if top and result.rows.num_rows > top:
+        lines.append(f"... {result.rows.num_rows - top} more rows (--top N, or csv/json)")
+    return "\n".join(lines) + "\n"
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
+
+
+def render_json(result, top: int | None = None) -> str:
+    rows = result.rows.slice(0, top) if top else result.rows
+    doc = facts(result)
+    doc["rows"] = [{k: _clean(v) for k, v in r.items()} for r in rows.to_pylist()]
+    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def render_csv(result, top: int | None = None) -> str:
+    rows = result.rows.slice(0, top) if top else result.rows
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(rows.column_names)
+    for r in rows.to_pylist():
+        w.writerow(["" if _clean(v) is None else v for v in r.values()])
+    return buf.getvalue()
+
+
+def render_html(result, max_rows: int | None = 50) -> str:
+    """A ``<div>`` with the facts and the top rows; every name escaped."""
+    esc = html.escape
+    m = result.rank_by
+    parts = ['<div class="pyproflab-regressions">',
+             "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
+             f"<table><thead><tr><th>#</th><th>{m} base</th><th>{m} new</th><th>change</th>"
+             "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
+             "<tbody>"]
+    rows = result.rows.slice(0, max_rows) if max_rows else result.rows
+    for r in rows.to_pylist():
+        q = r[f"{m}_q"]
+        parts.append(
+            f"<tr><td>{r['rank']}</td><td>{r[f'{m}_rate_base']:.4g}</td>"
+            f"<td>{r[f'{m}_rate_new']:.4g}</td><td>{esc(_num(r[f'{m}_change']))}</td>"
+            f"<td>[{esc(_num(r[f'{m}_change_lo']))}, {esc(_num(r[f'{m}_change_hi']))}]</td>"
+            f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
+            f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
+            f"<td>{'*' if r[f'{m}_significant'] else ''}</td><td>{esc(r['label'])}</td></tr>")
+    parts.append("</tbody></table>")
+    if rows.num_rows < result.rows.num_rows:
+        parts.append(f"<p>… {result.rows.num_rows - rows.num_rows} more rows "
+                     "(use .to_pandas())</p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def render_regressions(result, fmt: str = "text", *, top: int | None = None) -> str:
+    """``result`` as text, json, csv or html (``top``: at most that many rows)."""
+    if fmt == "text":
+        return render_text(result, top=top if top is not None else 30)
+    if fmt == "json":
+        return render_json(result, top)
+    if fmt == "csv":
+        return render_csv(result, top)
+    if fmt == "html":
+        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>regressions"
+                "</title></head><body>" + render_html(result, top) + "</body></html>\n")
+    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# --- figures ------------------------------------------------------------------------
+
+
+def figure_top(result, n: int = 20, metric: str = "flat"):
+    """Horizontal dots with interval bars for the top ``n`` rows' ``metric`` change."""
+    import plotly.graph_objects as go
+
+    rows = result.rows.slice(0, n).to_pylist()[::-1]  # plotly draws the first at the bottom
+    names = [html.escape(r["label"]) for r in rows]
+    x = [_clean(r[f"{metric}_change"]) for r in rows]
+    lo = [_clean(r[f"{metric}_change_lo"]) for r in rows]
+    hi = [_clean(r[f"{metric}_change_hi"]) for r in rows]
+    plus = [None if h is None or v is None else h - v for v, h in zip(x, hi, strict=True)]
+    minus = [None if lo_ is None or v is None else v - lo_ for v, lo_ in zip(x, lo, strict=True)]
+    colors = ["#d62728" if r[f"{metric}_significant"] else "#7f7f7f" for r in rows]
+    hover = [
+        f"{nm}<br>base {r[f'{metric}_rate_base']:.4g} → new {r[f'{metric}_rate_new']:.4g} "
+        f"{html.escape(result.rate_unit)}<br>change {_num(r[f'{metric}_change'])} "
+        f"({_pct(r[f'{metric}_rel'])})<br>q {_num(r[f'{metric}_q'], 3)}"
+        for nm, r in zip(names, rows, strict=True)]
+    fig = go.Figure(go.Scatter(
+        x=x, y=list(range(len(rows))), mode="markers", marker={"color": colors, "size": 9},
+        error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
+        hovertext=hover, hoverinfo="text"))
+    fig.update_layout(
+        title=f"Top {metric} changes ({html.escape(result.rate_unit)}), "
+              f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
+        yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
+        xaxis_title=f"{metric} change ({html.escape(result.rate_unit)})",
+        height=max(300, 28 * len(rows) + 120), showlegend=False)
+    fig.add_vline(x=0, line_dash="dot")
+    return fig
+
+
+def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
+    """Differential flame graph (icicle): width from the new side's value, colour from
+    the relative change of each call path (red slower/bigger, blue faster/smaller).
+    Paths below ``min_fraction`` of the new total are left out."""
+    import plotly.graph_objects as go
+
+    labels = result.labels
+    new_total = max(sum(v for v in result.stacks.column("new").to_pylist() if v > 0), 1)
+    # Per call path (tuple of nodes, root first): merged value on each side.
+    nodes: dict[tuple[int, ...], list[int]] = {}
+    for path, b, nv in zip(result.stacks.column("path").to_pylist(),
+                           result.stacks.column("base").to_pylist(),
+                           result.stacks.column("new").to_pylist(), strict=True):
+        for i in range(1, len(path) + 1):
+            acc = nodes.setdefault(tuple(path[:i]), [0, 0])
+            acc[0] += b
+            acc[1] += nv
+    keep = [k for k, (b, nv) in nodes.items() if nv >= min_fraction * new_total]
+    keep.sort(key=lambda k: (len(k), -nodes[k][1]))
+    keep = keep[:max_nodes]
+    kept = set(keep)
+    ids, parents, names, values, colors, hover = [], [], [], [], [], []
+    index = {k: str(i) for i, k in enumerate(keep)}
+    for k in keep:
+        b, nv = nodes[k]
+        parent = k[:-1]
+        if parent and parent not in kept:
+            continue
+        rel = (nv - b) / b if b else (1.0 if nv else 0.0)
+        ids.append(index[k])
+        parents.append(index[parent] if parent else "")
+        name = html.escape(labels[k[-1]])
+        names.append(name)
+        values.append(nv)
+        colors.append(max(-1.0, min(1.0, rel)))
+        hover.append(f"{name}<br>new {nv} base {b} {html.escape(result.sample_type.unit)}"
+                     f"<br>change {_pct(rel if b else float('nan'))}")
+    fig = go.Figure(go.Icicle(
+        ids=ids, parents=parents, labels=names, values=values, branchvalues="total",
+        marker={"colors": colors, "colorscale": "RdBu_r", "cmin": -1, "cmax": 1,
+                "colorbar": {"title": "rel. change"}},
+        hovertext=hover, hoverinfo="text", tiling={"orientation": "v", "flip": "y"},
+        sort=False))
+    fig.update_layout(title="Differential flame graph: width = new, colour = change vs base",
+                      margin={"t": 40, "l": 0, "r": 0, "b": 0})
+    return fig

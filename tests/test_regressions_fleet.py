@@ -1,0 +1,103 @@
+"""Acceptance of ``regressions`` on the demo fleet (tests/fleet, tests/fleet_harness.py).
+
+Two notesd instances run v1 and two run v2 (v2 plants about +30% CPU in
+``fleet_harness.PLANTED_FUNCTION``) under one steady load spread evenly over
+them; CPU profiles are taken from all four at once, several rounds, and
+ingested with their version and instance. Then:
+
+1. v1 vs v2 ranks the planted function first (``inlines=False``: the planted
+   work includes the calls the compiler inlines into it, which pprof's
+   default view lists under their own names), significant, with +30% inside
+   its relative-change interval.
+2. A/A: v1's profiles split in two at random 20 times: at most one split has
+   any significant change at FDR 5%.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROUNDS = 10  # profiles per instance
+SECONDS = 5  # per profile
+RATE = 1600  # requests/s over the four instances (about 1.5 of 2 cores)
+
+
+@pytest.fixture(scope="module")
+def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
+    fleet_harness = pytest.importorskip("fleet_harness")
+    from pyproflab.decode import decode_bytes
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest
+
+    try:
+        bins = fleet_harness.build_fleet()
+    except fleet_harness.FleetError as e:
+        pytest.skip(f"demo fleet unavailable: {e}")
+    specs = [{"version": v, "instance": i} for v, i in
+             (("v1", "a"), ("v1", "b"), ("v2", "c"), ("v2", "d"))]
+    got: list[tuple[bytes, str, str]] = []
+    lock = threading.Lock()
+    with fleet_harness.start_fleet(specs, binaries=bins, max_lifetime=300) as fleet:
+        duration = ROUNDS * (SECONDS + 0.5) + 4
+        with fleet_harness.start_load(list(fleet), duration=duration, rate_start=RATE,
+                                      max_requests=1_000_000, concurrency=32,
+                                      loadgen=bins.loadgen) as run:
+            time.sleep(1.5)  # warm up: caches, the index
+
+            def grab(inst) -> None:
+                for _ in range(ROUNDS):
+                    data = inst.cpu_profile(seconds=SECONDS)
+                    with lock:
+                        got.append((data, inst.version, inst.instance))
+
+            threads = [threading.Thread(target=grab, args=(inst,)) for inst in fleet]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert run.proc.poll() is None, "loadgen stopped early (see its summary)"
+            run.stop()
+    db = Path(tmp_path_factory.mktemp("fleet")) / "fleet.duckdb"
+    store = Store.open(db)
+    ingest(store, [(decode_bytes(d), ProfileMeta(service="notesd", version=v, instance=i,
+                                                       profile_type="cpu"))
+                   for d, v, i in got])
+    yield store, fleet_harness.PLANTED_FUNCTION
+    store.close()
+
+
+def test_planted_function_first(fleet_store) -> None:
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
+    store, planted = fleet_store
+    r = regressions(store, Selection(version="v1"), Selection(version="v2"), inlines=False)
+    top = r.rows.slice(0, 1).to_pylist()[0]
+    assert top["name"] == planted, r.to_pandas().head(10).to_string()
+    assert top["flat_significant"], top
+    assert top["flat_rel_lo"] <= 0.30 <= top["flat_rel_hi"], top
+
+
+def test_aa_splits(fleet_store) -> None:
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
+    store, _ = fleet_store
+    ids = store.sql("SELECT profile_id FROM profiles WHERE version = 'v1' ORDER BY 1") \
+        .column(0).to_pylist()
+    rng = np.random.default_rng(4)
+    noisy = []
+    for k in range(20):
+        perm = rng.permutation(ids).tolist()
+        half = len(ids) // 2
+        r = regressions(store, Selection(profile_ids=perm[:half]),
+                        Selection(profile_ids=perm[half:]), resamples=500, seed=k)
+        d = r.to_pandas()
+        if d.flat_significant.any() or d.cum_significant.any():
+            noisy.append(k)
+    assert len(noisy) <= 1, f"splits with a significant change: {noisy}"
