@@ -29,6 +29,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -134,10 +136,10 @@ func (t *tree) walk() uint64 {
 	return t.val + t.left.walk() + t.right.walk()
 }
 
-// spin runs one of the workload's pieces chosen by rng until deadline.
-func spin(ctx context.Context, deadline time.Time, rng *rand.Rand, data []uint64, t *tree) {
+// spin runs one of the workload's pieces chosen by rng until stop is set.
+func spin(ctx context.Context, stop *atomic.Bool, rng *rand.Rand, data []uint64, t *tree) {
 	f := square
-	for time.Now().Before(deadline) {
+	for !stop.Load() {
 		switch k := rng.IntN(6); k {
 		case 0:
 			sink += fib(18 + rng.IntN(4))
@@ -160,9 +162,31 @@ func spin(ctx context.Context, deadline time.Time, rng *rand.Rand, data []uint64
 	}
 }
 
-// cpuWork keeps two goroutines busy for d, with string labels on their samples.
+// cpuTime is the CPU time this process has used so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stopAfterCPU sets stop once the process has used 2*d more CPU time (about d
+// of wall time on two idle cores), or after 4*d of wall time: on a loaded
+// machine the profile still gets its samples, and the run stays bounded.
+func stopAfterCPU(d time.Duration, stop *atomic.Bool) {
+	start, wallEnd := cpuTime(), time.Now().Add(4*d)
+	for cpuTime()-start < 2*d && time.Now().Before(wallEnd) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop.Store(true)
+}
+
+// cpuWork keeps two goroutines (and main) busy for about 2*d of CPU time, with
+// string labels on their samples.
 func cpuWork(d time.Duration, seed uint64) {
-	deadline := time.Now().Add(d)
+	var stop atomic.Bool
+	go stopAfterCPU(d, &stop)
 	data := make([]uint64, 4096)
 	for i := range data {
 		data[i] = uint64(i) * 2654435761
@@ -178,12 +202,12 @@ func cpuWork(d time.Duration, seed uint64) {
 			ctx := pprof.WithLabels(context.Background(), pprof.Labels("worker", strconv.Itoa(w)))
 			pprof.SetGoroutineLabels(ctx)
 			pprof.Do(ctx, pprof.Labels("phase", "cpu", "seed", strconv.FormatUint(seed, 10)),
-				func(ctx context.Context) { spin(ctx, deadline, rng, data, t) })
+				func(ctx context.Context) { spin(ctx, &stop, rng, data, t) })
 		}(w)
 	}
 	// The main goroutine works too, without labels.
 	rng := rand.New(rand.NewPCG(seed, 99))
-	for time.Now().Before(deadline) {
+	for !stop.Load() {
 		sink += hashLoop(50000, rng.Uint64())
 		sink += fib(15)
 	}
@@ -412,7 +436,7 @@ func fail(err error) {
 
 func main() {
 	out := flag.String("out", "", "directory to write the profiles to (required)")
-	cpuSeconds := flag.Float64("cpu-seconds", 2, "wall seconds of CPU work per CPU profile")
+	cpuSeconds := flag.Float64("cpu-seconds", 2, "CPU work per CPU profile: until 2x this of CPU time is used, at most 4x in wall time")
 	cpuProfiles := flag.Int("cpu-profiles", 2, "number of CPU profiles (cpu.pb.gz, cpu2.pb.gz, …)")
 	seed := flag.Uint64("seed", 1, "seed of the workload mix; CPU profile i uses seed+i")
 	flag.Parse()
