@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup test test-fast demo bench lint lab clean
+.PHONY: setup system-deps test test-fast demo bench lint lab clean
 
 setup: $(STAMP)
 
@@ -18,11 +18,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,notebooks]'
 	touch $(STAMP)
 
-test: setup
+# System packages the tests use (Debian's prometheus); installs only what is
+# missing, and only as root; without them those tests skip and say why.
+system-deps:
+	sh scripts/install-system-deps.sh
+
+test: setup system-deps
 	$(PY) -m pytest -q
 
 # Everything but the slow fleet-scale tests.
-test-fast: setup
+test-fast: setup system-deps
 	$(PY) -m pytest -q -m 'not slow'
 
 # The main job on the embedded default store (./$(DB)).
