@@ -123,6 +123,15 @@ class Lab:
 
         return gc(self.store, _selection(selection, kwargs), categories=categories)
 
+    def gogc(self, selection: Selection | None = None, *, inputs: Any = None, **kwargs: Any):
+        """GOGC / GOMEMLIMIT trade-off (``GogcResult``) from the selection's GC data,
+        or from explicit ``inputs`` (a ``GcInputs``). Keywords: candidates,
+        memory_limits, budget, headroom, model."""
+        from pyproflab.analyses.gogc import gogc
+
+        sel = None if inputs is not None else _selection(selection, kwargs)
+        return gogc(self.store, sel, inputs=inputs, **kwargs)
+
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
         return self.store.sql(query, params)
