@@ -132,6 +132,14 @@ class Lab:
         sel = None if inputs is not None else _selection(selection, kwargs)
         return gogc(self.store, sel, inputs=inputs, **kwargs)
 
+    def pgo(self, selection: Selection | None = None, **kwargs: Any):
+        """A checked ``default.pgo`` (``PgoResult``) from the selection's CPU profiles:
+        the top 5 by CPU cores (or ``all=True``); keywords top, weight, safeguards,
+        trim_leaf. ``result.write(path)`` writes it atomically and verifies it."""
+        from pyproflab.analyses.pgo import pgo
+
+        return pgo(self.store, _selection(selection, kwargs), **kwargs)
+
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
         return self.store.sql(query, params)
