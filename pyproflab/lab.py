@@ -140,6 +140,13 @@ class Lab:
 
         return pgo(self.store, _selection(selection, kwargs), **kwargs)
 
+    def regressions(self, base: Any, new: Any, *, sample_index: Any = None, **options: Any):
+        """What got slower from ``base`` to ``new`` (Selections or dicts such as
+        ``{"version": "v1"}``): a ``RegressionsResult`` with intervals and FDR."""
+        from pyproflab.analyses.regressions import regressions
+
+        return regressions(self.store, base, new, sample_index=sample_index, **options)
+
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
         return self.store.sql(query, params)

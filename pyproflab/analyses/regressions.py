@@ -114,6 +114,7 @@ class RegressionsResult:
     rank_by: str
     unit: str = "profile"
     inlines: bool = True
+    measure: str = "rate"
     n_units_base: int = 0
     n_units_new: int = 0
     base_description: str = ""
@@ -303,6 +304,7 @@ def regressions(
     rank_by: str = "flat",
     unit: str = "profile",
     inlines: bool = True,
+    measure: str = "rate",
 ) -> RegressionsResult:
     """Compare the profiles selected by ``base`` and ``new`` (``Selection``s) per node.
 
@@ -325,6 +327,8 @@ def regressions(
         raise UsageError("fdr and confidence must be between 0 and 1")
     if unit not in ("profile", "instance"):
         raise UsageError(f"unit must be profile or instance, not {unit!r}")
+    if measure not in ("rate", "share"):
+        raise UsageError(f"measure must be rate or share, not {measure!r}")
     if resamples < 100:
         raise UsageError("resamples must be at least 100")
     base = base if isinstance(base, Selection) else Selection(**(base or {}))
@@ -356,7 +360,7 @@ def regressions(
     rate = bool((dur_ns > 0).all()) and not st.type.startswith("inuse_") \
         and st.type not in NON_RATE_TYPES
     shown_unit, factor = rate_unit_of(st, rate)
-    if not rate:
+    if not rate and measure == "rate":
         why = ("it is not a rate" if (dur_ns > 0).all() or st.type.startswith("inuse_")
                or st.type in NON_RATE_TYPES else "some profiles have no duration")
         notes.append(f"{st.type} is compared as the per-profile value ({shown_unit}), not a rate "
@@ -375,6 +379,8 @@ def regressions(
     )
     with store.registered(_pyproflab_rsel=sel):
         agg = store.sql(query, [int(pids.min()), int(pids.max())])
+    if agg.num_rows == 0:
+        raise UsageError("the selected profiles have no samples")
     a_pid = agg.column("profile_id").to_numpy()
     a_stack = agg.column("stack_id").to_numpy().astype(np.uint64)
     a_v = agg.column("v").to_numpy()
@@ -385,6 +391,12 @@ def regressions(
     total_new = int(agg.column("a").to_numpy()[is_new[a_prof]].sum())
     total_base = int(agg.column("a").to_numpy()[~is_new[a_prof]].sum())
 
+    if measure == "share":
+        # Denominator: each profile's total (sum of |value|), so values become shares.
+        durations, factor, shown_unit = totals.astype(float), 1.0, "share"
+        if not (durations > 0).all():
+            raise UsageError("measure=share needs every profile to have a non-zero total")
+        notes.append("compared as shares of each side's profile totals, not rates")
     nz = a_v != 0
     uniq, first = np.unique(a_stack[nz], return_index=True)
     stack_order = uniq[np.argsort(first, kind="stable")]
@@ -539,7 +551,7 @@ def regressions(
     if statistics:
         notes.append(
             f"intervals: {confidence:.0%} percentile bootstrap over {word}s "
-            f"({resamples} resamples, seed {seed}); p: Welch t on the duration-weighted rate; "
+            f"({resamples} resamples, seed {seed}); p: Welch t on the ratio estimator; "
             f"BH FDR {fdr:g} over the nodes with >= {min_share:.2%} of the pooled total")
     return RegressionsResult(
         rows=rows, per_profile=per_profile, profiles=profiles, stacks=stacks,
@@ -549,7 +561,8 @@ def regressions(
         duration_new=float(dur_ns[is_new].sum() / 1e9),
         total_base=total_base, total_new=total_new, statistics=statistics, fdr=fdr,
         confidence=confidence, resamples=resamples, seed=seed, min_share=min_share,
-        rank_by=rank_by, unit=unit, inlines=inlines, n_units_base=ub, n_units_new=un,
+        rank_by=rank_by, unit=unit, inlines=inlines, measure=measure, n_units_base=ub,
+        n_units_new=un,
         base_description=base.describe(), new_description=new.describe(),
         notes=notes,
     )

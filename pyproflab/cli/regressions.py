@@ -37,6 +37,8 @@ class Command:
                             default="functions")
         parser.add_argument("--noinlines", action="store_true",
                             help="count inlined calls as their caller's (pprof -noinlines)")
+        parser.add_argument("--measure", choices=["rate", "share"], default="rate",
+                            help="compare rates per second (default) or shares of the total")
         parser.add_argument("--rank-by", choices=["flat", "cum"], default="flat")
         parser.add_argument("--unit", choices=["profile", "instance"], default="profile",
                             help="independent unit of the statistics (default: profile)")
@@ -81,7 +83,8 @@ class Command:
                 store, sides["base"], sides["new"], sample_index=sample_index,
                 granularity=args.granularity, fdr=args.fdr, confidence=args.confidence,
                 resamples=args.resamples, seed=args.seed, min_share=args.min_share,
-                rank_by=args.rank_by, unit=args.unit, inlines=not args.noinlines)
+                rank_by=args.rank_by, unit=args.unit, inlines=not args.noinlines,
+                measure=args.measure)
         common.write_output(render_regressions(result, args.format, top=args.top or None),
                             args.output)
         return 0

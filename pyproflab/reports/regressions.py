@@ -41,6 +41,7 @@ def facts(result) -> dict[str, Any]:
         "granularity": result.granularity,
         "rate": result.rate,
         "rate_unit": result.rate_unit,
+        "measure": result.measure,
         "base": {"selection": result.base_description, "profiles": result.n_base,
                  "units": result.n_units_base, "duration_s": result.duration_base,
                  "total": result.total_base},
@@ -61,8 +62,11 @@ def facts(result) -> dict[str, Any]:
 
 def header_lines(result) -> list[str]:
     st = result.sample_type
-    what = f"{st.type} as {result.rate_unit}" + (" (rate per second of profile duration)"
-                                                  if result.rate else " (per-profile value)")
+    if result.measure == "share":
+        what = f"{st.type} as share of the profiles' totals"
+    else:
+        what = f"{st.type} as {result.rate_unit}" + (
+            " (rate per second of profile duration)" if result.rate else " (per-profile value)")
     return [
         f"Type: {what}, {result.granularity}",
         f"Base: {result.base_description}: {result.n_base} profiles, "
