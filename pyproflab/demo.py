@@ -1,90 +1,472 @@
-"""The main job on the embedded default store (``make demo``).
+"""The main job (``make demo``): a live fleet, profiled, joined with its GC metrics.
 
-Builds the small Go program in ``tests/goprogs``, runs it as two instances
-to write real CPU, heap and other profiles, ingests them into the default
-store (``./pyproflab.duckdb``) and prints the top functions. Run again, it
-finds the earlier profiles already present and adds the new ones.
+What it does, in order:
+
+1. Builds the demo fleet (``tests/fleet``: the notesd service and the
+   loadgen load generator) with ``tests/fleet_harness.py`` (cached by source hash).
+2. Starts four notesd instances on 127.0.0.1: versions v1 and v2 (v2 plants
+   about +30% CPU in ``main.scoreNote``) times instances a and b, with GOGC 50
+   (a) and 200 (b), ``GODEBUG=gctrace=1`` to one log per instance, and
+   ``/debug/pprof/`` behind a bearer token. The token comes from
+   ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
+   header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
+3. Drives load at all four, round robin, the rate ramping up over
+   ``--load-seconds``; after a short warm-up, ``collect`` takes a CPU profile of
+   ``--cpu-seconds`` plus allocs, mutex and block deltas over the same window,
+   heap and goroutine snapshots at its end, and ``/metrics`` every 2 s.
+4. Stops the fleet, reads the gctrace logs into ``gc_cycles`` (times = each
+   process's start + the runtime's ``@seconds``), and prints a summary of this
+   run's profiles: the top CPU functions fleet-wide, the GC share per instance
+   (profile view vs runtime view) and the v1 vs v2 headline for ``main.scoreNote``.
+
+Rules:
+
+- Everything lands in the store given by ``--db`` (default ``./pyproflab.duckdb``),
+  raw profiles in ``<db folder>/archive``, logs and PID files in
+  ``<workdir>/run-<time>/``. A re-run appends its new profiles.
+- Every process it starts is listed in ``<run dir>/pids`` as soon as it exists
+  (``notesd PID INSTANCE`` / ``loadgen PID``), bounded in time by itself
+  (notesd's ``-max-lifetime``, loadgen's duration), and stopped by its PID in a
+  ``finally``: on success, on an error and on Ctrl-C (SIGINT) or SIGTERM at any
+  moment. Further signals are ignored while it stops them.
+- Exit codes: 0 done; 1 the fleet failed or nothing was collected; 2 a usage
+  error; 130 interrupted. Errors are one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import os
-import shutil
-import subprocess
+import secrets
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
 
 from pyproflab.errors import ProflabError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
-GOPROGS = REPO / "tests" / "goprogs"
+HARNESS = REPO / "tests" / "fleet_harness.py"
+
+SERVICE = "notesd"
+TOKEN_ENV = "PYPROFLAB_DEMO_PPROF_TOKEN"  # the bearer token, if the user sets one
+AUTH_ENV = "PYPROFLAB_DEMO_AUTH"  # the whole Authorization value collect sends
+# (version, instance suffix, GOGC): two versions x two GOGC settings.
+INSTANCES: tuple[tuple[str, str, int], ...] = (
+    ("v1", "a", 50),
+    ("v1", "b", 200),
+    ("v2", "a", 50),
+    ("v2", "b", 200),
+)
+PROFILE_TYPES = ("cpu", "heap", "allocs", "mutex", "block", "goroutine")
+WINDOWED_TYPES = ("cpu", "allocs", "mutex", "block")  # taken over the whole window
+METRICS_INTERVAL = 2.0
+WARMUP_SECONDS = 3.0  # load before the collection window opens
+RATE_START, RATE_END = 300.0, 1300.0  # requests/s over the fleet, ramped linearly
+TOP_NODES = 12
 
 
-def build_profgen(workdir: Path) -> Path:
-    if shutil.which("go") is None:
-        raise UsageError("the demo needs Go on PATH (https://go.dev/dl/)")
-    if not GOPROGS.is_dir():
-        raise UsageError(f"{GOPROGS}: not found; run the demo from a pyproflab checkout")
-    binary = workdir / "bin" / "profgen"
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "build", "-o", str(binary), "./profgen"], cwd=GOPROGS, check=True)
-    return binary
-
-
-def run_instances(binary: Path, workdir: Path, cpu_seconds: int) -> list[tuple[str, Path]]:
-    """Run two instances side by side; each writes its profiles into its own folder."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    procs = []
-    for i, seed in enumerate((1, 2), start=1):
-        out = workdir / "profiles" / stamp / f"instance-{i}"
-        out.mkdir(parents=True, exist_ok=True)
-        cmd = [str(binary), "-out", str(out), "-cpu-seconds", str(cpu_seconds), "-seed", str(seed)]
-        procs.append((f"instance-{i}", out, subprocess.Popen(cmd)))
+def load_harness() -> ModuleType:
+    """``tests/fleet_harness.py``, imported by path (it is not part of the package)."""
+    if "fleet_harness" in sys.modules:
+        return sys.modules["fleet_harness"]
+    if not HARNESS.is_file():
+        raise UsageError(f"{HARNESS}: not found; run the demo from a pyproflab checkout")
+    spec = importlib.util.spec_from_file_location("fleet_harness", HARNESS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fleet_harness"] = module  # dataclasses look their module up here
     try:
-        for name, _, proc in procs:
-            if proc.wait(timeout=120) != 0:
-                raise UsageError(f"profgen {name} failed with exit code {proc.returncode}")
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["fleet_harness"]
+        raise
+    return module
+
+
+# --- the processes ------------------------------------------------------------------
+
+
+@dataclass
+class Processes:
+    """What the demo started, for the ``finally`` that stops it all."""
+
+    pid_file: Path
+    instances: list[Any] = field(default_factory=list)  # fleet_harness.FleetInstance
+    loads: list[Any] = field(default_factory=list)  # fleet_harness.LoadRun
+
+    def note(self, kind: str, pid: int, name: str = "") -> None:
+        """Record a PID the moment the process exists (tests read this file)."""
+        with open(self.pid_file, "a") as f:
+            f.write(f"{kind} {pid} {name}".rstrip() + "\n")
+
+    def stop(self, harness: ModuleType) -> None:
+        """Stop everything by PID: loadgen first (it talks to the fleet), then
+        SIGTERM to every instance at once, SIGKILL after 5 s, reap."""
+        for run in self.loads:
+            with contextlib.suppress(Exception):
+                run.stop()
+        with contextlib.suppress(Exception):
+            harness.stop_instances(self.instances)
+        for inst in self.instances:  # whatever stop_instances could not finish
+            with contextlib.suppress(Exception):
+                inst.stop()
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (a second Ctrl-C must not cut the cleanup short)."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
     finally:
-        for _, _, proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return [(name, out) for name, out, _ in procs]
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the same cleanup path as Ctrl-C
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+class Demo:
+    """One run of the demo (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.db = Path(args.db)
+        self.archive = self.db.resolve().parent / "archive"
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        self.run_dir = Path(args.workdir).resolve() / f"run-{stamp}"
+        self.quiet = args.quiet
+        self.t0 = time.monotonic()
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.t0:5.1f}s] {text}", flush=True)
+
+    def run(self) -> int:
+        from pyproflab.lab import Lab
+
+        harness = load_harness()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        procs = Processes(self.run_dir / "pids")
+        procs.pid_file.touch()
+        self.say(f"work folder {self.run_dir}")
+        token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(18)
+        os.environ[AUTH_ENV] = f"Bearer {token}"
+        try:
+            self.say("building the fleet (tests/fleet; cached after the first time)")
+            try:
+                bins = harness.build_fleet()
+            except harness.FleetError as e:
+                print(f"pyproflab demo: error: {e}", file=sys.stderr)
+                return 1
+            with Lab.open(self.db) as lab:
+                self.start_fleet(harness, bins, procs, token)
+                report = self.load_and_collect(harness, bins, procs, lab)
+                with signals_ignored():
+                    procs.stop(harness)
+                self.ingest_gctrace(lab, procs.instances)
+                ids = [f.profile_id for f in report.fetches if f.profile_id is not None]
+                if not any(f.ok and f.profile_type == "cpu" for f in report.fetches):
+                    print("pyproflab demo: error: no CPU profile was collected", file=sys.stderr)
+                    return 1
+                self.summary(lab, ids)
+        finally:
+            with signals_ignored():
+                procs.stop(harness)
+        self.say(f"done in {time.monotonic() - self.t0:.0f} s; every process stopped")
+        return 0
+
+    def start_fleet(self, harness: ModuleType, bins: Any, procs: Processes, token: str) -> None:
+        """Launch the four instances (each PID noted at once), then await them all."""
+        # A service outlives the demo by at most a minute, even if the demo is SIGKILLed.
+        lifetime = self.args.load_seconds + 60.0
+        for version, suffix, gogc in INSTANCES:
+            name = f"{version}-{suffix}"
+            inst = harness.FleetInstance(bins.notesd, workdir=self.run_dir)
+            procs.instances.append(inst)
+            inst.launch(
+                version,
+                name,
+                gogc=gogc,
+                token=token,
+                gctrace_path=self.run_dir / f"{name}.gctrace",
+                max_lifetime=lifetime,
+            )
+            procs.note("notesd", inst.pid, name)
+        for inst in procs.instances:
+            inst.wait_ready(30.0)
+            self.say(f"{inst.instance}: {inst.base_url} pid {inst.pid} GOGC={inst.gogc}")
+
+    def load_and_collect(self, harness: ModuleType, bins: Any, procs: Processes, lab: Any) -> Any:
+        from pyproflab.sources.collect import collect
+        from pyproflab.sources.targets import Target
+
+        a = self.args
+        run = harness.start_load(
+            procs.instances,
+            duration=a.load_seconds,
+            rate_start=RATE_START,
+            rate_end=RATE_END,
+            max_requests=int(RATE_END * a.load_seconds) + 1000,
+            concurrency=16,
+            loadgen=bins.loadgen,
+        )
+        procs.loads.append(run)
+        procs.note("loadgen", run.pid)
+        self.say(
+            f"load: {RATE_START:.0f} -> {RATE_END:.0f} requests/s for {a.load_seconds:g} s "
+            f"(loadgen pid {run.pid})"
+        )
+        time.sleep(min(WARMUP_SECONDS, a.load_seconds / 4))
+        targets = [
+            Target(SERVICE, inst.version, inst.instance, inst.base_url, auth_env=AUTH_ENV)
+            for inst in procs.instances
+        ]
+        self.say(
+            f"collect: {', '.join(PROFILE_TYPES)} from {len(targets)} instances, "
+            f"CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
+        )
+        self.archive.mkdir(parents=True, exist_ok=True)
+        report = collect(
+            lab.store,
+            targets,
+            seconds=a.cpu_seconds,
+            types=PROFILE_TYPES,
+            archive_dir=self.archive,
+            metrics_interval=METRICS_INTERVAL,
+        )
+        self.say(report.summary())
+        for line in report.errors():
+            print(f"  {line}", file=sys.stderr)
+        try:
+            load = run.wait()
+            self.say(
+                f"loadgen: {load.get('requests')} requests, {load.get('errors')} errors, "
+                f"p99 {load.get('p99_ms', 0):.1f} ms, {load.get('rate_avg', 0):.0f}/s on average"
+            )
+        except harness.FleetError as e:
+            print(f"  loadgen: {e}", file=sys.stderr)
+        return report
+
+    def ingest_gctrace(self, lab: Any, instances: list[Any]) -> None:
+        """One gc_cycles row per gctrace line; time = process start + @seconds."""
+        from pyproflab.errors import MetricsError
+        from pyproflab.sources.gctrace import read_gctrace
+        from pyproflab.store.metrics import ingest_gc_cycles
+
+        for inst in instances:
+            if inst.stderr is None or not inst.stderr.exists():
+                continue
+            errors: list[MetricsError] = []
+            rows = read_gctrace(
+                inst.stderr,
+                process_start=datetime.fromtimestamp(inst.started_at, UTC),
+                errors=errors,
+            )
+            added = ingest_gc_cycles(
+                lab.store,
+                rows,
+                service=SERVICE,
+                version=inst.version,
+                instance=inst.instance,
+                source=str(inst.stderr),
+            )
+            lost = f", {len(errors)} split lines skipped" if errors else ""
+            self.say(f"{inst.instance}: {added} GC cycles from gctrace{lost}")
+
+    # --- the summary ----------------------------------------------------------------
+
+    def summary(self, lab: Any, ids: list[int]) -> None:
+        from pyproflab.reports import render_top
+        from pyproflab.store.select import Selection
+
+        def of_types(types: tuple[str, ...]) -> list[int]:
+            rows = lab.sql(
+                "SELECT profile_id FROM profiles WHERE list_contains(?, profile_type) "
+                "AND list_contains(?, profile_id) ORDER BY profile_id",
+                [list(types), ids],
+            )
+            return rows.column(0).to_pylist()
+
+        cpu_ids = of_types(("cpu",))
+        # The GC join over the profiles taken across the whole window; the heap and
+        # goroutine snapshots are instants at its end, with no scrape inside them.
+        windowed_ids = of_types(WINDOWED_TYPES)
+        print(f"\nstore {self.db.resolve()}: this run added {len(ids)} profiles")
+
+        print(f"\n== Top CPU functions, fleet-wide ({len(cpu_ids)} CPU profiles) ==")
+        top = lab.top(Selection(profile_ids=cpu_ids), nodecount=TOP_NODES)
+        print(render_top(top, "text").rstrip())
+
+        print("\n== GC share per instance: profile view vs runtime view ==")
+        print(gc_table(lab.gc(Selection(profile_ids=windowed_ids))))
+
+        print("\n== v1 vs v2 headline ==")
+        print(headline(lab, cpu_ids))
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def gc_table(result: Any) -> str:
+    """The per-instance GC table: the profile's view (GC categories of its CPU
+    stacks) beside the runtime's (go_cpu_classes), and the cycles behind them."""
+    head = [
+        "version",
+        "instance",
+        "GOGC",
+        "GC/min",
+        "gctrace cycles",
+        "heap goal",
+        "profile view",
+        "profile mark",
+        "runtime busy",
+        "runtime all",
+    ]
+    rows = []
+    for r in result.instances.to_pylist():
+        goal = r["heap_goal_mean_bytes"]
+        rows.append(
+            [
+                str(r["version"] or "-"),
+                str(r["instance"] or "-"),
+                "-" if r["gogc_percent"] is None else f"{r['gogc_percent']:.0f}",
+                "-" if r["gc_cycles_per_min"] is None else f"{r['gc_cycles_per_min']:.0f}",
+                "-" if r["gctrace_cycles"] is None else str(r["gctrace_cycles"]),
+                "-" if goal is None else f"{goal / 2**20:.1f} MiB",
+                _pct(r["profile_gc_share"]),
+                _pct(r["profile_gc_mark_share"]),
+                _pct(r["gc_cpu_fraction_busy"]),
+                _pct(r["gc_cpu_fraction"]),
+            ]
+        )
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        left = [c.ljust(w) for c, w in zip(cells[:2], widths[:2], strict=True)]
+        right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:], strict=True)]
+        return "  ".join(left + right)
+
+    legend = [
+        "",
+        "profile view: every GC category of the CPU stacks (mark, assists, malloc,",
+        "  write barriers, sweeping, scavenger) / all CPU samples",
+        "profile mark: only what the runtime books as GC (mark workers, assists, STW)",
+        "runtime busy: go_cpu_classes gc / (total - idle), the one to set beside profile mark;",
+        "  runtime all: gc / total (idle included)",
+    ]
+    notes = [f"note: {n}" for n in result.notes]
+    return "\n".join([line(head), *(line(r) for r in rows), *legend, *notes])
+
+
+def headline(lab: Any, cpu_ids: list[int]) -> str:
+    """The planted function's CPU on each side, from ``regressions`` (per-profile
+    rates in cores, bootstrap interval of the relative change)."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
+    planted = load_harness().PLANTED_FUNCTION
+    sides = {
+        v: [
+            r["profile_id"]
+            for r in lab.sql(
+                "SELECT profile_id FROM profiles "
+                "WHERE version = ? AND list_contains(?, profile_id)",
+                [v, cpu_ids],
+            ).to_pylist()
+        ]
+        for v in ("v1", "v2")
+    }
+    if not sides["v1"] or not sides["v2"]:
+        return "no CPU profiles of both versions: no headline"
+    r = regressions(
+        lab.store, Selection(profile_ids=sides["v1"]), Selection(profile_ids=sides["v2"])
+    )
+    rows = r.rows.to_pylist()
+    mine = next((x for x in rows if x["name"] == planted), None)
+    if mine is None:
+        return f"{planted}: not in either side's CPU profiles"
+    unit = r.rate_unit
+    lines = [
+        f"{planted} (flat CPU; {r.n_base} v1 vs {r.n_new} v2 profiles, rates = CPU {unit}):",
+        f"  v1 {mine['flat_rate_base']:.3f} {unit} ({_pct(mine['flat_share_base'])} of v1's CPU)"
+        f"  ->  v2 {mine['flat_rate_new']:.3f} {unit} ({_pct(mine['flat_share_new'])} of v2's CPU)",
+    ]
+    rel = mine["flat_rel"]
+    if rel is not None:
+        ci = ""
+        if mine["flat_rel_lo"] is not None and mine["flat_rel_hi"] is not None:
+            ci = (
+                f", {r.confidence:.0%} interval {mine['flat_rel_lo']:+.0%} .. "
+                f"{mine['flat_rel_hi']:+.0%}"
+            )
+        q = f", q = {mine['flat_q']:.3g}" if mine["flat_q"] is not None else ""
+        verdict = "significant" if mine["flat_significant"] else "not significant"
+        lines.append(f"  change {rel:+.1%}{ci}{q} ({verdict} at FDR {r.fdr:.0%})")
+    if not mine["flat_significant"] and min(r.n_base, r.n_new) < 3:
+        lines.append(
+            "  (one CPU profile per instance: too few for the t-test to call anything;"
+            " the size and rank of the change are the signal)"
+        )
+    lines.append(f"  rank {mine['rank']} of {len(rows)} functions by |flat change|; top 3:")
+    for x in rows[:3]:
+        rel_x = "" if x["flat_rel"] is None else f" ({x['flat_rel']:+.0%})"
+        lines.append(f"    {x['rank']}. {x['name']}: {x['flat_change']:+.3f} {unit}{rel_x}")
+    if r.notes:
+        lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+# --- the command --------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m pyproflab.demo",
+        description="Run the demo fleet, collect its profiles and GC metrics, print a summary.",
+    )
+    p.add_argument("--db", default="pyproflab.duckdb", help="the store (default %(default)s)")
+    p.add_argument("--workdir", default=".demo", help="logs and PID files (default %(default)s)")
+    p.add_argument("--load-seconds", type=float, default=36.0, help="load duration (36)")
+    p.add_argument("--cpu-seconds", type=int, default=25, help="CPU profile window (25)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    args = p.parse_args(argv)
+    if not 4 <= args.load_seconds <= 600:
+        p.error("--load-seconds must be between 4 and 600")
+    if args.cpu_seconds < 1 or args.cpu_seconds > args.load_seconds - 2:
+        p.error("--cpu-seconds must be at least 1 and 2 less than --load-seconds")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyproflab.lab import Lab
-    from pyproflab.reports import render_top
-
-    parser = argparse.ArgumentParser(prog="python -m pyproflab.demo", description=__doc__)
-    parser.add_argument("--db", default="pyproflab.duckdb")
-    parser.add_argument("--workdir", default=".demo")
-    parser.add_argument("--cpu-seconds", type=int, default=3)
-    args = parser.parse_args(argv)
-    workdir = Path(args.workdir).resolve()
+    args = parse_args(argv)
+    old_term = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        binary = build_profgen(workdir)
-        instances = run_instances(binary, workdir, args.cpu_seconds)
-        with Lab.open(args.db) as lab:
-            for name, folder in instances:
-                report = lab.ingest(folder, service="profgen", version="demo", instance=name)
-                print(f"{name}: {report.summary()}")
-            print(f"\nstore {os.path.abspath(args.db)}")
-            for ptype, index in (("cpu", None), ("heap", "inuse_space"), ("allocs", "alloc_space")):
-                result = lab.top(
-                    service="profgen", profile_type=ptype, sample_index=index, nodecount=15
-                )
-                print(f"\n== top {ptype} functions, all instances ==")
-                print(render_top(result, "text"))
+        return Demo(args).run()
+    except KeyboardInterrupt:
+        print("pyproflab demo: interrupted; the processes it started are stopped", file=sys.stderr)
+        return 130
     except ProflabError as e:
         print(f"pyproflab demo: error: {e}", file=sys.stderr)
         return e.exit_code
-    except subprocess.CalledProcessError as e:
-        print(f"pyproflab demo: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    except Exception as e:  # e.g. fleet_harness.FleetError: one line, no traceback
+        print(f"pyproflab demo: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

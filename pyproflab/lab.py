@@ -140,12 +140,14 @@ class Lab:
 
         return pgo(self.store, _selection(selection, kwargs), **kwargs)
 
-    def regressions(self, base: Any, new: Any, *, sample_index: Any = None, **options: Any):
+    def regressions(self, base: Any, new: Any, *, sample: Any = None, **options: Any):
         """What got slower from ``base`` to ``new`` (Selections or dicts such as
-        ``{"version": "v1"}``): a ``RegressionsResult`` with intervals and FDR."""
+        ``{"version": "v1"}``): a ``RegressionsResult`` with intervals and FDR.
+        ``sample`` names the sample type (e.g. ``"cpu"``, ``"alloc_space"``)."""
         from pyproflab.analyses.regressions import regressions
 
-        return regressions(self.store, base, new, sample_index=sample_index, **options)
+        options.setdefault("sample_index", sample)
+        return regressions(self.store, base, new, **options)
 
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
