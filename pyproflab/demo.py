@@ -17,13 +17,17 @@ What it does, in order:
 4. Stops the fleet, reads the gctrace logs into ``gc_cycles`` (times = each
    process's start + the runtime's ``@seconds``), and prints a summary of this
    run's profiles: the top CPU functions fleet-wide, the GC share per instance
-   (profile view vs runtime view) and the v1 vs v2 headline for ``main.scoreNote``.
+   (profile view vs runtime view; over the windowed profiles, since the heap
+   and goroutine snapshots are instants with no scrape in them) and the v1 vs
+   v2 headline for ``main.scoreNote`` from ``analyses.regressions``: its CPU
+   rate on each side, flat and cum (cum also holds the ``runtime.asyncPreempt``
+   samples taken inside it), the relative change, its interval and q-value.
 
 Rules:
 
 - Everything lands in the store given by ``--db`` (default ``./pyproflab.duckdb``),
-  raw profiles in ``<db folder>/archive``, logs and PID files in
-  ``<workdir>/run-<time>/``. A re-run appends its new profiles.
+  raw profiles in ``<workdir>/archive`` (default ``.demo``), gctrace logs and
+  the PID file in ``<workdir>/run-<time>/``. A re-run appends its new profiles.
 - Every process it starts is listed in ``<run dir>/pids`` as soon as it exists
   (``notesd PID INSTANCE`` / ``loadgen PID``), bounded in time by itself
   (notesd's ``-max-lifetime``, loadgen's duration), and stopped by its PID in a
@@ -144,9 +148,10 @@ class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.db = Path(args.db)
-        self.archive = self.db.resolve().parent / "archive"
+        workdir = Path(args.workdir).resolve()
+        self.archive = workdir / "archive"  # shared by the runs: content-addressed
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        self.run_dir = Path(args.workdir).resolve() / f"run-{stamp}"
+        self.run_dir = workdir / f"run-{stamp}"
         self.quiet = args.quiet
         self.t0 = time.monotonic()
 
@@ -372,9 +377,30 @@ def gc_table(result: Any) -> str:
     return "\n".join([line(head), *(line(r) for r in rows), *legend, *notes])
 
 
+def _side_change(row: dict[str, Any], m: str, unit: str, confidence: float, fdr: float) -> str:
+    """``flat: v1 0.046 (18.2%) -> v2 0.054 (20.0%), +17.4% [-2% .. +37%], q 0.98``."""
+    text = (
+        f"{m:<4}  v1 {row[f'{m}_rate_base']:.3f} ({_pct(row[f'{m}_share_base'])})"
+        f"  ->  v2 {row[f'{m}_rate_new']:.3f} ({_pct(row[f'{m}_share_new'])})"
+    )
+    rel = row[f"{m}_rel"]
+    if rel is None:
+        return text
+    text += f"  {rel:+.1%}"
+    lo, hi = row[f"{m}_rel_lo"], row[f"{m}_rel_hi"]
+    if lo is not None and hi is not None:
+        text += f", {confidence:.0%} interval {lo:+.0%} .. {hi:+.0%}"
+    q = row[f"{m}_q"]
+    if q is not None:
+        verdict = "significant" if row[f"{m}_significant"] else "not significant"
+        text += f", q {q:.2g} ({verdict} at FDR {fdr:.0%})"
+    return text
+
+
 def headline(lab: Any, cpu_ids: list[int]) -> str:
-    """The planted function's CPU on each side, from ``regressions`` (per-profile
-    rates in cores, bootstrap interval of the relative change)."""
+    """The planted function's CPU on each side, from ``regressions``: rates in
+    cores (CPU time / profile duration), shares of each side's CPU, the relative
+    change with its bootstrap interval and q-value, flat and cum."""
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store.select import Selection
 
@@ -401,21 +427,15 @@ def headline(lab: Any, cpu_ids: list[int]) -> str:
         return f"{planted}: not in either side's CPU profiles"
     unit = r.rate_unit
     lines = [
-        f"{planted} (flat CPU; {r.n_base} v1 vs {r.n_new} v2 profiles, rates = CPU {unit}):",
-        f"  v1 {mine['flat_rate_base']:.3f} {unit} ({_pct(mine['flat_share_base'])} of v1's CPU)"
-        f"  ->  v2 {mine['flat_rate_new']:.3f} {unit} ({_pct(mine['flat_share_new'])} of v2's CPU)",
+        f"{planted}: CPU {unit} on each side ({r.n_base} v1 vs {r.n_new} v2 CPU profiles; "
+        f"the plant is +30%: 13 counting passes instead of 10)"
     ]
-    rel = mine["flat_rel"]
-    if rel is not None:
-        ci = ""
-        if mine["flat_rel_lo"] is not None and mine["flat_rel_hi"] is not None:
-            ci = (
-                f", {r.confidence:.0%} interval {mine['flat_rel_lo']:+.0%} .. "
-                f"{mine['flat_rel_hi']:+.0%}"
-            )
-        q = f", q = {mine['flat_q']:.3g}" if mine["flat_q"] is not None else ""
-        verdict = "significant" if mine["flat_significant"] else "not significant"
-        lines.append(f"  change {rel:+.1%}{ci}{q} ({verdict} at FDR {r.fdr:.0%})")
+    for m in ("flat", "cum"):
+        lines.append("  " + _side_change(mine, m, unit, r.confidence, r.fdr))
+    lines.append(
+        "  (cum also holds the runtime.asyncPreempt samples taken inside the function:"
+        " where preemption signals are costly, they are part of its CPU)"
+    )
     if not mine["flat_significant"] and min(r.n_base, r.n_new) < 3:
         lines.append(
             "  (one CPU profile per instance: too few for the t-test to call anything;"

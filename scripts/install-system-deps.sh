@@ -2,12 +2,31 @@
 # Install the system packages the tests need, idempotently, and say what was done.
 #
 # - prometheus (Debian's package, 2.42 on bookworm) for tests/test_prometheus_server.py.
+# - chromium (Debian's package) for the headless browser tests of the HTML report
+#   (tests/test_report_browser.py, tests/test_untrusted_names.py).
 #
 # The package's maintainer scripts would start a prometheus daemon (systemd or
 # /etc/init.d). The tests start their own on 127.0.0.1 and nothing may keep
 # running, so a temporary policy-rc.d forbids service starts during the install,
 # and any prometheus process that appeared during the install is stopped by PID.
 set -eu
+
+# chromium: only if missing, only as root, never fatal (its tests skip without it).
+if [ -x /usr/bin/chromium ]; then
+    echo "install-system-deps: chromium already installed ($(/usr/bin/chromium --version 2>/dev/null | head -n 1))"
+elif [ "$(id -u)" != 0 ]; then
+    echo "install-system-deps: /usr/bin/chromium missing and not root; skipping (browser tests will skip)" >&2
+elif ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-system-deps: no apt-get; cannot install chromium (browser tests will skip)" >&2
+else
+    echo "install-system-deps: installing Debian package chromium"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+        echo "install-system-deps: installed $(/usr/bin/chromium --version 2>/dev/null | head -n 1)"
+    else
+        echo "install-system-deps: installing chromium failed (browser tests will skip)" >&2
+    fi
+fi
 
 if [ -x /usr/bin/prometheus ]; then
     echo "install-system-deps: prometheus already installed ($(/usr/bin/prometheus --version 2>&1 | head -n 1))"

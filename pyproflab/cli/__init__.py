@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "regressions": ("pyproflab.cli.regressions", "what got slower between two selections"),
     "pgo": ("pyproflab.cli.pgo", "write a checked default.pgo for go build -pgo; pgo diff OLD NEW"),
     "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),
+    "job": ("pyproflab.cli.job", "run a scheduled job: ingest, analyse, write outputs, once"),
+    "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
 }
 
 

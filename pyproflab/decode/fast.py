@@ -31,6 +31,10 @@ U64 = np.uint64
 I64 = np.int64
 WIRE_VARINT, WIRE_BYTES = 0, 2
 MAX_VARINT_BYTES = 10
+# After this many field positions, messages still open (at most SCALAR_MAX_LIVE)
+# are walked one field at a time (see ``walk``).
+SCALAR_AFTER_STEPS = 32
+SCALAR_MAX_LIVE = 16
 
 
 class _HandToReference(Exception):
@@ -176,6 +180,7 @@ def walk(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) 
     cur = first.astype(I64)
     live = cur < end
     msg, cur = msg[live], cur[live]
+    steps = 0
     while msg.size:
         stop, stop_byte = end[msg], end_byte[msg]
         if (cur + 1 >= stop).any():
@@ -205,11 +210,69 @@ def walk(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) 
         parts.append((msg, number, wire, cur, nxt))
         live = nxt < stop
         msg, cur = msg[live], nxt[live]
+        steps += 1
+        if steps >= SCALAR_AFTER_STEPS and 0 < msg.size <= SCALAR_MAX_LIVE:
+            # A few very wide messages left (one sample with 10^5 labels): a numpy
+            # step per field would cost ~100 us each, so finish them one by one.
+            parts.append(_walk_scalar(tok, msg, cur, end, end_byte))
+            break
     if not parts:
         empty = np.zeros(0, dtype=I64)
         return Fields(empty, empty.astype(U64), empty.astype(np.int8), empty, empty, n)
     cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], n)
+
+
+def _walk_scalar(tok: Tokens, msgs: np.ndarray, curs: np.ndarray, end: np.ndarray,
+                 end_byte: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The rest of ``walk`` for messages ``msgs`` from varint ``curs`` on, one field at
+    a time in plain Python; the same fields, in each message's order, and the same
+    hand-overs to the reference decoder."""
+    from bisect import bisect_left
+
+    out_msg: list[int] = []
+    out_num: list[int] = []
+    out_wire: list[int] = []
+    out_cur: list[int] = []
+    out_next: list[int] = []
+    for m, c in zip(msgs.tolist(), curs.tolist(), strict=True):
+        stop, stop_byte = int(end[m]), int(end_byte[m])
+        values = tok.values[c:stop].tolist()
+        ends = tok.ends[c:stop].tolist()
+        i = 0  # c + i is the current varint
+        last = stop - c
+        while i < last:
+            if i + 1 >= last:
+                raise _HandToReference("truncated field")
+            tag = values[i]
+            wire, number = tag & 7, tag >> 3
+            if number == 0:
+                raise _HandToReference("field number 0")
+            if wire == WIRE_VARINT:
+                nxt = i + 2
+            elif wire == WIRE_BYTES:
+                length = values[i + 1]
+                payload_start = ends[i + 1] + 1
+                if length > stop_byte - payload_start:
+                    raise _HandToReference("field longer than its message")
+                payload_end = payload_start + length
+                if payload_end < stop_byte:
+                    nxt = bisect_left(ends, payload_end, i + 2)
+                    if nxt >= last or (ends[nxt - 1] + 1 if nxt else c) != payload_end:
+                        raise _HandToReference("a field ends inside a varint")
+                else:
+                    nxt = last
+            else:
+                raise _HandToReference("fixed-width or group field")
+            out_msg.append(m)
+            out_num.append(number)
+            out_wire.append(wire)
+            out_cur.append(c + i)
+            out_next.append(c + nxt)
+            i = nxt
+    return (np.array(out_msg, dtype=I64), np.array(out_num, dtype=U64),
+            np.array(out_wire, dtype=np.int8), np.array(out_cur, dtype=I64),
+            np.array(out_next, dtype=I64))
 
 
 def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:

@@ -212,7 +212,10 @@ def gogc_figure(result):
     current point, the recommendation and the budget. Unbounded settings are left out."""
     import plotly.graph_objects as go
 
-    esc = html.escape
+    # Plotly decodes &lt; &gt; &amp; and numeric entities but not &quot;: keep quotes as is.
+    def esc(text: str) -> str:
+        return html.escape(text, quote=False)
+
     hk, ck = result.inputs.heap_known, result.inputs.cpu_known
     scale = MiB if hk else 1.0
     xunit = "MiB" if hk else "× current marked heap"

@@ -6,11 +6,22 @@ query can only see store tables and Arrow tables registered on purpose); the
 schema comes from ``sql/schema.sql`` and ``sql/macros.sql``; values reach SQL
 only as bound parameters; a DuckDB error leaves this module as a
 ``StoreError`` naming the store, exactly once, here at the boundary.
+
+Concurrency (DuckDB 2.0, measured): a process opening the file read-write
+holds DuckDB's exclusive file lock, so while it is open a second process can
+open it neither read-write nor read-only; several read-only processes may
+share it, and they keep writers out. On top of that a writable open of a
+file takes the store lock (``lock.StoreLock``, ``<store>.lock``) first, so a
+second writer is told who holds the store and since when. Any open blocked
+by another process raises ``StoreError("... store is busy (held by pid N
+since T ...)")`` at once, or after polling up to ``wait`` seconds.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -21,6 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
+from pyproflab.store.lock import StoreLock, busy_error, read_holder
 
 if TYPE_CHECKING:
     from pyproflab.model import Profile
@@ -59,6 +71,36 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+_DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _connect(name: str, read_only: bool, deadline: float,
+             wait: float) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, retried until ``deadline`` while another process holds
+    DuckDB's file lock (a writer, or readers keeping a writer out)."""
+    while True:
+        try:
+            return duckdb.connect(name, read_only=read_only)
+        except duckdb.Error as e:
+            msg = _first_line(e)
+            if "not a valid DuckDB database" in msg:
+                raise StoreError(f"{name}: not a DuckDB store") from e
+            if "lock" not in msg.lower():
+                raise StoreError(f"{name}: cannot open store: {msg}") from e
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            # DuckDB names the process holding the file; the lock file says more
+            # about it when it is a pyproflab writer.
+            m = _DUCKDB_PID.search(str(e))
+            pid = m.group(1) if m else "?"
+            holder = read_holder(name) if read_only else None
+            if not holder or str(holder.get("pid")) != pid:
+                what = "open for writing" if read_only else "open by a reader"
+                holder = {"pid": pid, "command": f"{what} in DuckDB"}
+            raise busy_error(name, waited=wait, holder=holder) from e
+
+
 class Store:
     """A pyproflab store: one DuckDB connection plus the schema on it.
 
@@ -67,23 +109,26 @@ class Store:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, *, name: str, owned: bool,
-                 read_only: bool = False):
+                 read_only: bool = False, lock: StoreLock | None = None):
         self.con = con
         self.name = name
         self.read_only = read_only
         self._owned = owned
         self._closed = False
+        self.lock = lock  # the writer lock of a file store opened read-write
 
     # --- opening -------------------------------------------------------------
 
     @classmethod
     def open(cls, path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False,
-             create: bool = True) -> Store:
+             create: bool = True, wait: float = 0.0) -> Store:
         """Open the store at ``path`` (``":memory:"`` for a throw-away one).
 
         A missing file is created unless ``read_only`` or ``create=False``; a
         file that is not a DuckDB database, or a database without the
-        pyproflab schema opened read-only, raises ``StoreError``.
+        pyproflab schema opened read-only, raises ``StoreError``. A store busy
+        in another process raises ``StoreError`` at once, or once ``wait``
+        seconds have passed (see the module docstring).
         """
         name = str(path)
         memory = name == MEMORY
@@ -98,21 +143,21 @@ class Store:
                     raise StoreError(f"{name}: no such store")
                 if not p.parent.exists():
                     raise StoreError(f"{name}: folder {p.parent} does not exist")
+        deadline = time.monotonic() + max(0.0, wait)
+        lock = None
+        if not memory and not read_only:
+            lock = StoreLock(name).acquire(wait=max(0.0, wait))
         try:
-            con = duckdb.connect(name, read_only=read_only)
-        except duckdb.Error as e:
-            msg = _first_line(e)
-            if "not a valid DuckDB database" in msg:
-                raise StoreError(f"{name}: not a DuckDB store") from e
-            if "lock" in msg.lower():
-                raise StoreError(f"{name}: store is busy (opened for writing by another "
-                                 "process)") from e
-            raise StoreError(f"{name}: cannot open store: {msg}") from e
-        store = cls(con, name=name, owned=True, read_only=read_only)
-        try:
-            store._setup()
+            con = _connect(name, read_only, deadline, wait)
+            store = cls(con, name=name, owned=True, read_only=read_only, lock=lock)
+            try:
+                store._setup()
+            except BaseException:
+                con.close()
+                raise
         except BaseException:
-            con.close()
+            if lock is not None:
+                lock.release()
             raise
         return store
 
@@ -282,6 +327,8 @@ class Store:
                 self.con.close()
             except duckdb.Error:
                 pass
+        if self.lock is not None:
+            self.lock.release()  # after the close: DuckDB has checkpointed by now
 
     def __enter__(self) -> Store:
         return self

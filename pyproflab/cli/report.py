@@ -1,0 +1,59 @@
+"""One self-contained HTML report of a selection: works offline, plotly embedded.
+
+Sections: fleet summary, top CPU functions, flame graphs of the merged CPU
+and alloc_space, regressions between the first and last version (when there
+are two or more), GC share over time per instance, the GOGC curve and
+recommendation, the PGO summary. A section without data says why; each names
+the command that gives its data as text or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        common.add_db_option(parser)
+        common.add_selection_options(parser)
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            default="report.html",
+            help="the HTML file to write (default report.html; - for stdout)",
+        )
+        parser.add_argument("--title", help="the page title (default: pyproflab report)")
+        parser.add_argument(
+            "--budget",
+            metavar="SIZE",
+            help="memory budget for the GOGC recommendation (e.g. 2GiB, or "
+            "1.5x the current peak; default 1.5x)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        import sys
+
+        from pyproflab.reports.html_report import build_report
+        from pyproflab.store import Store
+
+        db = common.db_path(args)
+        with Store.open(db, read_only=True) as store:
+            report = build_report(
+                store, common.selection_from_args(args), db=db, title=args.title, budget=args.budget
+            )
+        common.write_output(report.html, args.output)
+        if args.output not in (None, "-"):
+            skipped = [s.id for s in report.sections if s.skipped]
+            print(
+                f"wrote {args.output}: {len(report.html.encode()) / 1e6:.2f} MB, "
+                f"{report.charts} charts, {len(report.sections)} sections"
+                + (f" ({', '.join(skipped)} skipped)" if skipped else "")
+                + f", built in {report.seconds:.2f} s",
+                file=sys.stderr,
+            )
+        return 0

@@ -1,0 +1,157 @@
+"""Job outputs: timestamped files, a stable ``latest`` name, nothing ever half-written.
+
+Rules:
+
+- Every file is written to a hidden temp file in the same folder, fsynced,
+  then ``os.replace``d onto its name: a reader (or a kill) sees the old file
+  or the new one, never a truncated one.
+- A run's files are named ``<kind>-<stamp>.<ext>`` with ``stamp =
+  YYYYmmddTHHMMSSZ-r<run id>``; the stable name ``<kind>.<ext>`` (e.g.
+  ``default.pgo``, ``summary.json``) is a relative symlink to the newest,
+  replaced atomically (a temp symlink renamed over it). Where symlinks are
+  not possible, the stable name is an atomically replaced copy.
+- Temp files left by a killed run (``.*.tmp-*``) are removed at the next run.
+- Pruning keeps the newest ``keep`` stamps and any file a stable name points to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+STAMP_RE = re.compile(r"-(\d{8}T\d{6}Z-r\d+)\.")
+TMP_MARK = ".tmp-"
+
+
+def make_stamp(when: datetime, run_id: int) -> str:
+    return f"{when.strftime('%Y%m%dT%H%M%SZ')}-r{run_id}"
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` so that it is the old or the new content, never less."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def point_latest(latest: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Make ``latest`` name ``target`` (same folder) atomically: a relative symlink,
+    else a copy."""
+    latest, target = Path(latest), Path(target)
+    tmp = latest.with_name(f".{latest.name}{TMP_MARK}{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.symlink(target.name, tmp)
+    except OSError:
+        shutil.copyfile(target, tmp)  # no symlinks here: an atomic copy instead
+    try:
+        os.replace(tmp, latest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(latest.parent)
+    return latest
+
+
+class OutputSet:
+    """The files of one run in the output folder."""
+
+    def __init__(self, folder: str | os.PathLike, stamp: str):
+        self.folder = Path(folder)
+        self.stamp = stamp
+        self.written: dict[str, str] = {}  # stable name -> timestamped file name
+
+    def write(self, kind: str, ext: str, data: bytes | str) -> Path:
+        """Write ``<kind>-<stamp>.<ext>`` and point ``<kind>.<ext>`` at it."""
+        target = write_atomic(self.folder / f"{kind}-{self.stamp}.{ext}", data)
+        self.written[f"{kind}.{ext}"] = target.name
+        return target
+
+    def write_file(self, kind: str, ext: str, produce) -> Path:
+        """Like ``write`` for a writer that wants a path (it must write atomically itself)."""
+        target = self.folder / f"{kind}-{self.stamp}.{ext}"
+        produce(target)
+        self.written[f"{kind}.{ext}"] = target.name
+        return target
+
+    def publish(self) -> None:
+        """Point every stable name at this run's file (last, so `latest` moves only
+        once everything of the run is on disk)."""
+        for stable, name in self.written.items():
+            point_latest(self.folder / stable, self.folder / name)
+
+
+def clean_temp(folder: str | os.PathLike) -> int:
+    """Remove temp files of killed runs; return how many."""
+    n = 0
+    folder = Path(folder)
+    if not folder.is_dir():
+        return 0
+    for p in folder.iterdir():
+        if p.name.startswith(".") and TMP_MARK in p.name:
+            try:
+                p.unlink()
+                n += 1
+            except OSError:
+                pass
+    return n
+
+
+def prune(folder: str | os.PathLike, keep: int) -> list[str]:
+    """Delete timestamped files of all but the newest ``keep`` stamps (never one a
+    stable name points to); return the names deleted."""
+    folder = Path(folder)
+    if keep <= 0 or not folder.is_dir():
+        return []
+    by_stamp: dict[str, list[Path]] = {}
+    pinned: set[str] = set()
+    for p in folder.iterdir():
+        if p.is_symlink():
+            pinned.add(os.readlink(p))
+            continue
+        m = STAMP_RE.search(p.name)
+        if m and not p.name.startswith("."):
+            by_stamp.setdefault(m.group(1), []).append(p)
+
+    def order(stamp: str) -> tuple[str, int]:
+        when, run = stamp.split("-r")
+        return when, int(run)
+
+    deleted = []
+    for stamp in sorted(by_stamp, key=order)[:-keep]:
+        for p in by_stamp[stamp]:
+            if p.name in pinned:
+                continue
+            try:
+                p.unlink()
+                deleted.append(p.name)
+            except OSError:
+                pass
+    return deleted

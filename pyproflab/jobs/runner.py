@@ -1,0 +1,422 @@
+"""Running a job: sources -> ingest -> retention -> analyses -> outputs -> record.
+
+Rules:
+
+- The store is opened read-write, so the job holds the store lock for the
+  whole run: a second job (or any writer) gets "store is busy" at once or
+  waits ``wait`` seconds; a stale lock of a killed run is taken over and the
+  summary says so.
+- Ingest is incremental and all-or-nothing per batch (``store.ingest``):
+  drop-folder files already handled (same path, size and mtime) are not read
+  again; profiles are deduplicated by content hash.
+- Exactly once: the analysed input is fingerprinted (``state.fingerprint``).
+  When a finished run has the same fingerprint, nothing is analysed or
+  written and the exit code is that run's. A run killed before it finished
+  is resumed under its run id, so its outputs get the same names: a rerun
+  never leaves a duplicate set.
+- Outputs are written atomically, and the stable ``latest`` names move only
+  after all of a run's files are on disk (``outputs``).
+- Exit codes: 0 done, 1 done with findings over the job's thresholds,
+  2 error (also when a source fails as a whole).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyproflab.errors import ProflabError, StoreError, UsageError
+from pyproflab.jobs import outputs, state
+from pyproflab.jobs.retention import apply_retention
+from pyproflab.jobs.spec import JobSpec, SourceSpec
+from pyproflab.store.connection import Store
+from pyproflab.store.select import TAKEN_AT, Selection
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(f"job: {line}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class JobResult:
+    """What a run did: its exit code, one summary line and the summary document."""
+
+    exit_code: int
+    line: str
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _safe(name: str | None) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name or "all").strip("_") or "all"
+
+
+# --- sources ------------------------------------------------------------------------
+
+
+def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
+    from pyproflab.store.ingest import ProfileMeta, expand_paths, ingest_paths
+
+    if not os.path.isdir(src.path or ""):
+        raise UsageError(f"drop folder {src.path} does not exist")
+    files, _, _ = expand_paths([src.path])
+    seen = state.seen_files(store, job)
+    now = time.time()
+    todo: list[tuple[str, int, int]] = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue  # gone since the listing
+        key = (os.path.abspath(f), st.st_size, st.st_mtime_ns)
+        if key in seen or now - st.st_mtime < src.min_age_seconds:
+            continue
+        todo.append(key)
+    out = {
+        "kind": "drop",
+        "path": src.path,
+        "files": len(todo),
+        "new": 0,
+        "present": 0,
+        "refused": [],
+    }
+    defaults = ProfileMeta(
+        service=src.service, version=src.version, instance=src.instance, labels=dict(src.labels)
+    )
+    for start in range(0, len(todo), src.batch_size):
+        chunk = todo[start : start + src.batch_size]
+        rep = ingest_paths(
+            store,
+            [c[0] for c in chunk],
+            defaults,
+            path_template=src.path_template,
+            batch_size=src.batch_size,
+        )
+        out["new"] += rep.new
+        out["present"] += rep.present
+        refused = {os.path.abspath(p): why for p, why in rep.refused}
+        for p, why in rep.refused:
+            out["refused"].append({"path": p, "why": why})
+            log(f"refused {p}: {why}")
+        # Recorded after the batch committed: a kill in between only means the
+        # files are read again next time and found present.
+        state.record_files(
+            store, job, [(p, s, m, "refused" if p in refused else "ingested") for p, s, m in chunk]
+        )
+    return out
+
+
+def _parquet_source(store: Store, src: SourceSpec) -> dict[str, Any]:
+    from pyproflab.store.parquet import import_parquet
+
+    rep = import_parquet(store, src.path or "")
+    return {"kind": "parquet", "path": src.path, "new": rep.new, "present": rep.present}
+
+
+def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
+    from pyproflab.sources.collect import COLLECT_TYPES, collect
+    from pyproflab.sources.targets import load_targets, parse_types
+
+    targets = load_targets(src.targets or "")
+    try:
+        types = parse_types(src.types) if src.types else list(COLLECT_TYPES)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    archive = Path(src.archive) if src.archive else Path(store.name).parent / "archive"
+    archive.mkdir(parents=True, exist_ok=True)
+    try:
+        rep = collect(
+            store,
+            targets,
+            seconds=src.seconds,
+            types=types,
+            archive_dir=archive,
+            metrics_interval=src.metrics_interval or None,
+            timeout=src.timeout,
+            retries=src.retries,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    for line in rep.errors():
+        log(f"collect: {line}")
+    return {
+        "kind": "collect",
+        "targets": src.targets,
+        "new": rep.new,
+        "present": rep.present,
+        "failed": rep.failed,
+        "errors": rep.errors(),
+    }
+
+
+# --- analyses -----------------------------------------------------------------------
+
+
+def versions(
+    store: Store, selection: Selection, profile_type: str | None, order: str
+) -> dict[str | None, list[str]]:
+    """service -> its versions in the selection, oldest first (by ``order``)."""
+    where, params = selection.where()
+    if profile_type:
+        where += " AND p.profile_type = ?"
+        params = [*params, profile_type]
+    key = "min(p.profile_id)" if order == "ingest" else f"min({TAKEN_AT}), min(p.profile_id)"
+    t = store.sql(
+        f"SELECT p.service, p.version FROM profiles p WHERE {where} "
+        f"AND p.version IS NOT NULL GROUP BY p.service, p.version "
+        f"ORDER BY p.service NULLS FIRST, {key}",
+        params,
+    )
+    out: dict[str | None, list[str]] = {}
+    for svc, ver in zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True):
+        out.setdefault(svc, []).append(ver)
+    return out
+
+
+def _narrow(sel: Selection, **fields: Any) -> Selection:
+    d = {
+        k: getattr(sel, k)
+        for k in (
+            "service",
+            "version",
+            "instance",
+            "profile_type",
+            "since",
+            "until",
+            "labels",
+            "profile_ids",
+        )
+    }
+    d.update({k: v for k, v in fields.items() if v is not None})
+    return Selection(**d)
+
+
+def _regressions(
+    store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
+) -> int:
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.reports.regressions import render_regressions
+
+    r = spec.regressions
+    assert r is not None
+    findings = 0
+    for svc, vers in versions(store, sel, r.profile_type, r.order).items():
+        item: dict[str, Any] = {"service": svc}
+        summary["regressions"].append(item)
+        if len(vers) < 2:
+            item["skipped"] = f"only one version ({vers[0]})" if vers else "no versions"
+            continue
+        base_v, new_v = vers[-2], vers[-1]
+        item.update(base=base_v, new=new_v)
+        base = _narrow(sel, service=svc, version=base_v, profile_type=r.profile_type)
+        new = _narrow(sel, service=svc, version=new_v, profile_type=r.profile_type)
+        try:
+            res = regressions(
+                store,
+                base,
+                new,
+                fdr=r.fdr,
+                resamples=r.resamples,
+                min_share=r.min_share,
+                granularity=r.granularity,
+                rank_by=r.metric,
+            )
+        except ProflabError as e:
+            item["skipped"] = str(e)
+            continue
+        m = r.metric
+        hits = [
+            row
+            for row in res.rows.to_pylist()
+            if row[f"{m}_significant"]
+            and row[f"{m}_rel"] is not None
+            and row[f"{m}_rel"] * 100 > r.threshold_pct
+        ]
+        item.update(
+            profiles_base=res.n_base,
+            profiles_new=res.n_new,
+            statistics=res.statistics,
+            notes=list(res.notes),
+            findings=[
+                {"name": h["label"], "rel_pct": round(h[f"{m}_rel"] * 100, 2), "q": h[f"{m}_q"]}
+                for h in hits[:50]
+            ],
+        )
+        findings += len(hits)
+        kind = f"regressions-{_safe(svc)}"
+        for fmt in spec.formats:
+            ext = {"text": "txt"}.get(fmt, fmt)
+            out.write(kind, ext, render_regressions(res, fmt))
+    return findings
+
+
+def _gogc(
+    store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
+) -> None:
+    from pyproflab.analyses.gogc import gogc
+    from pyproflab.reports.gogc import render_gogc
+
+    g = spec.gogc
+    assert g is not None
+    kw: dict[str, Any] = {"budget": g.budget, "headroom": g.headroom}
+    if g.candidates:
+        kw["candidates"] = g.candidates
+    try:
+        res = gogc(store, sel, **kw)
+    except ProflabError as e:
+        summary["gogc"] = {"skipped": str(e)}
+        return
+    rec = res.recommendation
+    summary["gogc"] = {
+        "recommendation": rec.get("gogc_label") if rec else None,
+        "notes": list(res.notes),
+    }
+    for fmt in spec.formats:
+        out.write("gogc", {"text": "txt"}.get(fmt, fmt), render_gogc(res, fmt))
+
+
+def _pgo(
+    store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
+) -> None:
+    from pyproflab.analyses.pgo import pgo
+    from pyproflab.reports.pgo import render_json
+
+    p = spec.pgo
+    assert p is not None
+    order = spec.regressions.order if spec.regressions else "ingest"
+    by_service = versions(store, sel, "cpu", order)
+    if not by_service:
+        by_service = {None: []}
+    for svc, vers in by_service.items():
+        version = vers[-1] if (p.version == "newest" and vers) else None
+        chosen = _narrow(sel, service=svc, version=version)
+        item: dict[str, Any] = {"service": svc, "version": version}
+        summary["pgo"].append(item)
+        try:
+            res = pgo(store, chosen, top=p.top)
+        except ProflabError as e:
+            item["skipped"] = str(e)
+            continue
+        if not res.ok:
+            item["skipped"] = res.refusal
+            continue
+        kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
+        out.write_file(kind, "pgo", lambda path, res=res: res.write(path, verify=p.verify))
+        item.update(inputs=len(res.inputs), edges=len(res.edges), verify=res.verify_note)
+        out.write(f"pgo-{_safe(svc)}", "json", render_json(res))
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+def run_job(
+    spec: JobSpec, *, wait: float | None = None, log: Log = _stderr, now: datetime | None = None
+) -> JobResult:
+    """Run ``spec`` once (see the module rules). ProflabErrors propagate (exit 2)."""
+    started = now or datetime.now(UTC)
+    out_dir = Path(spec.output)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out_dir}: cannot create the output folder: {e.strerror or e}") from None
+    summary: dict[str, Any] = {
+        "job": spec.name,
+        "store": spec.store,
+        "output": str(out_dir),
+        "started_at": started.isoformat(),
+        "sources": [],
+        "regressions": [],
+        "pgo": [],
+    }
+    with Store.open(spec.store, wait=spec.wait if wait is None else wait) as store:
+        if store.lock is not None and store.lock.took_over:
+            held = store.lock.took_over
+            summary["stale_lock"] = held
+            log(f"took over a stale lock of pid {held.get('pid')} (since {held.get('since')})")
+        outputs.clean_temp(out_dir)
+        state.ensure_tables(store)
+
+        # 1. sources, each on its own: one failing does not stop the others.
+        source_failed = False
+        for src in spec.sources:
+            try:
+                if src.kind == "drop":
+                    summary["sources"].append(_drop_source(store, spec.name, src, log))
+                elif src.kind == "parquet":
+                    summary["sources"].append(_parquet_source(store, src))
+                else:
+                    summary["sources"].append(_collect_source(store, src, log))
+            except (ProflabError, OSError) as e:
+                if isinstance(e, StoreError) and "busy" in str(e):
+                    raise
+                source_failed = True
+                summary["sources"].append({"kind": src.kind, "error": str(e)})
+                log(f"{src.kind} source failed: {e}")
+
+        # 2. retention, before the fingerprint: dropped profiles are not analysed.
+        if spec.retention.max_age_days is not None:
+            rep = apply_retention(
+                store, spec.retention.max_age_days, metrics=spec.retention.metrics, now=started
+            )
+            summary["retention"] = rep.to_dict()
+
+        # 3. exactly once: the same input as a finished run -> nothing to do.
+        sel = Selection(**spec.selection)
+        fp, n_profiles = state.fingerprint(
+            store, sel, spec.spec_hash, with_metrics=spec.gogc is not None
+        )
+        summary.update(fingerprint=fp, profiles=n_profiles)
+        prev = state.find_run(store, spec.name, fp)
+        ingested = sum(s.get("new", 0) for s in summary["sources"])
+        if prev is not None and prev["finished_at"] is not None:
+            code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
+            line = (
+                f"{spec.name}: unchanged since run {prev['run_id']} "
+                f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles, "
+                f"nothing written; exit {code}"
+            )
+            summary.update(unchanged_since=prev["run_id"], exit_code=code)
+            return JobResult(code, line, summary)
+        if prev is not None:  # a killed run of this very input: finish it, same names
+            run_id, stamp_time = int(prev["run_id"]), prev["started_at"]
+            summary["resumed"] = True
+        else:
+            run_id, stamp_time = state.start_run(store, spec.name, fp, started), started
+        stamp = outputs.make_stamp(stamp_time.astimezone(UTC), run_id)
+        summary.update(run_id=run_id, stamp=stamp)
+        out = outputs.OutputSet(out_dir, stamp)
+
+        # 4. analyses, each writing its outputs.
+        findings = 0
+        if spec.regressions is not None:
+            findings = _regressions(store, spec, sel, out, summary)
+        if spec.gogc is not None:
+            _gogc(store, spec, sel, out, summary)
+        if spec.pgo is not None:
+            _pgo(store, spec, sel, out, summary)
+
+        code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
+        summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
+        out.write("summary", "json", json.dumps(summary, indent=2, default=str) + "\n")
+        out.publish()
+        summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
+        state.finish_run(store, spec.name, run_id, code, summary)
+    thr = spec.regressions.threshold_pct if spec.regressions else None
+    line = (
+        f"{spec.name}: run {run_id}: {ingested} new profiles, {n_profiles} selected, "
+        f"{findings} findings"
+        + (f" over {thr:g}%" if thr is not None else "")
+        + f", {len(out.written)} outputs in {out_dir}; exit {code}"
+    )
+    return JobResult(code, line, summary)

@@ -1,0 +1,284 @@
+"""A job, declared in TOML: where profiles come from, what to compute, what to keep.
+
+Rules:
+
+- Relative paths in the file are relative to the job file's folder.
+- Unknown tables and keys are refused (a typo must not silently disable a
+  threshold); every problem is a ``UsageError`` naming the file and key.
+- ``spec_hash`` is the sha256 of the normalised spec: a changed job is a
+  different job for exactly-once purposes (its analyses run again).
+
+Example (see ``examples/job.toml``)::
+
+    [job]
+    name = "notesd-hourly"
+    store = "fleet.duckdb"
+    output = "out"
+
+    [[source]]
+    kind = "drop"            # drop | collect | parquet
+    path = "incoming"
+
+    [selection]
+    service = "notesd"
+
+    [regressions]
+    threshold_pct = 10
+
+    [gogc]
+    budget = "2GiB"
+
+    [pgo]
+    top = 5
+
+    [retention]
+    max_age_days = 30
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyproflab.errors import UsageError
+
+SOURCE_KINDS = ("drop", "collect", "parquet")
+ORDERS = ("ingest", "time")
+
+
+@dataclass
+class SourceSpec:
+    """One source of profiles. ``drop``: new files in a folder (``path``, optional
+    ``path_template``, metadata defaults, ``min_age_seconds`` to leave files still
+    being written alone); ``collect``: live targets (``targets`` TOML, ``seconds``,
+    ``types``, ``archive``); ``parquet``: an exported dataset folder (``path``)."""
+
+    kind: str
+    path: str | None = None
+    path_template: str | None = None
+    service: str | None = None
+    version: str | None = None
+    instance: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    min_age_seconds: float = 0.0
+    batch_size: int = 64
+    targets: str | None = None
+    seconds: int = 10
+    types: list[str] | None = None
+    archive: str | None = None
+    metrics_interval: float = 2.0
+    timeout: float = 10.0
+    retries: int = 2
+
+
+@dataclass
+class RegressionsSpec:
+    """Newest version vs the previous one, per service of the selection.
+
+    ``order``: ``ingest`` (a version's first profile_id) or ``time`` (its first
+    profile's time). A finding is a node whose change of ``metric`` (flat or
+    cum) is significant and above ``threshold_pct`` percent."""
+
+    enabled: bool = True
+    profile_type: str = "cpu"
+    order: str = "ingest"
+    metric: str = "flat"
+    threshold_pct: float = 10.0
+    fdr: float = 0.05
+    resamples: int = 1000
+    min_share: float = 0.005
+    granularity: str = "functions"
+
+
+@dataclass
+class GogcSpec:
+    """The GOGC / GOMEMLIMIT recommendation over the selection's GC data."""
+
+    enabled: bool = True
+    budget: str | None = None
+    headroom: float = 0.1
+    candidates: list[Any] | None = None
+
+
+@dataclass
+class PgoSpec:
+    """``default.pgo`` from the newest version's CPU profiles (``version = "all"``
+    for every version), the top ``top`` by CPU cores."""
+
+    enabled: bool = True
+    top: int = 5
+    version: str = "newest"
+    verify: bool = False  # go tool preprofile on the written file (needs Go)
+
+
+@dataclass
+class RetentionSpec:
+    """Drop profiles (and GC metrics, ``metrics = true``) taken more than
+    ``max_age_days`` ago, then reclaim the space; keep the newest ``keep_runs``
+    runs' timestamped outputs (0 keeps all)."""
+
+    max_age_days: float | None = None
+    metrics: bool = True
+    keep_runs: int = 10
+
+
+@dataclass
+class JobSpec:
+    """A whole job (see the module docstring)."""
+
+    name: str
+    store: str
+    output: str
+    sources: list[SourceSpec] = field(default_factory=list)
+    selection: dict[str, Any] = field(default_factory=dict)
+    regressions: RegressionsSpec | None = None
+    gogc: GogcSpec | None = None
+    pgo: PgoSpec | None = None
+    retention: RetentionSpec = field(default_factory=RetentionSpec)
+    wait: float = 0.0
+    formats: list[str] = field(default_factory=lambda: ["json", "text"])
+    source_file: str | None = None
+
+    @property
+    def spec_hash(self) -> str:
+        d = asdict(self)
+        d.pop("source_file", None)
+        d.pop("wait", None)  # how long to wait for the store is not what is computed
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _take(table: dict[str, Any], cls: type, where: str) -> Any:
+    known = set(cls.__dataclass_fields__)
+    extra = sorted(set(table) - known)
+    if extra:
+        raise UsageError(f"{where}: unknown key {extra[0]!r} (known: {', '.join(sorted(known))})")
+    try:
+        return cls(**table)
+    except TypeError as e:
+        raise UsageError(f"{where}: {e}") from None
+
+
+def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
+    raw = data.get(key)
+    if raw is None:
+        return None
+    if raw is False:
+        return None
+    if raw is True:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: [{key}] must be a table")
+    spec = _take(raw, cls, f"{where} [{key}]")
+    return spec if getattr(spec, "enabled", True) else None
+
+
+def _resolve(base: Path, value: str | None) -> str | None:
+    if value is None:
+        return None
+    p = Path(os.path.expandvars(os.path.expanduser(value)))
+    return str(p if p.is_absolute() else base / p)
+
+
+def job_from_dict(
+    data: dict[str, Any], *, base: str | os.PathLike = ".", source: str = "<job>"
+) -> JobSpec:
+    """A checked JobSpec from parsed TOML (paths resolved against ``base``)."""
+    base = Path(base)
+    known = {"job", "source", "selection", "regressions", "gogc", "pgo", "retention"}
+    extra = sorted(set(data) - known)
+    if extra:
+        names = ", ".join(sorted(known))
+        raise UsageError(f"{source}: unknown table [{extra[0]}] (known: {names})")
+    job = data.get("job")
+    if not isinstance(job, dict):
+        raise UsageError(f"{source}: a [job] table with name, store and output is required")
+    extra = sorted(set(job) - {"name", "store", "output", "wait", "formats"})
+    if extra:
+        raise UsageError(f"{source} [job]: unknown key {extra[0]!r}")
+    for key in ("name", "store", "output"):
+        if not isinstance(job.get(key), str) or not job[key]:
+            raise UsageError(f"{source} [job]: {key} is required (a string)")
+    formats = job.get("formats", ["json", "text"])
+    if (
+        not isinstance(formats, list)
+        or not set(formats) <= {"json", "text", "html"}
+        or "json" not in formats
+    ):
+        raise UsageError(f"{source} [job]: formats must list json and optionally text, html")
+    raw_sources = data.get("source", [])
+    if isinstance(raw_sources, dict):
+        raw_sources = [raw_sources]
+    sources = []
+    for i, raw in enumerate(raw_sources):
+        where = f"{source} [[source]] #{i + 1}"
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: must be a table")
+        s = _take(raw, SourceSpec, where)
+        if s.kind not in SOURCE_KINDS:
+            raise UsageError(
+                f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}, not {s.kind!r}"
+            )
+        if s.kind in ("drop", "parquet") and not s.path:
+            raise UsageError(f"{where}: a {s.kind} source needs path")
+        if s.kind == "collect" and not s.targets:
+            raise UsageError(f"{where}: a collect source needs targets (a targets TOML)")
+        if s.batch_size < 1:
+            raise UsageError(f"{where}: batch_size must be >= 1")
+        s.path, s.targets, s.archive = (
+            _resolve(base, s.path),
+            _resolve(base, s.targets),
+            _resolve(base, s.archive),
+        )
+        sources.append(s)
+    selection = data.get("selection", {})
+    if not isinstance(selection, dict):
+        raise UsageError(f"{source}: [selection] must be a table")
+    allowed = {"service", "version", "instance", "profile_type", "since", "until", "labels"}
+    extra = sorted(set(selection) - allowed)
+    if extra:
+        raise UsageError(f"{source} [selection]: unknown key {extra[0]!r}")
+    reg = _section(data, "regressions", RegressionsSpec, source)
+    if reg is not None:
+        if reg.order not in ORDERS:
+            raise UsageError(f"{source} [regressions]: order must be ingest or time")
+        if reg.metric not in ("flat", "cum"):
+            raise UsageError(f"{source} [regressions]: metric must be flat or cum")
+    retention = _section(data, "retention", RetentionSpec, source) or RetentionSpec()
+    if retention.max_age_days is not None and retention.max_age_days <= 0:
+        raise UsageError(f"{source} [retention]: max_age_days must be > 0")
+    wait = job.get("wait", 0)
+    if not isinstance(wait, int | float) or wait < 0:
+        raise UsageError(f"{source} [job]: wait must be a number of seconds >= 0")
+    return JobSpec(
+        name=job["name"],
+        store=_resolve(base, job["store"]) or "",
+        output=_resolve(base, job["output"]) or "",
+        sources=sources,
+        selection=selection,
+        regressions=reg,
+        gogc=_section(data, "gogc", GogcSpec, source),
+        pgo=_section(data, "pgo", PgoSpec, source),
+        retention=retention,
+        wait=float(wait),
+        formats=list(formats),
+        source_file=source,
+    )
+
+
+def load_job(path: str | os.PathLike) -> JobSpec:
+    """Read and check a job file (UsageError on any problem)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"{p}: cannot read the job file: {e.strerror or e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{p}: not valid TOML: {e}") from None
+    return job_from_dict(data, base=p.resolve().parent, source=str(p))

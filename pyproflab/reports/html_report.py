@@ -1,0 +1,670 @@
+"""``pyproflab report``: one self-contained, offline HTML file about a selection of a store.
+
+Rules:
+
+- One file: plotly.js is embedded once (no CDN, no ``<script src>``, no
+  external style or font); each chart is a ``<div class="chart">`` holding
+  one plotly div and the script that draws it.
+- Sections, in order: fleet summary, top CPU functions, flame graph of the
+  merged CPU and of alloc_space, regressions (the first and the last version
+  by time, when the selection has two or more), GC share over time per
+  instance, the GOGC curve and recommendation, the PGO summary. A section that
+  has nothing to show (no CPU profiles, one version, no GC tables or data, no
+  Go) stays in the file with a note saying why.
+- Every section names the command that gives the same data as text or JSON.
+- Untrusted text (names from profiles, label values, store paths) reaches the
+  page only escaped: ``html.escape`` in markup; plotly text via
+  ``flame.plotly_text``; JSON inside ``<script>`` with ``<``, ``>``, ``&`` and
+  U+2028/9 as ``\\uXXXX`` (plotly's own JSON does the same), so no name can
+  end a script block early or inject markup.
+- A section fails only on a user-level problem (``ProflabError``), which
+  becomes its note; anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pyproflab.errors import ProflabError
+from pyproflab.reports.flame import flame_figure, plotly_text
+from pyproflab.store.select import Selection
+
+esc = html.escape
+
+# Default GOGC budget when none is given: relative to today's peak memory, so
+# the recommendation answers "what does 50% more memory buy?".
+DEFAULT_BUDGET = "1.5x"
+
+_CPU_GC = "go_cpu_classes_gc_total_cpu_seconds_total"
+_CPU_TOTAL = "go_cpu_classes_total_cpu_seconds_total"
+_CPU_IDLE = "go_cpu_classes_idle_cpu_seconds_total"
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#222}
+h1{font-size:22px;margin:18px 0 4px}
+h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:6px 0;font-size:12px}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;white-space:nowrap}
+td:last-child,th:last-child{text-align:left;white-space:normal;word-break:break-all}
+pre{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}
+.cmd{font-family:monospace;background:#eef;padding:2px 4px;word-break:break-all}
+.note{color:#8a5a00;background:#fff6e0;padding:6px;border-left:3px solid #e0a000}
+.chart{min-height:200px;margin:8px 0}nav a{margin-right:12px}.meta{color:#666;font-size:12px}
+"""
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element: no ``</script>``, ``<!--`` or line separators."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    for raw, safe in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(raw, safe)
+    return text
+
+
+@dataclass
+class Section:
+    """One part of the report: its markup, its figures, the command that gives its data."""
+
+    id: str
+    title: str
+    commands: list[str]
+    body: list[str] = field(default_factory=list)  # HTML fragments (already escaped)
+    figures: list[tuple[str, Any]] = field(default_factory=list)  # (name, plotly figure)
+    notes: list[str] = field(default_factory=list)  # plain text
+    skipped: bool = False
+
+    def skip(self, why: str) -> Section:
+        self.skipped = True
+        self.notes.append(why)
+        return self
+
+
+@dataclass
+class Report:
+    """The built report: the page, its sections and how long it took."""
+
+    html: str
+    sections: list[Section]
+    seconds: float
+    charts: int
+
+
+# --- the command lines each section points to ---------------------------------------
+
+
+def _flags(sel: Selection, db: str) -> list[str]:
+    out = ["--db", db]
+    for attr, flag in (
+        ("service", "--service"),
+        ("version", "--version"),
+        ("instance", "--instance"),
+        ("profile_type", "--type"),
+    ):
+        v = getattr(sel, attr)
+        if isinstance(v, str):
+            out += [flag, v]
+    for attr in ("since", "until"):
+        v = getattr(sel, attr)
+        if v is not None:
+            out += [f"--{attr}", v.isoformat() if isinstance(v, datetime) else str(v)]
+    for k, v in (sel.labels or {}).items():
+        out += ["--label", f"{k}={v}"]
+    return out
+
+
+def _kv(sel: Selection) -> list[str]:
+    out = []
+    for attr, key in (
+        ("service", "service"),
+        ("version", "version"),
+        ("instance", "instance"),
+        ("profile_type", "type"),
+    ):
+        v = getattr(sel, attr)
+        if isinstance(v, str):
+            out.append(f"{key}={v}")
+    for k, v in (sel.labels or {}).items():
+        out.append(f"{k}={v}")
+    return out
+
+
+def _cmd(*words: str) -> str:
+    return shlex.join(["pyproflab", *words])
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> str:
+    parts = ["<table><thead><tr>", *[f"<th>{esc(h)}</th>" for h in head], "</tr></thead><tbody>"]
+    for r in rows:
+        parts.append(
+            "<tr>" + "".join(f"<td>{esc('' if c is None else str(c))}</td>" for c in r) + "</tr>"
+        )
+    parts.append("</tbody></table>")
+    return "".join(parts)
+
+
+def _with(sel: Selection, **changes: Any) -> Selection:
+    return dataclasses.replace(sel, **changes)
+
+
+def _tables(store) -> set[str]:
+    rows = store.sql("SELECT table_name FROM duckdb_tables()").column(0).to_pylist()
+    return set(rows)
+
+
+# --- sections ---------------------------------------------------------------------------
+
+
+def fleet_section(store, sel: Selection, db: str) -> Section:
+    s = Section("fleet", "Fleet summary", [_cmd("profiles", *_flags(sel, db), "--format", "json")])
+    prof = store.profiles(sel).to_pylist()
+    if not prof:
+        return s.skip(f"no profiles match the selection ({sel.describe() or 'everything'})")
+    groups: dict[tuple, dict[str, Any]] = {}
+    labels: dict[str, set[str]] = {}
+    for p in prof:
+        key = (p["service"], p["version"], p["instance"])
+        g = groups.setdefault(key, {"types": {}, "first": None, "last": None})
+        g["types"][p["profile_type"]] = g["types"].get(p["profile_type"], 0) + 1
+        t = p["time"] or p["window_start"]
+        if t is not None:
+            g["first"] = t if g["first"] is None else min(g["first"], t)
+            g["last"] = t if g["last"] is None else max(g["last"], t)
+        for k, v in p["labels"] or []:
+            labels.setdefault(k, set()).add(v)
+    rows = []
+    for (svc, ver, inst), g in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        types = ", ".join(f"{t} {n}" for t, n in sorted(g["types"].items()))
+        span = (
+            f"{g['first']:%Y-%m-%d %H:%M:%S} .. {g['last']:%H:%M:%S}"
+            if g["first"] is not None
+            else ""
+        )
+        rows.append([svc, ver, inst, sum(g["types"].values()), span, types])
+    s.body.append(f"<p>{len(prof)} profiles from {len(groups)} instances.</p>")
+    s.body.append(
+        _table(["service", "version", "instance", "profiles", "taken (UTC)", "types"], rows)
+    )
+    if labels:
+        s.body.append(
+            "<p>Metadata labels:</p>"
+            + _table(
+                ["label", "values"], [[k, ", ".join(sorted(v))] for k, v in sorted(labels.items())]
+            )
+        )
+    present = _tables(store)
+    counts = [
+        [t, store.sql(f"SELECT count(*) FROM {t}").column(0)[0].as_py()]
+        for t in ("metric_samples", "gc_cycles")
+        if t in present
+    ]
+    if counts:
+        s.body.append("<p>GC data in the store:</p>" + _table(["table", "rows"], counts))
+    return s
+
+
+def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
+    from pyproflab.analyses.top import top
+    from pyproflab.reports.html import render_html
+
+    cpu = _with(sel, profile_type="cpu")
+    s = Section(
+        "top",
+        "Top CPU functions (merged)",
+        [_cmd("top", *_flags(cpu, db), "--nodecount", str(rows), "--format", "json")],
+    )
+    if store.profiles(cpu).num_rows == 0:
+        return s.skip("no CPU profiles in the selection")
+    result = top(store.merged_profile(cpu), nodecount=rows)
+    s.body.append(render_html(result))
+    return s
+
+
+def flame_section(store, sel: Selection, db: str) -> Section:
+    cpu = _with(sel, profile_type="cpu")
+    s = Section(
+        "flame",
+        "Flame graphs: merged CPU and alloc_space",
+        [
+            _cmd("merge", *_flags(cpu, db), "-o", "cpu.pb.gz"),
+            _cmd("top", *_flags(cpu, db), "--cum", "--format", "json"),
+        ],
+    )
+    s.body.append(
+        "<p>Icicle graphs: the root at the top, each callee below its caller; a "
+        "frame's width is its share of the total (its cumulative value). Click a "
+        "frame to zoom into it, click the top bar to zoom out.</p>"
+    )
+    if store.profiles(cpu).num_rows:
+        s.figures.append(
+            (
+                "flame-cpu",
+                flame_figure(
+                    store.merged_profile(cpu), "cpu", title="merged CPU (cpu, nanoseconds)"
+                ),
+            )
+        )
+    else:
+        s.notes.append("no CPU profiles in the selection: no CPU flame graph")
+    for ptype in ("allocs", "heap"):
+        mem = _with(sel, profile_type=ptype)
+        if store.profiles(mem).num_rows:
+            s.commands.append(
+                _cmd(
+                    "top",
+                    *_flags(mem, db),
+                    "--sample-index",
+                    "alloc_space",
+                    "--cum",
+                    "--format",
+                    "json",
+                )
+            )
+            s.figures.append(
+                (
+                    f"flame-{ptype}",
+                    flame_figure(
+                        store.merged_profile(mem),
+                        "alloc_space",
+                        title=f"merged {ptype} profiles: alloc_space (bytes allocated)",
+                    ),
+                )
+            )
+            break
+    else:
+        s.notes.append("no allocs or heap profiles in the selection: no alloc_space graph")
+    if not s.figures:
+        s.skipped = True
+    return s
+
+
+def _versions(store, sel: Selection) -> list[str]:
+    rows = store.profiles(sel).select(["version", "time", "window_start"]).to_pylist()
+    first: dict[str, datetime] = {}
+    for r in rows:
+        t = r["time"] or r["window_start"]
+        if r["version"] is None or t is None:
+            continue
+        first[r["version"]] = min(first.get(r["version"], t), t)
+    return sorted(first, key=lambda v: (first[v], v))
+
+
+def regressions_section(store, sel: Selection, db: str) -> Section:
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.reports.regressions import render_html
+
+    cpu = _with(sel, profile_type="cpu")
+    s = Section("regressions", "Regressions between versions (CPU)", [])
+    versions = _versions(store, cpu)
+    if len(versions) < 2:
+        s.commands.append(
+            _cmd(
+                "regressions",
+                "--db",
+                db,
+                "--base",
+                "version=OLD",
+                "--new",
+                "version=NEW",
+                "--type",
+                "cpu",
+                "--format",
+                "json",
+            )
+        )
+        return s.skip(
+            f"the selection's CPU profiles have {len(versions)} version(s) "
+            f"({', '.join(versions) or 'none'}): nothing to compare"
+        )
+    base_v, new_v = versions[0], versions[-1]
+    if len(versions) > 2:
+        s.notes.append(
+            f"{len(versions)} versions; comparing the first and the last by time "
+            f"({base_v} -> {new_v})"
+        )
+    base, new = _with(cpu, version=base_v), _with(cpu, version=new_v)
+    s.commands.append(
+        _cmd(
+            "regressions", "--db", db, "--base", *_kv(base), "--new", *_kv(new), "--format", "json"
+        )
+    )
+    result = regressions(store, base, new)
+    s.body.append(
+        "<p>Each dot is one function's change of flat CPU (cores) from "
+        f"<b>{esc(base_v)}</b> to <b>{esc(new_v)}</b>, with its bootstrap interval; "
+        "red ones are significant after the false-discovery-rate correction. The "
+        "differential flame graph is as wide as the new version's CPU and coloured "
+        "by each call path's relative change (red: slower, blue: faster).</p>"
+    )
+    s.figures.append(("regressions-top", result.figure_top(n=15)))
+    s.figures.append(("regressions-flame", result.figure_flame()))
+    s.body.append(render_html(result, max_rows=15))
+    return s
+
+
+def _series(rows: list[dict[str, Any]]) -> dict[tuple, list[tuple[datetime, float]]]:
+    """(instance, metric) -> [(time, value)] of its fullest label series."""
+    by: dict[tuple, dict[str, list]] = {}
+    for r in rows:
+        key = (r["service"], r["version"], r["instance"], r["metric"])
+        by.setdefault(key, {}).setdefault(r["labels"], []).append((r["time"], r["value"]))
+    out = {}
+    for key, series in by.items():
+        best = max(series.items(), key=lambda kv: (len(kv[1]), kv[0]))[1]
+        out[key] = sorted(best)
+    return out
+
+
+def gc_share_points(store, sel: Selection) -> dict[tuple, list[tuple[datetime, float]]]:
+    """Runtime view between consecutive scrapes, per (service, version, instance):
+    GC CPU / busy CPU (the increase of the go_cpu_classes counters, as ``gc`` computes
+    ``gc_cpu_fraction_busy`` over a window). Steps with a counter reset are skipped."""
+    if "metric_samples" not in _tables(store):
+        return {}
+    inst = store.profiles(sel).select(["instance"]).column(0).to_pylist()
+    inst = sorted({i for i in inst if i is not None})
+    if not inst:
+        return {}
+    where = ["metric IN (?, ?, ?)", "list_contains(?::VARCHAR[], instance)"]
+    params: list[Any] = [_CPU_GC, _CPU_TOTAL, _CPU_IDLE, inst]
+    if sel.service is not None and isinstance(sel.service, str):
+        where.append("(service IS NULL OR service = ?)")
+        params.append(sel.service)
+    rows = store.sql(
+        "SELECT service, version, instance, metric, CAST(labels AS VARCHAR) AS labels, time, "
+        f"value FROM metric_samples WHERE {' AND '.join(where)}",
+        params,
+    ).to_pylist()
+    series = _series(rows)
+    out: dict[tuple, list[tuple[datetime, float]]] = {}
+    for (svc, ver, ins, metric), pts in series.items():
+        if metric != _CPU_GC:
+            continue
+        total = dict(series.get((svc, ver, ins, _CPU_TOTAL), []))
+        idle = dict(series.get((svc, ver, ins, _CPU_IDLE), []))
+        line = []
+        for (t0, g0), (t1, g1) in zip(pts, pts[1:], strict=False):
+            if not all(t in total and t in idle for t in (t0, t1)):
+                continue
+            dg, dt, di = g1 - g0, total[t1] - total[t0], idle[t1] - idle[t0]
+            if dg < 0 or dt <= 0 or di < 0 or dt - di <= 0:
+                continue
+            line.append((t0 + (t1 - t0) / 2, dg / (dt - di)))
+        if line:
+            out[(svc, ver, ins)] = line
+    return out
+
+
+def gc_section(store, sel: Selection, db: str) -> Section:
+    import plotly.graph_objects as go
+
+    from pyproflab.analyses.gc import gc
+
+    s = Section(
+        "gc", "GC share over time per instance", [_cmd("gc", *_flags(sel, db), "--format", "json")]
+    )
+    present = _tables(store)
+    if not {"metric_samples", "gc_cycles"} & present:
+        return s.skip(
+            "the store has no GC tables (metric_samples, gc_cycles): collect with "
+            "`pyproflab collect` or load with `pyproflab ingest-gc`"
+        )
+    runtime = gc_share_points(store, sel)
+    result = gc(store, sel)
+    fig = go.Figure()
+    names = sorted(runtime, key=lambda k: tuple(map(str, k)))
+    for key in names:
+        pts = runtime[key]
+        fig.add_trace(
+            go.Scatter(
+                x=[t for t, _ in pts],
+                y=[100 * v for _, v in pts],
+                mode="lines+markers",
+                name=plotly_text(f"{key[2]} runtime"),
+                legendgroup=plotly_text(str(key[2])),
+                hovertemplate="%{y:.1f}%<extra>" + plotly_text(f"{key[2]} runtime") + "</extra>",
+            )
+        )
+    marks = [r for r in result.profiles.to_pylist() if r["profile_gc_share"] is not None]
+    for inst in sorted({r["instance"] for r in marks}, key=str):
+        rs = [r for r in marks if r["instance"] == inst]
+        for col, what, symbol in (
+            ("profile_gc_share", "profile view", "diamond"),
+            ("profile_gc_mark_share", "profile mark", "circle-open"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["window_start"] + (r["window_end"] - r["window_start"]) / 2 for r in rs],
+                    y=[100 * (r[col] or 0) for r in rs],
+                    mode="markers",
+                    marker={"symbol": symbol, "size": 12},
+                    name=plotly_text(f"{inst} {what}"),
+                    legendgroup=plotly_text(str(inst)),
+                    hovertemplate="%{y:.1f}%<extra>" + plotly_text(f"{inst} {what}") + "</extra>",
+                )
+            )
+    if not fig.data:
+        s.notes += result.notes
+        return s.skip(
+            "no GC CPU metrics (go_cpu_classes_*) and no CPU profiles for the selected instances"
+        )
+    fig.update_layout(
+        title="GC CPU share over time",
+        yaxis_title="% of busy CPU",
+        xaxis_title="time (UTC)",
+        height=420,
+    )
+    s.body.append(
+        "<p>Lines: the runtime view, GC CPU over busy CPU "
+        "(<code>go_cpu_classes_gc_total</code> / (total - idle)) between consecutive scrapes "
+        "of each instance. Markers at the middle of each CPU profile's window: the profile "
+        "view (every GC category of its stacks: marking, assists, allocation, write "
+        "barriers, sweeping) and its mark part (what the runtime itself counts as GC, the "
+        "like-for-like comparison with the line).</p>"
+    )
+    s.figures.append(("gc-share", fig))
+    from pyproflab.reports.gc import render_gc_html
+
+    s.body.append(render_gc_html(result))
+    s.notes += result.notes
+    return s
+
+
+def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:
+    from pyproflab.analyses.gogc import gogc
+    from pyproflab.reports.gogc import recommendation_line, render_gogc_html
+
+    used = budget or DEFAULT_BUDGET
+    s = Section(
+        "gogc",
+        "GOGC trade-off and recommendation",
+        [_cmd("gogc", *_flags(sel, db), "--budget", used, "--format", "json")],
+    )
+    if not {"metric_samples", "gc_cycles"} & _tables(store):
+        return s.skip("the store has no GC tables (metric_samples, gc_cycles)")
+    try:
+        result = gogc(store, sel, budget=used)
+    except ProflabError as e:
+        return s.skip(f"no GOGC model: {e}")
+    if budget is None:
+        s.notes.append(
+            f"no --budget given: the recommendation is under {DEFAULT_BUDGET} today's peak memory"
+        )
+    s.body.append(
+        "<p>Predicted GC CPU (share of process CPU) against predicted peak memory "
+        "for candidate GOGC values: up and left is costly CPU, right is costly "
+        "memory. The star is today's setting, the diamond the recommendation, the "
+        "dashed line the usable budget.</p>"
+    )
+    s.body.append(f"<p><b>{esc(recommendation_line(result))}</b></p>")
+    s.figures.append(("gogc-curve", result.figure()))
+    s.body.append(render_gogc_html(result))
+    return s
+
+
+def pgo_section(store, sel: Selection, db: str, edges: int = 15) -> Section:
+    import plotly.graph_objects as go
+
+    from pyproflab.analyses.pgo import pgo
+    from pyproflab.analyses.pgo_edges import go_binary
+    from pyproflab.reports.pgo import render_html
+
+    cpu = _with(sel, profile_type="cpu")
+    s = Section(
+        "pgo",
+        "PGO summary (default.pgo hot edges)",
+        [_cmd("pgo", *_flags(cpu, db), "-o", "default.pgo", "--format", "json")],
+    )
+    if go_binary() is None:
+        return s.skip(
+            "Go is not installed: the PGO profile cannot be checked with "
+            "go tool preprofile, so it is not summarised"
+        )
+    if store.profiles(cpu).num_rows == 0:
+        return s.skip("no CPU profiles in the selection")
+    result = pgo(store, cpu)
+    if not result.ok:
+        return s.skip(f"no PGO profile: {result.refusal}")
+    hot = result.edges.edges[:edges][::-1]  # plotly draws the first bar at the bottom
+    names = [plotly_text(f"{e.caller} -> {e.callee} (+{e.offset})") for e in hot]
+    fig = go.Figure(
+        go.Bar(
+            x=[e.share for e in hot],
+            y=list(range(len(hot))),
+            orientation="h",
+            marker={"color": ["#d62728" if e.hot else "#7f7f7f" for e in hot]},
+            hovertext=[
+                f"{n}<br>weight {e.weight}, {e.share:.2f}%" for n, e in zip(names, hot, strict=True)
+            ],
+            hoverinfo="text",
+        )
+    )
+    fig.update_layout(
+        title=f"Top {len(hot)} call edges by weight (red: inside the compiler's 99% hot cutoff)",
+        xaxis_title="share of edge weight (%)",
+        yaxis={"tickvals": list(range(len(hot))), "ticktext": names},
+        height=max(300, 26 * len(hot) + 120),
+        margin={"l": 420},
+    )
+    s.body.append(
+        f"<p>{len(result.inputs)} CPU profiles (the top by CPU cores) merged into "
+        f"a default.pgo of {len(result.edges)} call edges, {len(result.edges.hot)} "
+        "of them hot: the call sites <code>go build -pgo</code> will inline or "
+        "devirtualize first.</p>"
+    )
+    s.figures.append(("pgo-edges", fig))
+    s.body.append(render_html(result, edges=edges))
+    return s
+
+
+# --- the page ---------------------------------------------------------------------------
+
+
+def _figure_html(fig, div_id: str) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+def build_report(
+    store,
+    selection: Selection | None = None,
+    *,
+    db: str = "pyproflab.duckdb",
+    title: str | None = None,
+    budget: str | None = None,
+) -> Report:
+    """Build the report page (see the module rules). ``db`` is the store path shown in
+    the page and in the commands; ``budget`` is the GOGC memory budget."""
+    import plotly
+    from plotly.offline import get_plotlyjs
+
+    from pyproflab import __version__
+
+    started = time.perf_counter()
+    sel = selection or Selection()
+    sections = []
+    for make in (fleet_section, top_section, flame_section, regressions_section, gc_section):
+        sections.append(_guard(make, store, sel, db))
+    sections.append(_guard(gogc_section, store, sel, db, budget))
+    sections.append(_guard(pgo_section, store, sel, db))
+
+    heading = title or "pyproflab report"
+    out = [
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{esc(heading)}</title><style>{_CSS}</style>",
+        # plotly.js, embedded once; it contains no "</script" (checked by the tests).
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>',
+        f"<h1>{esc(heading)}</h1>",
+        f'<p class="meta">store <code>{esc(db)}</code>, selection '
+        f"<code>{esc(sel.describe() or 'everything')}</code>; generated "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC by pyproflab {esc(__version__)} "
+        f"(plotly {esc(plotly.__version__)}). Works offline.</p>",
+        "<nav>" + "".join(f'<a href="#{s.id}">{esc(s.title)}</a>' for s in sections) + "</nav>",
+    ]
+    charts = 0
+    for s in sections:
+        out.append(
+            f'<section id="{s.id}" data-skipped="{str(s.skipped).lower()}"><h2>{esc(s.title)}</h2>'
+        )
+        for n in s.notes:
+            out.append(f'<p class="note">{esc(n)}</p>')
+        for name, fig in s.figures:
+            charts += 1
+            out.append(
+                f'<div class="chart" data-chart="{esc(name)}">'
+                f"{_figure_html(fig, f'chart-{name}')}</div>"
+            )
+        out += s.body
+        out.append(
+            "<p>As text or JSON: "
+            + " ; ".join(f'<span class="cmd">{esc(c)}</span>' for c in s.commands)
+            + "</p></section>"
+        )
+    manifest = [
+        {
+            "id": s.id,
+            "title": s.title,
+            "commands": s.commands,
+            "skipped": s.skipped,
+            "notes": s.notes,
+            "charts": [n for n, _ in s.figures],
+        }
+        for s in sections
+    ]
+    out.append(
+        '<script type="application/json" id="pyproflab-report">'
+        f"{script_json({'db': db, 'selection': sel.describe(), 'sections': manifest})}"
+        "</script></body></html>\n"
+    )
+    page = "".join(out)
+    return Report(page, sections, time.perf_counter() - started, charts)
+
+
+def _guard(make, store, sel: Selection, db: str, *args: Any) -> Section:
+    try:
+        return make(store, sel, db, *args)
+    except ProflabError as e:
+        name = make.__name__.removesuffix("_section")
+        return Section(name, name, []).skip(f"{name}: {e}")

@@ -1,0 +1,208 @@
+"""The store lock: one writer per store, with a clear message for everyone else.
+
+Rules:
+
+- The lock is ``fcntl.flock(LOCK_EX)`` on ``<store>.lock`` beside the DuckDB
+  file. The kernel drops it when the holder's process dies, however it dies
+  (SIGKILL included), so liveness never depends on a pid check.
+- The holder writes ``{"pid", "since", "host", "command"}`` into the file for
+  the message others see: ``store is busy (held by pid N since T: command)``.
+- The file is never deleted (deleting a flock'ed file lets two processes each
+  lock a different inode); a holder empties it when it lets go, so content
+  left behind with no flock on the file is a stale lock of a dead process:
+  the next opener takes it over and says so (``StoreLock.took_over``).
+- ``wait`` seconds: poll until the lock is free or the time is up; 0 fails at
+  once. The error is a ``StoreError`` (exit code 2 in the CLI).
+- Within one process the lock is shared: DuckDB itself lets one process open
+  the same file several times, so a second ``Store.open`` of a store this
+  process already holds just counts up (released at the last ``release``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pyproflab.errors import StoreError
+
+POLL_SECONDS = 0.1
+
+
+def lock_path(db_path: str | os.PathLike) -> str:
+    """``<store>.lock``, beside the store."""
+    return os.fspath(db_path) + ".lock"
+
+
+def read_holder(db_path: str | os.PathLike) -> dict[str, Any] | None:
+    """What the lock file says about its holder (None when empty or unreadable)."""
+    try:
+        with open(lock_path(db_path), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    try:
+        data = json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    """``held by pid N since T (command)``, or as much of it as is known."""
+    if not holder:
+        return "held by another process"
+    text = f"held by pid {holder.get('pid', '?')}"
+    if holder.get("host") and holder.get("host") != socket.gethostname():
+        text += f" on {holder['host']}"
+    if holder.get("since"):
+        text += f" since {holder['since']}"
+    if holder.get("command"):
+        text += f": {holder['command']}"
+    return text
+
+
+def busy_error(
+    db_path: str | os.PathLike, *, waited: float = 0.0, holder: dict[str, Any] | None = None
+) -> StoreError:
+    holder = holder if holder is not None else read_holder(db_path)
+    after = (
+        f"; gave up after waiting {waited:g} s"
+        if waited
+        else "; try again later or pass --wait SECONDS"
+    )
+    return StoreError(f"{os.fspath(db_path)}: store is busy ({describe_holder(holder)}){after}")
+
+
+@dataclass
+class _Held:
+    fd: int
+    count: int
+    took_over: dict[str, Any] | None
+
+
+_held: dict[str, _Held] = {}
+_held_guard = threading.Lock()
+
+
+@atexit.register
+def _empty_at_exit() -> None:
+    """A process leaving normally with a store still open is not a stale holder."""
+    for held in list(_held.values()):
+        try:
+            os.ftruncate(held.fd, 0)
+        except OSError:
+            pass
+
+
+class StoreLock:
+    """The writer lock of one store (see the module rules). Use ``acquire``/``release``
+    or as a context manager."""
+
+    def __init__(self, db_path: str | os.PathLike, *, command: str | None = None):
+        self.db_path = os.fspath(db_path)
+        self.path = lock_path(db_path)
+        self.key = os.path.realpath(self.path)
+        self.command = command if command is not None else _command_line()
+        self.took_over: dict[str, Any] | None = None  # the dead holder's record, if any
+        self._acquired = False
+
+    def acquire(self, wait: float = 0.0) -> StoreLock:
+        """Take the lock, polling up to ``wait`` seconds; StoreError when busy."""
+        if self._acquired:
+            return self
+        with _held_guard:
+            held = _held.get(self.key)
+            if held is not None:
+                held.count += 1
+                self.took_over = held.took_over
+                self._acquired = True
+                return self
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StoreError(
+                f"{self.db_path}: cannot create the lock file {self.path}: {e.strerror or e}"
+            ) from None
+        start = time.monotonic()
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    waited = time.monotonic() - start
+                    if waited >= wait:
+                        raise busy_error(self.db_path, waited=wait) from None
+                    time.sleep(min(POLL_SECONDS, max(0.0, wait - waited)))
+            # Ours now. Leftover content means the last holder died holding it.
+            stale = _read_fd(fd)
+            self.took_over = stale or None
+            record = {
+                "pid": os.getpid(),
+                "since": datetime.now(UTC).isoformat(timespec="seconds"),
+                "host": socket.gethostname(),
+                "command": self.command,
+            }
+            data = json.dumps(record).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        except BaseException:
+            os.close(fd)  # closing drops a flock we may hold
+            raise
+        with _held_guard:
+            _held[self.key] = _Held(fd, 1, self.took_over)
+        self._acquired = True
+        return self
+
+    def release(self) -> None:
+        """Let go (the last holder in this process empties the file and unlocks it)."""
+        if not self._acquired:
+            return
+        self._acquired = False
+        with _held_guard:
+            held = _held.get(self.key)
+            if held is None:
+                return
+            held.count -= 1
+            if held.count > 0:
+                return
+            del _held[self.key]
+        try:
+            os.ftruncate(held.fd, 0)  # empty: nothing stale left behind
+        except OSError:
+            pass
+        os.close(held.fd)
+
+    @property
+    def held(self) -> bool:
+        return self._acquired
+
+    def __enter__(self) -> StoreLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_fd(fd: int) -> dict[str, Any] | None:
+    try:
+        text = os.pread(fd, 65536, 0).decode("utf-8", "replace")
+        data = json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return {"pid": "?"}  # something was there: report it as stale anyway
+    return data if isinstance(data, dict) else None
+
+
+def _command_line() -> str:
+    args = [os.path.basename(sys.argv[0] or "python")] + sys.argv[1:]
+    text = " ".join(args)
+    return text if len(text) <= 200 else text[:197] + "..."

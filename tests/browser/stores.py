@@ -1,0 +1,137 @@
+"""Stores the report, notebook and untrusted-names tests run on, built once per session.
+
+- ``demo_store()``: the real demo job (``python -m pyproflab.demo``) with a short
+  load (8 s, CPU window 4 s): the notesd fleet, v1/v2 x two instances, every
+  profile type, metric_samples and gc_cycles. About 10 s once the fleet
+  binaries are cached (the first build fetches modules and takes longer).
+- ``evil_store()``: a copy of the demo store plus, per CPU and allocs profile of
+  the demo, a copy whose hottest functions carry hostile names (``EVIL_NAMES``)
+  and whose metadata label ``team`` is ``EVIL_LABEL``, ingested with the same
+  service, version and instance, so every section of the report shows them.
+
+Both are cached in-process (one build per pytest session, whichever test file
+asks first) in a temporary folder removed at exit. Without Go they skip.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+EVIL_IMG = "<img src=x onerror=alert(1)>"
+EVIL_SCRIPT = "main.filterChain</script><script>alert(2)</script>"
+EVIL_LABEL = '"><svg onload=alert(3)>'
+# Which demo functions get which hostile name (both are hot in notesd's CPU).
+RENAMES = {"main.scoreNote": EVIL_IMG, "main.filterChain": EVIL_SCRIPT}
+EVIL_STRINGS = (EVIL_IMG, EVIL_SCRIPT, EVIL_LABEL)
+
+
+@functools.cache
+def _workdir() -> Path:
+    d = Path(tempfile.mkdtemp(prefix="pyproflab-report-tests-"))
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d
+
+
+@functools.cache
+def _build_demo() -> tuple[Path | None, str]:
+    if shutil.which("go") is None:
+        return None, "Go is not installed: the demo fleet cannot run"
+    out = _workdir() / "demo"
+    out.mkdir()
+    db = out / "demo.duckdb"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab.demo",
+            "--db",
+            str(db),
+            "--workdir",
+            str(out / "work"),
+            "--load-seconds",
+            "8",
+            "--cpu-seconds",
+            "4",
+            "--quiet",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if res.returncode != 0 or not db.is_file():
+        raise RuntimeError(f"the demo job failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return db, ""
+
+
+def demo_store() -> Path:
+    """The path of a short demo run's store (skips without Go)."""
+    db, why = _build_demo()
+    if db is None:
+        pytest.skip(why)
+    return db
+
+
+@functools.cache
+def _build_evil() -> Path:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import pyproflab
+    from pyproflab.encode import write_profile
+
+    src = demo_store()
+    db = _workdir() / "evil" / "evil.duckdb"
+    db.parent.mkdir()
+    shutil.copyfile(src, db)
+    files = db.parent / "profiles"
+    files.mkdir()
+    with pyproflab.open(db) as lab:
+        rows = lab.profiles(profile_type=["cpu", "allocs"]).to_pylist()
+        for r in rows:
+            p = lab.store.profile(r["profile_id"])
+            fn = p.functions
+            names = fn.column("name").to_pylist()
+            new_names = [RENAMES.get(n, n) for n in names]
+            files_col = [
+                f"/src/{RENAMES[n]}.go" if n in RENAMES else f
+                for n, f in zip(names, fn.column("filename").to_pylist(), strict=True)
+            ]
+            fn = fn.set_column(
+                fn.schema.get_field_index("name"), "name", pa.array(new_names, pa.string())
+            )
+            fn = fn.set_column(
+                fn.schema.get_field_index("system_name"),
+                "system_name",
+                pa.array(new_names, pa.string()),
+            )
+            fn = fn.set_column(
+                fn.schema.get_field_index("filename"), "filename", pa.array(files_col, pa.string())
+            )
+            assert pc.any(pc.is_in(fn.column("name"), pa.array(list(RENAMES.values())))).as_py()
+            p.functions = fn
+            path = write_profile(p, files / f"{r['profile_id']}-{r['profile_type']}.pb.gz")
+            rep = lab.ingest(
+                path,
+                service=r["service"],
+                version=r["version"],
+                instance=r["instance"],
+                labels={"team": EVIL_LABEL},
+            )
+            assert rep is not None
+    return db
+
+
+def evil_store() -> Path:
+    """The demo store plus hostile-named copies of its CPU and allocs profiles."""
+    return _build_evil()

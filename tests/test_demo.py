@@ -1,0 +1,216 @@
+"""``make demo`` (pyproflab/demo.py) on short settings, in a subprocess.
+
+1. A full short run exits 0 and prints the three sections of the fleet
+   summary (top CPU functions, GC share per instance, the v1 vs v2 headline);
+   the store holds the run's profiles, metric samples and gctrace cycles; the
+   pprof token is nowhere in the output, the store, the archive or the logs.
+2. Interrupted (SIGINT to the demo alone, or to its process group as a
+   terminal's Ctrl-C does) while starting the fleet or while collecting, it
+   exits with 130 (or 1) without a traceback, and no notesd or loadgen it
+   started survives: every PID of its pid file is gone, and no process names
+   its work folder on its command line.
+
+The interrupt is sent once the pid file lists a process: before that the demo
+has started nothing (Python itself may still be importing, where a SIGINT
+gives Python's own traceback), so there is nothing to leave behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.go
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "demo-test-token-5b1f0c9e7d"  # must never be written anywhere
+
+
+@pytest.fixture(scope="module")
+def fleet_built(go_bin: str) -> None:
+    """Build the fleet once up front, so the timed runs below do not include it."""
+    fh = pytest.importorskip("fleet_harness")
+    try:
+        fh.build_fleet()
+    except fh.FleetError as e:
+        pytest.skip(f"demo fleet unavailable: {e}")
+
+
+def start_demo(tmp: Path, *extra: str, group: bool = False) -> subprocess.Popen:
+    env = {**os.environ, "PYPROFLAB_DEMO_PPROF_TOKEN": TOKEN}
+    cmd = [sys.executable, "-m", "pyproflab.demo", "--db", str(tmp / "s.duckdb")]
+    cmd += ["--workdir", str(tmp / "work"), *extra]
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,  # its own process group, to signal it like a terminal
+    )
+
+
+def pid_lines(tmp: Path) -> list[tuple[str, int]]:
+    """(kind, pid) of every process the demo noted in ``<workdir>/run-*/pids``."""
+    out = []
+    for f in (tmp / "work").glob("run-*/pids"):
+        for line in f.read_text().splitlines():
+            kind, pid = line.split()[:2]
+            out.append((kind, int(pid)))
+    return out
+
+
+def alive(pid: int, kind: str) -> bool:
+    """Whether ``pid`` is still our notesd/loadgen (a reused PID running
+    something else does not count; a zombie does)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return kind.encode() in cmdline.split(b"\0", 1)[0]
+
+
+def processes_naming(text: str) -> list[int]:
+    """PIDs whose command line contains ``text`` (notesd names its port file)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if text.encode() in d.joinpath("cmdline").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def assert_nothing_left(tmp: Path) -> None:
+    noted = pid_lines(tmp)
+    left = [(k, p) for k, p in noted if alive(p, k)]
+    assert not left, f"still running after the demo exited: {left}"
+    assert not processes_naming(str(tmp / "work")), "a process still names the work folder"
+
+
+def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the demo exited ({proc.returncode}) before {what}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"no {what} after {timeout} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("moment", "group"),
+    [("starting", False), ("collecting", False), ("collecting", True)],
+    ids=["starting-pid", "collecting-pid", "collecting-ctrl-c"],
+)
+def test_interrupt_leaves_no_process(
+    fleet_built: None, tmp_path: Path, moment: str, group: bool
+) -> None:
+    proc = start_demo(tmp_path, "--load-seconds", "8", "--cpu-seconds", "4", group=group)
+    try:
+        if moment == "starting":
+            # The first notesd is noted the moment it is launched: interrupt then,
+            # while the others are being launched or awaited.
+            wait_for(lambda: pid_lines(tmp_path), 60, "a noted process", proc)
+        else:
+            wait_for(
+                lambda: any(k == "loadgen" for k, _ in pid_lines(tmp_path)),
+                60,
+                "loadgen",
+                proc,
+            )
+            time.sleep(2.0)  # inside the collection window
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode in (130, 1), (proc.returncode, out, err)
+    assert "Traceback" not in err, err
+    assert "interrupted" in err or proc.returncode == 1, err
+    assert pid_lines(tmp_path), "the demo noted no process"
+    assert_nothing_left(tmp_path)
+
+
+def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -> None:
+    from pyproflab.store import Store
+
+    t = time.monotonic()
+    proc = start_demo(tmp_path, "--load-seconds", "10", "--cpu-seconds", "5")
+    try:
+        out, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    took = time.monotonic() - t
+    assert proc.returncode == 0, f"{out}\n{err}"
+    assert "Traceback" not in err
+    assert took < 90, f"a 10 s demo took {took:.0f} s"
+    assert_nothing_left(tmp_path)
+    kinds = sorted(k for k, _ in pid_lines(tmp_path))
+    assert kinds == ["loadgen"] + ["notesd"] * 4
+
+    # The three sections, in order, each with its content.
+    top_at = out.index("== Top CPU functions, fleet-wide")
+    gc_at = out.index("== GC share per instance: profile view vs runtime view ==")
+    head_at = out.index("== v1 vs v2 headline ==")
+    assert top_at < gc_at < head_at
+    top, gc_part, head = out[top_at:gc_at], out[gc_at:head_at], out[head_at:]
+    assert "flat%" in top and "main." in top
+    gc_lines = gc_part.splitlines()
+    assert "profile view" in gc_lines[1] and "runtime busy" in gc_lines[1]
+    rows = {tuple(line.split()[:2]): line.split() for line in gc_lines[2:6]}
+    assert set(rows) == {("v1", "v1-a"), ("v1", "v1-b"), ("v2", "v2-a"), ("v2", "v2-b")}
+    for name, cells in rows.items():
+        assert cells[2] == ("50" if name[1].endswith("-a") else "200"), cells  # GOGC
+        assert all(c != "-" for c in cells), f"a missing value for {name}: {cells}"
+    assert "main.scoreNote" in head and "v1 " in head and "v2 " in head
+
+    with Store.open(tmp_path / "s.duckdb", read_only=True) as store:
+        got = store.sql(
+            "SELECT version, instance, profile_type, count(*) AS n, "
+            "count(window_start) AS windows FROM profiles GROUP BY ALL"
+        ).to_pylist()
+        assert {(r["version"], r["instance"]) for r in got} == {
+            ("v1", "v1-a"),
+            ("v1", "v1-b"),
+            ("v2", "v2-a"),
+            ("v2", "v2-b"),
+        }
+        assert {r["profile_type"] for r in got} == {
+            "cpu",
+            "heap",
+            "allocs",
+            "mutex",
+            "block",
+            "goroutine",
+        }
+        assert all(r["n"] == r["windows"] == 1 for r in got), got
+        cycles = store.sql("SELECT instance, count(*) AS n FROM gc_cycles GROUP BY ALL")
+        assert len(cycles.to_pylist()) == 4 and all(r["n"] > 0 for r in cycles.to_pylist())
+        samples = store.sql("SELECT count(DISTINCT instance) FROM metric_samples").column(0)
+        assert samples[0].as_py() == 4
+
+    # The token is a secret: not printed, stored, archived or logged.
+    assert TOKEN not in out and TOKEN not in err
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert TOKEN.encode() not in f.read_bytes(), f"the token is in {f}"

@@ -1,0 +1,116 @@
+"""The lab notebooks (notebooks/*.ipynb): committed clean, and they run.
+
+Rules checked:
+
+- Each notebook is committed without outputs or execution counts.
+- Its first cell is the parameters cell (tag ``parameters``) setting ``STORE``
+  and ``SERVICE``; there is markdown explaining the charts.
+- Executed headless with nbclient on a short demo run's store (parameters
+  injected papermill-style in a cell after the parameters cell), no cell
+  errors, and every result object renders as HTML and every figure as plotly.
+- No notebook reaches into private modules (``pyproflab._*`` or ``_name``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+from browser.stores import demo_store  # noqa: E402
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ("01_fleet_overview", "02_top_regressions", "03_gogc_tradeoffs", "04_pgo_export")
+
+
+def _read(name: str):
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+
+
+def test_the_four_notebooks_exist():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_without_outputs(name):
+    nb = _read(name)
+    nbformat.validate(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name} cell {i} has outputs: clear them before committing"
+            assert cell.execution_count is None, f"{name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parameters_cell_first_and_markdown(name):
+    nb = _read(name)
+    first = nb.cells[0]
+    assert first.cell_type == "code" and "parameters" in first.metadata.get("tags", [])
+    assert re.search(r"^STORE = ", first.source, re.M) and re.search(
+        r"^SERVICE = ", first.source, re.M
+    )
+    assert sum(c.cell_type == "markdown" for c in nb.cells) >= 4
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not re.search(r"pyproflab\._|\bimport _|\.\b_[a-z]\w*\(", code), (
+        f"{name} uses private names"
+    )
+
+
+def _inject(nb, params: dict) -> None:
+    """Add a cell after the parameters cell, as papermill does."""
+    src = "# Parameters injected by the test\n" + "".join(
+        f"{k} = {v!r}\n" for k, v in params.items()
+    )
+    cell = nbformat.v4.new_code_cell(src)
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(1, cell)
+
+
+def run_notebook(name: str, store: Path, workdir: Path, **extra) -> object:
+    """Execute one notebook on ``store`` in ``workdir``; returns the executed notebook."""
+    nb = _read(name)
+    _inject(nb, {"STORE": str(store), "SERVICE": "notesd", **extra})
+    client = nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+    )
+    client.execute()
+    return nb
+
+
+def _outputs(nb, mime: str) -> list[str]:
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            if mime in data:
+                v = data[mime]
+                out.append(v if isinstance(v, str) else json.dumps(v))
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_on_the_demo_store(name, tmp_path):
+    store = demo_store()
+    extra = {"OUT": str(tmp_path / "default.pgo")} if name == "04_pgo_export" else {}
+    started = time.perf_counter()
+    nb = run_notebook(name, store, tmp_path, **extra)  # a cell error raises CellExecutionError
+    print(f"{name}: ran in {time.perf_counter() - started:.1f} s")
+    figures = _outputs(nb, "application/vnd.plotly.v1+json")
+    assert figures, f"{name} drew no plotly figure"
+    html = "\n".join(_outputs(nb, "text/html"))
+    expected = {
+        "01_fleet_overview": ["pyproflab-top", "pyproflab-gc"],
+        "02_top_regressions": ["pyproflab-regressions"],
+        "03_gogc_tradeoffs": ["pyproflab-gogc"],
+        "04_pgo_export": ["PGO profile"],
+    }[name]
+    for marker in expected:
+        assert marker in html, f"{name}: no {marker} HTML repr in the outputs"
+    if name == "04_pgo_export":
+        assert (tmp_path / "default.pgo").stat().st_size > 0
