@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup system-deps test test-fast demo bench lint lab clean
+.PHONY: setup system-deps test test-fast fuzz demo bench lint lab report clean
 
 setup: $(STAMP)
 
@@ -30,6 +30,11 @@ test: setup system-deps
 test-fast: setup system-deps
 	$(PY) -m pytest -q -m 'not slow'
 
+# The full decoder fuzz run (tests/test_fuzz_decode.py; make test runs a small one).
+FUZZ_CASES ?= 20000
+fuzz: setup
+	PYPROFLAB_FUZZ_CASES=$(FUZZ_CASES) $(PY) -m pytest -q -s tests/test_fuzz_decode.py
+
 # The main job on the embedded default store (./$(DB)).
 demo: setup
 	$(PY) -m pyproflab.demo --db $(DB)
@@ -40,6 +45,10 @@ bench: setup
 lint: setup
 	$(VENV)/bin/ruff check pyproflab tests bench
 	$(VENV)/bin/ruff format --check pyproflab tests bench
+
+# The offline HTML report of the default store (run make demo first).
+report: setup
+	$(PY) -m pyproflab report --db $(DB) -o report.html
 
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/

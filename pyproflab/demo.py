@@ -215,7 +215,7 @@ class Demo:
             self.say(f"{inst.instance}: {inst.base_url} pid {inst.pid} GOGC={inst.gogc}")
 
     def load_and_collect(self, harness: ModuleType, bins: Any, procs: Processes, lab: Any) -> Any:
-        from pyproflab.sources.collect import collect
+        from pyproflab.collect import collect
         from pyproflab.sources.targets import Target
 
         a = self.args

@@ -88,7 +88,8 @@ def corpus_params(*, with_index: bool = False) -> list:
     files = corpus_proto_files()
     if not files:
         values = (None, None) if with_index else (None,)
-        return [pytest.param(*values, marks=pytest.mark.skip(reason=SKIP_NO_CORPUS), id="no-corpus")]
+        skip = pytest.mark.skip(reason=SKIP_NO_CORPUS)
+        return [pytest.param(*values, marks=skip, id="no-corpus")]
     params = []
     for f in files:
         if with_index:

@@ -26,8 +26,8 @@ import pytest
 
 from pyproflab._proto import profile_pb2
 from pyproflab.cli import main
+from pyproflab.collect import archive_path, backoff_delay, collect
 from pyproflab.errors import UsageError
-from pyproflab.sources.collect import archive_path, backoff_delay, collect
 from pyproflab.sources.targets import Target, load_targets, targets_from_dict
 from pyproflab.store.connection import Store
 

@@ -164,7 +164,7 @@ class Run:
 @pytest.fixture(scope="module")
 def fleet_run(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     fh = pytest.importorskip("fleet_harness")
-    from pyproflab.sources.collect import collect
+    from pyproflab.collect import collect
     from pyproflab.sources.gctrace import read_gctrace
     from pyproflab.sources.targets import Target
     from pyproflab.store.connection import Store

@@ -112,8 +112,8 @@ class Command:
         import sys
         from pathlib import Path
 
+        from pyproflab.collect import collect
         from pyproflab.errors import UsageError
-        from pyproflab.sources.collect import collect
         from pyproflab.sources.targets import load_targets, parse_types
         from pyproflab.store.connection import Store
 

@@ -125,7 +125,7 @@ def _parquet_source(store: Store, src: SourceSpec) -> dict[str, Any]:
 
 
 def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
-    from pyproflab.sources.collect import COLLECT_TYPES, collect
+    from pyproflab.collect import COLLECT_TYPES, collect
     from pyproflab.sources.targets import load_targets, parse_types
 
     targets = load_targets(src.targets or "")

@@ -21,6 +21,12 @@ from pyproflab.errors import UsageError
 FORMATS = ("text", "json", "csv", "html")
 
 
+def _plotly_text(s: str) -> str:
+    """``s`` escaped for plotly's pseudo-HTML (labels, hover, titles): ``<`` and ``&``
+    only, since plotly shows ``&quot;`` literally."""
+    return html.escape(s, quote=False)
+
+
 def _num(v: float | None, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -174,7 +180,7 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     import plotly.graph_objects as go
 
     rows = result.rows.slice(0, n).to_pylist()[::-1]  # plotly draws the first at the bottom
-    names = [html.escape(r["label"]) for r in rows]
+    names = [_plotly_text(r["label"]) for r in rows]
     x = [_clean(r[f"{metric}_change"]) for r in rows]
     lo = [_clean(r[f"{metric}_change_lo"]) for r in rows]
     hi = [_clean(r[f"{metric}_change_hi"]) for r in rows]
@@ -183,7 +189,7 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     colors = ["#d62728" if r[f"{metric}_significant"] else "#7f7f7f" for r in rows]
     hover = [
         f"{nm}<br>base {r[f'{metric}_rate_base']:.4g} → new {r[f'{metric}_rate_new']:.4g} "
-        f"{html.escape(result.rate_unit)}<br>change {_num(r[f'{metric}_change'])} "
+        f"{_plotly_text(result.rate_unit)}<br>change {_num(r[f'{metric}_change'])} "
         f"({_pct(r[f'{metric}_rel'])})<br>q {_num(r[f'{metric}_q'], 3)}"
         for nm, r in zip(names, rows, strict=True)]
     fig = go.Figure(go.Scatter(
@@ -191,10 +197,10 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
         error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
         hovertext=hover, hoverinfo="text"))
     fig.update_layout(
-        title=f"Top {metric} changes ({html.escape(result.rate_unit)}), "
+        title=f"Top {metric} changes ({_plotly_text(result.rate_unit)}), "
               f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
         yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
-        xaxis_title=f"{metric} change ({html.escape(result.rate_unit)})",
+        xaxis_title=f"{metric} change ({_plotly_text(result.rate_unit)})",
         height=max(300, 28 * len(rows) + 120), showlegend=False)
     fig.add_vline(x=0, line_dash="dot")
     return fig
@@ -231,11 +237,11 @@ def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
         rel = (nv - b) / b if b else (1.0 if nv else 0.0)
         ids.append(index[k])
         parents.append(index[parent] if parent else "")
-        name = html.escape(labels[k[-1]])
+        name = _plotly_text(labels[k[-1]])
         names.append(name)
         values.append(nv)
         colors.append(max(-1.0, min(1.0, rel)))
-        hover.append(f"{name}<br>new {nv} base {b} {html.escape(result.sample_type.unit)}"
+        hover.append(f"{name}<br>new {nv} base {b} {_plotly_text(result.sample_type.unit)}"
                      f"<br>change {_pct(rel if b else float('nan'))}")
     fig = go.Figure(go.Icicle(
         ids=ids, parents=parents, labels=names, values=values, branchvalues="total",
