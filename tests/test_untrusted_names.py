@@ -2,7 +2,7 @@
 
 The store (tests/browser/stores.py ``evil_store``) is the demo store plus copies
 of its CPU and allocs profiles in which ``main.scoreNote`` is named
-``<img src=x onerror=alert(1)>`` and ``main.filterChain`` is
+``<img src=x onerror=alert(1)>`` and the next hottest function
 ``main.filterChain</script><script>alert(2)</script>`` (file names too), with
 the metadata label ``team="><svg onload=alert(3)>``.
 

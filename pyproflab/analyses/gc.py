@@ -67,6 +67,7 @@ from pyproflab.analyses.gc_categories import (
     GcCategoriesResult,
     gc_categories,
 )
+from pyproflab.display import render
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
 
@@ -504,9 +505,7 @@ class GcResult:
         return self.profiles.num_rows
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.gc import render_gc_html
-
-        return render_gc_html(self)
+        return render(self, "html")
 
     def __repr__(self) -> str:
         return (

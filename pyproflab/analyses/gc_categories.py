@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from pyproflab.analyses import filters
 from pyproflab.analyses.top import compute_total, resolve_sample_index, sample_values
+from pyproflab.display import render
 from pyproflab.model import Profile, ValueType
 
 
@@ -168,9 +169,7 @@ class GcCategoriesResult:
         return self.rows.to_pandas()
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.gc import categories_html
-
-        return categories_html(self)
+        return render(self, "html")
 
     def __repr__(self) -> str:
         return (

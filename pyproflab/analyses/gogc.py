@@ -68,6 +68,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyproflab.display import render
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
@@ -487,17 +488,13 @@ class GogcResult:
         return d
 
     def figure(self):
-        from pyproflab.reports.gogc import gogc_figure
-
-        return gogc_figure(self)
+        return render(self, "figure")
 
     def __len__(self) -> int:
         return self.predictions.num_rows
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.gogc import render_gogc_html
-
-        return render_gogc_html(self)
+        return render(self, "html")
 
     def __repr__(self) -> str:
         rec = self.recommendation

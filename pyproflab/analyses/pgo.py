@@ -59,6 +59,7 @@ from pyproflab.analyses.pgo_edges import (
     go_binary,
     preprofile_edges,
 )
+from pyproflab.display import render
 from pyproflab.errors import ProfileError, ProflabError, UsageError
 from pyproflab.model import Profile
 
@@ -188,9 +189,7 @@ class PgoResult:
         })
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.pgo import render_html
-
-        return render_html(self)
+        return render(self, "html")
 
 
 # --- entry points --------------------------------------------------------------------

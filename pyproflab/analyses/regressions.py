@@ -52,6 +52,7 @@ from pyproflab.analyses.top import (
     resolve_sample_index,
 )
 from pyproflab.analyses.units import scale
+from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
@@ -144,20 +145,14 @@ class RegressionsResult:
 
     def figure_top(self, n: int = 20, metric: str | None = None):
         """Plotly figure: the top ``n`` changes with their intervals."""
-        from pyproflab.reports.regressions import figure_top
-
-        return figure_top(self, n=n, metric=metric or self.rank_by)
+        return render(self, "figure_top", n=n, metric=metric or self.rank_by)
 
     def figure_flame(self, **options: Any):
         """Plotly differential flame graph (width: new side; colour: change)."""
-        from pyproflab.reports.regressions import figure_flame
-
-        return figure_flame(self, **options)
+        return render(self, "figure_flame", **options)
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.regressions import render_html
-
-        return render_html(self, max_rows=50)
+        return render(self, "html")
 
     def __repr__(self) -> str:
         return (f"RegressionsResult({self.sample_type}, {self.granularity}, "

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 
 from pyproflab.analyses import filters
 from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
+from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
@@ -114,14 +115,10 @@ class TopResult:
 
     def header_lines(self, value_format=None) -> list[str]:
         """The lines pprof prints above the table (see reports.text)."""
-        from pyproflab.reports.text import header_lines
-
-        return header_lines(self, value_format)
+        return render(self, "header_lines", value_format)
 
     def _repr_html_(self) -> str:
-        from pyproflab.reports.html import render_html
-
-        return render_html(self, max_rows=200)
+        return render(self, "html")
 
     def __repr__(self) -> str:
         return (f"TopResult({self.sample_type}, {self.granularity}, {self.rows.num_rows} rows, "

@@ -1,0 +1,93 @@
+"""The package's layers import only downward (STYLE: sources -> decode -> store ->
+analyses -> reports -> CLI/jobs/notebooks).
+
+Every ``import``/``from ... import`` of a pyproflab module, at any depth (lazy
+imports inside functions count), must name a layer at or below the importer's.
+Result objects render through ``pyproflab.display``, never by importing reports.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pyproflab"
+
+# Top-level module or subpackage -> layer; a module may import its own layer and below.
+LAYERS: dict[str, int] = {
+    "_proto": 0, "errors": 0, "schema": 0, "model": 0, "display": 0,
+    "sources": 1, "decode": 1, "encode": 1,
+    "store": 2,
+    "analyses": 3,
+    "reports": 4,
+    "files": 5, "collect": 5, "lab": 5,
+    "jobs": 6, "demo": 6,
+    "cli": 7,
+    "__init__": 8, "__main__": 8,
+}
+
+
+def _imported(tree: ast.AST) -> list[tuple[str, int]]:
+    """(top-level pyproflab module, line) for every import of a pyproflab module."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] != "pyproflab":
+                continue
+            names = parts[1:2] or [a.name for a in node.names]
+            out += [(n, node.lineno) for n in names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name.split(".")[1], node.lineno) for a in node.names
+                    if a.name.startswith("pyproflab.")]
+    return out
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "_proto" not in p.parts)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_go_downward(path: Path) -> None:
+    top = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    assert top in LAYERS, f"{top}: add it to LAYERS"
+    upward = []
+    for name, line in _imported(ast.parse(path.read_text(), str(path))):
+        if name == "__version__":  # from pyproflab import __version__: a constant
+            continue
+        assert name in LAYERS, f"{path.name}:{line}: pyproflab.{name} is not in LAYERS"
+        if LAYERS[name] > LAYERS[top]:
+            upward.append(f"line {line}: imports pyproflab.{name} (layer {LAYERS[name]})")
+    assert not upward, f"{path.relative_to(PACKAGE)} (layer {LAYERS[top]}): {upward}"
+
+
+def test_the_checker_sees_lazy_imports() -> None:
+    tree = ast.parse("def f():\n    from pyproflab.reports.html import render_html\n")
+    assert _imported(tree) == [("reports", 2)]
+
+
+def test_every_render_call_has_a_registered_renderer() -> None:
+    """Each ``render(self, KIND)`` in a result class names a kind the reports layer
+    registered, and the registered function exists."""
+    import importlib
+
+    import pyproflab  # noqa: F401  (fills the registry)
+    from pyproflab.display import _RENDERERS
+
+    calls = []
+    for path in sorted((PACKAGE / "analyses").glob("*.py")):
+        module = f"pyproflab.analyses.{path.stem}"
+        for cls in ast.parse(path.read_text()).body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for node in ast.walk(cls):
+                if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "render"
+                        and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                    calls.append((f"{module}.{cls.name}", node.args[1].value))
+    assert len(calls) >= 10
+    missing = [c for c in calls if c not in _RENDERERS]
+    assert not missing, f"render() kinds with no renderer: {missing}"
+    for module, function, _ in _RENDERERS.values():
+        assert callable(getattr(importlib.import_module(module), function))
