@@ -25,7 +25,8 @@ import pprof_oracle as oracle
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
+# Resolved: ../shared may be a symlink, and the code under test reports resolved paths.
+CORPUS = (REPO.parent / "shared" / "corpus").resolve()
 GOPROGS = Path(__file__).resolve().parent / "goprogs"
 
 # What profgen writes: kind -> (file name, number of sample types).

@@ -6,7 +6,7 @@ them; CPU profiles are taken from all four at once, several rounds, and
 ingested with their version and instance. Then:
 
 1. v1 vs v2 ranks the planted function first and significant, and +30% lies
-   inside its interval of relative change in CPU cores. Ranking and
+   inside its (99%) interval of relative change in CPU cores. Ranking and
    significance use shares of each profile's total (``measure="share"``):
    on a shared test machine the CPU each instance gets varies a lot from one
    profile to the next, which makes rates noisy while shares stay stable; the
@@ -25,8 +25,14 @@ import numpy as np
 import pytest
 
 ROUNDS = 10  # profiles per instance
-SECONDS = 5  # per profile
-RATE = 1600  # requests/s over the four instances (about 1.5 of 2 cores)
+SECONDS = 8  # per profile
+# Requests/s over the four instances: about 1.3 of the 2 cores (1100/s already
+# uses 1.75). A saturated machine shares CPU between the processes, so v2 would
+# serve fewer requests per second and show less than its extra 30%.
+RATE = 800
+# The containment check uses a 99% interval: the planted size is fixed, and at a
+# 95% interval one run in twenty would miss it by chance alone.
+CONFIDENCE = 0.99
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +89,12 @@ def test_planted_function_first(fleet_store) -> None:
     top = shares.rows.slice(0, 1).to_pylist()[0]
     assert top["name"] == planted, shares.to_pandas().head(10).to_string()
     assert top["flat_significant"], top
-    rates = regressions(store, v1, v2)
+    rates = regressions(store, v1, v2, confidence=CONFIDENCE)
     row = next(r for r in rates.rows.to_pylist() if r["name"] == planted)
+    print(f"\nplanted {planted}: share rank {top['rank']}, q {top['flat_q']:.2g}; rate "
+          f"{row['flat_rate_base']:.4f} -> {row['flat_rate_new']:.4f} cores, "
+          f"{row['flat_rel']:+.1%} [{row['flat_rel_lo']:+.1%}, {row['flat_rel_hi']:+.1%}], "
+          f"rank {row['rank']}")
     assert row["flat_rel_lo"] <= 0.30 <= row["flat_rel_hi"], row
     assert row["rank"] <= 3, rates.to_pandas().head(10).to_string()
 
@@ -108,4 +118,5 @@ def test_aa_splits(fleet_store) -> None:
         if (d.flat_significant & (d.flat_change > 0)).any() or (
                 d.cum_significant & (d.cum_change > 0)).any():
             noisy.append(k)
+    print(f"\nA/A: {20 - len(noisy)} of 20 splits without a significant regression")
     assert len(noisy) <= 1, f"splits with a significant regression: {noisy}"
