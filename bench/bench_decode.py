@@ -73,8 +73,10 @@ def report(name: str, data: bytes, runs: int) -> None:
     f = median_seconds(lambda: floor(data), runs)
     ours = median_seconds(lambda: decode_bytes(data), runs)
     prof = decode_bytes(data)
-    print(f"{name:<28} {prof.num_samples:>8} samples  floor {f * 1e3:8.1f} ms  "
-          f"decode {ours * 1e3:8.1f} ms  ratio {ours / f:5.2f}")
+    print(
+        f"{name:<28} {prof.num_samples:>8} samples  floor {f * 1e3:8.1f} ms  "
+        f"decode {ours * 1e3:8.1f} ms  ratio {ours / f:5.2f}"
+    )
 
 
 def main() -> int:
@@ -87,8 +89,11 @@ def main() -> int:
         return 1
     data = LARGE.read_bytes()
     report("large.cpu", data, args.runs)
-    report(f"synthetic {args.samples:,}-sample cpu", synthesize(decode_bytes(data), args.samples),
-           max(3, args.runs // 3))
+    report(
+        f"synthetic {args.samples:,}-sample cpu",
+        synthesize(decode_bytes(data), args.samples),
+        max(3, args.runs // 3),
+    )
     return 0
 
 

@@ -40,11 +40,15 @@ QUERIES = ["alpha beta", "gamma", "delta epsilon", "note", "zeta eta theta"]
 
 def _profgen_profiles(tmp: Path, n: int, seconds: float) -> list[Path]:
     exe = tmp / "profgen"
-    subprocess.run([GO, "build", "-o", str(exe), "./profgen"], cwd=REPO / "tests" / "goprogs",
-                   check=True)
+    subprocess.run(
+        [GO, "build", "-o", str(exe), "./profgen"], cwd=REPO / "tests" / "goprogs", check=True
+    )
     out = tmp / "prof"
-    subprocess.run([str(exe), "-out", str(out), "-cpu-profiles", str(n), "-cpu-seconds",
-                    str(seconds)], check=True, capture_output=True)
+    subprocess.run(
+        [str(exe), "-out", str(out), "-cpu-profiles", str(n), "-cpu-seconds", str(seconds)],
+        check=True,
+        capture_output=True,
+    )
     files = [out / "cpu.pb.gz"] + [out / f"cpu{i}.pb.gz" for i in range(2, n + 1)]
     return [f for f in files if f.exists()]
 
@@ -59,21 +63,38 @@ def bench_merge(tmp: Path, n: int, seconds: float, repeat: int) -> None:
         pgo_files(files).write(tmp / "ours.pgo", verify=False)
 
     def cli() -> None:
-        subprocess.run([sys.executable, "-m", "pyproflab", "pgo", *map(str, files), "-o",
-                        str(tmp / "cli.pgo"), "--no-verify", "--format", "json"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pyproflab",
+                "pgo",
+                *map(str, files),
+                "-o",
+                str(tmp / "cli.pgo"),
+                "--no-verify",
+                "--format",
+                "json",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     def pprof() -> None:
-        subprocess.run([GO, "tool", "pprof", "-proto", "-output", str(tmp / "pprof.pb.gz"),
-                        *map(str, files)], check=True, capture_output=True)
+        subprocess.run(
+            [GO, "tool", "pprof", "-proto", "-output", str(tmp / "pprof.pb.gz"), *map(str, files)],
+            check=True,
+            capture_output=True,
+        )
 
     t_ours = median_time(ours, repeat=repeat)
     t_cli = median_time(cli, repeat=repeat)
     t_pprof = median_time(pprof, repeat=repeat)
     print(f"    pyproflab pgo (in-process): {t_ours:.3f}s   CLI process: {t_cli:.3f}s")
     print(f"    go tool pprof -proto:       {t_pprof:.3f}s")
-    print(f"    ratio pyproflab/pprof: in-process {t_ours / t_pprof:.2f}, "
-          f"CLI {t_cli / t_pprof:.2f}")
+    print(
+        f"    ratio pyproflab/pprof: in-process {t_ours / t_pprof:.2f}, CLI {t_cli / t_pprof:.2f}"
+    )
 
 
 def _fleet_profile(tmp: Path, seconds: int) -> tuple[Path, object]:
@@ -84,8 +105,9 @@ def _fleet_profile(tmp: Path, seconds: int) -> tuple[Path, object]:
     bins = fh.build_fleet(tmp / "bin")
     paths = []
     with fh.FleetInstance(bins.notesd).start("v1", "bench") as inst:
-        with fh.start_load(inst, duration=2 * seconds + 3, rate_start=500, concurrency=16,
-                           loadgen=bins.loadgen) as run:
+        with fh.start_load(
+            inst, duration=2 * seconds + 3, rate_start=500, concurrency=16, loadgen=bins.loadgen
+        ) as run:
             time.sleep(1)
             for i in range(2):
                 p = tmp / f"fleet{i}.pb.gz"
@@ -94,8 +116,10 @@ def _fleet_profile(tmp: Path, seconds: int) -> tuple[Path, object]:
             run.wait()
     res = pgo_files(paths)
     out = res.write(tmp / "default.pgo")
-    print(f"    profile: {res.edges.total} edge weight, {len(res.edges.hot)} hot edges; "
-          f"{res.verify_note}")
+    print(
+        f"    profile: {res.edges.total} edge weight, {len(res.edges.hot)} hot edges; "
+        f"{res.verify_note}"
+    )
     return out, bins
 
 
@@ -104,8 +128,12 @@ def bench_build(tmp: Path, profile: Path) -> None:
     times = {}
     for pgo in ("off", str(profile)):
         t = time.perf_counter()
-        subprocess.run([GO, "build", "-a", "-o", str(tmp / "nd"), f"-pgo={pgo}", "./cmd/notesd"],
-                       cwd=FLEET, check=True, capture_output=True)
+        subprocess.run(
+            [GO, "build", "-a", "-o", str(tmp / "nd"), f"-pgo={pgo}", "./cmd/notesd"],
+            cwd=FLEET,
+            check=True,
+            capture_output=True,
+        )
         times[pgo] = time.perf_counter() - t
     off, on = times["off"], times[str(profile)]
     print(f"    -pgo=off {off:.1f}s   -pgo=default.pgo {on:.1f}s   overhead {on / off - 1:+.0%}")
@@ -138,8 +166,10 @@ def bench_endpoint(tmp: Path, profile: Path, rounds: int, seconds: float) -> Non
     print(f"[3] GET /notes/search, closed loop, {rounds} alternated rounds of {seconds}s each")
     plain = fh.build_fleet(tmp / "bin")
     pgo = fh.build_fleet(tmp / "bin-pgo", pgo=profile)
-    with fh.FleetInstance(plain.notesd).start("v1", "nopgo") as a, \
-            fh.FleetInstance(pgo.notesd).start("v1", "pgo") as b:
+    with (
+        fh.FleetInstance(plain.notesd).start("v1", "nopgo") as a,
+        fh.FleetInstance(pgo.notesd).start("v1", "pgo") as b,
+    ):
         _hammer(a.base_url, 1, 4)
         _hammer(b.base_url, 1, 4)  # warm-up
         ratios, ra, rb = [], [], []
@@ -148,10 +178,14 @@ def bench_endpoint(tmp: Path, profile: Path, rounds: int, seconds: float) -> Non
             for inst, acc in order:
                 acc.append(_hammer(inst.base_url, seconds, 4))
             ratios.append(rb[-1] / ra[-1])
-        print(f"    no PGO: {statistics.median(ra):.0f} req/s   PGO: {statistics.median(rb):.0f} "
-              f"req/s   PGO/no-PGO per round: {', '.join(f'{x:.3f}' for x in ratios)}")
-        print(f"    median ratio {statistics.median(ratios):.3f} "
-              f"({statistics.median(ratios) - 1:+.1%} throughput)")
+        print(
+            f"    no PGO: {statistics.median(ra):.0f} req/s   PGO: {statistics.median(rb):.0f} "
+            f"req/s   PGO/no-PGO per round: {', '.join(f'{x:.3f}' for x in ratios)}"
+        )
+        print(
+            f"    median ratio {statistics.median(ratios):.3f} "
+            f"({statistics.median(ratios) - 1:+.1%} throughput)"
+        )
 
 
 def main() -> None:

@@ -89,9 +89,7 @@ PROFILE_MAPPINGS = pa.schema(
 
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 
-VALUE_TYPE = pa.struct(
-    [pa.field("type", pa.string()), pa.field("unit", pa.string())]
-)
+VALUE_TYPE = pa.struct([pa.field("type", pa.string()), pa.field("unit", pa.string())])
 
 STORE_PROFILES = pa.schema(
     [

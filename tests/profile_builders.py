@@ -8,8 +8,22 @@ from pyproflab._proto import profile_pb2
 def minimal() -> profile_pb2.Profile:
     """A valid profile: 1 mapping, 2 functions, 2 locations, 2 samples, 2 sample types."""
     p = profile_pb2.Profile()
-    p.string_table.extend(["", "samples", "count", "cpu", "nanoseconds", "main", "main.go",
-                           "bin", "runtime.f", "k", "v", "bytes"])
+    p.string_table.extend(
+        [
+            "",
+            "samples",
+            "count",
+            "cpu",
+            "nanoseconds",
+            "main",
+            "main.go",
+            "bin",
+            "runtime.f",
+            "k",
+            "v",
+            "bytes",
+        ]
+    )
     p.sample_type.add(type=1, unit=2)
     p.sample_type.add(type=3, unit=4)
     p.period_type.type, p.period_type.unit = 3, 4

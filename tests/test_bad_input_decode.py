@@ -115,8 +115,9 @@ def test_cap_also_applies_to_raw_and_across_members() -> None:
 
 def test_corrupt_deflate_data() -> None:
     raw = zlib.compress(GOOD)
-    refused(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + raw[2:-4] + b"\x00" * 8,
-            CorruptProfileError)
+    refused(
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + raw[2:-4] + b"\x00" * 8, CorruptProfileError
+    )
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:

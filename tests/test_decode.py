@@ -22,12 +22,25 @@ from pyproflab.model import Profile
 
 LEGACY = [
     "google-pprof/profile/testdata/" + name
-    for name in ("cppbench.cpu", "go.crc32.cpu", "gobench.cpu", "java.cpu", "cppbench.heap",
-                 "gobench.heap", "java.heap", "cppbench.growth", "java.contention",
-                 "cppbench.thread", "cppbench.thread.all", "cppbench.thread.none",
-                 "go.godoc.thread")
-] + ["google-pprof/internal/driver/testdata/" + name
-     for name in ("cppbench.contention", "cppbench.small.contention")]
+    for name in (
+        "cppbench.cpu",
+        "go.crc32.cpu",
+        "gobench.cpu",
+        "java.cpu",
+        "cppbench.heap",
+        "gobench.heap",
+        "java.heap",
+        "cppbench.growth",
+        "java.contention",
+        "cppbench.thread",
+        "cppbench.thread.all",
+        "cppbench.thread.none",
+        "go.godoc.thread",
+    )
+] + [
+    "google-pprof/internal/driver/testdata/" + name
+    for name in ("cppbench.contention", "cppbench.small.contention")
+]
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_NO_CORPUS)
 
@@ -37,8 +50,18 @@ def same_profile(a: Profile, b: Profile) -> None:
         ta, tb = getattr(a, name), getattr(b, name)
         assert ta.schema.equals(tb.schema), name
         assert ta.equals(tb), name
-    for name in ("sample_types", "period_type", "period", "time_nanos", "duration_nanos",
-                 "comments", "drop_frames", "keep_frames", "default_sample_type", "doc_url"):
+    for name in (
+        "sample_types",
+        "period_type",
+        "period",
+        "time_nanos",
+        "duration_nanos",
+        "comments",
+        "drop_frames",
+        "keep_frames",
+        "default_sample_type",
+        "doc_url",
+    ):
         assert getattr(a, name) == getattr(b, name), name
 
 
@@ -98,8 +121,9 @@ def test_gzip_is_detected_by_magic_not_name(tmp_path: Path) -> None:
     zipped = tmp_path / "pyspy.pprof"  # gzipped under a name that does not say so
     zipped.write_bytes(gzip.compress(not_gzipped.read_bytes()))
     same_profile(read_profile(zipped), plain)
-    raw_copy = decode_bytes(gzip.decompress((CORPUS / "parca/pkg/query/testdata/fib.pb.gz")
-                                            .read_bytes()))
+    raw_copy = decode_bytes(
+        gzip.decompress((CORPUS / "parca/pkg/query/testdata/fib.pb.gz").read_bytes())
+    )
     same_profile(raw_copy, read_profile(CORPUS / "parca/pkg/query/testdata/fib.pb.gz"))
 
 
@@ -145,8 +169,10 @@ def test_minimal_profile_decodes_every_field() -> None:
         {"key": "k", "str": None, "num": 42, "num_unit": "bytes"},
     ]
     lines = prof.locations.column("lines").to_pylist()[0]
-    assert lines == [{"function_id": 2, "line": 7, "column": 2},
-                     {"function_id": 1, "line": 9, "column": 0}]
+    assert lines == [
+        {"function_id": 2, "line": 7, "column": 2},
+        {"function_id": 1, "line": 9, "column": 0},
+    ]
     assert prof.comments == ["main"] and prof.doc_url == "main.go"
     assert (prof.time_nanos, prof.duration_nanos, prof.period) == (123, 456, 10_000_000)
 
@@ -219,8 +245,15 @@ def test_negative_and_ten_byte_varints() -> None:
         (field(2, 2, field(2, 0, 1) + b"\x0b\x0c"), CorruptProfileError),  # a group
         (field(9, 0, 5) + field(9, 0, 6), CorruptProfileError),  # two time_nanos
     ],
-    ids=["label-as-varint", "line-as-varint", "function-id-as-bytes", "sample-as-varint",
-         "scalar-as-bytes", "group", "concatenated"],
+    ids=[
+        "label-as-varint",
+        "line-as-varint",
+        "function-id-as-bytes",
+        "sample-as-varint",
+        "scalar-as-bytes",
+        "group",
+        "concatenated",
+    ],
 )
 def test_wire_type_mismatches_are_refused(extra: bytes, error: type) -> None:
     with pytest.raises(error):

@@ -44,8 +44,7 @@ def _gateway(model: str, **extra) -> dict[str, float]:
     inp = GcInputs.from_observed(**GATEWAY_BEFORE, **extra)
     t = predict(inp, [300], model=model).to_pylist()
     r = next(r for r in t if r["gogc"] == 300)
-    return {"cycles": r["gc_cycles_per_min"], "share": r["gc_cpu_share"],
-            "heap": r["heap_ratio"]}
+    return {"cycles": r["gc_cycles_per_min"], "share": r["gc_cpu_share"], "heap": r["heap_ratio"]}
 
 
 @pytest.mark.parametrize("model", ["plain", "improved"])
@@ -83,8 +82,7 @@ def test_gateway_fixed_cost_part_does_not_matter_when_the_heap_is_constant() -> 
 def test_improved_model_live_grows_with_gogc_when_allocation_is_fast() -> None:
     # kappa above PHI: at GOGC=100 the trigger is clamped (B = φ·D) and raising GOGC
     # lets the mark-time allocation grow to κ·(H+R): the marked heap grows.
-    inp = GcInputs.from_observed(**GATEWAY_BEFORE, live_heap_bytes=100 * MiB,
-                                 mark_alloc_ratio=0.4)
+    inp = GcInputs.from_observed(**GATEWAY_BEFORE, live_heap_bytes=100 * MiB, mark_alloc_ratio=0.4)
     h300 = marked_heap(inp, 300, None, "improved")
     live = 100 * MiB * (1 - PHI)
     assert h300 == pytest.approx(live / (1 - 0.4), rel=1e-6)
@@ -95,16 +93,20 @@ def test_improved_model_live_grows_with_gogc_when_allocation_is_fast() -> None:
     assert improved["gc_cycles_per_min"] < plain["gc_cycles_per_min"]
     assert improved["heap_goal_bytes"] > plain["heap_goal_bytes"]
     # A slow allocator (κ < φ·g at every candidate) keeps the plain prediction.
-    slow = GcInputs.from_observed(**GATEWAY_BEFORE, live_heap_bytes=100 * MiB,
-                                  mark_alloc_ratio=0.1)
+    slow = GcInputs.from_observed(**GATEWAY_BEFORE, live_heap_bytes=100 * MiB, mark_alloc_ratio=0.1)
     for g in (100, 200, 400):
         assert marked_heap(slow, g, None, "improved") == pytest.approx(100 * MiB, rel=1e-6)
 
 
 def _inputs(**kw) -> GcInputs:
-    base = dict(live_heap_bytes=100 * MiB, alloc_bytes_per_sec=50 * MiB,
-                gc_cpu_fixed_seconds=0.001, gc_cpu_seconds_per_byte=1e-9,
-                non_gc_cpu_cores=2.0, roots_bytes=10 * MiB)
+    base = dict(
+        live_heap_bytes=100 * MiB,
+        alloc_bytes_per_sec=50 * MiB,
+        gc_cpu_fixed_seconds=0.001,
+        gc_cpu_seconds_per_byte=1e-9,
+        non_gc_cpu_cores=2.0,
+        roots_bytes=10 * MiB,
+    )
     base.update(kw)
     return GcInputs(**base)
 
@@ -142,8 +144,10 @@ def test_predictions_follow_the_formulas() -> None:
 
 def test_off_and_limits_are_handled_gracefully() -> None:
     inp = _inputs()
-    t = {(r["gogc_label"], r["memory_limit_bytes"]): r
-         for r in predict(inp, [100, None], [None, 400 * MiB, 50 * MiB]).to_pylist()}
+    t = {
+        (r["gogc_label"], r["memory_limit_bytes"]): r
+        for r in predict(inp, [100, None], [None, 400 * MiB, 50 * MiB]).to_pylist()
+    }
     off = t[("off", None)]
     assert off["status"] == "no-gc" and off["gc_cycles_per_min"] == 0
     assert math.isinf(off["peak_heap_bytes"])
@@ -151,8 +155,12 @@ def test_off_and_limits_are_handled_gracefully() -> None:
     assert lim["status"] == "ok" and lim["governed_by"] == "limit"
     assert lim["peak_heap_bytes"] < 400 * MiB
     assert t[("100", 50 * MiB)]["status"] == "continuous-gc"
-    out = json.loads(render_gogc(gogc(inputs=inp, candidates=[100, "off"],
-                                      memory_limits="off,50MiB", budget="1GiB"), "json"))
+    out = json.loads(
+        render_gogc(
+            gogc(inputs=inp, candidates=[100, "off"], memory_limits="off,50MiB", budget="1GiB"),
+            "json",
+        )
+    )
     by_status = {p["status"]: p for p in out["predictions"]}
     assert by_status["no-gc"]["peak_heap_bytes"] is None  # infinite -> null
     assert by_status["continuous-gc"]["gc_cycles_per_min"] is None  # undefined -> null
@@ -161,8 +169,9 @@ def test_off_and_limits_are_handled_gracefully() -> None:
 
 def test_recommendation_lowest_gc_cpu_within_budget() -> None:
     inp = _inputs()
-    res = gogc(inputs=inp, candidates=[50, 100, 200, 400, 800, "off"], budget="1GiB",
-               headroom="10%")
+    res = gogc(
+        inputs=inp, candidates=[50, 100, 200, 400, 800, "off"], budget="1GiB", headroom="10%"
+    )
     assert res.budget_bytes == pytest.approx(0.9 * 1024 * MiB)
     fits = [r for r in res.predictions.to_pylist() if r["within_budget"]]
     assert all(r["peak_memory_bytes"] <= res.budget_bytes for r in fits)
@@ -170,7 +179,8 @@ def test_recommendation_lowest_gc_cpu_within_budget() -> None:
     assert rec is not None and rec["gc_cpu_cores"] == min(r["gc_cpu_cores"] for r in fits)
     assert rec["gogc"] == 400  # 800 peaks at 100 + 110·8 + 10 = 990 MiB > 921.6
     assert rec["memory_cost_bytes"] == pytest.approx(
-        rec["peak_memory_bytes"] - res.current["peak_memory_bytes"])
+        rec["peak_memory_bytes"] - res.current["peak_memory_bytes"]
+    )
     assert sum(r["recommended"] for r in res.predictions.to_pylist()) == 1
     none = gogc(inputs=inp, candidates=[100], budget="100MiB")
     assert none.recommendation is None and any("fits" in n for n in none.notes)
@@ -226,8 +236,20 @@ def _store_with_metrics(tmp_path: Path, *, gctrace: bool = True):
         f = tmp_path / f"cpu-{inst}.pb"
         f.write_bytes(p.SerializeToString())
         ingest_paths(store, [str(f)], ProfileMeta(service="svc", version="v1", instance=inst))
-    rows: dict[str, list] = {k: [] for k in ("service", "version", "instance", "metric",
-                                             "labels", "type", "time", "value", "source")}
+    rows: dict[str, list] = {
+        k: []
+        for k in (
+            "service",
+            "version",
+            "instance",
+            "metric",
+            "labels",
+            "type",
+            "time",
+            "value",
+            "source",
+        )
+    }
     # Instance a: 60 MiB live, 6 cycles/min; b: 120 MiB live, 3 cycles/min; same
     # allocation rate 6 MiB/s... and GC cost per cycle 0.01 + 1e-9·scan core-seconds.
     spec = {"a": (60 * MiB, 6.0), "b": (120 * MiB, 3.0)}
@@ -264,15 +286,32 @@ def _store_with_metrics(tmp_path: Path, *, gctrace: bool = True):
         g = {f.name: [] for f in schema.STORE_GC_CYCLES}
         for inst, (live, _) in spec.items():
             for k in range(3):
-                vals = dict(service="svc", version="v1", instance=inst, gc_num=k + 1,
-                            seconds=10.0 * k, time=t0 + timedelta(seconds=10 * k + 5),
-                            cpu_pct=5, clock_sweep_term_ms=0.1, clock_mark_ms=5.0,
-                            clock_mark_term_ms=0.1, cpu_sweep_term_ms=0.1, cpu_assist_ms=1.0,
-                            cpu_background_ms=8.0, cpu_idle_ms=0.0, cpu_mark_term_ms=0.1,
-                            heap_start_mb=int(live / MiB * 1.8),
-                            heap_end_mb=int(live / MiB * 1.9), heap_live_mb=int(live / MiB),
-                            heap_goal_mb=int(live / MiB * 2), stacks_mb=1, globals_mb=1,
-                            procs=4, forced=False, source=f"{inst}.log")
+                vals = dict(
+                    service="svc",
+                    version="v1",
+                    instance=inst,
+                    gc_num=k + 1,
+                    seconds=10.0 * k,
+                    time=t0 + timedelta(seconds=10 * k + 5),
+                    cpu_pct=5,
+                    clock_sweep_term_ms=0.1,
+                    clock_mark_ms=5.0,
+                    clock_mark_term_ms=0.1,
+                    cpu_sweep_term_ms=0.1,
+                    cpu_assist_ms=1.0,
+                    cpu_background_ms=8.0,
+                    cpu_idle_ms=0.0,
+                    cpu_mark_term_ms=0.1,
+                    heap_start_mb=int(live / MiB * 1.8),
+                    heap_end_mb=int(live / MiB * 1.9),
+                    heap_live_mb=int(live / MiB),
+                    heap_goal_mb=int(live / MiB * 2),
+                    stacks_mb=1,
+                    globals_mb=1,
+                    procs=4,
+                    forced=False,
+                    source=f"{inst}.log",
+                )
                 for key, v in vals.items():
                     g[key].append(v)
         ingest_gc_rows(store, pa.table(g, schema=schema.STORE_GC_CYCLES))
@@ -315,8 +354,21 @@ def test_store_without_gc_tables_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cli_explicit_inputs_json(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["gogc", "--gogc", "100", "--gc-cycles-per-min", "5.6", "--gc-cpu-share",
-               "0.416", "--candidates", "300", "--format", "json"])
+    rc = main(
+        [
+            "gogc",
+            "--gogc",
+            "100",
+            "--gc-cycles-per-min",
+            "5.6",
+            "--gc-cpu-share",
+            "0.416",
+            "--candidates",
+            "300",
+            "--format",
+            "json",
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     r300 = next(p for p in doc["predictions"] if p["gogc"] == 300)
@@ -330,8 +382,22 @@ def test_cli_store_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str
     store = _store_with_metrics(tmp_path)
     store.close()
     db = str(tmp_path / "s.duckdb")
-    assert main(["gogc", "--db", db, "--service", "svc", "--budget", "1GiB",
-                 "--memory-limit", "off,400MiB"]) == 0
+    assert (
+        main(
+            [
+                "gogc",
+                "--db",
+                db,
+                "--service",
+                "svc",
+                "--budget",
+                "1GiB",
+                "--memory-limit",
+                "off,400MiB",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "Recommendation: GOGC=" in text and ">" in text
     assert main(["gogc", "--db", db, "--format", "csv"]) == 0
@@ -340,15 +406,27 @@ def test_cli_store_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert len(lines) == 1 + 9  # default candidates; current 100 among them
 
 
-@pytest.mark.parametrize("argv", [
-    ["gogc", "--gogc", "100"],
-    ["gogc", "--gogc", "100", "--gc-cycles-per-min", "0", "--gc-cpu-share", "0.4"],
-    ["gogc", "--gogc", "100", "--gc-cycles-per-min", "5", "--gc-cpu-share", "1.4"],
-    ["gogc", "--gogc", "100", "--gc-cycles-per-min", "5", "--gc-cpu-share", "0.4",
-     "--budget", "2GiB"],
-    ["gogc", "--gogc", "off", "--gc-cycles-per-min", "5", "--gc-cpu-share", "0.4"],
-    ["gogc", "--db", "/nonexistent/x.duckdb"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gogc", "--gogc", "100"],
+        ["gogc", "--gogc", "100", "--gc-cycles-per-min", "0", "--gc-cpu-share", "0.4"],
+        ["gogc", "--gogc", "100", "--gc-cycles-per-min", "5", "--gc-cpu-share", "1.4"],
+        [
+            "gogc",
+            "--gogc",
+            "100",
+            "--gc-cycles-per-min",
+            "5",
+            "--gc-cpu-share",
+            "0.4",
+            "--budget",
+            "2GiB",
+        ],
+        ["gogc", "--gogc", "off", "--gc-cycles-per-min", "5", "--gc-cpu-share", "0.4"],
+        ["gogc", "--db", "/nonexistent/x.duckdb"],
+    ],
+)
 def test_cli_mistakes_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -378,4 +456,5 @@ def test_improved_model_cycle_gap() -> None:
         improved = predict_one(inp, g, None, "improved")
         assert plain["gc_cycles_per_min"] == pytest.approx(60 * 50 * MiB / d)
         assert improved["gc_cycles_per_min"] == pytest.approx(
-            60 * 50 * MiB / (d - min(2 * MiB, PHI * d)))
+            60 * 50 * MiB / (d - min(2 * MiB, PHI * d))
+        )

@@ -52,13 +52,25 @@ PINNED_MAPPING_ID = 0x92D85A6A8B3A62C9
 
 def test_ids_are_pinned() -> None:
     p = make_profile([(["main.work"], [1, 10])])
-    assert int(ids.function_ids(p.functions)[0]) == ids._function_id(
-        "main.work", "main.work", "main.go", 10) == PINNED_FUNCTION_ID
-    assert int(ids.mapping_ids(p.mappings.set_column(
-        2, "memory_limit", pa.array([8192], pa.uint64())).set_column(
-        1, "memory_start", pa.array([4096], pa.uint64())))[0]) == PINNED_MAPPING_ID
-    assert int(ids.stack_ids(np.array([1, 2, 3], dtype=np.uint64),
-                             np.array([0, 3]))[0]) == PINNED_STACK_ID
+    assert (
+        int(ids.function_ids(p.functions)[0])
+        == ids._function_id("main.work", "main.work", "main.go", 10)
+        == PINNED_FUNCTION_ID
+    )
+    assert (
+        int(
+            ids.mapping_ids(
+                p.mappings.set_column(2, "memory_limit", pa.array([8192], pa.uint64())).set_column(
+                    1, "memory_start", pa.array([4096], pa.uint64())
+                )
+            )[0]
+        )
+        == PINNED_MAPPING_ID
+    )
+    assert (
+        int(ids.stack_ids(np.array([1, 2, 3], dtype=np.uint64), np.array([0, 3]))[0])
+        == PINNED_STACK_ID
+    )
     canon = ids.canonical_labels([label("k", "v"), label("n", 3, "bytes")])
     assert ids.label_set_id(canon) == PINNED_LABEL_SET_ID
     assert ids.label_set_id([]) == 0
@@ -66,14 +78,18 @@ def test_ids_are_pinned() -> None:
 
 def test_stack_ids_vectorized_match_one_by_one() -> None:
     rng = np.random.default_rng(7)
-    lists = [list(rng.integers(1, 2**63, size=int(n), dtype=np.uint64))
-             for n in rng.integers(0, 12, size=300)]
+    lists = [
+        list(rng.integers(1, 2**63, size=int(n), dtype=np.uint64))
+        for n in rng.integers(0, 12, size=300)
+    ]
     lists += [lists[5], lists[5][::-1], []]
     flat = np.array([x for lst in lists for x in lst], dtype=np.uint64)
     offsets = np.cumsum([0] + [len(lst) for lst in lists])
     together = ids.stack_ids(flat, offsets)
-    alone = [int(ids.stack_ids(np.array(lst, dtype=np.uint64), np.array([0, len(lst)]))[0])
-             for lst in lists]
+    alone = [
+        int(ids.stack_ids(np.array(lst, dtype=np.uint64), np.array([0, len(lst)]))[0])
+        for lst in lists
+    ]
     assert [int(x) for x in together] == alone
     assert alone[-3] == alone[5]
     if lists[5] != lists[5][::-1]:
@@ -126,17 +142,37 @@ HEAP4 = vts("alloc_objects/count", "alloc_space/bytes", "inuse_objects/count", "
         (HEAP4, ValueType("space", "bytes"), {"default_sample_type": "alloc_space"}, "allocs"),
         (vts("goroutine/count"), ValueType("goroutine", "count"), {}, "goroutine"),
         (vts("threadcreate/count"), ValueType("threadcreate", "count"), {}, "threadcreate"),
-        (vts("contentions/count", "delay/nanoseconds"), ValueType("contentions", "count"),
-         {"hint": "/x/mutex.pb.gz"}, "mutex"),
-        (vts("contentions/count", "delay/nanoseconds"), ValueType("contentions", "count"),
-         {"hint": "block"}, "block"),
-        (vts("contentions/count", "delay/nanoseconds"), ValueType("contentions", "count"),
-         {"leaf_functions": ["sync.(*Mutex).Unlock"]}, "mutex"),
-        (vts("contentions/count", "delay/nanoseconds"), ValueType("contentions", "count"),
-         {"leaf_functions": ["runtime.chanrecv1"]}, "block"),
+        (
+            vts("contentions/count", "delay/nanoseconds"),
+            ValueType("contentions", "count"),
+            {"hint": "/x/mutex.pb.gz"},
+            "mutex",
+        ),
+        (
+            vts("contentions/count", "delay/nanoseconds"),
+            ValueType("contentions", "count"),
+            {"hint": "block"},
+            "block",
+        ),
+        (
+            vts("contentions/count", "delay/nanoseconds"),
+            ValueType("contentions", "count"),
+            {"leaf_functions": ["sync.(*Mutex).Unlock"]},
+            "mutex",
+        ),
+        (
+            vts("contentions/count", "delay/nanoseconds"),
+            ValueType("contentions", "count"),
+            {"leaf_functions": ["runtime.chanrecv1"]},
+            "block",
+        ),
         (vts("samples/count", "wall/microseconds"), ValueType("wall", "microseconds"), {}, "wall"),
-        (vts("samples/count", "time/nanoseconds"), ValueType("wallclock", "nanoseconds"), {},
-         "wall"),
+        (
+            vts("samples/count", "time/nanoseconds"),
+            ValueType("wallclock", "nanoseconds"),
+            {},
+            "wall",
+        ),
         (vts("samples/count"), ValueType("", "milliseconds"), {}, "other"),
         ([("samples", "count"), ("cpu", "nanoseconds")], ("cpu", "nanoseconds"), {}, "cpu"),
     ],
@@ -156,8 +192,10 @@ def test_profile_types_of_corpus_files(store: Store) -> None:
     }
     report = ingest_paths(store, list(files.values()))
     assert report.new == len(files) and not report.refused
-    got = {r["source"]: r["profile_type"]
-           for r in store.sql("SELECT source, profile_type FROM profiles").to_pylist()}
+    got = {
+        r["source"]: r["profile_type"]
+        for r in store.sql("SELECT source, profile_type FROM profiles").to_pylist()
+    }
     assert {str(Path(k).resolve()) for k in got} == {str(p.resolve()) for p in files.values()}
     for kind, path in files.items():
         assert got[str(path.resolve())] == kind, path
@@ -175,8 +213,10 @@ def test_failed_batch_leaves_store_exactly_as_before(store: Store, monkeypatch) 
 
     # Fails after the dedup tables and samples were written, before profiles.
     monkeypatch.setattr(ingest_mod, "_insert_profiles", boom)
-    batch = [(make_profile([(["main.b", f"main.f{i}"], [i, 10])], time_nanos=i), ProfileMeta())
-             for i in range(1, 4)]
+    batch = [
+        (make_profile([(["main.b", f"main.f{i}"], [i, 10])], time_nanos=i), ProfileMeta())
+        for i in range(1, 4)
+    ]
     with pytest.raises(RuntimeError, match="disk on fire"):
         ingest(store, batch)
     assert store.counts() == before
@@ -199,8 +239,18 @@ def test_in_memory_profile_round_trip(store: Store) -> None:
     back = store.profile(r1.profile_ids[0])
     check_ids(back)
     assert canonical(back, merge=False) == canonical(p, merge=False)  # file order kept
-    for attr in ("sample_types", "period_type", "period", "time_nanos", "duration_nanos",
-                 "comments", "default_sample_type", "drop_frames", "keep_frames", "doc_url"):
+    for attr in (
+        "sample_types",
+        "period_type",
+        "period",
+        "time_nanos",
+        "duration_nanos",
+        "comments",
+        "default_sample_type",
+        "drop_frames",
+        "keep_frames",
+        "doc_url",
+    ):
         assert getattr(back, attr) == getattr(p, attr), attr
     meta = store.profiles().to_pylist(maps_as_pydicts="strict")[0]
     assert meta["service"] == "api" and meta["labels"] == {"region": "eu"}
@@ -239,12 +289,20 @@ def test_bad_files_are_refused_and_others_stored(store: Store, tmp_path: Path) -
     (d / "empty").write_bytes(b"")
     (d / ".hidden").write_bytes(b"x")
     calls: list[tuple[int, int]] = []
-    report = ingest_paths(store, [d, tmp_path / "nope.pb.gz", str(tmp_path / "zz*.pb")],
-                          progress=lambda done, total: calls.append((done, total)))
+    report = ingest_paths(
+        store,
+        [d, tmp_path / "nope.pb.gz", str(tmp_path / "zz*.pb")],
+        progress=lambda done, total: calls.append((done, total)),
+    )
     assert report.new == 1
     refused = dict(report.refused)
-    assert set(refused) == {str(d / "b.pb.gz"), str(d / "c.txt"), str(d / "empty"),
-                            str(tmp_path / "nope.pb.gz"), str(tmp_path / "zz*.pb")}
+    assert set(refused) == {
+        str(d / "b.pb.gz"),
+        str(d / "c.txt"),
+        str(d / "empty"),
+        str(tmp_path / "nope.pb.gz"),
+        str(tmp_path / "zz*.pb"),
+    }
     assert all(reason and "\n" not in reason for reason in refused.values())
     assert calls and calls[-1] == (4, 4)
     assert store.counts()["profiles"] == 1
@@ -263,27 +321,39 @@ def test_sidecar_and_template(store: Store, tmp_path: Path) -> None:
     base.mkdir(parents=True)
     shutil.copy(CPU_GZ, base / "cpu-20261101T1000.pb.gz")
     shutil.copy(LABELS_GZ, base / "cpu-20261101T1100.pb.gz")
-    (base / "cpu-20261101T1100.pb.gz.json").write_text(json.dumps(
-        {"instance": "pod-7b", "labels": {"region": "eu"}}))
+    (base / "cpu-20261101T1100.pb.gz.json").write_text(
+        json.dumps({"instance": "pod-7b", "labels": {"region": "eu"}})
+    )
     report = ingest_paths(
-        store, [tmp_path], ProfileMeta(service="default", labels={"team": "x"}),
+        store,
+        [tmp_path],
+        ProfileMeta(service="default", labels={"team": "x"}),
         path_template="{service}/{version}/{instance}/{type}-{time}.pb.gz",
     )
     assert (report.new, report.refused) == (2, [])
-    rows = store.sql("SELECT service, version, instance, labels FROM profiles "
-                     "ORDER BY instance").to_pylist(maps_as_pydicts="strict")
+    rows = store.sql(
+        "SELECT service, version, instance, labels FROM profiles ORDER BY instance"
+    ).to_pylist(maps_as_pydicts="strict")
     assert rows == [
         {"service": "api", "version": "v1.2", "instance": "pod-7", "labels": {"team": "x"}},
-        {"service": "api", "version": "v1.2", "instance": "pod-7b",
-         "labels": {"team": "x", "region": "eu"}},
+        {
+            "service": "api",
+            "version": "v1.2",
+            "instance": "pod-7b",
+            "labels": {"team": "x", "region": "eu"},
+        },
     ]
 
 
 def test_template_regex() -> None:
     rx = compile_template("{service}/{version}/{type}-{time}.pb.gz")
     m = rx.search("/data/api/v1/cpu-2026-11-01T10:00.pb.gz")
-    assert m and m.groupdict() == {"service": "api", "version": "v1", "type": "cpu",
-                                   "time": "2026-11-01T10:00"}
+    assert m and m.groupdict() == {
+        "service": "api",
+        "version": "v1",
+        "type": "cpu",
+        "time": "2026-11-01T10:00",
+    }
     assert rx.search("api/cpu-1.pb.gz") is None  # too few folders
     assert rx.search("/a/b/cpu.pb.gz") is None  # no "-" for {type}-{time}
 

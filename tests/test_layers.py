@@ -17,15 +17,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pyproflab"
 
 # Top-level module or subpackage -> layer; a module may import its own layer and below.
 LAYERS: dict[str, int] = {
-    "_proto": 0, "errors": 0, "schema": 0, "model": 0, "display": 0,
-    "sources": 1, "decode": 1, "encode": 1,
+    "_proto": 0,
+    "errors": 0,
+    "schema": 0,
+    "model": 0,
+    "display": 0,
+    "sources": 1,
+    "decode": 1,
+    "encode": 1,
     "store": 2,
     "analyses": 3,
     "reports": 4,
-    "files": 5, "collect": 5, "lab": 5,
-    "jobs": 6, "demo": 6,
+    "files": 5,
+    "collect": 5,
+    "lab": 5,
+    "jobs": 6,
+    "demo": 6,
     "cli": 7,
-    "__init__": 8, "__main__": 8,
+    "__init__": 8,
+    "__main__": 8,
 }
 
 
@@ -40,8 +50,11 @@ def _imported(tree: ast.AST) -> list[tuple[str, int]]:
             names = parts[1:2] or [a.name for a in node.names]
             out += [(n, node.lineno) for n in names]
         elif isinstance(node, ast.Import):
-            out += [(a.name.split(".")[1], node.lineno) for a in node.names
-                    if a.name.startswith("pyproflab.")]
+            out += [
+                (a.name.split(".")[1], node.lineno)
+                for a in node.names
+                if a.name.startswith("pyproflab.")
+            ]
     return out
 
 
@@ -83,8 +96,12 @@ def test_every_render_call_has_a_registered_renderer() -> None:
             if not isinstance(cls, ast.ClassDef):
                 continue
             for node in ast.walk(cls):
-                if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "render"
-                        and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                if (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) == "render"
+                    and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant)
+                ):
                     calls.append((f"{module}.{cls.name}", node.args[1].value))
     assert len(calls) >= 10
     missing = [c for c in calls if c not in _RENDERERS]

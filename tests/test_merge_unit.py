@@ -18,8 +18,14 @@ HAVE_GO = shutil.which("go") is not None
 
 
 def one(types, value, loc=1, **kw):
-    return build(samples=[([loc], [value] * len(types))], locations=[(1, 1, [(1, 1)]),
-                 (2, 1, [(2, 2)])], functions=FUNCS, mappings=MAPS, types=types, **kw)
+    return build(
+        samples=[([loc], [value] * len(types))],
+        locations=[(1, 1, [(1, 1)]), (2, 1, [(2, 2)])],
+        functions=FUNCS,
+        mappings=MAPS,
+        types=types,
+        **kw,
+    )
 
 
 def test_values_add_and_samples_combine():
@@ -59,8 +65,10 @@ def test_cancelled_samples_are_dropped():
 
 PAIRS = [
     ("parca/pkg/query/testdata/many", None),  # a folder: all of its files
-    ("google-pprof/internal/report/testdata/sample.cpu",
-     "google-pprof/internal/proftest/testdata/large.cpu"),
+    (
+        "google-pprof/internal/report/testdata/sample.cpu",
+        "google-pprof/internal/proftest/testdata/large.cpu",
+    ),
 ]
 
 
@@ -90,5 +98,6 @@ def test_merge_equals_pprof_proto_by_top(entry, tmp_path):
         # Merging is about values: compare (label, flat, cum), whatever edge
         # fraction the oracle uses for the inline markers.
         assert sorted(k[:3] for k in keys(ours)) == sorted(r.key()[:3] for r in report.rows), (
-            f"index {idx}")
+            f"index {idx}"
+        )
         assert ours.total == report.total

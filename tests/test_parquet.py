@@ -18,11 +18,16 @@ from pyproflab.store.parquet import export_parquet, import_parquet, is_dataset
 def _fill(store: Store) -> None:
     items = []
     for i in range(4):
-        rows = [(["main.work", "main.main"], [1, 10 * (i + 1)], [label("r", f"x{i % 2}")]),
-                ([f"main.f{i}", "main.main"], [2, 5])]
-        items.append((make_profile(rows, time_nanos=(1_700_000_000 + 86400 * i) * 10**9),
-                      ProfileMeta(service=None if i == 3 else f"svc{i % 2}",
-                                  labels={"k": str(i)})))
+        rows = [
+            (["main.work", "main.main"], [1, 10 * (i + 1)], [label("r", f"x{i % 2}")]),
+            ([f"main.f{i}", "main.main"], [2, 5]),
+        ]
+        items.append(
+            (
+                make_profile(rows, time_nanos=(1_700_000_000 + 86400 * i) * 10**9),
+                ProfileMeta(service=None if i == 3 else f"svc{i % 2}", labels={"k": str(i)}),
+            )
+        )
     ingest(store, items)
     if CORPUS.is_dir():
         ingest_paths(store, [CORPUS / "parca/pkg/query/testdata/many"], ProfileMeta(service="m"))
@@ -53,7 +58,8 @@ def test_round_trip(tmp_path: Path) -> None:
             pa_, pb = a.profile(pid), b.profile(pid)
             assert pa_.samples.equals(pb.samples) and pa_.locations.equals(pb.locations)
         for sel in (Selection(profile_type="cpu"), Selection(service="svc0")) + (
-                (Selection(service="m"),) if CORPUS.is_dir() else ()):
+            (Selection(service="m"),) if CORPUS.is_dir() else ()
+        ):
             ma, mb = a.merged_profile(sel), b.merged_profile(sel)
             assert canonical(ma) == canonical(mb)
             assert ma.samples.equals(mb.samples)

@@ -52,8 +52,14 @@ def test_python_edges_equal_preprofile(go_profiles, kind):
 
 def test_hot_cutoff_is_the_compilers():
     # Cumulative shares 90, 99 (not > 99), 100 (> 99: the last hot edge), then cold.
-    es = build_edge_set({EdgeKey("a", "b", 1): 900, EdgeKey("a", "c", 1): 90,
-                         EdgeKey("c", "d", 0): 8, EdgeKey("x", "y", 0): 2})
+    es = build_edge_set(
+        {
+            EdgeKey("a", "b", 1): 900,
+            EdgeKey("a", "c", 1): 90,
+            EdgeKey("c", "d", 0): 8,
+            EdgeKey("x", "y", 0): 2,
+        }
+    )
     assert [e.weight for e in es.edges] == [900, 90, 8, 2]
     assert [e.hot for e in es.edges] == [True, True, True, False]
     assert es.edges[1].cum_share == pytest.approx(99.0)
@@ -140,9 +146,14 @@ def test_safeguard_renames_and_keeps_weight(cpu_files, tmp_path):
     assert guarded.edges.total == plain.edges.total
 
     def unguard(es):
-        return {EdgeKey(k.caller.removesuffix(pgo_mod.SAFEGUARD_SUFFIX),
-                        k.callee.removesuffix(pgo_mod.SAFEGUARD_SUFFIX), k.offset): w
-                for k, w in es.weights().items()}
+        return {
+            EdgeKey(
+                k.caller.removesuffix(pgo_mod.SAFEGUARD_SUFFIX),
+                k.callee.removesuffix(pgo_mod.SAFEGUARD_SUFFIX),
+                k.offset,
+            ): w
+            for k, w in es.weights().items()
+        }
 
     assert unguard(guarded.edges) == plain.edges.weights()
     out = guarded.write(tmp_path / "g.pgo")
@@ -214,10 +225,12 @@ def bad_inputs(go_profiles, tmp_path_factory) -> dict[str, tuple[Path, str]]:
     zero.write_bytes(b"")
     vals = p.samples.column("values").to_pylist()
     zeroed = p.samples.set_column(
-        1, "values", pa.array([[0] * len(v) for v in vals], p.samples.schema.field("values").type))
+        1, "values", pa.array([[0] * len(v) for v in vals], p.samples.schema.field("values").type)
+    )
     f = p.functions
-    nostart = f.set_column(f.schema.get_field_index("start_line"), "start_line",
-                           pa.array([0] * f.num_rows, pa.int64()))
+    nostart = f.set_column(
+        f.schema.get_field_index("start_line"), "start_line", pa.array([0] * f.num_rows, pa.int64())
+    )
     # One frame per sample: the leaf location only, with only its outermost line
     # (inline frames within one location make edges too).
     ids = p.samples.column("location_ids").to_pylist()
@@ -225,25 +238,35 @@ def bad_inputs(go_profiles, tmp_path_factory) -> dict[str, tuple[Path, str]]:
     single = p.samples.set_column(0, "location_ids", pa.array([x[:1] for x in ids], id_type))
     lines = p.locations.column("lines").to_pylist()
     one_line = p.locations.set_column(
-        p.locations.schema.get_field_index("lines"), "lines",
-        pa.array([x[-1:] for x in lines], p.locations.schema.field("lines").type))
+        p.locations.schema.get_field_index("lines"),
+        "lines",
+        pa.array([x[-1:] for x in lines], p.locations.schema.field("lines").type),
+    )
     return {
         "zero-byte": (zero, "empty file"),
-        "empty": (_write(dataclasses.replace(p, samples=p.samples.slice(0, 0)), d / "e.pb.gz"),
-                  "no samples"),
+        "empty": (
+            _write(dataclasses.replace(p, samples=p.samples.slice(0, 0)), d / "e.pb.gz"),
+            "no samples",
+        ),
         "heap-only": (go_profiles["heap"], "no CPU sample type"),
-        "zero-weight": (_write(dataclasses.replace(p, samples=zeroed), d / "zw.pb.gz"),
-                        "zero total weight"),
-        "no-start-line": (_write(dataclasses.replace(p, functions=nostart), d / "ns.pb.gz"),
-                          "start_line"),
-        "single-frame": (_write(dataclasses.replace(p, samples=single, locations=one_line),
-                                 d / "sf.pb.gz"),
-                         "call edges"),
+        "zero-weight": (
+            _write(dataclasses.replace(p, samples=zeroed), d / "zw.pb.gz"),
+            "zero total weight",
+        ),
+        "no-start-line": (
+            _write(dataclasses.replace(p, functions=nostart), d / "ns.pb.gz"),
+            "start_line",
+        ),
+        "single-frame": (
+            _write(dataclasses.replace(p, samples=single, locations=one_line), d / "sf.pb.gz"),
+            "call edges",
+        ),
     }
 
 
-@pytest.mark.parametrize("name", ["zero-byte", "empty", "heap-only", "zero-weight",
-                                  "no-start-line", "single-frame"])
+@pytest.mark.parametrize(
+    "name", ["zero-byte", "empty", "heap-only", "zero-weight", "no-start-line", "single-frame"]
+)
 def test_refusals(bad_inputs, name, tmp_path, capsys):
     path, why = bad_inputs[name]
     res = pgo_mod.pgo_files([path])
@@ -294,8 +317,12 @@ def test_cli_writes_and_reports_json(cpu_files, tmp_path, capsys):
 
 def test_cli_text_report(cpu_files, tmp_path, capsys):
     out = tmp_path / "default.pgo"
-    assert cli_main(["pgo", str(cpu_files[0]), "-o", str(out), "--edges", "3",
-                     "--safeguard", "main.fib"]) == 0
+    assert (
+        cli_main(
+            ["pgo", str(cpu_files[0]), "-o", str(out), "--edges", "3", "--safeguard", "main.fib"]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "verified with go tool preprofile" in text
     assert "renamed main.fib" in text and "->" in text
@@ -304,8 +331,9 @@ def test_cli_text_report(cpu_files, tmp_path, capsys):
 def test_diff(cpu_files, tmp_path, capsys):
     a = pgo_mod.pgo_files(cpu_files[:1]).write(tmp_path / "a.pgo")
     b = pgo_mod.pgo_files(cpu_files).write(tmp_path / "b.pgo")
-    d = diff_edges(compute_edges(pyproflab.read_profile(a)),
-                   compute_edges(pyproflab.read_profile(b)))
+    d = diff_edges(
+        compute_edges(pyproflab.read_profile(a)), compute_edges(pyproflab.read_profile(b))
+    )
     same = diff_edges(preprofile_edges(a), compute_edges(pyproflab.read_profile(a)))
     assert not same.changed
     assert d.changed
@@ -319,8 +347,9 @@ def test_diff(cpu_files, tmp_path, capsys):
     pre = tmp_path / "a.txt"
     import subprocess
 
-    subprocess.run([oracle.go_binary(), "tool", "preprofile", "-i", str(a), "-o", str(pre)],
-                   check=True)
+    subprocess.run(
+        [oracle.go_binary(), "tool", "preprofile", "-i", str(a), "-o", str(pre)], check=True
+    )
     assert cli_main(["pgo", "diff", str(pre), str(a)]) == 0
     assert "no change" in capsys.readouterr().out
 

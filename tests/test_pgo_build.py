@@ -22,8 +22,10 @@ import pytest
 from pyproflab.analyses import pgo as pgo_mod
 
 FLEET = Path(__file__).resolve().parent / "fleet"
-PLANTED = re.compile(r"score\.go:\d+:\d+: PGO devirtualizing interface call sc\.Score to "
-                     r"(main\.)?termScorer\.Score")
+PLANTED = re.compile(
+    r"score\.go:\d+:\d+: PGO devirtualizing interface call sc\.Score to "
+    r"(main\.)?termScorer\.Score"
+)
 DEVIRT = re.compile(r"PGO devirtualizing interface call")
 HOT_INLINE = re.compile(r"hot-budget check allows inlining for call")
 
@@ -34,7 +36,11 @@ def _go_build(go: str, out: Path, pgo: str) -> tuple[str, float]:
     t = time.perf_counter()
     res = subprocess.run(
         [go, "build", "-o", str(out), f"-pgo={pgo}", "-gcflags=-m -d=pgodebug=1", "./cmd/notesd"],
-        cwd=FLEET, env=env, capture_output=True, text=True, timeout=900,
+        cwd=FLEET,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert res.returncode == 0, f"go build -pgo={pgo} failed:\n{res.stderr[-3000:]}"
     return res.stdout + res.stderr, time.perf_counter() - t
@@ -50,8 +56,9 @@ def fleet_profiles(go_bin, tmp_path_factory) -> list[Path]:
     bins = fh.build_fleet(d / "bin")
     paths = []
     with fh.FleetInstance(bins.notesd).start("v1", "pgo-a") as inst:
-        with fh.start_load(inst, duration=13, rate_start=400, concurrency=16,
-                           loadgen=bins.loadgen) as run:
+        with fh.start_load(
+            inst, duration=13, rate_start=400, concurrency=16, loadgen=bins.loadgen
+        ) as run:
             time.sleep(1)
             for i in range(2):
                 p = d / f"cpu{i}.pb.gz"
@@ -79,8 +86,11 @@ def test_pgo_build_devirtualizes_and_inlines(go_bin, fleet_profiles, tmp_path):
     # compiler weighs only the edge between a sample's leaf and its caller;
     # termScorer.Score has work of its own (its lead-word bonus), so CPU
     # profiles under load hold the rank -> termScorer.Score edge.
-    edge = [e for e in res.edges.edges
-            if e.caller == "main.(*ranker).rank" and e.callee == "main.termScorer.Score"]
+    edge = [
+        e
+        for e in res.edges.edges
+        if e.caller == "main.(*ranker).rank" and e.callee == "main.termScorer.Score"
+    ]
     assert edge, "the profiles hold no main.(*ranker).rank -> main.termScorer.Score edge"
     assert PLANTED.search(on), "planted sc.Score not devirtualized despite the edge"
     assert not PLANTED.search(off)

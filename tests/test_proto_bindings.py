@@ -31,7 +31,10 @@ needs_protoc = pytest.mark.skipif(
 def protoc(*args: str) -> None:
     res = subprocess.run(
         [sys.executable, "-m", "grpc_tools.protoc", "-Iproto", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr
 

@@ -27,8 +27,13 @@ PLANT = 1.3
 
 
 def _leaf_names(p) -> list[str]:
-    fn = dict(zip(p.functions.column("id").to_pylist(), p.functions.column("name").to_pylist(),
-                  strict=True))
+    fn = dict(
+        zip(
+            p.functions.column("id").to_pylist(),
+            p.functions.column("name").to_pylist(),
+            strict=True,
+        )
+    )
     locs = {r["id"]: r["lines"] for r in p.locations.to_pylist()}
     out = []
     for ids in p.samples.column("location_ids").to_pylist():
@@ -37,8 +42,17 @@ def _leaf_names(p) -> list[str]:
     return out
 
 
-def synth(template, rng: np.random.Generator, number: int, *, planted: str | None = None,
-          factor: float = 1.0, cores: float = 4.0, seconds: float = 10.0, load: float = 1.0):
+def synth(
+    template,
+    rng: np.random.Generator,
+    number: int,
+    *,
+    planted: str | None = None,
+    factor: float = 1.0,
+    cores: float = 4.0,
+    seconds: float = 10.0,
+    load: float = 1.0,
+):
     """A profile with ``template``'s stacks: counts ~ Poisson(mix x cores x 100 Hz x duration),
     leaf samples of ``planted`` scaled by ``factor``; duration 0.6-1.4 x ``seconds``."""
     from pyproflab import schema
@@ -48,16 +62,20 @@ def synth(template, rng: np.random.Generator, number: int, *, planted: str | Non
     if planted:
         mult[np.array([n == planted for n in _leaf_names(template)])] = factor
     f = rng.uniform(0.6, 1.4)
-    expected = counts / counts.sum() * cores * 100 * seconds * f * load * rng.lognormal(0, .05)
+    expected = counts / counts.sum() * cores * 100 * seconds * f * load * rng.lognormal(0, 0.05)
     drawn = rng.poisson(expected * mult)
     keep = np.flatnonzero(drawn > 0)
     sub = template.samples.take(pa.array(keep))
     vals = [[int(c), int(c) * template.period] for c in drawn[keep]]
     field = schema.PROFILE_SAMPLES.field("values")
     sub = sub.set_column(sub.schema.get_field_index("values"), field, pa.array(vals, field.type))
-    return dataclasses.replace(template, samples=sub, duration_nanos=int(seconds * f * 1e9),
-                               time_nanos=template.time_nanos + number * 60_000_000_000,
-                               comments=[f"synthetic #{number}"])
+    return dataclasses.replace(
+        template,
+        samples=sub,
+        duration_nanos=int(seconds * f * 1e9),
+        time_nanos=template.time_nanos + number * 60_000_000_000,
+        comments=[f"synthetic #{number}"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +101,13 @@ def _ingest(db, items) -> None:
     from pyproflab.store.ingest import ProfileMeta, ingest
 
     with Store.open(db) as store:
-        ingest(store, [(p, ProfileMeta(service="svc", version=v, instance=i, profile_type="cpu"))
-                       for p, v, i in items])
+        ingest(
+            store,
+            [
+                (p, ProfileMeta(service="svc", version=v, instance=i, profile_type="cpu"))
+                for p, v, i in items
+            ],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +116,10 @@ def planted_db(tmp_path_factory, cpu_template, planted_name) -> Path:
     rng = np.random.default_rng(1)
     db = tmp_path_factory.mktemp("regr") / "planted.duckdb"
     items = [(synth(cpu_template, rng, i), "v1", f"a{i}") for i in range(12)]
-    items += [(synth(cpu_template, rng, 100 + i, planted=planted_name, factor=PLANT), "v2",
-               f"b{i}") for i in range(9)]
+    items += [
+        (synth(cpu_template, rng, 100 + i, planted=planted_name, factor=PLANT), "v2", f"b{i}")
+        for i in range(9)
+    ]
     _ingest(db, items)
     return db
 
@@ -117,8 +142,9 @@ def test_planted_regression_first_and_significant(planted_db, planted_name) -> N
     assert r.statistics and r.rate and r.rate_unit == "cores"
     assert (r.n_base, r.n_new) == (12, 9)
     with Store.open(planted_db, read_only=True) as store:
-        shares = regressions(store, Selection(version="v1"), Selection(version="v2"),
-                             measure="share", resamples=300)
+        shares = regressions(
+            store, Selection(version="v1"), Selection(version="v2"), measure="share", resamples=300
+        )
     first_share = shares.rows.slice(0, 1).to_pylist()[0]
     assert first_share["name"] == planted_name and first_share["flat_significant"]
     assert shares.rate_unit == "share" and 0 < first_share["flat_rate_new"] < 1
@@ -134,8 +160,11 @@ def fixed_template():
     rows = []
     for i in range(40):
         depth = 2 + i % 4
-        stack = [f"main.f{i}"] + [f"main.g{(i * 7 + d) % 9}" for d in range(depth)] + \
-            ["main.main", "runtime.main"]
+        stack = (
+            [f"main.f{i}"]
+            + [f"main.g{(i * 7 + d) % 9}" for d in range(depth)]
+            + ["main.main", "runtime.main"]
+        )
         count = int(1000 / (i + 1)) + int(rng.integers(1, 5))
         rows.append((stack, [count, count * 10_000_000]))
     return make_profile(rows, duration_nanos=10_000_000_000)
@@ -152,16 +181,24 @@ def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
     db = tmp_path / "aa.duckdb"
     # 12 instances x 3 profiles; each instance has its own load level.
     loads = rng.lognormal(0, 0.1, size=12)
-    _ingest(db, [(synth(cpu_template, rng, i, load=loads[i // 3]), "v1", f"i{i // 3}")
-                 for i in range(36)])
+    _ingest(
+        db,
+        [(synth(cpu_template, rng, i, load=loads[i // 3]), "v1", f"i{i // 3}") for i in range(36)],
+    )
     noisy = []
     with Store.open(db, read_only=True) as store:
         for k in range(20):
             inst = np.random.default_rng(100 + k).permutation(12)
             a = [f"i{j}" for j in inst[:6]]
             b = [f"i{j}" for j in inst[6:]]
-            r = regressions(store, Selection(instance=a), Selection(instance=b),
-                            unit="instance", resamples=400, seed=k)
+            r = regressions(
+                store,
+                Selection(instance=a),
+                Selection(instance=b),
+                unit="instance",
+                resamples=400,
+                seed=k,
+            )
             d = r.to_pandas()
             assert r.n_units_base == r.n_units_new == 6
             if d.flat_significant.any() or d.cum_significant.any():
@@ -172,8 +209,17 @@ def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
 # --- acceptance: equality with go tool pprof -diff_base -------------------------------
 
 
-def _diff_equal(pprof, tmp_path: Path, db: Path, *, sample_index: str, unit: str,
-                lines: bool = False, base_version: str = "v1", new_version: str = "v2") -> None:
+def _diff_equal(
+    pprof,
+    tmp_path: Path,
+    db: Path,
+    *,
+    sample_index: str,
+    unit: str,
+    lines: bool = False,
+    base_version: str = "v1",
+    new_version: str = "v2",
+) -> None:
     from pyproflab.analyses.regressions import regressions
     from pyproflab.encode import write_profile
     from pyproflab.store import Store
@@ -181,15 +227,29 @@ def _diff_equal(pprof, tmp_path: Path, db: Path, *, sample_index: str, unit: str
 
     base, new = Selection(version=base_version), Selection(version=new_version)
     with Store.open(db, read_only=True) as store:
-        r = regressions(store, base, new, sample_index=sample_index,
-                        granularity="lines" if lines else "functions", resamples=100)
+        r = regressions(
+            store,
+            base,
+            new,
+            sample_index=sample_index,
+            granularity="lines" if lines else "functions",
+            resamples=100,
+        )
         write_profile(store.merged_profile(base), tmp_path / "base.pb.gz")
         write_profile(store.merged_profile(new), tmp_path / "new.pb.gz")
-    report = oracle.diff_top(tmp_path / "new.pb.gz", base=tmp_path / "base.pb.gz",
-                             sample_index=sample_index, unit=unit, lines=lines)
+    report = oracle.diff_top(
+        tmp_path / "new.pb.gz",
+        base=tmp_path / "base.pb.gz",
+        sample_index=sample_index,
+        unit=unit,
+        lines=lines,
+    )
     theirs = sorted((row.label, row.flat, row.cum) for row in report.rows)
-    ours = sorted((r_["label"], r_["flat_diff"], r_["cum_diff"]) for r_ in r.rows.to_pylist()
-                  if r_["flat_diff"] or r_["cum_diff"])
+    ours = sorted(
+        (r_["label"], r_["flat_diff"], r_["cum_diff"])
+        for r_ in r.rows.to_pylist()
+        if r_["flat_diff"] or r_["cum_diff"]
+    )
     assert ours == theirs
     assert report.total == r.total_base
 
@@ -229,9 +289,14 @@ def _tiny(db: Path, base_rows, new_rows, **kw) -> None:
     from pyproflab.store.ingest import ProfileMeta, ingest
 
     with Store.open(db) as store:
-        ingest(store, [(make_profile(rows, **kw), ProfileMeta(version=v, instance=f"{v}{i}"))
-                       for v, side in (("v1", base_rows), ("v2", new_rows))
-                       for i, rows in enumerate(side)])
+        ingest(
+            store,
+            [
+                (make_profile(rows, **kw), ProfileMeta(version=v, instance=f"{v}{i}"))
+                for v, side in (("v1", base_rows), ("v2", new_rows))
+                for i, rows in enumerate(side)
+            ],
+        )
 
 
 def test_one_profile_per_side_is_the_plain_diff(tmp_path) -> None:
@@ -240,8 +305,11 @@ def test_one_profile_per_side_is_the_plain_diff(tmp_path) -> None:
     from pyproflab.store.select import Selection
 
     db = tmp_path / "one.duckdb"
-    _tiny(db, [[(["main.a", "main.main"], [10, 100]), (["main.b", "main.main"], [5, 50])]],
-          [[(["main.a", "main.main"], [20, 200]), (["main.b", "main.main"], [5, 50])]])
+    _tiny(
+        db,
+        [[(["main.a", "main.main"], [10, 100]), (["main.b", "main.main"], [5, 50])]],
+        [[(["main.a", "main.main"], [20, 200]), (["main.b", "main.main"], [5, 50])]],
+    )
     with Store.open(db, read_only=True) as store:
         r = regressions(store, Selection(version="v1"), Selection(version="v2"))
     assert not r.statistics
@@ -258,8 +326,9 @@ def test_unequal_durations_are_rates(tmp_path) -> None:
     """Same rate, different durations and counts: no change."""
     from pyproflab.analyses.regressions import regressions_of_profiles
 
-    mk = lambda v, d: make_profile([(["main.a", "main.main"], [v, v * 10])],  # noqa: E731
-                                   duration_nanos=d)
+    def mk(v, d):
+        return make_profile([(["main.a", "main.main"], [v, v * 10])], duration_nanos=d)
+
     base = [mk(10, 1_000_000_000), mk(20, 2_000_000_000), mk(11, 1_000_000_000)]
     new = [mk(40, 4_000_000_000), mk(9, 1_000_000_000)]
     r = regressions_of_profiles(base, new)
@@ -322,10 +391,13 @@ def evil_result():
     from pyproflab.analyses.regressions import regressions_of_profiles
 
     def mk(v):
-        return make_profile([([EVIL, "main.main"], [v, v * 10]),
-                             (["main.b", "main.main"], [5, 50])])
-    return regressions_of_profiles([mk(10), mk(12), mk(11)], [mk(20), mk(22), mk(21)],
-                                   resamples=200)
+        return make_profile(
+            [([EVIL, "main.main"], [v, v * 10]), (["main.b", "main.main"], [5, 50])]
+        )
+
+    return regressions_of_profiles(
+        [mk(10), mk(12), mk(11)], [mk(20), mk(22), mk(21)], resamples=200
+    )
 
 
 def test_renderings(evil_result) -> None:
@@ -363,17 +435,47 @@ def test_figures_escape_names(evil_result) -> None:
 def test_cli(planted_db, planted_name, capsys) -> None:
     from pyproflab.cli import main
 
-    rc = main(["regressions", "--db", str(planted_db), "--base", "version=v1", "--new",
-               "version=v2", "--type", "cpu", "--format", "json", "--top", "3",
-               "--resamples", "300"])
+    rc = main(
+        [
+            "regressions",
+            "--db",
+            str(planted_db),
+            "--base",
+            "version=v1",
+            "--new",
+            "version=v2",
+            "--type",
+            "cpu",
+            "--format",
+            "json",
+            "--top",
+            "3",
+            "--resamples",
+            "300",
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["name"] == planted_name and len(doc["rows"]) == 3
     assert doc["base"]["profiles"] == 12 and doc["new"]["profiles"] == 9
-    rc = main(["regressions", "--db", str(planted_db), "--base", "version=v1", "--new",
-               "version=v2", "--granularity", "lines", "--resamples", "200"])
+    rc = main(
+        [
+            "regressions",
+            "--db",
+            str(planted_db),
+            "--base",
+            "version=v1",
+            "--new",
+            "version=v2",
+            "--granularity",
+            "lines",
+            "--resamples",
+            "200",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "Ranked by |flat change|" in out
-    rc = main(["regressions", "--db", str(planted_db), "--base", "version=v1",
-               "--new", "version=v9"])
+    rc = main(
+        ["regressions", "--db", str(planted_db), "--base", "version=v1", "--new", "version=v9"]
+    )
     assert rc == 2 and "no profiles match the new selection" in capsys.readouterr().err

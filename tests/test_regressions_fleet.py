@@ -46,15 +46,22 @@ def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
         bins = fleet_harness.build_fleet()
     except fleet_harness.FleetError as e:
         pytest.skip(f"demo fleet unavailable: {e}")
-    specs = [{"version": v, "instance": i} for v, i in
-             (("v1", "a"), ("v1", "b"), ("v2", "c"), ("v2", "d"))]
+    specs = [
+        {"version": v, "instance": i}
+        for v, i in (("v1", "a"), ("v1", "b"), ("v2", "c"), ("v2", "d"))
+    ]
     got: list[tuple[bytes, str, str]] = []
     lock = threading.Lock()
     with fleet_harness.start_fleet(specs, binaries=bins, max_lifetime=300) as fleet:
         duration = ROUNDS * (SECONDS + 0.5) + 4
-        with fleet_harness.start_load(list(fleet), duration=duration, rate_start=RATE,
-                                      max_requests=1_000_000, concurrency=32,
-                                      loadgen=bins.loadgen) as run:
+        with fleet_harness.start_load(
+            list(fleet),
+            duration=duration,
+            rate_start=RATE,
+            max_requests=1_000_000,
+            concurrency=32,
+            loadgen=bins.loadgen,
+        ) as run:
             time.sleep(1.5)  # warm up: caches, the index
 
             def grab(inst) -> None:
@@ -72,9 +79,16 @@ def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
             run.stop()
     db = Path(tmp_path_factory.mktemp("fleet")) / "fleet.duckdb"
     store = Store.open(db)
-    ingest(store, [(decode_bytes(d), ProfileMeta(service="notesd", version=v, instance=i,
-                                                       profile_type="cpu"))
-                   for d, v, i in got])
+    ingest(
+        store,
+        [
+            (
+                decode_bytes(d),
+                ProfileMeta(service="notesd", version=v, instance=i, profile_type="cpu"),
+            )
+            for d, v, i in got
+        ],
+    )
     yield store, fleet_harness.PLANTED_FUNCTION
     store.close()
 
@@ -91,10 +105,12 @@ def test_planted_function_first(fleet_store) -> None:
     assert top["flat_significant"], top
     rates = regressions(store, v1, v2, confidence=CONFIDENCE)
     row = next(r for r in rates.rows.to_pylist() if r["name"] == planted)
-    print(f"\nplanted {planted}: share rank {top['rank']}, q {top['flat_q']:.2g}; rate "
-          f"{row['flat_rate_base']:.4f} -> {row['flat_rate_new']:.4f} cores, "
-          f"{row['flat_rel']:+.1%} [{row['flat_rel_lo']:+.1%}, {row['flat_rel_hi']:+.1%}], "
-          f"rank {row['rank']}")
+    print(
+        f"\nplanted {planted}: share rank {top['rank']}, q {top['flat_q']:.2g}; rate "
+        f"{row['flat_rate_base']:.4f} -> {row['flat_rate_new']:.4f} cores, "
+        f"{row['flat_rel']:+.1%} [{row['flat_rel_lo']:+.1%}, {row['flat_rel_hi']:+.1%}], "
+        f"rank {row['rank']}"
+    )
     assert row["flat_rel_lo"] <= 0.30 <= row["flat_rel_hi"], row
     assert row["rank"] <= 3, rates.to_pandas().head(10).to_string()
 
@@ -104,19 +120,28 @@ def test_aa_splits(fleet_store) -> None:
     from pyproflab.store.select import Selection
 
     store, _ = fleet_store
-    ids = store.sql("SELECT profile_id FROM profiles WHERE version = 'v1' ORDER BY 1") \
-        .column(0).to_pylist()
+    ids = (
+        store.sql("SELECT profile_id FROM profiles WHERE version = 'v1' ORDER BY 1")
+        .column(0)
+        .to_pylist()
+    )
     rng = np.random.default_rng(4)
     noisy = []
     for k in range(20):
         perm = rng.permutation(ids).tolist()
         half = len(ids) // 2
-        r = regressions(store, Selection(profile_ids=perm[:half]),
-                        Selection(profile_ids=perm[half:]), resamples=500, seed=k)
+        r = regressions(
+            store,
+            Selection(profile_ids=perm[:half]),
+            Selection(profile_ids=perm[half:]),
+            resamples=500,
+            seed=k,
+        )
         d = r.to_pandas()
         # The acceptance counts regressions: significant increases.
         if (d.flat_significant & (d.flat_change > 0)).any() or (
-                d.cum_significant & (d.cum_change > 0)).any():
+            d.cum_significant & (d.cum_change > 0)
+        ).any():
             noisy.append(k)
     print(f"\nA/A: {20 - len(noisy)} of 20 splits without a significant regression")
     assert len(noisy) <= 1, f"splits with a significant regression: {noisy}"

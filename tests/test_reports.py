@@ -18,7 +18,9 @@ def profile():
     return build(
         samples=[([3, 2, 1], [1_500_000_000]), ([9, 1], [20_000_000]), ([1], [5_000_000])],
         locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)]), (9, 1, [(9, 1)])],
-        functions=funcs, mappings=MAPS, duration_nanos=2_000_000_000,
+        functions=funcs,
+        mappings=MAPS,
+        duration_nanos=2_000_000_000,
     )
 
 

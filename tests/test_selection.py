@@ -30,8 +30,9 @@ def test_parse_time() -> None:
 
 
 def test_from_kv() -> None:
-    sel = Selection.from_kv(["version=v1", "region=eu", "type=cpu", "service=a", "service=b",
-                             "since=1h"])
+    sel = Selection.from_kv(
+        ["version=v1", "region=eu", "type=cpu", "service=a", "service=b", "since=1h"]
+    )
     assert sel.version == "v1" and sel.profile_type == "cpu" and sel.service == ["a", "b"]
     assert sel.labels == {"region": "eu"} and sel.since == "1h"
     with pytest.raises(UsageError):
@@ -39,8 +40,9 @@ def test_from_kv() -> None:
 
 
 def test_where_binds_everything() -> None:
-    where, params = Selection(service="x'--", labels={"k": "v"}, profile_ids=[1, 2],
-                              until="2026-01-01").where()
+    where, params = Selection(
+        service="x'--", labels={"k": "v"}, profile_ids=[1, 2], until="2026-01-01"
+    ).where()
     assert "x'--" not in where and params[0] == "x'--"
     assert where.count("?") == len(params)
     assert Selection().where() == ("TRUE", [])
@@ -53,11 +55,19 @@ def fleet():
         base = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) * 10**9
         items = []
         for i in range(6):
-            p = make_profile([(["main.work", "main.main"], [1, 10 * (i + 1)]),
-                              ([f"main.f{i % 2}", "main.main"], [2, 5])],
-                             time_nanos=base + i * 3600 * 10**9)
-            meta = ProfileMeta(service="api" if i < 3 else "db", version=f"v{i % 2}",
-                               instance=f"pod-{i}", labels={"region": "eu" if i % 3 else "us"})
+            p = make_profile(
+                [
+                    (["main.work", "main.main"], [1, 10 * (i + 1)]),
+                    ([f"main.f{i % 2}", "main.main"], [2, 5]),
+                ],
+                time_nanos=base + i * 3600 * 10**9,
+            )
+            meta = ProfileMeta(
+                service="api" if i < 3 else "db",
+                version=f"v{i % 2}",
+                instance=f"pod-{i}",
+                labels={"region": "eu" if i % 3 else "us"},
+            )
             items.append((p, meta))
         ingest(store, items)
         yield store
@@ -87,8 +97,11 @@ def test_merged_profile_sums_by_stack_and_labels(fleet: Store) -> None:
     check_ids(m)
     got = canonical(m)
     sums = {tuple(f for _, _, lines in key[0] for f, _ in lines): v for key, v in got.items()}
-    assert sums == {("main.work", "main.main"): (3, 60), ("main.f0", "main.main"): (4, 10),
-                    ("main.f1", "main.main"): (2, 5)}
+    assert sums == {
+        ("main.work", "main.main"): (3, 60),
+        ("main.f0", "main.main"): (4, 10),
+        ("main.f1", "main.main"): (2, 5),
+    }
     assert m.duration_nanos == 3 * 10**9
     assert m.time_nanos == fleet.profiles(Selection(service="api")).column("time_nanos")[0].as_py()
 
@@ -101,15 +114,25 @@ def test_empty_selection_raises(fleet: Store) -> None:
 def test_merge_header_rules() -> None:
     """pprof's combineHeaders after CompatibilizeSampleTypes."""
     with Store.open(":memory:") as store:
-        a = make_profile([(["main.a"], [1, 10, 100])], period=5, time_nanos=50,
-                         sample_types=[ValueType("samples", "count"),
-                                       ValueType("cpu", "nanoseconds"),
-                                       ValueType("extra", "count")],
-                         comments=["x", "y"])
-        b = make_profile([(["main.a"], [20, 2]), (["main.b"], [0, 0])], period=9, time_nanos=40,
-                         sample_types=[ValueType("cpu", "nanoseconds"),
-                                       ValueType("samples", "count")],
-                         comments=["y", "z"], default_sample_type="cpu")
+        a = make_profile(
+            [(["main.a"], [1, 10, 100])],
+            period=5,
+            time_nanos=50,
+            sample_types=[
+                ValueType("samples", "count"),
+                ValueType("cpu", "nanoseconds"),
+                ValueType("extra", "count"),
+            ],
+            comments=["x", "y"],
+        )
+        b = make_profile(
+            [(["main.a"], [20, 2]), (["main.b"], [0, 0])],
+            period=9,
+            time_nanos=40,
+            sample_types=[ValueType("cpu", "nanoseconds"), ValueType("samples", "count")],
+            comments=["y", "z"],
+            default_sample_type="cpu",
+        )
         ingest(store, [(a, ProfileMeta()), (b, ProfileMeta())])
         m = store.merged_profile()
         assert m.sample_types == [ValueType("samples", "count"), ValueType("cpu", "nanoseconds")]
@@ -130,8 +153,11 @@ def test_merge_header_rules() -> None:
 
 def test_merge_keeps_labels_apart() -> None:
     with Store.open(":memory:") as store:
-        rows = [(["main.a"], [1, 1], [label("r", "eu")]), (["main.a"], [1, 1]),
-                (["main.a"], [1, 1], [label("r", "eu")])]
+        rows = [
+            (["main.a"], [1, 1], [label("r", "eu")]),
+            (["main.a"], [1, 1]),
+            (["main.a"], [1, 1], [label("r", "eu")]),
+        ]
         ingest(store, [(make_profile(rows), ProfileMeta())])
         m = store.merged_profile()
         assert sorted(v for _, v in canonical(m).items()) == [(1, 1), (2, 2)]
@@ -149,10 +175,13 @@ CPU_FILES = [
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("files", [
-    pytest.param(lambda: sorted(MANY.glob("*.pb.gz")), id="parca-many-heap"),
-    pytest.param(lambda: CPU_FILES, id="cpu-mixed-types-labels"),
-])
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param(lambda: sorted(MANY.glob("*.pb.gz")), id="parca-many-heap"),
+        pytest.param(lambda: CPU_FILES, id="cpu-mixed-types-labels"),
+    ],
+)
 def test_merged_profile_equals_pprof_merge(files, pprof, tmp_path: Path) -> None:
     import pprof_oracle as oracle
 
@@ -166,8 +195,18 @@ def test_merged_profile_equals_pprof_merge(files, pprof, tmp_path: Path) -> None
         ours = store.merged_profile()
     theirs = read_profile(oracle.merge_proto(paths, tmp_path / "merged.pb.gz"))
     check_ids(ours)
-    for attr in ("sample_types", "period_type", "period", "time_nanos", "duration_nanos",
-                 "comments", "default_sample_type", "drop_frames", "keep_frames", "doc_url"):
+    for attr in (
+        "sample_types",
+        "period_type",
+        "period",
+        "time_nanos",
+        "duration_nanos",
+        "comments",
+        "default_sample_type",
+        "drop_frames",
+        "keep_frames",
+        "doc_url",
+    ):
         assert getattr(ours, attr) == getattr(theirs, attr), attr
     assert canonical(ours) == canonical(theirs)
     assert ours.num_samples == theirs.num_samples

@@ -27,8 +27,10 @@ def test_open_memory_creates_schema() -> None:
 
 def test_session_settings() -> None:
     with Store.open(":memory:") as store:
-        row = store.sql("SELECT current_setting('TimeZone') AS tz, "
-                        "current_setting('python_enable_replacements') AS repl").to_pylist()[0]
+        row = store.sql(
+            "SELECT current_setting('TimeZone') AS tz, "
+            "current_setting('python_enable_replacements') AS repl"
+        ).to_pylist()[0]
         assert row == {"tz": "UTC", "repl": False}
         shadow = pa.table({"x": [1]})  # noqa: F841 - must NOT be visible to SQL
         with pytest.raises(StoreError):
@@ -112,9 +114,11 @@ def real_store():
 def test_sample_values_is_long(real_store: Store) -> None:
     t = real_store.sql(
         "SELECT sample_type, unit, sum(value) AS total, count(*) AS n FROM sample_values "
-        "GROUP BY ALL ORDER BY sample_type").to_pylist()
-    samples = real_store.sql('SELECT sum("values"[1]) AS s, sum("values"[2]) AS c, count(*) AS n '
-                             "FROM samples").to_pylist()[0]
+        "GROUP BY ALL ORDER BY sample_type"
+    ).to_pylist()
+    samples = real_store.sql(
+        'SELECT sum("values"[1]) AS s, sum("values"[2]) AS c, count(*) AS n FROM samples'
+    ).to_pylist()[0]
     assert t == [
         {"sample_type": "cpu", "unit": "nanoseconds", "total": samples["c"], "n": samples["n"]},
         {"sample_type": "samples", "unit": "count", "total": samples["s"], "n": samples["n"]},
@@ -123,9 +127,18 @@ def test_sample_values_is_long(real_store: Store) -> None:
 
 def test_location_lines_and_stack_frames(real_store: Store) -> None:
     lines = real_store.sql("SELECT * FROM location_lines")
-    assert set(lines.column_names) >= {"location_id", "line_index", "function_id", "name",
-                                        "system_name", "filename", "line", "column",
-                                        "start_line", "mapping_filename"}
+    assert set(lines.column_names) >= {
+        "location_id",
+        "line_index",
+        "function_id",
+        "name",
+        "system_name",
+        "filename",
+        "line",
+        "column",
+        "start_line",
+        "mapping_filename",
+    }
     n_lines = real_store.sql("SELECT sum(greatest(len(lines), 1)) FROM locations")
     assert lines.num_rows == n_lines.column(0)[0].as_py()
     frames = real_store.sql("SELECT count(*) AS n, min(position) AS lo FROM stack_frames")
@@ -136,12 +149,14 @@ def test_location_lines_and_stack_frames(real_store: Store) -> None:
 def test_stack_macros(real_store: Store) -> None:
     rows = real_store.sql(
         "SELECT stack(stack_id) AS st, leaf_func(stack_id) AS leaf, root_func(stack_id) AS root "
-        "FROM (SELECT DISTINCT stack_id FROM samples)").to_pylist()
+        "FROM (SELECT DISTINCT stack_id FROM samples)"
+    ).to_pylist()
     assert rows
     for r in rows:
         assert r["leaf"] == r["st"][0] and r["root"] == r["st"][-1]
     # pprof -top's flat column, by function: what leaf_func sums to.
     top = real_store.sql(
         'SELECT leaf_func(stack_id) AS f, sum("values"[2]) AS flat FROM samples '
-        "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1").to_pylist()
+        "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
+    ).to_pylist()
     assert top == [{"f": "syscall.Syscall", "flat": 160_000_000}]

@@ -41,25 +41,38 @@ def make_profile(
     fid = {n: id_base + i for i, n in enumerate(names)}
     lid = {n: 10 * id_base + 100 + i for i, n in enumerate(names)}
     functions = pa.table(
-        {"id": pa.array([fid[n] for n in names], pa.uint64()), "name": names,
-         "system_name": names, "filename": [f"{n.split('.')[0]}.go" for n in names],
-         "start_line": pa.array([10] * len(names), pa.int64())},
+        {
+            "id": pa.array([fid[n] for n in names], pa.uint64()),
+            "name": names,
+            "system_name": names,
+            "filename": [f"{n.split('.')[0]}.go" for n in names],
+            "start_line": pa.array([10] * len(names), pa.int64()),
+        },
         schema=schema.PROFILE_FUNCTIONS,
     )
     locations = pa.table(
-        {"id": pa.array([lid[n] for n in names], pa.uint64()),
-         "mapping_id": pa.array([7] * len(names), pa.uint64()),
-         "address": pa.array([0x1000 + 16 * i for i in range(len(names))], pa.uint64()),
-         "is_folded": [False] * len(names),
-         "lines": [[{"function_id": fid[n], "line": 20, "column": 0}] for n in names]},
+        {
+            "id": pa.array([lid[n] for n in names], pa.uint64()),
+            "mapping_id": pa.array([7] * len(names), pa.uint64()),
+            "address": pa.array([0x1000 + 16 * i for i in range(len(names))], pa.uint64()),
+            "is_folded": [False] * len(names),
+            "lines": [[{"function_id": fid[n], "line": 20, "column": 0}] for n in names],
+        },
         schema=schema.PROFILE_LOCATIONS,
     )
     mappings = pa.table(
-        {"id": pa.array([7], pa.uint64()), "memory_start": pa.array([0x1000], pa.uint64()),
-         "memory_limit": pa.array([0x9000], pa.uint64()),
-         "file_offset": pa.array([0], pa.uint64()), "filename": ["/bin/app"],
-         "build_id": ["abc"], "has_functions": [True], "has_filenames": [True],
-         "has_line_numbers": [True], "has_inline_frames": [False]},
+        {
+            "id": pa.array([7], pa.uint64()),
+            "memory_start": pa.array([0x1000], pa.uint64()),
+            "memory_limit": pa.array([0x9000], pa.uint64()),
+            "file_offset": pa.array([0], pa.uint64()),
+            "filename": ["/bin/app"],
+            "build_id": ["abc"],
+            "has_functions": [True],
+            "has_filenames": [True],
+            "has_line_numbers": [True],
+            "has_inline_frames": [False],
+        },
         schema=schema.PROFILE_MAPPINGS,
     )
     rows = {
@@ -70,9 +83,14 @@ def make_profile(
     return Profile(
         sample_types=list(sample_types or CPU_TYPES),
         samples=pa.table(rows, schema=schema.PROFILE_SAMPLES),
-        locations=locations, functions=functions, mappings=mappings,
-        period_type=period_type, period=period, time_nanos=time_nanos,
-        duration_nanos=duration_nanos, comments=list(comments or []),
+        locations=locations,
+        functions=functions,
+        mappings=mappings,
+        period_type=period_type,
+        period=period,
+        time_nanos=time_nanos,
+        duration_nanos=duration_nanos,
+        comments=list(comments or []),
         default_sample_type=default_sample_type,
     )
 
@@ -88,15 +106,19 @@ def canonical(profile: Profile, *, merge: bool = True) -> Counter | list:
     sorted labels) -> summed values; with ``merge=False`` the list in order."""
     fn = {r["id"]: r["name"] for r in profile.functions.to_pylist()}
     locs = {
-        r["id"]: (r["address"], r["is_folded"],
-                  tuple((fn.get(ln["function_id"]), ln["line"]) for ln in r["lines"]))
+        r["id"]: (
+            r["address"],
+            r["is_folded"],
+            tuple((fn.get(ln["function_id"]), ln["line"]) for ln in r["lines"]),
+        )
         for r in profile.locations.to_pylist()
     }
     out: list = []
     for s in profile.samples.to_pylist():
-        key = (tuple(locs[i] for i in s["location_ids"]),
-               tuple(sorted((lb["key"], lb["str"], lb["num"], lb["num_unit"])
-                            for lb in s["labels"])))
+        key = (
+            tuple(locs[i] for i in s["location_ids"]),
+            tuple(sorted((lb["key"], lb["str"], lb["num"], lb["num_unit"]) for lb in s["labels"])),
+        )
         out.append((key, tuple(s["values"])))
     if not merge:
         return out
@@ -122,7 +144,10 @@ def check_ids(profile: Profile) -> None:
     for r in profile.locations.to_pylist():
         assert r["mapping_id"] in map_ids
         assert {ln["function_id"] for ln in r["lines"]} <= fn_ids
-    for name, s in (("samples", schema.PROFILE_SAMPLES), ("locations", schema.PROFILE_LOCATIONS),
-                    ("functions", schema.PROFILE_FUNCTIONS),
-                    ("mappings", schema.PROFILE_MAPPINGS)):
+    for name, s in (
+        ("samples", schema.PROFILE_SAMPLES),
+        ("locations", schema.PROFILE_LOCATIONS),
+        ("functions", schema.PROFILE_FUNCTIONS),
+        ("mappings", schema.PROFILE_MAPPINGS),
+    ):
         assert getattr(profile, name).schema.equals(s), name

@@ -30,24 +30,58 @@ def build(samples, locations, functions, mappings=(), types=(("cpu", "nanosecond
     [(function id, line)]); functions: (id, name, file[, start line]);
     mappings: (id, file).
     """
-    srows = [{"location_ids": list(s[0]), "values": list(s[1]),
-              "labels": list(s[2]) if len(s) > 2 else []} for s in samples]
-    lrows = [{"id": i, "mapping_id": m, "address": 0x1000 + i, "is_folded": False,
-              "lines": [{"function_id": f, "line": ln, "column": 0} for f, ln in lines]}
-             for i, m, lines in locations]
-    frows = [{"id": f[0], "name": f[1], "system_name": f[1], "filename": f[2],
-              "start_line": f[3] if len(f) > 3 else 0} for f in functions]
-    mrows = [{"id": i, "memory_start": 0x1000 * i, "memory_limit": 0x1000 * i + 0x1000,
-              "file_offset": 0, "filename": f, "build_id": "", "has_functions": True,
-              "has_filenames": True, "has_line_numbers": True, "has_inline_frames": True}
-             for i, f in mappings]
+    srows = [
+        {
+            "location_ids": list(s[0]),
+            "values": list(s[1]),
+            "labels": list(s[2]) if len(s) > 2 else [],
+        }
+        for s in samples
+    ]
+    lrows = [
+        {
+            "id": i,
+            "mapping_id": m,
+            "address": 0x1000 + i,
+            "is_folded": False,
+            "lines": [{"function_id": f, "line": ln, "column": 0} for f, ln in lines],
+        }
+        for i, m, lines in locations
+    ]
+    frows = [
+        {
+            "id": f[0],
+            "name": f[1],
+            "system_name": f[1],
+            "filename": f[2],
+            "start_line": f[3] if len(f) > 3 else 0,
+        }
+        for f in functions
+    ]
+    mrows = [
+        {
+            "id": i,
+            "memory_start": 0x1000 * i,
+            "memory_limit": 0x1000 * i + 0x1000,
+            "file_offset": 0,
+            "filename": f,
+            "build_id": "",
+            "has_functions": True,
+            "has_filenames": True,
+            "has_line_numbers": True,
+            "has_inline_frames": True,
+        }
+        for i, f in mappings
+    ]
     return Profile(
         sample_types=[ValueType(t, u) for t, u in types],
         samples=pa.Table.from_pylist(srows, schema=schema.PROFILE_SAMPLES),
         locations=pa.Table.from_pylist(lrows, schema=schema.PROFILE_LOCATIONS),
         functions=pa.Table.from_pylist(frows, schema=schema.PROFILE_FUNCTIONS),
         mappings=pa.Table.from_pylist(mrows, schema=schema.PROFILE_MAPPINGS),
-        period_type=ValueType("cpu", "nanoseconds"), period=10_000_000, **kw,
+        period_type=ValueType("cpu", "nanoseconds"),
+        period=10_000_000,
+        **kw,
     )
 
 
@@ -65,8 +99,13 @@ def pprof_keys(profile: Profile, tmp_path: Path, **opts):
     path = tmp_path / "p.pb.gz"
     write_profile(profile, path)
     idx = opts.get("sample_index", profile.default_sample_index())
-    args = ["-top", "-nodefraction=0", "-nodecount=1000000", f"-sample_index={idx}",
-            f"-unit={oracle.output_unit(profile.sample_types[idx].unit)}"]
+    args = [
+        "-top",
+        "-nodefraction=0",
+        "-nodecount=1000000",
+        f"-sample_index={idx}",
+        f"-unit={oracle.output_unit(profile.sample_types[idx].unit)}",
+    ]
     if opts.get("granularity", "functions") != "functions":
         args.append("-" + opts["granularity"])
     if opts.get("cum_sort"):
@@ -84,8 +123,12 @@ def check(profile: Profile, tmp_path: Path, expected: list[tuple], **opts):
         assert pprof_keys(profile, tmp_path, **opts) == expected
 
 
-FUNCS = [(1, "main.main", "/src/main.go"), (2, "main.a", "/src/a.go"), (3, "main.b", "/src/b.go"),
-         (4, "main.c", "/src/c.go")]
+FUNCS = [
+    (1, "main.main", "/src/main.go"),
+    (2, "main.a", "/src/a.go"),
+    (3, "main.b", "/src/b.go"),
+    (4, "main.c", "/src/c.go"),
+]
 MAPS = [(1, "/bin/app")]
 
 
@@ -94,23 +137,39 @@ def test_simple_and_recursion(tmp_path):
     p = build(
         samples=[([3, 2, 5, 1], [30]), ([2, 1], [20]), ([1], [5])],
         locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)]), (5, 1, [(2, 21)])],
-        functions=FUNCS, mappings=MAPS,
+        functions=FUNCS,
+        mappings=MAPS,
     )
-    check(p, tmp_path, [
-        ("main.b", 30, 30, ""), ("main.a", 20, 50, ""), ("main.main", 5, 55, ""),
-    ])
+    check(
+        p,
+        tmp_path,
+        [
+            ("main.b", 30, 30, ""),
+            ("main.a", 20, 50, ""),
+            ("main.main", 5, 55, ""),
+        ],
+    )
 
 
 def test_lines_granularity_and_cum_sort(tmp_path):
     p = build(
         samples=[([3, 2, 5, 1], [30]), ([2, 1], [20]), ([1], [5])],
         locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)]), (5, 1, [(2, 21)])],
-        functions=FUNCS, mappings=MAPS,
+        functions=FUNCS,
+        mappings=MAPS,
     )
-    check(p, tmp_path, [
-        ("main.main /src/main.go:10", 5, 55, ""), ("main.a /src/a.go:20", 20, 50, ""),
-        ("main.a /src/a.go:21", 0, 30, ""), ("main.b /src/b.go:30", 30, 30, ""),
-    ], granularity="lines", cum_sort=True)
+    check(
+        p,
+        tmp_path,
+        [
+            ("main.main /src/main.go:10", 5, 55, ""),
+            ("main.a /src/a.go:20", 20, 50, ""),
+            ("main.a /src/a.go:21", 0, 30, ""),
+            ("main.b /src/b.go:30", 30, 30, ""),
+        ],
+        granularity="lines",
+        cum_sort=True,
+    )
     r = top(p, granularity="lines")
     assert r.rows.column("file").to_pylist()[0] == "/src/b.go"
     assert r.rows.column("line").to_pylist()[0] == 30
@@ -120,14 +179,26 @@ def test_inline_markers(tmp_path):
     # Location 2 has c inlined into a. b calls c directly too: c is partial-inline.
     p = build(
         samples=[([2, 1], [50]), ([4, 3, 1], [50]), ([6, 1], [10])],
-        locations=[(1, 1, [(1, 10)]), (2, 1, [(4, 40), (2, 20)]), (3, 1, [(3, 30)]),
-                   (4, 1, [(4, 41)]), (6, 1, [(3, 31), (2, 22)])],
-        functions=FUNCS, mappings=MAPS,
+        locations=[
+            (1, 1, [(1, 10)]),
+            (2, 1, [(4, 40), (2, 20)]),
+            (3, 1, [(3, 30)]),
+            (4, 1, [(4, 41)]),
+            (6, 1, [(3, 31), (2, 22)]),
+        ],
+        functions=FUNCS,
+        mappings=MAPS,
     )
-    check(p, tmp_path, [
-        ("main.c", 100, 100, "(partial-inline)"), ("main.b", 10, 60, "(partial-inline)"),
-        ("main.a", 0, 60, ""), ("main.main", 0, 110, ""),
-    ])
+    check(
+        p,
+        tmp_path,
+        [
+            ("main.c", 100, 100, "(partial-inline)"),
+            ("main.b", 10, 60, "(partial-inline)"),
+            ("main.a", 0, 60, ""),
+            ("main.main", 0, 110, ""),
+        ],
+    )
 
 
 def test_zero_samples_missing_functions_and_objfile(tmp_path):
@@ -136,21 +207,33 @@ def test_zero_samples_missing_functions_and_objfile(tmp_path):
     p = build(
         samples=[([7, 1], [40]), ([8, 1], [15]), ([3, 1], [0])],
         locations=[(1, 1, [(1, 10)]), (3, 1, [(3, 30)]), (7, 2, []), (8, 0, [])],
-        functions=FUNCS, mappings=[(1, "/bin/app"), (2, "/lib/libc.so")],
+        functions=FUNCS,
+        mappings=[(1, "/bin/app"), (2, "/lib/libc.so")],
     )
-    check(p, tmp_path, [
-        ("[libc.so]", 40, 40, ""), ("<unknown>", 15, 15, ""), ("main.main", 0, 55, ""),
-    ])
+    check(
+        p,
+        tmp_path,
+        [
+            ("[libc.so]", 40, 40, ""),
+            ("<unknown>", 15, 15, ""),
+            ("main.main", 0, 55, ""),
+        ],
+    )
 
 
 def test_focus_ignore_keep_unfiltered_total(tmp_path):
     p = build(
         samples=[([3, 2, 1], [30]), ([4, 1], [20]), ([1], [5])],
         locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)]), (4, 1, [(4, 40)])],
-        functions=FUNCS, mappings=MAPS,
+        functions=FUNCS,
+        mappings=MAPS,
     )
-    check(p, tmp_path, [("main.b", 30, 30, ""), ("main.a", 0, 30, ""),
-                        ("main.main", 0, 30, "")], focus="main\\.a")
+    check(
+        p,
+        tmp_path,
+        [("main.b", 30, 30, ""), ("main.a", 0, 30, ""), ("main.main", 0, 30, "")],
+        focus="main\\.a",
+    )
     check(p, tmp_path, [("main.c", 20, 20, ""), ("main.main", 5, 25, "")], ignore="b\\.go")
     r = top(p, focus="main\\.a")
     assert r.total == 55  # pprof's total is computed before focus
@@ -159,15 +242,23 @@ def test_focus_ignore_keep_unfiltered_total(tmp_path):
 
 def test_files_granularity_and_clean_paths(tmp_path):
     funcs = [(1, "main.main", "/proc/self/cwd/./src//main.go"), (2, "main.a", "/src/x/../a.go")]
-    p = build(samples=[([2, 1], [7])], locations=[(1, 1, [(1, 3)]), (2, 1, [(2, 4)])],
-              functions=funcs, mappings=MAPS)
-    check(p, tmp_path, [("/src/a.go", 7, 7, ""), ("src/main.go", 0, 7, "")],
-          granularity="files")
+    p = build(
+        samples=[([2, 1], [7])],
+        locations=[(1, 1, [(1, 3)]), (2, 1, [(2, 4)])],
+        functions=funcs,
+        mappings=MAPS,
+    )
+    check(p, tmp_path, [("/src/a.go", 7, 7, ""), ("src/main.go", 0, 7, "")], granularity="files")
 
 
 def test_sample_index_by_name_and_default():
-    p = build(samples=[([1], [1, 100])], locations=[(1, 1, [(1, 1)])], functions=FUNCS,
-              mappings=MAPS, types=(("alloc_space", "bytes"), ("inuse_space", "bytes")))
+    p = build(
+        samples=[([1], [1, 100])],
+        locations=[(1, 1, [(1, 1)])],
+        functions=FUNCS,
+        mappings=MAPS,
+        types=(("alloc_space", "bytes"), ("inuse_space", "bytes")),
+    )
     assert resolve_sample_index(p, None) == 1
     assert resolve_sample_index(p, "alloc_space") == 0
     assert resolve_sample_index(p, "1") == 1
@@ -182,7 +273,8 @@ def test_nodecount_rebuilds_graph(tmp_path):
     p = build(
         samples=[([3, 2, 1], [30]), ([4, 1], [20]), ([1], [5])],
         locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)]), (4, 1, [(4, 40)])],
-        functions=FUNCS, mappings=MAPS,
+        functions=FUNCS,
+        mappings=MAPS,
     )
     r = top(p, nodecount=2)
     assert keys(r) == [("main.b", 30, 30, ""), ("main.c", 20, 20, "")]

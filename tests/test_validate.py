@@ -22,10 +22,11 @@ BROKEN: dict[str, tuple[Edit, str]] = {
     "duplicate function": (lambda p: p.function.add(id=2), "multiple functions with same id"),
     "location id 0": (lambda p: p.location.add(id=0), "location with reserved id=0"),
     "duplicate location": (lambda p: p.location.add(id=2), "multiple locations with same id"),
-    "line function 0": (lambda p: setattr(p.location[0].line[0], "function_id", 0),
-                        "nil function"),
-    "line function missing": (lambda p: setattr(p.location[0].line[0], "function_id", 9),
-                              "nil function"),
+    "line function 0": (lambda p: setattr(p.location[0].line[0], "function_id", 0), "nil function"),
+    "line function missing": (
+        lambda p: setattr(p.location[0].line[0], "function_id", 9),
+        "nil function",
+    ),
     "sample location missing": (lambda p: p.sample[0].location_id.append(42), "nil location"),
     "sample location 0": (lambda p: p.sample[0].location_id.append(0), "nil location"),
     "too few values": (lambda p: p.sample[1].value.pop(), "mismatch"),
@@ -66,9 +67,11 @@ ACCEPTED: dict[str, Edit] = {
     "location without lines": lambda p: p.location.add(id=3),
     "unused function": lambda p: p.function.add(id=10, name=5),
     "no samples, no types": lambda p: (p.ClearField("sample"), p.ClearField("sample_type")),
-    "huge ids": lambda p: (setattr(p.location[1], "id", 1 << 63),
-                           p.sample[1].location_id.__setitem__(0, 1 << 63),
-                           p.sample[0].location_id.__setitem__(1, 1 << 63)),
+    "huge ids": lambda p: (
+        setattr(p.location[1], "id", 1 << 63),
+        p.sample[1].location_id.__setitem__(0, 1 << 63),
+        p.sample[0].location_id.__setitem__(1, 1 << 63),
+    ),
 }
 
 

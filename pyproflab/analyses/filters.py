@@ -139,8 +139,11 @@ def remove_uninteresting(profile: Profile) -> Profile:
     except re.error:
         return profile  # pprof reports the error and leaves the profile as is
     names = dict(
-        zip(profile.functions.column("id").to_pylist(),
-            profile.functions.column("name").to_pylist(), strict=True)
+        zip(
+            profile.functions.column("id").to_pylist(),
+            profile.functions.column("name").to_pylist(),
+            strict=True,
+        )
     )
     cache: dict[str, bool] = {}
 

@@ -190,9 +190,16 @@ class GcInputs:
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for name in ("live_heap_bytes", "alloc_bytes_per_sec", "gc_cpu_fixed_seconds",
-                     "gc_cpu_seconds_per_byte", "non_gc_cpu_cores", "roots_bytes",
-                     "mark_alloc_ratio", "cycle_gap_bytes"):
+        for name in (
+            "live_heap_bytes",
+            "alloc_bytes_per_sec",
+            "gc_cpu_fixed_seconds",
+            "gc_cpu_seconds_per_byte",
+            "non_gc_cpu_cores",
+            "roots_bytes",
+            "mark_alloc_ratio",
+            "cycle_gap_bytes",
+        ):
             v = getattr(self, name)
             if v is None or not math.isfinite(v) or v < 0:
                 raise UsageError(f"GC input {name} must be a finite number >= 0, got {v!r}")
@@ -255,33 +262,45 @@ class GcInputs:
             h = 1.0
             notes.append("no heap size given: heaps are relative to the current marked heap")
         if not heap_known and memory_limit_bytes is not None:
-            raise UsageError("a memory limit needs the heap size: give the live heap or heap "
-                             "goal")
+            raise UsageError("a memory limit needs the heap size: give the live heap or heap goal")
         cpu_known = process_cpu_cores is not None
         p = float(process_cpu_cores) if cpu_known else 1.0
         if not cpu_known:
             notes.append("no process CPU given: CPU is relative to the current process CPU")
-        probe = cls(live_heap_bytes=h, alloc_bytes_per_sec=0.0, gc_cpu_fixed_seconds=0.0,
-                    gc_cpu_seconds_per_byte=0.0, non_gc_cpu_cores=p, roots_bytes=roots,
-                    gogc=g, memory_limit_bytes=memory_limit_bytes,
-                    non_heap_bytes=non_heap_bytes, heap_known=heap_known)
+        probe = cls(
+            live_heap_bytes=h,
+            alloc_bytes_per_sec=0.0,
+            gc_cpu_fixed_seconds=0.0,
+            gc_cpu_seconds_per_byte=0.0,
+            non_gc_cpu_cores=p,
+            roots_bytes=roots,
+            gogc=g,
+            memory_limit_bytes=memory_limit_bytes,
+            non_heap_bytes=non_heap_bytes,
+            heap_known=heap_known,
+        )
         goal, _ = heap_goal(probe, h, g, memory_limit_bytes)
         if not math.isfinite(goal):
-            raise UsageError("GOGC=off without a memory limit runs no GC: the observed "
-                             "cycles cannot be explained")
+            raise UsageError(
+                "GOGC=off without a memory limit runs no GC: the observed "
+                "cycles cannot be explained"
+            )
         if heap_goal_bytes is not None and live_heap_bytes is not None:
             goal = float(heap_goal_bytes)  # observed beats modelled
         dist = goal - h
         if dist <= 0:
-            raise UsageError("heap goal at or below the live heap: cannot derive the "
-                             "allocation rate")
+            raise UsageError(
+                "heap goal at or below the live heap: cannot derive the allocation rate"
+            )
         per_sec = gc_cycles_per_min / 60.0
         gc_cores = gc_cpu_share * p
         per_cycle = gc_cores / per_sec
         scan = h + roots
         if fixed_fraction == 0:
-            notes.append("one observation: the GC cost per cycle is taken as proportional "
-                         "to scan work (live heap + roots), no fixed part")
+            notes.append(
+                "one observation: the GC cost per cycle is taken as proportional "
+                "to scan work (live heap + roots), no fixed part"
+            )
         return cls(
             live_heap_bytes=h,
             alloc_bytes_per_sec=per_sec * dist,
@@ -303,8 +322,7 @@ class GcInputs:
 # --- the model -----------------------------------------------------------------------
 
 
-def heap_goal(inp: GcInputs, h: float, g: float | None,
-              limit: float | None) -> tuple[float, str]:
+def heap_goal(inp: GcInputs, h: float, g: float | None, limit: float | None) -> tuple[float, str]:
     """(goal bytes, what governs it: ``gogc``, ``limit`` or ``none``) for marked heap ``h``."""
     goal_g = math.inf
     if g is not None:
@@ -362,40 +380,52 @@ def marked_heap(inp: GcInputs, g: float | None, limit: float | None, model: str)
     return hi
 
 
-PREDICTION_SCHEMA = pa.schema([
-    pa.field("model", pa.string()),
-    pa.field("gogc", pa.float64()),  # null: off
-    pa.field("gogc_label", pa.string()),
-    pa.field("memory_limit_bytes", pa.float64()),  # null: no limit
-    pa.field("governed_by", pa.string()),  # gogc, limit, none
-    pa.field("live_heap_bytes", pa.float64()),  # marked heap H
-    pa.field("heap_goal_bytes", pa.float64()),
-    pa.field("peak_heap_bytes", pa.float64()),
-    pa.field("peak_memory_bytes", pa.float64()),  # peak heap + non-heap memory
-    pa.field("heap_ratio", pa.float64()),  # peak heap / the current setting's
-    pa.field("gc_cycles_per_min", pa.float64()),
-    pa.field("gc_cpu_cores", pa.float64()),
-    pa.field("gc_cpu_share", pa.float64()),  # of process CPU
-    pa.field("gc_cpu_ratio", pa.float64()),  # GC CPU / the current setting's
-    pa.field("process_cpu_cores", pa.float64()),
-    pa.field("current", pa.bool_()),
-    pa.field("within_budget", pa.bool_()),
-    pa.field("recommended", pa.bool_()),
-    pa.field("status", pa.string()),  # ok, no-gc, continuous-gc, unbounded
-])
+PREDICTION_SCHEMA = pa.schema(
+    [
+        pa.field("model", pa.string()),
+        pa.field("gogc", pa.float64()),  # null: off
+        pa.field("gogc_label", pa.string()),
+        pa.field("memory_limit_bytes", pa.float64()),  # null: no limit
+        pa.field("governed_by", pa.string()),  # gogc, limit, none
+        pa.field("live_heap_bytes", pa.float64()),  # marked heap H
+        pa.field("heap_goal_bytes", pa.float64()),
+        pa.field("peak_heap_bytes", pa.float64()),
+        pa.field("peak_memory_bytes", pa.float64()),  # peak heap + non-heap memory
+        pa.field("heap_ratio", pa.float64()),  # peak heap / the current setting's
+        pa.field("gc_cycles_per_min", pa.float64()),
+        pa.field("gc_cpu_cores", pa.float64()),
+        pa.field("gc_cpu_share", pa.float64()),  # of process CPU
+        pa.field("gc_cpu_ratio", pa.float64()),  # GC CPU / the current setting's
+        pa.field("process_cpu_cores", pa.float64()),
+        pa.field("current", pa.bool_()),
+        pa.field("within_budget", pa.bool_()),
+        pa.field("recommended", pa.bool_()),
+        pa.field("status", pa.string()),  # ok, no-gc, continuous-gc, unbounded
+    ]
+)
 
 
-def predict_one(inp: GcInputs, g: float | None, limit: float | None,
-                model: str = "improved") -> dict[str, Any]:
+def predict_one(
+    inp: GcInputs, g: float | None, limit: float | None, model: str = "improved"
+) -> dict[str, Any]:
     """One setting's prediction (absolute columns; ratios and flags are filled later)."""
     if model not in MODELS:
         raise UsageError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
-    row: dict[str, Any] = {"model": model, "gogc": g, "gogc_label": gogc_label(g),
-                           "memory_limit_bytes": limit}
+    row: dict[str, Any] = {
+        "model": model,
+        "gogc": g,
+        "gogc_label": gogc_label(g),
+        "memory_limit_bytes": limit,
+    }
     h = marked_heap(inp, g, limit, model)
     goal, governed = heap_goal(inp, h, g, limit) if math.isfinite(h) else (math.inf, "gogc")
-    row.update(governed_by=governed, live_heap_bytes=h, heap_goal_bytes=goal,
-               peak_heap_bytes=goal, peak_memory_bytes=goal + inp.overhead_bytes)
+    row.update(
+        governed_by=governed,
+        live_heap_bytes=h,
+        heap_goal_bytes=goal,
+        peak_heap_bytes=goal,
+        peak_memory_bytes=goal + inp.overhead_bytes,
+    )
     if not math.isfinite(h):
         status, cycles, gc_cores = "unbounded", math.nan, math.nan
     elif not math.isfinite(goal):
@@ -413,15 +443,23 @@ def predict_one(inp: GcInputs, g: float | None, limit: float | None,
             cost = inp.gc_cpu_fixed_seconds + inp.gc_cpu_seconds_per_byte * (h + inp.roots_bytes)
             status, cycles, gc_cores = "ok", 60 * per_sec, per_sec * cost
     proc = inp.non_gc_cpu_cores + gc_cores
-    row.update(gc_cycles_per_min=cycles, gc_cpu_cores=gc_cores,
-               gc_cpu_share=gc_cores / proc if proc > 0 else math.nan,
-               process_cpu_cores=proc, status=status)
+    row.update(
+        gc_cycles_per_min=cycles,
+        gc_cpu_cores=gc_cores,
+        gc_cpu_share=gc_cores / proc if proc > 0 else math.nan,
+        process_cpu_cores=proc,
+        status=status,
+    )
     return row
 
 
-def predict(inp: GcInputs, candidates: Sequence[float | None] = DEFAULT_CANDIDATES,
-            memory_limits: Sequence[float | None] | None = None, *,
-            model: str = "improved") -> pa.Table:
+def predict(
+    inp: GcInputs,
+    candidates: Sequence[float | None] = DEFAULT_CANDIDATES,
+    memory_limits: Sequence[float | None] | None = None,
+    *,
+    model: str = "improved",
+) -> pa.Table:
     """Predictions for every (GOGC, limit) pair plus the current setting (``current``).
 
     ``memory_limits`` None: the current limit only. Ratios are against the
@@ -502,8 +540,9 @@ class GogcResult:
         return f"GogcResult({self.predictions.num_rows} settings, {self.model}, {what})"
 
 
-def recommend(table: pa.Table, budget_bytes: float | None, *,
-              heap_known: bool = True) -> tuple[pa.Table, dict[str, Any] | None, list[str]]:
+def recommend(
+    table: pa.Table, budget_bytes: float | None, *, heap_known: bool = True
+) -> tuple[pa.Table, dict[str, Any] | None, list[str]]:
     """Flag rows within the budget and the recommended one (lowest GC CPU, then peak)."""
     rows = table.to_pylist()
     notes: list[str] = []
@@ -513,8 +552,12 @@ def recommend(table: pa.Table, budget_bytes: float | None, *,
     fits = []
     for r in rows:
         peak = r["peak_memory_bytes"] if heap_known else r["heap_ratio"]
-        ok = (r["status"] in ("ok", "no-gc") and peak is not None and math.isfinite(peak)
-              and peak <= budget_bytes)
+        ok = (
+            r["status"] in ("ok", "no-gc")
+            and peak is not None
+            and math.isfinite(peak)
+            and peak <= budget_bytes
+        )
         r["within_budget"] = ok
         if ok and not math.isnan(r["gc_cpu_cores"]):
             fits.append(r)
@@ -532,8 +575,9 @@ def recommend(table: pa.Table, budget_bytes: float | None, *,
     return pa.Table.from_pylist(rows, schema=table.schema), rec, notes
 
 
-def parse_budget(budget: str | float | None, headroom: str | float = 0.1,
-                 *, current_peak: float | None = None) -> tuple[float | None, str | None]:
+def parse_budget(
+    budget: str | float | None, headroom: str | float = 0.1, *, current_peak: float | None = None
+) -> tuple[float | None, str | None]:
     """Usable budget = budget × (1 − headroom). ``2x`` is relative to the current peak
     memory (needed when the heap size is unknown); headroom ``10%``, ``0.1`` or a size."""
     if budget is None:
@@ -549,8 +593,11 @@ def parse_budget(budget: str | float | None, headroom: str | float = 0.1,
         total *= current_peak
     else:
         total = parse_size(budget)
-    if isinstance(headroom, str) and not headroom.strip().endswith("%") and \
-            re.search(r"[a-zA-Z]", headroom):
+    if (
+        isinstance(headroom, str)
+        and not headroom.strip().endswith("%")
+        and re.search(r"[a-zA-Z]", headroom)
+    ):
         usable = total - parse_size(headroom)
     else:
         usable = total * (1 - parse_fraction(headroom))
@@ -582,8 +629,10 @@ def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
 
 
 def _tables(store) -> set[str]:
-    rows = store.sql("SELECT table_name FROM duckdb_tables() WHERE schema_name = current_schema()"
-                     " AND database_name = current_database()")
+    rows = store.sql(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = current_schema()"
+        " AND database_name = current_database()"
+    )
     return set(rows.column("table_name").to_pylist())
 
 
@@ -596,15 +645,19 @@ def inputs_from_store(store, selection=None) -> GcInputs:
 
     present = _tables(store)
     if "metric_samples" not in present and "gc_cycles" not in present:
-        raise UsageError("the store has no GC metrics (metric_samples, gc_cycles): ingest "
-                         "them with `pyproflab ingest-gc`, or give the inputs explicitly "
-                         "(--gogc, --gc-cycles-per-min, --gc-cpu-share)")
+        raise UsageError(
+            "the store has no GC metrics (metric_samples, gc_cycles): ingest "
+            "them with `pyproflab ingest-gc`, or give the inputs explicitly "
+            "(--gogc, --gc-cycles-per-min, --gc-cpu-share)"
+        )
     res = gc_join(store, selection, categories=False)
     notes = list(res.notes)
     insts = [r for r in res.instances.to_pylist() if r["gc_cycles_per_min"]]
     if not insts:
-        raise UsageError("no GC cycle counts for the selected profiles' instances and windows "
-                         "(go_gc_cycles_total_gc_cycles_total): cannot model GOGC")
+        raise UsageError(
+            "no GC cycle counts for the selected profiles' instances and windows "
+            "(go_gc_cycles_total_gc_cycles_total): cannot model GOGC"
+        )
     gct = _gctrace_rows(store, res.instances.to_pylist()) if "gc_cycles" in present else []
 
     def mean(vals: Iterable[float | None]) -> float | None:
@@ -619,30 +672,50 @@ def inputs_from_store(store, selection=None) -> GcInputs:
     points, per_inst = [], []
     for r in insts:
         h = r["heap_live_mean_bytes"] or (r["gctrace_heap_live_mean_mb"] or 0) * MiB or None
-        secs = (r["alloc_bytes"] / r["alloc_bytes_per_sec"]
-                if r["alloc_bytes"] and r["alloc_bytes_per_sec"] else None)
-        if h is None or secs is None or r["gc_cpu_seconds"] is None or \
-                r["total_cpu_seconds"] is None:
-            notes.append(f"instance {r['instance']}: heap, allocation or CPU-class metrics "
-                         "missing: skipped")
+        secs = (
+            r["alloc_bytes"] / r["alloc_bytes_per_sec"]
+            if r["alloc_bytes"] and r["alloc_bytes_per_sec"]
+            else None
+        )
+        if (
+            h is None
+            or secs is None
+            or r["gc_cpu_seconds"] is None
+            or r["total_cpu_seconds"] is None
+        ):
+            notes.append(
+                f"instance {r['instance']}: heap, allocation or CPU-class metrics missing: skipped"
+            )
             continue
         busy = r["total_cpu_seconds"] - (r["idle_cpu_seconds"] or 0.0)
         cycles = r["gc_cycles"] or 0
-        per_inst.append(dict(h=h, a=r["alloc_bytes_per_sec"], gc=r["gc_cpu_seconds"] / secs,
-                             busy=busy / secs, gogc=r["gogc_percent"],
-                             limit=r["gomemlimit_bytes"], n=r["gc_cycles_per_min"]))
+        per_inst.append(
+            dict(
+                h=h,
+                a=r["alloc_bytes_per_sec"],
+                gc=r["gc_cpu_seconds"] / secs,
+                busy=busy / secs,
+                gogc=r["gogc_percent"],
+                limit=r["gomemlimit_bytes"],
+                n=r["gc_cycles_per_min"],
+            )
+        )
         if cycles > 0:
             points.append((h + roots, r["gc_cpu_seconds"] / cycles))
     if not per_inst:
-        raise UsageError("no instance has heap, allocation and CPU-class metrics: cannot "
-                         "model GOGC (give the inputs explicitly)")
+        raise UsageError(
+            "no instance has heap, allocation and CPU-class metrics: cannot "
+            "model GOGC (give the inputs explicitly)"
+        )
     h = mean(p["h"] for p in per_inst) or 1.0
     gc_cores = mean(p["gc"] for p in per_inst) or 0.0
     busy = mean(p["busy"] for p in per_inst) or 0.0
     gogcs = {p["gogc"] for p in per_inst}
     if len(gogcs) > 1:
-        notes.append(f"instances run different GOGC values {sorted(map(str, gogcs))}: "
-                     "the first is taken as current")
+        notes.append(
+            f"instances run different GOGC values {sorted(map(str, gogcs))}: "
+            "the first is taken as current"
+        )
     g = per_inst[0]["gogc"]
     if g is None:
         g = 100.0
@@ -667,23 +740,37 @@ def inputs_from_store(store, selection=None) -> GcInputs:
         mark = mean(max(r["end"] - r["start"], 0.0) for r in gct) or 0.0
         kappa = mark / (mean(r["scan"] for r in gct) or math.inf)
     return GcInputs(
-        live_heap_bytes=h, alloc_bytes_per_sec=mean(p["a"] for p in per_inst) or 0.0,
-        gc_cpu_fixed_seconds=fit[0], gc_cpu_seconds_per_byte=fit[1],
-        non_gc_cpu_cores=max(busy - gc_cores, 0.0), roots_bytes=roots,
-        gogc=parse_gogc(g), memory_limit_bytes=parse_limit(per_inst[0]["limit"]),
-        mark_alloc_ratio=kappa, source=f"store ({len(per_inst)} instances)", notes=notes)
+        live_heap_bytes=h,
+        alloc_bytes_per_sec=mean(p["a"] for p in per_inst) or 0.0,
+        gc_cpu_fixed_seconds=fit[0],
+        gc_cpu_seconds_per_byte=fit[1],
+        non_gc_cpu_cores=max(busy - gc_cores, 0.0),
+        roots_bytes=roots,
+        gogc=parse_gogc(g),
+        memory_limit_bytes=parse_limit(per_inst[0]["limit"]),
+        mark_alloc_ratio=kappa,
+        source=f"store ({len(per_inst)} instances)",
+        notes=notes,
+    )
 
 
 def _gctrace_rows(store, instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """gctrace cycles of the instances' windows: scan bytes, mark CPU s, heap start/end."""
-    spans = [(r["service"], r["instance"], r["window_start"], r["window_end"])
-             for r in instances if r["instance"] and r["window_start"] and r["window_end"]]
+    spans = [
+        (r["service"], r["instance"], r["window_start"], r["window_end"])
+        for r in instances
+        if r["instance"] and r["window_start"] and r["window_end"]
+    ]
     if not spans:
         return []
-    t = pa.table({"service": pa.array([s[0] for s in spans], pa.string()),
-                  "instance": pa.array([s[1] for s in spans], pa.string()),
-                  "w_start": pa.array([s[2] for s in spans], pa.timestamp("us", tz="UTC")),
-                  "w_end": pa.array([s[3] for s in spans], pa.timestamp("us", tz="UTC"))})
+    t = pa.table(
+        {
+            "service": pa.array([s[0] for s in spans], pa.string()),
+            "instance": pa.array([s[1] for s in spans], pa.string()),
+            "w_start": pa.array([s[2] for s in spans], pa.timestamp("us", tz="UTC")),
+            "w_end": pa.array([s[3] for s in spans], pa.timestamp("us", tz="UTC")),
+        }
+    )
     with store.registered(gogc_spans=t):
         rows = store.sql(
             "SELECT DISTINCT g.instance, g.gc_num, g.heap_live_mb, g.stacks_mb, g.globals_mb, "
@@ -691,26 +778,39 @@ def _gctrace_rows(store, instances: list[dict[str, Any]]) -> list[dict[str, Any]
             "g.cpu_background_ms + g.cpu_idle_ms + g.cpu_mark_term_ms AS cpu_ms "
             "FROM gogc_spans w JOIN gc_cycles g ON g.instance = w.instance "
             "AND (w.service IS NULL OR g.service IS NULL OR g.service = w.service) "
-            "AND g.time >= w.w_start AND g.time <= w.w_end WHERE NOT g.forced")
+            "AND g.time >= w.w_start AND g.time <= w.w_end WHERE NOT g.forced"
+        )
     out = []
     for r in rows.to_pylist():
         stacks = None if r["stacks_mb"] is None else r["stacks_mb"] * MiB
         globs = None if r["globals_mb"] is None else r["globals_mb"] * MiB
-        out.append(dict(stacks=stacks, globals=globs,
-                        scan=(r["heap_live_mb"] + (r["stacks_mb"] or 0) + (r["globals_mb"] or 0))
-                        * MiB, cpu=r["cpu_ms"] / 1e3, start=r["heap_start_mb"] * MiB,
-                        end=r["heap_end_mb"] * MiB))
+        out.append(
+            dict(
+                stacks=stacks,
+                globals=globs,
+                scan=(r["heap_live_mb"] + (r["stacks_mb"] or 0) + (r["globals_mb"] or 0)) * MiB,
+                cpu=r["cpu_ms"] / 1e3,
+                start=r["heap_start_mb"] * MiB,
+                end=r["heap_end_mb"] * MiB,
+            )
+        )
     return out
 
 
 # --- the entry point -------------------------------------------------------------------
 
 
-def gogc(store=None, selection=None, *, inputs: GcInputs | None = None,
-         candidates: Iterable[Any] | str = DEFAULT_CANDIDATES,
-         memory_limits: Iterable[Any] | str | None = None,
-         budget: str | float | None = None, headroom: str | float = 0.1,
-         model: str = "improved") -> GogcResult:
+def gogc(
+    store=None,
+    selection=None,
+    *,
+    inputs: GcInputs | None = None,
+    candidates: Iterable[Any] | str = DEFAULT_CANDIDATES,
+    memory_limits: Iterable[Any] | str | None = None,
+    budget: str | float | None = None,
+    headroom: str | float = 0.1,
+    model: str = "improved",
+) -> GogcResult:
     """Predict GC cost and heap for candidate GOGC values and memory limits; recommend one.
 
     Inputs: ``inputs`` if given, else from ``store`` and ``selection``.
@@ -728,14 +828,18 @@ def gogc(store=None, selection=None, *, inputs: GcInputs | None = None,
         items = memory_limits.split(",") if isinstance(memory_limits, str) else memory_limits
         limits = list(dict.fromkeys(parse_limit(x) for x in items))
         if any(m is not None for m in limits) and not inputs.heap_known:
-            raise UsageError("memory limits need the heap size: give the live heap or heap "
-                             "goal")
+            raise UsageError("memory limits need the heap size: give the live heap or heap goal")
     table = predict(inputs, cands, limits, model=model)
     cur_peak = next(r for r in table.to_pylist() if r["current"])
-    if budget is not None and not inputs.heap_known and \
-            not str(budget).strip().lower().endswith("x"):
-        raise UsageError("an absolute budget needs the heap size (give the live heap or heap "
-                         "goal), or give a relative one such as 2x")
+    if (
+        budget is not None
+        and not inputs.heap_known
+        and not str(budget).strip().lower().endswith("x")
+    ):
+        raise UsageError(
+            "an absolute budget needs the heap size (give the live heap or heap "
+            "goal), or give a relative one such as 2x"
+        )
     peak_key = "peak_memory_bytes" if inputs.heap_known else "heap_ratio"
     usable, label = parse_budget(budget, headroom, current_peak=cur_peak[peak_key])
     table, rec, notes = recommend(table, usable, heap_known=inputs.heap_known)
@@ -744,8 +848,15 @@ def gogc(store=None, selection=None, *, inputs: GcInputs | None = None,
         notes.append("heap columns are in units of the current marked heap")
     if not inputs.cpu_known:
         notes.append("CPU columns are in units of the current process CPU")
-    return GogcResult(inputs=inputs, predictions=table, model=model, budget_bytes=usable,
-                      budget_label=label, recommendation=rec, notes=notes)
+    return GogcResult(
+        inputs=inputs,
+        predictions=table,
+        model=model,
+        budget_bytes=usable,
+        budget_label=label,
+        recommendation=rec,
+        notes=notes,
+    )
 
 
 def with_setting(inp: GcInputs, gogc: float | None, limit: float | None) -> GcInputs:

@@ -74,12 +74,14 @@ def compatibilize_sample_types(profiles: list[Profile]) -> list[Profile]:
             out.append(p)
             continue
         default = p.default_sample_type if p.default_sample_type in names else names[0]
-        out.append(dataclasses.replace(
-            p,
-            sample_types=[p.sample_types[i] for i in remap],
-            default_sample_type=default,
-            samples=_with_values(p.samples, _values_matrix(p)[:, remap]),
-        ))
+        out.append(
+            dataclasses.replace(
+                p,
+                sample_types=[p.sample_types[i] for i in remap],
+                default_sample_type=default,
+                samples=_with_values(p.samples, _values_matrix(p)[:, remap]),
+            )
+        )
     return out
 
 
@@ -95,9 +97,13 @@ def _values_matrix(p: Profile) -> np.ndarray:
 
 def _with_values(samples: pa.Table, matrix: np.ndarray) -> pa.Table:
     n, k = matrix.shape
-    arr = pa.ListArray.from_arrays(pa.array(np.arange(0, n * k + 1, max(k, 1))[: n + 1]
-                                            if k else np.zeros(n + 1, np.int64), pa.int32()),
-                                   pa.array(matrix.reshape(-1), pa.int64()))
+    arr = pa.ListArray.from_arrays(
+        pa.array(
+            np.arange(0, n * k + 1, max(k, 1))[: n + 1] if k else np.zeros(n + 1, np.int64),
+            pa.int32(),
+        ),
+        pa.array(matrix.reshape(-1), pa.int64()),
+    )
     idx = samples.schema.get_field_index("values")
     return samples.set_column(idx, schema.PROFILE_SAMPLES.field("values"), arr)
 
@@ -133,8 +139,9 @@ def scale_profiles(profiles: list[Profile]) -> list[Profile]:
     for p in profiles[1:]:
         if len(p.sample_types) != k:
             raise UsageError(f"inconsistent samples type count: {k} != {len(p.sample_types)}")
-    common = [_common_value_type([p.sample_types[i] for p in profiles], "sample types")
-              for i in range(k)]
+    common = [
+        _common_value_type([p.sample_types[i] for p in profiles], "sample types") for i in range(k)
+    ]
     out = []
     for p in profiles:
         changes: dict = {}
@@ -142,18 +149,23 @@ def scale_profiles(profiles: list[Profile]) -> list[Profile]:
             v, _ = scale(p.period, p.period_type.unit, period.unit)
             changes["period"] = int(v)
             changes["period_type"] = ValueType(p.period_type.type, period.unit)
-        ratios = [1.0 if c is None else scale(1, st.unit, c.unit)[0]
-                  for st, c in zip(p.sample_types, common, strict=True)]
-        changes["sample_types"] = [st if c is None else ValueType(st.type, c.unit)
-                                   for st, c in zip(p.sample_types, common, strict=True)]
+        ratios = [
+            1.0 if c is None else scale(1, st.unit, c.unit)[0]
+            for st, c in zip(p.sample_types, common, strict=True)
+        ]
+        changes["sample_types"] = [
+            st if c is None else ValueType(st.type, c.unit)
+            for st, c in zip(p.sample_types, common, strict=True)
+        ]
         if any(r != 1 for r in ratios):
             m = _values_matrix(p).copy()
             keep = np.zeros(len(m), dtype=bool)
             for i, r in enumerate(ratios):
                 if r != 1:
                     # Go's math.Round: half away from zero, on float64.
-                    col = np.array([_go_round(float(v) * r) for v in m[:, i].tolist()],
-                                   dtype=np.int64)
+                    col = np.array(
+                        [_go_round(float(v) * r) for v in m[:, i].tolist()], dtype=np.int64
+                    )
                     m[:, i] = col
                     keep |= col != 0
             samples = _with_values(p.samples, m).filter(pa.array(keep))
@@ -174,8 +186,10 @@ def _check_compatible(a: Profile, b: Profile) -> None:
     if (pa_ is None) != (pb is None) or (pa_ is not None and pa_ != pb):
         raise UsageError(f"incompatible period types {pa_} and {pb}")
     if a.sample_types != b.sample_types:
-        raise UsageError(f"incompatible sample types {[str(t) for t in a.sample_types]} and "
-                         f"{[str(t) for t in b.sample_types]}")
+        raise UsageError(
+            f"incompatible sample types {[str(t) for t in a.sample_types]} and "
+            f"{[str(t) for t in b.sample_types]}"
+        )
 
 
 def _header(srcs: list[Profile]) -> dict:
@@ -198,10 +212,18 @@ def _header(srcs: list[Profile]) -> dict:
         default = default or s.default_sample_type
         doc = doc or s.doc_url
     first = srcs[0]
-    return dict(sample_types=list(first.sample_types), period_type=first.period_type,
-                period=period, time_nanos=time_nanos, duration_nanos=duration,
-                comments=comments, drop_frames=first.drop_frames,
-                keep_frames=first.keep_frames, default_sample_type=default, doc_url=doc)
+    return dict(
+        sample_types=list(first.sample_types),
+        period_type=first.period_type,
+        period=period,
+        time_nanos=time_nanos,
+        duration_nanos=duration,
+        comments=comments,
+        drop_frames=first.drop_frames,
+        keep_frames=first.keep_frames,
+        default_sample_type=default,
+        doc_url=doc,
+    )
 
 
 def _label_key(labels: list[dict]) -> tuple:
@@ -223,8 +245,10 @@ def _label_key(labels: list[dict]) -> tuple:
             vals.append(lb["num"] or 0)
     for key, u in units.items():
         u.extend([""] * (len(nums[key]) - len(u)))
-    return (tuple((k, tuple(strs[k])) for k in sorted(strs)),
-            tuple((k, tuple(nums[k]), tuple(units.get(k, ()))) for k in sorted(nums)))
+    return (
+        tuple((k, tuple(strs[k])) for k in sorted(strs)),
+        tuple((k, tuple(nums[k]), tuple(units.get(k, ()))) for k in sorted(nums)),
+    )
 
 
 class _Merger:
@@ -309,8 +333,9 @@ def _merge(srcs: list[Profile]) -> Profile:
                 fid = ln["function_id"]
                 if fid not in func_cache:
                     func_cache[fid] = mg.map_function(funcs.get(fid))
-                lines.append({"function_id": func_cache[fid], "line": ln["line"],
-                              "column": ln["column"]})
+                lines.append(
+                    {"function_id": func_cache[fid], "line": ln["line"], "column": ln["column"]}
+                )
             key_addr = address
             if mid:
                 key_addr = (address - mg.mappings[mid - 1]["memory_start"]) & 0xFFFFFFFFFFFFFFFF
@@ -319,8 +344,15 @@ def _merge(srcs: list[Profile]) -> Profile:
             if merged is None:
                 merged = len(mg.locations) + 1
                 mg.location_keys[key] = merged
-                mg.locations.append({"id": merged, "mapping_id": mid, "address": address,
-                                     "is_folded": loc["is_folded"], "lines": lines})
+                mg.locations.append(
+                    {
+                        "id": merged,
+                        "mapping_id": mid,
+                        "address": address,
+                        "is_folded": loc["is_folded"],
+                        "lines": lines,
+                    }
+                )
             merged_of[lid] = merged
 
         # Samples: key = merged location ids + canonical labels.
@@ -337,7 +369,7 @@ def _merge(srcs: list[Profile]) -> Profile:
         has_labels = to_np(pc.list_value_length(labels_col.combine_chunks()), np.int64) > 0
         groups = np.empty(len(nonzero), dtype=np.int64)
         for j, s in enumerate(nonzero.tolist()):
-            ids = mapped[offsets[s]:offsets[s + 1]]
+            ids = mapped[offsets[s] : offsets[s + 1]]
             ids = ids[ids != 0]
             lbls = labels_col[s].as_py() if has_labels[s] else []
             key = (ids.tobytes(), _label_key(lbls) if lbls else ())
@@ -357,9 +389,14 @@ def _merge(srcs: list[Profile]) -> Profile:
         if len(groups):
             np.add.at(summed, groups, vals)
 
-    samples = pa.table({"location_ids": out_locs, "values": summed.tolist() if k else
-                        [[] for _ in out_locs], "labels": out_labels},
-                       schema=schema.PROFILE_SAMPLES)
+    samples = pa.table(
+        {
+            "location_ids": out_locs,
+            "values": summed.tolist() if k else [[] for _ in out_locs],
+            "labels": out_labels,
+        },
+        schema=schema.PROFILE_SAMPLES,
+    )
     result = Profile(
         samples=samples,
         locations=pa.Table.from_pylist(mg.locations, schema=schema.PROFILE_LOCATIONS),

@@ -126,8 +126,7 @@ class PgoResult:
     def total_weight(self) -> int:
         return self.edges.total
 
-    def write(self, path: str | os.PathLike, *, verify: bool = True,
-              gzip: bool = True) -> Path:
+    def write(self, path: str | os.PathLike, *, verify: bool = True, gzip: bool = True) -> Path:
         """Write the profile atomically (temp file, then rename) and, when Go is
         installed and ``verify``, check its edges with ``go tool preprofile``.
 
@@ -178,15 +177,17 @@ class PgoResult:
 
     def edges_table(self) -> pa.Table:
         e = self.verified or self.edges
-        return pa.table({
-            "caller": [x.caller for x in e.edges],
-            "callee": [x.callee for x in e.edges],
-            "offset": pa.array([x.offset for x in e.edges], pa.int64()),
-            "weight": pa.array([x.weight for x in e.edges], pa.int64()),
-            "share": pa.array([x.share for x in e.edges], pa.float64()),
-            "cum_share": pa.array([x.cum_share for x in e.edges], pa.float64()),
-            "hot": pa.array([x.hot for x in e.edges], pa.bool_()),
-        })
+        return pa.table(
+            {
+                "caller": [x.caller for x in e.edges],
+                "callee": [x.callee for x in e.edges],
+                "offset": pa.array([x.offset for x in e.edges], pa.int64()),
+                "weight": pa.array([x.weight for x in e.edges], pa.int64()),
+                "share": pa.array([x.share for x in e.edges], pa.float64()),
+                "cum_share": pa.array([x.cum_share for x in e.edges], pa.float64()),
+                "hot": pa.array([x.hot for x in e.edges], pa.bool_()),
+            }
+        )
 
     def _repr_html_(self) -> str:
         return render(self, "html")
@@ -195,14 +196,21 @@ class PgoResult:
 # --- entry points --------------------------------------------------------------------
 
 
-def pgo(store: Store, selection: Selection | None = None, *, top: int | None = DEFAULT_TOP,
-        all: bool = False, **options: Any) -> PgoResult:  # noqa: A002
+def pgo(
+    store: Store,
+    selection: Selection | None = None,
+    *,
+    top: int | None = DEFAULT_TOP,
+    all: bool = False,
+    **options: Any,
+) -> PgoResult:  # noqa: A002
     """The PGO profile of the selection's top ``top`` CPU profiles by CPU cores
     (all of them with ``all=True``). Options: see ``build_pgo``."""
     from pyproflab.store.select import Selection
 
-    chosen, candidates, notes = select_profiles(store, selection or Selection(),
-                                                top=None if all else top)
+    chosen, candidates, notes = select_profiles(
+        store, selection or Selection(), top=None if all else top
+    )
     inputs = []
     for pid, label in chosen:
         inputs.append(PgoInput(label, store.profile(pid)))
@@ -243,8 +251,9 @@ def _refused(inputs: list[PgoInput], options: dict, why: str) -> PgoResult:
 # --- selection -----------------------------------------------------------------------
 
 
-def select_profiles(store: Store, selection: Selection, *, top: int | None = DEFAULT_TOP
-                    ) -> tuple[list[tuple[int, str]], int, list[str]]:
+def select_profiles(
+    store: Store, selection: Selection, *, top: int | None = DEFAULT_TOP
+) -> tuple[list[tuple[int, str]], int, list[str]]:
     """(profile_id, label) of the chosen profiles, the number of CPU candidates, notes.
 
     Candidates: selected profiles with a ``samples/count`` or ``cpu/nanoseconds``
@@ -252,9 +261,21 @@ def select_profiles(store: Store, selection: Selection, *, top: int | None = DEF
     period, over duration), highest first, ties newest first; profiles
     without a duration rank last. ``top=None`` keeps all.
     """
-    rows = store.profiles(selection).select(
-        ["profile_id", "service", "instance", "time", "duration_nanos", "period",
-         "sample_types"]).to_pylist()
+    rows = (
+        store.profiles(selection)
+        .select(
+            [
+                "profile_id",
+                "service",
+                "instance",
+                "time",
+                "duration_nanos",
+                "period",
+                "sample_types",
+            ]
+        )
+        .to_pylist()
+    )
     cands: list[dict] = []
     for r in rows:
         types = [(st["type"], st["unit"]) for st in r["sample_types"]]
@@ -267,12 +288,17 @@ def select_profiles(store: Store, selection: Selection, *, top: int | None = DEF
         cands.append(r)
     notes: list[str] = []
     if len(rows) > len(cands):
-        notes.append(f"{len(rows) - len(cands)} selected profiles have no CPU sample type: "
-                     "left out")
+        notes.append(
+            f"{len(rows) - len(cands)} selected profiles have no CPU sample type: left out"
+        )
     if not cands:
         return [], 0, notes
-    idx = pa.table({"profile_id": pa.array([r["profile_id"] for r in cands], pa.int64()),
-                    "idx": pa.array([r["idx"] for r in cands], pa.int64())})
+    idx = pa.table(
+        {
+            "profile_id": pa.array([r["profile_id"] for r in cands], pa.int64()),
+            "idx": pa.array([r["idx"] for r in cands], pa.int64()),
+        }
+    )
     with store.registered(pgo_idx=idx):
         totals = store.sql(
             'SELECT s.profile_id, sum(list_extract(s."values", t.idx))::BIGINT AS v '
@@ -285,8 +311,14 @@ def select_profiles(store: Store, selection: Selection, *, top: int | None = DEF
     no_dur = sum(r["cores"] is None for r in cands)
     if no_dur:
         notes.append(f"{no_dur} CPU profiles have no duration: ranked last")
-    cands.sort(key=lambda r: (r["cores"] is None, -(r["cores"] or 0.0),
-                              -(r["time"].timestamp() if r["time"] else 0.0), r["profile_id"]))
+    cands.sort(
+        key=lambda r: (
+            r["cores"] is None,
+            -(r["cores"] or 0.0),
+            -(r["time"].timestamp() if r["time"] else 0.0),
+            r["profile_id"],
+        )
+    )
     chosen = cands if top is None else cands[: max(top, 0)]
     out = []
     for r in chosen:
@@ -299,8 +331,13 @@ def select_profiles(store: Store, selection: Selection, *, top: int | None = DEF
 # --- the pipeline --------------------------------------------------------------------
 
 
-def build_pgo(inputs: Sequence[PgoInput], *, weight: str = "sum",
-              safeguards: Iterable[str] | None = None, trim_leaf: int | None = None) -> PgoResult:
+def build_pgo(
+    inputs: Sequence[PgoInput],
+    *,
+    weight: str = "sum",
+    safeguards: Iterable[str] | None = None,
+    trim_leaf: int | None = None,
+) -> PgoResult:
     """Strip, weigh, merge, safeguard, trim and validate (see the module rules)."""
     from pyproflab.analyses.merge import merge
 
@@ -328,15 +365,15 @@ def build_pgo(inputs: Sequence[PgoInput], *, weight: str = "sum",
 
     if not kept:
         why = "; ".join(f"{lbl}: {w}" for lbl, w in res.skipped) or "no inputs"
-        res.refusal = ("no input has a CPU sample type (samples/count or cpu/nanoseconds): "
-                       + why)
+        res.refusal = "no input has a CPU sample type (samples/count or cpu/nanoseconds): " + why
         return res
     if sum(i.samples for i in kept) == 0:
         res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} hold no samples"
         return res
     if all(i.profile.num_samples == 0 for i in kept):  # type: ignore[union-attr]
-        res.refusal = (f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, "
-                       "all with value 0")
+        res.refusal = (
+            f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, all with value 0"
+        )
         return res
 
     profiles = [i.profile for i in kept if i.profile is not None and i.profile.num_samples]
@@ -358,7 +395,8 @@ def build_pgo(inputs: Sequence[PgoInput], *, weight: str = "sum",
         else:
             res.notes.append(
                 f"not trimmed: cutting stacks to {_n(trim_leaf, 'leaf frame')} would change "
-                "the compiler's hot edges (it reads the two leaf locations)")
+                "the compiler's hot edges (it reads the two leaf locations)"
+            )
     res.profile, res.edges = merged, edges
     res.refusal = validate(merged, edges)
     if res.refusal is not None:
@@ -370,9 +408,11 @@ def strip_profile(profile: Profile) -> Profile | None:
     """Only the CPU sample types (samples/count first), no labels, no all-zero
     samples; None when the profile has no CPU sample type."""
     types = profile.sample_types
-    keep = [next(i for i, st in enumerate(types) if (st.type, st.unit) == want)
-            for want in CPU_VALUE_TYPES
-            if any((st.type, st.unit) == want for st in types)]
+    keep = [
+        next(i for i, st in enumerate(types) if (st.type, st.unit) == want)
+        for want in CPU_VALUE_TYPES
+        if any((st.type, st.unit) == want for st in types)
+    ]
     if not keep:
         return None
     s = profile.samples
@@ -384,10 +424,14 @@ def strip_profile(profile: Profile) -> Profile | None:
         n, w = matrix.shape
         values = pa.ListArray.from_arrays(
             pa.array(np.arange(0, (n + 1) * w, w, dtype=np.int32)),
-            pa.array(matrix.reshape(-1), pa.int64()))
+            pa.array(matrix.reshape(-1), pa.int64()),
+        )
         samples = pa.table(
-            {"location_ids": s.column("location_ids").combine_chunks(), "values": values,
-             "labels": pa.array([[]] * n, s.schema.field("labels").type)},
+            {
+                "location_ids": s.column("location_ids").combine_chunks(),
+                "values": values,
+                "labels": pa.array([[]] * n, s.schema.field("labels").type),
+            },
             schema=s.schema,
         ).filter(mask)
     else:
@@ -396,8 +440,9 @@ def strip_profile(profile: Profile) -> Profile | None:
     kept_types = [types[i] for i in keep]
     if default not in {t.type for t in kept_types}:
         default = "cpu" if any(t.type == "cpu" for t in kept_types) else ""
-    return dataclasses.replace(profile, sample_types=kept_types, samples=samples,
-                               default_sample_type=default)
+    return dataclasses.replace(
+        profile, sample_types=kept_types, samples=samples, default_sample_type=default
+    )
 
 
 def _cpu_nanos(p: Profile) -> int:
@@ -413,7 +458,9 @@ def _rate_weigh(inputs: list[PgoInput]) -> list[Profile]:
     if missing:
         raise PgoRefusedError(
             f"--weight rate needs each profile's duration; none in {', '.join(missing[:3])}"
-            + (" …" if len(missing) > 3 else "") + " (use --weight sum)")
+            + (" …" if len(missing) > 3 else "")
+            + " (use --weight sum)"
+        )
     dmax = max(i.duration_nanos for i in inputs)
     out = []
     for inp in inputs:
@@ -426,9 +473,16 @@ def _rate_weigh(inputs: list[PgoInput]) -> list[Profile]:
             raise PgoRefusedError(f"{inp.label}: --weight rate would overflow int64")
         vals = p.samples.column("values").combine_chunks()
         scaled = pa.ListArray.from_arrays(
-            vals.offsets, pc.multiply(vals.flatten(), pa.scalar(f, pa.int64())))
-        out.append(dataclasses.replace(p, samples=p.samples.set_column(
-            1, "values", scaled.cast(p.samples.schema.field("values").type))))
+            vals.offsets, pc.multiply(vals.flatten(), pa.scalar(f, pa.int64()))
+        )
+        out.append(
+            dataclasses.replace(
+                p,
+                samples=p.samples.set_column(
+                    1, "values", scaled.cast(p.samples.schema.field("values").type)
+                ),
+            )
+        )
     return out
 
 
@@ -445,18 +499,20 @@ def apply_safeguards(profile: Profile, names: Iterable[str]) -> tuple[Profile, d
     if not hit:
         return profile, {}
     new_nm = [n + SAFEGUARD_SUFFIX if n in guard else n for n in nm]
-    new_sys = [s + SAFEGUARD_SUFFIX if (s in guard or n in guard) and s else s
-               for n, s in zip(nm, sysn, strict=True)]
+    new_sys = [
+        s + SAFEGUARD_SUFFIX if (s in guard or n in guard) and s else s
+        for n, s in zip(nm, sysn, strict=True)
+    ]
     f = f.set_column(f.schema.get_field_index("name"), "name", pa.array(new_nm, pa.string()))
-    f = f.set_column(f.schema.get_field_index("system_name"), "system_name",
-                     pa.array(new_sys, pa.string()))
+    f = f.set_column(
+        f.schema.get_field_index("system_name"), "system_name", pa.array(new_sys, pa.string())
+    )
     out = dataclasses.replace(profile, functions=f)
     edges = compute_edges(out)
     weights: dict[str, int] = {}
     for name in sorted(hit):
         renamed = name + SAFEGUARD_SUFFIX
-        weights[name] = sum(e.weight for e in edges.edges
-                            if renamed in (e.caller, e.callee))
+        weights[name] = sum(e.weight for e in edges.edges if renamed in (e.caller, e.callee))
     return out, weights
 
 
@@ -480,18 +536,24 @@ def validate(profile: Profile, edges: EdgeSet) -> str | None:
     """Why Go would reject or ignore ``profile`` (None when it is fine)."""
     if profile.num_samples == 0:
         return "no samples: every sample of the inputs has value 0"
-    idx = next((i for i, st in enumerate(profile.sample_types)
-                if (st.type, st.unit) in CPU_VALUE_TYPES), -1)
+    idx = next(
+        (i for i, st in enumerate(profile.sample_types) if (st.type, st.unit) in CPU_VALUE_TYPES),
+        -1,
+    )
     if idx < 0:
         return "no CPU sample type (samples/count or cpu/nanoseconds)"
     if profile.total(idx) == 0:
         return "zero total weight"
     if not edges.seen_start_line:
-        return ("missing start_line: no sampled function has Function.start_line "
-                "(Go rejects the profile; Go 1.20+ programs write start lines)")
+        return (
+            "missing start_line: no sampled function has Function.start_line "
+            "(Go rejects the profile; Go 1.20+ programs write start lines)"
+        )
     if edges.total == 0:
-        return ("zero total weight of call edges: every sample has a single frame, "
-                "so Go would accept the profile and optimize nothing")
+        return (
+            "zero total weight of call edges: every sample has a single frame, "
+            "so Go would accept the profile and optimize nothing"
+        )
     return None
 
 

@@ -107,8 +107,13 @@ def value_index(profile: Profile) -> int:
     return -1
 
 
-def build_edge_set(weights: dict[EdgeKey, int], *, seen_start_line: bool = True,
-                   source: str = "python", cdf_percent: float = HOT_CDF_PERCENT) -> EdgeSet:
+def build_edge_set(
+    weights: dict[EdgeKey, int],
+    *,
+    seen_start_line: bool = True,
+    source: str = "python",
+    cdf_percent: float = HOT_CDF_PERCENT,
+) -> EdgeSet:
     """Sort ``weights`` as the compiler does and mark the hot prefix."""
     keys = sorted(weights, key=lambda k: (-weights[k], k.caller, k.callee, k.offset))
     total = sum(weights.values())
@@ -135,8 +140,10 @@ def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> 
             "profile has no samples/count or cpu/nanoseconds sample type: Go rejects it"
         )
     funcs = profile.functions.to_pydict()
-    fn_info = {fid: (name, start) for fid, name, start in
-               zip(funcs["id"], funcs["name"], funcs["start_line"], strict=True)}
+    fn_info = {
+        fid: (name, start)
+        for fid, name, start in zip(funcs["id"], funcs["name"], funcs["start_line"], strict=True)
+    }
     locs = profile.locations.to_pydict()
     # location id -> its nodes, innermost first (a node: address, line, name, start line).
     loc_nodes: dict[int, list[tuple[int, int, str, int]]] = {}
@@ -211,8 +218,9 @@ def parse_preprofile(text: str, *, cdf_percent: float = HOT_CDF_PERCENT) -> Edge
     return build_edge_set(weights, source="preprofile", cdf_percent=cdf_percent)
 
 
-def preprofile_edges(path: str | os.PathLike, *, go: str | None = None,
-                     timeout: float = 300) -> EdgeSet:
+def preprofile_edges(
+    path: str | os.PathLike, *, go: str | None = None, timeout: float = 300
+) -> EdgeSet:
     """Run ``go tool preprofile -i PATH`` and parse its edges.
 
     Raises ``UsageError`` with Go's message when preprofile rejects the file,
@@ -226,7 +234,10 @@ def preprofile_edges(path: str | os.PathLike, *, go: str | None = None,
         env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="")
         res = subprocess.run(
             [go, "tool", "preprofile", "-i", os.fspath(path), "-o", str(out)],
-            capture_output=True, text=True, timeout=timeout, env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
         )
         if res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
@@ -300,9 +311,15 @@ def diff_edges(old: EdgeSet, new: EdgeSet, *, min_change: float = 0.1) -> EdgeDi
 
     def change(k: EdgeKey) -> EdgeChange:
         a, b = o.get(k), n.get(k)
-        return EdgeChange(k, a.weight if a else None, b.weight if b else None,
-                          a.share if a else None, b.share if b else None,
-                          bool(a and a.hot), bool(b and b.hot))
+        return EdgeChange(
+            k,
+            a.weight if a else None,
+            b.weight if b else None,
+            a.share if a else None,
+            b.share if b else None,
+            bool(a and a.hot),
+            bool(b and b.hot),
+        )
 
     old_hot = {e.key for e in old.edges if e.hot}
     new_hot = {e.key for e in new.edges if e.hot}
@@ -311,8 +328,17 @@ def diff_edges(old: EdgeSet, new: EdgeSet, *, min_change: float = 0.1) -> EdgeDi
     both = [change(k) for k in _ordered(new.edges, new_hot & old_hot)]
     rew = [c for c in both if abs(c.delta_share) >= min_change]
     rew.sort(key=lambda c: -abs(c.delta_share))
-    return EdgeDiff(old.total, new.total, added, removed, rew, len(both) - len(rew),
-                    min_change, len(old_hot), len(new_hot))
+    return EdgeDiff(
+        old.total,
+        new.total,
+        added,
+        removed,
+        rew,
+        len(both) - len(rew),
+        min_change,
+        len(old_hot),
+        len(new_hot),
+    )
 
 
 def _ordered(edges: Iterable[Edge], keys: set[EdgeKey]) -> list[EdgeKey]:

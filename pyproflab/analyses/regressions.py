@@ -59,23 +59,44 @@ from pyproflab.model import Profile, ValueType
 Side = Literal["base", "new"]
 NON_RATE_TYPES = ("goroutine", "threadcreate")
 
-ROWS_SCHEMA = pa.schema([
-    pa.field("rank", pa.int64(), nullable=False),
-    pa.field("name", pa.string(), nullable=False),
-    pa.field("file", pa.string()),
-    pa.field("line", pa.int64()),
-    pa.field("label", pa.string(), nullable=False),
-    *[pa.field(f"{m}_{s}", pa.int64(), nullable=False)
-      for m in ("flat", "cum") for s in ("base", "new", "diff")],
-    *[pa.field(f"{m}_{c}", pa.float64())
-      for m in ("flat", "cum")
-      for c in ("rate_base", "rate_new", "share_base", "share_new", "p50_base", "p50_new",
-                "change", "change_lo", "change_hi", "rel", "rel_lo", "rel_hi", "p", "q")],
-    pa.field("flat_tested", pa.bool_(), nullable=False),
-    pa.field("flat_significant", pa.bool_(), nullable=False),
-    pa.field("cum_tested", pa.bool_(), nullable=False),
-    pa.field("cum_significant", pa.bool_(), nullable=False),
-])
+ROWS_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("label", pa.string(), nullable=False),
+        *[
+            pa.field(f"{m}_{s}", pa.int64(), nullable=False)
+            for m in ("flat", "cum")
+            for s in ("base", "new", "diff")
+        ],
+        *[
+            pa.field(f"{m}_{c}", pa.float64())
+            for m in ("flat", "cum")
+            for c in (
+                "rate_base",
+                "rate_new",
+                "share_base",
+                "share_new",
+                "p50_base",
+                "p50_new",
+                "change",
+                "change_lo",
+                "change_hi",
+                "rel",
+                "rel_lo",
+                "rel_hi",
+                "p",
+                "q",
+            )
+        ],
+        pa.field("flat_tested", pa.bool_(), nullable=False),
+        pa.field("flat_significant", pa.bool_(), nullable=False),
+        pa.field("cum_tested", pa.bool_(), nullable=False),
+        pa.field("cum_significant", pa.bool_(), nullable=False),
+    ]
+)
 
 
 @dataclass
@@ -155,9 +176,11 @@ class RegressionsResult:
         return render(self, "html")
 
     def __repr__(self) -> str:
-        return (f"RegressionsResult({self.sample_type}, {self.granularity}, "
-                f"base={self.n_base} profiles, new={self.n_new} profiles, "
-                f"{self.rows.num_rows} rows)")
+        return (
+            f"RegressionsResult({self.sample_type}, {self.granularity}, "
+            f"base={self.n_base} profiles, new={self.n_new} profiles, "
+            f"{self.rows.num_rows} rows)"
+        )
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -182,9 +205,12 @@ def _selected_rows(store, selection) -> list[dict[str, Any]]:
     from pyproflab.store.merge import HEADER_COLUMNS
 
     where, params = selection.where()
-    return store.sql(f"SELECT {HEADER_COLUMNS}, p.service, p.instance FROM profiles p "
-                     f"WHERE {where} "
-                     "ORDER BY p.profile_id", params).to_pylist()
+    return store.sql(
+        f"SELECT {HEADER_COLUMNS}, p.service, p.instance FROM profiles p "
+        f"WHERE {where} "
+        "ORDER BY p.profile_id",
+        params,
+    ).to_pylist()
 
 
 @dataclass
@@ -216,19 +242,29 @@ def _noinlines(profile: Profile) -> Profile:
     np.cumsum(keep, out=offsets[1:])
     lines = pa.ListArray.from_arrays(pa.array(offsets), flat.take(pa.array(take)))
     idx = profile.locations.schema.get_field_index("lines")
-    locs = profile.locations.set_column(idx, schema.PROFILE_LOCATIONS.field("lines"),
-                                        lines.cast(schema.PROFILE_LOCATIONS.field("lines").type))
+    locs = profile.locations.set_column(
+        idx,
+        schema.PROFILE_LOCATIONS.field("lines"),
+        lines.cast(schema.PROFILE_LOCATIONS.field("lines").type),
+    )
     return dataclasses.replace(profile, locations=locs)
 
 
-def _incidence(store, stack_ids: np.ndarray, header: dict, main_mapping: int,
-               granularity: str, inlines: bool = True) -> _Incidence:
+def _incidence(
+    store,
+    stack_ids: np.ndarray,
+    header: dict,
+    main_mapping: int,
+    granularity: str,
+    inlines: bool = True,
+) -> _Incidence:
     """Node paths of the distinct stacks, via ``top``'s node-building code."""
     from pyproflab.store.merge import assemble
 
     n = len(stack_ids)
-    values = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)),
-                                      pa.array(np.ones(n, np.int64)))
+    values = pa.ListArray.from_arrays(
+        pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(np.ones(n, np.int64))
+    )
     prof = assemble(store, stack_ids, np.zeros(n, np.uint64), values, header, main_mapping)
     work = filters.remove_uninteresting(prof)
     if not inlines:
@@ -252,12 +288,20 @@ def _incidence(store, stack_ids: np.ndarray, header: dict, main_mapping: int,
     return _Incidence(
         labels=labels,
         names=[nodes.name[i] or labels[i] for i in range(nodes.count)],
-        files=[(nodes.file[i] or None) if granularity in ("lines", "files") else None
-               for i in range(nodes.count)],
-        lines=[(nodes.lineno[i] or None) if granularity == "lines" else None
-               for i in range(nodes.count)],
-        stack_ids=stack_ids, pair_stack=ps, pair_node=pn, pair_leaf=leaf[ps] == pn,
-        paths=paths)
+        files=[
+            (nodes.file[i] or None) if granularity in ("lines", "files") else None
+            for i in range(nodes.count)
+        ],
+        lines=[
+            (nodes.lineno[i] or None) if granularity == "lines" else None
+            for i in range(nodes.count)
+        ],
+        stack_ids=stack_ids,
+        pair_stack=ps,
+        pair_node=pn,
+        pair_leaf=leaf[ps] == pn,
+        paths=paths,
+    )
 
 
 def _percentiles(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -314,8 +358,9 @@ def regressions(
     from pyproflab.store.select import Selection
 
     if granularity not in GRANULARITIES:
-        raise UsageError(f"granularity must be one of {', '.join(GRANULARITIES)}, "
-                         f"not {granularity!r}")
+        raise UsageError(
+            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
+        )
     if rank_by not in ("flat", "cum"):
         raise UsageError(f"rank_by must be flat or cum, not {rank_by!r}")
     if not 0 < fdr < 1 or not 0 < confidence < 1:
@@ -334,17 +379,22 @@ def regressions(
             raise UsageError(f"no profiles match the {side} selection {sel.describe()}")
     both = {r["profile_id"] for r in rows_b} & {r["profile_id"] for r in rows_n}
     if both:
-        raise UsageError(f"{len(both)} profiles are in both the base and the new selection "
-                         f"(e.g. profile {min(both)}); make the selections disjoint")
+        raise UsageError(
+            f"{len(both)} profiles are in both the base and the new selection "
+            f"(e.g. profile {min(both)}); make the selections disjoint"
+        )
 
     all_rows = rows_n + rows_b  # new first: pprof's -diff_base puts the source first
     header, index_lists = merge_headers(all_rows)
     types = header["sample_types"]
     index = resolve_sample_index(
-        Profile.empty(types) if not header["default_sample_type"] else
-        dataclasses.replace(Profile.empty(types),
-                            default_sample_type=header["default_sample_type"]),
-        sample_index)
+        Profile.empty(types)
+        if not header["default_sample_type"]
+        else dataclasses.replace(
+            Profile.empty(types), default_sample_type=header["default_sample_type"]
+        ),
+        sample_index,
+    )
     st = types[index]
 
     n_new, n_base = len(rows_n), len(rows_b)
@@ -352,19 +402,31 @@ def regressions(
     is_new = np.arange(len(all_rows)) < n_new
     dur_ns = np.array([r["duration_nanos"] or 0 for r in all_rows], np.float64)
     notes: list[str] = []
-    rate = bool((dur_ns > 0).all()) and not st.type.startswith("inuse_") \
+    rate = (
+        bool((dur_ns > 0).all())
+        and not st.type.startswith("inuse_")
         and st.type not in NON_RATE_TYPES
+    )
     shown_unit, factor = rate_unit_of(st, rate)
     if not rate and measure == "rate":
-        why = ("it is not a rate" if (dur_ns > 0).all() or st.type.startswith("inuse_")
-               or st.type in NON_RATE_TYPES else "some profiles have no duration")
-        notes.append(f"{st.type} is compared as the per-profile value ({shown_unit}), not a rate "
-                     f"per second: {why}")
+        why = (
+            "it is not a rate"
+            if (dur_ns > 0).all() or st.type.startswith("inuse_") or st.type in NON_RATE_TYPES
+            else "some profiles have no duration"
+        )
+        notes.append(
+            f"{st.type} is compared as the per-profile value ({shown_unit}), not a rate "
+            f"per second: {why}"
+        )
     durations = dur_ns / 1e9 if rate else np.ones(len(all_rows))
 
     # One pass over the samples: (profile, stack) sums of the chosen value.
-    sel = pa.table({"profile_id": pa.array(pids),
-                    "i": pa.array([idx[index] + 1 for idx in index_lists], pa.int32())})
+    sel = pa.table(
+        {
+            "profile_id": pa.array(pids),
+            "i": pa.array([idx[index] + 1 for idx in index_lists], pa.int32()),
+        }
+    )
     query = (
         'SELECT s.profile_id, s.stack_id, sum(s."values"[sel.i])::BIGINT AS v, '
         'sum(abs(s."values"[sel.i]))::BIGINT AS a '
@@ -381,8 +443,9 @@ def regressions(
     a_v = agg.column("v").to_numpy()
     pos_of = {int(p): i for i, p in enumerate(pids.tolist())}
     a_prof = np.array([pos_of[p] for p in a_pid.tolist()], np.int64)
-    totals = np.bincount(a_prof, weights=agg.column("a").to_numpy().astype(float),
-                         minlength=len(pids))
+    totals = np.bincount(
+        a_prof, weights=agg.column("a").to_numpy().astype(float), minlength=len(pids)
+    )
     total_new = int(agg.column("a").to_numpy()[is_new[a_prof]].sum())
     total_base = int(agg.column("a").to_numpy()[~is_new[a_prof]].sum())
 
@@ -396,21 +459,32 @@ def regressions(
     uniq, first = np.unique(a_stack[nz], return_index=True)
     stack_order = uniq[np.argsort(first, kind="stable")]
     one_type = dict(header, sample_types=[st], default_sample_type=st.type)
-    inc = _incidence(store, stack_order, one_type, all_rows[0]["main_mapping_id"], granularity,
-                      inlines)
+    inc = _incidence(
+        store, stack_order, one_type, all_rows[0]["main_mapping_id"], granularity, inlines
+    )
     n_nodes = len(inc.labels)
 
     # Per (profile, node) flat and cum, exact, in SQL.
-    inc_table = pa.table({"stack_id": pa.array(stack_order[inc.pair_stack], pa.uint64()),
-                          "node": pa.array(inc.pair_node, pa.int64()),
-                          "leaf": pa.array(inc.pair_leaf)})
-    agg_nz = pa.table({"p": pa.array(a_prof[nz]), "stack_id": pa.array(a_stack[nz], pa.uint64()),
-                       "v": pa.array(a_v[nz], pa.int64())})
+    inc_table = pa.table(
+        {
+            "stack_id": pa.array(stack_order[inc.pair_stack], pa.uint64()),
+            "node": pa.array(inc.pair_node, pa.int64()),
+            "leaf": pa.array(inc.pair_leaf),
+        }
+    )
+    agg_nz = pa.table(
+        {
+            "p": pa.array(a_prof[nz]),
+            "stack_id": pa.array(a_stack[nz], pa.uint64()),
+            "v": pa.array(a_v[nz], pa.int64()),
+        }
+    )
     with store.registered(_pyproflab_rinc=inc_table, _pyproflab_ragg=agg_nz):
         pn = store.sql(
             "SELECT a.p, i.node, coalesce(sum(a.v) FILTER (WHERE i.leaf), 0)::BIGINT AS flat, "
             "sum(a.v)::BIGINT AS cum FROM _pyproflab_ragg a JOIN _pyproflab_rinc i "
-            "USING (stack_id) GROUP BY a.p, i.node ORDER BY a.p, i.node")
+            "USING (stack_id) GROUP BY a.p, i.node ORDER BY a.p, i.node"
+        )
     pp = pn.column("p").to_numpy().astype(np.int64)
     node = pn.column("node").to_numpy().astype(np.int64)
     flat = pn.column("flat").to_numpy().astype(np.int64)
@@ -422,8 +496,12 @@ def regressions(
             m = np.zeros(n_nodes, np.int64)
             np.add.at(m, node[mask], vals[mask])
             merged[f"{name}_{side}"] = m
-    present = np.flatnonzero((merged["flat_new"] != 0) | (merged["flat_base"] != 0)
-                             | (merged["cum_new"] != 0) | (merged["cum_base"] != 0))
+    present = np.flatnonzero(
+        (merged["flat_new"] != 0)
+        | (merged["flat_base"] != 0)
+        | (merged["cum_new"] != 0)
+        | (merged["cum_base"] != 0)
+    )
 
     # Dense per-profile matrices over the present nodes (rows: profiles).
     col = np.full(n_nodes, -1, np.int64)
@@ -435,8 +513,10 @@ def regressions(
         mats[name] = m
     # Units of the statistics: profiles, or instances (their profiles summed).
     if unit == "instance":
-        keys = [(bool(is_new[i]), r["service"], r["instance"] or f"#{r['profile_id']}")
-                for i, r in enumerate(all_rows)]
+        keys = [
+            (bool(is_new[i]), r["service"], r["instance"] or f"#{r['profile_id']}")
+            for i, r in enumerate(all_rows)
+        ]
         ids: dict[tuple, int] = {}
         u_of = np.array([ids.setdefault(k, len(ids)) for k in keys], np.int64)
         u_new = np.array([k[0] for k in ids], bool)
@@ -453,8 +533,10 @@ def regressions(
 
     statistics = ub >= 2 and un >= 2
     if not statistics:
-        notes.append(f"no statistics are possible with one {word} on a side (base: {ub}, "
-                     f"new: {un}); showing the plain diff of the merged sides")
+        notes.append(
+            f"no statistics are possible with one {word} on a side (base: {ub}, "
+            f"new: {un}); showing the plain diff of the merged sides"
+        )
     rng = np.random.default_rng(seed)
     cb = stats.resample_counts(rng, ub, resamples) if statistics else None
     cn = stats.resample_counts(rng, un, resamples) if statistics else None
@@ -478,8 +560,9 @@ def regressions(
         nan = np.full(len(present), np.nan)
         lo, hi, rlo, rhi, p = nan.copy(), nan.copy(), nan.copy(), nan.copy(), nan.copy()
         if statistics:
-            t, df = stats.welch_t(change, stats.ratio_variance(mn, dn),
-                                  stats.ratio_variance(mb, db), un, ub)
+            t, df = stats.welch_t(
+                change, stats.ratio_variance(mn, dn), stats.ratio_variance(mb, db), un, ub
+            )
             pt = stats.t_two_sided_p(t, df)
             # No variance on either side: a difference is certain, no difference is not one.
             pt = np.where(np.isnan(pt) & (change == 0), 1.0, pt)
@@ -524,14 +607,26 @@ def regressions(
 
     # Long per-profile values (non-zero entries) and the profiles.
     side = np.where(is_new, "new", "base")
-    per_profile = pa.table({
-        "profile_id": pids[pp], "side": side[pp], "node": node,
-        "label": [inc.labels[i] for i in node.tolist()],
-        "flat": flat, "cum": cum,
-        "flat_rate": flat * factor / durations[pp], "cum_rate": cum * factor / durations[pp],
-    })
-    profiles = pa.table({"profile_id": pids, "side": side, "duration_s": dur_ns / 1e9,
-                         "total": totals.astype(np.int64)})
+    per_profile = pa.table(
+        {
+            "profile_id": pids[pp],
+            "side": side[pp],
+            "node": node,
+            "label": [inc.labels[i] for i in node.tolist()],
+            "flat": flat,
+            "cum": cum,
+            "flat_rate": flat * factor / durations[pp],
+            "cum_rate": cum * factor / durations[pp],
+        }
+    )
+    profiles = pa.table(
+        {
+            "profile_id": pids,
+            "side": side,
+            "duration_s": dur_ns / 1e9,
+            "total": totals.astype(np.int64),
+        }
+    )
     # Per distinct stack: merged value per side (for the flame graph).
     spos = {int(s): i for i, s in enumerate(stack_order.tolist())}
     s_idx = np.array([spos[int(s)] for s in a_stack[nz].tolist()], np.int64)
@@ -540,33 +635,60 @@ def regressions(
     newmask = is_new[a_prof[nz]]
     np.add.at(sv_new, s_idx[newmask], a_v[nz][newmask])
     np.add.at(sv_base, s_idx[~newmask], a_v[nz][~newmask])
-    stacks = pa.table({"path": pa.array(inc.paths, pa.list_(pa.int64())),
-                       "base": sv_base, "new": sv_new})
+    stacks = pa.table(
+        {"path": pa.array(inc.paths, pa.list_(pa.int64())), "base": sv_base, "new": sv_new}
+    )
 
     if statistics:
         notes.append(
             f"intervals: {confidence:.0%} percentile bootstrap over {word}s "
             f"({resamples} resamples, seed {seed}); p: Welch t on the ratio estimator; "
-            f"BH FDR {fdr:g} over the nodes with >= {min_share:.2%} of the pooled total")
+            f"BH FDR {fdr:g} over the nodes with >= {min_share:.2%} of the pooled total"
+        )
     return RegressionsResult(
-        rows=rows, per_profile=per_profile, profiles=profiles, stacks=stacks,
-        labels=inc.labels, sample_type=st, sample_index=index, granularity=granularity,
-        rate=rate, rate_unit=shown_unit, rate_factor=factor, n_base=n_base, n_new=n_new,
+        rows=rows,
+        per_profile=per_profile,
+        profiles=profiles,
+        stacks=stacks,
+        labels=inc.labels,
+        sample_type=st,
+        sample_index=index,
+        granularity=granularity,
+        rate=rate,
+        rate_unit=shown_unit,
+        rate_factor=factor,
+        n_base=n_base,
+        n_new=n_new,
         duration_base=float(dur_ns[~is_new].sum() / 1e9),
         duration_new=float(dur_ns[is_new].sum() / 1e9),
-        total_base=total_base, total_new=total_new, statistics=statistics, fdr=fdr,
-        confidence=confidence, resamples=resamples, seed=seed, min_share=min_share,
-        rank_by=rank_by, unit=unit, inlines=inlines, measure=measure, n_units_base=ub,
+        total_base=total_base,
+        total_new=total_new,
+        statistics=statistics,
+        fdr=fdr,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        min_share=min_share,
+        rank_by=rank_by,
+        unit=unit,
+        inlines=inlines,
+        measure=measure,
+        n_units_base=ub,
         n_units_new=un,
-        base_description=base.describe(), new_description=new.describe(),
+        base_description=base.describe(),
+        new_description=new.describe(),
         notes=notes,
     )
 
 
-def regressions_of_profiles(base: list[Profile], new: list[Profile], *,
-                            base_instances: list[str] | None = None,
-                            new_instances: list[str] | None = None, **options: Any
-                            ) -> RegressionsResult:
+def regressions_of_profiles(
+    base: list[Profile],
+    new: list[Profile],
+    *,
+    base_instances: list[str] | None = None,
+    new_instances: list[str] | None = None,
+    **options: Any,
+) -> RegressionsResult:
     """``regressions`` of two lists of in-memory profiles (via a throw-away store);
     ``*_instances`` name each profile's instance (for ``unit="instance"``)."""
     from pyproflab.store import Store
@@ -578,12 +700,11 @@ def regressions_of_profiles(base: list[Profile], new: list[Profile], *,
     with Store.open(":memory:") as store:
         bi = base_instances or [None] * len(base)
         ni = new_instances or [None] * len(new)
-        items = [(p, ProfileMeta(version="base", instance=i))
-                 for p, i in zip(base, bi, strict=True)]
-        items += [(p, ProfileMeta(version="new", instance=i))
-                  for p, i in zip(new, ni, strict=True)]
+        items = [
+            (p, ProfileMeta(version="base", instance=i)) for p, i in zip(base, bi, strict=True)
+        ]
+        items += [(p, ProfileMeta(version="new", instance=i)) for p, i in zip(new, ni, strict=True)]
         # Distinct identities: equal profiles on a side are still separate observations.
         hashes = [f"regressions-{i}" for i in range(len(items))]
         ingest(store, items, content_hashes=hashes)
-        return regressions(store, Selection(version="base"), Selection(version="new"),
-                           **options)
+        return regressions(store, Selection(version="base"), Selection(version="new"), **options)

@@ -35,8 +35,9 @@ def ratio_variance(values: np.ndarray, durations: np.ndarray) -> np.ndarray:
     return (z * z).sum(axis=0) / (n * (n - 1))
 
 
-def welch_t(delta: np.ndarray, var_a: np.ndarray, var_b: np.ndarray, n_a: int, n_b: int
-            ) -> tuple[np.ndarray, np.ndarray]:
+def welch_t(
+    delta: np.ndarray, var_a: np.ndarray, var_b: np.ndarray, n_a: int, n_b: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(t, df) for a difference with per-side variances of the two estimates."""
     se2 = var_a + var_b
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -79,8 +80,7 @@ def _betacf(a: np.ndarray, b: np.ndarray, x: np.ndarray, iters: int = 300) -> np
 
 def betainc(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The regularized incomplete beta function I_x(a, b), elementwise."""
-    a, b, x = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float),
-                                  np.asarray(x, float))
+    a, b, x = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float), np.asarray(x, float))
     out = np.zeros(x.shape)
     out[x >= 1] = 1.0
     mid = (x > 0) & (x < 1)
@@ -131,8 +131,7 @@ def bh_adjust(p: np.ndarray) -> np.ndarray:
     return q
 
 
-def bootstrap_ratio(values: np.ndarray, durations: np.ndarray, counts: np.ndarray
-                    ) -> np.ndarray:
+def bootstrap_ratio(values: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``sum(v)/sum(d)`` per resample (rows of ``counts``: how often each unit is drawn)
     and column of ``values``: shape (resamples, columns)."""
     num = counts @ values

@@ -121,8 +121,10 @@ class TopResult:
         return render(self, "html")
 
     def __repr__(self) -> str:
-        return (f"TopResult({self.sample_type}, {self.granularity}, {self.rows.num_rows} rows, "
-                f"total={self.total})")
+        return (
+            f"TopResult({self.sample_type}, {self.granularity}, {self.rows.num_rows} rows, "
+            f"total={self.total})"
+        )
 
 
 # --- helpers with Go's semantics --------------------------------------------------
@@ -194,8 +196,9 @@ def diff_base_mask(profile: Profile) -> np.ndarray | None:
     offsets, labels = list_parts(profile.samples.column("labels"))
     if len(labels) == 0:
         return None
-    hit = pc.and_(pc.equal(labels.field("key"), "pprof::base"),
-                  pc.equal(labels.field("str"), "true")).fill_null(False)
+    hit = pc.and_(
+        pc.equal(labels.field("key"), "pprof::base"), pc.equal(labels.field("str"), "true")
+    ).fill_null(False)
     hit = to_np(hit, bool)
     if not hit.any():
         return None
@@ -260,8 +263,10 @@ class _Nodes:
 
     def sprint(self, n: int) -> str:
         """Go's ``fmt.Sprint`` of the node info: pprof's last tie-breaker."""
-        return (f"{{{self.name[n]}  0 {self.file[n]} {self.start_line[n]} {self.lineno[n]} 0 "
-                f"{self.objfile[n]}}}")
+        return (
+            f"{{{self.name[n]}  0 {self.file[n]} {self.start_line[n]} {self.lineno[n]} 0 "
+            f"{self.objfile[n]}}}"
+        )
 
 
 def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
@@ -273,9 +278,12 @@ def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
     # Per function: its key fields after aggregation. Python over functions only.
     fkeys: dict[tuple[str, str, int], int] = {("", "", 0): 0}  # 0: no function
     fcode_list: list[int] = []
-    for name, fname, start in zip(funcs.column("name").to_pylist(),
-                                  funcs.column("filename").to_pylist(),
-                                  funcs.column("start_line").to_pylist(), strict=True):
+    for name, fname, start in zip(
+        funcs.column("name").to_pylist(),
+        funcs.column("filename").to_pylist(),
+        funcs.column("start_line").to_pylist(),
+        strict=True,
+    ):
         name = name if keep_name else ""
         fname = go_clean(trim_file_name(fname)) if keep_file and fname else ""
         key = (name, fname, start if not name else 0)
@@ -286,14 +294,17 @@ def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
 
     maps = profile.mappings
     objs: dict[str, int] = {"": 0}
-    mcode = np.array([objs.setdefault(f, len(objs)) for f in maps.column("filename").to_pylist()]
-                     + [0], dtype=np.int64)
+    mcode = np.array(
+        [objs.setdefault(f, len(objs)) for f in maps.column("filename").to_pylist()] + [0],
+        dtype=np.int64,
+    )
     obj_list = list(objs)
 
     locs = profile.locations
     nloc = locs.num_rows
     loc_mrow = IdIndex(to_np(maps.column("id"), np.uint64)).rows(
-        to_np(locs.column("mapping_id"), np.uint64))
+        to_np(locs.column("mapping_id"), np.uint64)
+    )
     loc_obj = mcode[loc_mrow]
 
     line_off, lines = list_parts(locs.column("lines"))
@@ -310,7 +321,8 @@ def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
         pos = np.arange(len(lines)) - line_off[loc_of_line]
         dest = slot_off[loc_of_line] + pos
         frow = IdIndex(to_np(funcs.column("id"), np.uint64)).rows(
-            to_np(lines.field("function_id"), np.uint64))
+            to_np(lines.field("function_id"), np.uint64)
+        )
         slot_f[dest] = fcode[frow]
         if keep_line:
             # A line without a function keeps no line number (pprof's nodeInfo).
@@ -338,8 +350,17 @@ def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
         starts.append(start)
         lnos.append(ln)
         objfiles.append(obj_list[o] if name == "" else "")
-    return _Nodes(slot_off[:-1], nslots, inverse.astype(np.int64), slot_inline,
-                  names, files, starts, lnos, objfiles)
+    return _Nodes(
+        slot_off[:-1],
+        nslots,
+        inverse.astype(np.int64),
+        slot_inline,
+        names,
+        files,
+        starts,
+        lnos,
+        objfiles,
+    )
 
 
 # --- frames and the graph -----------------------------------------------------------
@@ -443,8 +464,9 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
         where = np.flatnonzero(np.isin(key, amb))
         # The occurrence nearest the root is the last in leaf-first order.
         _, last = np.unique(key[where][::-1], return_index=True)
-        resolved = dict(zip(key[where][::-1][last].tolist(),
-                            e_inl[where][::-1][last].tolist(), strict=True))
+        resolved = dict(
+            zip(key[where][::-1][last].tolist(), e_inl[where][::-1][last].tolist(), strict=True)
+        )
         keepu = np.ones(len(ukey), dtype=bool)
         keepu[np.flatnonzero(dup) - 1] = False  # drop the first of each pair
         ukey, uflag = ukey[keepu], uflag[keepu]
@@ -473,8 +495,10 @@ def _sorted_nodes(nodes: _Nodes, ids: np.ndarray, g: _Graph, cum_sort: bool) -> 
     a_flat = np.abs(flat[ids]).tolist()
     a_cum = np.abs(cum[ids]).tolist()
     first, second = (a_cum, a_flat) if cum_sort else (a_flat, a_cum)
-    keys = [(-f, lbl, -c, nodes.sprint(n) if seen[lbl] > 1 else "", n)
-            for n, lbl, f, c in zip(id_list, labels, first, second, strict=True)]
+    keys = [
+        (-f, lbl, -c, nodes.sprint(n) if seen[lbl] > 1 else "", n)
+        for n, lbl, f, c in zip(id_list, labels, first, second, strict=True)
+    ]
     keys.sort()
     return [k[-1] for k in keys]
 
@@ -506,8 +530,9 @@ def top(
     ``edge_fraction``/``node_fraction``: pprof's -edgefraction/-nodefraction.
     """
     if granularity not in GRANULARITIES:
-        raise UsageError(f"granularity must be one of {', '.join(GRANULARITIES)}, "
-                         f"not {granularity!r}")
+        raise UsageError(
+            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
+        )
     if nodecount is not None and nodecount < 0:
         raise UsageError("nodecount must be >= 0")
     from pyproflab.analyses.merge import compatibilize_sample_types
@@ -586,16 +611,24 @@ def top(
     )
 
 
-def _rows(nodes: _Nodes, order: list[int], g: _Graph, total: int, has_inline: np.ndarray,
-          has_plain: np.ndarray, granularity: str) -> pa.Table:
+def _rows(
+    nodes: _Nodes,
+    order: list[int],
+    g: _Graph,
+    total: int,
+    has_inline: np.ndarray,
+    has_plain: np.ndarray,
+    granularity: str,
+) -> pa.Table:
     idx = np.array(order, dtype=np.int64)
     flat_np, cum_np = g.flat[idx], g.cum[idx]
     running = np.cumsum(flat_np)
     denom = float(total) if total else 1.0
     scale = 100.0 / denom if total else 0.0
     labels = [nodes.label(i) for i in order]
-    inline = [("(partial-inline)" if has_plain[i] else "(inline)") if has_inline[i] else ""
-              for i in order]
+    inline = [
+        ("(partial-inline)" if has_plain[i] else "(inline)") if has_inline[i] else "" for i in order
+    ]
     with_file = granularity in ("lines", "files")
     cols = {
         "flat": flat_np,

@@ -166,4 +166,3 @@ def pick_output_unit(min_value: int, max_value: int, sample_unit: str) -> str:
     if min_unit != max_unit and min_value * 100 < max_value:
         _, unit = scale(100 * min_value, sample_unit, "minimum")
     return unit or sample_unit
-

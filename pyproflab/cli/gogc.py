@@ -25,31 +25,65 @@ class Command:
         common.add_selection_options(parser)
         e = parser.add_argument_group("explicit inputs (no store)")
         e.add_argument("--gogc", metavar="N|off", help="the current GOGC")
-        e.add_argument("--gc-cycles-per-min", type=float, metavar="N",
-                       help="observed GC cycles per minute")
-        e.add_argument("--gc-cpu-share", type=float, metavar="F",
-                       help="observed GC CPU over process CPU (0.416 for 41.6%%)")
+        e.add_argument(
+            "--gc-cycles-per-min", type=float, metavar="N", help="observed GC cycles per minute"
+        )
+        e.add_argument(
+            "--gc-cpu-share",
+            type=float,
+            metavar="F",
+            help="observed GC CPU over process CPU (0.416 for 41.6%%)",
+        )
         e.add_argument("--heap-goal", metavar="SIZE", help="observed heap goal (e.g. 512MiB)")
         e.add_argument("--live-heap", metavar="SIZE", help="observed marked live heap")
         e.add_argument("--roots", metavar="SIZE", help="GC roots: goroutine stacks + globals")
-        e.add_argument("--process-cpu", type=float, metavar="CORES",
-                       help="observed process CPU in cores (else CPU is relative)")
-        e.add_argument("--current-limit", metavar="SIZE|off",
-                       help="the current GOMEMLIMIT (default off)")
-        e.add_argument("--fixed-fraction", type=float, default=0.0, metavar="F",
-                       help="share of the GC cost per cycle that is fixed (default 0)")
-        e.add_argument("--mark-alloc-ratio", type=float, default=0.0, metavar="K",
-                       help="bytes allocated while marking per byte of scan work (improved "
-                            "model; default 0: unknown)")
+        e.add_argument(
+            "--process-cpu",
+            type=float,
+            metavar="CORES",
+            help="observed process CPU in cores (else CPU is relative)",
+        )
+        e.add_argument(
+            "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (default off)"
+        )
+        e.add_argument(
+            "--fixed-fraction",
+            type=float,
+            default=0.0,
+            metavar="F",
+            help="share of the GC cost per cycle that is fixed (default 0)",
+        )
+        e.add_argument(
+            "--mark-alloc-ratio",
+            type=float,
+            default=0.0,
+            metavar="K",
+            help="bytes allocated while marking per byte of scan work (improved "
+            "model; default 0: unknown)",
+        )
         p = parser.add_argument_group("prediction")
-        p.add_argument("--candidates", default="25,50,100,150,200,300,400,800,off",
-                       metavar="LIST", help="GOGC values to predict (default %(default)s)")
-        p.add_argument("--memory-limit", metavar="LIST",
-                       help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)")
-        p.add_argument("--budget", metavar="SIZE",
-                       help="memory budget (container limit), e.g. 2GiB, or 2x the current peak")
-        p.add_argument("--headroom", default="10%", metavar="PCT|SIZE",
-                       help="kept free out of the budget (default %(default)s)")
+        p.add_argument(
+            "--candidates",
+            default="25,50,100,150,200,300,400,800,off",
+            metavar="LIST",
+            help="GOGC values to predict (default %(default)s)",
+        )
+        p.add_argument(
+            "--memory-limit",
+            metavar="LIST",
+            help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)",
+        )
+        p.add_argument(
+            "--budget",
+            metavar="SIZE",
+            help="memory budget (container limit), e.g. 2GiB, or 2x the current peak",
+        )
+        p.add_argument(
+            "--headroom",
+            default="10%",
+            metavar="PCT|SIZE",
+            help="kept free out of the budget (default %(default)s)",
+        )
         p.add_argument("--model", choices=["improved", "plain"], default="improved")
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -60,25 +94,35 @@ class Command:
         from pyproflab.reports.gogc import render_gogc
 
         given = [n for n in _EXPLICIT if getattr(args, n) is not None]
-        opts = dict(candidates=args.candidates, memory_limits=args.memory_limit,
-                    budget=args.budget, headroom=args.headroom, model=args.model)
+        opts = dict(
+            candidates=args.candidates,
+            memory_limits=args.memory_limit,
+            budget=args.budget,
+            headroom=args.headroom,
+            model=args.model,
+        )
         if given:
             if len(given) < len(_EXPLICIT):
                 missing = sorted(set(_EXPLICIT) - set(given))
-                raise UsageError("explicit inputs need --gogc, --gc-cycles-per-min and "
-                                 "--gc-cpu-share; missing " + ", ".join(
-                                     "--" + m.replace("_", "-") for m in missing))
+                raise UsageError(
+                    "explicit inputs need --gogc, --gc-cycles-per-min and "
+                    "--gc-cpu-share; missing "
+                    + ", ".join("--" + m.replace("_", "-") for m in missing)
+                )
             if common.has_selection(args) or args.db:
                 raise UsageError("give explicit inputs or a store selection, not both")
             inputs = GcInputs.from_observed(
-                gogc=args.gogc, gc_cycles_per_min=args.gc_cycles_per_min,
+                gogc=args.gogc,
+                gc_cycles_per_min=args.gc_cycles_per_min,
                 gc_cpu_share=args.gc_cpu_share,
                 heap_goal_bytes=parse_size(args.heap_goal) if args.heap_goal else None,
                 live_heap_bytes=parse_size(args.live_heap) if args.live_heap else None,
                 roots_bytes=parse_size(args.roots) if args.roots else 0.0,
                 process_cpu_cores=args.process_cpu,
                 memory_limit_bytes=parse_limit(args.current_limit),
-                fixed_fraction=args.fixed_fraction, mark_alloc_ratio=args.mark_alloc_ratio)
+                fixed_fraction=args.fixed_fraction,
+                mark_alloc_ratio=args.mark_alloc_ratio,
+            )
             result = gogc(inputs=inputs, **opts)
         else:
             import os
@@ -87,8 +131,10 @@ class Command:
 
             path = common.db_path(args)
             if not os.path.exists(path):
-                raise UsageError(f"{path}: no such store (or give explicit inputs: --gogc, "
-                                 "--gc-cycles-per-min, --gc-cpu-share)")
+                raise UsageError(
+                    f"{path}: no such store (or give explicit inputs: --gogc, "
+                    "--gc-cycles-per-min, --gc-cpu-share)"
+                )
             with Store.open(path, read_only=True) as store:
                 result = gogc(store, common.selection_from_args(args), **opts)
         common.write_output(render_gogc(result, args.format), args.output)

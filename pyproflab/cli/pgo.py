@@ -25,35 +25,72 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        parser.add_argument("files", nargs="*", metavar="FILE",
-                            help="pprof CPU profiles (or: diff OLD NEW)")
+        parser.add_argument(
+            "files", nargs="*", metavar="FILE", help="pprof CPU profiles (or: diff OLD NEW)"
+        )
         common.add_db_option(parser)
         common.add_selection_options(parser)
         parser.set_defaults(since="72h")  # datadog-pgo's window
         g = parser.add_argument_group("pgo")
         g.add_argument("-o", "--output", metavar="OUT", help="the PGO profile to write")
         pick = g.add_mutually_exclusive_group()
-        pick.add_argument("--top", type=int, default=5, metavar="N",
-                          help="the N profiles with the most CPU cores (default 5; store only)")
+        pick.add_argument(
+            "--top",
+            type=int,
+            default=5,
+            metavar="N",
+            help="the N profiles with the most CPU cores (default 5; store only)",
+        )
         pick.add_argument("--all", action="store_true", help="every selected CPU profile")
-        g.add_argument("--weight", choices=("sum", "rate"), default="sum",
-                       help="sum: as pprof merges; rate: each profile per second of duration")
-        g.add_argument("--safeguard", action="append", default=[], metavar="FUNC",
-                       help="also rename this function (repeatable)")
-        g.add_argument("--no-default-safeguards", action="store_true",
-                       help="do not rename runtime.gopark and grpc's loopyWriter.processData")
-        g.add_argument("--trim-leaf", type=int, metavar="K",
-                       help="cut stacks to K leaf frames when the hot edges stay the same")
-        g.add_argument("--fail", action="store_true",
-                       help="exit 2 when the profile is refused (default: warn, exit 0)")
-        g.add_argument("--no-verify", action="store_true",
-                       help="do not run go tool preprofile on the output")
-        g.add_argument("--format", choices=("text", "json"), default="text",
-                       help="the report on stdout")
-        g.add_argument("--edges", type=int, default=20, metavar="N",
-                       help="edges shown in the text report (0: all)")
-        g.add_argument("--min-change", type=float, default=0.1, metavar="PCT",
-                       help="diff: smallest share move (percentage points) reported")
+        g.add_argument(
+            "--weight",
+            choices=("sum", "rate"),
+            default="sum",
+            help="sum: as pprof merges; rate: each profile per second of duration",
+        )
+        g.add_argument(
+            "--safeguard",
+            action="append",
+            default=[],
+            metavar="FUNC",
+            help="also rename this function (repeatable)",
+        )
+        g.add_argument(
+            "--no-default-safeguards",
+            action="store_true",
+            help="do not rename runtime.gopark and grpc's loopyWriter.processData",
+        )
+        g.add_argument(
+            "--trim-leaf",
+            type=int,
+            metavar="K",
+            help="cut stacks to K leaf frames when the hot edges stay the same",
+        )
+        g.add_argument(
+            "--fail",
+            action="store_true",
+            help="exit 2 when the profile is refused (default: warn, exit 0)",
+        )
+        g.add_argument(
+            "--no-verify", action="store_true", help="do not run go tool preprofile on the output"
+        )
+        g.add_argument(
+            "--format", choices=("text", "json"), default="text", help="the report on stdout"
+        )
+        g.add_argument(
+            "--edges",
+            type=int,
+            default=20,
+            metavar="N",
+            help="edges shown in the text report (0: all)",
+        )
+        g.add_argument(
+            "--min-change",
+            type=float,
+            default=0.1,
+            metavar="PCT",
+            help="diff: smallest share move (percentage points) reported",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
@@ -68,8 +105,10 @@ class Command:
         if args.safeguard:
             from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
 
-            safeguards = [*(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
-                          *args.safeguard]
+            safeguards = [
+                *(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
+                *args.safeguard,
+            ]
         options = {"weight": args.weight, "safeguards": safeguards, "trim_leaf": args.trim_leaf}
         if args.files:
             from pyproflab.analyses.pgo import pgo_files
@@ -82,8 +121,9 @@ class Command:
             if args.top is not None and args.top < 1:
                 raise UsageError("--top must be at least 1")
             with Store.open(common.db_path(args), read_only=True) as store:
-                result = pgo(store, common.selection_from_args(args), top=args.top,
-                             all=args.all, **options)
+                result = pgo(
+                    store, common.selection_from_args(args), top=args.top, all=args.all, **options
+                )
         return self.finish(result, args)
 
     def finish(self, result, args: argparse.Namespace) -> int:
@@ -95,8 +135,11 @@ class Command:
         if result.ok:
             gz = not args.output.endswith((".pb", ".pprof"))
             result.write(args.output, verify=not args.no_verify, gzip=gz)
-        text = (report.render_json(result) if args.format == "json"
-                else report.render_text(result, edges=args.edges))
+        text = (
+            report.render_json(result)
+            if args.format == "json"
+            else report.render_text(result, edges=args.edges)
+        )
         if result.ok:
             common.write_output(text, None)
             if result.verify_note and result.verify_note.startswith("MISMATCH"):
@@ -120,13 +163,18 @@ class Command:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
         d = diff_edges(old, new, min_change=args.min_change)
-        text = (report.render_diff_json(d) if args.format == "json"
-                else report.render_diff_text(d, old=paths[0], new=paths[1]))
+        text = (
+            report.render_diff_json(d)
+            if args.format == "json"
+            else report.render_diff_text(d, old=paths[0], new=paths[1])
+        )
         common.write_output(text, args.output)
         return 0
 
 
 def _has_store_selection(args: argparse.Namespace) -> bool:
     # --since has a default here (72h), so it alone does not mean "store".
-    return any(getattr(args, n, None) for n in
-               ("service", "sel_version", "instance", "profile_type", "until", "label"))
+    return any(
+        getattr(args, n, None)
+        for n in ("service", "sel_version", "instance", "profile_type", "until", "label")
+    )

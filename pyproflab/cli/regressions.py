@@ -20,38 +20,87 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         common.add_db_option(parser)
-        parser.add_argument("--base", nargs="+", action="extend", default=[], metavar="K=V",
-                            required=True, help="the base selection (e.g. version=v1)")
-        parser.add_argument("--new", nargs="+", action="extend", default=[], metavar="K=V",
-                            required=True, help="the new selection (e.g. version=v2)")
+        parser.add_argument(
+            "--base",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="K=V",
+            required=True,
+            help="the base selection (e.g. version=v1)",
+        )
+        parser.add_argument(
+            "--new",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="K=V",
+            required=True,
+            help="the new selection (e.g. version=v2)",
+        )
         for side in ("base", "new"):
-            parser.add_argument(f"--{side}-since", metavar="T",
-                                help=f"{side} profiles taken at or after T (ISO, or 72h ago)")
-            parser.add_argument(f"--{side}-until", metavar="T",
-                                help=f"{side} profiles taken before T")
-        parser.add_argument("--type", dest="profile_type", metavar="TYPE",
-                            help="profile type for both sides (e.g. cpu)")
-        parser.add_argument("--sample-index", metavar="NAME|N",
-                            help="sample type (default: the profiles' default)")
-        parser.add_argument("--granularity", choices=["functions", "lines", "files"],
-                            default="functions")
-        parser.add_argument("--noinlines", action="store_true",
-                            help="count inlined calls as their caller's (pprof -noinlines)")
-        parser.add_argument("--measure", choices=["rate", "share"], default="rate",
-                            help="compare rates per second (default) or shares of the total")
+            parser.add_argument(
+                f"--{side}-since",
+                metavar="T",
+                help=f"{side} profiles taken at or after T (ISO, or 72h ago)",
+            )
+            parser.add_argument(
+                f"--{side}-until", metavar="T", help=f"{side} profiles taken before T"
+            )
+        parser.add_argument(
+            "--type",
+            dest="profile_type",
+            metavar="TYPE",
+            help="profile type for both sides (e.g. cpu)",
+        )
+        parser.add_argument(
+            "--sample-index", metavar="NAME|N", help="sample type (default: the profiles' default)"
+        )
+        parser.add_argument(
+            "--granularity", choices=["functions", "lines", "files"], default="functions"
+        )
+        parser.add_argument(
+            "--noinlines",
+            action="store_true",
+            help="count inlined calls as their caller's (pprof -noinlines)",
+        )
+        parser.add_argument(
+            "--measure",
+            choices=["rate", "share"],
+            default="rate",
+            help="compare rates per second (default) or shares of the total",
+        )
         parser.add_argument("--rank-by", choices=["flat", "cum"], default="flat")
-        parser.add_argument("--unit", choices=["profile", "instance"], default="profile",
-                            help="independent unit of the statistics (default: profile)")
-        parser.add_argument("--fdr", type=float, default=0.05, metavar="Q",
-                            help="false discovery rate for significance (default 0.05)")
+        parser.add_argument(
+            "--unit",
+            choices=["profile", "instance"],
+            default="profile",
+            help="independent unit of the statistics (default: profile)",
+        )
+        parser.add_argument(
+            "--fdr",
+            type=float,
+            default=0.05,
+            metavar="Q",
+            help="false discovery rate for significance (default 0.05)",
+        )
         parser.add_argument("--confidence", type=float, default=0.95, metavar="C")
         parser.add_argument("--resamples", type=int, default=2000, metavar="N")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--min-share", type=float, default=0.005, metavar="F",
-                            help="test only nodes with at least this share of the pooled "
-                                 "total (default 0.005)")
-        parser.add_argument("--top", type=int, default=None, metavar="N",
-                            help="show at most N rows (default: 30 in text, all otherwise)")
+        parser.add_argument(
+            "--min-share",
+            type=float,
+            default=0.005,
+            metavar="F",
+            help="test only nodes with at least this share of the pooled total (default 0.005)",
+        )
+        parser.add_argument(
+            "--top",
+            type=int,
+            default=None,
+            metavar="N",
+            help="show at most N rows (default: 30 in text, all otherwise)",
+        )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -80,11 +129,22 @@ class Command:
             sample_index = int(sample_index)
         with Store.open(common.db_path(args), read_only=True) as store:
             result = regressions(
-                store, sides["base"], sides["new"], sample_index=sample_index,
-                granularity=args.granularity, fdr=args.fdr, confidence=args.confidence,
-                resamples=args.resamples, seed=args.seed, min_share=args.min_share,
-                rank_by=args.rank_by, unit=args.unit, inlines=not args.noinlines,
-                measure=args.measure)
-        common.write_output(render_regressions(result, args.format, top=args.top or None),
-                            args.output)
+                store,
+                sides["base"],
+                sides["new"],
+                sample_index=sample_index,
+                granularity=args.granularity,
+                fdr=args.fdr,
+                confidence=args.confidence,
+                resamples=args.resamples,
+                seed=args.seed,
+                min_share=args.min_share,
+                rank_by=args.rank_by,
+                unit=args.unit,
+                inlines=not args.noinlines,
+                measure=args.measure,
+            )
+        common.write_output(
+            render_regressions(result, args.format, top=args.top or None), args.output
+        )
         return 0

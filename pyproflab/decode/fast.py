@@ -223,8 +223,9 @@ def walk(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) 
     return Fields(cols[0], cols[1], cols[2], cols[3], cols[4], n)
 
 
-def _walk_scalar(tok: Tokens, msgs: np.ndarray, curs: np.ndarray, end: np.ndarray,
-                 end_byte: np.ndarray) -> tuple[np.ndarray, ...]:
+def _walk_scalar(
+    tok: Tokens, msgs: np.ndarray, curs: np.ndarray, end: np.ndarray, end_byte: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """The rest of ``walk`` for messages ``msgs`` from varint ``curs`` on, one field at
     a time in plain Python; the same fields, in each message's order, and the same
     hand-overs to the reference decoder."""
@@ -270,9 +271,13 @@ def _walk_scalar(tok: Tokens, msgs: np.ndarray, curs: np.ndarray, end: np.ndarra
             out_cur.append(c + i)
             out_next.append(c + nxt)
             i = nxt
-    return (np.array(out_msg, dtype=I64), np.array(out_num, dtype=U64),
-            np.array(out_wire, dtype=np.int8), np.array(out_cur, dtype=I64),
-            np.array(out_next, dtype=I64))
+    return (
+        np.array(out_msg, dtype=I64),
+        np.array(out_num, dtype=U64),
+        np.array(out_wire, dtype=np.int8),
+        np.array(out_cur, dtype=I64),
+        np.array(out_next, dtype=I64),
+    )
 
 
 def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:
@@ -539,5 +544,10 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
         ],
         schema=schema.PROFILE_MAPPINGS,
     )
-    return Profile(samples=samples, locations=locations, functions=functions_table,
-                   mappings=mappings_table, **meta)
+    return Profile(
+        samples=samples,
+        locations=locations,
+        functions=functions_table,
+        mappings=mappings_table,
+        **meta,
+    )

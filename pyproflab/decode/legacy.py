@@ -26,9 +26,7 @@ _TEXT_HEADER = re.compile(
 )
 
 # Bytes that can start a Profile message: tags of fields 1..15 with wire type 0 or 2.
-_PROFILE_FIRST_BYTES = frozenset(
-    (number << 3) | wire for number in range(1, 16) for wire in (0, 2)
-)
+_PROFILE_FIRST_BYTES = frozenset((number << 3) | wire for number in range(1, 16) for wire in (0, 2))
 
 
 def legacy_kind(data: bytes) -> str | None:

@@ -48,8 +48,9 @@ def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> li
         if nested is not None:
             for child in getattr(msg, nested):
                 child_name = child.DESCRIPTOR.name
-                check_unknown_fields(child, _KNOWN[child_name], source=source,
-                                     what=f"{child_name} in {name} {i}")
+                check_unknown_fields(
+                    child, _KNOWN[child_name], source=source, what=f"{child_name} in {name} {i}"
+                )
         out.append(msg)
     return out
 
@@ -61,8 +62,15 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
     locations = _parse_all(top.locations, profile_pb2.Location, "line", source=source)
     functions = _parse_all(top.functions, profile_pb2.Function, None, source=source)
     st = top.strings
-    validate(samples=samples, mappings=mappings, locations=locations, functions=functions,
-             strings=st, num_sample_types=len(meta["sample_types"]), source=source)
+    validate(
+        samples=samples,
+        mappings=mappings,
+        locations=locations,
+        functions=functions,
+        strings=st,
+        num_sample_types=len(meta["sample_types"]),
+        source=source,
+    )
 
     labels: list[list[dict]] = []
     for smp in samples:
@@ -87,13 +95,16 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         {
             "id": [loc.id for loc in locations],
             # pprof drops a link to a mapping that does not exist.
-            "mapping_id": [loc.mapping_id if loc.mapping_id in mapping_ids else 0
-                           for loc in locations],
+            "mapping_id": [
+                loc.mapping_id if loc.mapping_id in mapping_ids else 0 for loc in locations
+            ],
             "address": [loc.address for loc in locations],
             "is_folded": [loc.is_folded for loc in locations],
             "lines": [
-                [{"function_id": ln.function_id, "line": ln.line, "column": ln.column}
-                 for ln in loc.line]
+                [
+                    {"function_id": ln.function_id, "line": ln.line, "column": ln.column}
+                    for ln in loc.line
+                ]
                 for loc in locations
             ],
         },
@@ -124,5 +135,10 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         },
         schema=schema.PROFILE_MAPPINGS,
     )
-    return Profile(samples=samples_table, locations=locations_table,
-                   functions=functions_table, mappings=mappings_table, **meta)
+    return Profile(
+        samples=samples_table,
+        locations=locations_table,
+        functions=functions_table,
+        mappings=mappings_table,
+        **meta,
+    )

@@ -55,8 +55,7 @@ def validate(
         if len(smp.value) != num_sample_types:
             raise malformed(
                 source,
-                f"mismatch: sample {i} has {len(smp.value)} values vs. "
-                f"{num_sample_types} types",
+                f"mismatch: sample {i} has {len(smp.value)} values vs. {num_sample_types} types",
             )
         for lid in smp.location_id:
             if lid not in location_ids:

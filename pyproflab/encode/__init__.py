@@ -70,17 +70,26 @@ def encode_profile(profile: Profile, *, gzip: bool = True) -> bytes:
 
     for m in profile.mappings.to_pylist():
         msg.mapping.add(
-            id=m["id"], memory_start=m["memory_start"], memory_limit=m["memory_limit"],
-            file_offset=m["file_offset"], filename=s(m["filename"]), build_id=s(m["build_id"]),
-            has_functions=m["has_functions"], has_filenames=m["has_filenames"],
-            has_line_numbers=m["has_line_numbers"], has_inline_frames=m["has_inline_frames"],
+            id=m["id"],
+            memory_start=m["memory_start"],
+            memory_limit=m["memory_limit"],
+            file_offset=m["file_offset"],
+            filename=s(m["filename"]),
+            build_id=s(m["build_id"]),
+            has_functions=m["has_functions"],
+            has_filenames=m["has_filenames"],
+            has_line_numbers=m["has_line_numbers"],
+            has_inline_frames=m["has_inline_frames"],
         )
 
     loc = profile.locations
     for lid, mid, addr, folded, lines in zip(
-        loc.column("id").to_pylist(), loc.column("mapping_id").to_pylist(),
-        loc.column("address").to_pylist(), loc.column("is_folded").to_pylist(),
-        loc.column("lines").to_pylist(), strict=True,
+        loc.column("id").to_pylist(),
+        loc.column("mapping_id").to_pylist(),
+        loc.column("address").to_pylist(),
+        loc.column("is_folded").to_pylist(),
+        loc.column("lines").to_pylist(),
+        strict=True,
     ):
         lm = msg.location.add(id=lid, mapping_id=mid, address=addr, is_folded=folded)
         for ln in lines:
@@ -88,8 +97,11 @@ def encode_profile(profile: Profile, *, gzip: bool = True) -> bytes:
 
     for f in profile.functions.to_pylist():
         msg.function.add(
-            id=f["id"], name=s(f["name"]), system_name=s(f["system_name"]),
-            filename=s(f["filename"]), start_line=f["start_line"],
+            id=f["id"],
+            name=s(f["name"]),
+            system_name=s(f["system_name"]),
+            filename=s(f["filename"]),
+            start_line=f["start_line"],
         )
 
     msg.drop_frames = s(profile.drop_frames)

@@ -61,31 +61,57 @@ def _grid(head: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     return [line(head)] + [line(r) for r in rows]
 
 
-HEAD = ["", "GOGC", "limit", "by", "marked", "heap goal", "peak mem", "heap x", "GC/min",
-        "GC cores", "GC share", "GC x", "fits", "status"]
+HEAD = [
+    "",
+    "GOGC",
+    "limit",
+    "by",
+    "marked",
+    "heap goal",
+    "peak mem",
+    "heap x",
+    "GC/min",
+    "GC cores",
+    "GC share",
+    "GC x",
+    "fits",
+    "status",
+]
 
 
 def _row_cells(r: dict[str, Any], hk: bool, ck: bool) -> list[str]:
     mark = ">" if r["recommended"] else ("*" if r["current"] else "")
     fits = "" if r["within_budget"] is None else ("yes" if r["within_budget"] else "no")
-    return [mark, r["gogc_label"], _limit(r["memory_limit_bytes"], hk), r["governed_by"],
-            _heap(r["live_heap_bytes"], hk), _heap(r["heap_goal_bytes"], hk),
-            _heap(r["peak_memory_bytes"], hk), _x(r["heap_ratio"]),
-            _num(r["gc_cycles_per_min"]), _cpu(r["gc_cpu_cores"], ck), _pct(r["gc_cpu_share"]),
-            _x(r["gc_cpu_ratio"]), fits, r["status"]]
+    return [
+        mark,
+        r["gogc_label"],
+        _limit(r["memory_limit_bytes"], hk),
+        r["governed_by"],
+        _heap(r["live_heap_bytes"], hk),
+        _heap(r["heap_goal_bytes"], hk),
+        _heap(r["peak_memory_bytes"], hk),
+        _x(r["heap_ratio"]),
+        _num(r["gc_cycles_per_min"]),
+        _cpu(r["gc_cpu_cores"], ck),
+        _pct(r["gc_cpu_share"]),
+        _x(r["gc_cpu_ratio"]),
+        fits,
+        r["status"],
+    ]
 
 
 def input_lines(result) -> list[str]:
     i = result.inputs
     hk, ck = i.heap_known, i.cpu_known
-    rate = (f"{i.alloc_bytes_per_sec / MiB:.1f}MiB/s" if hk
-            else f"{i.alloc_bytes_per_sec:.3g}H/s")
+    rate = f"{i.alloc_bytes_per_sec / MiB:.1f}MiB/s" if hk else f"{i.alloc_bytes_per_sec:.3g}H/s"
     per_byte = i.gc_cpu_seconds_per_byte * (MiB if hk else 1.0)
     unit = "MiB" if hk else "H"
     cpu_unit = "core-s" if ck else "P·s"
@@ -111,25 +137,32 @@ def recommendation_line(result) -> str:
     cur = result.current
     cost = rec["memory_cost_bytes"]
     sign = "+" if cost >= 0 else "-"
-    return (f"Recommendation: GOGC={rec['gogc_label']}, memory limit "
-            f"{_limit(rec['memory_limit_bytes'], hk)}: GC CPU {_pct(cur['gc_cpu_share'])} -> "
-            f"{_pct(rec['gc_cpu_share'])} of process CPU (saves "
-            f"{_cpu(rec['gc_cpu_saved_cores'], ck)} cores), peak memory "
-            f"{_heap(cur['peak_memory_bytes'], hk)} -> {_heap(rec['peak_memory_bytes'], hk)} "
-            f"({sign}{_heap(abs(cost), hk)}, {_x(rec['memory_cost_ratio'])} current).")
+    return (
+        f"Recommendation: GOGC={rec['gogc_label']}, memory limit "
+        f"{_limit(rec['memory_limit_bytes'], hk)}: GC CPU {_pct(cur['gc_cpu_share'])} -> "
+        f"{_pct(rec['gc_cpu_share'])} of process CPU (saves "
+        f"{_cpu(rec['gc_cpu_saved_cores'], ck)} cores), peak memory "
+        f"{_heap(cur['peak_memory_bytes'], hk)} -> {_heap(rec['peak_memory_bytes'], hk)} "
+        f"({sign}{_heap(abs(cost), hk)}, {_x(rec['memory_cost_ratio'])} current)."
+    )
 
 
 def render_text(result) -> str:
     hk, ck = result.inputs.heap_known, result.inputs.cpu_known
     lines = [f"GOGC / GOMEMLIMIT trade-off (model: {result.model})", *input_lines(result)]
     if result.budget_bytes is not None:
-        lines.append(f"  budget {result.budget_label}, usable after headroom "
-                     f"{_heap(result.budget_bytes, hk)}")
+        lines.append(
+            f"  budget {result.budget_label}, usable after headroom "
+            f"{_heap(result.budget_bytes, hk)}"
+        )
     lines.append("")
     rows = [_row_cells(r, hk, ck) for r in result.predictions.to_pylist()]
     lines += _grid(HEAD, rows, {0, 3, 12, 13})
-    lines += ["  (* current, > recommended; heap x and GC x against the current setting)", "",
-              recommendation_line(result)]
+    lines += [
+        "  (* current, > recommended; heap x and GC x against the current setting)",
+        "",
+        recommendation_line(result),
+    ]
     if result.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
     return "\n".join(lines) + "\n"
@@ -178,13 +211,17 @@ def render_gogc_html(result) -> str:
     """A ``<div>``: inputs, the table, the recommendation and notes (all escaped)."""
     esc = html.escape
     hk, ck = result.inputs.heap_known, result.inputs.cpu_known
-    parts = ['<div class="pyproflab-gogc">',
-             "<pre>" + esc("\n".join(input_lines(result))) + "</pre>",
-             "<table><thead><tr>", *[f"<th>{esc(h)}</th>" for h in HEAD],
-             "</tr></thead><tbody>"]
+    parts = [
+        '<div class="pyproflab-gogc">',
+        "<pre>" + esc("\n".join(input_lines(result))) + "</pre>",
+        "<table><thead><tr>",
+        *[f"<th>{esc(h)}</th>" for h in HEAD],
+        "</tr></thead><tbody>",
+    ]
     for r in result.predictions.to_pylist():
-        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row_cells(r, hk, ck))
-                     + "</tr>")
+        parts.append(
+            "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row_cells(r, hk, ck)) + "</tr>"
+        )
     parts.append("</tbody></table>")
     parts.append(f"<p>{esc(recommendation_line(result))}</p>")
     if result.notes:
@@ -202,8 +239,10 @@ def render_gogc(result, fmt: str = "text") -> str:
     if fmt == "csv":
         return render_csv(result)
     if fmt == "html":
-        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gogc</title>"
-                "</head><body>" + render_gogc_html(result) + "</body></html>\n")
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gogc</title>'
+            "</head><body>" + render_gogc_html(result) + "</body></html>\n"
+        )
     raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -219,43 +258,68 @@ def gogc_figure(result):
     hk, ck = result.inputs.heap_known, result.inputs.cpu_known
     scale = MiB if hk else 1.0
     xunit = "MiB" if hk else "× current marked heap"
-    rows = [r for r in result.predictions.to_pylist()
-            if _finite(r["peak_memory_bytes"]) and _finite(r["gc_cpu_share"])]
+    rows = [
+        r
+        for r in result.predictions.to_pylist()
+        if _finite(r["peak_memory_bytes"]) and _finite(r["gc_cpu_share"])
+    ]
     fig = go.Figure()
     by_limit: dict[Any, list[dict[str, Any]]] = {}
     for r in rows:
         by_limit.setdefault(r["memory_limit_bytes"], []).append(r)
 
     def hover(r: dict[str, Any]) -> str:
-        return esc(f"GOGC={r['gogc_label']} limit={_limit(r['memory_limit_bytes'], hk)} "
-                   f"peak={_heap(r['peak_memory_bytes'], hk)} GC/min="
-                   f"{_num(r['gc_cycles_per_min'])} GC={_pct(r['gc_cpu_share'])} "
-                   f"({_cpu(r['gc_cpu_cores'], ck)} cores)")
+        return esc(
+            f"GOGC={r['gogc_label']} limit={_limit(r['memory_limit_bytes'], hk)} "
+            f"peak={_heap(r['peak_memory_bytes'], hk)} GC/min="
+            f"{_num(r['gc_cycles_per_min'])} GC={_pct(r['gc_cpu_share'])} "
+            f"({_cpu(r['gc_cpu_cores'], ck)} cores)"
+        )
 
     for limit, rs in by_limit.items():
         rs = sorted(rs, key=lambda r: r["peak_memory_bytes"])
-        fig.add_trace(go.Scatter(
-            x=[r["peak_memory_bytes"] / scale for r in rs],
-            y=[100 * r["gc_cpu_share"] for r in rs],
-            mode="lines+markers+text", text=[esc(r["gogc_label"]) for r in rs],
-            textposition="top center", hovertext=[hover(r) for r in rs], hoverinfo="text",
-            name=esc(f"limit {_limit(limit, hk)}")))
-    for key, symbol, name in (("current", "star", "current"),
-                              ("recommended", "diamond", "recommended")):
+        fig.add_trace(
+            go.Scatter(
+                x=[r["peak_memory_bytes"] / scale for r in rs],
+                y=[100 * r["gc_cpu_share"] for r in rs],
+                mode="lines+markers+text",
+                text=[esc(r["gogc_label"]) for r in rs],
+                textposition="top center",
+                hovertext=[hover(r) for r in rs],
+                hoverinfo="text",
+                name=esc(f"limit {_limit(limit, hk)}"),
+            )
+        )
+    for key, symbol, name in (
+        ("current", "star", "current"),
+        ("recommended", "diamond", "recommended"),
+    ):
         pts = [r for r in rows if r[key]]
         if pts:
-            fig.add_trace(go.Scatter(
-                x=[r["peak_memory_bytes"] / scale for r in pts],
-                y=[100 * r["gc_cpu_share"] for r in pts], mode="markers",
-                marker=dict(symbol=symbol, size=16, line=dict(width=1)),
-                hovertext=[hover(r) for r in pts], hoverinfo="text", name=name))
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["peak_memory_bytes"] / scale for r in pts],
+                    y=[100 * r["gc_cpu_share"] for r in pts],
+                    mode="markers",
+                    marker=dict(symbol=symbol, size=16, line=dict(width=1)),
+                    hovertext=[hover(r) for r in pts],
+                    hoverinfo="text",
+                    name=name,
+                )
+            )
     if result.budget_bytes is not None and math.isfinite(result.budget_bytes):
-        fig.add_vline(x=result.budget_bytes / scale, line_dash="dash",
-                      annotation_text=esc(f"budget {result.budget_label} (usable)"))
+        fig.add_vline(
+            x=result.budget_bytes / scale,
+            line_dash="dash",
+            annotation_text=esc(f"budget {result.budget_label} (usable)"),
+        )
     left_out = len(result.predictions) - len(rows)
     title = f"GC CPU vs peak memory ({esc(result.model)} model)"
     if left_out:
         title += f"; {left_out} unbounded setting(s) not drawn"
-    fig.update_layout(title=title, xaxis_title=f"predicted peak memory ({xunit})",
-                      yaxis_title="predicted GC CPU (% of process CPU)")
+    fig.update_layout(
+        title=title,
+        xaxis_title=f"predicted peak memory ({xunit})",
+        yaxis_title="predicted GC CPU (% of process CPU)",
+    )
     return fig

@@ -15,10 +15,14 @@ def render_html(result, max_rows: int | None = None) -> str:
     esc = html.escape
     parts = ['<div class="pyproflab-top">']
     parts.append("<pre>" + esc("\n".join(header_lines(result, fmt))) + "</pre>")
-    parts.append("<table><thead><tr><th>flat</th><th>flat%</th><th>sum%</th><th>cum</th>"
-                 "<th>cum%</th><th>name</th></tr></thead><tbody>")
-    cols = {c: result.rows.column(c).to_pylist()
-            for c in ("flat", "flat_pct", "sum_pct", "cum", "cum_pct", "label", "inline")}
+    parts.append(
+        "<table><thead><tr><th>flat</th><th>flat%</th><th>sum%</th><th>cum</th>"
+        "<th>cum%</th><th>name</th></tr></thead><tbody>"
+    )
+    cols = {
+        c: result.rows.column(c).to_pylist()
+        for c in ("flat", "flat_pct", "sum_pct", "cum", "cum_pct", "label", "inline")
+    }
     n = result.rows.num_rows if max_rows is None else min(max_rows, result.rows.num_rows)
     for i in range(n):
         name = cols["label"][i] + (f" {cols['inline'][i]}" if cols["inline"][i] else "")
@@ -37,5 +41,7 @@ def render_html(result, max_rows: int | None = None) -> str:
 
 class HtmlReporter(Reporter):
     def render(self, out: IO[str]) -> None:
-        out.write("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>top</title></head>"
-                  "<body>" + render_html(self.result) + "</body></html>\n")
+        out.write(
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>top</title></head>'
+            "<body>" + render_html(self.result) + "</body></html>\n"
+        )

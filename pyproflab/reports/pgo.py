@@ -34,13 +34,17 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
     """The human summary (see the module rules)."""
     out: list[str] = []
     w = out.append
-    w(f"inputs: {len(result.inputs)} CPU profile{'' if len(result.inputs) == 1 else 's'}"
-      + (f" (of {result.candidates} matching)" if result.candidates else "")
-      + f", weight={result.weight}")
+    w(
+        f"inputs: {len(result.inputs)} CPU profile{'' if len(result.inputs) == 1 else 's'}"
+        + (f" (of {result.candidates} matching)" if result.candidates else "")
+        + f", weight={result.weight}"
+    )
     for i in result.inputs:
         extra = f", x{i.factor}" if result.weight == "rate" else ""
-        w(f"  {i.label}: {i.samples} samples, {i.duration_nanos / 1e9:.1f}s, "
-          f"{_fmt_cores(i.cores)} cores{extra}")
+        w(
+            f"  {i.label}: {i.samples} samples, {i.duration_nanos / 1e9:.1f}s, "
+            f"{_fmt_cores(i.cores)} cores{extra}"
+        )
     for label, why in result.skipped:
         w(f"  skipped {label}: {why}")
     if result.safeguarded:
@@ -67,8 +71,10 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
         rows = es.edges if edges <= 0 else es.edges[:edges]
         for e in rows:
             mark = "*" if e.hot else " "
-            w(f"{mark} {e.weight:>12} {e.share:6.2f}% {e.cum_share:6.2f}%  "
-              f"{e.caller} -> {e.callee} (+{e.offset})")
+            w(
+                f"{mark} {e.weight:>12} {e.share:6.2f}% {e.cum_share:6.2f}%  "
+                f"{e.caller} -> {e.callee} (+{e.offset})"
+            )
         if len(rows) < len(es.edges):
             w(f"  … {len(es.edges) - len(rows)} more edges (--edges 0 shows all)")
     return "\n".join(out) + "\n"
@@ -77,8 +83,18 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
 def _edges_json(es: EdgeSet | None) -> list[dict[str, Any]] | None:
     if es is None:
         return None
-    return [{"caller": e.caller, "callee": e.callee, "offset": e.offset, "weight": e.weight,
-             "share": e.share, "cum_share": e.cum_share, "hot": e.hot} for e in es.edges]
+    return [
+        {
+            "caller": e.caller,
+            "callee": e.callee,
+            "offset": e.offset,
+            "weight": e.weight,
+            "share": e.share,
+            "cum_share": e.cum_share,
+            "hot": e.hot,
+        }
+        for e in es.edges
+    ]
 
 
 def render_json(result: PgoResult) -> str:
@@ -88,9 +104,17 @@ def render_json(result: PgoResult) -> str:
         "output": result.output,
         "weight": result.weight,
         "candidates": result.candidates,
-        "inputs": [{"label": i.label, "samples": i.samples, "duration_nanos": i.duration_nanos,
-                    "cpu_nanos": i.cpu_nanos, "cores": i.cores, "factor": i.factor}
-                   for i in result.inputs],
+        "inputs": [
+            {
+                "label": i.label,
+                "samples": i.samples,
+                "duration_nanos": i.duration_nanos,
+                "cpu_nanos": i.cpu_nanos,
+                "cores": i.cores,
+                "factor": i.factor,
+            }
+            for i in result.inputs
+        ],
         "skipped": [{"label": lbl, "why": why} for lbl, why in result.skipped],
         "safeguards": list(result.safeguards),
         "safeguarded": result.safeguarded,
@@ -107,20 +131,25 @@ def render_json(result: PgoResult) -> str:
 
 def render_html(result: PgoResult, *, edges: int = 50) -> str:
     esc = html.escape
-    parts = [f"<p><b>PGO profile</b>: {len(result.inputs)} CPU profiles, "
-             f"weight={esc(result.weight)}</p>"]
+    parts = [
+        f"<p><b>PGO profile</b>: {len(result.inputs)} CPU profiles, weight={esc(result.weight)}</p>"
+    ]
     if result.refusal:
         parts.append(f"<p><b>Refused:</b> {esc(result.refusal)}</p>")
         return "".join(parts)
     for note in result.notes:
         parts.append(f"<p>note: {esc(note)}</p>")
     es = _edge_set(result)
-    parts.append("<table><tr><th>hot</th><th>weight</th><th>share</th><th>cum</th>"
-                 "<th>caller</th><th>callee</th><th>offset</th></tr>")
+    parts.append(
+        "<table><tr><th>hot</th><th>weight</th><th>share</th><th>cum</th>"
+        "<th>caller</th><th>callee</th><th>offset</th></tr>"
+    )
     for e in es.edges[: edges or None]:
-        parts.append(f"<tr><td>{'*' if e.hot else ''}</td><td>{e.weight}</td>"
-                     f"<td>{e.share:.2f}%</td><td>{e.cum_share:.2f}%</td>"
-                     f"<td>{esc(e.caller)}</td><td>{esc(e.callee)}</td><td>{e.offset}</td></tr>")
+        parts.append(
+            f"<tr><td>{'*' if e.hot else ''}</td><td>{e.weight}</td>"
+            f"<td>{e.share:.2f}%</td><td>{e.cum_share:.2f}%</td>"
+            f"<td>{esc(e.caller)}</td><td>{esc(e.callee)}</td><td>{e.offset}</td></tr>"
+        )
     parts.append("</table>")
     return "".join(parts)
 
@@ -135,20 +164,27 @@ def _pct(x: float | None) -> str:
 def render_diff_text(diff: EdgeDiff, *, old: str = "OLD", new: str = "NEW") -> str:
     out: list[str] = []
     w = out.append
-    w(f"hot edges: {diff.old_hot} in {old} (total weight {diff.old_total}), "
-      f"{diff.new_hot} in {new} (total weight {diff.new_total})")
+    w(
+        f"hot edges: {diff.old_hot} in {old} (total weight {diff.old_total}), "
+        f"{diff.new_hot} in {new} (total weight {diff.new_total})"
+    )
     if not diff.changed:
         w(f"no change in the hot edges (share moves under {diff.min_change} points ignored)")
         return "\n".join(out) + "\n"
-    for title, rows in (("added", diff.added), ("removed", diff.removed),
-                        ("re-weighted", diff.reweighted)):
+    for title, rows in (
+        ("added", diff.added),
+        ("removed", diff.removed),
+        ("re-weighted", diff.reweighted),
+    ):
         if not rows:
             continue
         w(f"{title} ({len(rows)}):")
         for c in rows:
-            w(f"  {_pct(c.old_share):>8} -> {_pct(c.new_share):>8}  "
-              f"({c.old_weight if c.old_weight is not None else '-'} -> "
-              f"{c.new_weight if c.new_weight is not None else '-'})  {c.key}")
+            w(
+                f"  {_pct(c.old_share):>8} -> {_pct(c.new_share):>8}  "
+                f"({c.old_weight if c.old_weight is not None else '-'} -> "
+                f"{c.new_weight if c.new_weight is not None else '-'})  {c.key}"
+            )
     if diff.unchanged:
         w(f"unchanged: {diff.unchanged} hot edges")
     return "\n".join(out) + "\n"
@@ -156,15 +192,36 @@ def render_diff_text(diff: EdgeDiff, *, old: str = "OLD", new: str = "NEW") -> s
 
 def render_diff_json(diff: EdgeDiff) -> str:
     def rows(cs):
-        return [{"caller": c.key.caller, "callee": c.key.callee, "offset": c.key.offset,
-                 "old_weight": c.old_weight, "new_weight": c.new_weight,
-                 "old_share": c.old_share, "new_share": c.new_share,
-                 "old_hot": c.old_hot, "new_hot": c.new_hot} for c in cs]
+        return [
+            {
+                "caller": c.key.caller,
+                "callee": c.key.callee,
+                "offset": c.key.offset,
+                "old_weight": c.old_weight,
+                "new_weight": c.new_weight,
+                "old_share": c.old_share,
+                "new_share": c.new_share,
+                "old_hot": c.old_hot,
+                "new_hot": c.new_hot,
+            }
+            for c in cs
+        ]
 
-    return json.dumps({
-        "old_total": diff.old_total, "new_total": diff.new_total,
-        "old_hot": diff.old_hot, "new_hot": diff.new_hot,
-        "min_change": diff.min_change, "changed": diff.changed,
-        "added": rows(diff.added), "removed": rows(diff.removed),
-        "reweighted": rows(diff.reweighted), "unchanged": diff.unchanged,
-    }, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "old_total": diff.old_total,
+                "new_total": diff.new_total,
+                "old_hot": diff.old_hot,
+                "new_hot": diff.new_hot,
+                "min_change": diff.min_change,
+                "changed": diff.changed,
+                "added": rows(diff.added),
+                "removed": rows(diff.removed),
+                "reweighted": rows(diff.reweighted),
+                "unchanged": diff.unchanged,
+            },
+            indent=2,
+        )
+        + "\n"
+    )

@@ -18,9 +18,7 @@ register(A + "gc.GcResult", "html", R + "gc", "render_gc_html")
 register(A + "gc_categories.GcCategoriesResult", "html", R + "gc", "categories_html")
 register(A + "gogc.GogcResult", "html", R + "gogc", "render_gogc_html")
 register(A + "gogc.GogcResult", "figure", R + "gogc", "gogc_figure")
-register(A + "regressions.RegressionsResult", "html", R + "regressions", "render_html",
-         max_rows=50)
+register(A + "regressions.RegressionsResult", "html", R + "regressions", "render_html", max_rows=50)
 register(A + "regressions.RegressionsResult", "figure_top", R + "regressions", "figure_top")
-register(A + "regressions.RegressionsResult", "figure_flame", R + "regressions",
-         "figure_flame")
+register(A + "regressions.RegressionsResult", "figure_flame", R + "regressions", "figure_flame")
 register(A + "pgo.PgoResult", "html", R + "pgo", "render_html")

@@ -48,12 +48,20 @@ def facts(result) -> dict[str, Any]:
         "rate": result.rate,
         "rate_unit": result.rate_unit,
         "measure": result.measure,
-        "base": {"selection": result.base_description, "profiles": result.n_base,
-                 "units": result.n_units_base, "duration_s": result.duration_base,
-                 "total": result.total_base},
-        "new": {"selection": result.new_description, "profiles": result.n_new,
-                "units": result.n_units_new, "duration_s": result.duration_new,
-                "total": result.total_new},
+        "base": {
+            "selection": result.base_description,
+            "profiles": result.n_base,
+            "units": result.n_units_base,
+            "duration_s": result.duration_base,
+            "total": result.total_base,
+        },
+        "new": {
+            "selection": result.new_description,
+            "profiles": result.n_new,
+            "units": result.n_units_new,
+            "duration_s": result.duration_new,
+            "total": result.total_new,
+        },
         "statistics": result.statistics,
         "unit": result.unit,
         "fdr": result.fdr,
@@ -72,7 +80,8 @@ def header_lines(result) -> list[str]:
         what = f"{st.type} as share of the profiles' totals"
     else:
         what = f"{st.type} as {result.rate_unit}" + (
-            " (rate per second of profile duration)" if result.rate else " (per-profile value)")
+            " (rate per second of profile duration)" if result.rate else " (per-profile value)"
+        )
     return [
         f"Type: {what}, {result.granularity}",
         f"Base: {result.base_description}: {result.n_base} profiles, "
@@ -85,24 +94,46 @@ def header_lines(result) -> list[str]:
 def render_text(result, top: int | None = 30) -> str:
     m = result.rank_by
     rows = result.rows.slice(0, top) if top else result.rows
-    head = ["rank", "base", "new", "change", f"{int(result.confidence * 100)}% interval",
-            "rel", "q", "sig", "name"]
+    head = [
+        "rank",
+        "base",
+        "new",
+        "change",
+        f"{int(result.confidence * 100)}% interval",
+        "rel",
+        "q",
+        "sig",
+        "name",
+    ]
     cells = []
     for r in rows.to_pylist():
-        interval = (f"[{_num(r[f'{m}_change_lo'])}, {_num(r[f'{m}_change_hi'])}]"
-                    if result.statistics else "-")
+        interval = (
+            f"[{_num(r[f'{m}_change_lo'])}, {_num(r[f'{m}_change_hi'])}]"
+            if result.statistics
+            else "-"
+        )
         sig = ("*" if r[f"{m}_significant"] else "") if r[f"{m}_tested"] else "untested"
         q = r[f"{m}_q"]
-        cells.append([str(r["rank"]), f"{r[f'{m}_rate_base']:.4g}", f"{r[f'{m}_rate_new']:.4g}",
-                      _num(r[f"{m}_change"]), interval, _pct(r[f"{m}_rel"]),
-                      "-" if q is None or math.isnan(q) else f"{q:.3g}", sig,
-                      r["label"]])
+        cells.append(
+            [
+                str(r["rank"]),
+                f"{r[f'{m}_rate_base']:.4g}",
+                f"{r[f'{m}_rate_new']:.4g}",
+                _num(r[f"{m}_change"]),
+                interval,
+                _pct(r[f"{m}_rel"]),
+                "-" if q is None or math.isnan(q) else f"{q:.3g}",
+                sig,
+                r["label"],
+            ]
+        )
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
     lines = header_lines(result)
     lines.append(f"Ranked by |{m} change| in {result.rate_unit}; sig '*': q <= {result.fdr:g}")
     fmt = lambda cs: "  ".join(  # noqa: E731
         c.ljust(w) if i == len(cs) - 1 else c.rjust(w)
-        for i, (c, w) in enumerate(zip(cs, widths, strict=True))).rstrip()
+        for i, (c, w) in enumerate(zip(cs, widths, strict=True))
+    ).rstrip()
     lines.append(fmt(head))
     lines += [fmt(c) for c in cells]
     if top and result.rows.num_rows > top:
@@ -135,11 +166,13 @@ def render_html(result, max_rows: int | None = 50) -> str:
     """A ``<div>`` with the facts and the top rows; every name escaped."""
     esc = html.escape
     m = result.rank_by
-    parts = ['<div class="pyproflab-regressions">',
-             "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
-             f"<table><thead><tr><th>#</th><th>{m} base</th><th>{m} new</th><th>change</th>"
-             "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
-             "<tbody>"]
+    parts = [
+        '<div class="pyproflab-regressions">',
+        "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
+        f"<table><thead><tr><th>#</th><th>{m} base</th><th>{m} new</th><th>change</th>"
+        "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
+        "<tbody>",
+    ]
     rows = result.rows.slice(0, max_rows) if max_rows else result.rows
     for r in rows.to_pylist():
         q = r[f"{m}_q"]
@@ -149,11 +182,13 @@ def render_html(result, max_rows: int | None = 50) -> str:
             f"<td>[{esc(_num(r[f'{m}_change_lo']))}, {esc(_num(r[f'{m}_change_hi']))}]</td>"
             f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
             f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
-            f"<td>{'*' if r[f'{m}_significant'] else ''}</td><td>{esc(r['label'])}</td></tr>")
+            f"<td>{'*' if r[f'{m}_significant'] else ''}</td><td>{esc(r['label'])}</td></tr>"
+        )
     parts.append("</tbody></table>")
     if rows.num_rows < result.rows.num_rows:
-        parts.append(f"<p>… {result.rows.num_rows - rows.num_rows} more rows "
-                     "(use .to_pandas())</p>")
+        parts.append(
+            f"<p>… {result.rows.num_rows - rows.num_rows} more rows (use .to_pandas())</p>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
@@ -167,8 +202,10 @@ def render_regressions(result, fmt: str = "text", *, top: int | None = None) -> 
     if fmt == "csv":
         return render_csv(result, top)
     if fmt == "html":
-        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>regressions"
-                "</title></head><body>" + render_html(result, top) + "</body></html>\n")
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>regressions'
+            "</title></head><body>" + render_html(result, top) + "</body></html>\n"
+        )
     raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -191,17 +228,27 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
         f"{nm}<br>base {r[f'{metric}_rate_base']:.4g} → new {r[f'{metric}_rate_new']:.4g} "
         f"{_plotly_text(result.rate_unit)}<br>change {_num(r[f'{metric}_change'])} "
         f"({_pct(r[f'{metric}_rel'])})<br>q {_num(r[f'{metric}_q'], 3)}"
-        for nm, r in zip(names, rows, strict=True)]
-    fig = go.Figure(go.Scatter(
-        x=x, y=list(range(len(rows))), mode="markers", marker={"color": colors, "size": 9},
-        error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
-        hovertext=hover, hoverinfo="text"))
+        for nm, r in zip(names, rows, strict=True)
+    ]
+    fig = go.Figure(
+        go.Scatter(
+            x=x,
+            y=list(range(len(rows))),
+            mode="markers",
+            marker={"color": colors, "size": 9},
+            error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    )
     fig.update_layout(
         title=f"Top {metric} changes ({_plotly_text(result.rate_unit)}), "
-              f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
+        f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
         yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
         xaxis_title=f"{metric} change ({_plotly_text(result.rate_unit)})",
-        height=max(300, 28 * len(rows) + 120), showlegend=False)
+        height=max(300, 28 * len(rows) + 120),
+        showlegend=False,
+    )
     fig.add_vline(x=0, line_dash="dot")
     return fig
 
@@ -216,9 +263,12 @@ def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
     new_total = max(sum(v for v in result.stacks.column("new").to_pylist() if v > 0), 1)
     # Per call path (tuple of nodes, root first): merged value on each side.
     nodes: dict[tuple[int, ...], list[int]] = {}
-    for path, b, nv in zip(result.stacks.column("path").to_pylist(),
-                           result.stacks.column("base").to_pylist(),
-                           result.stacks.column("new").to_pylist(), strict=True):
+    for path, b, nv in zip(
+        result.stacks.column("path").to_pylist(),
+        result.stacks.column("base").to_pylist(),
+        result.stacks.column("new").to_pylist(),
+        strict=True,
+    ):
         for i in range(1, len(path) + 1):
             acc = nodes.setdefault(tuple(path[:i]), [0, 0])
             acc[0] += b
@@ -241,14 +291,32 @@ def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
         names.append(name)
         values.append(nv)
         colors.append(max(-1.0, min(1.0, rel)))
-        hover.append(f"{name}<br>new {nv} base {b} {_plotly_text(result.sample_type.unit)}"
-                     f"<br>change {_pct(rel if b else float('nan'))}")
-    fig = go.Figure(go.Icicle(
-        ids=ids, parents=parents, labels=names, values=values, branchvalues="total",
-        marker={"colors": colors, "colorscale": "RdBu_r", "cmin": -1, "cmax": 1,
-                "colorbar": {"title": "rel. change"}},
-        hovertext=hover, hoverinfo="text", tiling={"orientation": "v", "flip": "y"},
-        sort=False))
-    fig.update_layout(title="Differential flame graph: width = new, colour = change vs base",
-                      margin={"t": 40, "l": 0, "r": 0, "b": 0})
+        hover.append(
+            f"{name}<br>new {nv} base {b} {_plotly_text(result.sample_type.unit)}"
+            f"<br>change {_pct(rel if b else float('nan'))}"
+        )
+    fig = go.Figure(
+        go.Icicle(
+            ids=ids,
+            parents=parents,
+            labels=names,
+            values=values,
+            branchvalues="total",
+            marker={
+                "colors": colors,
+                "colorscale": "RdBu_r",
+                "cmin": -1,
+                "cmax": 1,
+                "colorbar": {"title": "rel. change"},
+            },
+            hovertext=hover,
+            hoverinfo="text",
+            tiling={"orientation": "v", "flip": "y"},
+            sort=False,
+        )
+    )
+    fig.update_layout(
+        title="Differential flame graph: width = new, colour = change vs base",
+        margin={"t": 40, "l": 0, "r": 0, "b": 0},
+    )
     return fig

@@ -23,14 +23,16 @@ def value_format(result, exact: bool = False) -> ValueFormat:
         return str
     unit = result.sample_type.unit
     min_value = 0
-    for f, c in zip(result.rows.column("flat").to_pylist(), result.rows.column("cum").to_pylist(),
-                    strict=True):
+    for f, c in zip(
+        result.rows.column("flat").to_pylist(), result.rows.column("cum").to_pylist(), strict=True
+    ):
         v = abs(f) or abs(c)
         if v and (min_value == 0 or v < min_value):
             min_value = v
     # With no rows pprof keeps "minimum", which scales every value on its own.
-    out_unit = (units.pick_output_unit(min_value, result.total, unit) if result.rows.num_rows
-                else "minimum")
+    out_unit = (
+        units.pick_output_unit(min_value, result.total, unit) if result.rows.num_rows else "minimum"
+    )
     return lambda v: units.scaled_label(v, unit, out_unit)
 
 
@@ -62,8 +64,10 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
         lines.append("Active filters:")
         lines.extend("   " + (f if len(f) <= 80 else f[:80] + "…") for f in result.active_filters)
     pct = units.percentage(result.shown_total, result.total).strip()
-    lines.append(f"Showing nodes accounting for {fmt(result.shown_total)}, {pct} of "
-                 f"{fmt(result.total)} total")
+    lines.append(
+        f"Showing nodes accounting for {fmt(result.shown_total)}, {pct} of "
+        f"{fmt(result.total)} total"
+    )
     if result.total != 0:
         if result.dropped_nodes > 0:
             cut = abs(int(float(result.total) * result.node_fraction))
@@ -90,10 +94,13 @@ class TextReporter(Reporter):
         out.write(f"{'flat':>10} {'flat':>5}% {'sum':>5}% {'cum':>10} {'cum':>5}%\n")
         running = 0
         cols = {c: r.rows.column(c).to_pylist() for c in ("flat", "cum", "label", "inline")}
-        for flat, cum, label, inline in zip(cols["flat"], cols["cum"], cols["label"],
-                                            cols["inline"], strict=True):
+        for flat, cum, label, inline in zip(
+            cols["flat"], cols["cum"], cols["label"], cols["inline"], strict=True
+        ):
             running += flat
             marker = f" {inline}" if inline else ""
-            out.write(f"{fmt(flat):>10} {units.percentage(flat, r.total)} "
-                      f"{units.percentage(running, r.total)} {fmt(cum):>10} "
-                      f"{units.percentage(cum, r.total)}  {label}{marker}\n")
+            out.write(
+                f"{fmt(flat):>10} {units.percentage(flat, r.total)} "
+                f"{units.percentage(running, r.total)} {fmt(cum):>10} "
+                f"{units.percentage(cum, r.total)}  {label}{marker}\n"
+            )

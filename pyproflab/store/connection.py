@@ -74,8 +74,7 @@ def _first_line(e: BaseException) -> str:
 _DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
 
 
-def _connect(name: str, read_only: bool, deadline: float,
-             wait: float) -> duckdb.DuckDBPyConnection:
+def _connect(name: str, read_only: bool, deadline: float, wait: float) -> duckdb.DuckDBPyConnection:
     """``duckdb.connect``, retried until ``deadline`` while another process holds
     DuckDB's file lock (a writer, or readers keeping a writer out)."""
     while True:
@@ -108,8 +107,15 @@ class Store:
     ``Store.from_connection(con)``; use as a context manager or call ``close()``.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, name: str, owned: bool,
-                 read_only: bool = False, lock: StoreLock | None = None):
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        name: str,
+        owned: bool,
+        read_only: bool = False,
+        lock: StoreLock | None = None,
+    ):
         self.con = con
         self.name = name
         self.read_only = read_only
@@ -120,8 +126,14 @@ class Store:
     # --- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False,
-             create: bool = True, wait: float = 0.0) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike = "pyproflab.duckdb",
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        wait: float = 0.0,
+    ) -> Store:
         """Open the store at ``path`` (``":memory:"`` for a throw-away one).
 
         A missing file is created unless ``read_only`` or ``create=False``; a
@@ -295,8 +307,9 @@ class Store:
         where, params = (selection or Selection()).where()
         return self.sql(f"SELECT p.* FROM profiles p WHERE {where} ORDER BY p.profile_id", params)
 
-    def merged_profile(self, selection: Selection | None = None, *,
-                       sample_types: Sequence[str] | None = None) -> Profile:
+    def merged_profile(
+        self, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None
+    ) -> Profile:
         """One profile merging every selected profile by pprof's rules (see ``merge``)."""
         from pyproflab.store.merge import merged_profile
 
@@ -310,8 +323,15 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Row count of every store table."""
-        names = ("profiles", "samples", "stacks", "locations", "functions", "mappings",
-                 "label_sets")
+        names = (
+            "profiles",
+            "samples",
+            "stacks",
+            "locations",
+            "functions",
+            "mappings",
+            "label_sets",
+        )
         row = self.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM {n})" for n in names))
         return {n: int(row.column(i)[0].as_py()) for i, n in enumerate(names)}
 

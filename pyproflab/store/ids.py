@@ -73,7 +73,7 @@ def list_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> np.nd
     n_lists = len(lengths)
     acc = np.zeros(n_lists, dtype=U64)
     if len(values):
-        vals = mix(np.asarray(values, dtype=U64)[offsets[0]:offsets[-1]])
+        vals = mix(np.asarray(values, dtype=U64)[offsets[0] : offsets[-1]])
         rel_starts = starts - offsets[0]
         # Exponent of each element: distance from the end of its own list.
         exps = (np.repeat(rel_starts + lengths, lengths) - 1) - np.arange(len(vals))
@@ -173,8 +173,9 @@ def _function_id(name: str, system_name: str, filename: str, start_line: int) ->
 def function_ids(functions: pa.Table) -> np.ndarray:
     """Ids of a PROFILE_FUNCTIONS table's rows: pprof's function key
     (name, system_name, filename, start_line)."""
-    cols = [functions.column(c).to_pylist()
-            for c in ("name", "system_name", "filename", "start_line")]
+    cols = [
+        functions.column(c).to_pylist() for c in ("name", "system_name", "filename", "start_line")
+    ]
     cache = _FUNCTION_CACHE
     if len(cache) > _FUNCTION_CACHE_MAX:
         cache.clear()
@@ -187,8 +188,17 @@ def function_ids(functions: pa.Table) -> np.ndarray:
     return np.array(out, dtype=U64)
 
 
-MAPPING_COLUMNS = ("memory_start", "memory_limit", "file_offset", "filename", "build_id",
-                   "has_functions", "has_filenames", "has_line_numbers", "has_inline_frames")
+MAPPING_COLUMNS = (
+    "memory_start",
+    "memory_limit",
+    "file_offset",
+    "filename",
+    "build_id",
+    "has_functions",
+    "has_filenames",
+    "has_line_numbers",
+    "has_inline_frames",
+)
 
 
 def mapping_ids(mappings: pa.Table) -> np.ndarray:
@@ -201,8 +211,9 @@ def mapping_ids(mappings: pa.Table) -> np.ndarray:
     return out
 
 
-def location_ids(locations: pa.Table, mapping_content: np.ndarray,
-                 function_content: np.ndarray) -> np.ndarray:
+def location_ids(
+    locations: pa.Table, mapping_content: np.ndarray, function_content: np.ndarray
+) -> np.ndarray:
     """Ids of a PROFILE_LOCATIONS table's rows, given the content ids of their
     mapping_id (0 for none) and of each line's function_id (flattened lines)."""
     lines_values, offsets = _list_parts(locations.column("lines"))
@@ -265,9 +276,10 @@ def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     num = values.field("num")
     num_valid = num.is_valid().to_numpy(zero_copy_only=False)
     num_v = num.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    h = combine(combine(combine(parts[0].astype(U64), parts[1].astype(U64)),
-                        parts[2].astype(U64)),
-                combine(num_v.astype(U64), num_valid.astype(U64)))
+    h = combine(
+        combine(combine(parts[0].astype(U64), parts[1].astype(U64)), parts[2].astype(U64)),
+        combine(num_v.astype(U64), num_valid.astype(U64)),
+    )
     keys = list_hash(h, offsets, _SEED_LINES)
     lengths = np.diff(offsets)
     return np.where(lengths == 0, U64(0), _nonzero(keys))

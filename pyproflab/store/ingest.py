@@ -130,11 +130,16 @@ def profile_digest(profile: Profile) -> str:
     head = {
         "sample_types": [[st.type, st.unit] for st in profile.sample_types],
         "period_type": [profile.period_type.type, profile.period_type.unit]
-        if profile.period_type else None,
-        "period": profile.period, "time_nanos": profile.time_nanos,
-        "duration_nanos": profile.duration_nanos, "comments": profile.comments,
-        "drop_frames": profile.drop_frames, "keep_frames": profile.keep_frames,
-        "default_sample_type": profile.default_sample_type, "doc_url": profile.doc_url,
+        if profile.period_type
+        else None,
+        "period": profile.period,
+        "time_nanos": profile.time_nanos,
+        "duration_nanos": profile.duration_nanos,
+        "comments": profile.comments,
+        "drop_frames": profile.drop_frames,
+        "keep_frames": profile.keep_frames,
+        "default_sample_type": profile.default_sample_type,
+        "doc_url": profile.doc_url,
     }
     h.update(json.dumps(head, sort_keys=True).encode())
     for table in (profile.samples, profile.locations, profile.functions, profile.mappings):
@@ -150,11 +155,19 @@ def _leaf_functions(profile: Profile) -> list[str]:
     loc_ids = profile.samples.column("location_ids").combine_chunks()
     firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
     wanted = set(firsts.to_pylist())
-    names = dict(zip(profile.functions.column("id").to_pylist(),
-                     profile.functions.column("name").to_pylist(), strict=True))
+    names = dict(
+        zip(
+            profile.functions.column("id").to_pylist(),
+            profile.functions.column("name").to_pylist(),
+            strict=True,
+        )
+    )
     out = []
-    for lid, lines in zip(profile.locations.column("id").to_pylist(),
-                          profile.locations.column("lines").to_pylist(), strict=True):
+    for lid, lines in zip(
+        profile.locations.column("id").to_pylist(),
+        profile.locations.column("lines").to_pylist(),
+        strict=True,
+    ):
         if lid in wanted and lines:
             out.append(names.get(lines[0]["function_id"], ""))
     return out
@@ -163,14 +176,19 @@ def _leaf_functions(profile: Profile) -> list[str]:
 def _profile_type(profile: Profile, meta: ProfileMeta, hint: str | None) -> str:
     if meta.profile_type:
         if meta.profile_type not in PROFILE_TYPES:
-            raise StoreError(f"unknown profile type {meta.profile_type!r} "
-                             f"(one of {', '.join(PROFILE_TYPES)})")
+            raise StoreError(
+                f"unknown profile type {meta.profile_type!r} (one of {', '.join(PROFILE_TYPES)})"
+            )
         return meta.profile_type
     types = [st.type.lower() for st in profile.sample_types]
     leaves = _leaf_functions(profile) if "contentions" in types else None
-    return infer_profile_type(profile.sample_types, profile.period_type,
-                              default_sample_type=profile.default_sample_type,
-                              hint=hint or meta.source, leaf_functions=leaves)
+    return infer_profile_type(
+        profile.sample_types,
+        profile.period_type,
+        default_sample_type=profile.default_sample_type,
+        hint=hint or meta.source,
+        leaf_functions=leaves,
+    )
 
 
 def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -185,8 +203,9 @@ def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
     lines, _ = ids._list_parts(locs.column("lines"))
     functions = profile.functions
     if functions.num_rows:
-        used = np.isin(ids._u64(functions.column("id")),
-                       np.unique(ids._u64(lines.field("function_id"))))
+        used = np.isin(
+            ids._u64(functions.column("id")), np.unique(ids._u64(lines.field("function_id")))
+        )
         if not used.all():
             functions = functions.filter(pa.array(used))
     mappings = profile.mappings
@@ -202,8 +221,14 @@ def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values)
 
 
-def key_profile(profile: Profile, meta: ProfileMeta, content_hash: str, *,
-                type_hint: str | None = None, now: datetime | None = None) -> _Keyed:
+def key_profile(
+    profile: Profile,
+    meta: ProfileMeta,
+    content_hash: str,
+    *,
+    type_hint: str | None = None,
+    now: datetime | None = None,
+) -> _Keyed:
     """Turn one profile into store rows keyed by content (pure: no database).
 
     Only what the samples reference is kept (as pprof's merge compacts), plus
@@ -229,9 +254,13 @@ def key_profile(profile: Profile, meta: ProfileMeta, content_hash: str, *,
         fields=list(schema.LINE),
     )
     locations = pa.table(
-        [pa.array(loc_ids, pa.uint64()), pa.array(loc_mapping, pa.uint64()),
-         locs.column("address"), locs.column("is_folded"),
-         _list_array(line_offsets, lines)],
+        [
+            pa.array(loc_ids, pa.uint64()),
+            pa.array(loc_mapping, pa.uint64()),
+            locs.column("address"),
+            locs.column("is_folded"),
+            _list_array(line_offsets, lines),
+        ],
         schema=schema.STORE_LOCATIONS,
     )
 
@@ -242,13 +271,14 @@ def key_profile(profile: Profile, meta: ProfileMeta, content_hash: str, *,
     stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
     uniq_stacks, first = np.unique(stack_of, return_index=True)
     all_stacks = _list_array(loc_offsets, pa.array(flat, pa.uint64()))
-    stacks = pa.table([pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
-                      schema=schema.STORE_STACKS)
+    stacks = pa.table(
+        [pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
+        schema=schema.STORE_STACKS,
+    )
 
     # Label sets: distinct label lists found by a vectorized key, then each
     # distinct one made canonical and hashed once.
-    raw = ids.raw_label_keys(samples.column("labels")) if samples.num_rows else \
-        np.zeros(0, ids.U64)
+    raw = ids.raw_label_keys(samples.column("labels")) if samples.num_rows else np.zeros(0, ids.U64)
     label_of = np.zeros(samples.num_rows, dtype=ids.U64)
     set_ids: list[int] = []
     set_labels: list[list[dict]] = []
@@ -266,47 +296,61 @@ def key_profile(profile: Profile, meta: ProfileMeta, content_hash: str, *,
             if sid and sid not in seen:
                 seen.add(sid)
                 set_ids.append(sid)
-                set_labels.append([dict(zip(("key", "str", "num", "num_unit"), c, strict=True))
-                                   for c in canon])
+                set_labels.append(
+                    [dict(zip(("key", "str", "num", "num_unit"), c, strict=True)) for c in canon]
+                )
         label_of = set_of_raw[np.searchsorted(uniq_raw, raw)]
-    label_sets = pa.table([pa.array(set_ids, pa.uint64()),
-                           pa.array(set_labels, pa.list_(schema.LABEL))],
-                          schema=schema.STORE_LABEL_SETS)
+    label_sets = pa.table(
+        [pa.array(set_ids, pa.uint64()), pa.array(set_labels, pa.list_(schema.LABEL))],
+        schema=schema.STORE_LABEL_SETS,
+    )
 
-    functions = pa.table([pa.array(fn_ids, pa.uint64())] + functions.columns[1:],
-                         schema=schema.STORE_FUNCTIONS)
-    mappings = pa.table([pa.array(map_ids, pa.uint64())] + mappings.columns[1:],
-                        schema=schema.STORE_MAPPINGS)
+    functions = pa.table(
+        [pa.array(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
+    )
+    mappings = pa.table(
+        [pa.array(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
+    )
     out_samples = pa.table(
-        {"stack_id": pa.array(stack_of, pa.uint64()),
-         "label_set_id": pa.array(label_of, pa.uint64()),
-         "values": samples.column("values")},
+        {
+            "stack_id": pa.array(stack_of, pa.uint64()),
+            "label_set_id": pa.array(label_of, pa.uint64()),
+            "values": samples.column("values"),
+        },
     )
 
     pt = profile.period_type
     row = {
         "content_hash": content_hash,
-        "service": meta.service, "version": meta.version, "instance": meta.instance,
+        "service": meta.service,
+        "version": meta.version,
+        "instance": meta.instance,
         "profile_type": _profile_type(profile, meta, type_hint),
         "labels": list(meta.labels.items()) if meta.labels else None,
         "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
-        if profile.time_nanos else None,
-        "time_nanos": profile.time_nanos, "duration_nanos": profile.duration_nanos,
+        if profile.time_nanos
+        else None,
+        "time_nanos": profile.time_nanos,
+        "duration_nanos": profile.duration_nanos,
         "period": profile.period,
-        "period_type": pt.type if pt else None, "period_unit": pt.unit if pt else None,
+        "period_type": pt.type if pt else None,
+        "period_unit": pt.unit if pt else None,
         "sample_types": [{"type": st.type, "unit": st.unit} for st in profile.sample_types],
         "default_sample_type": profile.default_sample_type,
         "comments": list(profile.comments),
-        "drop_frames": profile.drop_frames, "keep_frames": profile.keep_frames,
+        "drop_frames": profile.drop_frames,
+        "keep_frames": profile.keep_frames,
         "doc_url": profile.doc_url,
-        "window_start": _ts(meta.window_start), "window_end": _ts(meta.window_end),
+        "window_start": _ts(meta.window_start),
+        "window_end": _ts(meta.window_end),
         "source": meta.source,
         "ingested_at": now or datetime.now(UTC),
         "num_samples": samples.num_rows,
         "main_mapping_id": int(main_mapping[0]) if len(main_mapping) else 0,
     }
-    return _Keyed(content_hash, row, out_samples, functions, mappings, locations, stacks,
-                  label_sets)
+    return _Keyed(
+        content_hash, row, out_samples, functions, mappings, locations, stacks, label_sets
+    )
 
 
 # --- a batch, in one transaction ---------------------------------------------------
@@ -329,14 +373,14 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     uniq, first = np.unique(all_ids, return_index=True)
     if len(uniq):
         with store.registered(_pyproflab_ids=pa.table({id_col: pa.array(uniq, pa.uint64())})):
-            fresh = store.sql(f"SELECT k.{id_col} FROM _pyproflab_ids k "
-                              f"ANTI JOIN {table_name} t USING ({id_col})")
+            fresh = store.sql(
+                f"SELECT k.{id_col} FROM _pyproflab_ids k ANTI JOIN {table_name} t USING ({id_col})"
+            )
         keep = np.isin(uniq, ids._u64(fresh.column(0)))
         first = np.sort(first[keep])
     bounds = np.cumsum([0] + [len(a) for a in id_arrays])
     owner = np.searchsorted(bounds, first, side="right") - 1
-    pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o]))
-              for o in np.unique(owner)]
+    pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o])) for o in np.unique(owner)]
     return pa.concat_tables(pieces) if pieces else tables[0].schema.empty_table()
 
 
@@ -366,8 +410,11 @@ def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
     """content_hash -> profile_id of those already in the store."""
     if not hashes:
         return {}
-    t = store.sql("SELECT content_hash, profile_id FROM profiles "
-                  "WHERE list_contains(?::VARCHAR[], content_hash)", [list(hashes)])
+    t = store.sql(
+        "SELECT content_hash, profile_id FROM profiles "
+        "WHERE list_contains(?::VARCHAR[], content_hash)",
+        [list(hashes)],
+    )
     return dict(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
 
 
@@ -379,8 +426,10 @@ def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
         return report
     with store.transaction():
         present = existing_hashes(store, [k.content_hash for k in keyed])
-        next_id = int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles")
-                      .column(0)[0].as_py()) + 1
+        next_id = (
+            int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py())
+            + 1
+        )
         fresh: list[_Keyed] = []
         for k in keyed:
             if k.content_hash in present:
@@ -398,14 +447,26 @@ def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
             rows = _new_rows(store, table_name, id_col, [getattr(k, attr) for k in fresh])
             _insert_new(store, table_name, id_col, rows)
         samples = pa.table(
-            [pa.array(np.concatenate([np.full(k.samples.num_rows, k.row["profile_id"],
-                                              dtype=np.int64) for k in fresh])),
-             pa.chunked_array([c for k in fresh for c in k.samples.column("stack_id").chunks],
-                              pa.uint64()),
-             pa.chunked_array([c for k in fresh
-                               for c in k.samples.column("label_set_id").chunks], pa.uint64()),
-             pa.chunked_array([c for k in fresh for c in k.samples.column("values").chunks],
-                              pa.list_(pa.int64()))],
+            [
+                pa.array(
+                    np.concatenate(
+                        [
+                            np.full(k.samples.num_rows, k.row["profile_id"], dtype=np.int64)
+                            for k in fresh
+                        ]
+                    )
+                ),
+                pa.chunked_array(
+                    [c for k in fresh for c in k.samples.column("stack_id").chunks], pa.uint64()
+                ),
+                pa.chunked_array(
+                    [c for k in fresh for c in k.samples.column("label_set_id").chunks], pa.uint64()
+                ),
+                pa.chunked_array(
+                    [c for k in fresh for c in k.samples.column("values").chunks],
+                    pa.list_(pa.int64()),
+                ),
+            ],
             schema=schema.STORE_SAMPLES,
         )
         _insert_samples(store, samples)
@@ -414,8 +475,12 @@ def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
     return report
 
 
-def ingest(store: Store, items: Iterable[tuple[Profile, ProfileMeta]], *,
-           content_hashes: Sequence[str | None] | None = None) -> IngestReport:
+def ingest(
+    store: Store,
+    items: Iterable[tuple[Profile, ProfileMeta]],
+    *,
+    content_hashes: Sequence[str | None] | None = None,
+) -> IngestReport:
     """Store a batch of (Profile, ProfileMeta) in ONE transaction: all or nothing.
 
     ``content_hashes`` (sha256 hex of each file's decompressed bytes) identify the
@@ -426,8 +491,10 @@ def ingest(store: Store, items: Iterable[tuple[Profile, ProfileMeta]], *,
     if len(hashes) != len(items):
         raise ValueError("content_hashes must have one entry per profile")
     now = datetime.now(UTC)
-    keyed = [key_profile(p, m, h or profile_digest(p), now=now)
-             for (p, m), h in zip(items, hashes, strict=True)]
+    keyed = [
+        key_profile(p, m, h or profile_digest(p), now=now)
+        for (p, m), h in zip(items, hashes, strict=True)
+    ]
     return store_keyed(store, keyed)
 
 
@@ -448,7 +515,7 @@ def compile_template(template: str) -> re.Pattern[str]:
     """
     pattern, pos, seen = [], 0, set()
     for m in _FIELD.finditer(template):
-        pattern.append(re.escape(template[pos:m.start()]))
+        pattern.append(re.escape(template[pos : m.start()]))
         name = m.group(1)
         if name in seen:
             pattern.append(f"(?P={name})")
@@ -505,8 +572,9 @@ def _sidecar(path: str) -> dict[str, Any] | None:
     return out
 
 
-def expand_paths(paths: Iterable[str | os.PathLike]) -> tuple[list[str], list[str],
-                                                              list[tuple[str, str]]]:
+def expand_paths(
+    paths: Iterable[str | os.PathLike],
+) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     """(profile files, Parquet dataset folders, refused) from files, folders and globs.
 
     Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
@@ -601,7 +669,7 @@ def ingest_paths(
     done = 0
 
     for start in range(0, total, batch_size):
-        batch = files[start:start + batch_size]
+        batch = files[start : start + batch_size]
         # Read and hash first: files already in the store are never decoded.
         raws: list[tuple[str, bytes, str, ProfileMeta, str | None]] = []
         for path in batch:

@@ -49,8 +49,9 @@ def _vt(t: str | None, u: str | None) -> ValueType | None:
 # --- headers (pprof's combineHeaders after compatibilizeSampleTypes) ---------------
 
 
-def merge_headers(rows: list[dict[str, Any]], keep: Sequence[str] | None = None
-                  ) -> tuple[dict[str, Any], list[list[int]]]:
+def merge_headers(
+    rows: list[dict[str, Any]], keep: Sequence[str] | None = None
+) -> tuple[dict[str, Any], list[list[int]]]:
     """The merged header and, per profile, the index of each kept sample type."""
     first = rows[0]
     ptype = (first["period_type"], first["period_unit"])
@@ -70,8 +71,10 @@ def merge_headers(rows: list[dict[str, Any]], keep: Sequence[str] | None = None
     if keep is not None:
         missing = [t for t in keep if t not in common]
         if missing:
-            raise StoreError(f"sample type {missing[0]!r} is not in every selected profile "
-                             f"(common: {', '.join(common) or 'none'})")
+            raise StoreError(
+                f"sample type {missing[0]!r} is not in every selected profile "
+                f"(common: {', '.join(common) or 'none'})"
+            )
         common = list(keep)
     if not common:
         raise StoreError("the selected profiles have no sample type in common")
@@ -109,9 +112,15 @@ def merge_headers(rows: list[dict[str, Any]], keep: Sequence[str] | None = None
         doc_url = doc_url or r["doc_url"]
     header = dict(
         sample_types=[ValueType(t, units[t]) for t in common],
-        period_type=_vt(*ptype), period=period, time_nanos=time_nanos,
-        duration_nanos=duration, comments=comments, drop_frames=first["drop_frames"],
-        keep_frames=first["keep_frames"], default_sample_type=default, doc_url=doc_url,
+        period_type=_vt(*ptype),
+        period=period,
+        time_nanos=time_nanos,
+        duration_nanos=duration,
+        comments=comments,
+        drop_frames=first["drop_frames"],
+        keep_frames=first["keep_frames"],
+        default_sample_type=default,
+        doc_url=doc_url,
     )
     return header, index_lists
 
@@ -146,8 +155,14 @@ def _fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Tabl
     return t
 
 
-def assemble(store: Store, stack_id: np.ndarray, label_set_id: np.ndarray,
-             values: pa.Array, header: dict[str, Any], main_mapping_id: int) -> Profile:
+def assemble(
+    store: Store,
+    stack_id: np.ndarray,
+    label_set_id: np.ndarray,
+    values: pa.Array,
+    header: dict[str, Any],
+    main_mapping_id: int,
+) -> Profile:
     """A Profile from samples keyed by store ids: fetch only what they reference,
     renumber ids 1..n (first appearance), and build the PROFILE_* tables."""
     # Stacks.
@@ -157,16 +172,25 @@ def assemble(store: Store, stack_id: np.ndarray, label_set_id: np.ndarray,
     st_flat, st_offsets = ids._list_parts(stacks.column("location_ids"))
     st_flat = ids._u64(st_flat)
     if len(st_ids) != len(uniq_stacks):
-        raise StoreError(f"{store.name}: store is inconsistent: samples reference "
-                         f"{len(uniq_stacks) - len(st_ids)} missing stacks")
+        raise StoreError(
+            f"{store.name}: store is inconsistent: samples reference "
+            f"{len(uniq_stacks) - len(st_ids)} missing stacks"
+        )
     # Order stacks as the samples first use them, so location ids follow sample order.
     st_sort = np.argsort(st_ids)
-    stack_pos = st_sort[np.searchsorted(st_ids[st_sort], stack_id)] if len(st_ids) else \
-        np.zeros(0, np.int64)
-    stack_lists = pa.ListArray.from_arrays(pa.array(st_offsets.astype(np.int32)),
-                                           pa.array(st_flat, pa.uint64()))
-    sample_stacks = stack_lists.take(pa.array(stack_pos)) if len(stack_id) else \
-        pa.array([], pa.list_(pa.uint64()))
+    stack_pos = (
+        st_sort[np.searchsorted(st_ids[st_sort], stack_id)]
+        if len(st_ids)
+        else np.zeros(0, np.int64)
+    )
+    stack_lists = pa.ListArray.from_arrays(
+        pa.array(st_offsets.astype(np.int32)), pa.array(st_flat, pa.uint64())
+    )
+    sample_stacks = (
+        stack_lists.take(pa.array(stack_pos))
+        if len(stack_id)
+        else pa.array([], pa.list_(pa.uint64()))
+    )
     s_flat, s_offsets = ids._list_parts(sample_stacks)
     s_flat = ids._u64(s_flat)
 
@@ -197,31 +221,49 @@ def assemble(store: Store, stack_id: np.ndarray, label_set_id: np.ndarray,
     wanted_sets = np.unique(label_set_id[label_set_id != 0])
     sets = _fetch(store, "label_sets", "label_set_id", wanted_sets)
     set_cid = ids._u64(sets.column("label_set_id"))
-    set_lists = pa.concat_arrays([pa.array([[]], pa.list_(schema.LABEL)),
-                                  sets.column("labels").combine_chunks().cast(
-                                      pa.list_(schema.LABEL))])
+    set_lists = pa.concat_arrays(
+        [
+            pa.array([[]], pa.list_(schema.LABEL)),
+            sets.column("labels").combine_chunks().cast(pa.list_(schema.LABEL)),
+        ]
+    )
     all_set_ids = np.concatenate([np.zeros(1, ids.U64), set_cid])
     set_sort = np.argsort(all_set_ids)
     set_pos = set_sort[np.searchsorted(all_set_ids[set_sort], label_set_id)]
-    labels = set_lists.take(pa.array(set_pos)) if len(label_set_id) else \
-        pa.array([], pa.list_(schema.LABEL))
+    labels = (
+        set_lists.take(pa.array(set_pos))
+        if len(label_set_id)
+        else pa.array([], pa.list_(schema.LABEL))
+    )
 
     # Renumber and build.
     new_loc = _renumber(s_flat, loc_order)
     samples = pa.table(
-        [pa.ListArray.from_arrays(pa.array(s_offsets.astype(np.int32)),
-                                  pa.array(new_loc, pa.uint64())),
-         values, labels],
+        [
+            pa.ListArray.from_arrays(
+                pa.array(s_offsets.astype(np.int32)), pa.array(new_loc, pa.uint64())
+            ),
+            values,
+            labels,
+        ],
         schema=schema.PROFILE_SAMPLES,
     )
     new_lines = pa.StructArray.from_arrays(
-        [pa.array(_renumber(line_fn, fn_order), pa.uint64()), lines_flat.field("line"),
-         lines_flat.field("column")], fields=list(schema.LINE))
+        [
+            pa.array(_renumber(line_fn, fn_order), pa.uint64()),
+            lines_flat.field("line"),
+            lines_flat.field("column"),
+        ],
+        fields=list(schema.LINE),
+    )
     locations = pa.table(
-        [pa.array(np.arange(1, len(loc_order) + 1, dtype=ids.U64)),
-         pa.array(_renumber(loc_mapping, map_order), pa.uint64()),
-         locs.column("address"), locs.column("is_folded"),
-         pa.ListArray.from_arrays(pa.array(line_offsets.astype(np.int32)), new_lines)],
+        [
+            pa.array(np.arange(1, len(loc_order) + 1, dtype=ids.U64)),
+            pa.array(_renumber(loc_mapping, map_order), pa.uint64()),
+            locs.column("address"),
+            locs.column("is_folded"),
+            pa.ListArray.from_arrays(pa.array(line_offsets.astype(np.int32)), new_lines),
+        ],
         schema=schema.PROFILE_LOCATIONS,
     )
     functions = pa.table(
@@ -232,8 +274,9 @@ def assemble(store: Store, stack_id: np.ndarray, label_set_id: np.ndarray,
         [pa.array(np.arange(1, len(map_order) + 1, dtype=ids.U64))] + maps.columns[1:],
         schema=schema.PROFILE_MAPPINGS,
     )
-    return Profile(samples=samples, locations=locations, functions=functions,
-                   mappings=mappings, **header)
+    return Profile(
+        samples=samples, locations=locations, functions=functions, mappings=mappings, **header
+    )
 
 
 def _header_rows(store: Store, where: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -242,8 +285,9 @@ def _header_rows(store: Store, where: str, params: list[Any]) -> list[dict[str, 
     ).to_pylist()
 
 
-def merged_profile(store: Store, selection: Selection | None = None, *,
-                   sample_types: Sequence[str] | None = None) -> Profile:
+def merged_profile(
+    store: Store, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None
+) -> Profile:
     """One profile merging the selected profiles (see the module docstring)."""
     from pyproflab.store.select import Selection
 
@@ -256,9 +300,14 @@ def merged_profile(store: Store, selection: Selection | None = None, *,
     k = len(header["sample_types"])
 
     # Per profile, the 1-based position of each kept sample type in its values.
-    sel = pa.table({"profile_id": pa.array([r["profile_id"] for r in rows], pa.int64()),
-                    **{f"i{j}": pa.array([idx[j] + 1 for idx in index_lists], pa.int32())
-                       for j in range(k)}})
+    sel = pa.table(
+        {
+            "profile_id": pa.array([r["profile_id"] for r in rows], pa.int64()),
+            **{
+                f"i{j}": pa.array([idx[j] + 1 for idx in index_lists], pa.int32()) for j in range(k)
+            },
+        }
+    )
     sums = ", ".join(f'sum(s."values"[sel.i{j}])::BIGINT AS v{j}' for j in range(k))
     nonzero = " OR ".join(f"v{j} <> 0" for j in range(k))
     lo, hi = min(r["profile_id"] for r in rows), max(r["profile_id"] for r in rows)
@@ -275,11 +324,17 @@ def merged_profile(store: Store, selection: Selection | None = None, *,
     n = merged.num_rows
     cols = [merged.column(f"v{j}").to_numpy() for j in range(k)]
     flat_values = np.column_stack(cols).ravel() if n else np.zeros(0, np.int64)
-    values = pa.ListArray.from_arrays(pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
-                                      pa.array(flat_values, pa.int64()))
-    return assemble(store, ids._u64(merged.column("stack_id")),
-                    ids._u64(merged.column("label_set_id")), values, header,
-                    rows[0]["main_mapping_id"])
+    values = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)), pa.array(flat_values, pa.int64())
+    )
+    return assemble(
+        store,
+        ids._u64(merged.column("stack_id")),
+        ids._u64(merged.column("label_set_id")),
+        values,
+        header,
+        rows[0]["main_mapping_id"],
+    )
 
 
 def stored_profile(store: Store, profile_id: int) -> Profile:
@@ -290,17 +345,29 @@ def stored_profile(store: Store, profile_id: int) -> Profile:
     r = rows[0]
     header = dict(
         sample_types=[ValueType(st["type"], st["unit"]) for st in r["sample_types"]],
-        period_type=_vt(r["period_type"], r["period_unit"]), period=r["period"],
-        time_nanos=r["time_nanos"], duration_nanos=r["duration_nanos"],
-        comments=list(r["comments"]), drop_frames=r["drop_frames"],
-        keep_frames=r["keep_frames"], default_sample_type=r["default_sample_type"],
+        period_type=_vt(r["period_type"], r["period_unit"]),
+        period=r["period"],
+        time_nanos=r["time_nanos"],
+        duration_nanos=r["duration_nanos"],
+        comments=list(r["comments"]),
+        drop_frames=r["drop_frames"],
+        keep_frames=r["keep_frames"],
+        default_sample_type=r["default_sample_type"],
         doc_url=r["doc_url"],
     )
-    s = store.sql('SELECT stack_id, label_set_id, "values" FROM samples WHERE profile_id = ? '
-                  "ORDER BY rowid", [int(profile_id)])
+    s = store.sql(
+        'SELECT stack_id, label_set_id, "values" FROM samples WHERE profile_id = ? ORDER BY rowid',
+        [int(profile_id)],
+    )
     values = s.column("values").combine_chunks().cast(pa.list_(pa.int64()))
-    return assemble(store, ids._u64(s.column("stack_id")), ids._u64(s.column("label_set_id")),
-                    values, header, r["main_mapping_id"])
+    return assemble(
+        store,
+        ids._u64(s.column("stack_id")),
+        ids._u64(s.column("label_set_id")),
+        values,
+        header,
+        r["main_mapping_id"],
+    )
 
 
 __all__ = ["assemble", "merge_headers", "merged_profile", "stored_profile"]

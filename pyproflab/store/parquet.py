@@ -34,8 +34,13 @@ from pyproflab.store.select import TAKEN_AT
 
 FORMAT = "pyproflab-parquet"
 FORMAT_VERSION = 1
-DEDUP = (("stacks", "stack_id"), ("locations", "location_id"), ("functions", "function_id"),
-         ("mappings", "mapping_id"), ("label_sets", "label_set_id"))
+DEDUP = (
+    ("stacks", "stack_id"),
+    ("locations", "location_id"),
+    ("functions", "function_id"),
+    ("mappings", "mapping_id"),
+    ("label_sets", "label_set_id"),
+)
 
 
 def _literal(path: Path) -> str:
@@ -49,8 +54,10 @@ class ExportSummary:
     counts: dict[str, int]
 
     def __str__(self) -> str:
-        return (f"exported {self.counts['profiles']} profiles, {self.counts['samples']} samples "
-                f"to {self.path}")
+        return (
+            f"exported {self.counts['profiles']} profiles, {self.counts['samples']} samples "
+            f"to {self.path}"
+        )
 
 
 def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
@@ -76,8 +83,11 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
     for table, _ in DEDUP:
         store.execute(f"COPY {table} TO {_literal(out / (table + '.parquet'))} (FORMAT parquet)")
     marker = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": SCHEMA_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(), "counts": counts,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "counts": counts,
     }
     (out / DATASET_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     return ExportSummary(str(out), counts)
@@ -100,8 +110,10 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
     except (OSError, ValueError) as e:
         raise StoreError(f"{d}: not a pyproflab Parquet dataset ({e})") from None
     if marker.get("format") != FORMAT or int(marker.get("format_version", 0)) > FORMAT_VERSION:
-        raise StoreError(f"{d}: unsupported dataset format {marker.get('format')!r} "
-                         f"version {marker.get('format_version')!r}")
+        raise StoreError(
+            f"{d}: unsupported dataset format {marker.get('format')!r} "
+            f"version {marker.get('format_version')!r}"
+        )
     report = IngestReport()
     profile_files = _files(d, "profiles")
     if not profile_files:
@@ -119,8 +131,9 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
         report.present = int(total) - idmap.num_rows
         if idmap.num_rows == 0:
             return report
-        base = int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles")
-                   .column(0)[0].as_py())
+        base = int(
+            store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py()
+        )
         new_ids = list(range(base + 1, base + 1 + idmap.num_rows))
         idmap = idmap.append_column("new_id", pa.array(new_ids, pa.int64()))
         report.new = len(new_ids)

@@ -26,8 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-PROFILE_TYPES = ("cpu", "heap", "allocs", "goroutine", "mutex", "block", "threadcreate", "wall",
-                 "other")
+PROFILE_TYPES = (
+    "cpu",
+    "heap",
+    "allocs",
+    "goroutine",
+    "mutex",
+    "block",
+    "threadcreate",
+    "wall",
+    "other",
+)
 
 # Leaf functions that only a mutex profile has: Go records mutex contention when
 # the lock is released, so the sample's leaf is the unlock.

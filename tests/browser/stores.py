@@ -87,8 +87,9 @@ def _hostile_names(lab) -> dict[str, str]:
     and every copied profile shows at least one."""
     names = lab.top(profile_type="cpu").rows.column("name").to_pylist()
     allocating = set(lab.top(profile_type="allocs").rows.column("name").to_pylist())
-    second = next(n for n in names if n in allocating
-                  and n not in ("main.scoreNote", "runtime.asyncPreempt"))
+    second = next(
+        n for n in names if n in allocating and n not in ("main.scoreNote", "runtime.asyncPreempt")
+    )
     return {"main.scoreNote": EVIL_IMG, second: EVIL_SCRIPT}
 
 
