@@ -10,10 +10,14 @@ What it does, in order:
    ``/debug/pprof/`` behind a bearer token. The token comes from
    ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
    header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
-3. Drives load at all four, round robin, the rate ramping up over
-   ``--load-seconds``; after a short warm-up, ``collect`` takes a CPU profile of
-   ``--cpu-seconds`` plus allocs, mutex and block deltas over the same window,
-   heap and goroutine snapshots at its end, and ``/metrics`` every 2 s.
+3. Drives load at all four, round robin: a warm-up whose rate ramps up, then a
+   steady rate for the rest of ``--load-seconds`` (steady, so that profiles
+   taken at different moments measure the same work and can be compared as
+   samples). ``collect`` then runs ``--windows`` windows one after the other:
+   each takes a CPU profile of ``--cpu-seconds`` plus allocs, mutex and block
+   deltas over the same window and scrapes ``/metrics`` every 2 s; the last
+   also takes heap and goroutine snapshots at its end. Several CPU profiles
+   per instance give the v1 vs v2 comparison samples to do statistics on.
 4. Stops the fleet, reads the gctrace logs into ``gc_cycles`` (times = each
    process's start + the runtime's ``@seconds``), and prints a summary of this
    run's profiles: the top CPU functions fleet-wide, the GC share per instance
@@ -72,8 +76,13 @@ INSTANCES: tuple[tuple[str, str, int], ...] = (
 PROFILE_TYPES = ("cpu", "heap", "allocs", "mutex", "block", "goroutine")
 WINDOWED_TYPES = ("cpu", "allocs", "mutex", "block")  # taken over the whole window
 METRICS_INTERVAL = 2.0
-WARMUP_SECONDS = 3.0  # load before the collection window opens
-RATE_START, RATE_END = 300.0, 1300.0  # requests/s over the fleet, ramped linearly
+WARMUP_SECONDS = 4.0  # load, ramping up, before the first collection window opens
+# Requests/s over the fleet: ramped from RATE_START during the warm-up, then
+# RATE. Four instances at 700/s use about 1.3 of this machine's 2 cores: a
+# saturated machine would share CPU between them and hide v2's extra work.
+RATE_START, RATE = 300.0, 700.0
+# Each window's fetches take about this much longer than the window itself.
+WINDOW_OVERHEAD_SECONDS = 3.0
 TOP_NODES = 12
 
 
@@ -178,12 +187,13 @@ class Demo:
                 return 1
             with Lab.open(self.db) as lab:
                 self.start_fleet(harness, bins, procs, token)
-                report = self.load_and_collect(harness, bins, procs, lab)
+                reports = self.load_and_collect(harness, bins, procs, lab)
                 with signals_ignored():
                     procs.stop(harness)
                 self.ingest_gctrace(lab, procs.instances)
-                ids = [f.profile_id for f in report.fetches if f.profile_id is not None]
-                if not any(f.ok and f.profile_type == "cpu" for f in report.fetches):
+                fetches = [f for r in reports for f in r.fetches]
+                ids = [f.profile_id for f in fetches if f.profile_id is not None]
+                if not any(f.ok and f.profile_type == "cpu" for f in fetches):
                     print("pyproflab demo: error: no CPU profile was collected", file=sys.stderr)
                     return 1
                 self.summary(lab, ids)
@@ -214,56 +224,81 @@ class Demo:
             inst.wait_ready(30.0)
             self.say(f"{inst.instance}: {inst.base_url} pid {inst.pid} GOGC={inst.gogc}")
 
-    def load_and_collect(self, harness: ModuleType, bins: Any, procs: Processes, lab: Any) -> Any:
+    def load_and_collect(
+        self, harness: ModuleType, bins: Any, procs: Processes, lab: Any
+    ) -> list[Any]:
+        """Warm up, then collect ``--windows`` windows under steady load; the
+        collect reports, one per window."""
         from pyproflab.collect import collect
         from pyproflab.sources.targets import Target
 
         a = self.args
+        warmup = self.start_load(harness, bins, procs, WARMUP_SECONDS, RATE_START, RATE)
+        self.say(f"warm-up: {RATE_START:.0f} -> {RATE:.0f} requests/s for {WARMUP_SECONDS:g} s")
+        self.finish_load(harness, warmup, "warm-up")
+        steady_seconds = a.load_seconds - WARMUP_SECONDS
+        run = self.start_load(harness, bins, procs, steady_seconds, RATE, RATE)
+        self.say(f"load: {RATE:.0f} requests/s for {steady_seconds:g} s (loadgen pid {run.pid})")
+        targets = [
+            Target(SERVICE, inst.version, inst.instance, inst.base_url, auth_env=AUTH_ENV)
+            for inst in procs.instances
+        ]
+        self.archive.mkdir(parents=True, exist_ok=True)
+        reports = []
+        for w in range(a.windows):
+            last = w == a.windows - 1
+            types = PROFILE_TYPES if last else WINDOWED_TYPES
+            self.say(
+                f"window {w + 1}/{a.windows}: {', '.join(types)} from {len(targets)} "
+                f"instances, CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
+            )
+            report = collect(
+                lab.store,
+                targets,
+                seconds=a.cpu_seconds,
+                types=types,
+                archive_dir=self.archive,
+                metrics_interval=METRICS_INTERVAL,
+            )
+            self.say(report.summary())
+            for line in report.errors():
+                print(f"  {line}", file=sys.stderr)
+            reports.append(report)
+        self.finish_load(harness, run, "loadgen")
+        return reports
+
+    def start_load(
+        self,
+        harness: ModuleType,
+        bins: Any,
+        procs: Processes,
+        seconds: float,
+        rate_start: float,
+        rate_end: float,
+    ) -> Any:
         run = harness.start_load(
             procs.instances,
-            duration=a.load_seconds,
-            rate_start=RATE_START,
-            rate_end=RATE_END,
-            max_requests=int(RATE_END * a.load_seconds) + 1000,
+            duration=seconds,
+            rate_start=rate_start,
+            rate_end=rate_end,
+            max_requests=int(max(rate_start, rate_end) * seconds) + 1000,
             concurrency=16,
             loadgen=bins.loadgen,
         )
         procs.loads.append(run)
         procs.note("loadgen", run.pid)
-        self.say(
-            f"load: {RATE_START:.0f} -> {RATE_END:.0f} requests/s for {a.load_seconds:g} s "
-            f"(loadgen pid {run.pid})"
-        )
-        time.sleep(min(WARMUP_SECONDS, a.load_seconds / 4))
-        targets = [
-            Target(SERVICE, inst.version, inst.instance, inst.base_url, auth_env=AUTH_ENV)
-            for inst in procs.instances
-        ]
-        self.say(
-            f"collect: {', '.join(PROFILE_TYPES)} from {len(targets)} instances, "
-            f"CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
-        )
-        self.archive.mkdir(parents=True, exist_ok=True)
-        report = collect(
-            lab.store,
-            targets,
-            seconds=a.cpu_seconds,
-            types=PROFILE_TYPES,
-            archive_dir=self.archive,
-            metrics_interval=METRICS_INTERVAL,
-        )
-        self.say(report.summary())
-        for line in report.errors():
-            print(f"  {line}", file=sys.stderr)
+        return run
+
+    def finish_load(self, harness: ModuleType, run: Any, what: str) -> None:
+        """Wait for a loadgen to end (it is bounded by its duration) and say how it went."""
         try:
             load = run.wait()
             self.say(
-                f"loadgen: {load.get('requests')} requests, {load.get('errors')} errors, "
+                f"{what}: {load.get('requests')} requests, {load.get('errors')} errors, "
                 f"p99 {load.get('p99_ms', 0):.1f} ms, {load.get('rate_avg', 0):.0f}/s on average"
             )
         except harness.FleetError as e:
-            print(f"  loadgen: {e}", file=sys.stderr)
-        return report
+            print(f"  {what}: {e}", file=sys.stderr)
 
     def ingest_gctrace(self, lab: Any, instances: list[Any]) -> None:
         """One gc_cycles row per gctrace line; time = process start + @seconds."""
@@ -438,8 +473,8 @@ def headline(lab: Any, cpu_ids: list[int]) -> str:
     )
     if not mine["flat_significant"] and min(r.n_base, r.n_new) < 3:
         lines.append(
-            "  (one CPU profile per instance: too few for the t-test to call anything;"
-            " the size and rank of the change are the signal)"
+            "  (fewer than 3 CPU profiles per version: too few for the t-test to call"
+            " anything; the size and rank of the change are the signal; run more --windows)"
         )
     lines.append(f"  rank {mine['rank']} of {len(rows)} functions by |flat change|; top 3:")
     for x in rows[:3]:
@@ -460,14 +495,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--db", default="pyproflab.duckdb", help="the store (default %(default)s)")
     p.add_argument("--workdir", default=".demo", help="logs and PID files (default %(default)s)")
-    p.add_argument("--load-seconds", type=float, default=36.0, help="load duration (36)")
-    p.add_argument("--cpu-seconds", type=int, default=25, help="CPU profile window (25)")
+    p.add_argument(
+        "--load-seconds", type=float, default=56.0, help="load duration, warm-up included (56)"
+    )
+    p.add_argument("--cpu-seconds", type=int, default=10, help="length of each window (10)")
+    p.add_argument("--windows", type=int, default=4, help="collection windows in a row (4)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     args = p.parse_args(argv)
     if not 4 <= args.load_seconds <= 600:
         p.error("--load-seconds must be between 4 and 600")
-    if args.cpu_seconds < 1 or args.cpu_seconds > args.load_seconds - 2:
-        p.error("--cpu-seconds must be at least 1 and 2 less than --load-seconds")
+    if args.cpu_seconds < 1 or args.windows < 1:
+        p.error("--cpu-seconds and --windows must be at least 1")
+    needed = WARMUP_SECONDS + args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+    if needed > args.load_seconds:
+        p.error(
+            f"--load-seconds must cover the warm-up and every window: at least {needed:g} "
+            f"for {args.windows} windows of {args.cpu_seconds} s"
+        )
     return args
 
 

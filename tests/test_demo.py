@@ -119,7 +119,9 @@ def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen) -> None:
 def test_interrupt_leaves_no_process(
     fleet_built: None, tmp_path: Path, moment: str, group: bool
 ) -> None:
-    proc = start_demo(tmp_path, "--load-seconds", "8", "--cpu-seconds", "4", group=group)
+    proc = start_demo(
+        tmp_path, "--load-seconds", "11", "--cpu-seconds", "4", "--windows", "1", group=group
+    )
     try:
         if moment == "starting":
             # The first notesd is noted the moment it is launched: interrupt then,
@@ -153,7 +155,7 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
     from pyproflab.store import Store
 
     t = time.monotonic()
-    proc = start_demo(tmp_path, "--load-seconds", "10", "--cpu-seconds", "5")
+    proc = start_demo(tmp_path, "--load-seconds", "16", "--cpu-seconds", "3", "--windows", "2")
     try:
         out, err = proc.communicate(timeout=150)
     finally:
@@ -163,10 +165,10 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
     took = time.monotonic() - t
     assert proc.returncode == 0, f"{out}\n{err}"
     assert "Traceback" not in err
-    assert took < 90, f"a 10 s demo took {took:.0f} s"
+    assert took < 90, f"a 16 s demo took {took:.0f} s"
     assert_nothing_left(tmp_path)
     kinds = sorted(k for k, _ in pid_lines(tmp_path))
-    assert kinds == ["loadgen"] + ["notesd"] * 4
+    assert kinds == ["loadgen"] * 2 + ["notesd"] * 4  # warm-up, then steady load
 
     # The three sections, in order, each with its content.
     top_at = out.index("== Top CPU functions, fleet-wide")
@@ -203,7 +205,10 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
             "block",
             "goroutine",
         }
-        assert all(r["n"] == r["windows"] == 1 for r in got), got
+        # Two windows: each windowed type twice; the snapshots once, at the end.
+        for r in got:
+            want = 1 if r["profile_type"] in ("heap", "goroutine") else 2
+            assert r["n"] == r["windows"] == want, got
         cycles = store.sql("SELECT instance, count(*) AS n FROM gc_cycles GROUP BY ALL")
         assert len(cycles.to_pylist()) == 4 and all(r["n"] > 0 for r in cycles.to_pylist())
         samples = store.sql("SELECT count(DISTINCT instance) FROM metric_samples").column(0)

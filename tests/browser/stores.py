@@ -1,7 +1,7 @@
 """Stores the report, notebook and untrusted-names tests run on, built once per session.
 
 - ``demo_store()``: the real demo job (``python -m pyproflab.demo``) with a short
-  load (8 s, CPU window 4 s): the notesd fleet, v1/v2 x two instances, every
+  load (11 s, one CPU window of 4 s): the notesd fleet, v1/v2 x two instances, every
   profile type, metric_samples and gc_cycles. About 10 s once the fleet
   binaries are cached (the first build fetches modules and takes longer).
 - ``evil_store()``: a copy of the demo store plus, per CPU and allocs profile of
@@ -57,9 +57,11 @@ def _build_demo() -> tuple[Path | None, str]:
             "--workdir",
             str(out / "work"),
             "--load-seconds",
-            "8",
+            "11",
             "--cpu-seconds",
             "4",
+            "--windows",
+            "1",
             "--quiet",
         ],
         cwd=REPO,
