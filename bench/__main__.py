@@ -118,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     if not LARGE_CPU.exists():
         print(f"bench needs the corpus: {LARGE_CPU} not found", file=sys.stderr)
         return 2
-    work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="pyproflab-bench-"))
+    # Resolved: the Go build runs in another folder and writes to this path.
+    work = (
+        Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="pyproflab-bench-"))
+    ).resolve()
     work.mkdir(parents=True, exist_ok=True)
     for name in args.only.split(","):
         for text in SECTIONS[name](work, args.runs):

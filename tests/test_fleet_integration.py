@@ -374,6 +374,10 @@ def test_gc_cycles_prometheus_equal_gctrace(fleet_run: Run) -> None:
                 f"{instance}: Prometheus counts {from_prom} cycles between "
                 f"{first.time:.3f} and {last.time:.3f}, gctrace {from_trace}"
             )
+            print(
+                f"\n{instance}: GC cycles over the load, Prometheus {from_prom}, "
+                f"gctrace {from_trace}"
+            )
 
 
 def test_next_gc_equals_gctrace_goal(fleet_run: Run) -> None:
@@ -400,6 +404,7 @@ def test_next_gc_equals_gctrace_goal(fleet_run: Run) -> None:
             assert compared >= 10, f"{instance}: only {compared} scrapes to compare"
             # Most scrapes fall well inside a cycle's gap: there the equality is exact.
             assert exact >= 0.8 * compared, f"{instance}: {exact} of {compared} exact"
+            print(f"\n{instance}: next_gc equals the gctrace goal in {exact} of {compared} scrapes")
 
 
 def test_profiles_windows_and_gc_join(fleet_run: Run) -> None:

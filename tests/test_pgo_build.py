@@ -94,3 +94,15 @@ def test_pgo_build_devirtualizes_and_inlines(go_bin, fleet_profiles, tmp_path):
     assert edge, "the profiles hold no main.(*ranker).rank -> main.termScorer.Score edge"
     assert PLANTED.search(on), "planted sc.Score not devirtualized despite the edge"
     assert not PLANTED.search(off)
+    print(
+        f"\n-pgo=default.pgo: {_line(on, PLANTED)}\n  {_line(on, HOT_INLINE)}\n"
+        f"  {len(DEVIRT.findall(on))} devirtualized calls, "
+        f"{len(HOT_INLINE.findall(on))} hot-budget inlines, {len(res.edges.hot)} hot edges; "
+        f"-pgo=off: {len(DEVIRT.findall(off))} and {len(HOT_INLINE.findall(off))}"
+    )
+
+
+def _line(text: str, pattern: re.Pattern) -> str:
+    """The whole line of ``text`` where ``pattern`` first matches."""
+    m = pattern.search(text)
+    return text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())].strip()
