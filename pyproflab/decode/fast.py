@@ -62,27 +62,68 @@ class Tokens:
 
 
 def tokenize(buf: bytes) -> Tokens:
+    """Split ``buf`` into varints (each ends at a byte below 0x80) and decode them all.
+
+    Rules: the buffer must end on a varint's last byte and no varint may be longer
+    than 10 bytes (else ``_HandToReference``); values wrap modulo 2**64 as in upb.
+    """
+    size = len(buf)
     data = np.frombuffer(buf, dtype=np.uint8)
-    if data.size and data[-1] & 0x80:
+    if size and data[-1] & 0x80:
         raise _HandToReference("buffer ends inside a varint")
     ends = np.flatnonzero(data < 0x80)
-    values = data[ends].astype(U64)
-    lengths = np.empty_like(ends)
-    if ends.size:
-        lengths[0] = ends[0] + 1
-        np.subtract(ends[1:], ends[:-1], out=lengths[1:])
-    longest = int(lengths.max()) if lengths.size else 0
-    if longest > MAX_VARINT_BYTES:
+    if not ends.size:
+        return Tokens(values=np.zeros(0, dtype=U64), ends=ends, size=size)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    np.add(ends[:-1], 1, out=starts[1:])
+    # Lengths straight into uint8 (a length of 256 or more wraps): they are all
+    # right, and all at most 10, exactly when none is above 10 and they add up to
+    # the buffer's size, since a wrapped one comes out short.
+    length = np.empty(ends.size, dtype=np.uint8)
+    np.subtract(ends, starts, out=length, casting="unsafe")
+    length += np.uint8(1)
+    if int(length.max()) > MAX_VARINT_BYTES or int(length.sum(dtype=I64)) != size:
         raise _HandToReference("varint longer than 10 bytes")
-    # Fold in the earlier bytes of multi-byte varints, most significant first;
-    # each round touches only the varints that are still long enough.
-    todo = np.flatnonzero(lengths > 1)
-    back = 1
-    while todo.size:
-        values[todo] = (values[todo] << U64(7)) | (data[ends[todo] - back] & 0x7F).astype(U64)
-        back += 1
-        todo = todo[lengths[todo] > back]
-    return Tokens(values=values, ends=ends.astype(I64), size=int(data.size))
+    values = np.empty(ends.size, dtype=U64)
+    _fold(data, starts, length, values)
+    return Tokens(values=values, ends=ends, size=size)
+
+
+def _fold(data: np.ndarray, starts: np.ndarray, length: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = the varints of ``length`` (1 to 10) bytes at ``starts`` in ``data``.
+
+    Rounds j = 0..3 add byte j of every varint at once, through the view
+    ``data[j:]`` (indexes clipped at its end, the byte masked to nothing for
+    varints of j bytes or fewer), in uint32 (28 bits): cheap byte-wide passes
+    instead of an index array per round, and half the memory of uint64. Bytes
+    4 to 9, rare in profiles, are added only to the varints that have them.
+    """
+    n = starts.size
+    low = data.take(starts)
+    low &= np.uint8(0x7F)
+    low = low.astype(np.uint32)
+    mask = np.empty(n, dtype=np.uint8)
+    j = 1
+    while j < 4:
+        np.greater(length, j, out=mask)
+        if not mask.any():
+            break
+        byte = data[j:].take(starts, mode="clip")
+        mask *= np.uint8(0x7F)
+        byte &= mask
+        shifted = byte.astype(np.uint32)
+        shifted <<= np.uint32(7 * j)
+        low |= shifted
+        j += 1
+    out[...] = low
+    rest = np.flatnonzero(length > j)
+    while rest.size:
+        byte = data[j:].take(starts[rest])
+        byte &= np.uint8(0x7F)
+        out[rest] |= byte.astype(U64) << U64(7 * j)
+        j += 1
+        rest = rest[length[rest] > j]
 
 
 def join(messages: list[bytes]) -> tuple[bytes, np.ndarray]:
