@@ -8,21 +8,32 @@ call ``render(out)``.
 
 from __future__ import annotations
 
-from typing import IO
-
-from pyproflab.reports.csv import CsvReporter
-from pyproflab.reports.html import HtmlReporter
-from pyproflab.reports.json import JsonReporter
-from pyproflab.reports.text import TextReporter
+import importlib
+from typing import IO, Any
 
 FORMATS = ("text", "json", "csv", "html")
 
-REPORTERS = {
-    "text": TextReporter,
-    "json": JsonReporter,
-    "csv": CsvReporter,
-    "html": HtmlReporter,
+# Reporter class name -> its module. Loaded on first use: ``import pyproflab``
+# imports this package (for ``registry``), and the reporters would pull in the
+# analyses and pyarrow.compute on every start of the CLI.
+_REPORTER_MODULES = {
+    "TextReporter": "pyproflab.reports.text",
+    "JsonReporter": "pyproflab.reports.json",
+    "CsvReporter": "pyproflab.reports.csv",
+    "HtmlReporter": "pyproflab.reports.html",
 }
+_FORMAT_REPORTERS = {
+    "text": "TextReporter",
+    "json": "JsonReporter",
+    "csv": "CsvReporter",
+    "html": "HtmlReporter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REPORTER_MODULES:
+        return getattr(importlib.import_module(_REPORTER_MODULES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def render_top(
@@ -32,10 +43,11 @@ def render_top(
     exact integers in the sample type's unit instead of pprof's scaled values."""
     from pyproflab.errors import UsageError
 
-    cls = REPORTERS.get(fmt)
-    if cls is None:
+    name = _FORMAT_REPORTERS.get(fmt)
+    if name is None:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    reporter = cls(result, exact=exact) if cls is TextReporter else cls(result)
+    cls = __getattr__(name)
+    reporter = cls(result, exact=exact) if name == "TextReporter" else cls(result)
     text = reporter.render_to_string()
     if out is not None:
         out.write(text)
