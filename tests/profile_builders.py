@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyproflab._proto import profile_pb2
+from pyproflab.model import Profile
 
 
 def minimal() -> profile_pb2.Profile:
@@ -62,3 +65,10 @@ def field(number: int, wire: int, payload: bytes | int) -> bytes:
     if wire in (1, 5):
         return tag + payload
     return tag + varint(len(payload)) + payload
+
+
+# The Profile fields besides its four Arrow tables (sample types, period, time,
+# comments, frames, doc_url ...): what a comparison of two profiles checks beside
+# the tables. Derived from the dataclass, so a new field is compared everywhere.
+PROFILE_TABLES = ("samples", "locations", "functions", "mappings")
+HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(Profile) if f.name not in PROFILE_TABLES)

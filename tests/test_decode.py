@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS, SKIP_NO_CORPUS, corpus_files, corpus_id
-from profile_builders import field, minimal
+from profile_builders import HEADER_FIELDS, PROFILE_TABLES, field, minimal
 
 from pyproflab.decode import decode_bytes, read_profile
 from pyproflab.errors import (
@@ -46,22 +46,11 @@ needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_NO_CORPUS)
 
 
 def same_profile(a: Profile, b: Profile) -> None:
-    for name in ("samples", "locations", "functions", "mappings"):
+    for name in PROFILE_TABLES:
         ta, tb = getattr(a, name), getattr(b, name)
         assert ta.schema.equals(tb.schema), name
         assert ta.equals(tb), name
-    for name in (
-        "sample_types",
-        "period_type",
-        "period",
-        "time_nanos",
-        "duration_nanos",
-        "comments",
-        "drop_frames",
-        "keep_frames",
-        "default_sample_type",
-        "doc_url",
-    ):
+    for name in HEADER_FIELDS:
         assert getattr(a, name) == getattr(b, name), name
 
 

@@ -53,19 +53,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from test_gc_categories import shown, value_index
-from test_prometheus_server import PROMETHEUS, SKIP_NO_PROMETHEUS, free_port, get
+from test_prometheus_server import PROMETHEUS, SKIP_NO_PROMETHEUS, prometheus
 
 pytestmark = [
     pytest.mark.go,
@@ -82,59 +79,6 @@ CYCLES_Q = "go_gc_cycles_total_gc_cycles_total"
 STAMP_Q = f"timestamp({CYCLES_Q})"
 NEXT_GC = "go_memstats_next_gc_bytes"
 MiB = 2**20
-
-
-@contextmanager
-def prometheus(tmp: Path, targets: list[str]) -> Iterator[str]:
-    """/usr/bin/prometheus on 127.0.0.1 scraping ``targets`` (host:port) every
-    second; yields its base URL once ready; stopped by PID (SIGTERM, SIGKILL)."""
-    port = free_port()
-    config = tmp / "prometheus.yml"
-    listed = ", ".join(f"'{t}'" for t in targets)
-    config.write_text(
-        "global:\n"
-        "  scrape_interval: 1s\n"
-        "  scrape_timeout: 1s\n"
-        "  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        f"  - job_name: {SERVICE}\n"
-        "    static_configs:\n"
-        f"      - targets: [{listed}]\n"
-    )
-    log_path = tmp / "prometheus.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [
-                str(PROMETHEUS),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 20
-            while get(base + "/-/ready") != 200:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"prometheus exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
-                    )
-                if time.monotonic() > deadline:
-                    raise RuntimeError("prometheus not ready after 20 s")
-                time.sleep(0.2)
-            yield base
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(5)
 
 
 def wait_scraped(base: str, n: int, timeout: float = 20.0) -> None:
@@ -191,7 +135,7 @@ def fleet_run(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         with (
             Store.open(db) as store,
             fh.start_fleet(specs, binaries=bins, workdir=tmp / "fleet", max_lifetime=150) as fleet,
-            prometheus(tmp, [inst.addr for inst in fleet]) as prom,
+            prometheus(tmp, [inst.addr for inst in fleet], job=SERVICE) as prom,
         ):
             wait_scraped(prom, len(fleet))
             start = datetime.now(UTC)

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import CORPUS, SKIP_NO_CORPUS
+from profile_builders import HEADER_FIELDS
 from test_store_helpers import canonical, check_ids, label, make_profile
 
 import pyproflab.store.ingest as ingest_mod
@@ -239,18 +240,7 @@ def test_in_memory_profile_round_trip(store: Store) -> None:
     back = store.profile(r1.profile_ids[0])
     check_ids(back)
     assert canonical(back, merge=False) == canonical(p, merge=False)  # file order kept
-    for attr in (
-        "sample_types",
-        "period_type",
-        "period",
-        "time_nanos",
-        "duration_nanos",
-        "comments",
-        "default_sample_type",
-        "drop_frames",
-        "keep_frames",
-        "doc_url",
-    ):
+    for attr in HEADER_FIELDS:
         assert getattr(back, attr) == getattr(p, attr), attr
     meta = store.profiles().to_pylist(maps_as_pydicts="strict")[0]
     assert meta["service"] == "api" and meta["labels"] == {"region": "eu"}

@@ -127,56 +127,59 @@ def get(url: str) -> int:
 
 
 @contextmanager
-def prometheus(tmp: Path, target: str) -> Iterator[str]:
-    """Run /usr/bin/prometheus on 127.0.0.1 scraping ``target`` every second;
-    yields its base URL once ready; stops it by PID (SIGTERM, then SIGKILL)."""
+def prometheus(
+    tmp: Path, targets: list[str], *, job: str = "fakesvc", ready_timeout: float = 20.0
+) -> Iterator[str]:
+    """Run /usr/bin/prometheus on 127.0.0.1 scraping ``targets`` (host:port) as ``job``
+    every second; yields its base URL once ready; stops it by PID (SIGTERM, then
+    SIGKILL). Shared by the fleet integration test."""
     port = free_port()
     config = tmp / "prometheus.yml"
+    listed = ", ".join(f"'{t}'" for t in targets)
     config.write_text(
         "global:\n"
         "  scrape_interval: 1s\n"
         "  scrape_timeout: 1s\n"
         "  evaluation_interval: 1s\n"
         "scrape_configs:\n"
-        "  - job_name: fakesvc\n"
+        f"  - job_name: {job}\n"
         "    static_configs:\n"
-        f"      - targets: ['{target}']\n"
+        f"      - targets: [{listed}]\n"
     )
-    log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 (closed in finally)
-    proc = subprocess.Popen(
-        [
-            str(PROMETHEUS),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while get(base + "/-/ready") != 200:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"prometheus exited with {proc.returncode}: "
-                    f"{(tmp / 'prometheus.log').read_text()[-2000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError("prometheus not ready after 15 s")
-            time.sleep(0.2)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        log.close()
+    log_path = tmp / "prometheus.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                str(PROMETHEUS),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + ready_timeout
+            while get(base + "/-/ready") != 200:
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"prometheus exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"prometheus not ready after {ready_timeout:g} s")
+                time.sleep(0.2)
+            yield base
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
 
 
 @pytest.mark.skipif(not PROMETHEUS.exists(), reason=SKIP_NO_PROMETHEUS)
@@ -185,7 +188,7 @@ def test_real_prometheus_query_range(tmp_path):
     exporter = Exporter()
     with (
         http_server(exporter.respond) as ep,
-        prometheus(tmp_path, ep.removeprefix("http://")) as base,
+        prometheus(tmp_path, [ep.removeprefix("http://")]) as base,
     ):
         start = datetime.now(UTC) - timedelta(seconds=2)
         # Wait for at least 6 scrapes, then one more second so Prometheus has

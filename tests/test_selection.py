@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS, SKIP_NO_CORPUS
+from profile_builders import HEADER_FIELDS
 from test_store_helpers import canonical, check_ids, label, make_profile
 
 from pyproflab.errors import StoreError, UsageError
@@ -195,18 +196,7 @@ def test_merged_profile_equals_pprof_merge(files, pprof, tmp_path: Path) -> None
         ours = store.merged_profile()
     theirs = read_profile(oracle.merge_proto(paths, tmp_path / "merged.pb.gz"))
     check_ids(ours)
-    for attr in (
-        "sample_types",
-        "period_type",
-        "period",
-        "time_nanos",
-        "duration_nanos",
-        "comments",
-        "default_sample_type",
-        "drop_frames",
-        "keep_frames",
-        "doc_url",
-    ):
+    for attr in HEADER_FIELDS:
         assert getattr(ours, attr) == getattr(theirs, attr), attr
     assert canonical(ours) == canonical(theirs)
     assert ours.num_samples == theirs.num_samples
