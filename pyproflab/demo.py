@@ -144,6 +144,28 @@ def signals_ignored() -> Iterator[None]:
             signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside, then raised as ``KeyboardInterrupt`` on
+    leaving. Starting a process and noting its PID go inside: an interrupt that lands
+    in between would otherwise leave a process nobody stops (Popen has spawned it but
+    not yet returned it)."""
+    caught: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    # A signal this process was started ignoring stays ignored.
+    if any(old[s] is not signal.SIG_IGN for s in caught):
+        raise KeyboardInterrupt
+
+
 def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the same cleanup path as Ctrl-C
 
@@ -211,15 +233,16 @@ class Demo:
             name = f"{version}-{suffix}"
             inst = harness.FleetInstance(bins.notesd, workdir=self.run_dir)
             procs.instances.append(inst)
-            inst.launch(
-                version,
-                name,
-                gogc=gogc,
-                token=token,
-                gctrace_path=self.run_dir / f"{name}.gctrace",
-                max_lifetime=lifetime,
-            )
-            procs.note("notesd", inst.pid, name)
+            with signals_deferred():
+                inst.launch(
+                    version,
+                    name,
+                    gogc=gogc,
+                    token=token,
+                    gctrace_path=self.run_dir / f"{name}.gctrace",
+                    max_lifetime=lifetime,
+                )
+                procs.note("notesd", inst.pid, name)
         for inst in procs.instances:
             inst.wait_ready(30.0)
             self.say(f"{inst.instance}: {inst.base_url} pid {inst.pid} GOGC={inst.gogc}")
@@ -276,17 +299,18 @@ class Demo:
         rate_start: float,
         rate_end: float,
     ) -> Any:
-        run = harness.start_load(
-            procs.instances,
-            duration=seconds,
-            rate_start=rate_start,
-            rate_end=rate_end,
-            max_requests=int(max(rate_start, rate_end) * seconds) + 1000,
-            concurrency=16,
-            loadgen=bins.loadgen,
-        )
-        procs.loads.append(run)
-        procs.note("loadgen", run.pid)
+        with signals_deferred():
+            run = harness.start_load(
+                procs.instances,
+                duration=seconds,
+                rate_start=rate_start,
+                rate_end=rate_end,
+                max_requests=int(max(rate_start, rate_end) * seconds) + 1000,
+                concurrency=16,
+                loadgen=bins.loadgen,
+            )
+            procs.loads.append(run)
+            procs.note("loadgen", run.pid)
         return run
 
     def finish_load(self, harness: ModuleType, run: Any, what: str) -> None:

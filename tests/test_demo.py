@@ -54,7 +54,15 @@ def start_demo(tmp: Path, *extra: str, group: bool = False) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=group,  # its own process group, to signal it like a terminal
+        preexec_fn=_sigint_default,
     )
+
+
+def _sigint_default() -> None:
+    """In the child: SIGINT back to its default, as in a terminal. A test run started
+    in the background of a non-interactive shell inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def pid_lines(tmp: Path) -> list[tuple[str, int]]:
