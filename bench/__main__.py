@@ -3,10 +3,11 @@
 Sections (targets from the foundation issue):
   decode   decode to Arrow vs the floor (gunzip + protobuf parse)     <= 2x
   top      whole-process `pyproflab top FILE` vs `go tool pprof -top`  <= 0.33x
-  fleet    ingest of 1,000 CPU profiles (profiles/s, peak memory), then
+  fleet    ingest of 1,000 small CPU profiles (profiles/s, peak memory), then
            `pyproflab top --db` vs `go tool pprof -top` on the files   <= 0.05x
+  fleet-large  the same with 1,000 large profiles (derived from large.cpu)
 
-    python -m bench [--out DIR] [--only decode,top,fleet] [--runs N]
+    python -m bench [--out DIR] [--only decode,top,fleet,fleet-large] [--runs N]
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def go_cpu_profiles(work: Path) -> list[Path]:
 
 
 def section_fleet(work: Path, runs: int, count: int = 1000) -> list[str]:
+    """Small profiles: derived from two 2 s profiles of the test program (~100 samples)."""
     sys.path.insert(0, str(REPO / "tests"))
     from gen_profiles import derive_cpu_profiles
 
@@ -89,20 +91,47 @@ def section_fleet(work: Path, runs: int, count: int = 1000) -> list[str]:
     if files_dir.exists():
         shutil.rmtree(files_dir)
     files = derive_cpu_profiles(go_cpu_profiles(work), count, files_dir)
-    db = work / "fleet.duckdb"
+    return fleet_lines(work / "fleet.duckdb", files, "small", runs, max(1, runs // 2))
+
+
+def section_fleet_large(work: Path, runs: int, count: int = 1000) -> list[str]:
+    """Large profiles: derived from the corpus's large.cpu (a real 4-minute Go CPU
+    profile, 20,430 samples), 10,000-20,000 samples each. pprof needs minutes over
+    them, so it runs once (the files are already in the page cache from ingest)."""
+    from bench.fleet import derive_fleet
+
+    files_dir = work / "fleet-large"
+    if files_dir.exists():
+        shutil.rmtree(files_dir)
+    files = derive_fleet(LARGE_CPU, count, files_dir)
+    return fleet_lines(work / "fleet-large.duckdb", files, "large", runs, 1, warm_peer=False)
+
+
+def fleet_lines(
+    db: Path, files: list[Path], size: str, runs: int, peer_runs: int, *, warm_peer: bool = True
+) -> list[str]:
+    """Ingest ``files`` into a new store, then time `top --db` against pprof on the files."""
+    count = len(files)
     db.unlink(missing_ok=True)
-    wall, peak = run_process(pyproflab_cmd("ingest", str(files_dir), "--db", str(db)))
+    wall, peak = run_process(pyproflab_cmd("ingest", str(files[0].parent), "--db", str(db)))
     out = [
-        f"{f'ingest of {count} CPU profiles into a store':<58} {wall:8.3f}s  "
+        f"{f'ingest of {count} {size} CPU profiles into a store':<58} {wall:8.3f}s  "
         f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
     ]
     ours = median_process(pyproflab_cmd("top", "--db", str(db), "--format", "csv"), repeat=runs)
-    peer = median_process(pprof_cmd("-top", *map(str, files)), repeat=max(1, runs // 2))
-    out.append(line(f"top over {count} profiles: --db vs pprof on the files", ours, peer, 0.05))
+    peer_cmd = pprof_cmd("-top", *map(str, files))
+    peer = median_process(peer_cmd, repeat=peer_runs, warmup=warm_peer)
+    name = f"top over {count} {size} profiles: --db vs pprof on files"
+    out.append(line(name, ours, peer, 0.05))
     return out
 
 
-SECTIONS = {"decode": section_decode, "top": section_top, "fleet": section_fleet}
+SECTIONS = {
+    "decode": section_decode,
+    "top": section_top,
+    "fleet": section_fleet,
+    "fleet-large": section_fleet_large,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,8 +45,9 @@ def run_process(cmd: list[str], **kw) -> tuple[float, int]:
     return wall, usage.ru_maxrss * 1024
 
 
-def median_process(cmd: list[str], repeat: int = 5, **kw) -> float:
-    run_process(cmd, **kw)  # warm caches (and Go's build cache for go tool pprof)
+def median_process(cmd: list[str], repeat: int = 5, *, warmup: bool = True, **kw) -> float:
+    if warmup:
+        run_process(cmd, **kw)  # warm caches (and Go's build cache for go tool pprof)
     return statistics.median(run_process(cmd, **kw)[0] for _ in range(repeat))
 
 

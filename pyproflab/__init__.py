@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyproflab.decode import decode_bytes, read_profile
 from pyproflab.errors import ProflabError
 from pyproflab.model import Profile, ValueType
 
 if TYPE_CHECKING:
+    from pyproflab.decode import decode_bytes, read_profile
     from pyproflab.lab import Lab
 
 __version__ = "0.1.0"
@@ -94,6 +94,12 @@ def top(source: Any, **options: Any):
 
 
 def __getattr__(name: str) -> Any:
+    # Loaded on first use: the decoder brings protobuf, which a run that only
+    # queries a store never needs.
+    if name in ("decode_bytes", "read_profile"):
+        from pyproflab import decode
+
+        return getattr(decode, name)
     if name == "Lab":
         from pyproflab.lab import Lab
 

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "schema": 0,
     "model": 0,
     "display": 0,
+    "arrays": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from pyproflab import arrays
+from pyproflab.arrays import to_numpy
 
 
 def list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     """(offsets, flattened values) of a list column; offsets has len(col)+1 entries."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets, arr.flatten()
+    return arrays.list_parts(arr)
 
 
 def to_np(arr: pa.Array | pa.ChunkedArray, dtype=None) -> np.ndarray:
-    out = arr.to_numpy(zero_copy_only=False) if isinstance(arr, pa.Array) else np.asarray(arr)
+    out = to_numpy(arr)
     return out.astype(dtype, copy=False) if dtype is not None else out
 
 

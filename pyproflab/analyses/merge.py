@@ -26,16 +26,17 @@ Steps and rules (pprof's ``combineProfiles``):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pyproflab import schema
 from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
 from pyproflab.analyses.units import scale
+from pyproflab.arrays import empty_lists, from_numpy
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
@@ -98,11 +99,11 @@ def _values_matrix(p: Profile) -> np.ndarray:
 def _with_values(samples: pa.Table, matrix: np.ndarray) -> pa.Table:
     n, k = matrix.shape
     arr = pa.ListArray.from_arrays(
-        pa.array(
+        from_numpy(
             np.arange(0, n * k + 1, max(k, 1))[: n + 1] if k else np.zeros(n + 1, np.int64),
             pa.int32(),
         ),
-        pa.array(matrix.reshape(-1), pa.int64()),
+        from_numpy(matrix.reshape(-1), pa.int64()),
     )
     idx = samples.schema.get_field_index("values")
     return samples.set_column(idx, schema.PROFILE_SAMPLES.field("values"), arr)
@@ -168,7 +169,7 @@ def scale_profiles(profiles: list[Profile]) -> list[Profile]:
                     )
                     m[:, i] = col
                     keep |= col != 0
-            samples = _with_values(p.samples, m).filter(pa.array(keep))
+            samples = _with_values(p.samples, m).filter(from_numpy(keep))
             changes["samples"] = samples
         out.append(dataclasses.replace(p, **changes))
     return out
@@ -318,7 +319,7 @@ def _merge(srcs: list[Profile]) -> Profile:
         order_ids = used_ids[np.sort(first_pos)]
         loc_index = IdIndex(to_np(src.locations.column("id"), np.uint64))
         loc_rows = loc_index.rows(order_ids)
-        locs = src.locations.take(pa.array(np.maximum(loc_rows, 0))).to_pylist()
+        locs = src.locations.take(from_numpy(np.maximum(loc_rows, 0))).to_pylist()
         merged_of: dict[int, int] = {}
         for lid, row, loc in zip(order_ids.tolist(), loc_rows.tolist(), locs, strict=True):
             if row < 0:
@@ -366,7 +367,7 @@ def _merge(srcs: list[Profile]) -> Profile:
             hit = lookup_keys[pos] == flat_ids
             mapped = np.where(hit, lookup_vals[pos], 0)
         labels_col = src.samples.column("labels")
-        has_labels = to_np(pc.list_value_length(labels_col.combine_chunks()), np.int64) > 0
+        has_labels = np.diff(list_parts(labels_col)[0]) > 0
         groups = np.empty(len(nonzero), dtype=np.int64)
         for j, s in enumerate(nonzero.tolist()):
             ids = mapped[offsets[s] : offsets[s + 1]]
@@ -389,12 +390,27 @@ def _merge(srcs: list[Profile]) -> Profile:
         if len(groups):
             np.add.at(summed, groups, vals)
 
-    samples = pa.table(
-        {
-            "location_ids": out_locs,
-            "values": summed.tolist() if k else [[] for _ in out_locs],
-            "labels": out_labels,
-        },
+    n = len(out_locs)
+    loc_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, out_locs), dtype=np.int64, count=n), out=loc_offsets[1:])
+    flat_locs = np.fromiter(
+        itertools.chain.from_iterable(out_locs), np.uint64, int(loc_offsets[-1])
+    )
+    label_type = schema.PROFILE_SAMPLES.field("labels").type
+    samples = pa.Table.from_arrays(
+        [
+            pa.ListArray.from_arrays(
+                from_numpy(loc_offsets, pa.int32()), from_numpy(flat_locs, pa.uint64())
+            ),
+            pa.ListArray.from_arrays(
+                from_numpy(np.arange(n + 1, dtype=np.int64) * k, pa.int32()),
+                from_numpy(summed.reshape(-1), pa.int64()),
+            ),
+            # pa.array only when there are labels (it loads pandas, see pyproflab.arrays).
+            pa.array(out_labels, label_type)
+            if any(out_labels)
+            else empty_lists(n, label_type.value_type),
+        ],
         schema=schema.PROFILE_SAMPLES,
     )
     result = Profile(

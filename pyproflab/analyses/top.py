@@ -42,10 +42,10 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pyproflab.analyses import filters
 from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
+from pyproflab.arrays import from_numpy, from_strings
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
@@ -187,8 +187,15 @@ def sample_values(profile: Profile, index: int) -> np.ndarray:
     """Value ``index`` of every sample, as int64."""
     if profile.samples.num_rows == 0:
         return np.zeros(0, dtype=np.int64)
-    vals = pc.list_element(profile.samples.column("values"), index)
-    return to_np(vals.combine_chunks().fill_null(0), np.int64)
+    offsets, flat = list_parts(profile.samples.column("values"))
+    values = to_np(flat, np.int64)
+    at = offsets[:-1] + index
+    present = at < offsets[1:]  # a null or short value list counts as 0
+    if present.all():
+        return values[at]
+    out = np.zeros(len(at), dtype=np.int64)
+    out[present] = values[at[present]]
+    return out
 
 
 def diff_base_mask(profile: Profile) -> np.ndarray | None:
@@ -196,10 +203,12 @@ def diff_base_mask(profile: Profile) -> np.ndarray | None:
     offsets, labels = list_parts(profile.samples.column("labels"))
     if len(labels) == 0:
         return None
-    hit = pc.and_(
-        pc.equal(labels.field("key"), "pprof::base"), pc.equal(labels.field("str"), "true")
-    ).fill_null(False)
-    hit = to_np(hit, bool)
+    import pyarrow.compute as pc  # only for labelled profiles: 30 ms to import
+
+    # Scalars made from Arrow arrays: a Python str would make pyarrow import pandas.
+    key, value = from_strings(["pprof::base", "true"])
+    hit = pc.and_(pc.equal(labels.field("key"), key), pc.equal(labels.field("str"), value))
+    hit = to_np(pc.and_kleene(hit, pc.is_valid(hit)), bool)  # null (no str) is no hit
     if not hit.any():
         return None
     sample_of = np.repeat(np.arange(profile.samples.num_rows), np.diff(offsets))
@@ -630,19 +639,24 @@ def _rows(
         ("(partial-inline)" if has_plain[i] else "(inline)") if has_inline[i] else "" for i in order
     ]
     with_file = granularity in ("lines", "files")
-    cols = {
-        "flat": flat_np,
-        "flat_pct": np.abs(flat_np / denom) * 100 if total else flat_np * scale,
-        "sum_pct": np.abs(running / denom) * 100 if total else running * scale,
-        "cum": cum_np,
-        "cum_pct": np.abs(cum_np / denom) * 100 if total else cum_np * scale,
-        "name": [nodes.name[i] or lbl for i, lbl in zip(order, labels, strict=True)],
-        "file": [(nodes.file[i] or None) if with_file else None for i in order],
-        "line": [(nodes.lineno[i] or None) if granularity == "lines" else None for i in order],
-        "label": labels,
-        "inline": inline,
-    }
-    return pa.table(cols, schema=ROWS_SCHEMA)
+    lineno = np.array([nodes.lineno[i] for i in order] if granularity == "lines" else [], np.int64)
+    cols = [
+        from_numpy(flat_np, pa.int64()),
+        from_numpy(np.abs(flat_np / denom) * 100 if total else flat_np * scale, pa.float64()),
+        from_numpy(np.abs(running / denom) * 100 if total else running * scale, pa.float64()),
+        from_numpy(cum_np, pa.int64()),
+        from_numpy(np.abs(cum_np / denom) * 100 if total else cum_np * scale, pa.float64()),
+        from_strings([nodes.name[i] or lbl for i, lbl in zip(order, labels, strict=True)]),
+        from_strings([(nodes.file[i] or None) if with_file else None for i in order]),
+        from_numpy(
+            lineno if lineno.size else np.zeros(len(order), np.int64),
+            pa.int64(),
+            mask=lineno == 0 if lineno.size else np.ones(len(order), bool),
+        ),
+        from_strings(labels),
+        from_strings(inline),
+    ]
+    return pa.Table.from_arrays(cols, schema=ROWS_SCHEMA)
 
 
 def replace(result: TopResult, **changes) -> TopResult:

@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from pyproflab.arrays import list_parts, to_numpy
 
 U64 = np.uint64
 _M1 = U64(0xBF58476D1CE4E5B9)
@@ -97,15 +98,14 @@ def _list_parts(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """(flat values, offsets) of a list array, slices and chunks handled."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    # A sliced list array's offsets start anywhere in its child: rebase to 0.
-    return arr.flatten(), offsets - offsets[0]
+    offsets, values = list_parts(arr)
+    return values, offsets
 
 
 def _u64(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    return np.asarray(arr.to_numpy(zero_copy_only=False)).astype(U64, copy=False)
+    return to_numpy(arr).astype(U64, copy=False)
 
 
 def remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
@@ -264,6 +264,8 @@ def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A per-sample hash of its label list as written (order included), to find the
     distinct label lists of one profile without a Python loop per sample. Only
     meaningful within one profile; 0 for no labels."""
+    import pyarrow.compute as pc  # ingest only; a query run does without its 30 ms
+
     values, offsets = _list_parts(labels_col)
     n = len(offsets) - 1
     if len(values) == 0:

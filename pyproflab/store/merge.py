@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
+from pyproflab.arrays import empty_lists, from_numpy, to_numpy
 from pyproflab.errors import StoreError
 from pyproflab.model import Profile, ValueType
 from pyproflab.store import ids
@@ -145,13 +146,13 @@ def _fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Tabl
     """The rows of a dedup table whose id is in ``wanted`` (one per id)."""
     if len(wanted) == 0:
         return store.sql(f"SELECT * FROM {table} LIMIT 0")
-    keys = pa.table({id_col: pa.array(wanted, pa.uint64())})
+    keys = pa.Table.from_arrays([from_numpy(wanted, pa.uint64())], names=[id_col])
     with store.registered(_pyproflab_ids=keys):
         t = store.sql(f"SELECT t.* FROM {table} t SEMI JOIN _pyproflab_ids k USING ({id_col})")
     # Duplicates cannot be inserted by ingest, but stay safe for hand-edited stores.
     if t.num_rows != len(wanted):
         _, first = np.unique(ids._u64(t.column(id_col)), return_index=True)
-        t = t.take(pa.array(first))
+        t = t.take(from_numpy(first))
     return t
 
 
@@ -184,12 +185,10 @@ def assemble(
         else np.zeros(0, np.int64)
     )
     stack_lists = pa.ListArray.from_arrays(
-        pa.array(st_offsets.astype(np.int32)), pa.array(st_flat, pa.uint64())
+        from_numpy(st_offsets, pa.int32()), from_numpy(st_flat, pa.uint64())
     )
     sample_stacks = (
-        stack_lists.take(pa.array(stack_pos))
-        if len(stack_id)
-        else pa.array([], pa.list_(pa.uint64()))
+        stack_lists.take(from_numpy(stack_pos)) if len(stack_id) else empty_lists(0, pa.uint64())
     )
     s_flat, s_offsets = ids._list_parts(sample_stacks)
     s_flat = ids._u64(s_flat)
@@ -199,7 +198,7 @@ def assemble(
     locs = _fetch(store, "locations", "location_id", np.sort(loc_order))
     loc_cid = ids._u64(locs.column("location_id"))
     # Put fetched rows into loc_order.
-    locs = locs.take(pa.array(np.argsort(loc_cid)[np.searchsorted(np.sort(loc_cid), loc_order)]))
+    locs = locs.take(from_numpy(np.argsort(loc_cid)[np.searchsorted(np.sort(loc_cid), loc_order)]))
     lines_flat, line_offsets = ids._list_parts(locs.column("lines"))
     line_fn = ids._u64(lines_flat.field("function_id"))
     loc_mapping = ids._u64(locs.column("mapping_id"))
@@ -207,7 +206,7 @@ def assemble(
     fn_order = _first_appearance(line_fn[line_fn != 0])
     fns = _fetch(store, "functions", "function_id", fn_order)
     fn_cid = ids._u64(fns.column("function_id"))
-    fns = fns.take(pa.array(np.argsort(fn_cid)[np.searchsorted(np.sort(fn_cid), fn_order)]))
+    fns = fns.take(from_numpy(np.argsort(fn_cid)[np.searchsorted(np.sort(fn_cid), fn_order)]))
 
     map_seq = np.concatenate([np.array([main_mapping_id], dtype=ids.U64), loc_mapping])
     map_order = _first_appearance(map_seq[map_seq != 0])
@@ -215,7 +214,7 @@ def assemble(
     map_cid = ids._u64(maps.column("mapping_id"))
     if len(map_cid) < len(map_order):  # an unknown main mapping only: drop it
         map_order = map_order[np.isin(map_order, map_cid)]
-    maps = maps.take(pa.array(np.argsort(map_cid)[np.searchsorted(np.sort(map_cid), map_order)]))
+    maps = maps.take(from_numpy(np.argsort(map_cid)[np.searchsorted(np.sort(map_cid), map_order)]))
 
     # Label sets.
     wanted_sets = np.unique(label_set_id[label_set_id != 0])
@@ -223,7 +222,7 @@ def assemble(
     set_cid = ids._u64(sets.column("label_set_id"))
     set_lists = pa.concat_arrays(
         [
-            pa.array([[]], pa.list_(schema.LABEL)),
+            empty_lists(1, schema.LABEL),
             sets.column("labels").combine_chunks().cast(pa.list_(schema.LABEL)),
         ]
     )
@@ -231,9 +230,7 @@ def assemble(
     set_sort = np.argsort(all_set_ids)
     set_pos = set_sort[np.searchsorted(all_set_ids[set_sort], label_set_id)]
     labels = (
-        set_lists.take(pa.array(set_pos))
-        if len(label_set_id)
-        else pa.array([], pa.list_(schema.LABEL))
+        set_lists.take(from_numpy(set_pos)) if len(label_set_id) else empty_lists(0, schema.LABEL)
     )
 
     # Renumber and build.
@@ -241,7 +238,7 @@ def assemble(
     samples = pa.table(
         [
             pa.ListArray.from_arrays(
-                pa.array(s_offsets.astype(np.int32)), pa.array(new_loc, pa.uint64())
+                from_numpy(s_offsets, pa.int32()), from_numpy(new_loc, pa.uint64())
             ),
             values,
             labels,
@@ -250,7 +247,7 @@ def assemble(
     )
     new_lines = pa.StructArray.from_arrays(
         [
-            pa.array(_renumber(line_fn, fn_order), pa.uint64()),
+            from_numpy(_renumber(line_fn, fn_order), pa.uint64()),
             lines_flat.field("line"),
             lines_flat.field("column"),
         ],
@@ -258,20 +255,20 @@ def assemble(
     )
     locations = pa.table(
         [
-            pa.array(np.arange(1, len(loc_order) + 1, dtype=ids.U64)),
-            pa.array(_renumber(loc_mapping, map_order), pa.uint64()),
+            from_numpy(np.arange(1, len(loc_order) + 1, dtype=ids.U64)),
+            from_numpy(_renumber(loc_mapping, map_order), pa.uint64()),
             locs.column("address"),
             locs.column("is_folded"),
-            pa.ListArray.from_arrays(pa.array(line_offsets.astype(np.int32)), new_lines),
+            pa.ListArray.from_arrays(from_numpy(line_offsets, pa.int32()), new_lines),
         ],
         schema=schema.PROFILE_LOCATIONS,
     )
     functions = pa.table(
-        [pa.array(np.arange(1, len(fn_order) + 1, dtype=ids.U64))] + fns.columns[1:],
+        [from_numpy(np.arange(1, len(fn_order) + 1, dtype=ids.U64))] + fns.columns[1:],
         schema=schema.PROFILE_FUNCTIONS,
     )
     mappings = pa.table(
-        [pa.array(np.arange(1, len(map_order) + 1, dtype=ids.U64))] + maps.columns[1:],
+        [from_numpy(np.arange(1, len(map_order) + 1, dtype=ids.U64))] + maps.columns[1:],
         schema=schema.PROFILE_MAPPINGS,
     )
     return Profile(
@@ -302,9 +299,10 @@ def merged_profile(
     # Per profile, the 1-based position of each kept sample type in its values.
     sel = pa.table(
         {
-            "profile_id": pa.array([r["profile_id"] for r in rows], pa.int64()),
+            "profile_id": from_numpy([r["profile_id"] for r in rows], pa.int64()),
             **{
-                f"i{j}": pa.array([idx[j] + 1 for idx in index_lists], pa.int32()) for j in range(k)
+                f"i{j}": from_numpy([idx[j] + 1 for idx in index_lists], pa.int32())
+                for j in range(k)
             },
         }
     )
@@ -322,10 +320,10 @@ def merged_profile(
     with store.registered(_pyproflab_sel=sel):
         merged = store.sql(query, [lo, hi])
     n = merged.num_rows
-    cols = [merged.column(f"v{j}").to_numpy() for j in range(k)]
+    cols = [to_numpy(merged.column(f"v{j}")) for j in range(k)]
     flat_values = np.column_stack(cols).ravel() if n else np.zeros(0, np.int64)
     values = pa.ListArray.from_arrays(
-        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)), pa.array(flat_values, pa.int64())
+        from_numpy(np.arange(0, n * k + 1, k, dtype=np.int32)), from_numpy(flat_values, pa.int64())
     )
     return assemble(
         store,

@@ -1,0 +1,113 @@
+"""NumPy <-> Arrow for plain columns, without pyarrow's detour through pandas.
+
+pyarrow imports pandas (about a quarter of a second) the first time
+``pa.array``, ``Array.to_numpy`` or ``np.asarray(array)`` runs, to check for
+pandas objects. A CLI run that reads a store or a file and prints a table never
+needs pandas, so the paths such runs take convert through these functions,
+which read and write the Arrow buffers directly.
+
+Rules: ``to_numpy`` is a zero-copy, read-only view for integer and float
+columns without nulls (as pyarrow's own zero-copy conversion is), a fresh array
+for booleans; anything else (nulls, strings, nested types) goes through
+pyarrow's ``to_numpy``. ``from_numpy`` copies only when the input is not a
+contiguous array of the target type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def _fixed_width(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The values of a flat Arrow column as a NumPy array."""
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks == 1:
+            arr = arr.chunk(0)
+        elif arr.num_chunks == 0:
+            return np.zeros(0, dtype=arr.type.to_pandas_dtype())
+        else:
+            return np.concatenate([to_numpy(chunk) for chunk in arr.chunks])
+    t = arr.type
+    n = len(arr)
+    if arr.null_count == 0 and (_fixed_width(t) or pa.types.is_boolean(t)):
+        dtype = np.dtype(t.to_pandas_dtype())
+        if n == 0:
+            return np.zeros(0, dtype=dtype)
+        data = arr.buffers()[1]
+        if pa.types.is_boolean(t):
+            bits = np.frombuffer(data, dtype=np.uint8)
+            return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset :].view(
+                bool
+            )
+        return np.frombuffer(data, dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def from_numpy(values, type: pa.DataType | None = None, *, mask=None) -> pa.Array:  # noqa: A002
+    """A flat NumPy array (or sequence) as an Arrow array of ``type`` (default: the
+    array's own dtype); ``mask`` True marks a null."""
+    if type is None:
+        values = np.asarray(values)
+        type = pa.from_numpy_dtype(values.dtype)  # noqa: A001
+    if pa.types.is_boolean(type):
+        data = pa.py_buffer(np.packbits(np.asarray(values, dtype=bool), bitorder="little"))
+    elif _fixed_width(type):
+        data = pa.py_buffer(np.ascontiguousarray(values, dtype=type.to_pandas_dtype()))
+    else:
+        raise TypeError(f"from_numpy takes integer, float or bool types, not {type}")
+    n = len(values)
+    validity = None
+    null_count = 0
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        null_count = int(np.count_nonzero(mask))
+        if null_count:
+            validity = pa.py_buffer(np.packbits(~mask, bitorder="little"))
+    return pa.Array.from_buffers(type, n, [validity, data], null_count=null_count)
+
+
+def list_parts(arr: pa.ListArray) -> tuple[np.ndarray, pa.Array]:
+    """(offsets, values) of a list array: offsets (len + 1, int64, from 0) into the
+    values of its lists only. Slices are handled; a null list counts as empty."""
+    if arr.null_count:
+        import pyarrow.compute as pc
+
+        lengths = to_numpy(pc.list_value_length(arr).fill_null(0))
+        offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return offsets, arr.flatten()
+    # Not arr.flatten(), which imports pyarrow.compute (30 ms) on first use.
+    offsets = to_numpy(arr.offsets).astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    values = arr.values.slice(start, end - start)
+    return (offsets - start if start else offsets), values
+
+
+def from_strings(values: list[str | None]) -> pa.Array:
+    """A list of Python strings (None for null) as an Arrow string array."""
+    encoded = [b"" if v is None else v.encode() for v in values]
+    n = len(encoded)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=n), out=offsets[1:])
+    data = pa.py_buffer(b"".join(encoded))
+    nulls = [v is None for v in values]
+    mask = np.fromiter(nulls, dtype=bool, count=n)
+    null_count = int(mask.sum())
+    validity = pa.py_buffer(np.packbits(~mask, bitorder="little")) if null_count else None
+    if offsets[-1] < 2**31:
+        return pa.StringArray.from_buffers(
+            n, pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
+        )
+    large = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), data, validity, null_count)
+    return large.cast(pa.string())
+
+
+def empty_lists(n: int, value_type: pa.DataType) -> pa.Array:
+    """``n`` empty lists of ``value_type``."""
+    offsets = from_numpy(np.zeros(n + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.nulls(0, value_type))
