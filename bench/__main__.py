@@ -119,10 +119,18 @@ def fleet_lines(
         f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
     ]
     ours = median_process(pyproflab_cmd("top", "--db", str(db), "--format", "csv"), repeat=runs)
+    # The least any Python process on this stack costs: start, import numpy,
+    # pyarrow and DuckDB, open the store read-only.
+    floor_code = (
+        "import numpy, pyarrow, duckdb; "
+        f"duckdb.connect({str(db)!r}, read_only=True).sql('select 1').fetchall()"
+    )
+    floor = median_process([sys.executable, "-c", floor_code], repeat=runs)
     peer_cmd = pprof_cmd("-top", *map(str, files))
     peer = median_process(peer_cmd, repeat=peer_runs, warmup=warm_peer)
     name = f"top over {count} {size} profiles: --db vs pprof on files"
     out.append(line(name, ours, peer, 0.05))
+    out.append(line("  (floor: python, numpy, pyarrow, duckdb start)", floor, peer, None))
     return out
 
 

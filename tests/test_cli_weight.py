@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-
 PROBE = """
 import json, sys
 from pyproflab.cli import main
