@@ -1,22 +1,32 @@
-"""The fast decoder: pprof sub-messages decoded in bulk with numpy.
+"""The fast decoder: pprof sub-messages decoded in bulk, in C or with numpy.
 
 How: every field inside Sample, Label, Mapping, Location, Line and Function is
 a varint or a length-delimited run of varints (packed ids and values, nested
-Label and Line messages). So once the sub-messages of one kind are joined
-into one buffer, that buffer is a plain sequence of varints: each byte below
-0x80 ends one. All varints are decoded at once; then the messages are walked
-field by field *all together* (step k reads the k-th field of every message
+Label and Line messages). So the sub-messages of one kind, joined, are a plain
+sequence of varints: each byte below 0x80 ends one. All varints are decoded
+at once (``Tokens``), then every message is walked field by field
+(``Fields``), and the tables are gathered from those arrays.
+
+Two paths give the same arrays. The C extension ``_wire`` (our own
+``_wire.c``, built by ``pip install`` when a C compiler is present) reads the
+sub-messages in place, walks each right after decoding its varints, message
+by message, and gathers packed runs and singular fields in one pass each.
+Without it (no compiler, or ``PYPROFLAB_PURE_DECODE=1``) numpy does it: it
+joins the sub-messages, decodes all varints with array operations and walks
+the messages *all together* (step k reads the k-th field of every message
 still open), which costs numpy calls per field position, not per message.
 
 Rules: the same as the reference decoder (``reference`` and ``validate``),
 and the same Profile comes out. Anything the walk cannot take in stride (a
 fixed-width or misaligned field, a wrong wire type, a varint of more than 10
 bytes, field number 0, a truncated field) is handed to the reference decoder,
-which parses it with upb and raises the precise error when there is one.
+which parses it with upb and raises the precise error when there is one; both
+paths hand over under the same conditions.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +49,38 @@ SCALAR_MAX_LIVE = 16
 
 class _HandToReference(Exception):
     """The input uses a wire form the bulk walk does not handle."""
+
+
+def _load_wire():
+    """The C extension, or None: not built (no compiler), or ``PYPROFLAB_PURE_DECODE``
+    set (to anything but 0) to force the numpy path."""
+    if os.environ.get("PYPROFLAB_PURE_DECODE", "") not in ("", "0"):
+        return None
+    try:
+        from pyproflab.decode import _wire
+    except ImportError:
+        return None
+    return _wire
+
+
+_wire = _load_wire()
+
+# The C extension's hand-over codes (keep in step with _wire.c).
+_HAND_OVER = {
+    -1: "varint longer than 10 bytes",
+    -2: "buffer ends inside a varint",
+    -3: "truncated field",
+    -4: "field number 0",
+    -5: "fixed-width or group field",
+    -6: "field longer than its message",
+    -7: "a field ends inside a varint",
+}
+
+
+def _handed_over(code: int) -> int:
+    if code < 0:
+        raise _HandToReference(_HAND_OVER[code])
+    return code
 
 
 # --- varints --------------------------------------------------------------------------
@@ -128,6 +170,9 @@ def _fold(data: np.ndarray, starts: np.ndarray, length: np.ndarray, out: np.ndar
 
 def join(messages: list[bytes]) -> tuple[bytes, np.ndarray]:
     """One buffer and the byte offsets (n+1) of the messages in it."""
+    if _wire is not None:
+        offsets = np.empty(len(messages) + 1, dtype=I64)
+        return _wire.join(messages, offsets), offsets
     lengths = np.fromiter(map(len, messages), dtype=I64, count=len(messages))
     offsets = np.zeros(len(messages) + 1, dtype=I64)
     np.cumsum(lengths, out=offsets[1:])
@@ -139,8 +184,10 @@ def join(messages: list[bytes]) -> tuple[bytes, np.ndarray]:
 
 @dataclass
 class Fields:
-    """Every field of a set of messages, in order: for each, its message, number,
-    wire type, tag varint index and the index of the varint after it."""
+    """Every field of a set of messages, each message's in order: for each, its
+    message, number, wire type, tag varint index and the index of the varint after
+    it. ``ordered``: message by message (``message`` never decreases), as the C walk
+    gives; the numpy walk gives them field position by field position."""
 
     message: np.ndarray
     number: np.ndarray
@@ -148,6 +195,7 @@ class Fields:
     tag: np.ndarray
     next: np.ndarray
     count: int  # number of messages walked
+    ordered: bool = False
 
     def select(self, number: int, wire: int | None) -> np.ndarray:
         """Positions of the fields with ``number``; with ``wire``, all must have it."""
@@ -162,13 +210,31 @@ class Fields:
         sel = self.select(number, WIRE_VARINT)
         if sel.size:
             msg = self.message[sel]
-            if np.bincount(msg, minlength=self.count).max() > 1:
+            if self.ordered:
+                # The last of each run of equal messages.
+                last = np.empty(msg.size, dtype=bool)
+                np.not_equal(msg[1:], msg[:-1], out=last[:-1])
+                last[-1] = True
+                if not last.all():
+                    sel, msg = sel[last], msg[last]
+            elif np.bincount(msg, minlength=self.count).max() > 1:
                 # Keep the last occurrence of each message: fields are in order.
                 _, first_from_end = np.unique(msg[::-1], return_index=True)
                 sel = sel[sel.size - 1 - first_from_end]
                 msg = self.message[sel]
             out[msg] = tok.values[self.tag[sel] + 1]
         return out
+
+    def last_values(self, tok: Tokens, numbers: tuple[int, ...]) -> list[np.ndarray]:
+        """``last_value`` of each of ``numbers`` (1 to 255), in one pass with the C
+        extension."""
+        if _wire is None:
+            return [self.last_value(tok, k) for k in numbers]
+        out = np.zeros((len(numbers), self.count), dtype=U64)
+        wanted = np.array(numbers, dtype=I64)
+        cols = (self.message, self.number, self.wire, self.tag)
+        _handed_over(_wire.last_values(tok.values, *cols, wanted, out))
+        return list(out)
 
     def repeated_varints(self, tok: Tokens, number: int) -> tuple[np.ndarray, np.ndarray]:
         """A repeated varint field (packed or not, even mixed): list offsets and values."""
@@ -178,15 +244,18 @@ class Fields:
             raise _HandToReference(f"field {number} with a wrong wire type")
         first = np.where(wire == WIRE_VARINT, self.tag[sel] + 1, self.tag[sel] + 2)
         count = np.where(wire == WIRE_VARINT, 1, self.next[sel] - self.tag[sel] - 2)
-        return _gather_segments(tok.values, self.message[sel], first, count, self.count)
+        return _gather_segments(
+            tok.values, self.message[sel], first, count, self.count, ordered=self.ordered
+        )
 
     def children(self, tok: Tokens, number: int) -> tuple[np.ndarray, ...]:
         """Nested messages of field ``number``, in parent order: per-parent offsets,
         and each child's first varint, end varint and end byte."""
         sel = self.select(number, WIRE_BYTES)
         msg = self.message[sel]
-        order = np.argsort(msg, kind="stable")
-        sel, msg = sel[order], msg[order]
+        if not self.ordered:
+            order = np.argsort(msg, kind="stable")
+            sel, msg = sel[order], msg[order]
         offsets = np.zeros(self.count + 1, dtype=I64)
         np.cumsum(np.bincount(msg, minlength=self.count), out=offsets[1:])
         tag = self.tag[sel]
@@ -195,12 +264,24 @@ class Fields:
 
 
 def _gather_segments(
-    values: np.ndarray, owner: np.ndarray, first: np.ndarray, count: np.ndarray, n: int
+    values: np.ndarray,
+    owner: np.ndarray,
+    first: np.ndarray,
+    count: np.ndarray,
+    n: int,
+    *,
+    ordered: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate runs values[first:first+count] grouped by owner (stable)."""
-    if owner.size > 1 and (owner[1:] < owner[:-1]).any():
+    """Concatenate runs values[first:first+count] grouped by owner (stable);
+    ``ordered``: owner is known not to decrease."""
+    if not ordered and owner.size > 1 and (owner[1:] < owner[:-1]).any():
         order = np.argsort(owner, kind="stable")
         owner, first, count = owner[order], first[order], count[order]
+    if _wire is not None:
+        offsets = np.empty(n + 1, dtype=I64)
+        out = np.empty(int(count.sum()), dtype=U64)
+        _wire.gather(values, _i64(owner), _i64(first), _i64(count), offsets, out)
+        return offsets, out
     offsets = np.zeros(n + 1, dtype=I64)
     np.cumsum(np.bincount(owner, weights=count, minlength=n).astype(I64), out=offsets[1:])
     total = int(offsets[-1])
@@ -213,7 +294,58 @@ def _gather_segments(
     return offsets, values[idx]
 
 
+def _i64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=I64)
+
+
 def walk(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) -> Fields:
+    """Every field of the messages [first, end) (varint indexes; end_byte: the byte
+    after each): with the C extension message by message, else with numpy."""
+    if _wire is None:
+        return _walk_numpy(tok, first, end, end_byte)
+    first, end, end_byte = _i64(first), _i64(end), _i64(end_byte)
+    bound = int(np.maximum(end - first, 0).sum()) // 2  # a field has two varints or more
+    return _fill_fields(
+        lambda cols, m, k: _wire.walk(tok.values, tok.ends, first, end, end_byte, *cols, m, k),
+        first.size,
+        bound,
+    )
+
+
+def _fill_fields(step, count: int, bound: int) -> Fields:
+    """Fields from the C extension: ``step(cols, m, k)`` fills the five columns from
+    message m and field k on and says where it stopped; columns that fill up are
+    doubled and the walk resumes there."""
+    # Small walks get their upper bound at once; large ones a guess (messages
+    # have 1 to 4 fields but for mappings), so no array is far larger than it needs.
+    cap = bound if bound <= 1 << 16 else min(bound, 4 * count + 64)
+    cols = _field_columns(cap)
+    m = k = 0
+    while True:
+        k, m = step(cols, m, k)
+        _handed_over(k)
+        if m == count:
+            break
+        cap = max(2 * cap, 64)
+        grown = _field_columns(cap)
+        for old, new in zip(cols, grown, strict=True):
+            new[:k] = old[:k]
+        cols = grown
+    return Fields(*(c[:k] for c in cols), count=count, ordered=True)
+
+
+def _field_columns(n: int) -> tuple[np.ndarray, ...]:
+    """message, number, wire, tag, next: empty columns for ``n`` fields."""
+    return (
+        np.empty(n, dtype=I64),
+        np.empty(n, dtype=U64),
+        np.empty(n, dtype=np.int8),
+        np.empty(n, dtype=I64),
+        np.empty(n, dtype=I64),
+    )
+
+
+def _walk_numpy(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) -> Fields:
     """Walk all messages [first, end) (varint indexes) one field position at a time."""
     n = first.size
     parts: list[tuple[np.ndarray, ...]] = []
@@ -322,11 +454,25 @@ def _walk_scalar(
 
 
 def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:
-    buf, offsets = join(messages)
-    tok = tokenize(buf)
-    first = tok.index_at(offsets[:-1]) if tok.ends.size else np.zeros(len(messages), I64)
-    end = np.append(first[1:], tok.ends.size) if len(messages) else first
-    return tok, walk(tok, first, end, offsets[1:])
+    """``tokenize`` the messages as if joined and ``walk`` them all; a message that
+    starts inside a varint is handed over. The C extension reads the messages in
+    place (no joined copy) and walks each right after tokenizing it."""
+    if _wire is None:
+        buf, offsets = join(messages)
+        tok = tokenize(buf)
+        first = tok.index_at(offsets[:-1]) if tok.ends.size else np.zeros(len(messages), I64)
+        end = np.append(first[1:], tok.ends.size) if len(messages) else first
+        return tok, walk(tok, first, end, offsets[1:])
+    size, count = _wire.count_ends(messages)
+    tok = Tokens(values=np.empty(count, dtype=U64), ends=np.empty(count, dtype=I64), size=size)
+    first = np.empty(len(messages), dtype=I64)
+    offsets = np.empty(len(messages) + 1, dtype=I64)
+    fields = _fill_fields(
+        lambda cols, m, k: _wire.split(messages, tok.values, tok.ends, first, offsets, *cols, m, k),
+        len(messages),
+        count // 2,
+    )
+    return tok, fields
 
 
 # --- lookups and checks -------------------------------------------------------------------
@@ -346,11 +492,14 @@ class IdIndex:
 
     def contains(self, query: np.ndarray) -> np.ndarray:
         if self.dense:
+            # take() with int64 indexes: 3x faster than indexing with uint64 ones,
+            # which numpy first converts; ids up to top read the same as int64.
+            query = np.asarray(query, dtype=U64)
             if not query.size or query.max() <= U64(self.top):
-                return self.table[query]
+                return self.table.take(query.view(I64))
             ok = query <= U64(self.top)
             out = np.zeros(query.size, dtype=bool)
-            out[ok] = self.table[query[ok]]
+            out[ok] = self.table.take(query[ok].view(I64))
             return out
         pos = np.searchsorted(self.sorted, query)
         pos = np.minimum(pos, max(self.sorted.size - 1, 0))
@@ -439,13 +588,13 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
 
     # Mappings: every field a varint.
     mtok, mf = walk_messages(top.mappings)
-    m = {k: mf.last_value(mtok, k) for k in range(1, 11)}
+    m = dict(zip(range(1, 11), mf.last_values(mtok, tuple(range(1, 11))), strict=True))
     check_strings(m[5], nstr, "mapping filename", source=source)
     check_strings(m[6], nstr, "mapping build_id", source=source)
 
     # Functions.
     ftok, ff = walk_messages(top.functions)
-    f = {k: ff.last_value(ftok, k) for k in range(1, 6)}
+    f = dict(zip(range(1, 6), ff.last_values(ftok, (1, 2, 3, 4, 5)), strict=True))
     for k, what in ((2, "name"), (3, "system_name"), (4, "filename")):
         check_strings(f[k], nstr, f"function {what}", source=source)
 
@@ -455,7 +604,7 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     val_offsets, values = sf.repeated_varints(stok, 2)
     label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
     lf = walk(stok, label_first, label_end, label_end_byte)
-    key, lstr, lnum, lunit = (lf.last_value(stok, k) for k in range(1, 5))
+    key, lstr, lnum, lunit = lf.last_values(stok, (1, 2, 3, 4))
     check_strings(key, nstr, "label key", source=source)
     check_strings(lstr[lstr != 0], nstr, "label str", source=source)
     numeric = (lstr == 0) & ((lnum != 0) | (lunit != 0))
@@ -471,10 +620,10 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
 
     # Locations and their lines.
     ltok, lof = walk_messages(top.locations)
-    loc = {k: lof.last_value(ltok, k) for k in (1, 2, 3, 5)}
+    loc = dict(zip((1, 2, 3, 5), lof.last_values(ltok, (1, 2, 3, 5)), strict=True))
     line_offsets, line_first, line_end, line_end_byte = lof.children(ltok, 4)
     lnf = walk(ltok, line_first, line_end, line_end_byte)
-    line_fn, line_no, line_col = (lnf.last_value(ltok, k) for k in (1, 2, 3))
+    line_fn, line_no, line_col = lnf.last_values(ltok, (1, 2, 3))
 
     # pprof's CheckValid, in bulk.
     known_locations = IdIndex(loc[1]) if loc[1].size else None

@@ -1,0 +1,580 @@
+/* The hot loops of the fast decoder (fast.py), in C: varints of many messages,
+ * fields of many messages, runs of packed varints.
+ *
+ * Rules: each function gives exactly what its numpy counterpart in fast.py
+ * gives, and says "hand over" (a negative code, mapped to _HandToReference in
+ * fast.py) under the same conditions. Python allocates every array and passes
+ * it through the buffer protocol; C checks every index it reads or writes
+ * against the buffers' sizes, whatever the arrays hold. Values wrap modulo
+ * 2**64 as in upb. The loops run without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_VARINT_BYTES 10
+
+/* Hand-over codes (fast.py maps them to messages: keep the two lists alike). */
+#define HAND_VARINT_TOO_LONG (-1)
+#define HAND_ENDS_INSIDE_VARINT (-2)
+#define HAND_TRUNCATED_FIELD (-3)
+#define HAND_FIELD_NUMBER_ZERO (-4)
+#define HAND_WIRE_TYPE (-5)
+#define HAND_FIELD_TOO_LONG (-6)
+#define HAND_FIELD_ENDS_INSIDE_VARINT (-7)
+/* Not hand-overs: the field arrays are full (call again with larger ones); the
+ * arrays passed in do not fit together (a bug in fast.py: ValueError). */
+#define FIELDS_FULL (-99)
+#define BAD_ARRAYS (-100)
+
+/* A tuple of bytes objects: a snapshot of the sequence, so the bytes stay alive
+ * (and unchanged: bytes are immutable) while the GIL is released. */
+static PyObject *
+bytes_tuple(PyObject *seq)
+{
+    PyObject *t = PySequence_Tuple(seq);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(t, i))) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_TypeError, "messages must be bytes");
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static PyObject *
+bad_arrays(void)
+{
+    PyErr_SetString(PyExc_ValueError, "arrays of inconsistent sizes or indexes out of range");
+    return NULL;
+}
+
+/* --- count_ends ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(count_ends_doc,
+             "count_ends(messages) -> (bytes, ends)\n\n"
+             "Total size of the messages, and how many of their bytes are below 0x80\n"
+             "(each ends a varint): the size of tokenize's arrays.");
+
+static PyObject *
+count_ends(PyObject *self, PyObject *messages)
+{
+    (void)self;
+    PyObject *t = bytes_tuple(messages);
+    if (t == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    long long size = 0, ends = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(t, i);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        long long c = 0;
+        Py_ssize_t j = 0;
+        /* Eight bytes at a time: the high bit of each, inverted, summed by a multiply
+         * (each byte of `low` is 0 or 1, so the sum fits in the top byte). */
+        for (; j + 8 <= len; j += 8) {
+            uint64_t x;
+            memcpy(&x, p + j, 8);
+            uint64_t low = (~x & UINT64_C(0x8080808080808080)) >> 7;
+            c += (long long)((low * UINT64_C(0x0101010101010101)) >> 56);
+        }
+        for (; j < len; j++)
+            c += (p[j] >> 7) ^ 1;
+        size += len;
+        ends += c;
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(t);
+    return Py_BuildValue("LL", size, ends);
+}
+
+/* --- walking messages ----------------------------------------------------------------- */
+
+typedef struct {
+    int64_t *message;
+    uint64_t *number;
+    int8_t *wire;
+    int64_t *tag;
+    int64_t *next;
+    Py_ssize_t cap;
+} FieldsOut;
+
+/* The first index k in [lo, hi) with ends[k] >= x, or hi. */
+static Py_ssize_t
+lower_bound(const int64_t *ends, Py_ssize_t lo, Py_ssize_t hi, int64_t x)
+{
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ends[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The fields of message m, varints [cur, stop) (0 <= cur, stop <= the varints in
+ * values and ends), stop_byte the byte after it, written at out[*k...] in order.
+ * Returns 0, FIELDS_FULL (out has no room: *k is left as it was), or a hand-over,
+ * under the conditions of fast.py's numpy walk. */
+static int
+walk_message(const uint64_t *values, const int64_t *ends, int64_t m, int64_t cur, int64_t stop,
+             int64_t stop_byte, FieldsOut *out, Py_ssize_t *k)
+{
+    Py_ssize_t at = *k;
+    /* Unsigned: wrapping is defined. Indexes are checked against cur and stop
+     * only, so a nonsensical stop_byte gives nonsense, never a read out of bounds. */
+    uint64_t limit = (uint64_t)stop_byte;
+    while (cur < stop) {
+        if (cur + 1 >= stop)
+            return HAND_TRUNCATED_FIELD;
+        uint64_t tag = values[cur];
+        uint64_t number = tag >> 3;
+        int wire = (int)(tag & 7);
+        int64_t next;
+        if (number == 0)
+            return HAND_FIELD_NUMBER_ZERO;
+        if (wire == 0) {
+            next = cur + 2;
+        }
+        else if (wire == 2) {
+            uint64_t length = values[cur + 1];
+            uint64_t payload_start = (uint64_t)ends[cur + 1] + 1;
+            if (length > limit - payload_start)
+                return HAND_FIELD_TOO_LONG;
+            uint64_t payload_end = payload_start + length;
+            if ((int64_t)payload_end < (int64_t)limit) {
+                /* The varint that starts at payload_end: each varint has at least
+                 * one byte, so it is at most `length` varints on. */
+                int64_t lo = cur + 2;
+                int64_t hi = length < (uint64_t)(stop - lo) ? lo + (int64_t)length + 1 : stop;
+                int64_t found = lower_bound(ends, lo, hi, (int64_t)payload_end);
+                if (found >= hi || (uint64_t)ends[found - 1] + 1 != payload_end)
+                    return HAND_FIELD_ENDS_INSIDE_VARINT;
+                next = found;
+            }
+            else {
+                next = stop;
+            }
+        }
+        else {
+            return HAND_WIRE_TYPE;
+        }
+        if (at >= out->cap)
+            return FIELDS_FULL;
+        out->message[at] = m;
+        out->number[at] = number;
+        out->wire[at] = (int8_t)wire;
+        out->tag[at] = cur;
+        out->next[at] = next;
+        at++;
+        cur = next;
+    }
+    *k = at;
+    return 0;
+}
+
+static int
+fields_out(Py_buffer *o, FieldsOut *out)
+{
+    *out = (FieldsOut){o[0].buf, o[1].buf, o[2].buf, o[3].buf, o[4].buf, o[2].len};
+    return o[0].len / 8 == out->cap && o[1].len / 8 == out->cap && o[3].len / 8 == out->cap &&
+           o[4].len / 8 == out->cap;
+}
+
+/* What split and walk return: (fields written, the message to resume at), or
+ * (hand-over code, message) when it is negative. */
+static PyObject *
+walked(int status, Py_ssize_t k, Py_ssize_t m)
+{
+    if (status == BAD_ARRAYS)
+        return bad_arrays();
+    return Py_BuildValue("nn", status < 0 && status != FIELDS_FULL ? (Py_ssize_t)status : k, m);
+}
+
+/* --- split: tokenize and walk top-level sub-messages ------------------------------------ */
+
+/* Messages m0... of the tuple: tokenized as if joined (values, ends: the varints,
+ * ends[k] the joined buffer's index of its last byte; first[i]: the index of message
+ * i's first varint; offsets[i]: of its first byte, offsets[n] = the size), each
+ * walked right after (its varints still in cache) into out from *k on. Resuming
+ * at m0 > 0 reads first[m0] and offsets[m0] as a previous call left them.
+ * A message that ends inside a varint is handed over: the next one would start
+ * inside it (numpy's index_at refuses that) or the buffer would end inside it. */
+static int
+split_core(PyObject *t, Py_ssize_t m0, uint64_t *values, int64_t *ends, Py_ssize_t cap,
+           int64_t *first, int64_t *offsets, FieldsOut *out, Py_ssize_t *k, Py_ssize_t *m)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(t);
+    Py_ssize_t n = m0 ? first[m0] : 0;
+    int64_t base = m0 ? offsets[m0] : 0;
+    if (n < 0 || n > cap || base < 0)
+        return BAD_ARRAYS;
+    for (*m = m0; *m < count; (*m)++) {
+        PyObject *item = PyTuple_GET_ITEM(t, *m);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t size = PyBytes_GET_SIZE(item);
+        Py_ssize_t start = n;
+        first[*m] = n;
+        offsets[*m] = base;
+        uint64_t acc = 0;   /* the varint in progress: its value so far */
+        uint64_t shift = 0; /* and 7 times its bytes so far */
+        /* Branch-free per byte (varints of one and two bytes mix unpredictably):
+         * every byte writes the varint in progress at n, and a last byte moves n on. */
+        for (Py_ssize_t j = 0; j < size; j++) {
+            if (n == cap) {
+                /* cap is the number of last bytes: only continuation bytes are left. */
+                return HAND_ENDS_INSIDE_VARINT;
+            }
+            uint64_t b = p[j];
+            uint64_t more = b >> 7; /* 1: the varint goes on */
+            acc |= (b & 0x7F) << shift;
+            values[n] = acc;
+            ends[n] = base + j;
+            n += more ^ 1;
+            acc &= -more;
+            shift = (shift + 7) & -more;
+            if (shift == 7 * MAX_VARINT_BYTES) {
+                /* Ten bytes and more to come: numpy's tokenize refuses it too. */
+                return HAND_VARINT_TOO_LONG;
+            }
+        }
+        if (shift)
+            return HAND_ENDS_INSIDE_VARINT;
+        base += size;
+        int status = walk_message(values, ends, *m, start, n, base, out, k);
+        if (status)
+            return status;
+    }
+    if (n != cap)
+        return BAD_ARRAYS;
+    offsets[count] = base;
+    return 0;
+}
+
+PyDoc_STRVAR(split_doc,
+             "split(messages, values, ends, first, offsets, message, number, wire, tag, next,\n"
+             "      m, k) -> (k, m)\n\n"
+             "Tokenize the messages (bytes) as if joined, into values (uint64) and ends\n"
+             "(int64) sized by count_ends, first (int64, a message's first varint) and\n"
+             "offsets (int64, where each starts; messages + 1), and walk each into the five\n"
+             "field arrays (int64, uint64, int8, int64, int64) from field k on, message by\n"
+             "message. Returns the fields written and len(messages), or, when the field\n"
+             "arrays are full, the fields written before message m: call again with larger\n"
+             "arrays, m and k. k < 0: hand over.");
+
+static PyObject *
+split(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *messages;
+    Py_buffer b[4], o[5];
+    Py_ssize_t m0, k0;
+    if (!PyArg_ParseTuple(args, "Ow*w*w*w*w*w*w*w*w*nn", &messages, &b[0], &b[1], &b[2], &b[3],
+                          &o[0], &o[1], &o[2], &o[3], &o[4], &m0, &k0))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *t = bytes_tuple(messages);
+    if (t == NULL)
+        goto done;
+    Py_ssize_t count = PyTuple_GET_SIZE(t);
+    Py_ssize_t cap = b[0].len / 8;
+    FieldsOut out;
+    if (!fields_out(o, &out) || b[1].len / 8 != cap || b[2].len / 8 != count ||
+        b[3].len / 8 != count + 1 || m0 < 0 || m0 > count || k0 < 0 || k0 > out.cap) {
+        bad_arrays();
+        goto done;
+    }
+    Py_ssize_t k = k0, m = m0;
+    int status = 0;
+    if (m0 < count) {
+        Py_BEGIN_ALLOW_THREADS
+        status = split_core(t, m0, b[0].buf, b[1].buf, cap, b[2].buf, b[3].buf, &out, &k, &m);
+        Py_END_ALLOW_THREADS
+    }
+    else if (m0 == 0) {
+        ((int64_t *)b[3].buf)[0] = 0; /* no messages */
+    }
+    result = walked(status, k, m);
+done:
+    Py_XDECREF(t);
+    for (int i = 0; i < 5; i++) {
+        if (i < 4)
+            PyBuffer_Release(&b[i]);
+        PyBuffer_Release(&o[i]);
+    }
+    return result;
+}
+
+/* --- walk: nested messages ------------------------------------------------------------- */
+
+PyDoc_STRVAR(walk_doc,
+             "walk(values, ends, first, end, end_byte, message, number, wire, tag, next,\n"
+             "     m, k) -> (k, m)\n\n"
+             "Walk messages [first, end) (varint indexes; end_byte: the byte after each)\n"
+             "into the five field arrays, from message m and field k on, as split does.");
+
+static PyObject *
+walk(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer in[5], o[5];
+    Py_ssize_t m0, k0;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*w*w*nn", &in[0], &in[1], &in[2], &in[3],
+                          &in[4], &o[0], &o[1], &o[2], &o[3], &o[4], &m0, &k0))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t ntok = in[0].len / 8, nmsg = in[2].len / 8;
+    FieldsOut out;
+    if (!fields_out(o, &out) || in[1].len / 8 != ntok || in[3].len / 8 != nmsg ||
+        in[4].len / 8 != nmsg || m0 < 0 || m0 > nmsg || k0 < 0 || k0 > out.cap) {
+        bad_arrays();
+        goto done;
+    }
+    const uint64_t *values = in[0].buf;
+    const int64_t *ends = in[1].buf, *first = in[2].buf, *end = in[3].buf, *end_byte = in[4].buf;
+    Py_ssize_t k = k0, m;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (m = m0; m < nmsg; m++) {
+        int64_t cur = first[m], stop = end[m];
+        if (cur >= stop)
+            continue;
+        if (cur < 0 || stop > ntok) {
+            status = BAD_ARRAYS;
+            break;
+        }
+        status = walk_message(values, ends, m, cur, stop, end_byte[m], &out, &k);
+        if (status)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    result = walked(status, k, m);
+done:
+    for (int i = 0; i < 5; i++) {
+        PyBuffer_Release(&in[i]);
+        PyBuffer_Release(&o[i]);
+    }
+    return result;
+}
+
+/* --- join ------------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(join_doc,
+             "join(messages, offsets) -> bytes\n\n"
+             "The messages joined; offsets (int64, messages + 1) filled with where each\n"
+             "starts (offsets[-1] = the size).");
+
+static PyObject *
+join(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *messages;
+    Py_buffer ob;
+    if (!PyArg_ParseTuple(args, "Ow*", &messages, &ob))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *t = bytes_tuple(messages);
+    if (t == NULL)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (ob.len / 8 != n + 1) {
+        bad_arrays();
+        goto done;
+    }
+    int64_t *offsets = ob.buf;
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, i));
+        offsets[i] = size;
+        if (len > PY_SSIZE_T_MAX - size) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        size += len;
+    }
+    offsets[n] = size;
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL)
+        goto done;
+    char *out = PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    /* Positions recounted, not read back from offsets, which another thread could change. */
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(t, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        if (len)
+            memcpy(out + pos, PyBytes_AS_STRING(item), (size_t)len);
+        pos += len;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    Py_XDECREF(t);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+/* --- last_values ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(last_values_doc,
+             "last_values(values, message, number, wire, tag, numbers, out) -> status\n\n"
+             "For each field number numbers[r] (1 to 255), out[r, m] (uint64, zeroed by\n"
+             "the caller) = the varint value of message m's last field of that number.\n"
+             "status < 0: hand over (one of them is not a varint field).");
+
+static PyObject *
+last_values(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b[7];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6]))
+        return NULL;
+    PyObject *result = NULL;
+    const uint64_t *values = b[0].buf, *number = b[2].buf;
+    const int64_t *message = b[1].buf, *tag = b[4].buf, *numbers = b[5].buf;
+    const int8_t *wire = b[3].buf;
+    uint64_t *out = b[6].buf;
+    Py_ssize_t ntok = b[0].len / 8, nfields = b[1].len / 8, nrows = b[5].len / 8;
+    Py_ssize_t count = nrows ? b[6].len / 8 / nrows : 0;
+    /* row + 1 of each wanted field number, 0 for the others */
+    unsigned char row[256] = {0};
+    if (b[2].len / 8 != nfields || b[3].len != nfields || b[4].len / 8 != nfields ||
+        nrows > 255 || b[6].len / 8 != nrows * count) {
+        bad_arrays();
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < nrows; r++) {
+        if (numbers[r] < 1 || numbers[r] > 255) {
+            bad_arrays();
+            goto done;
+        }
+        row[numbers[r]] = (unsigned char)(r + 1);
+    }
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < nfields; i++) {
+        if (number[i] > 255 || !row[number[i]])
+            continue;
+        int64_t m = message[i], t = tag[i];
+        if (wire[i] != 0) {
+            status = HAND_WIRE_TYPE;
+            break;
+        }
+        if (m < 0 || m >= count || t < 0 || t >= ntok - 1) {
+            status = BAD_ARRAYS;
+            break;
+        }
+        out[(row[number[i]] - 1) * count + m] = values[t + 1];
+    }
+    Py_END_ALLOW_THREADS
+    if (status == BAD_ARRAYS)
+        bad_arrays();
+    else
+        result = PyLong_FromLong(status);
+done:
+    for (int i = 0; i < 7; i++)
+        PyBuffer_Release(&b[i]);
+    return result;
+}
+
+/* --- gather ---------------------------------------------------------------------------- */
+
+/* out = the runs values[first[i]:first[i]+count[i]] in order; offsets[j] = where the
+ * runs of owner j start (owners must not decrease). Returns the values written, or
+ * BAD_ARRAYS (also for decreasing owners). */
+static Py_ssize_t
+gather_core(const uint64_t *values, Py_ssize_t nvalues, const int64_t *owner,
+            const int64_t *first, const int64_t *count, Py_ssize_t nruns, int64_t *offsets,
+            Py_ssize_t nowners, uint64_t *out, Py_ssize_t cap)
+{
+    Py_ssize_t total = 0, filled = 0; /* offsets[0..filled] are written */
+    offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < nruns; i++) {
+        int64_t o = owner[i], f = first[i], c = count[i];
+        if (o < filled || o >= nowners || f < 0 || c < 0 || f > nvalues || c > nvalues - f ||
+            c > cap - total)
+            return BAD_ARRAYS;
+        while (filled < o)
+            offsets[++filled] = total;
+        if (c)
+            memcpy(out + total, values + f, (size_t)c * sizeof *out);
+        total += c;
+    }
+    while (filled < nowners)
+        offsets[++filled] = total;
+    return total;
+}
+
+PyDoc_STRVAR(gather_doc,
+             "gather(values, owner, first, count, offsets, out) -> written\n\n"
+             "Concatenate the runs values[first:first+count] (owner not decreasing) into\n"
+             "out (uint64), and fill offsets (int64, owners + 1) with where each owner's\n"
+             "runs start. ValueError when the arrays do not fit.");
+
+static PyObject *
+gather(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer vb, ob, fb, cb, offb, outb;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*", &vb, &ob, &fb, &cb, &offb, &outb))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nruns = ob.len / 8, nowners = offb.len / 8 - 1;
+    if (fb.len / 8 != nruns || cb.len / 8 != nruns || nowners < 0) {
+        bad_arrays();
+        goto done;
+    }
+    Py_ssize_t n;
+    Py_BEGIN_ALLOW_THREADS
+    n = gather_core(vb.buf, vb.len / 8, ob.buf, fb.buf, cb.buf, nruns, offb.buf, nowners,
+                    outb.buf, outb.len / 8);
+    Py_END_ALLOW_THREADS
+    if (n == BAD_ARRAYS) {
+        bad_arrays();
+        goto done;
+    }
+    result = PyLong_FromSsize_t(n);
+done:
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&offb);
+    PyBuffer_Release(&outb);
+    return result;
+}
+
+/* --- module ---------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"count_ends", count_ends, METH_O, count_ends_doc},
+    {"split", split, METH_VARARGS, split_doc},
+    {"join", join, METH_VARARGS, join_doc},
+    {"walk", walk, METH_VARARGS, walk_doc},
+    {"last_values", last_values, METH_VARARGS, last_values_doc},
+    {"gather", gather, METH_VARARGS, gather_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pyproflab.decode._wire",
+    .m_doc = "The fast decoder's hot loops in C (see pyproflab/decode/fast.py).",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__wire(void)
+{
+    return PyModule_Create(&module);
+}
