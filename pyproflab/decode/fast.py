@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
+from pyproflab.arrays import from_numpy
 from pyproflab.decode.common import malformed, metadata
 from pyproflab.decode.lite import TopLevel
 from pyproflab.model import Profile
@@ -544,25 +545,8 @@ def string_array(raw: list[bytes], top: TopLevel) -> pa.Array:
     return pa.array(top.strings, pa.string())
 
 
-def np_array(values: np.ndarray, type: pa.DataType, *, mask=None) -> pa.Array:
-    """A numpy array as an Arrow array, without ``pa.array``'s detour through pandas
-    (which would import pandas, a fifth of a small CLI run); ``mask`` True = null."""
-    n = len(values)
-    if pa.types.is_boolean(type):
-        data = pa.py_buffer(np.packbits(np.asarray(values, dtype=bool), bitorder="little"))
-    else:
-        data = pa.py_buffer(np.ascontiguousarray(values, dtype=type.to_pandas_dtype()))
-    validity = None
-    null_count = 0
-    if mask is not None:
-        null_count = int(np.count_nonzero(mask))
-        if null_count:
-            validity = pa.py_buffer(np.packbits(~np.asarray(mask, dtype=bool), bitorder="little"))
-    return pa.Array.from_buffers(type, n, [validity, data], null_count=null_count)
-
-
 def list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
-    return pa.ListArray.from_arrays(np_array(offsets, pa.int32()), values)
+    return pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), values)
 
 
 def struct_fields(struct: pa.StructType) -> list[pa.Field]:
@@ -664,10 +648,10 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     strings = string_array(top.raw_strings, top)
 
     def text(index: np.ndarray) -> pa.Array:
-        return strings.take(np_array(index, pa.int64()))
+        return strings.take(from_numpy(index, pa.int64()))
 
     def text_or_null(index: np.ndarray, present: np.ndarray) -> pa.Array:
-        return strings.take(np_array(index, pa.int64(), mask=~present))
+        return strings.take(from_numpy(index, pa.int64(), mask=~present))
 
     keep = (lstr != 0) | numeric
     kept_offsets = label_offsets
@@ -681,56 +665,56 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
         [
             text(key),
             text_or_null(lstr, ~numeric),
-            np_array(lnum, pa.int64(), mask=~numeric),
+            from_numpy(lnum, pa.int64(), mask=~numeric),
             text_or_null(lunit, numeric & (lunit != 0)),
         ],
         fields=struct_fields(schema.LABEL),
     )
     samples = pa.Table.from_arrays(
         [
-            list_array(loc_offsets, np_array(loc_ids, pa.uint64())),
-            list_array(val_offsets, np_array(values, pa.int64())),
+            list_array(loc_offsets, from_numpy(loc_ids, pa.uint64())),
+            list_array(val_offsets, from_numpy(values, pa.int64())),
             list_array(kept_offsets, labels),
         ],
         schema=schema.PROFILE_SAMPLES,
     )
     lines = pa.StructArray.from_arrays(
         [
-            np_array(line_fn, pa.uint64()),
-            np_array(line_no, pa.int64()),
-            np_array(line_col, pa.int64()),
+            from_numpy(line_fn, pa.uint64()),
+            from_numpy(line_no, pa.int64()),
+            from_numpy(line_col, pa.int64()),
         ],
         fields=struct_fields(schema.LINE),
     )
     locations = pa.Table.from_arrays(
         [
-            np_array(loc[1], pa.uint64()),
-            np_array(mapping_id, pa.uint64()),
-            np_array(loc[3], pa.uint64()),
-            np_array(loc[5] != 0, pa.bool_()),
+            from_numpy(loc[1], pa.uint64()),
+            from_numpy(mapping_id, pa.uint64()),
+            from_numpy(loc[3], pa.uint64()),
+            from_numpy(loc[5] != 0, pa.bool_()),
             list_array(line_offsets, lines),
         ],
         schema=schema.PROFILE_LOCATIONS,
     )
     functions_table = pa.Table.from_arrays(
         [
-            np_array(f[1], pa.uint64()),
+            from_numpy(f[1], pa.uint64()),
             text(f[2]),
             text(f[3]),
             text(f[4]),
-            np_array(f[5], pa.int64()),
+            from_numpy(f[5], pa.int64()),
         ],
         schema=schema.PROFILE_FUNCTIONS,
     )
     mappings_table = pa.Table.from_arrays(
         [
-            np_array(m[1], pa.uint64()),
-            np_array(m[2], pa.uint64()),
-            np_array(m[3], pa.uint64()),
-            np_array(m[4], pa.uint64()),
+            from_numpy(m[1], pa.uint64()),
+            from_numpy(m[2], pa.uint64()),
+            from_numpy(m[3], pa.uint64()),
+            from_numpy(m[4], pa.uint64()),
             text(m[5]),
             text(m[6]),
-            *(np_array(m[k] != 0, pa.bool_()) for k in (7, 8, 9, 10)),
+            *(from_numpy(m[k] != 0, pa.bool_()) for k in (7, 8, 9, 10)),
         ],
         schema=schema.PROFILE_MAPPINGS,
     )
