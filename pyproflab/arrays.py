@@ -71,9 +71,12 @@ def from_numpy(values, type: pa.DataType | None = None, *, mask=None) -> pa.Arra
     return pa.Array.from_buffers(type, n, [validity, data], null_count=null_count)
 
 
-def list_parts(arr: pa.ListArray) -> tuple[np.ndarray, pa.Array]:
-    """(offsets, values) of a list array: offsets (len + 1, int64, from 0) into the
-    values of its lists only. Slices are handled; a null list counts as empty."""
+def list_parts(arr: pa.ListArray | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """(offsets, values) of a list column: offsets (len + 1, int64, from 0) into the
+    values of its lists only. Slices and chunks are handled; a null list counts as
+    empty."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     if arr.null_count:
         import pyarrow.compute as pc
 

@@ -5,14 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pyproflab import arrays
 from pyproflab.arrays import to_numpy
-
-
-def list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """(offsets, flattened values) of a list column; offsets has len(col)+1 entries."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return arrays.list_parts(arr)
 
 
 def to_np(arr: pa.Array | pa.ChunkedArray, dtype=None) -> np.ndarray:

@@ -26,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
-from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
+from pyproflab.analyses._arrays import IdIndex, to_np
+from pyproflab.arrays import list_parts
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 

@@ -34,9 +34,9 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
-from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
+from pyproflab.analyses._arrays import IdIndex, to_np
 from pyproflab.analyses.units import scale
-from pyproflab.arrays import empty_lists, from_numpy
+from pyproflab.arrays import empty_lists, from_numpy, list_parts
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 

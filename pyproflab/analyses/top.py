@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters
-from pyproflab.analyses._arrays import IdIndex, list_parts, to_np
-from pyproflab.arrays import from_numpy, from_strings
+from pyproflab.analyses._arrays import IdIndex, to_np
+from pyproflab.arrays import from_numpy, from_strings, list_parts
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
@@ -639,7 +639,8 @@ def _rows(
         ("(partial-inline)" if has_plain[i] else "(inline)") if has_inline[i] else "" for i in order
     ]
     with_file = granularity in ("lines", "files")
-    lineno = np.array([nodes.lineno[i] for i in order] if granularity == "lines" else [], np.int64)
+    lines_shown = granularity == "lines"
+    lineno = np.array([nodes.lineno[i] if lines_shown else 0 for i in order], np.int64)
     cols = [
         from_numpy(flat_np, pa.int64()),
         from_numpy(np.abs(flat_np / denom) * 100 if total else flat_np * scale, pa.float64()),
@@ -648,11 +649,7 @@ def _rows(
         from_numpy(np.abs(cum_np / denom) * 100 if total else cum_np * scale, pa.float64()),
         from_strings([nodes.name[i] or lbl for i, lbl in zip(order, labels, strict=True)]),
         from_strings([(nodes.file[i] or None) if with_file else None for i in order]),
-        from_numpy(
-            lineno if lineno.size else np.zeros(len(order), np.int64),
-            pa.int64(),
-            mask=lineno == 0 if lineno.size else np.ones(len(order), bool),
-        ),
+        from_numpy(lineno, pa.int64(), mask=lineno == 0),  # no line: null
         from_strings(labels),
         from_strings(inline),
     ]

@@ -96,8 +96,6 @@ def list_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> np.nd
 
 def _list_parts(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """(flat values, offsets) of a list array, slices and chunks handled."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     offsets, values = list_parts(arr)
     return values, offsets
 
