@@ -13,10 +13,12 @@ Sections (targets from the foundation issue):
 from __future__ import annotations
 
 import argparse
+import csv
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from bench.common import (
@@ -118,7 +120,10 @@ def fleet_lines(
         f"{f'ingest of {count} {size} CPU profiles into a store':<58} {wall:8.3f}s  "
         f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
     ]
-    ours = median_process(pyproflab_cmd("top", "--db", str(db), "--format", "csv"), repeat=runs)
+    # Every row, exact integers in nanoseconds, on both sides: the answers are compared.
+    ours_out, peer_out = db.with_suffix(".top.csv"), db.with_suffix(".pprof.txt")
+    ours_cmd = pyproflab_cmd("top", "--db", str(db), "--sample-index", "cpu", "--format", "csv")
+    ours = median_process(ours_cmd, repeat=runs, stdout=ours_out)
     # The least any Python process on this stack costs: start, import numpy,
     # pyarrow and DuckDB, open the store read-only.
     floor_code = (
@@ -126,12 +131,39 @@ def fleet_lines(
         f"duckdb.connect({str(db)!r}, read_only=True).sql('select 1').fetchall()"
     )
     floor = median_process([sys.executable, "-c", floor_code], repeat=runs)
-    peer_cmd = pprof_cmd("-top", *map(str, files))
-    peer = median_process(peer_cmd, repeat=peer_runs, warmup=warm_peer)
+    peer_cmd = pprof_cmd(*EXACT_TOP, *map(str, files))
+    peer = median_process(peer_cmd, repeat=peer_runs, warmup=warm_peer, stdout=peer_out)
     name = f"top over {count} {size} profiles: --db vs pprof on files"
     out.append(line(name, ours, peer, 0.05))
+    out.append(f"  {same_rows(ours_out, peer_out)}")
     out.append(line("  (floor: python, numpy, pyarrow, duckdb start)", floor, peer, None))
     return out
+
+
+EXACT_TOP = (
+    "-top",
+    "-nodefraction=0",
+    "-nodecount=1000000",
+    "-sample_index=cpu",
+    "-unit=nanoseconds",
+)
+
+
+def same_rows(ours_csv: Path, pprof_txt: Path) -> str:
+    """Whether `pyproflab top` (csv) and `go tool pprof -top` have the same rows,
+    flat and cum; raises when they do not (a fast wrong answer is no result)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from pprof_oracle import parse_top
+
+    with open(ours_csv, newline="") as f:
+        ours = Counter((r["name"], int(r["flat"]), int(r["cum"])) for r in csv.DictReader(f))
+    theirs = Counter((r.label, r.flat, r.cum) for r in parse_top(pprof_txt.read_text()).rows)
+    if ours != theirs:
+        raise RuntimeError(
+            f"top differs from pprof: {sum((ours - theirs).values())} rows only ours, "
+            f"{sum((theirs - ours).values())} only pprof ({ours_csv}, {pprof_txt})"
+        )
+    return f"(rows equal to pprof's: {sum(ours.values()):,}, flat and cum)"
 
 
 SECTIONS = {

@@ -32,10 +32,16 @@ def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> f
     return statistics.median(times)
 
 
-def run_process(cmd: list[str], **kw) -> tuple[float, int]:
-    """Run ``cmd`` to completion; return (wall seconds, peak RSS in bytes of the child)."""
+def run_process(cmd: list[str], *, stdout: Path | None = None, **kw) -> tuple[float, int]:
+    """Run ``cmd`` to completion (its output into ``stdout`` if given, else dropped);
+    return (wall seconds, peak RSS in bytes of the child)."""
+    sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+    try:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, **kw)
+    finally:
+        if stdout:
+            sink.close()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -46,6 +52,8 @@ def run_process(cmd: list[str], **kw) -> tuple[float, int]:
 
 
 def median_process(cmd: list[str], repeat: int = 5, *, warmup: bool = True, **kw) -> float:
+    """The median wall time of ``repeat`` runs (``stdout``, if given, keeps the last
+    run's output)."""
     if warmup:
         run_process(cmd, **kw)  # warm caches (and Go's build cache for go tool pprof)
     return statistics.median(run_process(cmd, **kw)[0] for _ in range(repeat))
