@@ -390,22 +390,34 @@ def _expand(profile: Profile, nodes: _Nodes, w_all: np.ndarray, keep: np.ndarray
     sel = np.flatnonzero(keep)
     w = w_all[sel]
     counts = np.diff(offsets)[sel]
-    starts = offsets[:-1][sel]
-    # Entries (sample, location) of the kept samples, in file order (leaf first).
     n_entries = int(counts.sum())
-    entry_sample = np.repeat(np.arange(len(sel)), counts)
-    entry_pos = np.arange(n_entries) - np.repeat(np.cumsum(counts) - counts, counts)
-    entry_idx = np.repeat(starts, counts) + entry_pos
-    loc_ids = to_np(flat, np.uint64)[entry_idx] if n_entries else np.zeros(0, np.uint64)
+    # int32 indexes where they fit: these arrays have one entry per frame (millions),
+    # and half the bytes is most of the time.
+    idx_t = np.int32 if max(n_entries, len(sel)) < 2**31 else np.int64
+    entry_sample = np.repeat(np.arange(len(sel), dtype=idx_t), counts)
+    all_locs = to_np(flat, np.uint64)
+    if len(sel) == len(w_all):  # every sample counts: its entries are all of them
+        loc_ids = all_locs
+    else:
+        # Entries (sample, location) of the kept samples, in file order (leaf first).
+        starts = offsets[:-1][sel]
+        entry_pos = np.arange(n_entries, dtype=np.int64) - np.repeat(
+            np.cumsum(counts) - counts, counts
+        )
+        entry_idx = np.repeat(starts, counts) + entry_pos
+        loc_ids = all_locs[entry_idx] if n_entries else np.zeros(0, np.uint64)
     loc_rows = IdIndex(to_np(profile.locations.column("id"), np.uint64)).rows(loc_ids)
     if (loc_rows < 0).any():
         known = loc_rows >= 0  # pprof refuses such profiles; the decoder does too
         entry_sample, loc_rows = entry_sample[known], loc_rows[known]
     k = nodes.loc_nslots[loc_rows]
+    first_slot = nodes.loc_slot_off[loc_rows]
+    if (k == 1).all():  # no inlined frames: one frame per entry
+        return _Frames(entry_sample, nodes.slot_node[first_slot], nodes.slot_inline[first_slot], w)
     nframes = int(k.sum())
-    fr_entry = np.repeat(np.arange(len(loc_rows)), k)
+    fr_entry = np.repeat(np.arange(len(loc_rows), dtype=np.int64), k)
     fr_pos = np.arange(nframes) - np.repeat(np.cumsum(k) - k, k)
-    slot = nodes.loc_slot_off[loc_rows][fr_entry] + fr_pos
+    slot = first_slot[fr_entry] + fr_pos
     return _Frames(entry_sample[fr_entry], nodes.slot_node[slot], nodes.slot_inline[slot], w)
 
 
