@@ -102,12 +102,11 @@ def from_strings(values: list[str | None]) -> pa.Array:
     mask = np.fromiter(nulls, dtype=bool, count=n)
     null_count = int(mask.sum())
     validity = pa.py_buffer(np.packbits(~mask, bitorder="little")) if null_count else None
-    if offsets[-1] < 2**31:
-        return pa.StringArray.from_buffers(
-            n, pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
-        )
-    large = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), data, validity, null_count)
-    return large.cast(pa.string())
+    if offsets[-1] >= 2**31:
+        raise ValueError("from_strings: over 2 GiB of text does not fit an Arrow string array")
+    return pa.StringArray.from_buffers(
+        n, pa.py_buffer(offsets.astype(np.int32)), data, validity, null_count
+    )
 
 
 def empty_lists(n: int, value_type: pa.DataType) -> pa.Array:

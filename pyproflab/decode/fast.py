@@ -335,15 +335,13 @@ def _fill_fields(step, count: int, bound: int) -> Fields:
     return Fields(*(c[:k] for c in cols), count=count, ordered=True)
 
 
+# The dtypes of Fields' columns: message, number, wire, tag, next.
+FIELD_DTYPES = (I64, U64, np.int8, I64, I64)
+
+
 def _field_columns(n: int) -> tuple[np.ndarray, ...]:
-    """message, number, wire, tag, next: empty columns for ``n`` fields."""
-    return (
-        np.empty(n, dtype=I64),
-        np.empty(n, dtype=U64),
-        np.empty(n, dtype=np.int8),
-        np.empty(n, dtype=I64),
-        np.empty(n, dtype=I64),
-    )
+    """Empty Fields columns for ``n`` fields."""
+    return tuple(np.empty(n, dtype=t) for t in FIELD_DTYPES)
 
 
 def _walk_numpy(tok: Tokens, first: np.ndarray, end: np.ndarray, end_byte: np.ndarray) -> Fields:
@@ -445,13 +443,8 @@ def _walk_scalar(
             out_cur.append(c + i)
             out_next.append(c + nxt)
             i = nxt
-    return (
-        np.array(out_msg, dtype=I64),
-        np.array(out_num, dtype=U64),
-        np.array(out_wire, dtype=np.int8),
-        np.array(out_cur, dtype=I64),
-        np.array(out_next, dtype=I64),
-    )
+    columns = (out_msg, out_num, out_wire, out_cur, out_next)
+    return tuple(np.array(c, dtype=t) for c, t in zip(columns, FIELD_DTYPES, strict=True))
 
 
 def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:
