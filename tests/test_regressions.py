@@ -154,6 +154,7 @@ def test_interval_covers_the_planted_change(cpu_template, planted_name, tmp_path
 
 
 def test_planted_regression_first_and_significant(planted_db, planted_name) -> None:
+    from pyproflab.analyses import stats
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store import Store
     from pyproflab.store.select import Selection
@@ -165,6 +166,12 @@ def test_planted_regression_first_and_significant(planted_db, planted_name) -> N
     assert first["flat_significant"] and first["flat_q"] <= 0.05
     assert first["flat_change_lo"] > 0
     assert r.statistics and r.rate and r.rate_unit == "cores"
+    # One BH family: flat and cum of every tested node (the table flags both).
+    d = r.to_pandas()
+    q = stats.bh_adjust(np.concatenate([d.flat_p.to_numpy(), d.cum_p.to_numpy()]))
+    np.testing.assert_allclose(q, np.concatenate([d.flat_q, d.cum_q]), equal_nan=True)
+    assert d.flat_q.count() > 0 and d.cum_q.count() > 0
+    assert (d.flat_significant == (d.flat_q <= 0.05)).all()
     assert (r.n_base, r.n_new) == (12, 9)
     with Store.open(planted_db, read_only=True) as store:
         shares = regressions(
@@ -196,7 +203,10 @@ def fixed_template():
 
 
 def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
-    """A/A: one version's instances split in two at random, 20 times (instances as units)."""
+    """A/A: one version's instances split in two at random, 20 times (instances as units).
+
+    8 + 8 instances: with 6 + 6 a permutation p-value cannot go below 2/924, and after
+    the FDR correction no lone function could be significant (the A/A could not fail)."""
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store import Store
     from pyproflab.store.select import Selection
@@ -204,18 +214,18 @@ def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
     cpu_template = fixed_template()
     rng = np.random.default_rng(2)
     db = tmp_path / "aa.duckdb"
-    # 12 instances x 3 profiles; each instance has its own load level.
-    loads = rng.lognormal(0, 0.1, size=12)
+    # 16 instances x 3 profiles; each instance has its own load level.
+    loads = rng.lognormal(0, 0.1, size=16)
     _ingest(
         db,
-        [(synth(cpu_template, rng, i, load=loads[i // 3]), "v1", f"i{i // 3}") for i in range(36)],
+        [(synth(cpu_template, rng, i, load=loads[i // 3]), "v1", f"i{i // 3}") for i in range(48)],
     )
     noisy = []
     with Store.open(db, read_only=True) as store:
         for k in range(20):
-            inst = np.random.default_rng(100 + k).permutation(12)
-            a = [f"i{j}" for j in inst[:6]]
-            b = [f"i{j}" for j in inst[6:]]
+            inst = np.random.default_rng(100 + k).permutation(16)
+            a = [f"i{j}" for j in inst[:8]]
+            b = [f"i{j}" for j in inst[8:]]
             r = regressions(
                 store,
                 Selection(instance=a),
@@ -225,7 +235,8 @@ def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
                 seed=k,
             )
             d = r.to_pandas()
-            assert r.n_units_base == r.n_units_new == 6
+            assert r.n_units_base == r.n_units_new == 8
+            assert not any("significant only alongside" in n for n in r.notes), r.notes
             if d.flat_significant.any() or d.cum_significant.any():
                 noisy.append(k)
     assert len(noisy) <= 1, f"A/A splits with a significant change: {noisy}"
@@ -404,6 +415,79 @@ def test_stats_helpers() -> None:
     assert q[:3] == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3]) and np.isnan(q[3])
     v = np.array([[1.0], [2.0], [3.0]])
     assert stats.ratio_variance(v, np.ones(3))[0] == pytest.approx(np.var([1, 2, 3], ddof=1) / 3)
+
+
+def test_permutation_p_is_exact_and_seeded() -> None:
+    """Exact p equals a brute-force count over every split; random splits are close to
+    it and repeat with the seed."""
+    import itertools
+
+    from pyproflab.analyses import stats
+
+    rng = np.random.default_rng(5)
+    values = rng.poisson(6, size=(9, 7)).astype(float)
+    values[:4, 0] += 8  # a real difference in column 0
+    durations = rng.uniform(5, 15, size=9)
+    values *= durations[:, None] / 10
+    is_new = np.zeros(9, bool)
+    is_new[:4] = True
+    p, splits, exact = stats.permutation_p(values, durations, is_new, 500, rng)
+    assert exact and splits == 126
+
+    def t_of(mask):
+        a, b = values[mask], values[~mask]
+        da, db = durations[mask], durations[~mask]
+        t, _ = stats.welch_t(
+            a.sum(0) / da.sum() - b.sum(0) / db.sum(),
+            stats.ratio_variance(a, da),
+            stats.ratio_variance(b, db),
+            len(a),
+            len(b),
+        )
+        return np.abs(t)
+
+    t_obs = t_of(is_new)
+    ge = np.zeros(values.shape[1])
+    for combo in itertools.combinations(range(9), 4):
+        mask = np.zeros(9, bool)
+        mask[list(combo)] = True
+        ge += t_of(mask) >= t_obs * (1 - 1e-9)
+    np.testing.assert_allclose(p, ge / 126)
+    assert p[0] <= 2 / 126
+    p_mc, b, exact = stats.permutation_p(values, durations, is_new, 100, np.random.default_rng(1))
+    assert not exact and b == 100
+    assert np.abs(p_mc - p).max() < 0.15
+    again, _, _ = stats.permutation_p(values, durations, is_new, 100, np.random.default_rng(1))
+    np.testing.assert_array_equal(p_mc, again)
+
+
+def test_permutation_p_holds_its_level_where_welch_does_not() -> None:
+    """Per-unit values with two modes (a window with one more GC cycle than the next):
+    with 5 + 5 units Welch's t from Student's t claims p <= 1e-3 several times too often;
+    the permutation test never goes below its level."""
+    from pyproflab.analyses import stats
+
+    rng = np.random.default_rng(3)
+    n, m = 10, 20_000
+    values = np.where(rng.random((n, m)) < 0.5, 13.0, 20.0) + rng.normal(0, 1.5, (n, m))
+    durations = np.ones(n)
+    is_new = np.arange(n) >= 5
+    a, b = values[is_new], values[~is_new]
+    t, df = stats.welch_t(
+        a.mean(0) - b.mean(0),
+        stats.ratio_variance(a, durations[is_new]),
+        stats.ratio_variance(b, durations[~is_new]),
+        5,
+        5,
+    )
+    welch = stats.t_two_sided_p(t, df)
+    perm, splits, exact = stats.permutation_p(values, durations, is_new, 10_000, rng)
+    assert exact and splits == 252
+    assert np.mean(welch <= 1e-3) > 1.5e-3  # measured: about 2e-3
+    assert perm.min() >= 2 / 252  # the smallest p of 252 mirrored splits
+    for level in (0.05, 0.1, 0.2):
+        # Binomial sd at m = 20,000 is at most 0.0029; exactness allows <= level.
+        assert np.mean(perm <= level) <= level + 0.01, level
 
 
 # --- renderings, figures, escaping, CLI -------------------------------------------------

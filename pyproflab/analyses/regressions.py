@@ -25,11 +25,19 @@ Rules:
    profiles are the independent units. The change is ``rate_new - rate_base``
    and ``rate_new / rate_base - 1``; intervals are percentile bootstrap
    intervals (``resamples`` resamples of profiles with replacement within each
-   side, seeded ``seed``). p-values: Welch's t-test on the ratio estimator's
-   linearised (sandwich) variance, which weights profiles by duration and
-   allows unequal counts and durations. Benjamini–Hochberg over the nodes
-   tested, flat and cum as separate families; ``*_significant`` is
-   ``q <= fdr``. Nodes whose pooled share (both sides) is below ``min_share``
+   side, seeded ``seed``). The test statistic is Welch's t on the ratio
+   estimator's linearised (sandwich) variance, which weights profiles by
+   duration and allows unequal counts and durations. Its p-value comes, by
+   default (``test="permutation"``), from a permutation test over the units'
+   side labels (exact with at most ``permutations`` splits): valid whatever
+   the shape of the per-unit values, such as the two modes a GC cycle more
+   or less makes in a window, where the t distribution is far too sure with
+   few units. ``test="welch"`` takes it from Student's t instead (more power
+   with few units, if the per-unit values are near normal). Benjamini–Hochberg over every test
+   in the table, flat and cum of each tested node as one family (the table
+   flags both, so its false-discovery promise covers both; two separate
+   families would double the false alarms of an A/A comparison);
+   ``*_significant`` is ``q <= fdr``. Nodes whose pooled share (both sides) is below ``min_share``
    are reported but not tested (independent filtering), so thousands of rare
    frames do not dilute the correction.
 6. Rows are ranked by |change| of ``rank_by`` (flat or cum), then label.
@@ -137,6 +145,8 @@ class RegressionsResult:
     unit: str = "profile"
     inlines: bool = True
     measure: str = "rate"
+    test: str = "permutation"
+    permutations: int = 0
     n_units_base: int = 0
     n_units_new: int = 0
     base_description: str = ""
@@ -344,6 +354,8 @@ def regressions(
     unit: str = "profile",
     inlines: bool = True,
     measure: str = "rate",
+    test: str = "permutation",
+    permutations: int = 10_000,
 ) -> RegressionsResult:
     """Compare the profiles selected by ``base`` and ``new`` (``Selection``s) per node.
 
@@ -352,7 +364,9 @@ def regressions(
     or files. ``rank_by``: flat or cum. ``unit``: the independent unit of the
     statistics, ``profile`` (default) or ``instance`` (a service instance's
     profiles summed, values and durations: use it when profiles of one
-    instance are correlated).
+    instance are correlated). ``test``: ``permutation`` (default) or
+    ``welch``, the source of the p-values; ``permutations``: at most this many
+    splits of the units (all of them when there are fewer).
     """
     from pyproflab.store.merge import merge_headers
     from pyproflab.store.select import Selection
@@ -371,6 +385,10 @@ def regressions(
         raise UsageError(f"measure must be rate or share, not {measure!r}")
     if resamples < 100:
         raise UsageError("resamples must be at least 100")
+    if test not in ("permutation", "welch"):
+        raise UsageError(f"test must be permutation or welch, not {test!r}")
+    if permutations < 100:
+        raise UsageError("permutations must be at least 100")
     base = base if isinstance(base, Selection) else Selection(**(base or {}))
     new = new if isinstance(new, Selection) else Selection(**(new or {}))
     rows_b, rows_n = _selected_rows(store, base), _selected_rows(store, new)
@@ -541,6 +559,7 @@ def regressions(
     cb = stats.resample_counts(rng, ub, resamples) if statistics else None
     cn = stats.resample_counts(rng, un, resamples) if statistics else None
     pooled_total = float(total_new + total_base) or 1.0
+    splits, exact = 0, False
 
     cols: dict[str, Any] = {}
     for name in ("flat", "cum"):
@@ -559,7 +578,7 @@ def regressions(
         tested = (pooled / pooled_total >= min_share) & statistics
         nan = np.full(len(present), np.nan)
         lo, hi, rlo, rhi, p = nan.copy(), nan.copy(), nan.copy(), nan.copy(), nan.copy()
-        if statistics:
+        if statistics and test == "welch":
             t, df = stats.welch_t(
                 change, stats.ratio_variance(mn, dn), stats.ratio_variance(mb, db), un, ub
             )
@@ -567,6 +586,11 @@ def regressions(
             # No variance on either side: a difference is certain, no difference is not one.
             pt = np.where(np.isnan(pt) & (change == 0), 1.0, pt)
             p[tested] = pt[tested]
+        elif statistics and tested.any():
+            # The same seed for flat and cum: both are judged on the same splits.
+            p[tested], splits, exact = stats.permutation_p(
+                mats[name][:, tested], u_dur, u_new, permutations, np.random.default_rng(seed)
+            )
             for start in range(0, len(present), 512):  # chunks bound the memory
                 sl = slice(start, start + 512)
                 bb = stats.bootstrap_ratio(mb[:, sl], db, cb)
@@ -577,12 +601,15 @@ def regressions(
                 rlo[sl], rhi[sl] = _percentiles(ratio, confidence)
             rlo = np.where(np.isnan(rel), np.nan, rlo)
             rhi = np.where(np.isnan(rel), np.nan, rhi)
-        q = stats.bh_adjust(p)
         cols[f"{name}_change_lo"], cols[f"{name}_change_hi"] = lo, hi
         cols[f"{name}_rel_lo"], cols[f"{name}_rel_hi"] = rlo, rhi
-        cols[f"{name}_p"], cols[f"{name}_q"] = p, q
+        cols[f"{name}_p"] = p
         cols[f"{name}_tested"] = tested
-        cols[f"{name}_significant"] = tested & (np.nan_to_num(q, nan=1.0) <= fdr)
+    # One BH family: flat and cum of every tested node.
+    q_both = stats.bh_adjust(np.concatenate([cols["flat_p"], cols["cum_p"]]))
+    for name, q in zip(("flat", "cum"), np.split(q_both, 2), strict=True):
+        cols[f"{name}_q"] = q
+        cols[f"{name}_significant"] = cols[f"{name}_tested"] & (np.nan_to_num(q, nan=1.0) <= fdr)
 
     labels = [inc.labels[i] for i in present.tolist()]
     key = np.abs(cols[f"{rank_by}_change"])
@@ -640,11 +667,33 @@ def regressions(
     )
 
     if statistics:
+        if test == "welch":
+            how = "Welch t on the ratio estimator, from Student's t"
+        else:
+            how = (
+                f"permutation test of Welch t over the {word}s' sides ("
+                + (f"all {splits} splits" if exact else f"{splits} random splits, seed {seed}")
+                + ")"
+            )
         notes.append(
             f"intervals: {confidence:.0%} percentile bootstrap over {word}s "
-            f"({resamples} resamples, seed {seed}); p: Welch t on the ratio estimator; "
-            f"BH FDR {fdr:g} over the nodes with >= {min_share:.2%} of the pooled total"
+            f"({resamples} resamples, seed {seed}); p: {how}; "
+            f"BH FDR {fdr:g} over flat and cum of the nodes with >= {min_share:.2%} of the "
+            "pooled total"
         )
+        n_tests = int(rows.column("flat_tested").to_numpy().sum())
+        n_tests += int(rows.column("cum_tested").to_numpy().sum())
+        if test == "permutation" and splits:
+            # Mirrored splits of equal sides have the same |t|.
+            p_min = (2 if exact and ub == un else 1) / (splits if exact else splits + 1)
+            if p_min * n_tests > fdr:
+                notes.append(
+                    f"with {ub} and {un} {word}s no permutation p-value is below "
+                    f"{p_min:.2g}, so at FDR {fdr:g} over {n_tests} tests a node is "
+                    f"significant only alongside others; compare more {word}s"
+                    + ("" if exact else " or raise permutations")
+                    + ", or use test='welch' if the per-unit values are near normal"
+                )
     return RegressionsResult(
         rows=rows,
         per_profile=per_profile,
@@ -673,6 +722,8 @@ def regressions(
         unit=unit,
         inlines=inlines,
         measure=measure,
+        test=test,
+        permutations=splits,
         n_units_base=ub,
         n_units_new=un,
         base_description=base.describe(),

@@ -9,10 +9,14 @@
 - ``bh_adjust``: Benjamini–Hochberg adjusted p-values (q-values), NaN kept.
 - ``bootstrap_ratio``: stratified bootstrap of ``sum(v)/sum(d)`` per column,
   resampling rows (profiles) with replacement, seeded.
+- ``permutation_p``: two-sided p-values of a permutation test of the Welch
+  statistic above over the units' side labels: exact (every split) when there
+  are at most ``permutations`` splits, else that many random splits.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -142,3 +146,79 @@ def bootstrap_ratio(values: np.ndarray, durations: np.ndarray, counts: np.ndarra
 def resample_counts(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
     """(resamples, n) draw counts of n units resampled with replacement."""
     return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)
+
+
+def split_welch_t(groups: np.ndarray, values: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """Welch's t of ``R_new - R_base`` per split and column: (splits, columns).
+
+    ``groups`` (splits, units): 1 where a unit is on the new side. Same rules
+    as ``ratio_variance``/``welch_t``; no variance on either side gives t = 0
+    for no difference and +-inf otherwise. Callers centre ``values`` (subtract
+    a pooled ratio times the durations) so that equal ratios cancel exactly.
+    """
+    g = groups.astype(float)
+    h = 1.0 - g
+    out = []
+    for side in (g, h):
+        n = side.sum(axis=1)
+        dsum = side @ durations
+        s1 = side @ values
+        r = s1 / dsum[:, None]
+        # sum_i (v_i - r d_i)^2 over the side, expanded into sums over the units.
+        ss = side @ (values * values) - 2 * r * (side @ (values * durations[:, None]))
+        ss += r * r * (side @ (durations * durations))[:, None]
+        var = np.maximum(ss, 0.0) / ((dsum / n)[:, None] ** 2) / (n * (n - 1))[:, None]
+        out.append((r, var))
+    (rn, vn), (rb, vb) = out
+    change = rn - rb
+    se2 = vn + vb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = change / np.sqrt(se2)
+    return np.where(se2 > 0, t, np.where(change == 0, 0.0, np.copysign(np.inf, change)))
+
+
+def permutation_p(
+    values: np.ndarray,
+    durations: np.ndarray,
+    is_new: np.ndarray,
+    permutations: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, int, bool]:
+    """(p per column, splits used, exact) of the permutation test of Welch's t.
+
+    Rule: the units' side labels are exchangeable under no difference, so the
+    observed |t| is ranked among the |t| of other splits with the same side
+    sizes. Exact: all C(n, k) splits when there are at most ``permutations``,
+    p = #{|t*| >= |t|} / C(n, k) (the observed split is one of them). Else
+    ``permutations`` random splits and p = (1 + #{|t*| >= |t|}) / (1 + B).
+    Ties count as at least as extreme (a relative tolerance of 1e-9).
+    """
+    n, k = len(is_new), int(is_new.sum())
+    pooled = values.sum(axis=0) / durations.sum()
+    centred = values - np.outer(durations, pooled)
+    # Rounding residue of equal ratios is no difference.
+    centred[np.abs(centred) <= 1e-12 * np.abs(values).max(axis=0, initial=0.0)] = 0.0
+    t_obs = np.abs(split_welch_t(is_new[None, :], centred, durations)[0])
+    bar = t_obs * (1.0 - 1e-9)
+    total = math.comb(n, k)
+    exact = total <= permutations
+    ge = np.zeros(values.shape[1], np.int64)
+    block = max(1, min(1024, 2_000_000 // max(n, 1)))
+    if exact:
+        combos = itertools.combinations(range(n), k)
+        done = 0
+        while done < total:
+            chunk = list(itertools.islice(combos, block))
+            groups = np.zeros((len(chunk), n), np.uint8)
+            groups[np.repeat(np.arange(len(chunk)), k), np.concatenate(chunk)] = 1
+            ge += (np.abs(split_welch_t(groups, centred, durations)) >= bar).sum(axis=0)
+            done += len(chunk)
+        return ge / total, total, True
+    done = 0
+    while done < permutations:
+        m = min(block, permutations - done)
+        ranks = np.argsort(rng.random((m, n)), axis=1).argsort(axis=1)
+        groups = (ranks < k).astype(np.uint8)
+        ge += (np.abs(split_welch_t(groups, centred, durations)) >= bar).sum(axis=0)
+        done += m
+    return (ge + 1) / (permutations + 1), permutations, False

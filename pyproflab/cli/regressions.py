@@ -5,7 +5,9 @@ type, since, until, profile_id, or any metadata label), e.g. --base
 version=v1 --new version=v2, narrowed by --base-since/--base-until/
 --new-since/--new-until and by --type (given to both sides). Per function
 (or line), the rate per second of profile duration on each side, the
-change with a bootstrap interval, and Benjamini-Hochberg q-values.
+change with a bootstrap interval, p-values from a permutation test of
+Welch's t (or Student's t with --test welch), and Benjamini-Hochberg
+q-values over flat and cum of every tested function.
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ class Command:
         parser.add_argument("--resamples", type=int, default=2000, metavar="N")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
+            "--test",
+            choices=["permutation", "welch"],
+            default="permutation",
+            help="source of the p-values: a permutation test of Welch's t over the units' "
+            "sides (default), or Student's t (more power with few units, if their values "
+            "are near normal)",
+        )
+        parser.add_argument(
+            "--permutations",
+            type=int,
+            default=10_000,
+            metavar="N",
+            help="splits of the units for the permutation test; all of them when there are "
+            "fewer (default 10000)",
+        )
+        parser.add_argument(
             "--min-share",
             type=float,
             default=0.005,
@@ -143,6 +161,8 @@ class Command:
                 unit=args.unit,
                 inlines=not args.noinlines,
                 measure=args.measure,
+                test=args.test,
+                permutations=args.permutations,
             )
         common.write_output(
             render_regressions(result, args.format, top=args.top or None), args.output

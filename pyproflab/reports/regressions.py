@@ -67,6 +67,8 @@ def facts(result) -> dict[str, Any]:
         "fdr": result.fdr,
         "confidence": result.confidence,
         "resamples": result.resamples,
+        "test": result.test,
+        "permutations": result.permutations,
         "seed": result.seed,
         "min_share": result.min_share,
         "rank_by": result.rank_by,
