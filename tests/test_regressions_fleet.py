@@ -5,12 +5,16 @@ Two notesd instances run v1 and two run v2 (v2 plants about +30% CPU in
 them; CPU profiles are taken from all four at once, several rounds, and
 ingested with their version and instance. Then:
 
-1. v1 vs v2 ranks the planted function first and significant, and +30% lies
-   inside its (99%) interval of relative change in CPU cores. Ranking and
-   significance use shares of each profile's total (``measure="share"``):
+1. v1 vs v2 ranks the planted function first and significant, and the planted
+   size lies inside its (99%) interval of relative change in CPU cores. Ranking
+   and significance use shares of each profile's total (``measure="share"``):
    on a shared test machine the CPU each instance gets varies a lot from one
    profile to the next, which makes rates noisy while shares stay stable; the
-   planted size is a rate change, so its interval is the rate one.
+   planted size is a rate change, so its interval is the rate one. The plant is
+   +30% CPU per search; per second it is that times the ratio of the searches
+   each version served in its profile windows (read from the instances'
+   request counters), 1 when the load keeps up and lower when a saturated
+   machine lets v2 serve fewer.
 2. A/A: v1's collection rounds (each round's profiles merged into one unit)
    split in two at random (by time) 20 times: at most one split has a
    significant regression (a significant increase, flat
@@ -39,6 +43,19 @@ RATE = 800
 # The containment check uses a 99% interval: the planted size is fixed, and at a
 # 95% interval one run in twenty would miss it by chance alone.
 CONFIDENCE = 0.99
+# scoreRoundsV2 / scoreRoundsV1 in tests/fleet/cmd/notesd/score.go.
+PLANTED_FACTOR = 13 / 10
+REQUESTS = "notesd_http_request_duration_seconds_count{"
+
+
+def searches_served(inst) -> float:
+    """Searches the instance has answered so far, by its request counter."""
+    from fleet_harness import parse_samples
+
+    samples = parse_samples(inst.metrics())
+    return sum(
+        v for k, v in samples.items() if k.startswith(REQUESTS) and 'route="/notes/search"' in k
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +74,7 @@ def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
         for v, i in (("v1", "a"), ("v1", "b"), ("v2", "c"), ("v2", "d"))
     ]
     got: list[tuple[bytes, str, str]] = []
+    served = {"v1": [0.0, 0.0], "v2": [0.0, 0.0]}  # searches, seconds
     lock = threading.Lock()
     with fleet_harness.start_fleet(specs, binaries=bins, max_lifetime=300) as fleet:
         duration = ROUNDS * (SECONDS + 0.5) + 4
@@ -72,9 +90,13 @@ def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
 
             def grab(inst) -> None:
                 for _ in range(ROUNDS):
+                    before, start = searches_served(inst), time.monotonic()
                     data = inst.cpu_profile(seconds=SECONDS)
+                    after, end = searches_served(inst), time.monotonic()
                     with lock:
                         got.append((data, inst.version, inst.instance))
+                        served[inst.version][0] += after - before
+                        served[inst.version][1] += end - start
 
             threads = [threading.Thread(target=grab, args=(inst,)) for inst in fleet]
             for t in threads:
@@ -95,7 +117,9 @@ def fleet_store(go_bin: str, tmp_path_factory: pytest.TempPathFactory):
             for d, v, i in got
         ],
     )
-    yield store, fleet_harness.PLANTED_FUNCTION
+    per_second = {v: n / s for v, (n, s) in served.items()}
+    assert per_second["v1"] > 0 and per_second["v2"] > 0, served
+    yield store, fleet_harness.PLANTED_FUNCTION, per_second["v2"] / per_second["v1"]
     store.close()
 
 
@@ -103,7 +127,7 @@ def test_planted_function_first(fleet_store) -> None:
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store.select import Selection
 
-    store, planted = fleet_store
+    store, planted, served_ratio = fleet_store
     v1, v2 = Selection(version="v1"), Selection(version="v2")
     shares = regressions(store, v1, v2, measure="share")
     top = shares.rows.slice(0, 1).to_pylist()[0]
@@ -111,13 +135,15 @@ def test_planted_function_first(fleet_store) -> None:
     assert top["flat_significant"], top
     rates = regressions(store, v1, v2, confidence=CONFIDENCE)
     row = next(r for r in rates.rows.to_pylist() if r["name"] == planted)
+    planted_per_second = PLANTED_FACTOR * served_ratio - 1
     print(
         f"\nplanted {planted}: share rank {top['rank']}, q {top['flat_q']:.2g}; rate "
         f"{row['flat_rate_base']:.4f} -> {row['flat_rate_new']:.4f} cores, "
         f"{row['flat_rel']:+.1%} [{row['flat_rel_lo']:+.1%}, {row['flat_rel_hi']:+.1%}], "
-        f"rank {row['rank']}"
+        f"rank {row['rank']}; searches/s v2/v1 {served_ratio:.3f}, so the plant is "
+        f"{planted_per_second:+.1%} per second"
     )
-    assert row["flat_rel_lo"] <= 0.30 <= row["flat_rel_hi"], row
+    assert row["flat_rel_lo"] <= planted_per_second <= row["flat_rel_hi"], row
     assert row["rank"] <= 3, rates.to_pandas().head(10).to_string()
 
 
@@ -127,7 +153,7 @@ def test_aa_splits(fleet_store, tmp_path) -> None:
     from pyproflab.store.ingest import ProfileMeta, ingest
     from pyproflab.store.select import Selection
 
-    store, _ = fleet_store
+    store, *_ = fleet_store
     rows = store.sql(
         "SELECT profile_id, instance FROM profiles WHERE version = 'v1' "
         "ORDER BY instance, time_nanos"
