@@ -293,3 +293,34 @@ def test_repr_html_escapes_names():
     p = build(samples=[([1], [1])], locations=[(1, 1, [(1, 1)])], functions=funcs, mappings=MAPS)
     html = top(p)._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_edges_dense_numbering_matches_direct_keys():
+    """Edges keyed (caller, callee, sample) in one int64 unless that could overflow;
+    then edges are numbered densely first. Both give the same edges, weights and
+    inline flags, including a recursive sample whose edge repeats with both flags."""
+    import importlib
+
+    import numpy as np
+
+    top_module = importlib.import_module("pyproflab.analyses.top")
+    # Frames leaf first: sample 0 is a->b->c, sample 1 is a->b (inline)->a->b, sample 2 is c->d.
+    sample = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2], np.int32)
+    node = np.array([2, 1, 0, 1, 0, 1, 0, 3, 2], np.int64)
+    # b is inlined into a in sample 0 and in sample 1's leaf-most call, not in its
+    # root-most one, whose flag is the one that counts (as pprof): a->b is not inline.
+    inline = np.array([False, True, False, True, False, False, False, False, False])
+    w = np.array([5, 7, 11], np.int64)
+    small = top_module._edges(sample, node, inline, w, 4)
+    big = 2**31  # 4 samples x big**2 x 2 >= 2**62: the dense path
+    dense = top_module._edges(sample, node, inline, w, big)
+    src, dst, weight, inl = small
+    rows = zip(src.tolist(), dst.tolist(), weight.tolist(), inl.tolist(), strict=True)
+    assert sorted(rows) == [
+        (0, 1, 12, False),  # a->b in samples 0 and 1, counted once in 1
+        (1, 0, 7, False),  # b->a in sample 1
+        (1, 2, 5, False),
+        (2, 3, 11, False),
+    ]
+    for a, b in zip(small, dense, strict=True):
+        assert sorted(a.tolist()) == sorted(b.tolist())

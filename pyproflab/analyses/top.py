@@ -431,25 +431,35 @@ class _Graph:
     edge_inline: np.ndarray
 
 
-def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
-    """pprof's newGraph over the frames; nodes outside ``kept`` are left out."""
-    sample, node, inline = fr.sample, fr.node, fr.inline
-    ns = len(fr.w)
+def _kept_frames(fr: _Frames, kept: np.ndarray | None):
+    """(sample, node, inline) of the frames whose node is kept (all if ``kept`` is None)."""
+    if kept is None:
+        return fr.sample, fr.node, fr.inline
+    m = kept[fr.node]
+    return fr.sample[m], fr.node[m], fr.inline[m]
+
+
+def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None, edges: bool = True) -> _Graph:
+    """pprof's newGraph over the frames; nodes outside ``kept`` are left out.
+
+    ``edges=False`` leaves the edges empty (``_with_edges`` adds them later):
+    choosing which nodes to keep needs only flat and cum, and the edges cost
+    more than both.
+    """
     flat = np.zeros(n_nodes, dtype=np.int64)
     cum = np.zeros(n_nodes, dtype=np.int64)
-    if len(node) == 0:
-        e = np.zeros(0, dtype=np.int64)
+    e = np.zeros(0, dtype=np.int64)
+    if len(fr.node) == 0:
         return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
     # Flat goes to the leaf frame (the first of each sample), if that node is kept.
-    first = np.ones(len(sample), dtype=bool)
-    first[1:] = sample[1:] != sample[:-1]
-    leaf_s, leaf_n = sample[first], node[first]
+    first = np.ones(len(fr.sample), dtype=bool)
+    first[1:] = fr.sample[1:] != fr.sample[:-1]
+    leaf_s, leaf_n = fr.sample[first], fr.node[first]
     if kept is not None:
         ok = kept[leaf_n]
         leaf_s, leaf_n = leaf_s[ok], leaf_n[ok]
-        m = kept[node]
-        sample, node, inline = sample[m], node[m], inline[m]
     np.add.at(flat, leaf_n, fr.w[leaf_s])
+    sample, node, inline = _kept_frames(fr, kept)
     # Cum: each (sample, node) pair once.
     # Keys are sample-major, so a stable sort (which exploits runs) is fastest.
     pair = np.sort(sample.astype(np.int64) * n_nodes + node, kind="stable")
@@ -457,6 +467,23 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
     firsts[1:] = pair[1:] != pair[:-1]
     upair = pair[firsts]
     np.add.at(cum, upair % n_nodes, fr.w[upair // n_nodes])
+    if not edges:
+        return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
+    return _Graph(flat, cum, *_edges(sample, node, inline, fr.w, n_nodes))
+
+
+def _with_edges(g: _Graph, fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
+    """``g`` (made with ``edges=False`` and the same ``kept``) with its edges."""
+    if len(fr.node) == 0:
+        return g
+    sample, node, inline = _kept_frames(fr, kept)
+    src, dst, weight, inl = _edges(sample, node, inline, fr.w, n_nodes)
+    return _Graph(g.flat, g.cum, src, dst, weight, inl)
+
+
+def _edges(sample: np.ndarray, node: np.ndarray, inline: np.ndarray, w: np.ndarray, n_nodes: int):
+    """(caller, callee, weight, inline) per edge, as pprof's newGraph counts them."""
+    ns = len(w)
     # Edges: caller is the next frame toward the root within the same sample.
     same = sample[1:] == sample[:-1]
     child, parent = node[:-1][same], node[1:][same]
@@ -470,11 +497,13 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
         n_edge_ids = len(uniq_e)
     else:
         uniq_e = None
-    key = e_s.astype(np.int64) * n_edge_ids + edge
+    # Edge-major keys: one sort both finds each (sample, edge) once and groups
+    # the edges (no argsort and inverse of a second unique).
+    key = edge * ns + e_s
     # Each (sample, edge) counts once; its inline flag is the one of its first
     # occurrence from the root. Sorting (key, flag) finds both; only keys seen
     # with both flags need their occurrences ordered.
-    kf = np.sort(key * 2 + e_inl, kind="stable")
+    kf = np.sort(key * 2 + e_inl)
     kf = kf[np.concatenate(([True], kf[1:] != kf[:-1]))] if len(kf) else kf
     ukey, uflag = kf >> 1, (kf & 1).astype(bool)
     dup = np.zeros(len(ukey), dtype=bool)
@@ -493,14 +522,23 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
         ukey, uflag = ukey[keepu], uflag[keepu]
         fix = np.isin(ukey, amb)
         uflag[fix] = [resolved[k] for k in ukey[fix].tolist()]
-    s_r, edge_r = ukey // n_edge_ids, ukey % n_edge_ids
-    uedge, einv = np.unique(edge_r, return_inverse=True)
-    weight = np.zeros(len(uedge), dtype=np.int64)
-    np.add.at(weight, einv, fr.w[s_r])
-    not_inline = np.bincount(einv, weights=~uflag, minlength=len(uedge)) > 0
+    edge_r, s_r = ukey // ns, ukey % ns
+    if len(edge_r) == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e, e, np.zeros(0, bool)
+    starts = np.flatnonzero(np.concatenate(([True], edge_r[1:] != edge_r[:-1])))
+    uedge = edge_r[starts]
+    # Sums over the groups by differences of running sums: most edges are a
+    # group of one, where reduceat pays a call per group.
+    ends = np.append(starts[1:], len(edge_r))
+    run = np.concatenate(([0], np.cumsum(w[s_r])))
+    weight = run[ends] - run[starts]
+    # An edge is inline when every sample's occurrence of it is.
+    plain = np.concatenate(([0], np.cumsum(~uflag, dtype=np.int64)))
+    inline_edge = plain[ends] == plain[starts]
     if uniq_e is not None:
         uedge = uniq_e[uedge]
-    return _Graph(flat, cum, uedge // n_nodes, uedge % n_nodes, weight, ~not_inline)
+    return uedge // n_nodes, uedge % n_nodes, weight, inline_edge
 
 
 def _sorted_nodes(nodes: _Nodes, ids: np.ndarray, g: _Graph, cum_sort: bool) -> list[int]:
@@ -572,7 +610,9 @@ def top(
     nodes = _build_nodes(work, granularity)
     frames = _expand(work, nodes, w_all, keep)
     n = nodes.count
-    g = _graph(frames, n, None)
+    # Flat and cum decide the nodes kept; the edges (for the inline markers) come
+    # from the last graph only.
+    g = _graph(frames, n, None, edges=False)
     ids = _present(g, None)
     total_value = int(g.flat[ids].sum())
     node_cutoff = abs(int(float(total_value) * node_fraction))
@@ -586,15 +626,16 @@ def top(
             dropped_nodes = len(ids) - len(big)
             kept = np.zeros(n, dtype=bool)
             kept[big] = True
-            g = _graph(frames, n, kept)
+            g = _graph(frames, n, kept, edges=False)
             ids = _present(g, kept)
     before = len(ids)
     order = _sorted_nodes(nodes, ids, g, cum_sort)
     if nodecount and nodecount < len(order):
         kept = np.zeros(n, dtype=bool)
         kept[order[:nodecount]] = True
-        g = _graph(frames, n, kept)
+        g = _graph(frames, n, kept, edges=False)
         order = _sorted_nodes(nodes, _present(g, kept), g, cum_sort)
+    g = _with_edges(g, frames, n, kept)
 
     # Markers from the incoming edges that survive the edge cutoff.
     strong = np.abs(g.edge_weight) >= edge_cutoff
