@@ -242,6 +242,68 @@ def test_aa_random_instance_splits_are_quiet(tmp_path) -> None:
     assert len(noisy) <= 1, f"A/A splits with a significant change: {noisy}"
 
 
+def test_time_windows_group_profiles_taken_together() -> None:
+    from pyproflab.analyses.regressions import time_windows
+    from pyproflab.errors import UsageError
+
+    s = 1_000_000_000
+    rows = [
+        {"profile_id": i + 1, "time_nanos": 1000 * s + t, "duration_nanos": d}
+        for i, (t, d) in enumerate(
+            [
+                (100 * s, 10 * s),
+                (0, 10 * s),
+                (int(0.3 * s), 10 * s),
+                (4 * s, 10 * s),
+                (5 * s, 10 * s),
+                (100 * s + 1, 10 * s),
+                (200 * s, 0),
+            ]
+        )
+    ]
+    # 0 and 0.3 s start the first window; 4 s is before its half (5 s), 5 s is not.
+    assert time_windows(rows) == [2, 0, 0, 0, 1, 2, 3]
+    rows[3]["time_nanos"] = 0  # pprof's "not set"
+    with pytest.raises(UsageError, match="profile 4 has none"):
+        time_windows(rows)
+
+
+def test_window_units_are_collection_rounds(tmp_path, cpu_template) -> None:
+    """unit="window" sums the profiles of each round (two instances at once) into one
+    unit: the same statistics as naming each round's profiles as one instance."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    rng = np.random.default_rng(8)
+    t0 = cpu_template.time_nanos
+    by_window, by_label = [], []
+    for r in range(12):
+        for k, inst in enumerate(("a", "b")):
+            p = synth(cpu_template, rng, 2 * r + k, load=rng.lognormal(0, 0.2))
+            p = dataclasses.replace(p, time_nanos=t0 + r * 60_000_000_000 + k * 300_000_000)
+            version = "v1" if r % 2 else "v2"
+            by_window.append((p, version, inst))
+            by_label.append((p, version, f"round{r}"))
+    _ingest(tmp_path / "w.duckdb", by_window)
+    _ingest(tmp_path / "l.duckdb", by_label)
+    got = {}
+    for name, unit in (("w", "window"), ("l", "instance")):
+        with Store.open(tmp_path / f"{name}.duckdb", read_only=True) as store:
+            got[name] = regressions(
+                store, Selection(version="v1"), Selection(version="v2"), unit=unit, seed=3
+            )
+    w, lab = got["w"], got["l"]
+    assert (w.n_units_base, w.n_units_new, w.n_base) == (6, 6, 12)
+    assert "windows" in " ".join(w.notes)
+    for col in ("flat_rate_new", "cum_rate_base", "flat_change_lo", "flat_p", "cum_q"):
+        np.testing.assert_allclose(
+            w.rows.column(col).to_numpy(zero_copy_only=False),
+            lab.rows.column(col).to_numpy(zero_copy_only=False),
+            equal_nan=True,
+        )
+
+
 # --- acceptance: equality with go tool pprof -diff_base -------------------------------
 
 
@@ -567,6 +629,20 @@ def test_cli(planted_db, planted_name, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["name"] == planted_name and len(doc["rows"]) == 3
     assert doc["base"]["profiles"] == 12 and doc["new"]["profiles"] == 9
+    assert doc["test"] == "permutation" and doc["permutations"] == 10_000
+    common = ["regressions", "--db", str(planted_db), "--base", "version=v1", "--new"]
+    # Profiles a minute apart: each is its own window.
+    rc = main(
+        [*common, "version=v2", "--unit", "window", "--permutations", "500", "--format", "json"]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (doc["base"]["units"], doc["new"]["units"]) == (12, 9)
+    assert doc["unit"] == "window" and doc["permutations"] == 500
+    rc = main([*common, "version=v2", "--test", "welch", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["test"] == "welch" and doc["rows"][0]["flat_significant"]
+    rc = main([*common, "version=v2", "--permutations", "5"])
+    assert rc == 2 and "permutations must be at least 100" in capsys.readouterr().err
     rc = main(
         [
             "regressions",

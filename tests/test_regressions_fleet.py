@@ -15,7 +15,7 @@ ingested with their version and instance. Then:
    each version served in its profile windows (read from the instances'
    request counters), 1 when the load keeps up and lower when a saturated
    machine lets v2 serve fewer.
-2. A/A: v1's collection rounds (each round's profiles merged into one unit)
+2. A/A: v1's collection rounds (each round's profiles one unit, ``unit="window"``)
    split in two at random (by time) 20 times: at most one split has a
    significant regression (a significant increase, flat
    or cum) at FDR 5%.
@@ -147,10 +147,8 @@ def test_planted_function_first(fleet_store) -> None:
     assert row["rank"] <= 3, rates.to_pandas().head(10).to_string()
 
 
-def test_aa_splits(fleet_store, tmp_path) -> None:
+def test_aa_splits(fleet_store) -> None:
     from pyproflab.analyses.regressions import regressions
-    from pyproflab.store import Store
-    from pyproflab.store.ingest import ProfileMeta, ingest
     from pyproflab.store.select import Selection
 
     store, *_ = fleet_store
@@ -163,41 +161,28 @@ def test_aa_splits(fleet_store, tmp_path) -> None:
         per_instance.setdefault(r["instance"], []).append(r["profile_id"])
     # Split by time, as the acceptance says: round k is each instance's k-th
     # profile (taken together), and each side gets half of the rounds. A round is
-    # one unit, its profiles merged: they share a time window, its load and its GC
-    # cycles, so counted as separate profiles they would overstate the evidence,
-    # and a split of single profiles would also put more of one instance on a side.
+    # one unit (unit="window" sums its profiles): they share a time window, its
+    # load and its GC cycles, so counted as separate profiles they would overstate
+    # the evidence, and a split of single profiles would also put more of one
+    # instance on a side.
     rounds = list(zip(*per_instance.values(), strict=True))
     assert len(rounds) == ROUNDS
-    by_round = Store.open(tmp_path / "rounds.duckdb")
-    ingest(
-        by_round,
-        [
-            (
-                store.merged_profile(Selection(profile_ids=list(ids))),
-                ProfileMeta(
-                    service="notesd", version="v1", instance=f"round{k:02d}", profile_type="cpu"
-                ),
-            )
-            for k, ids in enumerate(rounds)
-        ],
-    )
-    round_ids = by_round.sql("SELECT profile_id FROM profiles ORDER BY instance").column(0)
-    round_ids = round_ids.to_pylist()
-    assert len(round_ids) == ROUNDS
     rng = np.random.default_rng(4)
     noisy = []
     for k in range(20):
         order = rng.permutation(len(rounds))
         half = len(rounds) // 2
-        base = [round_ids[i] for i in order[:half]]
-        new = [round_ids[i] for i in order[half:]]
+        base = [p for i in order[:half] for p in rounds[i]]
+        new = [p for i in order[half:] for p in rounds[i]]
         r = regressions(
-            by_round,
+            store,
             Selection(profile_ids=base),
             Selection(profile_ids=new),
+            unit="window",
             resamples=500,
             seed=k,
         )
+        assert (r.n_units_base, r.n_units_new) == (half, ROUNDS - half), r.notes
         # A lone function can be significant: the test can fail.
         assert r.test == "permutation" and r.permutations >= 10_000, r.notes
         assert not any("significant only alongside" in n for n in r.notes), r.notes
@@ -207,6 +192,5 @@ def test_aa_splits(fleet_store, tmp_path) -> None:
             d.cum_significant & (d.cum_change > 0)
         ).any():
             noisy.append(k)
-    by_round.close()
     print(f"\nA/A: {20 - len(noisy)} of 20 splits without a significant regression")
     assert len(noisy) <= 1, f"splits with a significant regression: {noisy}"

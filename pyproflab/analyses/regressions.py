@@ -21,25 +21,27 @@ Rules:
    sum(values) / sum(durations): CPU time becomes cores, bytes become B/s.
    Otherwise the per-profile mean value is used and ``notes`` say so.
    Shares are of each merged side's total (sum of |value|, as pprof).
-5. Statistics (both sides need >= 2 profiles; else the plain diff and a note):
-   profiles are the independent units. The change is ``rate_new - rate_base``
-   and ``rate_new / rate_base - 1``; intervals are percentile bootstrap
-   intervals (``resamples`` resamples of profiles with replacement within each
-   side, seeded ``seed``). The test statistic is Welch's t on the ratio
-   estimator's linearised (sandwich) variance, which weights profiles by
-   duration and allows unequal counts and durations. Its p-value comes, by
-   default (``test="permutation"``), from a permutation test over the units'
-   side labels (exact with at most ``permutations`` splits): valid whatever
-   the shape of the per-unit values, such as the two modes a GC cycle more
-   or less makes in a window, where the t distribution is far too sure with
-   few units. ``test="welch"`` takes it from Student's t instead (more power
-   with few units, if the per-unit values are near normal). Benjamini–Hochberg over every test
-   in the table, flat and cum of each tested node as one family (the table
-   flags both, so its false-discovery promise covers both; two separate
-   families would double the false alarms of an A/A comparison);
-   ``*_significant`` is ``q <= fdr``. Nodes whose pooled share (both sides) is below ``min_share``
-   are reported but not tested (independent filtering), so thousands of rare
-   frames do not dilute the correction.
+5. Statistics (both sides need >= 2 units; else the plain diff and a note):
+   the independent units are profiles, or (``unit``) instances or time
+   windows, each the sum of its profiles' values and durations. The change
+   is ``rate_new - rate_base`` and ``rate_new / rate_base - 1``; intervals
+   are percentile bootstrap intervals (``resamples`` resamples of units with
+   replacement within each side, seeded ``seed``). The test statistic is
+   Welch's t on the ratio estimator's linearised (sandwich) variance, which
+   weights units by duration and allows unequal counts and durations. Its
+   p-value comes, by default (``test="permutation"``), from a permutation
+   test over the units' side labels (exact with at most ``permutations``
+   splits): valid whatever the shape of the per-unit values, such as the two
+   modes one GC cycle more or less makes in a window, where Student's t is
+   far too sure with few units. ``test="welch"`` takes it from Student's t
+   (more power with few units, if the per-unit values are near normal).
+   Benjamini–Hochberg over every test in the table, flat and cum of each
+   tested node as one family (the table flags both, so its false-discovery
+   promise covers both; two families would double the false alarms of an
+   A/A comparison); ``*_significant`` is ``q <= fdr``. Nodes whose pooled
+   share (both sides) is below ``min_share`` are reported but not tested
+   (independent filtering), so thousands of rare frames do not dilute the
+   correction.
 6. Rows are ranked by |change| of ``rank_by`` (flat or cum), then label.
 """
 
@@ -65,6 +67,8 @@ from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
 Side = Literal["base", "new"]
+#: Independent units of the statistics (see ``regressions``).
+UNITS = ("profile", "instance", "window")
 NON_RATE_TYPES = ("goroutine", "threadcreate")
 
 ROWS_SCHEMA = pa.schema(
@@ -209,6 +213,29 @@ def rate_unit_of(sample_type: ValueType, rate: bool) -> tuple[str, float]:
         return ("B/s" if rate else "B"), nbytes
     base = "" if unit in ("count", "") else unit
     return ((f"{base}/s" if base else "/s") if rate else (base or "count")), 1.0
+
+
+def time_windows(rows: list[dict[str, Any]]) -> list[int]:
+    """Window number per profile row (``time_nanos``, ``duration_nanos``).
+
+    Rule: in order of start time, a profile joins the current window when it
+    starts before half of that window's first profile has elapsed, else it
+    opens the next window. Profiles taken together (a collector's round over
+    the fleet) share a window; consecutive rounds do not.
+    """
+    missing = [r["profile_id"] for r in rows if not r["time_nanos"]]
+    if missing:
+        raise UsageError(f"unit=window needs each profile's time; profile {missing[0]} has none")
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["time_nanos"], i))
+    out = [0] * len(rows)
+    window, start, reach = -1, 0, -1
+    for i in order:
+        t = rows[i]["time_nanos"]
+        if window < 0 or t >= start + reach:
+            window, start = window + 1, t
+            reach = max((rows[i]["duration_nanos"] or 0) // 2, 1)
+        out[i] = window
+    return out
 
 
 def _selected_rows(store, selection) -> list[dict[str, Any]]:
@@ -362,9 +389,11 @@ def regressions(
     See the module docstring for the rules. ``sample_index``: number or name
     (default: the profiles' default type). ``granularity``: functions, lines
     or files. ``rank_by``: flat or cum. ``unit``: the independent unit of the
-    statistics, ``profile`` (default) or ``instance`` (a service instance's
+    statistics, ``profile`` (default), ``instance`` (a service instance's
     profiles summed, values and durations: use it when profiles of one
-    instance are correlated). ``test``: ``permutation`` (default) or
+    instance are correlated) or ``window`` (the profiles of a side taken
+    together, summed: a collector's round over the fleet shares its load and
+    GC cycles; see ``time_windows``). ``test``: ``permutation`` (default) or
     ``welch``, the source of the p-values; ``permutations``: at most this many
     splits of the units (all of them when there are fewer).
     """
@@ -379,8 +408,8 @@ def regressions(
         raise UsageError(f"rank_by must be flat or cum, not {rank_by!r}")
     if not 0 < fdr < 1 or not 0 < confidence < 1:
         raise UsageError("fdr and confidence must be between 0 and 1")
-    if unit not in ("profile", "instance"):
-        raise UsageError(f"unit must be profile or instance, not {unit!r}")
+    if unit not in UNITS:
+        raise UsageError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
     if measure not in ("rate", "share"):
         raise UsageError(f"measure must be rate or share, not {measure!r}")
     if resamples < 100:
@@ -529,12 +558,15 @@ def regressions(
         m = np.zeros((len(pids), len(present)))
         np.add.at(m, (pp, col[node]), vals.astype(float) * factor)
         mats[name] = m
-    # Units of the statistics: profiles, or instances (their profiles summed).
-    if unit == "instance":
-        keys = [
-            (bool(is_new[i]), r["service"], r["instance"] or f"#{r['profile_id']}")
-            for i, r in enumerate(all_rows)
-        ]
+    # Units of the statistics: profiles, or instances or windows (their profiles summed).
+    if unit in ("instance", "window"):
+        if unit == "instance":
+            keys = [
+                (bool(is_new[i]), r["service"], r["instance"] or f"#{r['profile_id']}")
+                for i, r in enumerate(all_rows)
+            ]
+        else:
+            keys = [(bool(is_new[i]), w) for i, w in enumerate(time_windows(all_rows))]
         ids: dict[tuple, int] = {}
         u_of = np.array([ids.setdefault(k, len(ids)) for k in keys], np.int64)
         u_new = np.array([k[0] for k in ids], bool)
@@ -547,7 +579,7 @@ def regressions(
         u_new, u_dur = is_new, durations
     dn, db = u_dur[u_new], u_dur[~u_new]
     un, ub = int(u_new.sum()), int((~u_new).sum())
-    word = "profile" if unit == "profile" else "instance"
+    word = unit
 
     statistics = ub >= 2 and un >= 2
     if not statistics:

@@ -75,9 +75,11 @@ class Command:
         parser.add_argument("--rank-by", choices=["flat", "cum"], default="flat")
         parser.add_argument(
             "--unit",
-            choices=["profile", "instance"],
+            choices=["profile", "instance", "window"],
             default="profile",
-            help="independent unit of the statistics (default: profile)",
+            help="independent unit of the statistics: each profile (default), each "
+            "instance's profiles summed, or the profiles taken together (a collection "
+            "round) summed",
         )
         parser.add_argument(
             "--fdr",
