@@ -623,6 +623,7 @@ def regressions(
             p[tested], splits, exact = stats.permutation_p(
                 mats[name][:, tested], u_dur, u_new, permutations, np.random.default_rng(seed)
             )
+        if statistics:
             for start in range(0, len(present), 512):  # chunks bound the memory
                 sl = slice(start, start + 512)
                 bb = stats.bootstrap_ratio(mb[:, sl], db, cb)
