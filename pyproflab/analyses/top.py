@@ -439,12 +439,10 @@ def _kept_frames(fr: _Frames, kept: np.ndarray | None):
     return fr.sample[m], fr.node[m], fr.inline[m]
 
 
-def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None, edges: bool = True) -> _Graph:
-    """pprof's newGraph over the frames; nodes outside ``kept`` are left out.
-
-    ``edges=False`` leaves the edges empty (``_with_edges`` adds them later):
-    choosing which nodes to keep needs only flat and cum, and the edges cost
-    more than both.
+def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
+    """pprof's newGraph over the frames, flat and cum only; nodes outside ``kept``
+    are left out. ``_with_edges`` adds the edges: choosing which nodes to keep
+    needs only flat and cum, and the edges cost more than both.
     """
     flat = np.zeros(n_nodes, dtype=np.int64)
     cum = np.zeros(n_nodes, dtype=np.int64)
@@ -459,7 +457,7 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None, edges: bool = Tru
         ok = kept[leaf_n]
         leaf_s, leaf_n = leaf_s[ok], leaf_n[ok]
     np.add.at(flat, leaf_n, fr.w[leaf_s])
-    sample, node, inline = _kept_frames(fr, kept)
+    sample, node, _ = _kept_frames(fr, kept)
     # Cum: each (sample, node) pair once.
     # Keys are sample-major, so a stable sort (which exploits runs) is fastest.
     pair = np.sort(sample.astype(np.int64) * n_nodes + node, kind="stable")
@@ -467,13 +465,11 @@ def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None, edges: bool = Tru
     firsts[1:] = pair[1:] != pair[:-1]
     upair = pair[firsts]
     np.add.at(cum, upair % n_nodes, fr.w[upair // n_nodes])
-    if not edges:
-        return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
-    return _Graph(flat, cum, *_edges(sample, node, inline, fr.w, n_nodes))
+    return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
 
 
 def _with_edges(g: _Graph, fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
-    """``g`` (made with ``edges=False`` and the same ``kept``) with its edges."""
+    """``g`` (made by ``_graph`` with the same ``kept``) with its edges."""
     if len(fr.node) == 0:
         return g
     sample, node, inline = _kept_frames(fr, kept)
@@ -612,7 +608,7 @@ def top(
     n = nodes.count
     # Flat and cum decide the nodes kept; the edges (for the inline markers) come
     # from the last graph only.
-    g = _graph(frames, n, None, edges=False)
+    g = _graph(frames, n, None)
     ids = _present(g, None)
     total_value = int(g.flat[ids].sum())
     node_cutoff = abs(int(float(total_value) * node_fraction))
@@ -626,14 +622,14 @@ def top(
             dropped_nodes = len(ids) - len(big)
             kept = np.zeros(n, dtype=bool)
             kept[big] = True
-            g = _graph(frames, n, kept, edges=False)
+            g = _graph(frames, n, kept)
             ids = _present(g, kept)
     before = len(ids)
     order = _sorted_nodes(nodes, ids, g, cum_sort)
     if nodecount and nodecount < len(order):
         kept = np.zeros(n, dtype=bool)
         kept[order[:nodecount]] = True
-        g = _graph(frames, n, kept, edges=False)
+        g = _graph(frames, n, kept)
         order = _sorted_nodes(nodes, _present(g, kept), g, cum_sort)
     g = _with_edges(g, frames, n, kept)
 
