@@ -157,16 +157,19 @@ def split_welch_t(groups: np.ndarray, values: np.ndarray, durations: np.ndarray)
     a pooled ratio times the durations) so that equal ratios cancel exactly.
     """
     g = groups.astype(float)
-    h = 1.0 - g
+    # Per split, the new side's sums (unit count, durations, v, v^2, v d, d^2);
+    # the base side's are the totals minus those: half the matrix products.
+    cols = [np.ones(len(durations)), durations, durations * durations]
+    sums_n = g @ np.stack(cols, axis=1)
+    mats_n = [g @ values, g @ (values * values), g @ (values * durations[:, None])]
+    sums_b = np.stack(cols, axis=1).sum(axis=0) - sums_n
+    tot = [values.sum(axis=0), (values * values).sum(axis=0), (values * durations[:, None]).sum(0)]
+    mats_b = [t - m for t, m in zip(tot, mats_n, strict=True)]
     out = []
-    for side in (g, h):
-        n = side.sum(axis=1)
-        dsum = side @ durations
-        s1 = side @ values
+    for (n, dsum, dd), (s1, s2, sd) in ((sums_n.T, mats_n), (sums_b.T, mats_b)):
         r = s1 / dsum[:, None]
         # sum_i (v_i - r d_i)^2 over the side, expanded into sums over the units.
-        ss = side @ (values * values) - 2 * r * (side @ (values * durations[:, None]))
-        ss += r * r * (side @ (durations * durations))[:, None]
+        ss = s2 - 2 * r * sd + r * r * dd[:, None]
         var = np.maximum(ss, 0.0) / ((dsum / n)[:, None] ** 2) / (n * (n - 1))[:, None]
         out.append((r, var))
     (rn, vn), (rb, vb) = out
