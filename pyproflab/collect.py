@@ -683,29 +683,34 @@ def collect(
 
     if progress:
         progress(0, total)
+
+    def dispatch_due() -> None:
+        """Start the events whose time has come."""
+        now = time.monotonic()
+        while events and events[0][0] <= now:
+            _, what = events.pop(0)
+            if what == "snapshots":
+                for t, pt in snapshots:
+                    pending[pool.submit(fetch_call(t, pt))] = "fetch"
+                continue
+            for t in live:
+                busy = scraping.get(t.name)
+                if busy is not None and not busy.done():
+                    # The previous scrape is still out: skip this tick
+                    # rather than pile requests on a slow target.
+                    stats = reports[t.name].scrapes
+                    assert stats is not None
+                    stats.skipped += 1
+                    continue
+                fut = scrape_pool.submit(lambda t=t: _scrape(t, timeout=timeout))
+                scraping[t.name] = fut
+                pending[fut] = "scrape"
+
     try:
         for t, pt in windowed:
             pending[pool.submit(fetch_call(t, pt))] = "fetch"
         while pending or events:
-            now = time.monotonic()
-            while events and events[0][0] <= now:
-                _, what = events.pop(0)
-                if what == "snapshots":
-                    for t, pt in snapshots:
-                        pending[pool.submit(fetch_call(t, pt))] = "fetch"
-                else:
-                    for t in live:
-                        busy = scraping.get(t.name)
-                        if busy is not None and not busy.done():
-                            # The previous scrape is still out: skip this tick
-                            # rather than pile requests on a slow target.
-                            stats = reports[t.name].scrapes
-                            assert stats is not None
-                            stats.skipped += 1
-                            continue
-                        fut = scrape_pool.submit(lambda t=t: _scrape(t, timeout=timeout))
-                        scraping[t.name] = fut
-                        pending[fut] = "scrape"
+            dispatch_due()
             wait_for = max(0.0, events[0][0] - time.monotonic()) if events else None
             if not pending:
                 time.sleep(wait_for or 0)
@@ -718,6 +723,9 @@ def collect(
                     reports[fetched.target.name].fetches.append(fetched.result)
                     if fetched.profile is not None:
                         _store_profile(store, fetched, archive)
+                        # Storing takes time: a scrape tick due meanwhile starts
+                        # now, not after the other finished fetches are stored.
+                        dispatch_due()
                     done += 1
                     if progress:
                         progress(done, total)

@@ -1,9 +1,12 @@
 """Stores the report, notebook and untrusted-names tests run on, built once per session.
 
 - ``demo_store()``: the real demo job (``python -m pyproflab.demo``) with a short
-  load (11 s, one CPU window of 4 s): the notesd fleet, v1/v2 x two instances, every
-  profile type, metric_samples and gc_cycles. About 10 s once the fleet
-  binaries are cached (the first build fetches modules and takes longer).
+  load (13 s, one CPU window of 6 s): the notesd fleet, v1/v2 x two instances, every
+  profile type, metric_samples and gc_cycles. About 12 s once the fleet
+  binaries are cached (the first build fetches modules and takes longer). The
+  window is 6 s so that two /metrics scrapes (every 2 s) fall well inside it: with
+  4 s the first came just before the profile request and the third just before
+  its end, and one late scrape left no GC rate to model GOGC on (seen once in CI).
 - ``evil_store()``: a copy of the demo store whose CPU and allocs profiles are
   replaced by copies in which two hot functions carry hostile names (``EVIL_IMG``,
   ``EVIL_SCRIPT``) and whose metadata label ``team`` is ``EVIL_LABEL``, with the same
@@ -57,9 +60,9 @@ def _build_demo() -> tuple[Path | None, str]:
             "--workdir",
             str(out / "work"),
             "--load-seconds",
-            "11",
+            "13",
             "--cpu-seconds",
-            "4",
+            "6",
             "--windows",
             "1",
             "--quiet",
