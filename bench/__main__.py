@@ -152,7 +152,8 @@ EXACT_TOP = (
 def same_rows(ours_csv: Path, pprof_txt: Path) -> str:
     """Whether `pyproflab top` (csv) and `go tool pprof -top` have the same rows,
     flat and cum; raises when they do not (a fast wrong answer is no result)."""
-    sys.path.insert(0, str(REPO / "tests"))
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
     from pprof_oracle import parse_top
 
     with open(ours_csv, newline="") as f:

@@ -159,12 +159,12 @@ def split_welch_t(groups: np.ndarray, values: np.ndarray, durations: np.ndarray)
     g = groups.astype(float)
     # Per split, the new side's sums (unit count, durations, v, v^2, v d, d^2);
     # the base side's are the totals minus those: half the matrix products.
-    cols = [np.ones(len(durations)), durations, durations * durations]
-    sums_n = g @ np.stack(cols, axis=1)
-    mats_n = [g @ values, g @ (values * values), g @ (values * durations[:, None])]
-    sums_b = np.stack(cols, axis=1).sum(axis=0) - sums_n
-    tot = [values.sum(axis=0), (values * values).sum(axis=0), (values * durations[:, None]).sum(0)]
-    mats_b = [t - m for t, m in zip(tot, mats_n, strict=True)]
+    per_unit = np.stack([np.ones(len(durations)), durations, durations * durations], axis=1)
+    sums_n = g @ per_unit
+    sums_b = per_unit.sum(axis=0) - sums_n
+    per_value = (values, values * values, values * durations[:, None])
+    mats_n = [g @ m for m in per_value]
+    mats_b = [m.sum(axis=0) - mn for m, mn in zip(per_value, mats_n, strict=True)]
     out = []
     for (n, dsum, dd), (s1, s2, sd) in ((sums_n.T, mats_n), (sums_b.T, mats_b)):
         r = s1 / dsum[:, None]
