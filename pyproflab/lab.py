@@ -99,7 +99,7 @@ class Lab:
 
     def merged(self, selection: Selection | None = None, **kwargs: Any) -> Profile:
         """One profile merging the selection, as ``go tool pprof -proto`` would."""
-        return self.store.merged_profile(_selection(selection, kwargs))
+        return self.store.merged_profile(self._one_kind(_selection(selection, kwargs)))
 
     def top(self, selection: Selection | None = None, **kwargs: Any):
         """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``.
@@ -109,7 +109,7 @@ class Lab:
         """
         from pyproflab.analyses.top import top
 
-        sel = _selection(selection, kwargs)
+        sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
         return top(self.store.merged_profile(sel), **kwargs)
 
     def gc(self, selection: Selection | None = None, *, categories: bool = True, **kwargs: Any):
@@ -147,7 +147,16 @@ class Lab:
         from pyproflab.analyses.regressions import regressions
 
         options.setdefault("sample_index", sample)
+        base = self._one_kind(base if isinstance(base, Selection) else Selection(**base), sample)
+        new = self._one_kind(new if isinstance(new, Selection) else Selection(**new), sample)
         return regressions(self.store, base, new, **options)
+
+    def _one_kind(self, selection: Selection, sample: Any = None) -> Selection:
+        """A selection mixing profile kinds narrowed to one (CPU first), with a
+        ``SelectionNarrowed`` warning saying so (see ``store.kinds``)."""
+        from pyproflab.store.kinds import one_kind_warn
+
+        return one_kind_warn(self.store, selection, sample=sample)
 
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""

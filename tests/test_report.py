@@ -193,7 +193,7 @@ def test_no_gc_tables_and_no_go_skip_with_notes(tmp_path, monkeypatch):
     page, _ = build(db, tmp_path / "nogc.html")
     by = {s["id"]: s for s in manifest(page)["sections"]}
     for sid in ("gc", "gogc"):
-        assert by[sid]["skipped"] and "no GC tables" in by[sid]["notes"][0]
+        assert by[sid]["skipped"] and "no GC data" in by[sid]["notes"][0]
     assert by["pgo"]["skipped"] and "Go is not installed" in by["pgo"]["notes"][0]
     assert not by["top"]["skipped"] and not by["regressions"]["skipped"]
     assert len(re.findall(r'<div class="chart"', page)) == 4  # flames and regressions

@@ -81,6 +81,17 @@ def selection_from_args(args: argparse.Namespace):
     )
 
 
+def one_kind(store, selection, sample=None):
+    """The selection narrowed to one kind of profile (``store.kinds``); the note
+    saying so goes to stderr."""
+    from pyproflab.store.kinds import one_kind as narrow
+
+    narrowed, note = narrow(store, selection, sample=sample)
+    if note:
+        print(f"pyproflab: note: {note}", file=sys.stderr)
+    return narrowed
+
+
 def has_selection(args: argparse.Namespace) -> bool:
     return any(
         getattr(args, name, None)

@@ -13,6 +13,9 @@ import argparse
 
 from pyproflab.cli import common
 
+# Refusals that mean a path named no file at all (not a file that is not a profile).
+_NO_FILE = ("no files match", "no such file or folder")
+
 
 class Command:
     __doc__ = __doc__
@@ -52,6 +55,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         import sys
 
+        from pyproflab.errors import UsageError
         from pyproflab.lab import Lab
 
         labels = common.parse_kv(args.label)
@@ -65,6 +69,14 @@ class Command:
                 path_template=args.path_template,
                 max_bytes=args.max_bytes,
                 progress=common.Progress("ingesting"),
+            )
+        if not (report.new or report.present) and all(
+            reason in _NO_FILE for _, reason in report.refused
+        ):
+            # A scheduled job must see that it ingested nothing: exit 2, not "0 new".
+            raise UsageError(
+                f"{' '.join(args.paths)}: no profile files found "
+                f"({'; '.join(r for _, r in report.refused) or 'empty folder'})"
             )
         for path, reason in report.refused:
             print(f"refused {path}: {reason}", file=sys.stderr)

@@ -150,8 +150,8 @@ class Command:
         with Store.open(common.db_path(args), read_only=True) as store:
             result = regressions(
                 store,
-                sides["base"],
-                sides["new"],
+                common.one_kind(store, sides["base"], sample_index),
+                common.one_kind(store, sides["new"], sample_index),
                 sample_index=sample_index,
                 granularity=args.granularity,
                 fdr=args.fdr,

@@ -44,7 +44,12 @@ class Command:
         db = common.db_path(args)
         with Store.open(db, read_only=True) as store:
             report = build_report(
-                store, common.selection_from_args(args), db=db, title=args.title, budget=args.budget
+                store,
+                common.selection_from_args(args),
+                db=db,
+                title=args.title,
+                budget=args.budget,
+                progress=common.Progress("report"),
             )
         common.write_output(report.html, args.output)
         if args.output not in (None, "-"):

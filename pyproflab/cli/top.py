@@ -96,4 +96,6 @@ def load_profile(args: argparse.Namespace):
     from pyproflab.store import Store
 
     with Store.open(common.db_path(args), read_only=True) as store:
-        return store.merged_profile(common.selection_from_args(args))
+        sel = common.selection_from_args(args)
+        sample = parse_sample_index(getattr(args, "sample_index", None))
+        return store.merged_profile(common.one_kind(store, sel, sample))

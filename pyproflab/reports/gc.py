@@ -221,8 +221,9 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     return "".join(parts)
 
 
-def render_gc_html(result, max_rows: int = 200) -> str:
-    """A ``<div>``: the per-instance table, the category table, the notes (all escaped)."""
+def render_gc_html(result, max_rows: int = 200, *, python: bool = True) -> str:
+    """A ``<div>``: the per-instance table, the category table, the notes (all escaped);
+    ``python``: end with the result's Python accessors (off in the offline report)."""
     esc = html.escape
     inst = [
         [
@@ -266,10 +267,12 @@ def render_gc_html(result, max_rows: int = 200) -> str:
     ]
     if result.notes:
         parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in result.notes) + "</ul>")
-    parts.append(
-        "<p>Per profile: <code>.to_pandas()</code>; per instance: "
-        "<code>.instances</code>; categories: <code>.categories</code></p></div>"
-    )
+    if python:
+        parts.append(
+            "<p>Per profile: <code>.to_pandas()</code>; per instance: "
+            "<code>.instances</code>; categories: <code>.categories</code></p>"
+        )
+    parts.append("</div>")
     return "".join(parts)
 
 

@@ -9,8 +9,9 @@ from pyproflab.reports.base import Reporter
 from pyproflab.reports.text import header_lines, value_format
 
 
-def render_html(result, max_rows: int | None = None) -> str:
-    """A self-contained ``<div>`` with the header lines and the rows."""
+def render_html(result, max_rows: int | None = None, *, more: str = "use .to_pandas()") -> str:
+    """A self-contained ``<div>`` with the header lines and the rows; ``more`` says
+    where the rows cut by ``max_rows`` are (a notebook's method, a report's command)."""
     fmt = value_format(result)
     esc = html.escape
     parts = ['<div class="pyproflab-top">']
@@ -34,7 +35,7 @@ def render_html(result, max_rows: int | None = None) -> str:
         )
     parts.append("</tbody></table>")
     if n < result.rows.num_rows:
-        parts.append(f"<p>… {result.rows.num_rows - n} more rows (use .to_pandas())</p>")
+        parts.append(f"<p>… {result.rows.num_rows - n} more rows ({esc(more)})</p>")
     parts.append("</div>")
     return "".join(parts)
 

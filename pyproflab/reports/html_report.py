@@ -17,6 +17,13 @@ Rules:
   ``flame.plotly_text``; JSON inside ``<script>`` with ``<``, ``>``, ``&`` and
   U+2028/9 as ``\\uXXXX`` (plotly's own JSON does the same), so no name can
   end a script block early or inject markup.
+- A section about one kind of profile (CPU, alloc_space) merges only one
+  mergeable kind of it (``store.kinds.one_kind``): a profile of another period
+  or sample type is left out with a note, it does not take the section down.
+- GC sections need GC data: with no rows in metric_samples or gc_cycles they
+  say so in one line and draw nothing.
+- Text for the offline page never points at Python (no ``.to_pandas()``): rows
+  a table cuts are behind the section's command.
 - A section fails only on a user-level problem (``ProflabError``), which
   becomes its note; anything else is a bug and propagates.
 """
@@ -28,12 +35,14 @@ import html
 import json
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from pyproflab.errors import ProflabError
 from pyproflab.reports.flame import flame_figure, plotly_text
+from pyproflab.store.kinds import one_kind
 from pyproflab.store.select import Selection
 
 esc = html.escape
@@ -51,8 +60,10 @@ body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:
 h1{font-size:22px;margin:18px 0 4px}
 h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:6px 0;font-size:12px}
+table{display:block;max-width:100%;overflow-x:auto}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;white-space:nowrap}
-td:last-child,th:last-child{text-align:left;white-space:normal;word-break:break-all}
+td:last-child,th:last-child,td.name{text-align:left}
+td:last-child,td.name{white-space:normal;word-break:break-all;min-width:14em}
 pre{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}
 .cmd{font-family:monospace;background:#eef;padding:2px 4px;word-break:break-all}
 .note{color:#8a5a00;background:#fff6e0;padding:6px;border-left:3px solid #e0a000}
@@ -167,6 +178,27 @@ def _tables(store) -> set[str]:
     return set(rows)
 
 
+def _gc_rows(store) -> dict[str, int]:
+    """Rows of each GC table the store has (metric_samples, gc_cycles)."""
+    present = _tables(store)
+    return {
+        t: int(store.sql(f"SELECT count(*) FROM {t}").column(0)[0].as_py())
+        for t in ("metric_samples", "gc_cycles")
+        if t in present
+    }
+
+
+def _one(store, sel: Selection, s: Section, sample: str | None = None) -> Selection:
+    """``sel`` narrowed to one mergeable kind; the section notes what was left out."""
+    narrowed, note = one_kind(store, sel, sample=sample, force=True)
+    if note:
+        s.notes.append(note)
+    return narrowed
+
+
+_MORE = "the command below gives every row"
+
+
 # --- sections ---------------------------------------------------------------------------
 
 
@@ -207,12 +239,7 @@ def fleet_section(store, sel: Selection, db: str) -> Section:
                 ["label", "values"], [[k, ", ".join(sorted(v))] for k, v in sorted(labels.items())]
             )
         )
-    present = _tables(store)
-    counts = [
-        [t, store.sql(f"SELECT count(*) FROM {t}").column(0)[0].as_py()]
-        for t in ("metric_samples", "gc_cycles")
-        if t in present
-    ]
+    counts = [[t, n] for t, n in _gc_rows(store).items()]
     if counts:
         s.body.append("<p>GC data in the store:</p>" + _table(["table", "rows"], counts))
     return s
@@ -230,9 +257,21 @@ def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
     )
     if store.profiles(cpu).num_rows == 0:
         return s.skip("no CPU profiles in the selection")
-    result = top(store.merged_profile(cpu), nodecount=rows)
-    s.body.append(render_html(result))
+    result = top(store.merged_profile(_one(store, cpu, s)), nodecount=rows)
+    s.body.append(render_html(result, more=_MORE))
     return s
+
+
+def _flame(store, sel: Selection, s: Section, sample: str, name: str, title: str) -> bool:
+    """Add one flame graph of ``sel``'s ``sample`` to ``s``; a profile problem becomes
+    a note (the other graph of the section still draws)."""
+    try:
+        profile = store.merged_profile(_one(store, sel, s, sample))
+        s.figures.append((name, flame_figure(profile, sample, title=title)))
+    except ProflabError as e:
+        s.notes.append(f"no {sample} flame graph: {e}")
+        return False
+    return True
 
 
 def flame_section(store, sel: Selection, db: str) -> Section:
@@ -251,14 +290,7 @@ def flame_section(store, sel: Selection, db: str) -> Section:
         "frame to zoom into it, click the top bar to zoom out.</p>"
     )
     if store.profiles(cpu).num_rows:
-        s.figures.append(
-            (
-                "flame-cpu",
-                flame_figure(
-                    store.merged_profile(cpu), "cpu", title="merged CPU (cpu, nanoseconds)"
-                ),
-            )
-        )
+        _flame(store, cpu, s, "cpu", "flame-cpu", "merged CPU (cpu, nanoseconds)")
     else:
         s.notes.append("no CPU profiles in the selection: no CPU flame graph")
     for ptype in ("allocs", "heap"):
@@ -275,19 +307,11 @@ def flame_section(store, sel: Selection, db: str) -> Section:
                     "json",
                 )
             )
-            s.figures.append(
-                (
-                    f"flame-{ptype}",
-                    flame_figure(
-                        store.merged_profile(mem),
-                        "alloc_space",
-                        title=f"merged {ptype} profiles: alloc_space (bytes allocated)",
-                    ),
-                )
-            )
-            break
+            title = f"merged {ptype} profiles: alloc_space (bytes allocated)"
+            if _flame(store, mem, s, "alloc_space", f"flame-{ptype}", title):
+                break
     else:
-        s.notes.append("no allocs or heap profiles in the selection: no alloc_space graph")
+        s.notes.append("no allocs or heap profiles with alloc_space in the selection")
     if not s.figures:
         s.skipped = True
     return s
@@ -343,6 +367,7 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
             "regressions", "--db", db, "--base", *_kv(base), "--new", *_kv(new), "--format", "json"
         )
     )
+    base, new = _one(store, base, s, "cpu"), _one(store, new, s, "cpu")
     result = regressions(store, base, new)
     s.body.append(
         "<p>Each dot is one function's change of flat CPU (cores) from "
@@ -353,7 +378,7 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
     )
     s.figures.append(("regressions-top", result.figure_top(n=15)))
     s.figures.append(("regressions-flame", result.figure_flame()))
-    s.body.append(render_html(result, max_rows=15))
+    s.body.append(render_html(result, max_rows=15, more=_MORE))
     return s
 
 
@@ -410,54 +435,88 @@ def gc_share_points(store, sel: Selection) -> dict[tuple, list[tuple[datetime, f
     return out
 
 
-def gc_section(store, sel: Selection, db: str) -> Section:
+_NO_GC = (
+    "the store has no GC data (no rows in metric_samples or gc_cycles): collect with "
+    "`pyproflab collect` or load with `pyproflab ingest-gc`"
+)
+
+# One colour per instance, shared by its runtime line and its profile markers.
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+
+
+def _profile_time(r: dict[str, Any]) -> datetime | None:
+    """Where a profile sits on a time axis: the middle of its collection window,
+    else the time it was taken (files carry no window), else nowhere."""
+    if r.get("window_start") is not None and r.get("window_end") is not None:
+        return r["window_start"] + (r["window_end"] - r["window_start"]) / 2
+    return r.get("time")
+
+
+def _gc_figure(runtime: dict[tuple, list], marks: list[dict[str, Any]]):
+    """The GC share chart: a line per instance (runtime view) and that instance's
+    profile markers in the same colour."""
     import plotly.graph_objects as go
 
-    from pyproflab.analyses.gc import gc
+    def label(inst: Any) -> str:
+        return "(no instance)" if inst is None else str(inst)
 
-    s = Section(
-        "gc", "GC share over time per instance", [_cmd("gc", *_flags(sel, db), "--format", "json")]
-    )
-    present = _tables(store)
-    if not {"metric_samples", "gc_cycles"} & present:
-        return s.skip(
-            "the store has no GC tables (metric_samples, gc_cycles): collect with "
-            "`pyproflab collect` or load with `pyproflab ingest-gc`"
-        )
-    runtime = gc_share_points(store, sel)
-    result = gc(store, sel)
+    instances = sorted({k[2] for k in runtime} | {r["instance"] for r in marks}, key=label)
+    colour = {inst: _PALETTE[i % len(_PALETTE)] for i, inst in enumerate(instances)}
     fig = go.Figure()
-    names = sorted(runtime, key=lambda k: tuple(map(str, k)))
-    for key in names:
-        pts = runtime[key]
+    for key in sorted(runtime, key=lambda k: tuple(map(str, k))):
+        pts, inst = runtime[key], key[2]
+        name = plotly_text(f"{label(inst)} runtime")
         fig.add_trace(
             go.Scatter(
                 x=[t for t, _ in pts],
                 y=[100 * v for _, v in pts],
                 mode="lines+markers",
-                name=plotly_text(f"{key[2]} runtime"),
-                legendgroup=plotly_text(str(key[2])),
-                hovertemplate="%{y:.1f}%<extra>" + plotly_text(f"{key[2]} runtime") + "</extra>",
+                line={"color": colour[inst]},
+                marker={"color": colour[inst]},
+                name=name,
+                legendgroup=plotly_text(label(inst)),
+                hovertemplate="%{y:.1f}%<extra>" + name + "</extra>",
             )
         )
-    marks = [r for r in result.profiles.to_pylist() if r["profile_gc_share"] is not None]
-    for inst in sorted({r["instance"] for r in marks}, key=str):
-        rs = [r for r in marks if r["instance"] == inst]
+    for inst in instances:
+        rs = [(t, r) for r in marks if r["instance"] == inst if (t := _profile_time(r))]
         for col, what, symbol in (
             ("profile_gc_share", "profile view", "diamond"),
             ("profile_gc_mark_share", "profile mark", "circle-open"),
         ):
+            if not rs:
+                continue
+            name = plotly_text(f"{label(inst)} {what}")
             fig.add_trace(
                 go.Scatter(
-                    x=[r["window_start"] + (r["window_end"] - r["window_start"]) / 2 for r in rs],
-                    y=[100 * (r[col] or 0) for r in rs],
+                    x=[t for t, _ in rs],
+                    y=[100 * (r[col] or 0) for _, r in rs],
                     mode="markers",
-                    marker={"symbol": symbol, "size": 12},
-                    name=plotly_text(f"{inst} {what}"),
-                    legendgroup=plotly_text(str(inst)),
-                    hovertemplate="%{y:.1f}%<extra>" + plotly_text(f"{inst} {what}") + "</extra>",
+                    marker={"symbol": symbol, "size": 12, "color": colour[inst]},
+                    name=name,
+                    legendgroup=plotly_text(label(inst)),
+                    hovertemplate="%{y:.1f}%<extra>" + name + "</extra>",
                 )
             )
+    return fig
+
+
+def gc_section(store, sel: Selection, db: str) -> Section:
+    from pyproflab.analyses.gc import gc
+    from pyproflab.reports.gc import render_gc_html
+
+    s = Section(
+        "gc", "GC share over time per instance", [_cmd("gc", *_flags(sel, db), "--format", "json")]
+    )
+    if not any(_gc_rows(store).values()):
+        return s.skip(_NO_GC)
+    runtime = gc_share_points(store, sel)
+    result = gc(store, sel)
+    marks = [r for r in result.profiles.to_pylist() if r["profile_gc_share"] is not None]
+    fig = _gc_figure(runtime, marks)
     if not fig.data:
         s.notes += result.notes
         return s.skip(
@@ -475,12 +534,11 @@ def gc_section(store, sel: Selection, db: str) -> Section:
         "of each instance. Markers at the middle of each CPU profile's window: the profile "
         "view (every GC category of its stacks: marking, assists, allocation, write "
         "barriers, sweeping) and its mark part (what the runtime itself counts as GC, the "
-        "like-for-like comparison with the line).</p>"
+        "like-for-like comparison with the line). An instance's markers share its "
+        "line's colour.</p>"
     )
     s.figures.append(("gc-share", fig))
-    from pyproflab.reports.gc import render_gc_html
-
-    s.body.append(render_gc_html(result))
+    s.body.append(render_gc_html(result, python=False))
     s.notes += result.notes
     return s
 
@@ -495,8 +553,8 @@ def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:
         "GOGC trade-off and recommendation",
         [_cmd("gogc", *_flags(sel, db), "--budget", used, "--format", "json")],
     )
-    if not {"metric_samples", "gc_cycles"} & _tables(store):
-        return s.skip("the store has no GC tables (metric_samples, gc_cycles)")
+    if not any(_gc_rows(store).values()):
+        return s.skip(_NO_GC)
     try:
         result = gogc(store, sel, budget=used)
     except ProflabError as e:
@@ -537,7 +595,7 @@ def pgo_section(store, sel: Selection, db: str, edges: int = 15) -> Section:
         )
     if store.profiles(cpu).num_rows == 0:
         return s.skip("no CPU profiles in the selection")
-    result = pgo(store, cpu)
+    result = pgo(store, _one(store, cpu, s, "cpu"))
     if not result.ok:
         return s.skip(f"no PGO profile: {result.refusal}")
     hot = result.edges.edges[:edges][::-1]  # plotly draws the first bar at the bottom
@@ -594,9 +652,11 @@ def build_report(
     db: str = "pyproflab.duckdb",
     title: str | None = None,
     budget: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Build the report page (see the module rules). ``db`` is the store path shown in
-    the page and in the commands; ``budget`` is the GOGC memory budget."""
+    the page and in the commands; ``budget`` is the GOGC memory budget; ``progress``
+    is called with (sections done, sections) as each section is built."""
     import plotly
     from plotly.offline import get_plotlyjs
 
@@ -605,10 +665,21 @@ def build_report(
     started = time.perf_counter()
     sel = selection or Selection()
     sections = []
-    for make in (fleet_section, top_section, flame_section, regressions_section, gc_section):
-        sections.append(_guard(make, store, sel, db))
-    sections.append(_guard(gogc_section, store, sel, db, budget))
-    sections.append(_guard(pgo_section, store, sel, db))
+    makers: list[tuple[Callable[..., Section], tuple]] = [
+        (fleet_section, ()),
+        (top_section, ()),
+        (flame_section, ()),
+        (regressions_section, ()),
+        (gc_section, ()),
+        (gogc_section, (budget,)),
+        (pgo_section, ()),
+    ]
+    for i, (make, extra) in enumerate(makers):
+        if progress:
+            progress(i, len(makers))
+        sections.append(_guard(make, store, sel, db, *extra))
+    if progress:
+        progress(len(makers), len(makers))
 
     heading = title or "pyproflab report"
     out = [

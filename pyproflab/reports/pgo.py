@@ -148,7 +148,8 @@ def render_html(result: PgoResult, *, edges: int = 50) -> str:
         parts.append(
             f"<tr><td>{'*' if e.hot else ''}</td><td>{e.weight}</td>"
             f"<td>{e.share:.2f}%</td><td>{e.cum_share:.2f}%</td>"
-            f"<td>{esc(e.caller)}</td><td>{esc(e.callee)}</td><td>{e.offset}</td></tr>"
+            f'<td class="name">{esc(e.caller)}</td><td class="name">{esc(e.callee)}</td>'
+            f"<td>{e.offset}</td></tr>"
         )
     parts.append("</table>")
     return "".join(parts)

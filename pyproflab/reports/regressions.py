@@ -164,8 +164,9 @@ def render_csv(result, top: int | None = None) -> str:
     return buf.getvalue()
 
 
-def render_html(result, max_rows: int | None = 50) -> str:
-    """A ``<div>`` with the facts and the top rows; every name escaped."""
+def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_pandas()") -> str:
+    """A ``<div>`` with the facts and the top rows; every name escaped; ``more`` says
+    where the rows cut by ``max_rows`` are."""
     esc = html.escape
     m = result.rank_by
     parts = [
@@ -188,9 +189,7 @@ def render_html(result, max_rows: int | None = 50) -> str:
         )
     parts.append("</tbody></table>")
     if rows.num_rows < result.rows.num_rows:
-        parts.append(
-            f"<p>… {result.rows.num_rows - rows.num_rows} more rows (use .to_pandas())</p>"
-        )
+        parts.append(f"<p>… {result.rows.num_rows - rows.num_rows} more rows ({esc(more)})</p>")
     parts.append("</div>")
     return "".join(parts)
 
