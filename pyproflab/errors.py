@@ -51,6 +51,11 @@ class StoreError(ProflabError):
     """The store cannot be opened or used (missing, busy, wrong schema)."""
 
 
+class IdCollisionError(StoreError):
+    """Two different contents got the same content id: the newcomer is refused,
+    never merged into the row already stored (a forged or colliding id)."""
+
+
 class MetricsError(ProflabError):
     """GC metrics could not be read (Prometheus text or API, gctrace logs).
 

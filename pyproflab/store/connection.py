@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from pyproflab.model import Profile
     from pyproflab.store.select import Selection
 
-SCHEMA_VERSION = 1
+# 2: location and stack ids are blake2b of their content (version 1's were a
+# reversible hash a crafted profile could steer onto another row's id).
+SCHEMA_VERSION = 2
 MEMORY = ":memory:"
 
 # Applied to every connection, ours or adopted. Replacement scans are off so a
@@ -200,6 +202,8 @@ class Store:
                 f"{self.name}: store schema version {version} is not supported "
                 f"(this pyproflab reads version {SCHEMA_VERSION})"
             )
+        if version < SCHEMA_VERSION:
+            self._upgrade_empty(version)
         if not self.read_only:
             # Views and macros are recreated on every writable open, so a store
             # written by an older release gets the current definitions.
@@ -220,6 +224,24 @@ class Store:
             except BaseException:
                 self._run("ROLLBACK")
                 raise
+
+    def _upgrade_empty(self, version: int) -> None:
+        """An older store is upgraded only when it holds no profiles: its
+        content ids were computed another way and would not dedup with new ones."""
+        with self._translate("cannot read profiles"):
+            n = self._run("SELECT count(*) FROM profiles")[0][0]
+        if n:
+            raise StoreError(
+                f"{self.name}: store schema version {version} uses older content ids; "
+                "ingest its profiles into a new store"
+            )
+        if self.read_only:
+            return
+        with self._translate("cannot upgrade store_meta"):
+            self._run(
+                "UPDATE store_meta SET value = ? WHERE key = 'schema_version'",
+                [str(SCHEMA_VERSION)],
+            )
 
     def _schema_version(self) -> int | None:
         with self._translate("cannot read store_meta"):

@@ -7,17 +7,21 @@ number of profiles gets the same id, and a batch can be keyed before it
 touches the database. Ids are never 0 (0 means "none": no mapping, no
 labels), except ``label_set_ids`` of an empty label list, which is 0.
 
-- functions, mappings, label sets (strings): blake2b, 8 bytes, little
-  endian, of a canonical length-prefixed encoding (``_Encoder``).
-- locations (numbers only, up to ~10^5 per profile): a vectorized numpy
-  hash over (mapping id, address, is_folded, lines), where each line is
-  (function id, line, column) and lines are an ordered list.
-- stacks: a vectorized numpy polynomial hash (mod 2^64) of the location ids,
-  leaf first, finalized with the list length.
+Every id is blake2b (8 bytes, little endian) of a canonical encoding of the
+whole content, so nobody can choose content that takes a given id (version 1
+used an invertible numeric hash for locations and stacks: a crafted address
+could steer a location onto any id):
 
-The numpy hashes use splitmix64's finalizer as the mixer: it is a bijection
-on 64-bit words with full avalanche, so chained mixing of distinct inputs
-collides only by chance (~n²/2^65 for n distinct items).
+- functions, mappings, label sets: a length-prefixed encoding (``_Encoder``).
+- locations: the 64-bit words (mapping id, address, is_folded, number of
+  lines) then (function id, line, column) per line, in order.
+- stacks: the words (length, location ids leaf first). Equal stacks are found
+  first by a fast numpy hash and checked element by element, so blake2b runs
+  once per distinct stack.
+
+64 bits still collide by chance (~n^2/2^65 for n distinct items) and could be
+searched for; the store therefore checks every id it already holds against the
+content it is given (``ingest.refuse_collisions``) and refuses a mismatch.
 """
 
 from __future__ import annotations
@@ -37,8 +41,7 @@ _M2 = U64(0x94D049BB133111EB)
 _GOLDEN = U64(0x9E3779B97F4A7C15)
 # Odd multiplier of the stack polynomial; any odd constant is a unit mod 2^64.
 _P = U64(0xD6E8FEB86659FD93)
-# Domain seeds keep a stack hash from ever equalling a location hash of the same words.
-_SEED_LOCATION = U64(0x4C4F434154494F4E)  # "LOCATION"
+# Seeds of the fast in-profile grouping hashes (never stored).
 _SEED_LINES = U64(0x4C494E4553000000)  # "LINES"
 _SEED_STACK = U64(0x535441434B000000)  # "STACK"
 
@@ -209,26 +212,120 @@ def mapping_ids(mappings: pa.Table) -> np.ndarray:
     return out
 
 
+def _blake_rows(words: np.ndarray, bounds: np.ndarray, person: bytes) -> np.ndarray:
+    """blake2b (8 bytes, little endian, never 0) of each slice ``words[bounds[k]:
+    bounds[k+1]]`` of a uint64 array: one C call per row on a shared buffer."""
+    buf = memoryview(np.ascontiguousarray(words, dtype="<u8").tobytes())
+    b = (np.asarray(bounds, dtype=np.int64) * 8).tolist()
+    blake = hashlib.blake2b
+    digests = b"".join(
+        [
+            blake(buf[b[k] : b[k + 1]], digest_size=8, person=person).digest()
+            for k in range(len(b) - 1)
+        ]
+    )
+    return _nonzero(np.frombuffer(digests, dtype="<u8").astype(U64))
+
+
 def location_ids(
     locations: pa.Table, mapping_content: np.ndarray, function_content: np.ndarray
 ) -> np.ndarray:
     """Ids of a PROFILE_LOCATIONS table's rows, given the content ids of their
-    mapping_id (0 for none) and of each line's function_id (flattened lines)."""
+    mapping_id (0 for none) and of each line's function_id (flattened lines).
+
+    blake2b of every field: (mapping id, address, is_folded, number of lines)
+    then (function id, line, column) per line in order, as 64-bit words.
+    """
     lines_values, offsets = _list_parts(locations.column("lines"))
-    line_no = _u64(lines_values.field("line"))
-    col_no = _u64(lines_values.field("column"))
-    per_line = combine(combine(function_content, line_no), col_no)
-    lines_h = list_hash(per_line, offsets, _SEED_LINES)
-    h = combine(np.full(locations.num_rows, _SEED_LOCATION, dtype=U64), mapping_content)
-    h = combine(h, _u64(locations.column("address")))
-    h = combine(h, _u64(locations.column("is_folded")))
-    h = combine(h, lines_h)
-    return _nonzero(h)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    base = offsets[0] if len(offsets) else 0
+    n = locations.num_rows
+    lengths = np.diff(offsets)
+    # Row k starts at word 4k + 3*(lines before it): a 4-word head, then 3 per line.
+    starts = 4 * np.arange(n + 1, dtype=np.int64) + 3 * (
+        np.concatenate([[0], np.cumsum(lengths)]) if n else np.zeros(1, np.int64)
+    )
+    words = np.empty(int(starts[-1]), dtype=U64)
+    head = starts[:-1]
+    words[head] = np.asarray(mapping_content, dtype=U64)
+    words[head + 1] = _u64(locations.column("address"))
+    words[head + 2] = _u64(locations.column("is_folded"))
+    words[head + 3] = lengths.astype(U64)
+    if len(lines_values):
+        owner = np.repeat(np.arange(n), lengths)
+        rank = np.arange(len(owner)) - np.repeat(offsets[:-1] - base, lengths)
+        pos = head[owner] + 4 + 3 * rank
+        words[pos] = np.asarray(function_content, dtype=U64)
+        words[pos + 1] = _u64(lines_values.field("line"))
+        words[pos + 2] = _u64(lines_values.field("column"))
+    return _blake_rows(words, starts, b"pyproflab-loc1")
+
+
+# Samples verified per step when grouping equal stacks (bounds the index arrays).
+_VERIFY_CHUNK = 1 << 22
+
+
+def _same_as(flat: np.ndarray, offsets: np.ndarray, rep: np.ndarray) -> np.ndarray:
+    """Per list i: is list i element-for-element equal to list rep[i]?"""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    same = lengths == lengths[rep]
+    todo = np.flatnonzero(same & (lengths > 0) & (rep != np.arange(len(rep))))
+    # Chunks of lists bounded by element count, so memory stays O(chunk).
+    cum = np.cumsum(lengths[todo])
+    cuts = (
+        np.searchsorted(cum, np.arange(_VERIFY_CHUNK, int(cum[-1]), _VERIFY_CHUNK))
+        if len(todo)
+        else np.zeros(0, np.int64)
+    )
+    for part in np.split(todo, cuts):
+        if not len(part):
+            continue
+        ln = lengths[part]
+        owner = np.repeat(np.arange(len(part)), ln)
+        rank = np.arange(len(owner)) - np.repeat(np.cumsum(ln) - ln, ln)
+        a = flat[starts[part][owner] + rank]
+        b = flat[starts[rep[part]][owner] + rank]
+        bad = np.bincount(owner[a != b], minlength=len(part)) > 0
+        same[part[bad]] = False
+    return same
 
 
 def stack_ids(location_content_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Ids of stacks given their location content ids (flattened, leaf first)."""
-    return _nonzero(list_hash(location_content_flat, offsets, _SEED_STACK))
+    """Ids of stacks given their location content ids (flattened, leaf first).
+
+    blake2b of the list of location ids (the length first). Equal lists are
+    grouped by a fast polynomial hash and hashed once; a group's members are
+    checked element by element against its first list, and a member that
+    differs (a fast-hash collision) is hashed on its own.
+    """
+    flat = np.asarray(location_content_flat, dtype=U64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    flat = flat[offsets[0] : offsets[-1]] if len(offsets) else flat[:0]
+    offsets = offsets - (offsets[0] if len(offsets) else 0)
+    n = len(offsets) - 1
+    if n <= 0:
+        return np.zeros(0, dtype=U64)
+    quick = list_hash(flat, offsets, _SEED_STACK)
+    _, first, inverse = np.unique(quick, return_index=True, return_inverse=True)
+    rep = first[inverse.reshape(-1)]
+    alone = ~_same_as(flat, offsets, rep)
+    rep = np.where(alone, np.arange(n), rep)
+    todo = np.unique(rep)
+    lengths = np.diff(offsets)
+    # Hash each distinct list as (length, ids...).
+    sizes = lengths[todo] + 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    words = np.empty(int(bounds[-1]), dtype=U64)
+    words[bounds[:-1]] = lengths[todo].astype(U64)
+    owner = np.repeat(np.arange(len(todo)), lengths[todo])
+    rank = np.arange(len(owner)) - np.repeat(
+        np.cumsum(lengths[todo]) - lengths[todo], lengths[todo]
+    )
+    words[bounds[:-1][owner] + 1 + rank] = flat[offsets[todo][owner] + rank]
+    hashed = _blake_rows(words, bounds, b"pyproflab-stack1")
+    out = np.empty(n, dtype=U64)
+    out[todo] = hashed
+    return out[rep]
 
 
 LabelTuple = tuple[str, str | None, int | None, str | None]
@@ -283,3 +380,22 @@ def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     keys = list_hash(h, offsets, _SEED_LINES)
     lengths = np.diff(offsets)
     return np.where(lengths == 0, U64(0), _nonzero(keys))
+
+
+def store_row_ids(table_name: str, rows: pa.Table) -> np.ndarray:
+    """The content ids of a dedup table's rows in store form (references already
+    content ids), to check ids that come from outside, such as a Parquet dataset."""
+    if table_name == "functions":
+        return function_ids(rows)
+    if table_name == "mappings":
+        return mapping_ids(rows)
+    if table_name == "locations":
+        lines, _ = _list_parts(rows.column("lines"))
+        return location_ids(rows, _u64(rows.column("mapping_id")), _u64(lines.field("function_id")))
+    if table_name == "stacks":
+        values, offsets = _list_parts(rows.column("location_ids"))
+        return stack_ids(_u64(values), offsets)
+    if table_name == "label_sets":
+        out = [label_set_id(canonical_labels(x)) for x in rows.column("labels").to_pylist()]
+        return np.array(out, dtype=U64)
+    raise ValueError(f"no content ids for table {table_name!r}")

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyproflab import schema
-from pyproflab.errors import ProfileError, StoreError
+from pyproflab.errors import IdCollisionError, ProfileError, StoreError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
@@ -372,6 +372,7 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     all_ids = np.concatenate(id_arrays) if id_arrays else np.zeros(0, ids.U64)
     uniq, first = np.unique(all_ids, return_index=True)
     if len(uniq):
+        refuse_collisions(store, table_name, id_col, tables)
         with store.registered(_pyproflab_ids=pa.table({id_col: pa.array(uniq, pa.uint64())})):
             fresh = store.sql(
                 f"SELECT k.{id_col} FROM _pyproflab_ids k ANTI JOIN {table_name} t USING ({id_col})"
@@ -382,6 +383,24 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     owner = np.searchsorted(bounds, first, side="right") - 1
     pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o])) for o in np.unique(owner)]
     return pa.concat_tables(pieces) if pieces else tables[0].schema.empty_table()
+
+
+def refuse_collisions(store: Store, table_name: str, id_col: str, tables: list[pa.Table]) -> None:
+    """Raise ``IdCollisionError`` when one id names two different contents, in the
+    batch or between the batch and the store: every hit is checked column by
+    column, so a forged id can never take over a stored row."""
+    with store.registered(_pyproflab_rows=pa.concat_tables(tables)):
+        clash = store.sql(
+            f"SELECT {id_col} FROM (SELECT DISTINCT * FROM (SELECT * FROM _pyproflab_rows "
+            f"UNION ALL BY NAME SELECT t.* FROM {table_name} t "
+            f"SEMI JOIN _pyproflab_rows USING ({id_col}))) "
+            f"GROUP BY {id_col} HAVING count(*) > 1 ORDER BY {id_col} LIMIT 1"
+        )
+    if clash.num_rows:
+        raise IdCollisionError(
+            f"content id collision: {table_name} id {clash.column(0)[0].as_py():#018x} "
+            "names different content in this profile and in the store; refused"
+        )
 
 
 def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> None:
@@ -711,7 +730,15 @@ def ingest_paths(
             done += 1
             if progress:
                 progress(done, total)
-        report.add(store_keyed(store, keyed))
+        try:
+            report.add(store_keyed(store, keyed))
+        except IdCollisionError:
+            # Store one by one, so only the profile that collides is refused.
+            for k in keyed:
+                try:
+                    report.add(store_keyed(store, [k]))
+                except IdCollisionError as e:
+                    report.refused.append((str(k.row.get("source") or k.content_hash), str(e)))
         if progress:
             progress(done, total)
 

@@ -25,15 +25,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
+from pyproflab.store import ids
 from pyproflab.store.connection import SCHEMA_VERSION, Store
-from pyproflab.store.ingest import DATASET_MARKER, IngestReport
+from pyproflab.store.ingest import DATASET_MARKER, IngestReport, refuse_collisions
 from pyproflab.store.select import TAKEN_AT
 
 FORMAT = "pyproflab-parquet"
-FORMAT_VERSION = 1
+# 2: content ids of schema version 2 (blake2b locations and stacks).
+FORMAT_VERSION = 2
 DEDUP = (
     ("stacks", "stack_id"),
     ("locations", "location_id"),
@@ -101,6 +104,23 @@ def _files(d: Path, sub: str) -> list[str]:
     return sorted(str(p) for p in (d / sub).rglob("*.parquet"))
 
 
+def _checked_rows(store: Store, d: Path, table: str, id_col: str) -> pa.Table:
+    """A dedup table of the dataset, refused unless every id is the content id of
+    its row (recomputed) and none names other content in the store."""
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(d / f"{table}.parquet")
+        computed = ids.store_row_ids(table, rows)
+    except (OSError, KeyError, ValueError, pa.ArrowException) as e:
+        raise StoreError(f"{d}: {table}.parquet cannot be read ({e})") from None
+    if not np.array_equal(computed, ids._u64(rows.column(id_col))):
+        raise StoreError(f"{d}: {table}.parquet: ids do not match their rows' content; refused")
+    if rows.num_rows:
+        refuse_collisions(store, table, id_col, [rows])
+    return rows
+
+
 def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
     """Add a dataset's profiles that the store lacks (by content_hash), in one
     transaction. Returns new/present counts like ``ingest_paths``."""
@@ -109,7 +129,7 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
         marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise StoreError(f"{d}: not a pyproflab Parquet dataset ({e})") from None
-    if marker.get("format") != FORMAT or int(marker.get("format_version", 0)) > FORMAT_VERSION:
+    if marker.get("format") != FORMAT or int(marker.get("format_version", 0)) != FORMAT_VERSION:
         raise StoreError(
             f"{d}: unsupported dataset format {marker.get('format')!r} "
             f"version {marker.get('format_version')!r}"
@@ -142,11 +162,12 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
             for table, id_col in DEDUP:
                 path = d / f"{table}.parquet"
                 if path.is_file():
-                    store.execute(
-                        f"INSERT INTO {table} BY NAME SELECT n.* FROM "
-                        f"read_parquet(?) n ANTI JOIN {table} t USING ({id_col})",
-                        [str(path)],
-                    )
+                    rows = _checked_rows(store, d, table, id_col)
+                    with store.registered(_pyproflab_import=rows):
+                        store.execute(
+                            f"INSERT INTO {table} BY NAME SELECT n.* FROM "
+                            f"_pyproflab_import n ANTI JOIN {table} t USING ({id_col})"
+                        )
             if sample_files:
                 store.execute(
                     'INSERT INTO samples (profile_id, stack_id, label_set_id, "values") '
