@@ -33,9 +33,12 @@ __all__ = [
     "ValueType",
     "decode_bytes",
     "encode_profile",
+    "flame",
     "from_connection",
     "merge_profiles",
+    "notebook",
     "open",
+    "plotly_text",
     "read_profile",
     "top",
     "write_profile",
@@ -91,6 +94,29 @@ def top(source: Any, **options: Any):
         single = isinstance(source, (str, os.PathLike))
         source = read_and_merge([source] if single else source)
     return _top(source, **options)
+
+
+def flame(profile: Profile, sample_index: Any = None, *, title: str | None = None):
+    """A flame graph (root on top) of ``profile``'s ``sample_index`` (name or number;
+    default as ``top`` chooses) as a plotly figure; every name escaped."""
+    from pyproflab.reports.flame import flame_figure
+
+    return flame_figure(profile, sample_index, title=title)
+
+
+def notebook() -> None:
+    """Call once in a notebook: figures then show in JupyterLab and stay in the HTML of
+    ``jupyter nbconvert --to html`` (plotly.js embedded once, offline)."""
+    from pyproflab.reports.notebook import use_offline_figures
+
+    use_offline_figures()
+
+
+def plotly_text(text: str) -> str:
+    """``text`` (a function name, a label: untrusted) escaped for plotly titles and labels."""
+    from pyproflab.reports.flame import plotly_text as _escape
+
+    return _escape(text)
 
 
 def __getattr__(name: str) -> Any:

@@ -189,6 +189,29 @@ class PgoResult:
             }
         )
 
+    def diff(self, previous: PgoResult | str | os.PathLike, *, min_change: float = 0.1):
+        """Hot edges added, removed and re-weighted since ``previous`` (another result,
+        or a default.pgo / preprofile file): an ``EdgeDiff``; ``print`` it for the text."""
+        from pyproflab.analyses.pgo_edges import diff_edges, read_edges
+
+        if isinstance(previous, PgoResult):
+            old, old_name = previous.verified or previous.edges, "previous"
+        else:
+            old, old_name = read_edges(previous), os.fspath(previous)
+        new_name = self.output or "this profile"
+        d = diff_edges(old, self.verified or self.edges, min_change=min_change)
+        d.old_name, d.new_name = old_name, new_name
+        return d
+
+    def __repr__(self) -> str:
+        if self.refusal is not None:
+            return f"PgoResult(refused: {self.refusal})"
+        out = f", written to {self.output}" if self.output else ""
+        return (
+            f"PgoResult({len(self.inputs)} CPU profiles, {len(self.edges)} call edges, "
+            f"{len(self.edges.hot)} hot{out})"
+        )
+
     def _repr_html_(self) -> str:
         return render(self, "html")
 

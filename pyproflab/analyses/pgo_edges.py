@@ -298,10 +298,23 @@ class EdgeDiff:
     min_change: float
     old_hot: int = 0
     new_hot: int = 0
+    old_name: str = "OLD"  # how the text names the two sides
+    new_name: str = "NEW"
 
     @property
     def changed(self) -> bool:
         return bool(self.added or self.removed or self.reweighted)
+
+    def __str__(self) -> str:
+        from pyproflab.display import render
+
+        return render(self, "text")
+
+    def __repr__(self) -> str:
+        return (
+            f"EdgeDiff({self.old_name} -> {self.new_name}: {len(self.added)} added, "
+            f"{len(self.removed)} removed, {len(self.reweighted)} re-weighted hot edges)"
+        )
 
 
 def diff_edges(old: EdgeSet, new: EdgeSet, *, min_change: float = 0.1) -> EdgeDiff:

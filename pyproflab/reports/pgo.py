@@ -162,6 +162,11 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}%"
 
 
+def diff_text(diff: EdgeDiff) -> str:
+    """``render_diff_text`` with the sides named as the diff names them."""
+    return render_diff_text(diff, old=diff.old_name, new=diff.new_name)
+
+
 def render_diff_text(diff: EdgeDiff, *, old: str = "OLD", new: str = "NEW") -> str:
     out: list[str] = []
     w = out.append

@@ -22,3 +22,4 @@ register(A + "regressions.RegressionsResult", "html", R + "regressions", "render
 register(A + "regressions.RegressionsResult", "figure_top", R + "regressions", "figure_top")
 register(A + "regressions.RegressionsResult", "figure_flame", R + "regressions", "figure_flame")
 register(A + "pgo.PgoResult", "html", R + "pgo", "render_html")
+register(A + "pgo_edges.EdgeDiff", "text", R + "pgo", "diff_text")
