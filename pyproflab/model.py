@@ -54,6 +54,22 @@ class Profile:
     def num_samples(self) -> int:
         return self.samples.num_rows
 
+    def __repr__(self) -> str:
+        """One line: sample types, sizes, period, duration (the tables' schemas are
+        long and say nothing about this profile)."""
+        types = ", ".join(str(t) for t in self.sample_types) or "no sample types"
+        parts = [
+            f"[{types}]",
+            f"{self.samples.num_rows} samples",
+            f"{self.locations.num_rows} locations",
+            f"{self.functions.num_rows} functions",
+        ]
+        if self.period_type is not None and self.period:
+            parts.append(f"period {self.period} {self.period_type.unit}")
+        if self.duration_nanos:
+            parts.append(f"duration {self.duration_nanos / 1e9:.3g} s")
+        return f"Profile({', '.join(parts)})"
+
     def default_sample_index(self) -> int:
         """The index pprof shows by default: ``default_sample_type`` if set, else the last."""
         if self.default_sample_type:

@@ -126,6 +126,10 @@ class TopResult:
             f"total={self.total})"
         )
 
+    def __str__(self) -> str:
+        """The rows as ``go tool pprof -top`` prints them (``print(top(p))``)."""
+        return render(self, "text")
+
 
 # --- helpers with Go's semantics --------------------------------------------------
 

@@ -14,6 +14,7 @@ Rules (re-expressed from pprof):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -166,3 +167,49 @@ def pick_output_unit(min_value: int, max_value: int, sample_unit: str) -> str:
     if min_unit != max_unit and min_value * 100 < max_value:
         _, unit = scale(100 * min_value, sample_unit, "minimum")
     return unit or sample_unit
+
+
+# --- quantities for people (not pprof's columns) ------------------------------------
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_SI = ("", "k", "M", "G", "T", "P")
+_TIME = ((1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s"))
+
+
+def _sig(v: float, digits: int) -> str:
+    """``v`` with ``digits`` significant digits, plain notation (never ``e+07``)."""
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def quantity(value: float | None, unit: str, *, signed: bool = False, digits: int = 3) -> str:
+    """``value`` in ``unit`` for people: scaled into the unit's family, ``digits``
+    significant digits, trailing zeros dropped, never scientific notation
+    (``+33.4 MiB/s``, ``+1.2 ms``, ``0.018 cores``). Units: ``B`` (powers of 1024,
+    IEC names), ``s`` (ns to s), anything else with SI prefixes before it
+    (``12.3k/s``); a ``/s`` suffix is kept after the scaled unit. None or NaN
+    prints ``-``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
+    v = abs(float(value))
+    base, per = (unit[:-2], "/s") if unit.endswith("/s") and unit != "s/s" else (unit, "")
+    if base == "B":
+        i = 0
+        while v >= 1024 and i < len(_BINARY) - 1:
+            v, i = v / 1024, i + 1
+        text, name = _sig(v, digits), f" {_BINARY[i]}"
+    elif base == "s":
+        factor, name = next(((f, n) for f, n in reversed(_TIME) if v >= f), _TIME[0])
+        text, name = _sig(v / factor, digits), f" {name}"
+    elif base in ("", "count") or v >= 1000:
+        i = 0
+        while v >= 1000 and i < len(_SI) - 1:
+            v, i = v / 1000, i + 1
+        text, name = _sig(v, digits), _SI[i] + (f" {base}" if base not in ("", "count") else "")
+    else:
+        text, name = _sig(v, digits), f" {base}"
+    return f"{sign}{text}{name}{per}"

@@ -14,6 +14,7 @@ R = "pyproflab.reports."
 
 register(A + "top.TopResult", "html", R + "html", "render_html", max_rows=200)
 register(A + "top.TopResult", "header_lines", R + "text", "header_lines")
+register(A + "top.TopResult", "text", R + "text", "render_text")
 register(A + "gc.GcResult", "html", R + "gc", "render_gc_html")
 register(A + "gc_categories.GcCategoriesResult", "html", R + "gc", "categories_html")
 register(A + "gogc.GogcResult", "html", R + "gogc", "render_gogc_html")

@@ -16,6 +16,7 @@ import json
 import math
 from typing import Any
 
+from pyproflab.analyses.units import quantity
 from pyproflab.errors import UsageError
 
 FORMATS = ("text", "json", "csv", "html")
@@ -31,6 +32,11 @@ def _num(v: float | None, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:+.{digits}g}"
+
+
+def _q(v: float | None, result) -> str:
+    """A signed change in the result's unit (``+33.4 MiB/s``, ``+1.2 ms``)."""
+    return quantity(v, result.rate_unit, signed=True)
 
 
 def _pct(v: float | None) -> str:
@@ -110,7 +116,7 @@ def render_text(result, top: int | None = 30) -> str:
     cells = []
     for r in rows.to_pylist():
         interval = (
-            f"[{_num(r[f'{m}_change_lo'])}, {_num(r[f'{m}_change_hi'])}]"
+            f"[{_q(r[f'{m}_change_lo'], result)}, {_q(r[f'{m}_change_hi'], result)}]"
             if result.statistics
             else "-"
         )
@@ -119,9 +125,9 @@ def render_text(result, top: int | None = 30) -> str:
         cells.append(
             [
                 str(r["rank"]),
-                f"{r[f'{m}_rate_base']:.4g}",
-                f"{r[f'{m}_rate_new']:.4g}",
-                _num(r[f"{m}_change"]),
+                quantity(r[f"{m}_rate_base"], result.rate_unit),
+                quantity(r[f"{m}_rate_new"], result.rate_unit),
+                _q(r[f"{m}_change"], result),
                 interval,
                 _pct(r[f"{m}_rel"]),
                 "-" if q is None or math.isnan(q) else f"{q:.3g}",
@@ -180,9 +186,12 @@ def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_panda
     for r in rows.to_pylist():
         q = r[f"{m}_q"]
         parts.append(
-            f"<tr><td>{r['rank']}</td><td>{r[f'{m}_rate_base']:.4g}</td>"
-            f"<td>{r[f'{m}_rate_new']:.4g}</td><td>{esc(_num(r[f'{m}_change']))}</td>"
-            f"<td>[{esc(_num(r[f'{m}_change_lo']))}, {esc(_num(r[f'{m}_change_hi']))}]</td>"
+            f"<tr><td>{r['rank']}</td>"
+            f"<td>{esc(quantity(r[f'{m}_rate_base'], result.rate_unit))}</td>"
+            f"<td>{esc(quantity(r[f'{m}_rate_new'], result.rate_unit))}</td>"
+            f"<td>{esc(_q(r[f'{m}_change'], result))}</td>"
+            f"<td>[{esc(_q(r[f'{m}_change_lo'], result))}, "
+            f"{esc(_q(r[f'{m}_change_hi'], result))}]</td>"
             f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
             f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
             f"<td>{'*' if r[f'{m}_significant'] else ''}</td><td>{esc(r['label'])}</td></tr>"
@@ -226,8 +235,9 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     minus = [None if lo_ is None or v is None else v - lo_ for v, lo_ in zip(x, lo, strict=True)]
     colors = ["#d62728" if r[f"{metric}_significant"] else "#7f7f7f" for r in rows]
     hover = [
-        f"{nm}<br>base {r[f'{metric}_rate_base']:.4g} → new {r[f'{metric}_rate_new']:.4g} "
-        f"{_plotly_text(result.rate_unit)}<br>change {_num(r[f'{metric}_change'])} "
+        f"{nm}<br>base {_plotly_text(quantity(r[f'{metric}_rate_base'], result.rate_unit))}"
+        f" → new {_plotly_text(quantity(r[f'{metric}_rate_new'], result.rate_unit))}"
+        f"<br>change {_plotly_text(_q(r[f'{metric}_change'], result))} "
         f"({_pct(r[f'{metric}_rel'])})<br>q {_num(r[f'{metric}_q'], 3)}"
         for nm, r in zip(names, rows, strict=True)
     ]

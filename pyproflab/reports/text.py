@@ -104,3 +104,8 @@ class TextReporter(Reporter):
                 f"{units.percentage(running, r.total)} {fmt(cum):>10} "
                 f"{units.percentage(cum, r.total)}  {label}{marker}\n"
             )
+
+
+def render_text(result, exact: bool = False) -> str:
+    """``result`` as ``go tool pprof -top`` prints it (what ``str(TopResult)`` gives)."""
+    return TextReporter(result, exact=exact).render_to_string()
