@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup system-deps test test-fast fuzz demo bench lint lab report clean
+.PHONY: setup system-deps test test-fast fuzz demo bench bench-gc lint lab report clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,11 @@ demo: setup
 
 bench: setup
 	$(PY) -m bench --out .bench
+
+# Record tests/gcbench at every GOGC setting in both modes (~15-20 min on a quiet
+# machine; each run takes the `quiet` lock) and rewrite the trimmed test data.
+bench-gc: setup
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/bench
 
 lint: setup
 	$(VENV)/bin/ruff check pyproflab tests bench

@@ -394,13 +394,17 @@ def test_cli_store_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str
                 "1GiB",
                 "--memory-limit",
                 "off,400MiB",
+                "--model",
+                "improved",
             ]
         )
         == 0
     )
     text = capsys.readouterr().out
     assert "Recommendation: GOGC=" in text and ">" in text
-    assert main(["gogc", "--db", db, "--format", "csv"]) == 0
+    # --db defaults to the fitted model now (test_gogc_inputs.py); the join of
+    # profiles and metrics stays available as --model improved.
+    assert main(["gogc", "--db", db, "--format", "csv", "--model", "improved"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("model,gogc,")
     assert len(lines) == 1 + 9  # default candidates; current 100 among them

@@ -1,7 +1,13 @@
 """Predict GC CPU and heap for candidate GOGC values and memory limits; recommend one.
 
-Inputs come from the store's GC metrics for the selection (--db and the
-selection options), or explicitly from observed figures: --gogc,
+Inputs come from any GC source, no profile needed: gctrace logs
+(--gctrace LOG...), Prometheus text snapshots (--metrics FILE...), or the
+store's gctrace cycles and GC metrics (--db with --service/--version/
+--instance). These use the fitted model (floating garbage, CPU saturation,
+the memory limit; every prediction with an interval; the recommendation is
+chosen on the upper bound of peak memory and any raise carries a
+GOMEMLIMIT). --model improved|plain with --db uses the earlier join of
+profiles and metrics. Or explicitly from observed figures: --gogc,
 --gc-cycles-per-min and --gc-cpu-share (GC CPU over process CPU), plus
 optionally --heap-goal or --live-heap, --roots, --process-cpu. The
 recommendation is the candidate with the lowest predicted GC CPU whose peak
@@ -15,6 +21,7 @@ import argparse
 from pyproflab.cli import common
 
 _EXPLICIT = ("gogc", "gc_cycles_per_min", "gc_cpu_share")
+_FIGURES = ("gc_cycles_per_min", "gc_cpu_share", "heap_goal", "live_heap", "process_cpu")
 
 
 class Command:
@@ -23,6 +30,11 @@ class Command:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         common.add_db_option(parser)
         common.add_selection_options(parser)
+        f = parser.add_argument_group("GC files (no store)")
+        f.add_argument("--gctrace", nargs="+", metavar="LOG", help="GODEBUG=gctrace=1 logs")
+        f.add_argument(
+            "--metrics", nargs="+", metavar="FILE", help="Prometheus text snapshots of one instance"
+        )
         e = parser.add_argument_group("explicit inputs (no store)")
         e.add_argument("--gogc", metavar="N|off", help="the current GOGC")
         e.add_argument(
@@ -84,7 +96,12 @@ class Command:
             metavar="PCT|SIZE",
             help="kept free out of the budget (default %(default)s)",
         )
-        p.add_argument("--model", choices=["improved", "plain"], default="improved")
+        p.add_argument(
+            "--model",
+            choices=["fitted", "improved", "plain"],
+            help="fitted (default for GC files and --db) or the earlier improved/plain "
+            "(default for explicit figures)",
+        )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -93,6 +110,18 @@ class Command:
         from pyproflab.errors import UsageError
         from pyproflab.reports.gogc import render_gogc
 
+        files = bool(args.gctrace or args.metrics)
+        explicit = any(getattr(args, n) is not None for n in _FIGURES)
+        if files and (explicit or args.db):
+            raise UsageError("give GC files, a store, or explicit figures: one of them")
+        store_path = not explicit and (args.gogc is None or args.db)
+        if files or (store_path and args.model in (None, "fitted")):
+            from pyproflab.cli.gogc_fitted import run_fitted
+
+            return run_fitted(args)
+        if args.model == "fitted":
+            raise UsageError("the fitted model needs GC files (--gctrace, --metrics) or --db")
+        args.model = args.model or "improved"
         given = [n for n in _EXPLICIT if getattr(args, n) is not None]
         opts = dict(
             candidates=args.candidates,

@@ -298,3 +298,66 @@ def import_prometheus(
         timeout=timeout,
     )
     return ingest_metric_rows(store, rows)
+
+
+# --- reading GC rows back (the GOGC model's inputs) -----------------------------------
+
+
+def _has_table(store: Store, table: str) -> bool:
+    rows = store.sql(
+        "SELECT count(*) AS n FROM duckdb_tables() WHERE table_name = ? "
+        "AND schema_name = current_schema() AND database_name = current_database()",
+        [table],
+    )
+    return bool(rows.column("n")[0].as_py())
+
+
+def _where(service: str | None, version: str | None, instance: str | None) -> tuple[str, list]:
+    conds, params = ["TRUE"], []
+    for col, val in (("service", service), ("version", version), ("instance", instance)):
+        if val is not None:
+            conds.append(f"{col} = ?")  # col is one of three fixed names, never user text
+            params.append(val)
+    return " AND ".join(conds), params
+
+
+def gc_cycle_rows(
+    store: Store,
+    *,
+    service: str | None = None,
+    version: str | None = None,
+    instance: str | None = None,
+) -> pa.Table:
+    """The stored gctrace cycles (``schema.STORE_GC_CYCLES``) of a service,
+    version and/or instance, ordered by instance and cycle; empty when none."""
+    if not _has_table(store, "gc_cycles"):
+        return schema.STORE_GC_CYCLES.empty_table()
+    where, params = _where(service, version, instance)
+    cols = ", ".join(f.name for f in schema.STORE_GC_CYCLES)
+    rows = store.sql(
+        f"SELECT {cols} FROM gc_cycles WHERE {where} ORDER BY instance, source, gc_num", params
+    )
+    return rows.cast(schema.STORE_GC_CYCLES)
+
+
+def metric_sample_rows(
+    store: Store,
+    metrics: Sequence[str],
+    *,
+    service: str | None = None,
+    version: str | None = None,
+    instance: str | None = None,
+) -> pa.Table:
+    """Stored samples (``schema.STORE_METRIC_SAMPLES``) of the named metrics for a
+    service, version and/or instance, ordered by instance and time; empty when none."""
+    if not _has_table(store, "metric_samples") or not metrics:
+        return schema.STORE_METRIC_SAMPLES.empty_table()
+    where, params = _where(service, version, instance)
+    cols = ", ".join(f.name for f in schema.STORE_METRIC_SAMPLES)
+    marks = ", ".join("?" for _ in metrics)
+    rows = store.sql(
+        f"SELECT {cols} FROM metric_samples WHERE {where} AND metric IN ({marks}) "
+        "ORDER BY instance, time",
+        [*params, *metrics],
+    )
+    return rows.cast(schema.STORE_METRIC_SAMPLES)

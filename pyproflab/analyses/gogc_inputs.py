@@ -1,0 +1,537 @@
+"""What a Go service's GC did at its current setting, from any GC source.
+
+A ``GcObservation`` is what the fitted model (``gogc_model``) calibrates on:
+per-instance *samples* (one per gctrace cycle, or one per interval between
+two Prometheus snapshots), each with the figures below, plus where each
+figure came from and over how many cycles. No profile is needed.
+
+Per sample (bytes, seconds, cores):
+
+- ``n`` GC cycles per second; ``alloc`` allocation rate ``A``;
+- ``marked`` the heap the cycle marked live ``H``; ``goal`` the heap goal;
+  ``mark_alloc`` ``B``, bytes allocated while marking (they are allocated
+  black, so the next cycle counts them as marked: floating garbage);
+- ``roots`` ``R`` (stacks + globals); ``cost`` GC CPU per cycle ``C``
+  (core-seconds, every GC class: pauses, assists, background and idle
+  workers); ``mark_s`` the mark phase's wall time ``T``;
+- ``mutator`` the mutator's non-GC CPU (cores); ``idle`` the idle share of
+  the machine's P-time (0 when the process saturates GOMAXPROCS);
+- ``peak_heap`` the largest heap in use seen.
+
+Rules, gctrace (``GODEBUG=gctrace=1``; see ``sources.gctrace``):
+
+- Forced cycles are dropped. Sizes are floored MiB: half a MiB is added.
+- ``n`` = (last gc number − first) / (last start − first start) per instance:
+  exact even when lines in between are missing.
+- In a steady state each cycle frees what was allocated since the last one,
+  so the bytes allocated per cycle are ``heap_end − marked`` and ``A = n ×
+  that``. ``B = heap_end − heap_start`` (allocation between trigger and mark
+  end). ``T`` is the concurrent-mark clock time.
+- The mutator's CPU during mark is what the background, idle and assist
+  workers leave of ``P·T`` (idle workers take any P that would otherwise be
+  idle): ``mutator = P − (background + idle + assist)/T``; ``idle`` =
+  idle-worker CPU / ``P·T``.
+- GOGC is not printed: it is inferred from the goals, ``g = 100·(goal −
+  H)/(H + R)`` (median over cycles; rounded), unless given; a cycle whose goal
+  is set by a memory limit makes the inference wrong, so give ``gogc`` then.
+
+Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
+
+- Counters are differenced between consecutive snapshots of an instance (one
+  sample per interval with at least one cycle): cycles
+  ``go_gc_cycles_total_gc_cycles_total`` (else ``go_gc_duration_seconds_count``),
+  allocation ``go_gc_heap_allocs_bytes_total`` (else
+  ``go_memstats_alloc_bytes_total``), GC CPU
+  ``go_cpu_classes_gc_total_cpu_seconds_total``, busy CPU = total − idle
+  classes (else ``process_cpu_seconds_total``).
+- Gauges are taken at the interval's end: ``go_gc_heap_live_bytes`` (marked
+  heap), ``go_gc_heap_goal_bytes`` (else ``go_memstats_next_gc_bytes``),
+  ``go_gc_gogc_percent``, ``go_gc_gomemlimit_bytes``, scan stack + globals,
+  ``go_sched_gomaxprocs_threads``. Without the live heap it is derived from
+  the goal: ``H = (goal − R·g)/(1 + g)``.
+- Mark time: the background workers run at 25 % of GOMAXPROCS, so ``T`` =
+  dedicated-worker CPU per cycle / (0.25·P). Mark-time allocation is not
+  exported: ``B = A·T`` (the mutator's rate outside marking).
+- ``peak_heap`` = largest ``go_memstats_heap_inuse_bytes`` seen (else the
+  goal); ``process_resident_memory_bytes``' largest value is the peak RSS.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.errors import UsageError
+
+MiB = float(1 << 20)
+NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
+BACKGROUND_UTILIZATION = 0.25  # gcBackgroundUtilization
+
+
+@dataclass
+class GcObservation:
+    """Samples of one service at one setting (see the module rules).
+
+    ``provenance`` maps each model input to ``"gctrace (118 cycles)"`` and the
+    like; ``instances`` is how many instances contributed.
+    """
+
+    samples: list[dict[str, float]]
+    gogc: float | None
+    memory_limit: float | None
+    procs: float
+    cycles: int
+    source: str
+    instances: int = 1
+    peak_rss: float | None = None
+    provenance: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saturated(self) -> bool:
+        """True when the process ran at GOMAXPROCS: no idle P-time to speak of."""
+        return statistics.median(s["idle"] for s in self.samples) < 0.03
+
+    def mean(self, key: str) -> float:
+        vals = [s[key] for s in self.samples if s.get(key) is not None and math.isfinite(s[key])]
+        if not vals:
+            raise UsageError(f"no GC samples carry {key}: cannot model GOGC")
+        return sum(vals) / len(vals)
+
+
+# --- gctrace -------------------------------------------------------------------------
+
+
+def _mb(v: float | None) -> float:
+    return (v + 0.5) * MiB if v is not None else 0.0
+
+
+def _cycle_sample(r: dict[str, Any], n: float) -> dict[str, float] | None:
+    """One gctrace cycle as a sample; None when it carries no usable mark phase."""
+    t = r["clock_mark_ms"] / 1e3
+    if t <= 0:
+        return None
+    marked, start, end = _mb(r["heap_live_mb"]), _mb(r["heap_start_mb"]), _mb(r["heap_end_mb"])
+    # Roots are often far below 1 MiB ("0 MB stacks"): a zero stays zero.
+    roots = sum(_mb(v) for v in (r["stacks_mb"], r["globals_mb"]) if v)
+    p = float(r["procs"])
+    workers = (r["cpu_background_ms"] + r["cpu_idle_ms"] + r["cpu_assist_ms"]) / 1e3
+    cost = workers + (r["cpu_sweep_term_ms"] + r["cpu_mark_term_ms"]) / 1e3
+    return dict(
+        n=n,
+        alloc=n * max(end - marked, 0.0),
+        marked=marked,
+        goal=_mb(r["heap_goal_mb"]),
+        mark_alloc=max(end - start, 0.0),
+        roots=roots,
+        cost=cost,
+        background=r["cpu_background_ms"] / 1e3,
+        mark_s=t,
+        mutator=min(max(p - workers / t, 0.0), p),
+        idle=r["cpu_idle_ms"] / 1e3 / (p * t),
+        peak_heap=max(end, start),
+        procs=p,
+    )
+
+
+def _infer_gogc(samples: list[dict[str, float]]) -> float | None:
+    """GOGC from the goals: median of ``100·(goal − H)/(H + R)``, rounded to 5 above 20.
+
+    A cycle's goal was set from the previous cycle's marked heap: consecutive
+    cycles are paired where the log has them (else each cycle with itself)."""
+    pairs = [
+        (b["goal"], a["marked"] + a["roots"], a["marked"])
+        for a, b in zip(samples, samples[1:], strict=False)
+        if b["gc_num"] == a["gc_num"] + 1 and b["inst"] == a["inst"]
+    ] or [(s["goal"], s["marked"] + s["roots"], s["marked"]) for s in samples]
+    g = statistics.median(100 * (goal - h) / scan for goal, scan, h in pairs)
+    return float(round(g / 5) * 5 if g > 20 else round(g))
+
+
+def from_gctrace(
+    cycles: pa.Table,
+    *,
+    gogc: float | None | str = "infer",
+    memory_limit: float | None = None,
+    source: str = "gctrace",
+) -> GcObservation:
+    """A ``GcObservation`` from ``GC_CYCLES`` rows (an ``instance`` column, if
+    present, separates instances; ``gogc="infer"`` infers GOGC from the goals)."""
+    rows = [r for r in cycles.to_pylist() if not r["forced"]]
+    by_inst: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_inst.setdefault(r.get("instance"), []).append(r)
+    samples: list[dict[str, float]] = []
+    notes: list[str] = []
+    used = 0
+    for inst, rs in by_inst.items():
+        rs.sort(key=lambda r: r["gc_num"])
+        span = rs[-1]["seconds"] - rs[0]["seconds"] if len(rs) >= 3 else 0.0
+        if span <= 0:
+            notes.append(f"instance {inst or '(unnamed)'}: fewer than 3 cycles: skipped")
+            continue
+        n = (rs[-1]["gc_num"] - rs[0]["gc_num"]) / span
+        got = [s for r in rs if (s := _cycle_sample(r, n)) is not None]
+        for s, r in zip(got, [r for r in rs if r["clock_mark_ms"] > 0], strict=True):
+            s["inst"], s["gc_num"] = used, r["gc_num"]
+        samples.extend(got)
+        used += 1
+    if not samples:
+        raise UsageError(
+            f"{source}: no instance has 3 or more unforced GC cycles: cannot model GOGC"
+        )
+    g: float | None
+    if gogc == "infer":
+        g = _infer_gogc(samples)
+        how = f"inferred from {len(samples)} cycles' heap goals"
+        notes.append(f"GOGC={g:g} inferred from the heap goals (give --gogc if it differs)")
+    else:
+        g = gogc  # type: ignore[assignment]
+        how = "given"
+    label = f"{source} ({len(samples)} cycles, {used} instance{'s' if used != 1 else ''})"
+    prov = {
+        k: label
+        for k in (
+            "cycles",
+            "allocation",
+            "marked heap",
+            "mark-time allocation",
+            "GC CPU",
+            "mark time",
+            "mutator CPU",
+            "GOMAXPROCS",
+            "roots",
+        )
+    }
+    prov["GOGC"] = how
+    prov["memory limit"] = "given" if memory_limit is not None else "none (assumed)"
+    return GcObservation(
+        samples=samples,
+        gogc=g,
+        memory_limit=memory_limit,
+        procs=statistics.median(s["procs"] for s in samples),
+        cycles=len(samples),
+        source=source,
+        instances=used,
+        provenance=prov,
+        notes=notes,
+    )
+
+
+# --- Prometheus ----------------------------------------------------------------------
+
+_CYCLES = ("go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds_count")
+_ALLOCS = ("go_gc_heap_allocs_bytes_total", "go_memstats_alloc_bytes_total")
+_GOAL = ("go_gc_heap_goal_bytes", "go_memstats_next_gc_bytes")
+_GC_CPU = "go_cpu_classes_gc_total_cpu_seconds_total"
+_TOTAL = "go_cpu_classes_total_cpu_seconds_total"
+_IDLE = "go_cpu_classes_idle_cpu_seconds_total"
+_DEDICATED = "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total"
+
+
+def _series(rows: Iterable[dict[str, Any]]) -> dict[tuple[Any, str], dict[Any, float]]:
+    """(instance, metric) -> {time: value}, unlabelled samples only (quantiles skipped)."""
+    out: dict[tuple[Any, str], dict[Any, float]] = {}
+    for r in rows:
+        if r["labels"]:
+            continue
+        out.setdefault((r.get("instance"), r["metric"]), {})[r["time"]] = r["value"]
+    return out
+
+
+def _first(ser: dict, inst: Any, names: tuple[str, ...]) -> tuple[str | None, dict]:
+    for name in names:
+        if (inst, name) in ser:
+            return name, ser[(inst, name)]
+    return None, {}
+
+
+def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
+    """One sample from the snapshots at t0 and t1 (see the module rules)."""
+
+    def at(name: str, t) -> float | None:
+        return ser.get((inst, name), {}).get(t)
+
+    def delta(name: str) -> float | None:
+        a, b = at(name, t0), at(name, t1)
+        return None if a is None or b is None else b - a
+
+    dt = (t1 - t0).total_seconds()
+    cname, _ = _first(ser, inst, _CYCLES)
+    aname, _ = _first(ser, inst, _ALLOCS)
+    gname, _ = _first(ser, inst, _GOAL)
+    cyc = delta(cname) if cname else None
+    if not cyc or cyc <= 0 or dt <= 0 or aname is None or gname is None:
+        return None
+    p = at("go_sched_gomaxprocs_threads", t1)
+    gc = delta(_GC_CPU)
+    total, idle = delta(_TOTAL), delta(_IDLE)
+    busy = (
+        total - idle
+        if total is not None and idle is not None
+        else delta("process_cpu_seconds_total")
+    )
+    roots = (at("go_gc_scan_stack_bytes", t1) or 0.0) + (at("go_gc_scan_globals_bytes", t1) or 0.0)
+    goal = at(gname, t1)
+    marked = at("go_gc_heap_live_bytes", t1)
+    if marked is None:
+        marked = (goal - roots * g / 100) / (1 + g / 100)
+    n = cyc / dt
+    alloc = delta(aname) / dt
+    ded = delta(_DEDICATED)
+    p = p or 1.0
+    mark_s = ded / cyc / (BACKGROUND_UTILIZATION * p) if ded is not None else math.nan
+    gc_cores = gc / dt if gc is not None else math.nan
+    return dict(
+        n=n,
+        alloc=alloc,
+        marked=marked,
+        goal=goal,
+        mark_alloc=alloc * mark_s,
+        roots=roots,
+        cost=gc_cores / n,
+        background=ded / cyc if ded is not None else math.nan,
+        mark_s=mark_s,
+        mutator=(busy / dt - gc_cores) if busy is not None else math.nan,
+        idle=(idle / total) if idle is not None and total else math.nan,
+        peak_heap=at("go_memstats_heap_inuse_bytes", t1) or goal,
+        procs=p,
+    )
+
+
+def from_metrics(
+    samples: pa.Table,
+    *,
+    gogc: float | None | str = "observed",
+    memory_limit: float | None | str = "observed",
+    source: str = "prometheus",
+) -> GcObservation:
+    """A ``GcObservation`` from ``METRIC_SAMPLES`` rows (an ``instance`` column,
+    if present, separates instances). ``"observed"`` takes GOGC and the limit
+    from ``go_gc_gogc_percent`` / ``go_gc_gomemlimit_bytes`` (GOGC 100 and no
+    limit when absent, with a note)."""
+    ser = _series(samples.to_pylist())
+    insts = sorted({k[0] for k in ser}, key=lambda x: (x is None, x))
+    notes: list[str] = []
+    g = _observed_setting(ser, insts, "go_gc_gogc_percent", gogc, 100.0, notes)
+    lim = _observed_setting(ser, insts, "go_gc_gomemlimit_bytes", memory_limit, None, notes)
+    if lim is not None and lim >= NO_LIMIT_MIN:
+        lim = None
+    if g is not None and g < 0:
+        g = None
+    out: list[dict[str, float]] = []
+    cycles, used, rss = 0, 0, None
+    for inst in insts:
+        _, cyc = _first(ser, inst, _CYCLES)
+        times = sorted(cyc)
+        got = [
+            s
+            for t0, t1 in zip(times, times[1:], strict=False)
+            if (s := _interval(ser, inst, t0, t1, g if g is not None else 100.0)) is not None
+        ]
+        if not got:
+            continue
+        for s in got:
+            s["inst"] = used
+        used += 1
+        cycles += int(cyc[times[-1]] - cyc[times[0]])
+        out.extend(got)
+        for v in ser.get((inst, "process_resident_memory_bytes"), {}).values():
+            rss = v if rss is None else max(rss, v)
+    if not out:
+        raise UsageError(
+            f"{source}: no instance has two snapshots of a GC cycle count "
+            f"({' or '.join(_CYCLES)}), an allocation counter and a heap goal: "
+            "cannot model GOGC"
+        )
+    insts_txt = f"{used} instance{'s' if used != 1 else ''}"
+    label = f"{source} ({cycles} cycles over {len(out)} intervals, {insts_txt})"
+    prov = {
+        k: label
+        for k in (
+            "cycles",
+            "allocation",
+            "marked heap",
+            "GC CPU",
+            "mutator CPU",
+            "GOMAXPROCS",
+            "roots",
+        )
+    }
+    prov["mark time"] = f"{label}: dedicated-worker CPU / (25% of GOMAXPROCS)"
+    prov["mark-time allocation"] = "estimated: allocation rate × mark time (not exported)"
+    prov["GOGC"] = "given" if gogc != "observed" else label
+    prov["memory limit"] = "given" if memory_limit != "observed" else label
+    return GcObservation(
+        samples=out,
+        gogc=g,
+        memory_limit=lim,
+        procs=statistics.median(s["procs"] for s in out),
+        cycles=cycles,
+        source=source,
+        instances=used,
+        peak_rss=rss,
+        provenance=prov,
+        notes=notes,
+    )
+
+
+def _observed_setting(ser, insts, metric, given, default, notes) -> float | None:
+    if given != "observed":
+        return given
+    vals = [v for i in insts for v in ser.get((i, metric), {}).values()]
+    if not vals:
+        notes.append(
+            f"{metric} not exported: taken as {default if default is not None else 'none'}"
+        )
+        return default
+    return statistics.median(vals)
+
+
+def combine(trace: GcObservation, metrics: GcObservation) -> GcObservation:
+    """gctrace for the per-cycle figures, Prometheus for the CPU the process used
+    and the peak RSS (both sources say which inputs they gave)."""
+    mut = metrics.mean("mutator")
+    samples = [dict(s, mutator=mut) for s in trace.samples]
+    prov = dict(trace.provenance)
+    prov["mutator CPU"] = metrics.provenance["mutator CPU"]
+    if metrics.provenance.get("GOGC", "").startswith(metrics.source):
+        prov["GOGC"] = metrics.provenance["GOGC"]
+    return GcObservation(
+        samples=samples,
+        gogc=metrics.gogc if "inferred" in trace.provenance.get("GOGC", "") else trace.gogc,
+        memory_limit=trace.memory_limit if trace.memory_limit is not None else metrics.memory_limit,
+        procs=trace.procs,
+        cycles=trace.cycles,
+        source=f"{trace.source}+{metrics.source}",
+        instances=max(trace.instances, metrics.instances),
+        peak_rss=metrics.peak_rss,
+        provenance=prov,
+        notes=trace.notes + metrics.notes,
+    )
+
+
+# --- files and the store ---------------------------------------------------------------
+
+METRIC_NAMES: tuple[str, ...] = (
+    *_CYCLES,
+    *_ALLOCS,
+    *_GOAL,
+    _GC_CPU,
+    _TOTAL,
+    _IDLE,
+    _DEDICATED,
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "go_gc_heap_live_bytes",
+    "go_gc_gogc_percent",
+    "go_gc_gomemlimit_bytes",
+    "go_gc_scan_stack_bytes",
+    "go_gc_scan_globals_bytes",
+    "go_sched_gomaxprocs_threads",
+    "go_memstats_heap_inuse_bytes",
+)
+
+
+def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
+    col = pa.array([name] * table.num_rows, pa.string())
+    if "instance" in table.column_names:
+        return table.set_column(table.column_names.index("instance"), "instance", col)
+    return table.append_column("instance", col)
+
+
+def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
+    """The gctrace cycles of log files, one instance per file (named by its path).
+    An unreadable file is a ``UsageError`` naming it."""
+    from pyproflab.sources.gctrace import parse_gctrace
+
+    tables = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                t = parse_gctrace(f, source=path, errors=[])
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        tables.append(_with_instance(t, path))
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
+    """Prometheus text snapshots (one scrape per file; a sample without a
+    timestamp takes the file's modification time), as one instance."""
+    import os
+    from datetime import UTC, datetime
+
+    from pyproflab.sources.prometheus import parse_exposition
+
+    tables = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            when = datetime.fromtimestamp(os.path.getmtime(path), UTC)
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+        t = parse_exposition(text, default_time=when, source=path)
+        tables.append(_with_instance(t, instance))
+    return pa.concat_tables(tables)
+
+
+def observe(
+    *,
+    cycles: pa.Table | None = None,
+    samples: pa.Table | None = None,
+    gogc: float | None | str = "auto",
+    memory_limit: float | None | str = "auto",
+) -> GcObservation:
+    """One observation from gctrace cycles and/or metric samples (either may be
+    None or empty). ``"auto"``: GOGC and the limit from the metrics when they
+    are there, else GOGC inferred from the goals and no limit."""
+    has_c = cycles is not None and cycles.num_rows > 0
+    has_s = samples is not None and samples.num_rows > 0
+    if not has_c and not has_s:
+        raise UsageError("no GC data: give gctrace logs or Prometheus metrics")
+    met = None
+    if has_s:
+        met = from_metrics(
+            samples,  # type: ignore[arg-type]
+            gogc="observed" if gogc == "auto" else gogc,
+            memory_limit="observed" if memory_limit == "auto" else memory_limit,
+        )
+    if not has_c:
+        return met  # type: ignore[return-value]
+    trace = from_gctrace(
+        cycles,  # type: ignore[arg-type]
+        gogc="infer" if gogc == "auto" else gogc,
+        memory_limit=None if memory_limit == "auto" else memory_limit,  # type: ignore[arg-type]
+    )
+    return combine(trace, met) if met is not None else trace
+
+
+def observe_store(
+    store,
+    *,
+    service: str | None = None,
+    version: str | None = None,
+    instance: str | None = None,
+    gogc: float | None | str = "auto",
+    memory_limit: float | None | str = "auto",
+) -> GcObservation:
+    """The observation of a service/version/instance from the store's gctrace
+    cycles and metric samples; no profile needed."""
+    from pyproflab.store.metrics import gc_cycle_rows, metric_sample_rows
+
+    sel = dict(service=service, version=version, instance=instance)
+    cycles = gc_cycle_rows(store, **sel)
+    samples = metric_sample_rows(store, METRIC_NAMES, **sel)
+    if cycles.num_rows == 0 and samples.num_rows == 0:
+        what = ", ".join(f"{k} {v}" for k, v in sel.items() if v is not None) or "the store"
+        raise UsageError(
+            f"no gctrace cycles or GC metrics for {what}: ingest them with `pyproflab ingest-gc`"
+        )
+    return observe(cycles=cycles, samples=samples, gogc=gogc, memory_limit=memory_limit)

@@ -1,0 +1,412 @@
+"""The fitted GOGC / GOMEMLIMIT model: calibrated on one observed setting
+(``gogc_inputs.GcObservation``), it predicts every other with an interval,
+and advises a setting chosen on the interval's upper bound of peak memory.
+
+Starting point, the Go GC guide: with marked live heap ``H``, roots ``R``
+(stacks + globals) and ``g = GOGC/100``, the heap goal is ``H + (H + R)·g``;
+each cycle lets the heap grow by the runway ``D = goal − H``, so at
+allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
+``(A/D)·C`` with ``C`` the cost of one cycle. The guide's model holds ``H``,
+``A`` and ``C`` fixed. Here they are not:
+
+1. Floating garbage. Objects allocated while marking are allocated black: the
+   next cycle counts them as marked, so ``H = L + B`` where ``L`` (the truly
+   live heap) is fixed and ``B`` = allocation rate while marking × mark time.
+   Mark time grows with scan work, ``T = τ·(H + R)`` (``τ`` observed), and the
+   mutator allocates at ``ρ·A`` while marking (``ρ`` observed). The pacer
+   starts a cycle no later than 45/64 of the runway, so ``B ≤ φ·D`` with
+   ``φ = 19/64``: where that binds, assists slow the mutator instead. ``H``
+   is solved per setting by fixed-point iteration.
+2. Allocation per cycle. Marking ends near the goal; the bytes a cycle
+   allocates are ``Δ = ε·D`` with ``ε`` observed (``heap_end − H`` over
+   ``goal − H``).
+3. GC cost per cycle ``C = c0 + c1·(H + R)``: a fixed part and a part per
+   byte of scan work, fitted by least squares across samples when their scan
+   work varies (several instances or settings), else all per-byte.
+4. CPU saturation. When the process ran at GOMAXPROCS ``P`` (no idle P-time
+   observed), the CPU GC frees goes to the mutator, whose allocation is
+   ``α`` bytes per mutator core-second: ``A = α·(P − G)`` with ``G = A·C/Δ``,
+   so ``A = α·P / (1 + α·C/Δ)``. Otherwise ``A`` is the observed rate and the
+   mutator's CPU ``N`` is fixed, until ``N + G`` would exceed ``P``, where
+   the saturated rule takes over. No prediction exceeds ``P`` cores.
+5. The memory limit ``M``: the limit goal is ``(M − O) − max(3 %, 1 MiB)``
+   with ``O`` the memory the limit counts beyond the heap (observed peak RSS
+   minus peak heap when the RSS is known, else the roots); the goal is the
+   smaller of the two. GC CPU is capped by the limiter at 50 % of ``P``; a
+   setting whose uncapped GC CPU would reach that, or whose limit leaves a
+   runway under 25 % of ``L``, is flagged ``near-limit`` (the GC would run
+   nearly continuously: a death spiral) and never recommended.
+6. Peak heap = goal × the observed ratio of the largest heap to the goal;
+   peak memory = peak heap + ``O``.
+
+Intervals: the model is evaluated once per sample, each calibrating it
+alone (the spread across cycles and instances); the interval runs from the
+smallest to the largest of those predictions, widened by ``MARGIN`` on each
+side for what the spread does not show (the model's own error on the
+recorded benchmark, ``tests/testdata/gc``).
+
+Advice: the usable budget is ``budget × (1 − headroom)``. A candidate fits
+when the upper bound of its peak memory is within it and it is not
+near-limit. Any GOGC above the current one (and off) is paired with a
+memory limit: the given one when it is within the usable budget, else the
+usable budget itself (the guide's advice: a raise without a limit trades an
+OOM kill for CPU). Among fits the lowest predicted GC CPU wins; ties go to
+the smaller peak.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.analyses.gogc_inputs import GcObservation
+from pyproflab.errors import UsageError
+
+MiB = float(1 << 20)
+PHI = 19 / 64  # the runway's last part: the trigger is at least 45/64 of the way
+LIMIT_HEADROOM = 0.03  # memoryLimitHeapGoalHeadroomPercent
+LIMITER_SHARE = 0.5  # the GC CPU limiter's cap, of GOMAXPROCS
+NEAR_LIMIT_RUNWAY = 0.25  # runway under this share of the live heap: near the limit
+MARGIN = 0.10  # added to each side of the sample spread
+CHUNKS = 4  # runs of consecutive samples per instance, for the spread
+
+
+@dataclass(frozen=True)
+class Params:
+    """One calibration (see the module rules for the symbols)."""
+
+    live: float  # L
+    roots: float  # R
+    tau: float  # mark seconds per scan byte
+    rho: float  # allocation while marking / outside
+    eps: float  # bytes allocated per cycle / runway
+    c0: float
+    c1: float
+    alloc: float  # A at the observed setting
+    alpha: float  # bytes per mutator core-second
+    mutator: float  # N at the observed setting
+    procs: float
+    saturated: bool
+    peak_ratio: float  # peak heap / goal
+    overhead: float  # O
+
+
+def _ls(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares ``y = c0 + c1·x`` (c0, c1 ≥ 0); None when x barely varies."""
+    if len(points) < 3:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= (0.05 * mx) ** 2 * len(xs):
+        return None
+    c1 = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    c0 = my - c1 * mx
+    if c0 < 0 or c1 < 0:
+        return None
+    return c0, c1
+
+
+def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = None) -> Params:
+    """Params from the observation's samples (all of them, or those given)."""
+    ss = list(obs.samples if samples is None else samples)
+
+    def m(key: str) -> float:
+        vals = [s[key] for s in ss if s.get(key) is not None and math.isfinite(s[key])]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    marked, roots, b = m("marked"), m("roots"), m("mark_alloc")
+    goal, n, alloc = m("goal"), m("n"), m("alloc")
+    runway = max(goal - marked, 1.0)
+    scan = marked + roots
+    mark_s = m("mark_s")
+    fit = _ls([(s["marked"] + s["roots"], s["cost"]) for s in obs.samples])
+    cost = m("cost")
+    c0, c1 = fit if fit is not None else (0.0, cost / scan)
+    # Rescale a global fit to this subset's mean cost, so the subset's spread shows.
+    k = cost / (c0 + c1 * scan) if c0 + c1 * scan > 0 else 1.0
+    gc_cores = n * cost
+    mutator = m("mutator")
+    if not math.isfinite(mutator):
+        mutator = obs.procs - gc_cores
+    saturated = obs.saturated
+    if saturated:
+        mutator = max(obs.procs - gc_cores, 1e-3)
+    peak = max((s["peak_heap"] for s in ss), default=goal)
+    overhead = roots
+    if obs.peak_rss is not None:
+        overhead = max(obs.peak_rss - max(s["peak_heap"] for s in obs.samples), roots)
+    return Params(
+        live=max(marked - b, marked * 0.05),
+        roots=roots,
+        tau=mark_s / scan if math.isfinite(mark_s) else 0.0,
+        rho=b / (alloc * mark_s) if alloc > 0 and mark_s > 0 and math.isfinite(b) else 1.0,
+        eps=min(max((alloc / n) / runway, 0.2), 2.0) if n > 0 else 1.0,
+        c0=c0 * k,
+        c1=c1 * k,
+        alloc=alloc,
+        alpha=alloc / mutator if mutator > 0 else 0.0,
+        mutator=mutator,
+        procs=obs.procs,
+        saturated=saturated,
+        peak_ratio=max(peak / goal, 1.0),
+        overhead=overhead,
+    )
+
+
+def heap_goal(p: Params, h: float, g: float | None, limit: float | None) -> tuple[float, str]:
+    """(goal, governed by ``gogc``/``limit``/``none``) for marked heap ``h``."""
+    goal_g = h + (h + p.roots) * g / 100 if g is not None else math.inf
+    if g is not None:
+        goal_g = max(goal_g, 4 * MiB * g / 100)
+    if limit is None:
+        return goal_g, "gogc" if g is not None else "none"
+    avail = limit - p.overhead
+    goal_m = max(avail - max(avail * LIMIT_HEADROOM, MiB), h)
+    return (goal_m, "limit") if goal_m < goal_g else (goal_g, "gogc")
+
+
+def _rates(p: Params, h: float, runway: float) -> tuple[float, float]:
+    """(allocation rate, GC cores) at marked heap ``h`` and runway (see rule 4)."""
+    per_cycle = p.eps * runway
+    cost = p.c0 + p.c1 * (h + p.roots)
+    if not p.saturated:
+        a = p.alloc
+        g = a * cost / per_cycle
+        if p.mutator + g <= p.procs:
+            return a, g
+    if p.alpha <= 0:
+        return 0.0, 0.0
+    a = p.alpha * p.procs / (1 + p.alpha * cost / per_cycle)
+    return a, a * cost / per_cycle
+
+
+def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
+    """One setting under one calibration: heap, goal, cycles, CPU and status."""
+    h = p.live
+    for _ in range(100):
+        goal, gov = heap_goal(p, h, g, limit)
+        if not math.isfinite(goal):
+            return dict(
+                marked=h,
+                goal=math.inf,
+                governed_by=gov,
+                cycles_per_min=0.0,
+                gc_cores=0.0,
+                process_cores=p.mutator,
+                status="no-gc",
+                peak_heap=math.inf,
+                peak_memory=math.inf,
+            )
+        runway = max(goal - h, 1.0)
+        a, _ = _rates(p, h, runway)
+        b = min(p.rho * a * p.tau * (h + p.roots), PHI * runway)
+        h_new = p.live + b
+        if abs(h_new - h) < 1e-6 * h:
+            break
+        if h_new > 1e3 * p.live:  # marking never catches up: no steady state
+            return dict(
+                marked=math.inf,
+                goal=math.inf,
+                governed_by=gov,
+                cycles_per_min=math.nan,
+                gc_cores=math.nan,
+                process_cores=p.procs,
+                status="unbounded",
+                peak_heap=math.inf,
+                peak_memory=math.inf,
+            )
+        h = 0.5 * (h + h_new)
+    goal, gov = heap_goal(p, h, g, limit)
+    runway = max(goal - h, 1.0)
+    a, gc = _rates(p, h, runway)
+    status = "ok"
+    if gc >= LIMITER_SHARE * p.procs or runway < NEAR_LIMIT_RUNWAY * p.live:
+        status = "near-limit" if gov == "limit" else "gc-bound"
+        gc = min(gc, LIMITER_SHARE * p.procs) if gov == "limit" else gc
+    proc = min(p.procs, (p.procs - gc) if p.saturated else p.mutator + gc)
+    proc = max(proc, gc) if not p.saturated else p.procs
+    peak = goal * p.peak_ratio
+    return dict(
+        marked=h,
+        goal=goal,
+        governed_by=gov,
+        cycles_per_min=60 * a / (p.eps * runway),
+        gc_cores=min(gc, p.procs),
+        process_cores=min(proc if not p.saturated else p.procs, p.procs),
+        status=status,
+        peak_heap=peak,
+        peak_memory=peak + p.overhead,
+    )
+
+
+_KEYS = ("goal", "marked", "cycles_per_min", "gc_cores", "gc_share", "process_cores", "peak_memory")
+
+
+def _with_share(r: dict[str, Any]) -> dict[str, Any]:
+    r["gc_share"] = r["gc_cores"] / r["process_cores"] if r["process_cores"] > 0 else math.nan
+    return r
+
+
+def predict_setting(
+    obs: GcObservation, g: float | None, limit: float | None, *, margin: float = MARGIN
+) -> dict[str, Any]:
+    """Point prediction (all samples) and ``<key>_lo``/``<key>_hi`` from the per-sample
+    calibrations, widened by ``margin``."""
+    point = _with_share(solve(calibrate(obs), g, limit))
+    each = [_with_share(solve(calibrate(obs, c), g, limit)) for c in chunks(obs)]
+    for k in _KEYS:
+        vals = [e[k] for e in each if math.isfinite(e[k])] + [point[k]]
+        if not all(math.isfinite(v) for v in vals):
+            point[k + "_lo"], point[k + "_hi"] = math.nan, math.inf
+            continue
+        point[k + "_lo"] = min(vals) * (1 - margin)
+        point[k + "_hi"] = max(vals) * (1 + margin)
+    if any(e["status"] == "near-limit" for e in each):
+        point["status"] = "near-limit"  # unsafe for any part of the spread: unsafe
+    return point
+
+
+def chunks(obs: GcObservation, parts: int = CHUNKS) -> list[list[dict[str, float]]]:
+    """The samples split per instance into up to ``parts`` runs of consecutive
+    samples (at least 3 each): each run calibrates the model alone."""
+    by: dict[Any, list[dict[str, float]]] = {}
+    for s in obs.samples:
+        by.setdefault(s.get("inst"), []).append(s)
+    out = []
+    for ss in by.values():
+        k = max(1, min(parts, len(ss) // 3))
+        out += [ss[i * len(ss) // k : (i + 1) * len(ss) // k] for i in range(k)]
+    return out
+
+
+def gogc_label(g: float | None) -> str:
+    return "off" if g is None else f"{g:g}"
+
+
+ADVICE_SCHEMA = pa.schema(
+    [
+        pa.field("gogc", pa.float64()),
+        pa.field("gogc_label", pa.string()),
+        pa.field("memory_limit_bytes", pa.float64()),
+        pa.field("governed_by", pa.string()),
+        pa.field("status", pa.string()),
+        *(pa.field(f"{k}{s}", pa.float64()) for k in _KEYS for s in ("", "_lo", "_hi")),
+        pa.field("current", pa.bool_()),
+        pa.field("within_budget", pa.bool_()),
+        pa.field("recommended", pa.bool_()),
+    ]
+)
+
+
+@dataclass
+class FittedAdvice:
+    """Predictions with intervals per candidate setting, and the advice.
+
+    ``table`` follows ``ADVICE_SCHEMA``; ``recommendation`` is its recommended
+    row (None without a budget or a fit); ``observation`` says where each
+    input came from.
+    """
+
+    observation: GcObservation
+    table: pa.Table
+    budget_bytes: float | None = None
+    usable_bytes: float | None = None
+    recommendation: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.table.to_pylist()
+
+    def to_pandas(self):
+        return self.table.to_pandas()
+
+
+def _candidate_settings(
+    obs: GcObservation,
+    candidates: Sequence[float | None],
+    limits: Sequence[float | None],
+    usable: float | None,
+) -> list[tuple[float | None, float | None]]:
+    """Settings to predict: each candidate with each limit; raises also paired
+    with the usable budget as their limit (rule: a raise carries a limit)."""
+    out = [(g, m) for m in limits for g in candidates]
+    if usable is not None:
+        out += [(g, usable) for g in candidates if _is_raise(obs, g)]
+    cur = (obs.gogc, obs.memory_limit)
+    if cur not in out:
+        out.insert(0, cur)
+    return list(dict.fromkeys(out))
+
+
+def _is_raise(obs: GcObservation, g: float | None) -> bool:
+    if obs.gogc is None:
+        return False
+    return g is None or g > obs.gogc
+
+
+def advise(
+    obs: GcObservation,
+    candidates: Sequence[float | None] = (25, 50, 100, 150, 200, 300, 400, 800, None),
+    limits: Sequence[float | None] | None = None,
+    *,
+    budget: float | None = None,
+    headroom: float = 0.1,
+    margin: float = MARGIN,
+) -> FittedAdvice:
+    """Predict every (candidate, limit) setting and choose one (module rules)."""
+    if not 0 <= headroom < 1:
+        raise UsageError(f"headroom must be in [0, 1), got {headroom}")
+    usable = budget * (1 - headroom) if budget is not None else None
+    lims = list(limits) if limits is not None else [obs.memory_limit]
+    rows = []
+    for g, lim in _candidate_settings(obs, candidates, lims, usable):
+        r = predict_setting(obs, g, lim, margin=margin)
+        r.update(
+            gogc=g,
+            gogc_label=gogc_label(g),
+            memory_limit_bytes=lim,
+            current=(g, lim) == (obs.gogc, obs.memory_limit),
+            recommended=False,
+        )
+        r["within_budget"] = usable is not None and _fits(obs, r, usable)
+        rows.append(r)
+    rec = None
+    notes = list(obs.notes)
+    if usable is None:
+        notes.append("no budget given: no recommendation")
+    else:
+        fits = [r for r in rows if r["within_budget"]]
+        if fits:
+            rec = min(fits, key=lambda r: (r["gc_cores"], r["peak_memory_hi"]))
+            rec["recommended"] = True
+            if _is_raise(obs, rec["gogc"]):
+                notes.append(
+                    f"GOGC={rec['gogc_label']} is a raise: set GOMEMLIMIT="
+                    f"{rec['memory_limit_bytes'] / MiB:.0f}MiB with it (at most the budget "
+                    "minus headroom), so a growing live heap makes the GC work harder "
+                    "instead of the container being killed"
+                )
+        else:
+            notes.append("no candidate's upper bound of peak memory fits the budget")
+        if any(r["status"] == "near-limit" for r in rows):
+            notes.append(
+                "some limits leave the live heap too little room: the GC would run near "
+                "its 50% CPU limiter (a death spiral); they are never recommended"
+            )
+    cols = {f.name: [r.get(f.name) for r in rows] for f in ADVICE_SCHEMA}
+    return FittedAdvice(obs, pa.table(cols, schema=ADVICE_SCHEMA), budget, usable, rec, notes)
+
+
+def _fits(obs: GcObservation, r: dict[str, Any], usable: float) -> bool:
+    if r["status"] not in ("ok", "gc-bound") or not math.isfinite(r["peak_memory_hi"]):
+        return False
+    if _is_raise(obs, r["gogc"]) and (
+        r["memory_limit_bytes"] is None or r["memory_limit_bytes"] > usable
+    ):
+        return False
+    return r["peak_memory_hi"] <= usable

@@ -1,0 +1,183 @@
+"""Renderings of ``gogc_model.FittedAdvice``: text, JSON, CSV, HTML, a figure.
+
+Rules: text starts with where each input came from and over how many
+cycles, then one row per setting (``*`` current, ``>`` recommended) with each
+prediction as ``point [low–high]``, then the recommendation (with the
+GOMEMLIMIT it needs) and the notes. JSON holds the same; CSV is the table.
+Heaps in MiB, CPU in cores, shares in percent. HTML escapes every string.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+from pyproflab.errors import UsageError
+
+MiB = float(1 << 20)
+
+
+def _mib(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return "unbounded" if math.isinf(v) else f"{v / MiB:.0f}"
+
+
+def _iv(r: dict[str, Any], key: str, fmt) -> str:
+    return f"{fmt(r[key])} [{fmt(r[key + '_lo'])}–{fmt(r[key + '_hi'])}]"
+
+
+def _pct(v: Any) -> str:
+    return f"{100 * v:.1f}%" if isinstance(v, float) and math.isfinite(v) else ""
+
+
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) and math.isfinite(v) else ""
+
+
+HEAD = [
+    "",
+    "GOGC",
+    "limit",
+    "status",
+    "heap goal MiB",
+    "peak mem MiB",
+    "GC/min",
+    "GC share",
+    "GC cores",
+]
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    mark = ">" if r["recommended"] else ("*" if r["current"] else "")
+    return [
+        mark,
+        r["gogc_label"],
+        "off" if r["memory_limit_bytes"] is None else _mib(r["memory_limit_bytes"]) + "MiB",
+        r["status"],
+        _iv(r, "goal", _mib),
+        _iv(r, "peak_memory", _mib),
+        _iv(r, "cycles_per_min", lambda v: f"{v:.1f}" if math.isfinite(v) else ""),
+        _iv(r, "gc_share", _pct),
+        _iv(r, "gc_cores", _num),
+    ]
+
+
+def source_lines(advice) -> list[str]:
+    obs = advice.observation
+    bound = "CPU-bound (saturated)" if obs.saturated else "not CPU-bound"
+    lines = [
+        f"Observed: GOGC={'off' if obs.gogc is None else f'{obs.gogc:g}'}, limit "
+        f"{'off' if obs.memory_limit is None else _mib(obs.memory_limit) + 'MiB'}, "
+        f"GOMAXPROCS {obs.procs:g}, {bound}",
+        "Inputs from:",
+    ]
+    lines += [f"  {k}: {v}" for k, v in sorted(obs.provenance.items())]
+    return lines
+
+
+def recommendation_line(advice) -> str:
+    rec = advice.recommendation
+    if rec is None:
+        return "No recommendation."
+    lim = rec["memory_limit_bytes"]
+    with_lim = f" with GOMEMLIMIT={_mib(lim)}MiB" if lim is not None else " (no memory limit)"
+    return (
+        f"Recommendation: GOGC={rec['gogc_label']}{with_lim}: GC share "
+        f"{_iv(rec, 'gc_share', _pct)}, peak memory {_iv(rec, 'peak_memory', _mib)} MiB "
+        f"(chosen on the upper bound; usable budget {_mib(advice.usable_bytes)} MiB)"
+    )
+
+
+def render_text(advice) -> str:
+    from pyproflab.reports.gogc import _grid
+
+    lines = [
+        "GOGC / GOMEMLIMIT advice (fitted model; intervals [low–high])",
+        *source_lines(advice),
+        "",
+    ]
+    lines += _grid(HEAD, [_cells(r) for r in advice.rows()], {0, 1, 2, 3})
+    lines += ["  (* current, > recommended)", "", recommendation_line(advice)]
+    if advice.notes:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in advice.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _plain(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def render_json(advice) -> str:
+    obs = advice.observation
+    doc = {
+        "model": "fitted",
+        "observed": {
+            "gogc": obs.gogc,
+            "memory_limit_bytes": obs.memory_limit,
+            "gomaxprocs": obs.procs,
+            "saturated": obs.saturated,
+            "cycles": obs.cycles,
+            "instances": obs.instances,
+            "source": obs.source,
+            "provenance": obs.provenance,
+        },
+        "budget_bytes": _plain(advice.budget_bytes),
+        "usable_bytes": _plain(advice.usable_bytes),
+        "recommendation": (
+            {k: _plain(v) for k, v in advice.recommendation.items()}
+            if advice.recommendation
+            else None
+        ),
+        "predictions": [{k: _plain(v) for k, v in r.items()} for r in advice.rows()],
+        "notes": advice.notes,
+    }
+    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def render_csv(advice) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    cols = advice.table.column_names
+    w.writerow(cols)
+    for r in advice.rows():
+        w.writerow(["" if (v := _plain(r[c])) is None else v for c in cols])
+    return buf.getvalue()
+
+
+def render_html_div(advice) -> str:
+    esc = html.escape
+    parts = [
+        '<div class="pyproflab-gogc">',
+        "<pre>" + esc("\n".join(source_lines(advice))) + "</pre>",
+        "<table><thead><tr>",
+        *[f"<th>{esc(h)}</th>" for h in HEAD],
+        "</tr></thead><tbody>",
+    ]
+    for r in advice.rows():
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(r)) + "</tr>")
+    parts += ["</tbody></table>", f"<p>{esc(recommendation_line(advice))}</p>"]
+    if advice.notes:
+        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in advice.notes) + "</ul>")
+    return "".join(parts) + "</div>"
+
+
+def render_fitted(advice, fmt: str = "text") -> str:
+    """Render a ``FittedAdvice`` as text, json, csv or html."""
+    if fmt == "text":
+        return render_text(advice)
+    if fmt == "json":
+        return render_json(advice)
+    if fmt == "csv":
+        return render_csv(advice)
+    if fmt == "html":
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gogc</title>'
+            "</head><body>" + render_html_div(advice) + "</body></html>\n"
+        )
+    raise UsageError(f"unknown format {fmt!r}; choose one of text, json, csv, html")

@@ -1,0 +1,3 @@
+module pyproflab.test/gcbench
+
+go 1.26
