@@ -12,6 +12,11 @@ Rules:
   has nothing to show (no CPU profiles, one version, no GC tables or data, no
   Go) stays in the file with a note saying why.
 - Every section names the command that gives the same data as text or JSON.
+- Layout: one function per section gathers its data (calling the analysis once)
+  into a ``Section``; jinja2 templates (``reports/templates``: the page, one per
+  section) lay it out, with autoescaping on, so a value reaches the page as text
+  unless the code wraps it in ``Markup`` (plotly.js, plotly's chart HTML, the
+  tables our report functions already escaped, the manifest JSON).
 - Untrusted text (names from profiles, label values, store paths) reaches the
   page only escaped: ``html.escape`` in markup; plotly text via
   ``flame.plotly_text``; JSON inside ``<script>`` with ``<``, ``>``, ``&`` and
@@ -31,7 +36,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import html
+import functools
 import json
 import shlex
 import time
@@ -40,12 +45,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from markupsafe import Markup
+
 from pyproflab.errors import ProflabError
 from pyproflab.reports.flame import flame_figure, plotly_text
 from pyproflab.store.kinds import one_kind
 from pyproflab.store.select import Selection
-
-esc = html.escape
 
 # Default GOGC budget when none is given: relative to today's peak memory, so
 # the recommendation answers "what does 50% more memory buy?".
@@ -54,21 +59,6 @@ DEFAULT_BUDGET = "1.5x"
 _CPU_GC = "go_cpu_classes_gc_total_cpu_seconds_total"
 _CPU_TOTAL = "go_cpu_classes_total_cpu_seconds_total"
 _CPU_IDLE = "go_cpu_classes_idle_cpu_seconds_total"
-
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#222}
-h1{font-size:22px;margin:18px 0 4px}
-h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:6px 0;font-size:12px}
-table{display:block;max-width:100%;overflow-x:auto}
-td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;white-space:nowrap}
-td:last-child,th:last-child,td.name{text-align:left}
-td:last-child,td.name{white-space:normal;word-break:break-all;min-width:14em}
-pre{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}
-.cmd{font-family:monospace;background:#eef;padding:2px 4px;word-break:break-all}
-.note{color:#8a5a00;background:#fff6e0;padding:6px;border-left:3px solid #e0a000}
-.chart{min-height:200px;margin:8px 0}nav a{margin-right:12px}.meta{color:#666;font-size:12px}
-"""
 
 
 def script_json(value: Any) -> str:
@@ -92,7 +82,7 @@ class Section:
     id: str
     title: str
     commands: list[str]
-    body: list[str] = field(default_factory=list)  # HTML fragments (already escaped)
+    ctx: dict[str, Any] = field(default_factory=dict)  # what its template shows
     figures: list[tuple[str, Any]] = field(default_factory=list)  # (name, plotly figure)
     notes: list[str] = field(default_factory=list)  # plain text
     skipped: bool = False
@@ -159,16 +149,6 @@ def _cmd(*words: str) -> str:
 # --- helpers --------------------------------------------------------------------------
 
 
-def _table(head: list[str], rows: list[list[Any]]) -> str:
-    parts = ["<table><thead><tr>", *[f"<th>{esc(h)}</th>" for h in head], "</tr></thead><tbody>"]
-    for r in rows:
-        parts.append(
-            "<tr>" + "".join(f"<td>{esc('' if c is None else str(c))}</td>" for c in r) + "</tr>"
-        )
-    parts.append("</tbody></table>")
-    return "".join(parts)
-
-
 def _with(sel: Selection, **changes: Any) -> Selection:
     return dataclasses.replace(sel, **changes)
 
@@ -228,20 +208,12 @@ def fleet_section(store, sel: Selection, db: str) -> Section:
             else ""
         )
         rows.append([svc, ver, inst, sum(g["types"].values()), span, types])
-    s.body.append(f"<p>{len(prof)} profiles from {len(groups)} instances.</p>")
-    s.body.append(
-        _table(["service", "version", "instance", "profiles", "taken (UTC)", "types"], rows)
-    )
-    if labels:
-        s.body.append(
-            "<p>Metadata labels:</p>"
-            + _table(
-                ["label", "values"], [[k, ", ".join(sorted(v))] for k, v in sorted(labels.items())]
-            )
-        )
-    counts = [[t, n] for t, n in _gc_rows(store).items()]
-    if counts:
-        s.body.append("<p>GC data in the store:</p>" + _table(["table", "rows"], counts))
+    s.ctx = {
+        "profiles": len(prof),
+        "groups": rows,
+        "labels": [[k, ", ".join(sorted(v))] for k, v in sorted(labels.items())],
+        "gc_rows": [[t, n] for t, n in _gc_rows(store).items()],
+    }
     return s
 
 
@@ -258,7 +230,7 @@ def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
     if store.profiles(cpu).num_rows == 0:
         return s.skip("no CPU profiles in the selection")
     result = top(store.merged_profile(_one(store, cpu, s)), nodecount=rows)
-    s.body.append(render_html(result, more=_MORE))
+    s.ctx["table"] = Markup(render_html(result, more=_MORE))
     return s
 
 
@@ -283,11 +255,6 @@ def flame_section(store, sel: Selection, db: str) -> Section:
             _cmd("merge", *_flags(cpu, db), "-o", "cpu.pb.gz"),
             _cmd("top", *_flags(cpu, db), "--cum", "--format", "json"),
         ],
-    )
-    s.body.append(
-        "<p>Icicle graphs: the root at the top, each callee below its caller; a "
-        "frame's width is its share of the total (its cumulative value). Click a "
-        "frame to zoom into it, click the top bar to zoom out.</p>"
     )
     if store.profiles(cpu).num_rows:
         _flame(store, cpu, s, "cpu", "flame-cpu", "merged CPU (cpu, nanoseconds)")
@@ -369,16 +336,13 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
     )
     base, new = _one(store, base, s, "cpu"), _one(store, new, s, "cpu")
     result = regressions(store, base, new)
-    s.body.append(
-        "<p>Each dot is one function's change of flat CPU (cores) from "
-        f"<b>{esc(base_v)}</b> to <b>{esc(new_v)}</b>, with its bootstrap interval; "
-        "red ones are significant after the false-discovery-rate correction. The "
-        "differential flame graph is as wide as the new version's CPU and coloured "
-        "by each call path's relative change (red: slower, blue: faster).</p>"
-    )
     s.figures.append(("regressions-top", result.figure_top(n=15)))
     s.figures.append(("regressions-flame", result.figure_flame()))
-    s.body.append(render_html(result, max_rows=15, more=_MORE))
+    s.ctx = {
+        "base": base_v,
+        "new": new_v,
+        "table": Markup(render_html(result, max_rows=15, more=_MORE)),
+    }
     return s
 
 
@@ -528,17 +492,8 @@ def gc_section(store, sel: Selection, db: str) -> Section:
         xaxis_title="time (UTC)",
         height=420,
     )
-    s.body.append(
-        "<p>Lines: the runtime view, GC CPU over busy CPU "
-        "(<code>go_cpu_classes_gc_total</code> / (total - idle)) between consecutive scrapes "
-        "of each instance. Markers at the middle of each CPU profile's window: the profile "
-        "view (every GC category of its stacks: marking, assists, allocation, write "
-        "barriers, sweeping) and its mark part (what the runtime itself counts as GC, the "
-        "like-for-like comparison with the line). An instance's markers share its "
-        "line's colour.</p>"
-    )
     s.figures.append(("gc-share", fig))
-    s.body.append(render_gc_html(result, python=False))
+    s.ctx["table"] = Markup(render_gc_html(result, python=False))
     s.notes += result.notes
     return s
 
@@ -563,15 +518,11 @@ def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:
         s.notes.append(
             f"no --budget given: the recommendation is under {DEFAULT_BUDGET} today's peak memory"
         )
-    s.body.append(
-        "<p>Predicted GC CPU (share of process CPU) against predicted peak memory "
-        "for candidate GOGC values: up and left is costly CPU, right is costly "
-        "memory. The star is today's setting, the diamond the recommendation, the "
-        "dashed line the usable budget.</p>"
-    )
-    s.body.append(f"<p><b>{esc(recommendation_line(result))}</b></p>")
     s.figures.append(("gogc-curve", result.figure()))
-    s.body.append(render_gogc_html(result))
+    s.ctx = {
+        "recommendation": recommendation_line(result),
+        "table": Markup(render_gogc_html(result)),
+    }
     return s
 
 
@@ -619,14 +570,13 @@ def pgo_section(store, sel: Selection, db: str, edges: int = 15) -> Section:
         height=max(300, 26 * len(hot) + 120),
         margin={"l": 420},
     )
-    s.body.append(
-        f"<p>{len(result.inputs)} CPU profiles (the top by CPU cores) merged into "
-        f"a default.pgo of {len(result.edges)} call edges, {len(result.edges.hot)} "
-        "of them hot: the call sites <code>go build -pgo</code> will inline or "
-        "devirtualize first.</p>"
-    )
     s.figures.append(("pgo-edges", fig))
-    s.body.append(render_html(result, edges=edges))
+    s.ctx = {
+        "inputs": len(result.inputs),
+        "edges": len(result.edges),
+        "hot": len(result.edges.hot),
+        "table": Markup(render_html(result, edges=edges)),
+    }
     return s
 
 
@@ -682,55 +632,56 @@ def build_report(
         progress(len(makers), len(makers))
 
     heading = title or "pyproflab report"
-    out = [
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{esc(heading)}</title><style>{_CSS}</style>",
-        # plotly.js, embedded once; it contains no "</script" (checked by the tests).
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>',
-        f"<h1>{esc(heading)}</h1>",
-        f'<p class="meta">store <code>{esc(db)}</code>, selection '
-        f"<code>{esc(sel.describe() or 'everything')}</code>; generated "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC by pyproflab {esc(__version__)} "
-        f"(plotly {esc(plotly.__version__)}). Works offline.</p>",
-        "<nav>" + "".join(f'<a href="#{s.id}">{esc(s.title)}</a>' for s in sections) + "</nav>",
-    ]
-    charts = 0
-    for s in sections:
-        out.append(
-            f'<section id="{s.id}" data-skipped="{str(s.skipped).lower()}"><h2>{esc(s.title)}</h2>'
-        )
-        for n in s.notes:
-            out.append(f'<p class="note">{esc(n)}</p>')
-        for name, fig in s.figures:
-            charts += 1
-            out.append(
-                f'<div class="chart" data-chart="{esc(name)}">'
-                f"{_figure_html(fig, f'chart-{name}')}</div>"
-            )
-        out += s.body
-        out.append(
-            "<p>As text or JSON: "
-            + " ; ".join(f'<span class="cmd">{esc(c)}</span>' for c in s.commands)
-            + "</p></section>"
-        )
+    charts = {
+        sec.id: [(name, Markup(_figure_html(fig, f"chart-{name}"))) for name, fig in sec.figures]
+        for sec in sections
+    }
     manifest = [
         {
-            "id": s.id,
-            "title": s.title,
-            "commands": s.commands,
-            "skipped": s.skipped,
-            "notes": s.notes,
-            "charts": [n for n, _ in s.figures],
+            "id": sec.id,
+            "title": sec.title,
+            "commands": sec.commands,
+            "skipped": sec.skipped,
+            "notes": sec.notes,
+            "charts": [n for n, _ in sec.figures],
         }
-        for s in sections
+        for sec in sections
     ]
-    out.append(
-        '<script type="application/json" id="pyproflab-report">'
-        f"{script_json({'db': db, 'selection': sel.describe(), 'sections': manifest})}"
-        "</script></body></html>\n"
+    page = (
+        _templates()
+        .get_template("report.html.j2")
+        .render(
+            heading=heading,
+            # plotly.js, embedded once; it contains no "</script" (checked by the tests).
+            plotlyjs=Markup(get_plotlyjs()),
+            db=db,
+            selection=sel.describe() or "everything",
+            generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S}",
+            version=__version__,
+            plotly_version=plotly.__version__,
+            sections=sections,
+            charts=charts,
+            manifest=Markup(
+                script_json({"db": db, "selection": sel.describe(), "sections": manifest})
+            ),
+        )
     )
-    page = "".join(out)
-    return Report(page, sections, time.perf_counter() - started, charts)
+    n_charts = sum(len(c) for c in charts.values())
+    return Report(page, sections, time.perf_counter() - started, n_charts)
+
+
+@functools.cache
+def _templates():
+    """The report's jinja2 environment: templates from the package, autoescaping on
+    (every value is text unless passed as ``Markup``), undefined names an error."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("pyproflab.reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+    )
 
 
 def _guard(make, store, sel: Selection, db: str, *args: Any) -> Section:
