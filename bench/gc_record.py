@@ -55,8 +55,16 @@ def read_summary(path: Path) -> dict[str, float]:
     return vals
 
 
-def run_once(exe: Path, mode: str, setting: str, run_dir: Path, duration: float) -> dict:
-    """One run under `quiet`; returns its summary (peak RSS, other CPU)."""
+def run_once(
+    exe: Path,
+    mode: str,
+    setting: str,
+    run_dir: Path,
+    duration: float,
+    lock: str = "quiet",
+    extra: tuple[str, ...] = (),
+) -> dict:
+    """One run under `quiet` (or `heavy`); returns its summary (peak RSS, other CPU)."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
@@ -66,7 +74,7 @@ def run_once(exe: Path, mode: str, setting: str, run_dir: Path, duration: float)
     if lim:
         env["GOMEMLIMIT"] = lim
     cmd = [
-        "quiet",
+        lock,
         str(exe),
         "-mode",
         mode,
@@ -76,6 +84,7 @@ def run_once(exe: Path, mode: str, setting: str, run_dir: Path, duration: float)
         str(run_dir),
         "-summary",
         str(run_dir / "summary.txt"),
+        *extra,
     ]
     with open(run_dir / "gctrace.log", "w") as err:
         subprocess.run(
@@ -98,8 +107,12 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
         if (m := _GC.match(ln)) and float(m.group(2)) >= WARMUP_S
     ]
     if len(lines) > max_lines:
-        step = (len(lines) - 1) / (max_lines - 1)
-        lines = [lines[round(i * step)] for i in range(max_lines)]
+        # Pairs of consecutive cycles (a goal is set from the previous cycle's
+        # marked heap), spread evenly, plus the last line.
+        pairs = max_lines // 2
+        step = (len(lines) - 2) / max(pairs - 1, 1)
+        keep = sorted({j for i in range(pairs) for j in (round(i * step), round(i * step) + 1)})
+        lines = [lines[j] for j in keep if j < len(lines) - 1] + [lines[-1]]
     (dest / "gctrace.log").write_text("".join(ln + "\n" for ln in lines))
     snaps = sorted(run_dir.glob("snap-*.prom"))
     first = int(WARMUP_S)  # snapshots are one second apart, from the start
@@ -114,6 +127,7 @@ def record(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     exe = build(out)
     t0 = time.time()
+    extra = ("-rate", str(args.rate), "-live", str(args.live))
     # Repetition-major: an interrupted recording still holds every setting once.
     for rep in range(1, args.reps + 1):
         for mode in args.modes.split(","):
@@ -122,7 +136,7 @@ def record(args: argparse.Namespace) -> int:
                 best = None
                 for attempt in range(1, args.attempts + 1):
                     tmp = out / "raw" / rel.with_name(f"{rel.name}.try{attempt}")
-                    s = run_once(exe, mode, setting, tmp, args.duration)
+                    s = run_once(exe, mode, setting, tmp, args.duration, args.lock, extra)
                     s["attempts"] = attempt
                     if best is None or s["other_cpu_cores"] < best[0]["other_cpu_cores"]:
                         best = (s, tmp)
@@ -134,7 +148,10 @@ def record(args: argparse.Namespace) -> int:
                     shutil.rmtree(final)
                 tmp.rename(final)
                 with open(final / "summary.txt", "a") as f:
-                    f.write(f"attempts {s['attempts']:.0f}\n")
+                    f.write(
+                        f"attempts {s['attempts']:.0f}\nexclusive {int(args.lock == 'quiet')}\n"
+                        f"rate_mib_s {args.rate:g}\nlive_mib {args.live}\n"
+                    )
                 if args.testdata:
                     dest = Path(args.testdata) / rel
                     if dest.exists():
@@ -160,6 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attempts", type=int, default=3)
     p.add_argument("--max-other", type=float, default=0.2, help="other processes' cores")
     p.add_argument("--max-lines", type=int, default=120)
+    p.add_argument("--rate", type=float, default=300.0, help="MiB/s in rate mode")
+    p.add_argument("--live", type=int, default=32, help="live heap MiB")
+    p.add_argument(
+        "--lock",
+        choices=["quiet", "heavy"],
+        default="quiet",
+        help="heavy: share the machine (when quiet cannot be had; other CPU is recorded)",
+    )
     return record(p.parse_args(argv))
 
 

@@ -132,6 +132,28 @@ class Lab:
         sel = None if inputs is not None else _selection(selection, kwargs)
         return gogc(self.store, sel, inputs=inputs, **kwargs)
 
+    def gogc_advice(
+        self,
+        *,
+        service: str | None = None,
+        version: str | None = None,
+        instance: str | None = None,
+        budget: float | str | None = None,
+        **kwargs: Any,
+    ):
+        """The fitted GOGC model (``FittedAdvice``) from the store's gctrace cycles
+        and GC metrics of a service/version/instance (no profile needed).
+        ``budget`` in bytes, or ``"2.5x"`` the current predicted peak memory;
+        keywords candidates, limits, headroom."""
+        from pyproflab.analyses.gogc_inputs import observe_store
+        from pyproflab.analyses.gogc_model import advise, predict_setting
+
+        obs = observe_store(self.store, service=service, version=version, instance=instance)
+        if isinstance(budget, str) and budget.strip().lower().endswith("x"):
+            peak = predict_setting(obs, obs.gogc, obs.memory_limit)["peak_memory"]
+            budget = float(budget.strip()[:-1]) * peak
+        return advise(obs, budget=budget, **kwargs)
+
     def pgo(self, selection: Selection | None = None, **kwargs: Any):
         """A checked ``default.pgo`` (``PgoResult``) from the selection's CPU profiles:
         the top 5 by CPU cores (or ``all=True``); keywords top, weight, safeguards,

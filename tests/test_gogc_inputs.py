@@ -180,3 +180,41 @@ def test_cli_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["gogc", "--gctrace", "/nonexistent/x.log"]) == 2
     err = capsys.readouterr().err
     assert "/nonexistent/x.log" in err and err.count("\n") == 1
+
+
+def test_fitted_model_keeps_the_gateway_case() -> None:
+    """GOGC 100 -> 300 on the published gateway figures (5.6 cycles/min, 41.6% GC of
+    one busy core, room to spare on 4 Ps, no mark-time data): 1.9 cycles/min, 19.2%
+    GC share, twice the heap, each within 5% (the fitted model reduces to the guide's
+    formula when nothing floats and nothing saturates)."""
+    n = 5.6 / 60
+    h, goal = 100 * MiB, 200 * MiB
+    sample = dict(
+        n=n,
+        alloc=n * (goal - h),
+        marked=h,
+        goal=goal,
+        mark_alloc=0.0,
+        roots=0.0,
+        cost=0.416 / n,
+        background=0.0,
+        mark_s=0.01,
+        mutator=1 - 0.416,
+        idle=0.5,
+        peak_heap=goal,
+        procs=4.0,
+        inst=0,
+        gc_num=1,
+    )
+    obs = gi.GcObservation(
+        samples=[dict(sample, gc_num=i) for i in range(3)],
+        gogc=100.0,
+        memory_limit=None,
+        procs=4.0,
+        cycles=3,
+        source="figures",
+    )
+    cur, after = predict_setting(obs, 100, None), predict_setting(obs, 300, None)
+    assert after["cycles_per_min"] == pytest.approx(1.9, rel=0.05)
+    assert after["gc_share"] == pytest.approx(0.192, rel=0.05)
+    assert after["peak_memory"] / cur["peak_memory"] == pytest.approx(2.0, rel=0.05)

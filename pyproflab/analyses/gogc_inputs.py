@@ -153,6 +153,46 @@ def _infer_gogc(samples: list[dict[str, float]]) -> float | None:
     return float(round(g / 5) * 5 if g > 20 else round(g))
 
 
+def _instance_samples(cycles: pa.Table) -> tuple[list[list[dict[str, float]]], list[str]]:
+    """Samples per instance (3 or more unforced cycles each), and notes on the rest."""
+    by_inst: dict[Any, list[dict[str, Any]]] = {}
+    for r in cycles.to_pylist():
+        if not r["forced"]:
+            by_inst.setdefault(r.get("instance"), []).append(r)
+    out: list[list[dict[str, float]]] = []
+    notes: list[str] = []
+    for inst, rs in by_inst.items():
+        rs.sort(key=lambda r: r["gc_num"])
+        span = rs[-1]["seconds"] - rs[0]["seconds"] if len(rs) >= 3 else 0.0
+        if span <= 0:
+            notes.append(f"instance {inst or '(unnamed)'}: fewer than 3 cycles: skipped")
+            continue
+        n = (rs[-1]["gc_num"] - rs[0]["gc_num"]) / span
+        got = []
+        for r in rs:
+            if (smp := _cycle_sample(r, n)) is not None:
+                smp["inst"], smp["gc_num"] = len(out), r["gc_num"]
+                got.append(smp)
+        if got:
+            out.append(got)
+    return out, notes
+
+
+def _common_gogc(
+    per_inst: list[list[dict[str, float]]], notes: list[str]
+) -> tuple[float | None, list[list[dict[str, float]]]]:
+    """The GOGC most instances run (inferred per instance); the others are dropped."""
+    gs = [_infer_gogc(ss) for ss in per_inst]
+    g = max(set(gs), key=lambda v: (gs.count(v), -abs((v or 0) - 100)))
+    kept = [ss for ss, gi in zip(per_inst, gs, strict=True) if gi == g]
+    if len(kept) < len(per_inst):
+        notes.append(
+            f"instances run different GOGC values ({', '.join(sorted({f'{v:g}' for v in gs}))}): "
+            f"modelled on the {len(kept)} at GOGC={g:g}"
+        )
+    return g, kept
+
+
 def from_gctrace(
     cycles: pa.Table,
     *,
@@ -162,37 +202,21 @@ def from_gctrace(
 ) -> GcObservation:
     """A ``GcObservation`` from ``GC_CYCLES`` rows (an ``instance`` column, if
     present, separates instances; ``gogc="infer"`` infers GOGC from the goals)."""
-    rows = [r for r in cycles.to_pylist() if not r["forced"]]
-    by_inst: dict[Any, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_inst.setdefault(r.get("instance"), []).append(r)
-    samples: list[dict[str, float]] = []
-    notes: list[str] = []
-    used = 0
-    for inst, rs in by_inst.items():
-        rs.sort(key=lambda r: r["gc_num"])
-        span = rs[-1]["seconds"] - rs[0]["seconds"] if len(rs) >= 3 else 0.0
-        if span <= 0:
-            notes.append(f"instance {inst or '(unnamed)'}: fewer than 3 cycles: skipped")
-            continue
-        n = (rs[-1]["gc_num"] - rs[0]["gc_num"]) / span
-        got = [s for r in rs if (s := _cycle_sample(r, n)) is not None]
-        for s, r in zip(got, [r for r in rs if r["clock_mark_ms"] > 0], strict=True):
-            s["inst"], s["gc_num"] = used, r["gc_num"]
-        samples.extend(got)
-        used += 1
-    if not samples:
+    per_inst, notes = _instance_samples(cycles)
+    if not per_inst:
         raise UsageError(
             f"{source}: no instance has 3 or more unforced GC cycles: cannot model GOGC"
         )
     g: float | None
     if gogc == "infer":
-        g = _infer_gogc(samples)
-        how = f"inferred from {len(samples)} cycles' heap goals"
+        g, per_inst = _common_gogc(per_inst, notes)
+        how = f"inferred from {sum(map(len, per_inst))} cycles' heap goals"
         notes.append(f"GOGC={g:g} inferred from the heap goals (give --gogc if it differs)")
     else:
         g = gogc  # type: ignore[assignment]
         how = "given"
+    samples = [s for ss in per_inst for s in ss]
+    used = len(per_inst)
     label = f"{source} ({len(samples)} cycles, {used} instance{'s' if used != 1 else ''})"
     prov = {
         k: label

@@ -64,6 +64,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.analyses.gogc_inputs import GcObservation
+from pyproflab.display import render
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
@@ -324,6 +325,18 @@ class FittedAdvice:
 
     def to_pandas(self):
         return self.table.to_pandas()
+
+    def figure(self):
+        """The observed cycles against the fit, and the predictions with intervals."""
+        return render(self, "figure")
+
+    def _repr_html_(self) -> str:
+        return render(self, "html")
+
+    def __repr__(self) -> str:
+        rec = self.recommendation
+        what = f"recommend GOGC={rec['gogc_label']}" if rec else "no recommendation"
+        return f"FittedAdvice({self.table.num_rows} settings, {what})"
 
 
 def _candidate_settings(

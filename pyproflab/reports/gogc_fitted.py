@@ -181,3 +181,86 @@ def render_fitted(advice, fmt: str = "text") -> str:
             "</head><body>" + render_html_div(advice) + "</body></html>\n"
         )
     raise UsageError(f"unknown format {fmt!r}; choose one of text, json, csv, html")
+
+
+def fitted_figure(advice):
+    """Two panels: left, each observed cycle's marked heap and goal beside the
+    model's fit at the observed setting; right, predicted GC CPU share against
+    peak memory per candidate with the intervals as error bars (the
+    recommendation starred, the usable budget dashed)."""
+    from plotly.subplots import make_subplots
+
+    obs = advice.observation
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("Observed cycles vs fit", "Predicted trade-off")
+    )
+    xs = list(range(len(obs.samples)))
+    for key, name in (("marked", "marked heap"), ("goal", "heap goal")):
+        fig.add_scatter(
+            x=xs,
+            y=[s[key] / MiB for s in obs.samples],
+            mode="markers",
+            name=f"observed {name}",
+            row=1,
+            col=1,
+        )
+    cur = next((r for r in advice.rows() if r["current"]), None)
+    if cur is not None:
+        for key, name in (("marked", "fitted marked heap"), ("goal", "fitted goal")):
+            fig.add_scatter(
+                x=[0, max(xs[-1], 1)],
+                y=[cur[key] / MiB] * 2,
+                mode="lines",
+                name=name,
+                line={"dash": "dot"},
+                row=1,
+                col=1,
+            )
+    for lim in dict.fromkeys(r["memory_limit_bytes"] for r in advice.rows()):
+        rows = [
+            r
+            for r in advice.rows()
+            if r["memory_limit_bytes"] == lim and math.isfinite(r["peak_memory"])
+        ]
+        if not rows:
+            continue
+        fig.add_scatter(
+            x=[r["peak_memory"] / MiB for r in rows],
+            y=[100 * r["gc_share"] for r in rows],
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [(r["peak_memory_hi"] - r["peak_memory"]) / MiB for r in rows],
+                "arrayminus": [(r["peak_memory"] - r["peak_memory_lo"]) / MiB for r in rows],
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [100 * (r["gc_share_hi"] - r["gc_share"]) for r in rows],
+                "arrayminus": [100 * (r["gc_share"] - r["gc_share_lo"]) for r in rows],
+            },
+            text=[html.escape(r["gogc_label"]) for r in rows],
+            mode="markers+text",
+            textposition="top center",
+            name=f"limit {'off' if lim is None else _mib(lim) + 'MiB'}",
+            row=1,
+            col=2,
+        )
+    rec = advice.recommendation
+    if rec is not None:
+        fig.add_scatter(
+            x=[rec["peak_memory"] / MiB],
+            y=[100 * rec["gc_share"]],
+            mode="markers",
+            marker={"symbol": "star", "size": 16},
+            name="recommended",
+            row=1,
+            col=2,
+        )
+    if advice.usable_bytes is not None:
+        fig.add_vline(x=advice.usable_bytes / MiB, line_dash="dash", row=1, col=2)
+    fig.update_xaxes(title_text="cycle", row=1, col=1)
+    fig.update_yaxes(title_text="MiB", row=1, col=1)
+    fig.update_xaxes(title_text="peak memory (MiB)", row=1, col=2)
+    fig.update_yaxes(title_text="GC CPU share (%)", row=1, col=2)
+    return fig
