@@ -13,8 +13,9 @@ Raw runs go to OUT/raw; with --testdata DIR the trimmed copy (every gctrace
 line after the warm-up thinned to at most --max-lines, three metric
 snapshots, the summary) is written there too (tests/testdata/gc).
 
-    python -m bench.gc_record [--out .bench/gc] [--testdata tests/testdata/gc]
-        [--reps 3] [--duration 10] [--modes cpu,rate] [--settings 100,off@320MiB]
+    python -m bench.gc_record [--out .bench/gc] [--testdata tests/testdata/gc/bench]
+        [--reps 3] [--duration 10] [--modes cpu,rate] [--settings 100,off@160MiB]
+        [--lock quiet|heavy] [--rate MiB/s] [--live MiB] [--retrim]
 """
 
 from __future__ import annotations
@@ -122,6 +123,17 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
     shutil.copy(run_dir / "summary.txt", dest / "summary.txt")
 
 
+def retrim(args: argparse.Namespace) -> int:
+    """Rewrite the trimmed test data from the raw runs already recorded."""
+    raw = Path(args.out) / "raw"
+    for run in sorted(p for p in raw.glob("*/*/r*") if ".try" not in p.name):
+        dest = Path(args.testdata) / run.relative_to(raw)
+        if dest.exists():
+            shutil.rmtree(dest)
+        trim(run, dest, args.max_lines)
+    return 0
+
+
 def record(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -176,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settings", default=",".join(SETTINGS))
     p.add_argument("--attempts", type=int, default=3)
     p.add_argument("--max-other", type=float, default=0.2, help="other processes' cores")
-    p.add_argument("--max-lines", type=int, default=120)
+    p.add_argument("--max-lines", type=int, default=60)
     p.add_argument("--rate", type=float, default=300.0, help="MiB/s in rate mode")
     p.add_argument("--live", type=int, default=32, help="live heap MiB")
     p.add_argument(
@@ -185,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         default="quiet",
         help="heavy: share the machine (when quiet cannot be had; other CPU is recorded)",
     )
-    return record(p.parse_args(argv))
+    p.add_argument("--retrim", action="store_true", help="only re-trim the raw runs in --out")
+    args = p.parse_args(argv)
+    if args.retrim:
+        if not args.testdata:
+            p.error("--retrim needs --testdata")
+        return retrim(args)
+    return record(args)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
   dedicated-worker CPU per cycle / (0.25·P). Mark-time allocation is not
   exported: ``B = A·T`` (the mutator's rate outside marking).
 - ``peak_heap`` = largest ``go_memstats_heap_inuse_bytes`` seen (else the
-  goal); ``process_resident_memory_bytes``' largest value is the peak RSS.
+  goal); ``process_resident_memory_bytes``' largest value per instance is
+  that instance's peak RSS.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class GcObservation:
     source: str
     instances: int = 1
     peak_rss: float | None = None
+    peak_rss_by_instance: list[float] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -349,7 +351,7 @@ def from_metrics(
     if g is not None and g < 0:
         g = None
     out: list[dict[str, float]] = []
-    cycles, used, rss = 0, 0, None
+    cycles, used, rss_by = 0, 0, []
     for inst in insts:
         _, cyc = _first(ser, inst, _CYCLES)
         times = sorted(cyc)
@@ -360,13 +362,14 @@ def from_metrics(
         ]
         if not got:
             continue
-        for s in got:
-            s["inst"] = used
+        for smp in got:
+            smp["inst"] = used
         used += 1
         cycles += int(cyc[times[-1]] - cyc[times[0]])
         out.extend(got)
-        for v in ser.get((inst, "process_resident_memory_bytes"), {}).values():
-            rss = v if rss is None else max(rss, v)
+        inst_rss = ser.get((inst, "process_resident_memory_bytes"), {}).values()
+        if inst_rss:
+            rss_by.append(max(inst_rss))
     if not out:
         raise UsageError(
             f"{source}: no instance has two snapshots of a GC cycle count "
@@ -399,7 +402,8 @@ def from_metrics(
         cycles=cycles,
         source=source,
         instances=used,
-        peak_rss=rss,
+        peak_rss=max(rss_by) if rss_by else None,
+        peak_rss_by_instance=rss_by,
         provenance=prov,
         notes=notes,
     )
@@ -435,6 +439,7 @@ def combine(trace: GcObservation, metrics: GcObservation) -> GcObservation:
         source=f"{trace.source}+{metrics.source}",
         instances=max(trace.instances, metrics.instances),
         peak_rss=metrics.peak_rss,
+        peak_rss_by_instance=metrics.peak_rss_by_instance,
         provenance=prov,
         notes=trace.notes + metrics.notes,
     )

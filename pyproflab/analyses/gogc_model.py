@@ -39,17 +39,21 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
 6. Peak heap = goal × the observed ratio of the largest heap to the goal;
    peak memory = peak heap + ``O``.
 
-Intervals: the model is evaluated once per sample, each calibrating it
-alone (the spread across cycles and instances); the interval runs from the
-smallest to the largest of those predictions, widened by ``MARGIN`` on each
-side for what the spread does not show (the model's own error on the
-recorded benchmark, ``tests/testdata/gc``).
+Calibration means weigh every instance the same (a fast instance's many
+cycles do not outvote a slow one).
+
+Intervals: the model is calibrated again on each run of consecutive samples
+of each instance (up to ``CHUNKS`` per instance: the spread across cycles
+and instances); the interval runs from the smallest to the largest of those
+predictions and the point, widened by ``MARGIN`` on each side for what the
+spread does not show. Peak memory's interval also widens by the spread of
+the instances' peak RSS at the current setting (when known).
 
 Advice: the usable budget is ``budget × (1 − headroom)``. A candidate fits
 when the upper bound of its peak memory is within it and it is not
-near-limit. Any GOGC above the current one (and off) is paired with a
-memory limit: the given one when it is within the usable budget, else the
-usable budget itself (the guide's advice: a raise without a limit trades an
+near-limit. Any GOGC above the current one (and off) must carry a memory
+limit within the usable budget: the given ones, or, when none is given
+within it, the usable budget itself (the guide's advice: a raise without a limit trades an
 OOM kill for CPU). Among fits the lowest predicted GC CPU wins; ties go to
 the smaller peak.
 """
@@ -116,9 +120,13 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
     """Params from the observation's samples (all of them, or those given)."""
     ss = list(obs.samples if samples is None else samples)
 
-    def m(key: str) -> float:
-        vals = [s[key] for s in ss if s.get(key) is not None and math.isfinite(s[key])]
-        return sum(vals) / len(vals) if vals else math.nan
+    def m(key: str) -> float:  # each instance weighs the same, however many cycles it ran
+        per: dict[Any, list[float]] = {}
+        for s in ss:
+            if s.get(key) is not None and math.isfinite(s[key]):
+                per.setdefault(s.get("inst"), []).append(s[key])
+        means = [sum(v) / len(v) for v in per.values()]
+        return sum(means) / len(means) if means else math.nan
 
     marked, roots, b = m("marked"), m("roots"), m("mark_alloc")
     goal, n, alloc = m("goal"), m("n"), m("alloc")
@@ -267,6 +275,12 @@ def predict_setting(
             continue
         point[k + "_lo"] = min(vals) * (1 - margin)
         point[k + "_hi"] = max(vals) * (1 + margin)
+    if obs.peak_rss_by_instance and math.isfinite(point["peak_memory_hi"]):
+        # Peak RSS differs between instances at the same setting (and between runs):
+        # the interval also carries that spread, observed at the current setting.
+        spread = max(obs.peak_rss_by_instance) - min(obs.peak_rss_by_instance)
+        point["peak_memory_lo"] -= spread
+        point["peak_memory_hi"] += spread
     if any(e["status"] == "near-limit" for e in each):
         point["status"] = "near-limit"  # unsafe for any part of the spread: unsafe
     return point
@@ -345,10 +359,11 @@ def _candidate_settings(
     limits: Sequence[float | None],
     usable: float | None,
 ) -> list[tuple[float | None, float | None]]:
-    """Settings to predict: each candidate with each limit; raises also paired
-    with the usable budget as their limit (rule: a raise carries a limit)."""
+    """Settings to predict: each candidate with each limit; when no given limit
+    is within the usable budget, raises also paired with the usable budget as
+    their limit (rule: a raise carries a limit)."""
     out = [(g, m) for m in limits for g in candidates]
-    if usable is not None:
+    if usable is not None and not any(m is not None and m <= usable for m in limits):
         out += [(g, usable) for g in candidates if _is_raise(obs, g)]
     cur = (obs.gogc, obs.memory_limit)
     if cur not in out:
@@ -370,14 +385,19 @@ def advise(
     budget: float | None = None,
     headroom: float = 0.1,
     margin: float = MARGIN,
+    settings: Sequence[tuple[float | None, float | None]] | None = None,
 ) -> FittedAdvice:
-    """Predict every (candidate, limit) setting and choose one (module rules)."""
+    """Predict every (candidate, limit) setting and choose one (module rules).
+    ``settings``: exactly these (GOGC, limit) pairs instead (and the current one)."""
     if not 0 <= headroom < 1:
         raise UsageError(f"headroom must be in [0, 1), got {headroom}")
     usable = budget * (1 - headroom) if budget is not None else None
     lims = list(limits) if limits is not None else [obs.memory_limit]
     rows = []
-    for g, lim in _candidate_settings(obs, candidates, lims, usable):
+    pairs = _candidate_settings(obs, candidates, lims, usable)
+    if settings is not None:
+        pairs = list(dict.fromkeys([(obs.gogc, obs.memory_limit), *settings]))
+    for g, lim in pairs:
         r = predict_setting(obs, g, lim, margin=margin)
         r.update(
             gogc=g,
