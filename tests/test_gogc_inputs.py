@@ -218,3 +218,50 @@ def test_fitted_model_keeps_the_gateway_case() -> None:
     assert after["cycles_per_min"] == pytest.approx(1.9, rel=0.05)
     assert after["gc_share"] == pytest.approx(0.192, rel=0.05)
     assert after["peak_memory"] / cur["peak_memory"] == pytest.approx(2.0, rel=0.05)
+
+
+def _memstats_snapshots(tmp: Path, n: int = 6) -> list[str]:
+    """client_golang's default Go collector without runtime/metrics: 2 cycles/s,
+    100 MiB/s, next GC 80 MiB, 0.1 of the 1 busy core in GC since start."""
+    paths = []
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(n):
+        ms = int((t0 + timedelta(seconds=i)).timestamp() * 1000)
+        text = (
+            "# TYPE go_gc_duration_seconds summary\n"
+            f'go_gc_duration_seconds{{quantile="0.5"}} 0.0001 {ms}\n'
+            f"go_gc_duration_seconds_sum {0.01 * i} {ms}\n"
+            f"go_gc_duration_seconds_count {100 + 2 * i} {ms}\n"
+            "# TYPE go_memstats_alloc_bytes_total counter\n"
+            f"go_memstats_alloc_bytes_total {1e9 + 100 * MiB * i!r} {ms}\n"
+            "# TYPE go_memstats_next_gc_bytes gauge\n"
+            f"go_memstats_next_gc_bytes {80 * MiB!r} {ms}\n"
+            "# TYPE go_memstats_heap_inuse_bytes gauge\n"
+            f"go_memstats_heap_inuse_bytes {84 * MiB!r} {ms}\n"
+            "# TYPE go_memstats_gc_cpu_fraction gauge\n"
+            f"go_memstats_gc_cpu_fraction 0.1 {ms}\n"
+            "# TYPE process_cpu_seconds_total counter\n"
+            f"process_cpu_seconds_total {50.0 + i!r} {ms}\n"
+        )
+        p = tmp / f"m-{i:03d}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    return paths
+
+
+def test_prometheus_client_golang_defaults_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _memstats_snapshots(tmp_path)
+    obs = gi.observe(samples=gi.read_metric_files(paths))
+    assert obs.gogc == 100 and obs.procs == 1 and not obs.saturated
+    assert obs.mean("n") == pytest.approx(2.0)
+    assert obs.mean("marked") == pytest.approx(40 * MiB)  # (goal)/(1 + g), no roots
+    assert obs.mean("cost") == pytest.approx(0.1 / 2.0)
+    assert any("go_memstats_gc_cpu_fraction" in n for n in obs.notes)
+    assert any("go_gc_gogc_percent not exported" in n for n in obs.notes)
+    r = predict_setting(obs, 200, None)
+    assert r["goal"] == pytest.approx(120 * MiB, rel=0.01)
+    assert r["cycles_per_min"] == pytest.approx(60.0, rel=0.01)
+    assert main(["gogc", "--metrics", *paths, "--budget", "1GiB"]) == 0
+    assert "Recommendation:" in capsys.readouterr().out

@@ -52,6 +52,10 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
 - Mark time: the background workers run at 25 % of GOMAXPROCS, so ``T`` =
   dedicated-worker CPU per cycle / (0.25·P). Mark-time allocation is not
   exported: ``B = A·T`` (the mutator's rate outside marking).
+- client_golang's defaults without the runtime/metrics set: GC CPU from
+  ``go_memstats_gc_cpu_fraction`` × P (an average since the process
+  started), P = the busy CPU rounded up, no mark time (so ``B = 0``: the
+  guide's plain model), not CPU-bound; each fallback is noted.
 - ``peak_heap`` = largest ``go_memstats_heap_inuse_bytes`` seen (else the
   goal); ``process_resident_memory_bytes``' largest value per instance is
   that instance's peak RSS.
@@ -96,8 +100,10 @@ class GcObservation:
 
     @property
     def saturated(self) -> bool:
-        """True when the process ran at GOMAXPROCS: no idle P-time to speak of."""
-        return statistics.median(s["idle"] for s in self.samples) < 0.03
+        """True when the process ran at GOMAXPROCS: no idle P-time to speak of
+        (False when the idle time is not known)."""
+        idle = [s["idle"] for s in self.samples if math.isfinite(s["idle"])]
+        return bool(idle) and statistics.median(idle) < 0.03
 
     def mean(self, key: str) -> float:
         vals = [s[key] for s in self.samples if s.get(key) is not None and math.isfinite(s[key])]
@@ -258,6 +264,7 @@ _GC_CPU = "go_cpu_classes_gc_total_cpu_seconds_total"
 _TOTAL = "go_cpu_classes_total_cpu_seconds_total"
 _IDLE = "go_cpu_classes_idle_cpu_seconds_total"
 _DEDICATED = "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total"
+_GC_FRACTION = "go_memstats_gc_cpu_fraction"
 
 
 def _series(rows: Iterable[dict[str, Any]]) -> dict[tuple[Any, str], dict[Any, float]]:
@@ -294,7 +301,6 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     cyc = delta(cname) if cname else None
     if not cyc or cyc <= 0 or dt <= 0 or aname is None or gname is None:
         return None
-    p = at("go_sched_gomaxprocs_threads", t1)
     gc = delta(_GC_CPU)
     total, idle = delta(_TOTAL), delta(_IDLE)
     busy = (
@@ -310,15 +316,20 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     n = cyc / dt
     alloc = delta(aname) / dt
     ded = delta(_DEDICATED)
-    p = p or 1.0
+    # Without runtime/metrics: GOMAXPROCS from the busy CPU, GC CPU from memstats'
+    # fraction (cumulative since start: the window's own figure is not exported).
+    p = at("go_sched_gomaxprocs_threads", t1) or (
+        max(1.0, math.ceil(busy / dt - 0.05)) if busy is not None else 1.0
+    )
+    frac = at(_GC_FRACTION, t1)
+    gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
     mark_s = ded / cyc / (BACKGROUND_UTILIZATION * p) if ded is not None else math.nan
-    gc_cores = gc / dt if gc is not None else math.nan
     return dict(
         n=n,
         alloc=alloc,
         marked=marked,
         goal=goal,
-        mark_alloc=alloc * mark_s,
+        mark_alloc=alloc * mark_s if ded is not None else 0.0,
         roots=roots,
         cost=gc_cores / n,
         background=ded / cyc if ded is not None else math.nan,
@@ -376,6 +387,7 @@ def from_metrics(
             f"({' or '.join(_CYCLES)}), an allocation counter and a heap goal: "
             "cannot model GOGC"
         )
+    _fallback_notes(ser, notes)
     insts_txt = f"{used} instance{'s' if used != 1 else ''}"
     label = f"{source} ({cycles} cycles over {len(out)} intervals, {insts_txt})"
     prov = {
@@ -407,6 +419,20 @@ def from_metrics(
         provenance=prov,
         notes=notes,
     )
+
+
+def _fallback_notes(ser: dict, notes: list[str]) -> None:
+    names = {k[1] for k in ser}
+    if _GC_CPU not in names:
+        notes.append(
+            f"no {_GC_CPU}: GC CPU from {_GC_FRACTION} (the average since the process started)"
+        )
+    if _DEDICATED not in names:
+        notes.append("no mark-worker CPU classes: mark time unknown, no floating garbage modelled")
+    if "go_sched_gomaxprocs_threads" not in names:
+        notes.append("GOMAXPROCS not exported: taken as the busy CPU rounded up")
+    if _IDLE not in names:
+        notes.append("idle CPU not exported: the process is taken as not CPU-bound")
 
 
 def _observed_setting(ser, insts, metric, given, default, notes) -> float | None:
@@ -464,6 +490,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "go_gc_scan_globals_bytes",
     "go_sched_gomaxprocs_threads",
     "go_memstats_heap_inuse_bytes",
+    _GC_FRACTION,
 )
 
 
