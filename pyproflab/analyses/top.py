@@ -99,6 +99,8 @@ class TopResult:
     time_nanos: int = 0
     duration_nanos: int = 0
     sample_types: list[ValueType] = field(default_factory=list)
+    # pprof's other filters in effect (hide, show, show_from, tagfocus, tagignore).
+    filters: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.rows.num_rows
@@ -111,7 +113,10 @@ class TopResult:
 
     @property
     def active_filters(self) -> list[str]:
-        return [f"{k}={v}" for k, v in (("focus", self.focus), ("ignore", self.ignore)) if v]
+        """``name=value`` of each filter in effect, in the order pprof lists them."""
+        given = {"focus": self.focus, "ignore": self.ignore, **self.filters}
+        order = ("focus", "ignore", "hide", "show", "show_from", "tagfocus", "tagignore")
+        return [f"{k}={given[k]}" for k in order if given.get(k)]
 
     def header_lines(self, value_format=None) -> list[str]:
         """The lines pprof prints above the table (see reports.text)."""
@@ -580,6 +585,11 @@ def top(
     ignore: str | None = None,
     edge_fraction: float = 0.001,
     node_fraction: float = 0.0,
+    hide: str | None = None,
+    show: str | None = None,
+    show_from: str | None = None,
+    tagfocus: str | None = None,
+    tagignore: str | None = None,
 ) -> TopResult:
     """Top nodes of ``profile`` exactly as ``go tool pprof -top`` computes them.
 
@@ -587,6 +597,8 @@ def top(
     else the last). ``nodecount``: keep the first N rows (None or 0: all).
     ``focus``/``ignore``: Python regular expressions (see ``filters``).
     ``edge_fraction``/``node_fraction``: pprof's -edgefraction/-nodefraction.
+    ``hide``/``show``/``show_from``/``tagfocus``/``tagignore``: pprof's options of
+    those names (see ``pprof_filters``), applied like focus after the total is computed.
     """
     if granularity not in GRANULARITIES:
         raise UsageError(
@@ -602,6 +614,21 @@ def top(
 
     work = filters.remove_uninteresting(profile)
     mask = filters.sample_mask(work, focus, ignore)
+    pprof_options = {
+        "hide": hide,
+        "show": show,
+        "show_from": show_from,
+        "tagfocus": tagfocus,
+        "tagignore": tagignore,
+    }
+    if any(pprof_options.values()):
+        from pyproflab.analyses import pprof_filters
+
+        # pprof decides focus/ignore on the locations' lines before hide/show change them.
+        if mask is not None:
+            work = dataclasses.replace(work, samples=work.samples.filter(pa.array(mask)))
+            mask = None
+        work = pprof_filters.apply(work, **pprof_options)
     w_all = sample_values(work, index)
     keep = w_all != 0
     if mask is not None:
@@ -663,6 +690,7 @@ def top(
         edge_fraction=edge_fraction,
         focus=focus or None,
         ignore=ignore or None,
+        filters={k: v for k, v in pprof_options.items() if v},
         file=go_base(first_map["filename"]) if first_map and first_map["filename"] else "",
         build_id=first_map["build_id"] if first_map else "",
         comments=list(profile.comments),

@@ -46,6 +46,29 @@ class Command:
         parser.add_argument(
             "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
         )
+        add_pprof_filters(parser)
+        parser.add_argument(
+            "--nodefraction",
+            type=float,
+            default=0.0,
+            metavar="F",
+            help="hide nodes below F of the total (pprof's default is 0.005; ours 0: all)",
+        )
+        parser.add_argument(
+            "--edgefraction",
+            type=float,
+            default=0.001,
+            metavar="F",
+            help="edges below F of the total are left out (they decide inline markers)",
+        )
+        parser.add_argument(
+            "--trim",
+            action="store_true",
+            help="pprof's defaults: --nodefraction 0.005 --edgefraction 0.001",
+        )
+        parser.add_argument(
+            "--unit", metavar="UNIT", help="text: print values in UNIT (ms, s, MB, ...), as -unit"
+        )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument(
             "--exact",
@@ -76,9 +99,33 @@ class Command:
             cum_sort=args.cum,
             focus=args.focus,
             ignore=args.ignore,
+            node_fraction=0.005 if args.trim else args.nodefraction,
+            edge_fraction=0.001 if args.trim else args.edgefraction,
+            **pprof_filters(args),
         )
-        common.write_output(render_top(result, args.format, exact=args.exact), args.output)
+        text = render_top(result, args.format, exact=args.exact, unit=args.unit)
+        common.write_output(text, args.output)
         return 0
+
+
+PPROF_FILTERS = (
+    ("tagfocus", "KEY=VALUE", "only samples with this label (regexes, or a range: 1kb:, :64b)"),
+    ("tagignore", "KEY=VALUE", "drop samples with this label (as --tagfocus)"),
+    ("hide", "REGEX", "remove frames matching REGEX from the stacks"),
+    ("show", "REGEX", "keep only frames matching REGEX in the stacks"),
+    ("show_from", "REGEX", "drop the frames above (callers of) the first match from the root"),
+)
+
+
+def add_pprof_filters(parser: argparse.ArgumentParser) -> None:
+    """pprof's sample and frame filters, by pprof's names (see analyses.pprof_filters)."""
+    for name, metavar, text in PPROF_FILTERS:
+        flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        parser.add_argument(*flags, dest=name, metavar=metavar, help=text)
+
+
+def pprof_filters(args: argparse.Namespace) -> dict[str, str | None]:
+    return {name: getattr(args, name, None) for name, _, _ in PPROF_FILTERS}
 
 
 def parse_sample_index(value: str | None) -> int | str | None:

@@ -37,17 +37,23 @@ def __getattr__(name: str) -> Any:
 
 
 def render_top(
-    result, fmt: str = "text", out: IO[str] | None = None, *, exact: bool = False
+    result,
+    fmt: str = "text",
+    out: IO[str] | None = None,
+    *,
+    exact: bool = False,
+    unit: str | None = None,
 ) -> str:
     """Render a ``TopResult`` as ``fmt`` (text, json, csv, html); ``exact`` makes text print
-    exact integers in the sample type's unit instead of pprof's scaled values."""
+    exact integers in the sample type's unit instead of pprof's scaled values; ``unit``
+    is pprof's -unit (text values in that unit, e.g. ``ms``, ``MB``)."""
     from pyproflab.errors import UsageError
 
     name = _FORMAT_REPORTERS.get(fmt)
     if name is None:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     cls = __getattr__(name)
-    reporter = cls(result, exact=exact) if name == "TextReporter" else cls(result)
+    reporter = cls(result, exact=exact, unit=unit) if name == "TextReporter" else cls(result)
     text = reporter.render_to_string()
     if out is not None:
         out.write(text)

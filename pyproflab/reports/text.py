@@ -17,11 +17,13 @@ from pyproflab.reports.base import Reporter
 ValueFormat = Callable[[int], str]
 
 
-def value_format(result, exact: bool = False) -> ValueFormat:
-    """How pprof would print this result's values."""
+def value_format(result, exact: bool = False, out: str | None = None) -> ValueFormat:
+    """How pprof would print this result's values (``out``: pprof's -unit, when given)."""
     if exact:
         return str
     unit = result.sample_type.unit
+    if out:
+        return lambda v: units.scaled_label(v, unit, out)
     min_value = 0
     for f, c in zip(
         result.rows.column("flat").to_pylist(), result.rows.column("cum").to_pylist(), strict=True
@@ -82,13 +84,14 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
 class TextReporter(Reporter):
     """pprof's -top layout: ``flat flat% sum% cum cum%`` then the node name."""
 
-    def __init__(self, result, *, exact: bool = False) -> None:
+    def __init__(self, result, *, exact: bool = False, unit: str | None = None) -> None:
         super().__init__(result)
         self.exact = exact
+        self.unit = unit
 
     def render(self, out: IO[str]) -> None:
         r = self.result
-        fmt = value_format(r, self.exact)
+        fmt = value_format(r, self.exact, self.unit)
         for line in header_lines(r, fmt):
             out.write(line + "\n")
         out.write(f"{'flat':>10} {'flat':>5}% {'sum':>5}% {'cum':>10} {'cum':>5}%\n")
