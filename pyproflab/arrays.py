@@ -113,3 +113,34 @@ def empty_lists(n: int, value_type: pa.DataType) -> pa.Array:
     """``n`` empty lists of ``value_type``."""
     offsets = from_numpy(np.zeros(n + 1, dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, pa.nulls(0, value_type))
+
+
+def equal_strings(arr: pa.Array, value: pa.Scalar) -> pa.Array:
+    """``arr == value`` (null where ``arr`` is null) for a string array or an
+    interned (dictionary) one: an interned array is compared on its dictionary,
+    then looked up by index, so shared strings are never expanded."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(arr.type):
+        return pc.equal(arr.dictionary, value).take(arr.indices)
+    return pc.equal(arr, value)
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _plain_type(t.value_type)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(_plain_type(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    return t
+
+
+def uninterned(table: pa.Table) -> pa.Table:
+    """``table`` with every interned (dictionary) string spelled out: equal
+    content then compares equal whatever string table it was interned into.
+    For comparisons and small outputs only: it copies every shared string."""
+    target = pa.schema([f.with_type(_plain_type(f.type)) for f in table.schema])
+    return table if target.equals(table.schema) else table.cast(target)

@@ -28,6 +28,19 @@ LABEL = pa.struct(
     ]
 )
 
+# A decoded profile's labels: the same fields with every string a dictionary
+# index into the profile's strings, so a value shared by many samples is held
+# once (a 1 MiB label on 2,000 samples costs 1 MiB, not 2 GiB).
+INTERNED = pa.dictionary(pa.int32(), pa.string())
+PROFILE_LABEL = pa.struct(
+    [
+        pa.field("key", INTERNED, nullable=False),
+        pa.field("str", INTERNED),
+        pa.field("num", pa.int64()),
+        pa.field("num_unit", INTERNED),
+    ]
+)
+
 LINE = pa.struct(
     [
         pa.field("function_id", pa.uint64(), nullable=False),
@@ -42,7 +55,7 @@ PROFILE_SAMPLES = pa.schema(
     [
         pa.field("location_ids", pa.list_(pa.uint64()), nullable=False),
         pa.field("values", pa.list_(pa.int64()), nullable=False),
-        pa.field("labels", pa.list_(LABEL), nullable=False),
+        pa.field("labels", pa.list_(PROFILE_LABEL), nullable=False),
     ]
 )
 

@@ -9,6 +9,7 @@ import pytest
 from conftest import CORPUS, SKIP_NO_CORPUS
 from test_store_helpers import canonical, label, make_profile
 
+from pyproflab.arrays import uninterned
 from pyproflab.errors import StoreError
 from pyproflab.store import Selection, Store
 from pyproflab.store.ingest import DATASET_MARKER, ProfileMeta, ingest, ingest_paths
@@ -56,13 +57,15 @@ def test_round_trip(tmp_path: Path) -> None:
         assert a.profiles().select(cols).equals(b.profiles().select(cols))
         for pid in a.profiles().column("profile_id").to_pylist():
             pa_, pb = a.profile(pid), b.profile(pid)
-            assert pa_.samples.equals(pb.samples) and pa_.locations.equals(pb.locations)
+            assert uninterned(pa_.samples).equals(uninterned(pb.samples)) and pa_.locations.equals(
+                pb.locations
+            )
         for sel in (Selection(profile_type="cpu"), Selection(service="svc0")) + (
             (Selection(service="m"),) if CORPUS.is_dir() else ()
         ):
             ma, mb = a.merged_profile(sel), b.merged_profile(sel)
             assert canonical(ma) == canonical(mb)
-            assert ma.samples.equals(mb.samples)
+            assert uninterned(ma.samples).equals(uninterned(mb.samples))
 
 
 def test_import_into_store_with_some_profiles(tmp_path: Path) -> None:

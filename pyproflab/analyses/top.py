@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from pyproflab.analyses import filters
 from pyproflab.analyses._arrays import IdIndex, to_np
-from pyproflab.arrays import from_numpy, from_strings, list_parts
+from pyproflab.arrays import equal_strings, from_numpy, from_strings, list_parts
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
@@ -216,7 +216,9 @@ def diff_base_mask(profile: Profile) -> np.ndarray | None:
 
     # Scalars made from Arrow arrays: a Python str would make pyarrow import pandas.
     key, value = from_strings(["pprof::base", "true"])
-    hit = pc.and_(pc.equal(labels.field("key"), key), pc.equal(labels.field("str"), value))
+    hit = pc.and_(
+        equal_strings(labels.field("key"), key), equal_strings(labels.field("str"), value)
+    )
     hit = to_np(pc.and_kleene(hit, pc.is_valid(hit)), bool)  # null (no str) is no hit
     if not hit.any():
         return None

@@ -1,5 +1,6 @@
 """Decode pprof files (gzipped or raw protobuf) into ``pyproflab.model.Profile``."""
 
+from pyproflab.decode.limits import LimitError, Limits
 from pyproflab.decode.pprof import (
     DEFAULT_MAX_BYTES,
     decode_bytes,
@@ -8,4 +9,12 @@ from pyproflab.decode.pprof import (
     read_profile,
 )
 
-__all__ = ["DEFAULT_MAX_BYTES", "decode_bytes", "decompress", "load_profile", "read_profile"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "LimitError",
+    "Limits",
+    "decode_bytes",
+    "decompress",
+    "load_profile",
+    "read_profile",
+]

@@ -553,6 +553,92 @@ done:
     return result;
 }
 
+/* --- top-level field scan -------------------------------------------------------------- */
+
+PyDoc_STRVAR(scan_fields_doc,
+"scan_fields(buf, allowed) -> None or (field_number, wire_type)\n\n"
+"Walk the fields of one well-formed message (upb parsed it already) without\n"
+"creating an object per field: allowed[n] (n < len(allowed)) is the bitmask of\n"
+"wire types field n may use; a field number past the table may use any wire\n"
+"type but groups (3, 4). Returns the first field breaking that, or (-1, -1)\n"
+"if the buffer ends inside a field, else None.");
+
+static PyObject *
+scan_fields(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b, a;
+    if (!PyArg_ParseTuple(args, "y*y*", &b, &a))
+        return NULL;
+    const uint8_t *p = b.buf, *end = p + b.len;
+    const uint8_t *allowed = a.buf;
+    Py_ssize_t nallowed = a.len;
+    int64_t bad_number = 0, bad_wire = 0;
+    int found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (p < end) {
+        uint64_t tag = 0, len = 0;
+        int shift = 0;
+        while (p < end && shift < 64) {
+            tag |= (uint64_t)(*p & 0x7F) << shift;
+            shift += 7;
+            if (!(*p++ & 0x80))
+                goto tag_done;
+        }
+        found = -1;
+        break;
+    tag_done:;
+        uint64_t number = tag >> 3;
+        int wire = (int)(tag & 7);
+        int mask = number < (uint64_t)nallowed ? allowed[number] : 0x27; /* 0,1,2,5 */
+        if (!(mask >> wire & 1)) {
+            bad_number = (int64_t)(number > INT64_MAX ? INT64_MAX : number);
+            bad_wire = wire;
+            found = 1;
+            break;
+        }
+        if (wire == 0) {
+            int n = 0;
+            while (p < end && n < MAX_VARINT_BYTES && (*p++ & 0x80))
+                n++;
+        } else if (wire == 1 || wire == 5) {
+            Py_ssize_t w = wire == 1 ? 8 : 4;
+            if (end - p < w) {
+                found = -1;
+                break;
+            }
+            p += w;
+        } else if (wire == 2) {
+            shift = 0;
+            while (p < end && shift < 64) {
+                len |= (uint64_t)(*p & 0x7F) << shift;
+                shift += 7;
+                if (!(*p++ & 0x80))
+                    goto len_done;
+            }
+            found = -1;
+            break;
+        len_done:
+            if (len > (uint64_t)(end - p)) {
+                found = -1;
+                break;
+            }
+            p += len;
+        } else {
+            found = -1;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&a);
+    if (found == 1)
+        return Py_BuildValue("(LL)", (long long)bad_number, (long long)bad_wire);
+    if (found == -1)
+        return Py_BuildValue("(ii)", -1, -1);
+    Py_RETURN_NONE;
+}
+
 /* --- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -562,6 +648,7 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"last_values", last_values, METH_VARARGS, last_values_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
+    {"scan_fields", scan_fields, METH_VARARGS, scan_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -643,8 +643,13 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     def text(index: np.ndarray) -> pa.Array:
         return strings.take(from_numpy(index, pa.int64()))
 
-    def text_or_null(index: np.ndarray, present: np.ndarray) -> pa.Array:
-        return strings.take(from_numpy(index, pa.int64(), mask=~present))
+    def interned(index: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
+        # Dictionary indexes into the string table: a string shared by many
+        # labels is never copied.
+        mask = None if present is None else ~present
+        return pa.DictionaryArray.from_arrays(
+            from_numpy(index.astype(np.int32), pa.int32(), mask=mask), strings
+        )
 
     keep = (lstr != 0) | numeric
     kept_offsets = label_offsets
@@ -656,12 +661,12 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
         lunit, numeric = lunit[keep], numeric[keep]
     labels = pa.StructArray.from_arrays(
         [
-            text(key),
-            text_or_null(lstr, ~numeric),
+            interned(key),
+            interned(lstr, ~numeric),
             from_numpy(lnum, pa.int64(), mask=~numeric),
-            text_or_null(lunit, numeric & (lunit != 0)),
+            interned(lunit, numeric & (lunit != 0)),
         ],
-        fields=struct_fields(schema.LABEL),
+        fields=struct_fields(schema.PROFILE_LABEL),
     )
     samples = pa.Table.from_arrays(
         [

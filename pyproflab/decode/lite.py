@@ -133,6 +133,80 @@ def check_unknown_fields(msg, known: frozenset[int], *, source: str, what: str) 
             )
 
 
+# Wire types each Profile field may use (bit w set: wire type w), as upb takes
+# them: length-delimited messages and strings, singular varints, and packed or
+# unpacked repeated varints (time_nanos, comment).
+_LEN, _VARINT = 1 << 2, 1 << 0
+_PROFILE_WIRES = bytes(
+    [0]
+    + [
+        _LEN if typ == _BYTES else (_VARINT | _LEN if label == _REPEATED else _VARINT)
+        for _, _, label, typ, _ in sorted(LITE_FIELDS, key=lambda f: f[1])
+    ]
+)
+_ANY_WIRE_BUT_GROUPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 5)
+
+
+def _scan_fields(buf: bytes, allowed: bytes) -> tuple[int, int] | None:
+    """The first field of ``buf`` whose wire type ``allowed`` does not permit
+    (numbers past the table: any but groups); one pass, no object per field."""
+    try:
+        from pyproflab.decode import _wire
+
+        return _wire.scan_fields(buf, allowed)
+    except ImportError:
+        pass
+    pos, end = 0, len(buf)
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        number, wire = tag >> 3, tag & 7
+        mask = allowed[number] if number < len(allowed) else _ANY_WIRE_BUT_GROUPS
+        if not mask >> wire & 1:
+            return number, wire
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            pos += n
+        else:
+            pos += 8 if wire == 1 else 4
+    return None
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        out |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return out, pos
+
+
+def check_unknown_top_level(msg, raw: bytes, *, source: str) -> None:
+    """``check_unknown_fields`` for the top level, without materialising the
+    unknown fields (a few bytes each, so millions fit in a small file): only
+    when upb kept any (its size shrinks without them), the raw bytes are
+    scanned once for the first field pprof would refuse."""
+    size = msg.ByteSize()
+    msg.DiscardUnknownFields()
+    if msg.ByteSize() == size:
+        return
+    bad = _scan_fields(raw, _PROFILE_WIRES)
+    if bad is None:
+        return
+    number, wire = bad
+    if number not in PROFILE_FIELD_NUMBERS:
+        raise CorruptProfileError(
+            source, "not a valid pprof protobuf (unknown wire type 3 in Profile)"
+        )
+    raise CorruptProfileError(
+        source,
+        f"not a valid pprof protobuf (type mismatch: Profile field {number} has wire type {wire})",
+    )
+
+
 def decode_strings(raw: list[bytes]) -> list[str]:
     try:
         return [s.decode() for s in raw]
@@ -147,7 +221,7 @@ def parse_top_level(raw: bytes, *, source: str) -> TopLevel:
         msg.ParseFromString(raw)
     except DecodeError as e:
         raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
-    check_unknown_fields(msg, PROFILE_FIELD_NUMBERS, source=source, what="Profile")
+    check_unknown_top_level(msg, raw, source=source)
     times = list(msg.time_nanos)
     if any(times[:-1]):
         raise CorruptProfileError(source, "concatenated profiles detected (time_nanos set twice)")

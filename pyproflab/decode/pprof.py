@@ -25,6 +25,8 @@ import zlib
 from typing import Literal
 
 from pyproflab.decode import legacy
+from pyproflab.decode.limits import Limits
+from pyproflab.decode.limits import check as check_limits
 from pyproflab.decode.lite import TopLevel, parse_top_level
 from pyproflab.errors import (
     CorruptProfileError,
@@ -44,7 +46,11 @@ Method = Literal["fast", "reference"]
 
 
 def read_profile(
-    path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES, method: Method = "fast"
+    path: str | os.PathLike,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    method: Method = "fast",
+    limits: Limits | None = None,
 ) -> Profile:
     """Read and decode the pprof file at ``path``."""
     source = str(path)
@@ -62,7 +68,7 @@ def read_profile(
         raise NotAProfileError(source, "is a directory, not a profile") from None
     except OSError as e:
         raise NotAProfileError(source, f"cannot read: {e.strerror or e}") from None
-    return decode_bytes(data, source=source, max_bytes=max_bytes, method=method)
+    return decode_bytes(data, source=source, max_bytes=max_bytes, method=method, limits=limits)
 
 
 def load_profile(
@@ -83,17 +89,23 @@ def decode_bytes(
     source: str = "<bytes>",
     max_bytes: int = DEFAULT_MAX_BYTES,
     method: Method = "fast",
+    limits: Limits | None = None,
 ) -> Profile:
-    """Decode pprof bytes (gzipped or not) into a validated ``Profile``."""
+    """Decode pprof bytes (gzipped or not) into a validated ``Profile`` that
+    keeps within ``limits`` (default: ``Limits.from_env()``)."""
     raw = decompress(data, source=source, max_bytes=max_bytes)
     top = parse_raw(raw, source=source)
+    del raw  # the top level holds what is needed; free the rest early
     if method == "reference":
         from pyproflab.decode.reference import decode_reference
 
-        return decode_reference(top, source=source)
-    from pyproflab.decode.fast import decode_fast
+        profile = decode_reference(top, source=source)
+    else:
+        from pyproflab.decode.fast import decode_fast
 
-    return decode_fast(top, source=source)
+        profile = decode_fast(top, source=source)
+    check_limits(profile, source, limits)
+    return profile
 
 
 def parse_raw(raw: bytes, *, source: str) -> TopLevel:

@@ -220,17 +220,20 @@ def assemble(
     wanted_sets = np.unique(label_set_id[label_set_id != 0])
     sets = _fetch(store, "label_sets", "label_set_id", wanted_sets)
     set_cid = ids._u64(sets.column("label_set_id"))
+    # Interned before the take: a label set shared by many samples is not copied.
     set_lists = pa.concat_arrays(
         [
-            empty_lists(1, schema.LABEL),
-            sets.column("labels").combine_chunks().cast(pa.list_(schema.LABEL)),
+            empty_lists(1, schema.PROFILE_LABEL),
+            sets.column("labels").combine_chunks().cast(pa.list_(schema.PROFILE_LABEL)),
         ]
     )
     all_set_ids = np.concatenate([np.zeros(1, ids.U64), set_cid])
     set_sort = np.argsort(all_set_ids)
     set_pos = set_sort[np.searchsorted(all_set_ids[set_sort], label_set_id)]
     labels = (
-        set_lists.take(from_numpy(set_pos)) if len(label_set_id) else empty_lists(0, schema.LABEL)
+        set_lists.take(from_numpy(set_pos))
+        if len(label_set_id)
+        else empty_lists(0, schema.PROFILE_LABEL)
     )
 
     # Renumber and build.

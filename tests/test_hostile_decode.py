@@ -1,0 +1,136 @@
+"""Issue 17, finding 1: memory bounded by what a profile means, not how it is spelled.
+
+Each hostile case runs in a child process whose peak RSS is measured (by a
+wrapper that reads its own RUSAGE_CHILDREN, so earlier tests do not count),
+and is compared with a child that decodes a tiny profile: the bounds are
+several times what the fixed decoder takes and a fraction of what the old one
+took (label bomb: every sample got its own copy of the value; unknown-field
+bomb: one Python object per unknown field).
+"""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from profile_builders import field, minimal, varint
+
+from pyproflab.decode import LimitError, Limits, decode_bytes
+
+MiB = 1 << 20
+
+_CHILD = textwrap.dedent(
+    """
+    import resource, subprocess, sys
+    r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    print(r.returncode, peak, r.stderr.strip().replace("\\n", " | ")[:300])
+    """
+)
+
+
+def _top_peak_mib(path: Path) -> tuple[int, int, str]:
+    """(exit code, peak RSS in MiB, stderr) of ``pyproflab top path`` in a child."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, sys.executable, "-m", "pyproflab", "top", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout.split(" ", 2)
+    return int(out[0]), int(out[1]), out[2].strip()
+
+
+def label_bomb(value_bytes: int, samples: int) -> bytes:
+    p = minimal()
+    p.string_table.append("x" * value_bytes)
+    big = len(p.string_table) - 1
+    del p.sample[:]
+    for _ in range(samples):
+        p.sample.add(location_id=[1], value=[1, 1]).label.add(key=9, str=big)
+    return p.SerializeToString()
+
+
+def unknown_field_bomb(unknown_bytes: int) -> bytes:
+    return minimal().SerializeToString() + field(100, 0, 1) * (unknown_bytes // 3)
+
+
+@pytest.fixture(scope="module")
+def baseline_mib(tmp_path_factory) -> int:
+    path = tmp_path_factory.mktemp("base") / "minimal.pb"
+    path.write_bytes(minimal().SerializeToString())
+    rc, peak, err = _top_peak_mib(path)
+    assert rc == 0, err
+    return peak
+
+
+def test_a_label_shared_by_many_samples_is_held_once() -> None:
+    prof = decode_bytes(label_bomb(256 * 1024, 2000))
+    # Old: 2,000 copies (500 MiB); now the value once plus an index per label.
+    assert prof.samples.column("labels").nbytes < 2 * MiB
+    labels = prof.samples.column("labels").to_pylist()
+    assert len(labels) == 2000 and labels[1999][0]["str"] == "x" * (256 * 1024)
+
+
+def test_top_on_the_label_bomb_stays_small(tmp_path, baseline_mib) -> None:
+    path = tmp_path / "label-bomb.pb.gz"
+    path.write_bytes(gzip.compress(label_bomb(MiB // 2, 2000)))  # old code: ~1.7 GB
+    rc, peak, err = _top_peak_mib(path)
+    assert rc == 0, err
+    assert peak - baseline_mib < 200, (peak, baseline_mib)
+
+
+def test_unknown_fields_are_skipped_without_objects(tmp_path, baseline_mib) -> None:
+    path = tmp_path / "unknown-bomb.pb.gz"
+    path.write_bytes(gzip.compress(unknown_field_bomb(16 * MiB)))  # old code: ~+500 MB
+    rc, peak, err = _top_peak_mib(path)
+    assert rc == 0, err
+    assert peak - baseline_mib < 200, (peak, baseline_mib)
+
+
+def test_a_known_field_with_a_wrong_wire_type_after_unknown_ones_is_still_refused() -> None:
+    raw = unknown_field_bomb(3000) + field(12, 2, b"\x01")  # period as bytes
+    with pytest.raises(Exception, match="type mismatch: Profile field 12 has wire type 2"):
+        decode_bytes(raw)
+    with pytest.raises(Exception, match="unknown wire type 3"):
+        decode_bytes(minimal().SerializeToString() + varint(100 << 3 | 3) + varint(100 << 3 | 4))
+
+
+@pytest.mark.parametrize(
+    ("limit", "raw", "what"),
+    [
+        ("samples=1", minimal().SerializeToString(), "sample count (2)"),
+        ("stack_depth=1", minimal().SerializeToString(), "stack depth (2)"),
+        ("labels=1", minimal().SerializeToString(), "labels on one sample (2)"),
+        ("label_value=100", label_bomb(101, 3), "label value bytes (101)"),
+        ("symbol=5", minimal().SerializeToString(), "symbol bytes (9)"),
+    ],
+)
+def test_each_limit_refuses_in_one_line(limit, raw, what) -> None:
+    name, _, value = limit.partition("=")
+    with pytest.raises(LimitError) as e:
+        decode_bytes(raw, source="f.pb", limits=Limits.parse(limit))
+    msg = str(e.value)
+    assert msg.startswith(f"f.pb: {what} passes the limit {limit}") and "\n" not in msg
+    decode_bytes(raw, limits=Limits.parse(f"{name}={int(value) * 100}"))  # raised: accepted
+
+
+def test_limits_from_the_environment_reach_the_cli(tmp_path) -> None:
+    path = tmp_path / "p.pb"
+    path.write_bytes(minimal().SerializeToString())
+    env_run = subprocess.run(
+        [sys.executable, "-m", "pyproflab", "top", str(path)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYPROFLAB_LIMITS": "samples=1"},
+        timeout=120,
+    )
+    assert env_run.returncode == 2
+    assert env_run.stderr.strip().endswith(
+        "sample count (2) passes the limit samples=1 (raise it with PYPROFLAB_LIMITS=samples=N)"
+    )
+    assert len(env_run.stderr.strip().splitlines()) == 1
