@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import pyarrow as pa
 
-from pyproflab.arrays import list_parts
+from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import InvalidProfileError, UsageError
 
 ENV = "PYPROFLAB_LIMITS"
@@ -86,8 +86,15 @@ def _max_len(arr: pa.Array) -> int:
     if len(arr) == 0 or arr.null_count == len(arr):
         return 0
     if pa.types.is_dictionary(arr.type):
-        used = np.unique(arr.indices.drop_null().to_numpy(zero_copy_only=False))
-        lengths = pc.binary_length(arr.dictionary).to_numpy(zero_copy_only=False)
+        # Raw index buffer and validity, without pyarrow's conversions (which
+        # would import pandas for a null-bearing array).
+        idx = arr.indices
+        raw = np.frombuffer(idx.buffers()[1], dtype=np.int32, count=len(idx), offset=idx.offset * 4)
+        valid = to_numpy(pc.is_valid(idx))
+        lengths = to_numpy(pc.binary_length(arr.dictionary))
+        if not len(lengths):
+            return 0
+        used = np.clip(raw[valid], 0, len(lengths) - 1)
         return int(lengths[used].max()) if len(used) else 0
     return int(pc.max(pc.binary_length(arr)).as_py() or 0)
 
