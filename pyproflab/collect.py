@@ -13,15 +13,18 @@ What is fetched, per target and profile type (Go's ``net/http/pprof``):
 
 Rules:
 
-- Requests run concurrently on at most ``concurrency`` threads (stdlib
-  ``urllib``, no proxies: collect talks to the services directly). The socket
-  timeout is ``timeout`` seconds, plus ``seconds`` for a windowed request,
-  which also bounds the whole response.
+- Requests run concurrently on at most ``concurrency`` threads
+  (``sources/http.py``: httpx, no proxies). Each request has ``timeout``
+  seconds, plus ``seconds`` for a windowed one, for everything: connecting,
+  redirects (same host only unless the target allows others) and the whole
+  body; a body shorter than its Content-Length or larger than ``MAX_BODY`` is
+  an error, never stored.
 - Transient faults (connection refused or reset, timeout, HTTP 408/429/5xx)
   are retried up to ``retries`` times with exponential backoff and jitter;
   anything else (HTTP 401/403/404, a body that is not pprof) fails at once.
 - The Authorization value is read from the target's ``auth_env`` variable at
-  request time, sent only to the target's own URL (never on a redirect) and
+  request time, sent only to the target's own URL (never on a redirect; a 401
+  after a redirect says so instead of blaming the token) and
   written nowhere: not to the store, the archive, errors or reports.
 - A body is decoded before anything is kept; one that is not a valid pprof
   is refused with the decoder's one-line reason. A good body is archived at
@@ -44,16 +47,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.client
 import os
 import queue
 import random
-import socket
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -62,6 +61,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyproflab.errors import MetricsError, ProfileError, ProflabError
+from pyproflab.sources.http import FetchError, http_get
+from pyproflab.sources.http import shown as _shown
 from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
 
 if TYPE_CHECKING:
@@ -88,19 +89,8 @@ DEFAULT_RETRIES = 2
 DEFAULT_CONCURRENCY = 16
 DEFAULT_BACKOFF = 0.5
 BACKOFF_CAP = 8.0
-MAX_BODY = 512 << 20  # a profile (or /metrics) larger than this is refused
-USER_AGENT = "pyproflab-collect"
 
 Progress = Callable[[int, int], None]
-
-
-class FetchError(Exception):
-    """One failed request: ``message`` is one line, ``transient`` says whether to retry."""
-
-    def __init__(self, message: str, *, transient: bool, status: int | None = None):
-        super().__init__(message)
-        self.transient = transient
-        self.status = status
 
 
 # --- results ------------------------------------------------------------------------
@@ -234,92 +224,6 @@ class CollectReport:
 
 # --- HTTP -----------------------------------------------------------------------------
 
-# No proxies: the services are reached directly (and a test's loopback traffic
-# never leaves the machine because of an http_proxy variable).
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _shown(url: str) -> str:
-    """A URL as error lines show it: no credentials, no query."""
-    return redact_url(url).split("?", 1)[0]
-
-
-def http_get(
-    url: str,
-    *,
-    authorization: str | None,
-    timeout: float,
-    deadline: float | None = None,
-    max_bytes: int = MAX_BODY,
-) -> bytes:
-    """GET ``url`` and return the body; ``FetchError`` (one line, no secrets) on failure.
-
-    ``timeout`` is the socket timeout; ``deadline`` (``time.monotonic``) bounds
-    the whole response, so a server trickling bytes cannot hold us forever.
-    """
-    shown = _shown(url)
-    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    if authorization is not None:
-        # An unredirected header is not copied onto a redirect's new request.
-        req.add_unredirected_header("Authorization", authorization)
-    try:
-        with _OPENER.open(req, timeout=timeout) as resp:
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise FetchError(
-                        f"timed out after {timeout:g} s reading {shown}", transient=True
-                    )
-                chunk = resp.read(1 << 16)
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > max_bytes:
-                    raise FetchError(
-                        f"body larger than {max_bytes} bytes from {shown}", transient=False
-                    )
-                chunks.append(chunk)
-            return b"".join(chunks)
-    except FetchError:
-        raise
-    except urllib.error.HTTPError as e:
-        code = e.code
-        e.close()
-        transient = code in (408, 429) or code >= 500
-        raise FetchError(f"HTTP {code} from {shown}", transient=transient, status=code) from None
-    except urllib.error.URLError as e:
-        return _raise(_network_reason(e.reason, shown, timeout), _is_transient(e.reason))
-    except (OSError, http.client.HTTPException) as e:
-        return _raise(_network_reason(e, shown, timeout), _is_transient(e))
-
-
-def _raise(message: str, transient: bool) -> bytes:
-    raise FetchError(message, transient=transient)
-
-
-def _is_transient(reason: object) -> bool:
-    if isinstance(reason, socket.gaierror):
-        return False  # the host name does not resolve: retrying will not help
-    return isinstance(reason, (OSError, http.client.HTTPException))
-
-
-def _network_reason(reason: object, shown: str, timeout: float) -> str:
-    if isinstance(reason, TimeoutError | socket.timeout):
-        return f"timed out after {timeout:g} s waiting for {shown}"
-    if isinstance(reason, ConnectionRefusedError):
-        return f"connection refused by {shown}"
-    if isinstance(reason, ConnectionResetError | http.client.RemoteDisconnected):
-        return f"connection closed by {shown}"
-    if isinstance(reason, socket.gaierror):
-        return f"cannot resolve the host of {shown}"
-    if isinstance(reason, http.client.HTTPException):
-        return f"bad HTTP response from {shown} ({type(reason).__name__})"
-    if isinstance(reason, OSError) and reason.strerror:
-        return f"{reason.strerror.lower()} ({shown})"
-    # str() of a URLError reason names the URL at most, never headers.
-    return f"{type(reason).__name__} from {shown}"
-
 
 def backoff_delay(attempt: int, base: float) -> float:
     """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, capped,
@@ -409,6 +313,7 @@ def _fetch_profile(
                 authorization=auth,
                 timeout=sock_timeout,
                 deadline=time.monotonic() + sock_timeout,
+                other_hosts=target.allow_redirects_to_other_hosts,
             )
         except FetchError as e:
             result.error = str(e)
@@ -418,7 +323,7 @@ def _fetch_profile(
                 continue
             if attempt > 1:
                 result.error += f" (after {attempt} attempts)"
-            elif e.status in (401, 403):
+            elif e.status in (401, 403) and not e.redirected:
                 # Name the variable, never its value.
                 result.error += (
                     f" (check the value of ${target.auth_env})"
@@ -461,7 +366,11 @@ def _scrape(target: Target, *, timeout: float) -> _Scraped:
     try:
         auth = target.authorization()
         body = http_get(
-            url, authorization=auth, timeout=timeout, deadline=time.monotonic() + timeout
+            url,
+            authorization=auth,
+            timeout=timeout,
+            deadline=time.monotonic() + timeout,
+            other_hosts=target.allow_redirects_to_other_hosts,
         )
     except LookupError as e:
         return _Scraped(target, shown, when, error=str(e))

@@ -9,6 +9,7 @@ A targets file is a list of ``[[target]]`` tables::
     url      = "http://127.0.0.1:6060"  # base URL: /debug/pprof/... and /metrics below it
     auth_env = "API_PPROF_AUTH"         # optional: env var holding the Authorization value
     types    = ["cpu", "heap"]          # optional: this target's own profile types
+    allow_redirects_to_other_hosts = false  # optional: follow a redirect off this host
 
 Rules:
 
@@ -20,6 +21,9 @@ Rules:
 - ``auth_env`` names an environment variable (``[A-Za-z_][A-Za-z0-9_]*``);
   its value is read only when a request is made (``Target.authorization``) and
   is kept nowhere else.
+- A redirect is followed only to the target's own host and port unless
+  ``allow_redirects_to_other_hosts = true``; the Authorization value is
+  never sent to a redirect either way.
 - Unknown keys are errors (a typo like ``auth`` or ``token`` must not be
   silently ignored).
 - Every problem is one line naming the file and the target: a ``UsageError``.
@@ -42,7 +46,7 @@ from pyproflab.errors import UsageError
 COLLECT_TYPES: tuple[str, ...] = ("cpu", "heap", "allocs", "goroutine", "mutex", "block")
 
 _REQUIRED = ("service", "version", "instance", "url")
-_OPTIONAL = ("auth_env", "types")
+_OPTIONAL = ("auth_env", "types", "allow_redirects_to_other_hosts")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -56,6 +60,7 @@ class Target:
     url: str
     auth_env: str | None = None
     types: tuple[str, ...] | None = None
+    allow_redirects_to_other_hosts: bool = False
 
     @property
     def name(self) -> str:
@@ -135,6 +140,9 @@ def _one_target(raw: Any) -> Target:
     types = raw.get("types")
     if types is not None:
         types = tuple(parse_types(types, what="types"))
+    other_hosts = raw.get("allow_redirects_to_other_hosts", False)
+    if not isinstance(other_hosts, bool):
+        raise ValueError("allow_redirects_to_other_hosts must be true or false")
     return Target(
         values["service"],
         values["version"],
@@ -142,6 +150,7 @@ def _one_target(raw: Any) -> Target:
         url,
         auth_env=auth_env,
         types=types,
+        allow_redirects_to_other_hosts=other_hosts,
     )
 
 
