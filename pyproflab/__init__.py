@@ -82,18 +82,33 @@ def merge_profiles(profiles: list[Profile]) -> Profile:
 def top(source: Any, **options: Any):
     """Top functions of a ``Profile`` or of profile files (merged), as ``go tool pprof -top``.
 
-    Options: sample_index, granularity, nodecount, cum_sort, focus, ignore.
+    Options: sample_index, granularity, nodecount, cum_sort, focus, ignore, hide, show,
+    show_from, tagfocus, tagignore, node_fraction, edge_fraction; ``diff_base=`` or
+    ``base=`` (a Profile or files) subtracts a base as pprof's -diff_base / -base.
     """
     from pyproflab.analyses.top import top as _top
 
-    if not isinstance(source, Profile):
-        import os
+    diff_base, base = options.pop("diff_base", None), options.pop("base", None)
+    source = _profile(source)
+    if diff_base is not None or base is not None:
+        from pyproflab.analyses.diff import subtract
 
-        from pyproflab.files import read_and_merge
-
-        single = isinstance(source, (str, os.PathLike))
-        source = read_and_merge([source] if single else source)
+        if diff_base is not None and base is not None:
+            raise ProflabError("give diff_base or base, not both")
+        source = subtract(source, _profile(diff_base or base), diff_base=diff_base is not None)
     return _top(source, **options)
+
+
+def _profile(source: Any) -> Profile:
+    """A Profile as is; a path, or several (merged), read."""
+    if isinstance(source, Profile):
+        return source
+    import os
+
+    from pyproflab.files import read_and_merge
+
+    single = isinstance(source, (str, os.PathLike))
+    return read_and_merge([source] if single else source)
 
 
 def flame(profile: Profile, sample_index: Any = None, *, title: str | None = None):

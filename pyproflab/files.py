@@ -1,12 +1,25 @@
-"""Profiles straight from files, without a store: read several and merge them."""
+"""Profiles straight from files or URLs, without a store: read several and merge them.
+
+Rules for URLs (as ``go tool pprof http://host:port/debug/pprof/profile`` reads them):
+
+- A source starting with ``http://`` or ``https://`` is fetched (GET, no proxy:
+  profiled services are reached directly). ``seconds`` (pprof's -seconds) is
+  set as the query's ``seconds`` parameter, and the timeout is that plus 60 s.
+- The body is read up to the decoder's cap; a non-200 answer, a network error,
+  a timeout or a larger body is a one-line ``UsageError`` naming the URL
+  without its credentials or query.
+"""
 
 from __future__ import annotations
 
 import glob
 import os
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable
 
-from pyproflab.decode import DEFAULT_MAX_BYTES, read_profile
+from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes, read_profile
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
@@ -18,7 +31,9 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
     """
     out: list[str] = []
     for p in map(str, paths):
-        if os.path.isdir(p):
+        if is_url(p):
+            out.append(p)
+        elif os.path.isdir(p):
             for root, dirs, files in os.walk(p):
                 dirs.sort()
                 out.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
@@ -35,13 +50,55 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
 
 
 def read_and_merge(
-    paths: Iterable[str | os.PathLike], *, max_bytes: int = DEFAULT_MAX_BYTES
+    paths: Iterable[str | os.PathLike],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    seconds: float | None = None,
 ) -> Profile:
-    """Read every file and merge them as ``go tool pprof A B …`` does (one file: as is)."""
+    """Read every file or URL and merge them as ``go tool pprof A B …`` does (one: as is)."""
     from pyproflab.analyses.merge import merge
 
     files = expand_paths(paths)
     if not files:
         raise UsageError("no profile files given")
-    profiles = [read_profile(f, max_bytes=max_bytes) for f in files]
+    profiles = [
+        fetch_profile(f, seconds=seconds, max_bytes=max_bytes)
+        if is_url(f)
+        else read_profile(f, max_bytes=max_bytes)
+        for f in files
+    ]
     return profiles[0] if len(profiles) == 1 else merge(profiles)
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def fetch_profile(
+    url: str, *, seconds: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Profile:
+    """The profile a URL serves (see the module rules)."""
+    parts = urllib.parse.urlsplit(url)
+    shown = parts._replace(netloc=parts.hostname or "", query="").geturl()
+    if parts.port:
+        shown = parts._replace(netloc=f"{parts.hostname}:{parts.port}", query="").geturl()
+    if seconds is not None:
+        query = urllib.parse.parse_qsl(parts.query)
+        query = [(k, v) for k, v in query if k != "seconds"] + [("seconds", f"{seconds:g}")]
+        url = parts._replace(query=urllib.parse.urlencode(query)).geturl()
+    timeout = (seconds or 0) + 60
+    try:
+        with _NO_PROXY.open(url, timeout=timeout) as resp:
+            data = resp.read(max_bytes + 1)
+    except urllib.error.HTTPError as e:
+        e.close()
+        raise UsageError(f"{shown}: HTTP {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise UsageError(f"{shown}: cannot fetch: {reason}") from None
+    if len(data) > max_bytes:
+        raise UsageError(f"{shown}: body larger than {max_bytes} bytes")
+    return decode_bytes(data, source=shown, max_bytes=max_bytes)

@@ -128,3 +128,118 @@ def test_cli_text_is_pprofs_text(ours, theirs, capsys, go_bin):
     nodecount = [] if "--nodecount" in ours else ["--nodecount", "0"]
     assert main(["top", str(path), "--trim", *nodecount, *ours]) == 0
     assert capsys.readouterr().out == oracle.run_pprof(["-top", *theirs, path])
+
+
+FASTDELTA = "dd-trace-go/profiler/internal/fastdelta/testdata"
+DIFF_PAIRS = [
+    (f"{FASTDELTA}/heap.after.pprof", f"{FASTDELTA}/heap.before.pprof", 1),
+    (f"{FASTDELTA}/block.after.pprof", f"{FASTDELTA}/block.before.pprof", 1),
+    (f"{FASTDELTA}/stress-failure.after.pprof", f"{FASTDELTA}/stress-failure.before.pprof", 3),
+    (
+        "parca/pkg/query/testdata/many/1644509299337903000.pb.gz",
+        "parca/pkg/query/testdata/many/1644509272337470000.pb.gz",
+        1,
+    ),
+]
+
+
+def _diff(new: Path, base: Path, index: int, diff: bool) -> None:
+    from pyproflab.analyses.diff import subtract
+
+    unit = oracle.sample_types(new)[index][1]
+    theirs = oracle.diff_top(new, base=base, sample_index=index, unit=unit, diff=diff)
+    ours = api_top(subtract(api_read(new), api_read(base), diff_base=diff), sample_index=index)
+    assert_same_rows(our_top_keys(ours), theirs, f"{new.name} - {base.name} (diff={diff})")
+    assert ours.total == theirs.total
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("diff", [True, False], ids=["diff_base", "base"])
+@pytest.mark.parametrize(
+    ("new", "base", "index"), DIFF_PAIRS, ids=[Path(p[0]).name for p in DIFF_PAIRS]
+)
+def test_corpus_diff_base_matches_pprof(new, base, index, diff, go_bin):
+    if not (CORPUS / new).exists():
+        pytest.skip("corpus file not found")
+    _diff(CORPUS / new, CORPUS / base, index, diff)
+
+
+@pytest.mark.parametrize("diff", [True, False], ids=["diff_base", "base"])
+def test_go_diff_base_matches_pprof(diff, go_profiles):
+    _diff(go_profiles["cpu2"], go_profiles["cpu"], 1, diff)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("flag", ["diff_base", "base"])
+def test_cli_diff_text_is_pprofs_text(flag, capsys, go_bin):
+    from pyproflab.cli import main
+
+    new, base = CORPUS / DIFF_PAIRS[0][0], CORPUS / DIFF_PAIRS[0][1]
+    if not new.exists():
+        pytest.skip("corpus file not found")
+    args = ["top", str(new), "--sample-index", "1", "--trim", "--nodecount", "0"]
+    assert main([*args, f"--{flag}", str(base)]) == 0
+    theirs = oracle.run_pprof(["-top", "-sample_index=1", f"-{flag}={base}", new])
+    assert capsys.readouterr().out == theirs
+
+
+# --- a profile read from a URL -------------------------------------------------------
+
+
+@pytest.fixture
+def profile_server():
+    """A loopback HTTP server giving one corpus file at /debug/pprof/profile (and 404
+    elsewhere); records the query strings it was asked with. Stopped after the test."""
+    import http.server
+    import threading
+
+    body = (CORPUS / EXEMPLARS).read_bytes() if (CORPUS / EXEMPLARS).exists() else b""
+    queries: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            path, _, query = self.path.partition("?")
+            queries.append(query)
+            ok = path == "/debug/pprof/profile" and body
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", str(len(body) if ok else 0))
+            self.end_headers()
+            if ok:
+                self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", queries
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.corpus
+def test_top_of_a_url_is_pprofs(profile_server, capsys, go_bin):
+    from pyproflab.cli import main
+
+    base, queries = profile_server
+    if not (CORPUS / EXEMPLARS).exists():
+        pytest.skip("corpus file not found")
+    url = f"{base}/debug/pprof/profile"
+    assert main(["top", url, "--trim", "--nodecount", "0", "--seconds", "2"]) == 0
+    assert queries[-1] == "seconds=2"
+    ours = capsys.readouterr().out
+    assert ours == oracle.run_pprof(["-top", "-seconds=2", url])
+    assert queries[-1] == "seconds=2"  # pprof asked the same way
+
+
+def test_a_url_that_fails_is_one_line_exit_2(profile_server, capsys):
+    from pyproflab.cli import main
+
+    base, _ = profile_server
+    assert main(["top", f"{base}/debug/pprof/nothing?token=secret"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "HTTP 404" in err[0] and "secret" not in err[0], err

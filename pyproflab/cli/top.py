@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+from pyproflab.errors import UsageError
 
 
 class Command:
@@ -18,7 +19,16 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "files", nargs="*", metavar="FILE", help="pprof files (no store needed)"
+            "files",
+            nargs="*",
+            metavar="FILE",
+            help="pprof files or http(s) URLs such as http://host:6060/debug/pprof/profile",
+        )
+        parser.add_argument(
+            "--seconds",
+            type=float,
+            metavar="N",
+            help="for URLs: ask for an N-second profile (the seconds parameter, as pprof)",
         )
         common.add_db_option(parser)
         common.add_selection_options(parser)
@@ -47,6 +57,12 @@ class Command:
             "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
         )
         add_pprof_filters(parser)
+        for name, text in (
+            ("diff_base", "subtract these profiles; percentages are shares of the base"),
+            ("base", "subtract these profiles (as pprof -base)"),
+        ):
+            flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+            parser.add_argument(*flags, dest=name, action="append", metavar="FILE", help=text)
         parser.add_argument(
             "--nodefraction",
             type=float,
@@ -139,7 +155,15 @@ def load_profile(args: argparse.Namespace):
     if args.files:
         from pyproflab.files import read_and_merge
 
-        return read_and_merge(args.files)
+        profile = read_and_merge(args.files, seconds=getattr(args, "seconds", None))
+        base = getattr(args, "diff_base", None) or getattr(args, "base", None)
+        if base:
+            from pyproflab.analyses.diff import subtract
+
+            if args.diff_base and args.base:
+                raise UsageError("give --diff_base or --base, not both")
+            profile = subtract(profile, read_and_merge(base), diff_base=bool(args.diff_base))
+        return profile
     from pyproflab.store import Store
 
     with Store.open(common.db_path(args), read_only=True) as store:
