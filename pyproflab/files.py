@@ -2,10 +2,11 @@
 
 Rules for URLs (as ``go tool pprof http://host:port/debug/pprof/profile`` reads them):
 
-- A source starting with ``http://`` or ``https://`` is fetched (GET, no proxy:
-  profiled services are reached directly). ``seconds`` (pprof's -seconds) is
-  set as the query's ``seconds`` parameter, and the timeout is that plus 60 s.
-- The body is read up to the decoder's cap; a non-200 answer, a network error,
+- A source starting with ``http://`` or ``https://`` is fetched with
+  ``sources.http.http_get`` (collect's bounded GET: no proxy, same-host
+  redirects, whole bodies only). ``seconds`` (pprof's -seconds) is set as the
+  query's ``seconds`` parameter, and the deadline is that plus 60 s.
+- The body is capped at the decoder's limit; a non-200 answer, a network error,
   a timeout or a larger body is a one-line ``UsageError`` naming the URL
   without its credentials or query.
 """
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 
 from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes, read_profile
@@ -74,31 +73,20 @@ def is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
 def fetch_profile(
     url: str, *, seconds: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> Profile:
     """The profile a URL serves (see the module rules)."""
-    parts = urllib.parse.urlsplit(url)
-    shown = parts._replace(netloc=parts.hostname or "", query="").geturl()
-    if parts.port:
-        shown = parts._replace(netloc=f"{parts.hostname}:{parts.port}", query="").geturl()
+    from pyproflab.sources.http import FetchError, http_get, shown
+
     if seconds is not None:
+        parts = urllib.parse.urlsplit(url)
         query = urllib.parse.parse_qsl(parts.query)
         query = [(k, v) for k, v in query if k != "seconds"] + [("seconds", f"{seconds:g}")]
         url = parts._replace(query=urllib.parse.urlencode(query)).geturl()
     timeout = (seconds or 0) + 60
     try:
-        with _NO_PROXY.open(url, timeout=timeout) as resp:
-            data = resp.read(max_bytes + 1)
-    except urllib.error.HTTPError as e:
-        e.close()
-        raise UsageError(f"{shown}: HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise UsageError(f"{shown}: cannot fetch: {reason}") from None
-    if len(data) > max_bytes:
-        raise UsageError(f"{shown}: body larger than {max_bytes} bytes")
-    return decode_bytes(data, source=shown, max_bytes=max_bytes)
+        data = http_get(url, authorization=None, timeout=timeout, max_bytes=max_bytes)
+    except FetchError as e:
+        raise UsageError(str(e)) from None
+    return decode_bytes(data, source=shown(url), max_bytes=max_bytes)
