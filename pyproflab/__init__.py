@@ -111,12 +111,21 @@ def _profile(source: Any) -> Profile:
     return read_and_merge([source] if single else source)
 
 
-def flame(profile: Profile, sample_index: Any = None, *, title: str | None = None):
-    """A flame graph (root on top) of ``profile``'s ``sample_index`` (name or number;
-    default as ``top`` chooses) as a plotly figure; every name escaped."""
-    from pyproflab.reports.flame import flame_figure
+def flame(
+    profile: Profile,
+    sample_index: Any = None,
+    *,
+    base: Profile | None = None,
+    base_scale: float = 1.0,
+    title: str | None = None,
+):
+    """An interactive flame graph (root on top; search, zoom, sandwich view) of
+    ``profile``'s ``sample_index`` (name or number; default as ``top`` chooses);
+    with ``base``, a differential one coloured by change. Shows itself in Jupyter;
+    ``.html()`` for a page. Works offline; every name stays text."""
+    from pyproflab.reports.flamegraph import flame_graph
 
-    return flame_figure(profile, sample_index, title=title)
+    return flame_graph(profile, sample_index, base=base, base_scale=base_scale, title=title)
 
 
 def notebook() -> None:

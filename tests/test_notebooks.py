@@ -15,8 +15,8 @@ Rules checked:
   writes its default.pgo to a temporary folder unless OUT is given).
 - Exported with nbconvert's HTML exporter (what ``jupyter nbconvert --to html
   --execute`` does) and opened in headless Chromium, every plotly figure of the
-  outputs is drawn (counted: plotly's ``.main-svg`` in each figure div), with
-  no script error.
+  outputs is drawn (counted: plotly's ``.main-svg`` in each figure div), and
+  every flame graph of ``pyproflab.flame``, with no script error.
 """
 
 from __future__ import annotations
@@ -133,7 +133,9 @@ def _count_drawn(html_path: Path) -> dict:
     probe = (
         "JSON.stringify({divs: document.querySelectorAll('.plotly-graph-div').length, "
         "drawn: Array.from(document.querySelectorAll('.plotly-graph-div'))"
-        ".filter(d => d.querySelector('.main-svg')).length})"
+        ".filter(d => d.querySelector('.main-svg')).length, "
+        "flames: document.querySelectorAll('.pyproflab-flame[data-drawn] svg .pf-frame')"
+        ".length > 0 ? document.querySelectorAll('.pyproflab-flame[data-drawn]').length : 0})"
     )
     with Browser() as b:
         res = b.open_page(html_path.as_uri(), wait_charts=False, settle=3.0, probe=probe)
@@ -176,4 +178,8 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     out = tmp_path / f"{name}.html"
     out.write_text(page, encoding="utf-8")
     seen = _count_drawn(out)
-    assert seen == {"divs": len(figures), "drawn": len(figures), "errors": []}, seen
+    flames = html.count('class="pyproflab-flame"')
+    want = {"divs": len(figures), "drawn": len(figures), "flames": flames, "errors": []}
+    assert seen == want, seen
+    if name == "01_fleet_overview":
+        assert flames == 1  # pyproflab.flame: our flame graph, drawn in the exported page

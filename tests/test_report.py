@@ -35,6 +35,7 @@ CHARTS = (
     "gogc-curve",
     "pgo-edges",
 )
+FLAMES = ("flame-cpu", "flame-allocs", "regressions-flame")  # our flame graphs, not plotly
 
 
 class Page(html.parser.HTMLParser):
@@ -115,8 +116,9 @@ def test_self_contained_offline(demo_report):
     js = get_plotlyjs()
     assert page.count(js) == 1, "plotly.js must be embedded exactly once"
     assert "</script" not in js.lower()
-    # One script for plotly.js, one per chart, one manifest: nothing more.
-    assert len(doc.scripts) == 1 + len(CHARTS) + 1
+    # One script for plotly.js, one for the flame graphs, one per chart (plotly's
+    # drawing call or a flame graph's JSON), one manifest: nothing more.
+    assert len(doc.scripts) == 2 + len(CHARTS) + 1
 
 
 def test_every_section_and_chart(demo_report):
@@ -130,9 +132,10 @@ def test_every_section_and_chart(demo_report):
     charts = re.findall(r'<div class="chart" data-chart="([^"]+)">', page)
     assert charts == list(CHARTS)
     for name in CHARTS:
-        assert f'Plotly.newPlot(\n                        "chart-{name}"' in page or re.search(
-            rf'Plotly\.newPlot\(\s*"chart-{name}"', page
-        )
+        if name in FLAMES:
+            assert f'<div class="pyproflab-flame" id="chart-{name}">' in page
+        else:
+            assert re.search(rf'Plotly\.newPlot\(\s*"chart-{name}"', page), name
     text = " ".join(parse(page).text)
     for heading in (
         "Fleet summary",

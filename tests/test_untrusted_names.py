@@ -91,7 +91,7 @@ def evil_report(tmp_path_factory) -> tuple[Path, str]:
 def test_report_static(evil_report):
     _, page = evil_report
     # plotly.js, one script per chart, the manifest: an early </script> would add blocks.
-    assert_markup_safe(page, "report", scripts=1 + len(CHARTS) + 1)
+    assert_markup_safe(page, "report", scripts=2 + len(CHARTS) + 1)
     m = manifest(page)  # the JSON block still parses
     assert [s["id"] for s in m["sections"] if s["skipped"]] == []
     # Shown, escaped: in markup as entities, in plotly's JSON as \u003c.
@@ -194,10 +194,11 @@ def test_notebooks_on_hostile_names(tmp_path):
 )
 def test_report_in_browser(evil_report):
     out, _ = evil_report
-    # The drawn text of each chart (its SVG <text> elements, not its script's source).
+    # The drawn text of each chart (its SVG <text> elements and, for the flame graphs,
+    # whose labels are cut to the frame's width, the <title> tooltips), not its script.
     probe = (
         "JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('.chart'))"
-        ".map(c => [c.dataset.chart, Array.from(c.querySelectorAll('svg text'))"
+        ".map(c => [c.dataset.chart, Array.from(c.querySelectorAll('svg text, svg title'))"
         ".map(t => t.textContent).join('\\n')])))"
     )
     with Browser() as b:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import shlex
 import time
 from collections.abc import Callable
@@ -48,7 +47,8 @@ from typing import Any
 from markupsafe import Markup
 
 from pyproflab.errors import ProflabError
-from pyproflab.reports.flame import flame_figure, plotly_text
+from pyproflab.reports.flame import plotly_text
+from pyproflab.reports.flamegraph import FlameGraph, flame_graph, script_json
 from pyproflab.store.kinds import one_kind
 from pyproflab.store.select import Selection
 
@@ -59,20 +59,6 @@ DEFAULT_BUDGET = "1.5x"
 _CPU_GC = "go_cpu_classes_gc_total_cpu_seconds_total"
 _CPU_TOTAL = "go_cpu_classes_total_cpu_seconds_total"
 _CPU_IDLE = "go_cpu_classes_idle_cpu_seconds_total"
-
-
-def script_json(value: Any) -> str:
-    """JSON safe inside a ``<script>`` element: no ``</script>``, ``<!--`` or line separators."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    for raw, safe in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(raw, safe)
-    return text
 
 
 @dataclass
@@ -239,7 +225,7 @@ def _flame(store, sel: Selection, s: Section, sample: str, name: str, title: str
     a note (the other graph of the section still draws)."""
     try:
         profile = store.merged_profile(_one(store, sel, s, sample))
-        s.figures.append((name, flame_figure(profile, sample, title=title)))
+        s.figures.append((name, flame_graph(profile, sample, title=title)))
     except ProflabError as e:
         s.notes.append(f"no {sample} flame graph: {e}")
         return False
@@ -337,7 +323,7 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
     base, new = _one(store, base, s, "cpu"), _one(store, new, s, "cpu")
     result = regressions(store, base, new)
     s.figures.append(("regressions-top", result.figure_top(n=15)))
-    s.figures.append(("regressions-flame", result.figure_flame()))
+    s.figures.append(("regressions-flame", _diff_flame(store, base, new, result)))
     s.ctx = {
         "base": base_v,
         "new": new_v,
@@ -583,7 +569,22 @@ def pgo_section(store, sel: Selection, db: str, edges: int = 15) -> Section:
 # --- the page ---------------------------------------------------------------------------
 
 
+def _diff_flame(store, base: Selection, new: Selection, result) -> FlameGraph:
+    """The new side's CPU, coloured by change from the base side's, per second of
+    profile on each side (the base scaled by new duration / base duration)."""
+    scale = result.duration_new / result.duration_base if result.duration_base else 1.0
+    return flame_graph(
+        store.merged_profile(new),
+        "cpu",
+        base=store.merged_profile(base),
+        base_scale=scale,
+        title="CPU per second, coloured by change from the base version",
+    )
+
+
 def _figure_html(fig, div_id: str) -> str:
+    if isinstance(fig, FlameGraph):
+        return fig.html(div_id, with_script=False)
     import plotly.io as pio
 
     return pio.to_html(
@@ -611,6 +612,7 @@ def build_report(
     from plotly.offline import get_plotlyjs
 
     from pyproflab import __version__
+    from pyproflab.reports.flamegraph import script as flame_script
 
     started = time.perf_counter()
     sel = selection or Selection()
@@ -654,6 +656,7 @@ def build_report(
             heading=heading,
             # plotly.js, embedded once; it contains no "</script" (checked by the tests).
             plotlyjs=Markup(get_plotlyjs()),
+            flamejs=Markup(flame_script()),
             db=db,
             selection=sel.describe() or "everything",
             generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S}",
