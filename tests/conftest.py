@@ -5,8 +5,10 @@ Where things come from:
 
 - Go: the `go` command on PATH. Without it, every test that needs Go skips
   with "Go is not installed".
-- Go-program profiles: tests/goprogs/profgen, built and run once per session
-  into a temporary directory (about 6 s).
+- Go-program profiles: what tests/goprogs/profgen wrote once, recorded in
+  tests/testdata/go by tests/record_go_profiles.py (a fresh sampled profile can
+  miss a function on a loaded machine; a recorded one cannot). One test still
+  builds and runs profgen and checks only what every run guarantees.
 - The corpus: ``../shared/corpus`` beside the repository root. Without it (a
   fresh clone) the corpus tests skip, naming the path they looked for.
 """
@@ -14,6 +16,7 @@ Where things come from:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from collections import Counter
@@ -28,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Resolved: ../shared may be a symlink, and the code under test reports resolved paths.
 CORPUS = (REPO.parent / "shared" / "corpus").resolve()
 GOPROGS = Path(__file__).resolve().parent / "goprogs"
+RECORDED_GO = Path(__file__).resolve().parent / "testdata" / "go"
 
 # What profgen writes: kind -> (file name, number of sample types).
 GO_PROFILES: dict[str, tuple[str, int]] = {
@@ -181,10 +185,16 @@ def run_profgen(
 
 
 @pytest.fixture(scope="session")
-def go_profiles(profgen_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def go_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """kind -> real profile written by profgen (cpu, cpu2, heap, allocs, goroutine,
-    mutex, block, threadcreate). Built and run once per session."""
-    return run_profgen(profgen_bin, tmp_path_factory.mktemp("goprofiles"))
+    mutex, block, threadcreate), recorded in tests/testdata/go; copied to a
+    temporary directory so that no test can change the recorded files."""
+    out = tmp_path_factory.mktemp("goprofiles")
+    paths = {}
+    for kind, (name, _) in GO_PROFILES.items():
+        paths[kind] = out / name
+        shutil.copyfile(RECORDED_GO / name, paths[kind])
+    return paths
 
 
 # --- the corpus -----------------------------------------------------------------------

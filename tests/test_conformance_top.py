@@ -20,6 +20,8 @@ import pprof_oracle as oracle
 import pytest
 from conftest import (
     CORPUS,
+    GO_PROFILES,
+    RECORDED_GO,
     REPO,
     Pprof,
     api_read,
@@ -31,6 +33,7 @@ from conftest import (
     go_params,
     our_top_keys,
     require_opened,
+    run_profgen,
 )
 
 GRANULARITIES = [pytest.param(False, id="functions"), pytest.param(True, id="lines")]
@@ -100,8 +103,19 @@ def test_top_go(kind: str, index: int, lines: bool, go_profiles, prefetched: Ppr
 
 
 @pytest.mark.go
+@pytest.mark.go
+def test_profgen_live_run_writes_every_kind(profgen_bin, tmp_path, pprof: Pprof):
+    """A fresh profgen run (what the recorded profiles came from) writes every kind
+    with the recorded sample types: all that a sampled run guarantees."""
+    live = run_profgen(profgen_bin, tmp_path, cpu_seconds=0.5)
+    recorded = {kind: RECORDED_GO / name for kind, (name, _) in GO_PROFILES.items()}
+    for kind, path in live.items():
+        assert pprof.sample_types(path) == pprof.sample_types(recorded[kind]), kind
+
+
 def test_go_cpu_profile_exercises_pprof(go_profiles, pprof: Pprof):
-    """The Go CPU profile has hundreds of samples, recursion, inline markers and labels."""
+    """The recorded Go CPU profile has hundreds of samples, recursion, inline
+    markers and labels (tests/record_go_profiles.py kept a run that has them)."""
     report = pprof.top(go_profiles["cpu"], sample_index=0)
     rows = {r.label: r for r in report.rows}
     assert sum(r.flat for r in report.rows) >= 200, "expected hundreds of CPU samples"

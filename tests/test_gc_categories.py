@@ -1,18 +1,17 @@
 """GC CPU categories: each category's plain value equals `go tool pprof -focus=REGEX`.
 
-The real profile comes from a small allocation-heavy Go program built and run
-here (profgen's CPU profile has no GC samples); corpus Go CPU profiles are
-checked too when ../shared/corpus is present.
+The real profile comes from a small allocation-heavy Go program,
+tests/goprogs/gcload, recorded once (profgen's CPU profile has no GC samples);
+corpus Go CPU profiles are checked too when ../shared/corpus is present.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pprof_oracle as oracle
 import pytest
-from conftest import CORPUS, SKIP_NO_CORPUS, go_env
+from conftest import CORPUS, RECORDED_GO, SKIP_NO_CORPUS
 
 from pyproflab import read_profile
 from pyproflab.analyses.gc_categories import (
@@ -22,106 +21,13 @@ from pyproflab.analyses.gc_categories import (
     gc_categories,
 )
 
-# An allocation-heavy program: a live pointer-rich heap, GOGC=25, one churning
-# goroutine per P, so mark workers, assists, write barriers and sweeping all
-# show up in its CPU profile.
-GCLOAD_GO = r"""
-package main
-
-import (
-	"flag"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"runtime/pprof"
-	"sync"
-	"time"
-)
-
-type node struct {
-	next *node
-	kids []*node
-	buf  []byte
-	val  int
-}
-
-func churn(seed int, stop <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
-	live := make([]*node, 4096)
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		n := &node{val: i + seed, buf: make([]byte, 64+i%256)}
-		n.kids = make([]*node, 4)
-		for k := range n.kids {
-			n.kids[k] = &node{val: k}
-		}
-		j := (i*7919 + seed) % len(live)
-		n.next = live[j]
-		live[j] = n
-		if i%1000 == 0 {
-			live[(j+1)%len(live)] = nil
-		}
-	}
-}
-
-func main() {
-	out := flag.String("out", "cpu.pb.gz", "CPU profile path")
-	secs := flag.Float64("seconds", 2, "how long to run")
-	flag.Parse()
-	debug.SetGCPercent(25)
-	f, err := os.Create(*out)
-	if err != nil {
-		panic(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		panic(err)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := 0; g < runtime.GOMAXPROCS(0); g++ {
-		wg.Add(1)
-		go churn(g, stop, &wg)
-	}
-	time.Sleep(time.Duration(*secs * float64(time.Second)))
-	close(stop)
-	wg.Wait()
-	runtime.GC()
-	pprof.StopCPUProfile()
-	f.Close()
-}
-"""
-
 
 @pytest.fixture(scope="session")
-def gc_cpu_profile(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CPU profile of GCLOAD_GO (built and run once per session, ~3 s)."""
-    src = tmp_path_factory.mktemp("gcload")
-    (src / "main.go").write_text(GCLOAD_GO)
-    (src / "go.mod").write_text("module gcload\n\ngo 1.22\n")
-    res = subprocess.run(
-        [go_bin, "build", "-o", "gcload", "."],
-        cwd=src,
-        env=go_env(src),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if res.returncode != 0:
-        pytest.fail(f"go build of gcload failed:\n{res.stderr}")
-    out = src / "cpu.pb.gz"
-    res = subprocess.run(
-        [str(src / "gcload"), "-out", str(out), "-seconds", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if res.returncode != 0:
-        pytest.fail(f"gcload failed:\n{res.stderr}")
-    return out
+def gc_cpu_profile() -> Path:
+    """A CPU profile of tests/goprogs/gcload (an allocation-heavy program: a live
+    pointer-rich heap, GOGC=25, one churning goroutine per P), recorded once by
+    tests/record_go_profiles.py so that every GC category has samples."""
+    return RECORDED_GO / "gcload.cpu.pb.gz"
 
 
 def shown(report: oracle.TopReport) -> int:
