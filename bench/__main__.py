@@ -6,6 +6,8 @@ Sections (targets from the foundation issue):
   fleet    ingest of 1,000 small CPU profiles (profiles/s, peak memory), then
            `pyproflab top --db` vs `go tool pprof -top` on the files   <= 0.05x
   fleet-large  the same with 1,000 large profiles (derived from large.cpu)
+  fleet-regressions  regressions on the live demo fleet: the planted function
+           ranked first, its size inside the interval, A/A splits quiet
 
     python -m bench [--out DIR] [--only decode,top,fleet,fleet-large] [--runs N]
 """
@@ -167,11 +169,22 @@ def same_rows(ours_csv: Path, pprof_txt: Path) -> str:
     return f"(rows equal to pprof's: {sum(ours.values()):,}, flat and cum)"
 
 
+def section_fleet_regressions(work: Path, runs: int) -> list[str]:
+    """The live claims of regressions on the demo fleet (tests/fleet_regressions.py;
+    the tests check them on one recorded run)."""
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
+    from fleet_regressions import section
+
+    return section(work, runs)
+
+
 SECTIONS = {
     "decode": section_decode,
     "top": section_top,
     "fleet": section_fleet,
     "fleet-large": section_fleet_large,
+    "fleet-regressions": section_fleet_regressions,
 }
 
 
