@@ -5,7 +5,11 @@ profile can miss a function the tests look for. So the tests read profiles
 recorded once by this script (and committed), never fresh ones; they compare
 pyproflab with `go tool pprof` on those same files.
 
-    python tests/record_go_profiles.py [--tries N]
+    python tests/record_go_profiles.py [--tries N] [--only programs|notesd]
+
+``programs``: profgen's profiles and the GC load program's; ``notesd``: two 5 s
+CPU profiles of one demo-fleet notesd v1 under loadgen's request mix, for
+tests/test_pgo_build.py.
 
 Each program runs until its profile shows what the tests rely on (checked with
 `go tool pprof`, up to ``--tries`` runs); then the files are written. Needs Go.
@@ -104,10 +108,62 @@ def record(tries: int) -> None:
     print(f"wrote {len(GO_PROFILES) + 1} profiles to {OUT}")
 
 
+NOTESD = ("notesd-cpu0.pb.gz", "notesd-cpu1.pb.gz")
+# The call site tests/test_pgo_build.py expects devirtualized.
+PLANTED_EDGE = ("main.(*ranker).rank", "main.termScorer.Score")
+
+
+def notesd_ok(paths: list[Path]) -> str:
+    """'' when the profiles give a default.pgo with the planted edge and >10 hot edges."""
+    from pyproflab.analyses import pgo
+
+    res = pgo.pgo_files(paths)
+    if not res.ok:
+        return f"refused: {res.refusal}"
+    if not any((e.caller, e.callee) == PLANTED_EDGE for e in res.edges.edges):
+        return f"no {PLANTED_EDGE} edge"
+    return "" if len(res.edges.hot) > 10 else f"only {len(res.edges.hot)} hot edges"
+
+
+def record_notesd(tries: int) -> None:
+    import time
+
+    import fleet_harness as fh
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        bins = fh.build_fleet(d / "bin")
+        for attempt in range(1, tries + 1):
+            paths = [d / f"{attempt}-{name}" for name in NOTESD]
+            with fh.FleetInstance(bins.notesd).start("v1", "pgo-a") as inst:
+                with fh.start_load(
+                    inst, duration=13, rate_start=400, concurrency=16, loadgen=bins.loadgen
+                ) as run:
+                    time.sleep(1)
+                    for p in paths:
+                        p.write_bytes(inst.cpu_profile(5))
+                    summary = run.wait()
+            why = notesd_ok(paths)
+            if summary["errors"] == 0 and summary["requests"] > 1000 and not why:
+                break
+            print(f"notesd run {attempt}: {why or summary}; again", file=sys.stderr)
+        else:
+            sys.exit(f"notesd: no run in {tries} had what the tests need")
+        OUT.mkdir(parents=True, exist_ok=True)
+        for p, name in zip(paths, NOTESD, strict=True):
+            shutil.copyfile(p, OUT / name)
+    print(f"wrote {len(NOTESD)} notesd profiles to {OUT}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tries", type=int, default=10)
-    record(ap.parse_args().tries)
+    ap.add_argument("--only", choices=("programs", "notesd"), default=None)
+    args = ap.parse_args()
+    if args.only in (None, "programs"):
+        record(args.tries)
+    if args.only in (None, "notesd"):
+        record_notesd(args.tries)
 
 
 if __name__ == "__main__":

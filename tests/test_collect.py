@@ -648,8 +648,9 @@ def test_collect_from_a_real_notesd(
     assert cpu["window_end"] - cpu["window_start"] >= timedelta(seconds=2)
     assert all(p["num_samples"] > 0 for p in profiles)
     assert main_fns.column(0)[0].as_py() > 0  # the service's own code was on CPU
-    # Ticks at 0, 0.5, 1, 1.5, 2 s; a tick is skipped while the previous scrape is out.
-    assert 3 <= scrapes.as_py() <= 5
+    # Ticks at 0, 0.5, 1, 1.5, 2 s; a tick is skipped while the previous scrape is
+    # out, which on a loaded machine can be all but the first.
+    assert 1 <= scrapes.as_py() <= 5
     assert {
         "go_gc_cycles_total_gc_cycles_total",
         "go_memstats_next_gc_bytes",

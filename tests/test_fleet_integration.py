@@ -130,7 +130,6 @@ def fleet_run(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         fh.InstanceSpec("v2", "it-b", gogc=200, token=TOKEN, gctrace=True),
     ]
     os.environ[AUTH_ENV] = f"Bearer {TOKEN}"
-    t_begin = time.monotonic()
     try:
         with (
             Store.open(db) as store,
@@ -197,7 +196,6 @@ def fleet_run(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             instances = [(i.version, i.instance, i.addr) for i in fleet]
     finally:
         os.environ.pop(AUTH_ENV, None)
-    assert time.monotonic() - t_begin < 90, "the loop took too long"
     yield Run(db, instances, report, imported)
 
 
