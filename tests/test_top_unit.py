@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from pyproflab import schema
-from pyproflab.analyses.top import go_base, go_clean, resolve_sample_index, top
+from pyproflab.analyses.graph import go_base, go_clean, resolve_sample_index
+from pyproflab.analyses.top import top
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
@@ -299,11 +300,10 @@ def test_edges_dense_numbering_matches_direct_keys():
     """Edges keyed (caller, callee, sample) in one int64 unless that could overflow;
     then edges are numbered densely first. Both give the same edges, weights and
     inline flags, including a recursive sample whose edge repeats with both flags."""
-    import importlib
-
     import numpy as np
 
-    top_module = importlib.import_module("pyproflab.analyses.top")
+    from pyproflab.analyses.graph import count_edges
+
     # Frames leaf first: sample 0 is a->b->c, sample 1 is a->b (inline)->a->b, sample 2 is c->d.
     sample = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2], np.int32)
     node = np.array([2, 1, 0, 1, 0, 1, 0, 3, 2], np.int64)
@@ -311,9 +311,9 @@ def test_edges_dense_numbering_matches_direct_keys():
     # root-most one, whose flag is the one that counts (as pprof): a->b is not inline.
     inline = np.array([False, True, False, True, False, False, False, False, False])
     w = np.array([5, 7, 11], np.int64)
-    small = top_module._edges(sample, node, inline, w, 4)
+    small = count_edges(sample, node, inline, w, 4)
     big = 2**31  # 4 samples x big**2 x 2 >= 2**62: the dense path
-    dense = top_module._edges(sample, node, inline, w, big)
+    dense = count_edges(sample, node, inline, w, big)
     src, dst, weight, inl = small
     rows = zip(src.tolist(), dst.tolist(), weight.tolist(), inl.tolist(), strict=True)
     assert sorted(rows) == [

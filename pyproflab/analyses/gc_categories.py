@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters
-from pyproflab.analyses.top import compute_total, resolve_sample_index, sample_values
+from pyproflab.analyses.graph import compute_total, resolve_sample_index, sample_values
 from pyproflab.display import render
 from pyproflab.model import Profile, ValueType
 

@@ -55,10 +55,10 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters, stats
-from pyproflab.analyses.top import (
+from pyproflab.analyses.graph import (
     GRANULARITIES,
-    _build_nodes,
-    _expand,
+    build_nodes,
+    expand_frames,
     resolve_sample_index,
 )
 from pyproflab.analyses.units import scale
@@ -295,7 +295,7 @@ def _incidence(
     granularity: str,
     inlines: bool = True,
 ) -> _Incidence:
-    """Node paths of the distinct stacks, via ``top``'s node-building code."""
+    """Node paths of the distinct stacks, via ``analyses.graph``."""
     from pyproflab.store.merge import assemble
 
     n = len(stack_ids)
@@ -306,8 +306,8 @@ def _incidence(
     work = filters.remove_uninteresting(prof)
     if not inlines:
         work = _noinlines(work)
-    nodes = _build_nodes(work, granularity)
-    fr = _expand(work, nodes, np.ones(n, np.int64), np.ones(n, bool))
+    nodes = build_nodes(work, granularity)
+    fr = expand_frames(work, nodes, np.ones(n, np.int64), np.ones(n, bool))
     nn = max(nodes.count, 1)
     first = np.ones(len(fr.sample), bool)
     first[1:] = fr.sample[1:] != fr.sample[:-1]

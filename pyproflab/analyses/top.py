@@ -1,5 +1,8 @@
 """``top``: the flat and cumulative values of a profile's nodes, as ``go tool pprof -top``.
 
+The graph itself (nodes, frames, values, edges, order) is ``analyses.graph``;
+this module chooses the nodes shown, the markers and the rows.
+
 ``top(p, ...)`` equals ``go tool pprof -symbolize=none -top -nodefraction=0
 -nodecount=1000000 [-lines|-files] -sample_index=I [-cum] [-focus=RE]
 [-ignore=RE]`` row for row: the same printable names, flat and cum integers,
@@ -35,23 +38,33 @@ The rules pprof follows, in its order:
 from __future__ import annotations
 
 import dataclasses
-import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters
-from pyproflab.analyses._arrays import IdIndex, to_np
-from pyproflab.arrays import equal_strings, from_numpy, from_strings, list_parts
+from pyproflab.analyses.graph import (
+    GRANULARITIES,
+    Granularity,
+    Graph,
+    Nodes,
+    build_nodes,
+    compute_total,
+    expand_frames,
+    go_base,
+    node_values,
+    present_nodes,
+    resolve_sample_index,
+    sample_values,
+    sorted_nodes,
+    with_edges,
+)
+from pyproflab.arrays import from_numpy, from_strings
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
-
-Granularity = Literal["functions", "lines", "files"]
-GRANULARITIES: tuple[str, ...] = ("functions", "lines", "files")
 
 ROWS_SCHEMA = pa.schema(
     [
@@ -136,446 +149,6 @@ class TopResult:
         return render(self, "text")
 
 
-# --- helpers with Go's semantics --------------------------------------------------
-
-
-def go_clean(path: str) -> str:
-    """Go's ``filepath.Clean`` (on a Unix system)."""
-    if not path:
-        return "."
-    out = posixpath.normpath(path)
-    if out.startswith("//"):  # POSIX keeps two leading slashes; Go does not
-        out = "/" + out.lstrip("/")
-    return out
-
-
-def go_base(path: str) -> str:
-    """Go's ``filepath.Base``."""
-    if not path:
-        return "."
-    stripped = path.rstrip("/")
-    if not stripped:
-        return "/"
-    return stripped.rsplit("/", 1)[-1]
-
-
-def trim_file_name(path: str) -> str:
-    """pprof's default source-path trimming: drop a ``/proc/self/cwd/`` prefix."""
-    for prefix in ("/proc/self/cwd/./", "/proc/self/cwd/"):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path
-
-
-def resolve_sample_index(profile: Profile, sample_index: int | str | None) -> int:
-    """The sample type index pprof uses for ``-sample_index`` (number, name, or default)."""
-    types = profile.sample_types
-    if not types:
-        raise UsageError("profile has no samples (no sample types)")
-    if sample_index is None or sample_index == "":
-        return profile.default_sample_index()
-    if isinstance(sample_index, str):
-        text = sample_index.strip()
-        if text.lstrip("+-").isdigit():
-            sample_index = int(text)
-    if isinstance(sample_index, int) and not isinstance(sample_index, bool):
-        if not 0 <= sample_index < len(types):
-            raise UsageError(
-                f"sample_index {sample_index} is outside the range [0..{len(types) - 1}]"
-            )
-        return sample_index
-    name = str(sample_index)
-    bare = name.removeprefix("inuse_")
-    for i, st in enumerate(types):
-        if st.type in (name, bare):
-            return i
-    raise UsageError(f"sample_index {name!r} must be one of: {[t.type for t in types]}")
-
-
-def sample_values(profile: Profile, index: int) -> np.ndarray:
-    """Value ``index`` of every sample, as int64."""
-    if profile.samples.num_rows == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets, flat = list_parts(profile.samples.column("values"))
-    values = to_np(flat, np.int64)
-    at = offsets[:-1] + index
-    present = at < offsets[1:]  # a null or short value list counts as 0
-    if present.all():
-        return values[at]
-    out = np.zeros(len(at), dtype=np.int64)
-    out[present] = values[at[present]]
-    return out
-
-
-def diff_base_mask(profile: Profile) -> np.ndarray | None:
-    """Samples labelled ``pprof::base=true`` (None when there are none)."""
-    offsets, labels = list_parts(profile.samples.column("labels"))
-    if len(labels) == 0:
-        return None
-    import pyarrow.compute as pc  # only for labelled profiles: 30 ms to import
-
-    # Scalars made from Arrow arrays: a Python str would make pyarrow import pandas.
-    key, value = from_strings(["pprof::base", "true"])
-    hit = pc.and_(
-        equal_strings(labels.field("key"), key), equal_strings(labels.field("str"), value)
-    )
-    hit = to_np(pc.and_kleene(hit, pc.is_valid(hit)), bool)  # null (no str) is no hit
-    if not hit.any():
-        return None
-    sample_of = np.repeat(np.arange(profile.samples.num_rows), np.diff(offsets))
-    return np.bincount(sample_of[hit], minlength=profile.samples.num_rows) > 0
-
-
-def compute_total(profile: Profile, index: int) -> int:
-    """pprof's report total: sum of |value|, or of the diff-base samples when any are
-    labelled ``pprof::base`` and their sum is positive."""
-    v = np.abs(sample_values(profile, index))
-    total = int(v.sum(dtype=np.int64))
-    base = diff_base_mask(profile)
-    if base is not None:
-        diff_total = int(v[base].sum(dtype=np.int64))
-        if diff_total > 0:
-            return diff_total
-    return total
-
-
-# --- nodes ------------------------------------------------------------------------
-
-
-@dataclass
-class _Nodes:
-    """Node of every (location, line) slot, and what each node prints as."""
-
-    loc_slot_off: np.ndarray  # per location row: first slot
-    loc_nslots: np.ndarray  # per location row: slots (lines, at least 1)
-    slot_node: np.ndarray  # per slot: node id
-    slot_inline: np.ndarray  # per slot: an inlined frame (not the location's last line)
-    name: list[str]
-    file: list[str]
-    start_line: list[int]
-    lineno: list[int]
-    objfile: list[str]
-    _labels: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def count(self) -> int:
-        return len(self.name)
-
-    def label(self, n: int) -> str:
-        got = self._labels.get(n)
-        if got is None:
-            got = self._labels[n] = self._make_label(n)
-        return got
-
-    def _make_label(self, n: int) -> str:
-        parts = [self.name[n]] if self.name[n] else []
-        if self.lineno[n]:
-            parts.append(f"{self.file[n]}:{self.lineno[n]}")
-        elif self.file[n]:
-            parts.append(self.file[n])
-        elif self.name[n]:
-            pass
-        elif self.objfile[n]:
-            parts.append(f"[{go_base(self.objfile[n])}]")
-        else:
-            parts.append("<unknown>")
-        return " ".join(parts)
-
-    def sprint(self, n: int) -> str:
-        """Go's ``fmt.Sprint`` of the node info: pprof's last tie-breaker."""
-        return (
-            f"{{{self.name[n]}  0 {self.file[n]} {self.start_line[n]} {self.lineno[n]} 0 "
-            f"{self.objfile[n]}}}"
-        )
-
-
-def _build_nodes(profile: Profile, granularity: str) -> _Nodes:
-    keep_name = granularity in ("functions", "lines")
-    keep_file = granularity in ("lines", "files")
-    keep_line = granularity == "lines"
-
-    funcs = profile.functions
-    # Per function: its key fields after aggregation. Python over functions only.
-    fkeys: dict[tuple[str, str, int], int] = {("", "", 0): 0}  # 0: no function
-    fcode_list: list[int] = []
-    for name, fname, start in zip(
-        funcs.column("name").to_pylist(),
-        funcs.column("filename").to_pylist(),
-        funcs.column("start_line").to_pylist(),
-        strict=True,
-    ):
-        name = name if keep_name else ""
-        fname = go_clean(trim_file_name(fname)) if keep_file and fname else ""
-        key = (name, fname, start if not name else 0)
-        fcode_list.append(fkeys.setdefault(key, len(fkeys)))
-    fkey_list = list(fkeys)
-    fcode = np.array(fcode_list + [0], dtype=np.int64)  # last entry: no function
-    fname_empty = np.array([k[0] == "" for k in fkey_list], dtype=bool)
-
-    maps = profile.mappings
-    objs: dict[str, int] = {"": 0}
-    mcode = np.array(
-        [objs.setdefault(f, len(objs)) for f in maps.column("filename").to_pylist()] + [0],
-        dtype=np.int64,
-    )
-    obj_list = list(objs)
-
-    locs = profile.locations
-    nloc = locs.num_rows
-    loc_mrow = IdIndex(to_np(maps.column("id"), np.uint64)).rows(
-        to_np(locs.column("mapping_id"), np.uint64)
-    )
-    loc_obj = mcode[loc_mrow]
-
-    line_off, lines = list_parts(locs.column("lines"))
-    nlines = np.diff(line_off)
-    nslots = np.maximum(nlines, 1)
-    slot_off = np.zeros(nloc + 1, dtype=np.int64)
-    np.cumsum(nslots, out=slot_off[1:])
-    nslot_total = int(slot_off[-1])
-    slot_loc = np.repeat(np.arange(nloc), nslots)
-    slot_f = np.zeros(nslot_total, dtype=np.int64)  # function key code, 0 = none
-    slot_line = np.zeros(nslot_total, dtype=np.int64)
-    if len(lines):
-        loc_of_line = np.repeat(np.arange(nloc), nlines)
-        pos = np.arange(len(lines)) - line_off[loc_of_line]
-        dest = slot_off[loc_of_line] + pos
-        frow = IdIndex(to_np(funcs.column("id"), np.uint64)).rows(
-            to_np(lines.field("function_id"), np.uint64)
-        )
-        slot_f[dest] = fcode[frow]
-        if keep_line:
-            # A line without a function keeps no line number (pprof's nodeInfo).
-            slot_line[dest] = np.where(frow >= 0, to_np(lines.field("line"), np.int64), 0)
-    slot_obj = np.where(fname_empty[slot_f], loc_obj[slot_loc], 0)
-    slot_inline = (np.arange(nslot_total) - slot_off[slot_loc]) != (nslots[slot_loc] - 1)
-
-    # One int64 key per slot: (function key, objfile, line number).
-    key = slot_f * np.int64(len(obj_list)) + slot_obj
-    if keep_line and nslot_total:
-        lvals, linv = np.unique(slot_line, return_inverse=True)
-        key = key * np.int64(len(lvals)) + linv.reshape(-1)
-        line_of = lvals
-    else:
-        line_of = np.zeros(1, dtype=np.int64)
-    ukeys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    uniq = np.stack([slot_f[first], slot_obj[first], slot_line[first]], axis=1)
-    del line_of
-    names, files, starts, lnos, objfiles = [], [], [], [], []
-    for f, o, ln in uniq.tolist():
-        name, fname, start = fkey_list[f]
-        names.append(name)
-        files.append(fname)
-        starts.append(start)
-        lnos.append(ln)
-        objfiles.append(obj_list[o] if name == "" else "")
-    return _Nodes(
-        slot_off[:-1],
-        nslots,
-        inverse.astype(np.int64),
-        slot_inline,
-        names,
-        files,
-        starts,
-        lnos,
-        objfiles,
-    )
-
-
-# --- frames and the graph -----------------------------------------------------------
-
-
-@dataclass
-class _Frames:
-    """Frames of the samples that count, leaf first within each sample."""
-
-    sample: np.ndarray  # index into w
-    node: np.ndarray
-    inline: np.ndarray
-    w: np.ndarray  # per counted sample: its value
-
-
-def _expand(profile: Profile, nodes: _Nodes, w_all: np.ndarray, keep: np.ndarray) -> _Frames:
-    offsets, flat = list_parts(profile.samples.column("location_ids"))
-    sel = np.flatnonzero(keep)
-    w = w_all[sel]
-    counts = np.diff(offsets)[sel]
-    n_entries = int(counts.sum())
-    # int32 indexes where they fit: these arrays have one entry per frame (millions),
-    # and half the bytes is most of the time.
-    idx_t = np.int32 if max(n_entries, len(sel)) < 2**31 else np.int64
-    entry_sample = np.repeat(np.arange(len(sel), dtype=idx_t), counts)
-    all_locs = to_np(flat, np.uint64)
-    if len(sel) == len(w_all):  # every sample counts: its entries are all of them
-        loc_ids = all_locs
-    else:
-        # Entries (sample, location) of the kept samples, in file order (leaf first).
-        starts = offsets[:-1][sel]
-        entry_pos = np.arange(n_entries, dtype=np.int64) - np.repeat(
-            np.cumsum(counts) - counts, counts
-        )
-        entry_idx = np.repeat(starts, counts) + entry_pos
-        loc_ids = all_locs[entry_idx] if n_entries else np.zeros(0, np.uint64)
-    loc_rows = IdIndex(to_np(profile.locations.column("id"), np.uint64)).rows(loc_ids)
-    if (loc_rows < 0).any():
-        known = loc_rows >= 0  # pprof refuses such profiles; the decoder does too
-        entry_sample, loc_rows = entry_sample[known], loc_rows[known]
-    k = nodes.loc_nslots[loc_rows]
-    first_slot = nodes.loc_slot_off[loc_rows]
-    if (k == 1).all():  # no inlined frames: one frame per entry
-        return _Frames(entry_sample, nodes.slot_node[first_slot], nodes.slot_inline[first_slot], w)
-    nframes = int(k.sum())
-    fr_entry = np.repeat(np.arange(len(loc_rows), dtype=np.int64), k)
-    fr_pos = np.arange(nframes) - np.repeat(np.cumsum(k) - k, k)
-    slot = first_slot[fr_entry] + fr_pos
-    return _Frames(entry_sample[fr_entry], nodes.slot_node[slot], nodes.slot_inline[slot], w)
-
-
-@dataclass
-class _Graph:
-    flat: np.ndarray
-    cum: np.ndarray
-    edge_src: np.ndarray
-    edge_dst: np.ndarray
-    edge_weight: np.ndarray
-    edge_inline: np.ndarray
-
-
-def _kept_frames(fr: _Frames, kept: np.ndarray | None):
-    """(sample, node, inline) of the frames whose node is kept (all if ``kept`` is None)."""
-    if kept is None:
-        return fr.sample, fr.node, fr.inline
-    m = kept[fr.node]
-    return fr.sample[m], fr.node[m], fr.inline[m]
-
-
-def _graph(fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
-    """pprof's newGraph over the frames, flat and cum only; nodes outside ``kept``
-    are left out. ``_with_edges`` adds the edges: choosing which nodes to keep
-    needs only flat and cum, and the edges cost more than both.
-    """
-    flat = np.zeros(n_nodes, dtype=np.int64)
-    cum = np.zeros(n_nodes, dtype=np.int64)
-    e = np.zeros(0, dtype=np.int64)
-    if len(fr.node) == 0:
-        return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
-    # Flat goes to the leaf frame (the first of each sample), if that node is kept.
-    first = np.ones(len(fr.sample), dtype=bool)
-    first[1:] = fr.sample[1:] != fr.sample[:-1]
-    leaf_s, leaf_n = fr.sample[first], fr.node[first]
-    if kept is not None:
-        ok = kept[leaf_n]
-        leaf_s, leaf_n = leaf_s[ok], leaf_n[ok]
-    np.add.at(flat, leaf_n, fr.w[leaf_s])
-    sample, node, _ = _kept_frames(fr, kept)
-    # Cum: each (sample, node) pair once.
-    # Keys are sample-major, so a stable sort (which exploits runs) is fastest.
-    pair = np.sort(sample.astype(np.int64) * n_nodes + node, kind="stable")
-    firsts = np.ones(len(pair), dtype=bool)
-    firsts[1:] = pair[1:] != pair[:-1]
-    upair = pair[firsts]
-    np.add.at(cum, upair % n_nodes, fr.w[upair // n_nodes])
-    return _Graph(flat, cum, e, e, e, np.zeros(0, bool))
-
-
-def _with_edges(g: _Graph, fr: _Frames, n_nodes: int, kept: np.ndarray | None) -> _Graph:
-    """``g`` (made by ``_graph`` with the same ``kept``) with its edges."""
-    if len(fr.node) == 0:
-        return g
-    sample, node, inline = _kept_frames(fr, kept)
-    src, dst, weight, inl = _edges(sample, node, inline, fr.w, n_nodes)
-    return _Graph(g.flat, g.cum, src, dst, weight, inl)
-
-
-def _edges(sample: np.ndarray, node: np.ndarray, inline: np.ndarray, w: np.ndarray, n_nodes: int):
-    """(caller, callee, weight, inline) per edge, as pprof's newGraph counts them."""
-    ns = len(w)
-    # Edges: caller is the next frame toward the root within the same sample.
-    same = sample[1:] == sample[:-1]
-    child, parent = node[:-1][same], node[1:][same]
-    e_s, e_inl = sample[:-1][same], inline[:-1][same]
-    ok = child != parent
-    child, parent, e_s, e_inl = child[ok], parent[ok], e_s[ok], e_inl[ok]
-    edge = parent.astype(np.int64) * n_nodes + child
-    n_edge_ids = n_nodes * n_nodes
-    if ns * n_edge_ids * 2 >= 2**62:  # keys would overflow: number the edges densely
-        uniq_e, edge = np.unique(edge, return_inverse=True)
-        n_edge_ids = len(uniq_e)
-    else:
-        uniq_e = None
-    # Edge-major keys: one sort both finds each (sample, edge) once and groups
-    # the edges (no argsort and inverse of a second unique).
-    key = edge * ns + e_s
-    # Each (sample, edge) counts once; its inline flag is the one of its first
-    # occurrence from the root. Sorting (key, flag) finds both; only keys seen
-    # with both flags need their occurrences ordered.
-    kf = np.sort(key * 2 + e_inl)
-    kf = kf[np.concatenate(([True], kf[1:] != kf[:-1]))] if len(kf) else kf
-    ukey, uflag = kf >> 1, (kf & 1).astype(bool)
-    dup = np.zeros(len(ukey), dtype=bool)
-    if len(ukey) > 1:
-        dup[1:] = ukey[1:] == ukey[:-1]
-    if dup.any():
-        amb = ukey[dup]
-        where = np.flatnonzero(np.isin(key, amb))
-        # The occurrence nearest the root is the last in leaf-first order.
-        _, last = np.unique(key[where][::-1], return_index=True)
-        resolved = dict(
-            zip(key[where][::-1][last].tolist(), e_inl[where][::-1][last].tolist(), strict=True)
-        )
-        keepu = np.ones(len(ukey), dtype=bool)
-        keepu[np.flatnonzero(dup) - 1] = False  # drop the first of each pair
-        ukey, uflag = ukey[keepu], uflag[keepu]
-        fix = np.isin(ukey, amb)
-        uflag[fix] = [resolved[k] for k in ukey[fix].tolist()]
-    edge_r, s_r = ukey // ns, ukey % ns
-    if len(edge_r) == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, e, np.zeros(0, bool)
-    starts = np.flatnonzero(np.concatenate(([True], edge_r[1:] != edge_r[:-1])))
-    uedge = edge_r[starts]
-    # Sums over the groups by differences of running sums: most edges are a
-    # group of one, where reduceat pays a call per group.
-    ends = np.append(starts[1:], len(edge_r))
-    run = np.concatenate(([0], np.cumsum(w[s_r])))
-    weight = run[ends] - run[starts]
-    # An edge is inline when every sample's occurrence of it is.
-    plain = np.concatenate(([0], np.cumsum(~uflag, dtype=np.int64)))
-    inline_edge = plain[ends] == plain[starts]
-    if uniq_e is not None:
-        uedge = uniq_e[uedge]
-    return uedge // n_nodes, uedge % n_nodes, weight, inline_edge
-
-
-def _sorted_nodes(nodes: _Nodes, ids: np.ndarray, g: _Graph, cum_sort: bool) -> list[int]:
-    """pprof's FlatNameOrder / CumNameOrder. pprof treats distinct nodes with one
-    printable name as equal (their order is then unspecified); we break such ties
-    by |cum| (|flat|) and the node info's Go-printed form."""
-    flat, cum = g.flat, g.cum
-    id_list = ids.tolist()
-    labels = [nodes.label(n) for n in id_list]
-    seen: dict[str, int] = {}
-    for lbl in labels:
-        seen[lbl] = seen.get(lbl, 0) + 1
-    a_flat = np.abs(flat[ids]).tolist()
-    a_cum = np.abs(cum[ids]).tolist()
-    first, second = (a_cum, a_flat) if cum_sort else (a_flat, a_cum)
-    keys = [
-        (-f, lbl, -c, nodes.sprint(n) if seen[lbl] > 1 else "", n)
-        for n, lbl, f, c in zip(id_list, labels, first, second, strict=True)
-    ]
-    keys.sort()
-    return [k[-1] for k in keys]
-
-
-def _present(g: _Graph, kept: np.ndarray | None) -> np.ndarray:
-    on = (g.flat != 0) | (g.cum != 0)
-    if kept is not None:
-        on &= kept
-    return np.flatnonzero(on)
-
-
 def top(
     profile: Profile,
     *,
@@ -636,13 +209,13 @@ def top(
     if mask is not None:
         keep &= mask
 
-    nodes = _build_nodes(work, granularity)
-    frames = _expand(work, nodes, w_all, keep)
+    nodes = build_nodes(work, granularity)
+    frames = expand_frames(work, nodes, w_all, keep)
     n = nodes.count
     # Flat and cum decide the nodes kept; the edges (for the inline markers) come
     # from the last graph only.
-    g = _graph(frames, n, None)
-    ids = _present(g, None)
+    g = node_values(frames, n, None)
+    ids = present_nodes(g, None)
     total_value = int(g.flat[ids].sum())
     node_cutoff = abs(int(float(total_value) * node_fraction))
     edge_cutoff = abs(int(float(total_value) * edge_fraction))
@@ -655,16 +228,16 @@ def top(
             dropped_nodes = len(ids) - len(big)
             kept = np.zeros(n, dtype=bool)
             kept[big] = True
-            g = _graph(frames, n, kept)
-            ids = _present(g, kept)
+            g = node_values(frames, n, kept)
+            ids = present_nodes(g, kept)
     before = len(ids)
-    order = _sorted_nodes(nodes, ids, g, cum_sort)
+    order = sorted_nodes(nodes, ids, g, cum_sort)
     if nodecount and nodecount < len(order):
         kept = np.zeros(n, dtype=bool)
         kept[order[:nodecount]] = True
-        g = _graph(frames, n, kept)
-        order = _sorted_nodes(nodes, _present(g, kept), g, cum_sort)
-    g = _with_edges(g, frames, n, kept)
+        g = node_values(frames, n, kept)
+        order = sorted_nodes(nodes, present_nodes(g, kept), g, cum_sort)
+    g = with_edges(g, frames, n, kept)
 
     # Markers from the incoming edges that survive the edge cutoff.
     strong = np.abs(g.edge_weight) >= edge_cutoff
@@ -704,9 +277,9 @@ def top(
 
 
 def _rows(
-    nodes: _Nodes,
+    nodes: Nodes,
     order: list[int],
-    g: _Graph,
+    g: Graph,
     total: int,
     has_inline: np.ndarray,
     has_plain: np.ndarray,

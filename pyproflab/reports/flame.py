@@ -87,7 +87,7 @@ def flame_tree(
     max_nodes: int = 2500,
 ) -> FlameTree:
     """The call tree of ``profile`` for one sample type (see the module rules)."""
-    from pyproflab.analyses.top import resolve_sample_index
+    from pyproflab.analyses.graph import resolve_sample_index
 
     index = resolve_sample_index(profile, sample_index)
     st = profile.sample_types[index]
