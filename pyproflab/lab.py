@@ -186,12 +186,3 @@ class Lab:
 
     def __repr__(self) -> str:
         return f"Lab({self.store!r})"
-
-
-def open(path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:  # noqa: A001
-    """Open (or create) a store: ``lab = pyproflab.open("fleet.duckdb")``."""
-    return Lab.open(path, read_only=read_only)
-
-
-def from_connection(con) -> Lab:
-    return Lab.from_connection(con)

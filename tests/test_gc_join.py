@@ -29,7 +29,6 @@ from pyproflab.analyses.gc import (
 )
 from pyproflab.analyses.gc_categories import CATEGORY_NAMES, gc_categories
 from pyproflab.store import Selection, Store
-from pyproflab.store.connection import load_sql
 from pyproflab.store.ingest import ProfileMeta, ingest
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
@@ -40,17 +39,6 @@ MiB = 2**20
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
-
-
-def ensure_gc_tables(store: Store) -> None:
-    """The metric tables, from pyproflab/store/sql/gc.sql (skip until it lands)."""
-    have = set(store.sql("SELECT table_name FROM duckdb_tables()").column(0).to_pylist())
-    if {"metric_samples", "gc_cycles"} <= have:
-        return
-    try:
-        store.execute(load_sql("gc.sql"))
-    except FileNotFoundError:
-        pytest.skip("pyproflab/store/sql/gc.sql (metric_samples, gc_cycles) has not landed yet")
 
 
 def insert(store: Store, table: str, rows: list[dict]) -> None:
@@ -156,7 +144,6 @@ def cycle(instance: str, gc_num: int, t: float, live: int, goal: int, source: st
 @pytest.fixture
 def store(go_profiles: dict[str, Path], gc_cpu_profile: Path):  # noqa: F811
     with Store.open(":memory:") as s:
-        ensure_gc_tables(s)
         meta = {"service": "api", "version": "v1", "window_start": T0, "window_end": END}
         ingest(
             s,

@@ -1,5 +1,6 @@
 """Analyses: a ``Profile`` in, result objects out (rendered by ``pyproflab.reports``).
 
+- ``graph``: pprof's graph engine (nodes, inline frames, flat/cum, edges).
 - ``top``: flat/cum per function, line or file, equal to ``go tool pprof -top``.
 - ``merge``: several profiles into one, as ``go tool pprof -proto A B …``.
 - ``filters``: focus/ignore and drop_frames pruning with pprof's semantics.
@@ -7,8 +8,7 @@
 
 from __future__ import annotations
 
-from pyproflab.analyses.filters import filter_samples
 from pyproflab.analyses.merge import merge
 from pyproflab.analyses.top import TopResult, top
 
-__all__ = ["TopResult", "filter_samples", "merge", "top"]
+__all__ = ["TopResult", "merge", "top"]

@@ -95,19 +95,6 @@ def sample_mask(
     return has_focus & ~has_ignore
 
 
-def filter_samples(
-    profile: Profile,
-    *,
-    focus: str | re.Pattern | None = None,
-    ignore: str | re.Pattern | None = None,
-) -> Profile:
-    """The profile with only the samples that ``focus``/``ignore`` keep (tables shared)."""
-    mask = sample_mask(profile, focus, ignore)
-    if mask is None:
-        return profile
-    return _replace(profile, samples=profile.samples.filter(pa.array(mask)))
-
-
 # --- drop_frames ------------------------------------------------------------------
 
 _BRACKET = re.compile(r"\(anonymous namespace\)|operator\(\)|\(")

@@ -37,7 +37,6 @@ The rules pprof follows, in its order:
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -310,11 +309,6 @@ def _rows(
         from_strings(inline),
     ]
     return pa.Table.from_arrays(cols, schema=ROWS_SCHEMA)
-
-
-def replace(result: TopResult, **changes) -> TopResult:
-    """A copy of ``result`` with some fields changed."""
-    return dataclasses.replace(result, **changes)
 
 
 def format_time(nanos: int) -> str:

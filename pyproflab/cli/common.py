@@ -19,11 +19,11 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def add_db_option(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+def add_db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
         metavar="PATH",
-        default=None if required else None,
+        default=None,
         help=f"the store (a DuckDB file; default ./{DEFAULT_DB}, or $PYPROFLAB_DB)",
     )
 

@@ -5,7 +5,6 @@ from pyproflab.decode.pprof import (
     DEFAULT_MAX_BYTES,
     decode_bytes,
     decompress,
-    load_profile,
     read_profile,
 )
 
@@ -15,6 +14,5 @@ __all__ = [
     "Limits",
     "decode_bytes",
     "decompress",
-    "load_profile",
     "read_profile",
 ]

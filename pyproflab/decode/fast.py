@@ -332,7 +332,8 @@ def _fill_fields(step, count: int, bound: int) -> Fields:
         for old, new in zip(cols, grown, strict=True):
             new[:k] = old[:k]
         cols = grown
-    return Fields(*(c[:k] for c in cols), count=count, ordered=True)
+    head = [c[:k] for c in cols]
+    return Fields(*head, count=count, ordered=True)  # type: ignore[misc, arg-type]
 
 
 # The dtypes of Fields' columns: message, number, wire, tag, next.
@@ -654,9 +655,9 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     keep = (lstr != 0) | numeric
     kept_offsets = label_offsets
     if not keep.all():
-        owner = np.repeat(np.arange(sf.count), np.diff(label_offsets))
+        label_owner = np.repeat(np.arange(sf.count), np.diff(label_offsets))
         kept_offsets = np.zeros(sf.count + 1, dtype=I64)
-        np.cumsum(np.bincount(owner[keep], minlength=sf.count), out=kept_offsets[1:])
+        np.cumsum(np.bincount(label_owner[keep], minlength=sf.count), out=kept_offsets[1:])
         key, lstr, lnum = key[keep], lstr[keep], lnum[keep]
         lunit, numeric = lunit[keep], numeric[keep]
     labels = pa.StructArray.from_arrays(

@@ -71,18 +71,6 @@ def read_profile(
     return decode_bytes(data, source=source, max_bytes=max_bytes, method=method, limits=limits)
 
 
-def load_profile(
-    data: bytes | bytearray | memoryview | str | os.PathLike,
-    *,
-    source: str | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> Profile:
-    """Decode from bytes, or read from a path (``str`` or ``PathLike``)."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        return decode_bytes(bytes(data), source=source or "<bytes>", max_bytes=max_bytes)
-    return read_profile(data, max_bytes=max_bytes)
-
-
 def decode_bytes(
     data: bytes,
     *,
@@ -173,6 +161,5 @@ __all__ = [
     "ProfileError",
     "decode_bytes",
     "decompress",
-    "load_profile",
     "read_profile",
 ]
