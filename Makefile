@@ -50,6 +50,7 @@ bench-gc: setup
 
 lint: setup
 	$(VENV)/bin/ruff check pyproflab tests bench
+	$(VENV)/bin/mypy
 	$(VENV)/bin/ruff format --check pyproflab tests bench
 
 # The offline HTML report of the default store (run make demo first).

@@ -15,6 +15,8 @@ contiguous array of the target type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -91,7 +93,7 @@ def list_parts(arr: pa.ListArray | pa.ChunkedArray) -> tuple[np.ndarray, pa.Arra
     return (offsets - start if start else offsets), values
 
 
-def from_strings(values: list[str | None]) -> pa.Array:
+def from_strings(values: Sequence[str | None]) -> pa.Array:
     """A list of Python strings (None for null) as an Arrow string array."""
     encoded = [b"" if v is None else v.encode() for v in values]
     n = len(encoded)

@@ -150,10 +150,10 @@ def signals_deferred() -> Iterator[None]:
     leaving. Starting a process and noting its PID go inside: an interrupt that lands
     in between would otherwise leave a process nobody stops (Popen has spawned it but
     not yet returned it)."""
-    caught: list[int] = []
+    caught: list[signal.Signals] = []
 
     def hold(signum: int, frame: FrameType | None) -> None:
-        caught.append(signum)
+        caught.append(signal.Signals(signum))
 
     old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

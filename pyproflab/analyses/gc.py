@@ -595,8 +595,8 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
         rows["profile_cpu_ns"].append(r.total if r else None)
         rows["profile_gc_cpu_ns"].append(r.gc if r else None)
         rows["profile_gc_share"].append(r.gc_share if r and r.total else None)
-        mark = sum(r.value(n) for n in RUNTIME_COMPARABLE) if r else None
-        rows["profile_gc_mark_share"].append(mark / r.total if r and r.total else None)
+        mark = sum(r.value(n) for n in RUNTIME_COMPARABLE) if r and r.total else None
+        rows["profile_gc_mark_share"].append(mark / r.total if r and mark is not None else None)
         for name in CATEGORY_NAMES:
             rows[f"gc_{name}_ns"].append(r.value(name) if r else None)
     profile_table = pa.table(rows, schema=PROFILES_SCHEMA)

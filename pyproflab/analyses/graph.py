@@ -261,17 +261,13 @@ def build_nodes(profile: Profile, granularity: str) -> Nodes:
     slot_inline = (np.arange(nslot_total) - slot_off[slot_loc]) != (nslots[slot_loc] - 1)
 
     # One int64 key per slot: (function key, objfile, line number).
-    key = slot_f * np.int64(len(obj_list)) + slot_obj
+    slot_key = slot_f * np.int64(len(obj_list)) + slot_obj
     if keep_line and nslot_total:
         lvals, linv = np.unique(slot_line, return_inverse=True)
-        key = key * np.int64(len(lvals)) + linv.reshape(-1)
-        line_of = lvals
-    else:
-        line_of = np.zeros(1, dtype=np.int64)
-    ukeys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        slot_key = slot_key * np.int64(len(lvals)) + linv.reshape(-1)
+    _, first, inverse = np.unique(slot_key, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     uniq = np.stack([slot_f[first], slot_obj[first], slot_line[first]], axis=1)
-    del line_of
     names, files, starts, lnos, objfiles = [], [], [], [], []
     for f, o, ln in uniq.tolist():
         name, fname, start = fkey_list[f]

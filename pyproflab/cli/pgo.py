@@ -101,7 +101,7 @@ class Command:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
             raise UsageError("give profile files or --db with a selection, not both")
-        safeguards = [] if args.no_default_safeguards else None
+        safeguards: list | None = [] if args.no_default_safeguards else None
         if args.safeguard:
             from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
 

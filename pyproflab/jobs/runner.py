@@ -68,7 +68,7 @@ def _safe(name: str | None) -> str:
 def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
     from pyproflab.store.ingest import ProfileMeta, expand_paths, ingest_paths
 
-    if not os.path.isdir(src.path or ""):
+    if not src.path or not os.path.isdir(src.path):
         raise UsageError(f"drop folder {src.path} does not exist")
     files, _, _ = expand_paths([src.path])
     seen = state.seen_files(store, job)
@@ -83,7 +83,7 @@ def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str,
         if key in seen or now - st.st_mtime < src.min_age_seconds:
             continue
         todo.append(key)
-    out = {
+    out: dict[str, Any] = {
         "kind": "drop",
         "path": src.path,
         "files": len(todo),

@@ -37,6 +37,7 @@ Example (see ``examples/job.toml``)::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -153,7 +154,7 @@ class JobSpec:
 
 
 def _take(table: dict[str, Any], cls: type, where: str) -> Any:
-    known = set(cls.__dataclass_fields__)
+    known = {f.name for f in dataclasses.fields(cls)}
     extra = sorted(set(table) - known)
     if extra:
         raise UsageError(f"{where}: unknown key {extra[0]!r} (known: {', '.join(sorted(known))})")
