@@ -109,3 +109,100 @@ def test_every_render_call_has_a_registered_renderer() -> None:
     assert not missing, f"render() kinds with no renderer: {missing}"
     for module, function, _ in _RENDERERS.values():
         assert callable(getattr(importlib.import_module(module), function))
+
+
+# --- import circles ------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = ("pyproflab", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines inside ``if TYPE_CHECKING:`` blocks (imports for annotations only)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the pyproflab modules it imports, lazily or not (not those imported
+    only for type checking). ``from pyproflab.a import b`` names the module a.b when
+    there is one, else a; a package's ``__init__`` is not implied by its modules."""
+    paths = sorted(p for p in package.rglob("*.py") if "_proto" not in p.parts)
+    # C extensions (built in place from their .c source) are modules too.
+    known = {_module_name(p) for p in [*paths, *package.rglob("*.c")]}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_checking_lines(tree)
+        edges: set[str] = set()
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] != "pyproflab":
+                    continue
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    edges.add(sub if sub in known else node.module)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name.startswith("pyproflab.")}
+        me = _module_name(path)
+        graph[me] = {e for e in edges if e in known and e != me}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_circles() -> None:
+    """No two modules import each other, directly or through others, even lazily: a
+    lazy import that closes a circle hides a room doing two jobs."""
+    circles = import_circles(import_graph())
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_circle_finder_finds_lazy_and_indirect_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyproflab.x import y\n"
+    )
+    assert _type_checking_lines(tree) == {3}

@@ -41,10 +41,11 @@ from pyproflab.errors import IdCollisionError, ProfileError, StoreError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
+from pyproflab.store.ingest_report import DATASET_MARKER, IngestReport
 from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
+from pyproflab.store.queries import refuse_collisions
 
 BATCH_SIZE = 64
-DATASET_MARKER = "_pyproflab_dataset.json"
 
 Progress = Callable[[int, int], None]
 
@@ -78,26 +79,6 @@ class ProfileMeta:
             else:
                 setattr(out, f.name, v)
         return out
-
-
-@dataclass
-class IngestReport:
-    """What an ingest did: counts of new and already-present profiles, the refused
-    files with their one-line reasons, and the ids of the new profiles."""
-
-    new: int = 0
-    present: int = 0
-    refused: list[tuple[str, str]] = field(default_factory=list)
-    profile_ids: list[int] = field(default_factory=list)
-
-    def summary(self) -> str:
-        return f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
-
-    def add(self, other: IngestReport) -> None:
-        self.new += other.new
-        self.present += other.present
-        self.refused += other.refused
-        self.profile_ids += other.profile_ids
 
 
 # --- one profile, keyed by content (no database) -----------------------------------
@@ -383,24 +364,6 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     owner = np.searchsorted(bounds, first, side="right") - 1
     pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o])) for o in np.unique(owner)]
     return pa.concat_tables(pieces) if pieces else tables[0].schema.empty_table()
-
-
-def refuse_collisions(store: Store, table_name: str, id_col: str, tables: list[pa.Table]) -> None:
-    """Raise ``IdCollisionError`` when one id names two different contents, in the
-    batch or between the batch and the store: every hit is checked column by
-    column, so a forged id can never take over a stored row."""
-    with store.registered(_pyproflab_rows=pa.concat_tables(tables)):
-        clash = store.sql(
-            f"SELECT {id_col} FROM (SELECT DISTINCT * FROM (SELECT * FROM _pyproflab_rows "
-            f"UNION ALL BY NAME SELECT t.* FROM {table_name} t "
-            f"SEMI JOIN _pyproflab_rows USING ({id_col}))) "
-            f"GROUP BY {id_col} HAVING count(*) > 1 ORDER BY {id_col} LIMIT 1"
-        )
-    if clash.num_rows:
-        raise IdCollisionError(
-            f"content id collision: {table_name} id {clash.column(0)[0].as_py():#018x} "
-            "names different content in this profile and in the store; refused"
-        )
 
 
 def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> None:

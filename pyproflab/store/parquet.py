@@ -31,7 +31,8 @@ import pyarrow as pa
 from pyproflab.errors import StoreError
 from pyproflab.store import ids
 from pyproflab.store.connection import SCHEMA_VERSION, Store
-from pyproflab.store.ingest import DATASET_MARKER, IngestReport, refuse_collisions
+from pyproflab.store.ingest_report import DATASET_MARKER, IngestReport
+from pyproflab.store.queries import refuse_collisions
 from pyproflab.store.select import TAKEN_AT
 
 FORMAT = "pyproflab-parquet"

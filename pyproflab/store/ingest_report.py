@@ -1,0 +1,29 @@
+"""What an ingest reports, shared by every way profiles enter the store (files,
+drop folders, exported Parquet datasets), so that none imports another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: The file that marks a folder as an exported dataset (see ``store.parquet``).
+DATASET_MARKER = "_pyproflab_dataset.json"
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: counts of new and already-present profiles, the refused
+    files with their one-line reasons, and the ids of the new profiles."""
+
+    new: int = 0
+    present: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    profile_ids: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
+
+    def add(self, other: IngestReport) -> None:
+        self.new += other.new
+        self.present += other.present
+        self.refused += other.refused
+        self.profile_ids += other.profile_ids
