@@ -357,12 +357,8 @@ class Demo:
         from pyproflab.store.select import Selection
 
         def of_types(types: tuple[str, ...]) -> list[int]:
-            rows = lab.sql(
-                "SELECT profile_id FROM profiles WHERE list_contains(?, profile_type) "
-                "AND list_contains(?, profile_id) ORDER BY profile_id",
-                [list(types), ids],
-            )
-            return rows.column(0).to_pylist()
+            sel = Selection(profile_type=list(types), profile_ids=ids)
+            return lab.profiles(sel).column("profile_id").to_pylist()
 
         cpu_ids = of_types(("cpu",))
         # The GC join over the profiles taken across the whole window; the heap and
@@ -465,14 +461,7 @@ def headline(lab: Any, cpu_ids: list[int]) -> str:
 
     planted = load_harness().PLANTED_FUNCTION
     sides = {
-        v: [
-            r["profile_id"]
-            for r in lab.sql(
-                "SELECT profile_id FROM profiles "
-                "WHERE version = ? AND list_contains(?, profile_id)",
-                [v, cpu_ids],
-            ).to_pylist()
-        ]
+        v: lab.profiles(Selection(version=v, profile_ids=cpu_ids)).column("profile_id").to_pylist()
         for v in ("v1", "v2")
     }
     if not sides["v1"] or not sides["v2"]:

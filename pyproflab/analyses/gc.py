@@ -68,6 +68,7 @@ from pyproflab.analyses.gc_categories import (
     gc_categories,
 )
 from pyproflab.display import render
+from pyproflab.store import queries
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
 
@@ -280,23 +281,6 @@ class _Notes:
         return [t if n == 1 else f"{t} ({n} {what})" for t, n in self._seen.items()]
 
 
-def _tables_present(store: Store) -> set[str]:
-    rows = store.sql(
-        "SELECT table_name FROM duckdb_tables() WHERE schema_name = current_schema() "
-        "AND database_name = current_database() AND list_contains(?::VARCHAR[], table_name)",
-        [["metric_samples", "gc_cycles"]],
-    )
-    return set(rows.column("table_name").to_pylist())
-
-
-def _join(alias: str) -> str:
-    """Rows of the window's instance (and service, when both name one)."""
-    return (
-        f"{alias}.instance = w.instance AND (w.service IS NULL OR {alias}.service IS NULL "
-        f"OR {alias}.service = w.service)"
-    )
-
-
 def _pick(series: dict[tuple, _Series], metric: str, notes: _Notes) -> _Series | None:
     """The series of a metric to use (most samples, then smallest labels)."""
     if not series:
@@ -336,20 +320,8 @@ def _window_metrics(
 def _metric_values(
     store: Store, windows: pa.Table, out: dict[int, dict[str, Any]], notes: _Notes
 ) -> None:
-    with store.registered(gc_windows=windows):
-        rows = store.sql(
-            "SELECT w.key, m.metric, m.labels, epoch_us(m.time) AS t, m.value "
-            f"FROM gc_windows w JOIN metric_samples m ON {_join('m')} "
-            "AND m.time >= w.w_start AND m.time <= w.w_end "
-            "WHERE list_contains(?::VARCHAR[], m.metric) ORDER BY w.key, m.metric, t",
-            [list(WINDOW_METRICS)],
-        )
-        settings = store.sql(
-            "SELECT w.key, m.metric, arg_max(m.value, m.time) AS value "
-            f"FROM gc_windows w JOIN metric_samples m ON {_join('m')} AND m.time <= w.w_end "
-            "WHERE list_contains(?::VARCHAR[], m.metric) GROUP BY w.key, m.metric",
-            [list(SETTING_METRICS)],
-        )
+    rows = queries.window_metric_samples(store, windows, list(WINDOW_METRICS))
+    settings = queries.window_metric_settings(store, windows, list(SETTING_METRICS))
     # key -> metric -> series labels -> le ('' for none) -> samples
     grouped: dict[int, dict[str, dict[tuple, dict[str, _Series]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(_Series)))
@@ -454,18 +426,8 @@ def _pause_quantile(series: dict[tuple, dict[str, _Series]], notes: _Notes) -> f
 
 
 def _gctrace_values(store: Store, windows: pa.Table, out: dict[int, dict[str, Any]]) -> None:
-    with store.registered(gc_windows=windows):
-        rows = store.sql(
-            "SELECT key, count(*) AS n, avg(heap_live_mb) AS live, avg(heap_goal_mb) AS goal "
-            "FROM (SELECT DISTINCT w.key, g.gc_num, g.seconds, g.heap_live_mb, g.heap_goal_mb "
-            f"      FROM gc_windows w JOIN gc_cycles g ON {_join('g')} "
-            "      AND g.time >= w.w_start AND g.time <= w.w_end) GROUP BY key"
-        )
-        # Instances with any gctrace rows: for them no cycle in the window means 0.
-        logged = store.sql(
-            "SELECT w.key FROM gc_windows w "
-            f"WHERE EXISTS (SELECT 1 FROM gc_cycles g WHERE {_join('g')})"
-        )
+    # Instances with any gctrace rows: for them no cycle in the window means 0.
+    rows, logged = queries.window_gc_cycles(store, windows)
     for key, n, live, goal in zip(
         *(rows.column(c).to_pylist() for c in ("key", "n", "live", "goal")), strict=True
     ):
@@ -542,17 +504,9 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
 
     ``categories=False`` skips reading CPU profiles' stacks (runtime view only).
     """
-    where, params = (selection or Selection()).where()
-    profiles = store.sql(
-        "SELECT p.profile_id, p.service, p.version, p.instance, p.profile_type, "
-        "coalesce(p.window_start, p.time) AS w_start, "
-        "coalesce(p.window_end, coalesce(p.window_start, p.time) "
-        "         + to_microseconds(p.duration_nanos // 1000)) AS w_end "
-        f"FROM profiles p WHERE {where} ORDER BY p.profile_id",
-        params,
-    )
+    profiles = queries.profile_windows(store, selection)
     notes = _Notes()
-    present = _tables_present(store)
+    present = queries.table_names(store)
     if profiles.num_rows == 0:
         return GcResult(
             PROFILES_SCHEMA.empty_table(),

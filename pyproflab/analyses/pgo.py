@@ -322,11 +322,9 @@ def select_profiles(
             "idx": pa.array([r["idx"] for r in cands], pa.int64()),
         }
     )
-    with store.registered(pgo_idx=idx):
-        totals = store.sql(
-            'SELECT s.profile_id, sum(list_extract(s."values", t.idx))::BIGINT AS v '
-            "FROM samples s JOIN pgo_idx t ON t.profile_id = s.profile_id GROUP BY 1"
-        ).to_pylist()
+    from pyproflab.store import queries
+
+    totals = queries.value_sums(store, idx).to_pylist()
     total_of = {t["profile_id"]: int(t["v"] or 0) for t in totals}
     for r in cands:
         r["cpu"] = total_of.get(r["profile_id"], 0) * r["mult"]

@@ -21,25 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from pyproflab.store import queries
 from pyproflab.store.connection import Store
-from pyproflab.store.select import TAKEN_AT
-
-# (table, id column, SQL of the ids still referenced), children after parents.
-ORPHANS = (
-    ("stacks", "stack_id", "SELECT DISTINCT stack_id FROM samples"),
-    ("label_sets", "label_set_id", "SELECT DISTINCT label_set_id FROM samples"),
-    ("locations", "location_id", "SELECT DISTINCT unnest(location_ids) FROM stacks"),
-    (
-        "functions",
-        "function_id",
-        "SELECT DISTINCT u.l.function_id FROM (SELECT unnest(lines) AS l FROM locations) u",
-    ),
-    (
-        "mappings",
-        "mapping_id",
-        "SELECT mapping_id FROM locations UNION SELECT main_mapping_id FROM profiles",
-    ),
-)
 
 
 @dataclass
@@ -68,27 +51,6 @@ class RetentionReport:
         }
 
 
-def _count(store: Store, query: str, params: list | None = None) -> int:
-    return int(store.sql(query, params).column(0)[0].as_py())
-
-
-def _tables(store: Store) -> set[str]:
-    t = store.sql(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = "
-        "current_database() AND schema_name = current_schema()"
-    )
-    return set(t.column(0).to_pylist())
-
-
-def _db_bytes(store: Store) -> int | None:
-    try:
-        t = store.sql("SELECT total_blocks, free_blocks, block_size FROM pragma_database_size()")
-        total, free, size = (t.column(i)[0].as_py() for i in range(3))
-        return int((total - free) * size)
-    except Exception:  # an in-memory store, or an older DuckDB: not worth failing for
-        return None
-
-
 def apply_retention(
     store: Store, max_age_days: float, *, metrics: bool = True, now: datetime | None = None
 ) -> RetentionReport:
@@ -96,33 +58,21 @@ def apply_retention(
     now = now or datetime.now(UTC)
     cutoff = now - timedelta(days=max_age_days)
     report = RetentionReport(cutoff=cutoff)
-    old = f"SELECT p.profile_id FROM profiles p WHERE {TAKEN_AT} < ?"
-    n_old = _count(store, f"SELECT count(*) FROM ({old})", [cutoff])
-    tables = _tables(store)
-    metric_tables = [t for t in ("metric_samples", "gc_cycles") if metrics and t in tables]
-    n_metrics = sum(
-        _count(store, f"SELECT count(*) FROM {t} WHERE time < ?", [cutoff]) for t in metric_tables
-    )
+    n_old = queries.count_profiles_taken_before(store, cutoff)
+    tables = queries.table_names(store)
+    metric_tables = [t for t in queries.METRIC_TABLES if metrics and t in tables]
+    n_metrics = sum(queries.count_metric_rows_before(store, t, cutoff) for t in metric_tables)
     if n_old == 0 and n_metrics == 0:
         return report
-    report.bytes_before = _db_bytes(store)
+    report.bytes_before = queries.database_bytes(store)
     with store.transaction():
         if n_old:
-            report.samples = _count(
-                store, f"SELECT count(*) FROM samples WHERE profile_id IN ({old})", [cutoff]
-            )
-            store.execute(f"DELETE FROM samples WHERE profile_id IN ({old})", [cutoff])
-            store.execute(f"DELETE FROM profiles AS p WHERE {TAKEN_AT} < ?", [cutoff])
+            report.samples, report.orphans = queries.delete_profiles_taken_before(store, cutoff)
             report.profiles = n_old
-            for table, col, used in ORPHANS:
-                n = _count(store, f"SELECT count(*) FROM {table} WHERE {col} NOT IN ({used})")
-                if n:
-                    store.execute(f"DELETE FROM {table} WHERE {col} NOT IN ({used})")
-                report.orphans[table] = n
         for t in metric_tables:
-            store.execute(f"DELETE FROM {t} WHERE time < ?", [cutoff])
+            queries.delete_metric_rows_before(store, t, cutoff)
         report.metric_rows = n_metrics
     # Free blocks become reusable (and a tail of them is truncated) at a checkpoint.
-    store.execute("CHECKPOINT")
-    report.bytes_after = _db_bytes(store)
+    queries.checkpoint(store)
+    report.bytes_after = queries.database_bytes(store)
     return report

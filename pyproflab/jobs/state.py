@@ -1,6 +1,7 @@
 """What jobs remember in the store: their runs and the drop-folder files they took.
 
-Tables (created on first use, beside the store's own):
+Tables (created on first use, beside the store's own; their SQL is in
+``store/queries.py``):
 
 - ``job_runs``: one row per run that did work. ``fingerprint`` identifies the
   analysed input (the sorted content hashes of the job's selection plus the
@@ -19,55 +20,25 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from pyproflab.store import queries
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
 
-DDL = """
-CREATE TABLE IF NOT EXISTS job_runs (
-    job          VARCHAR NOT NULL,
-    run_id       BIGINT NOT NULL,
-    fingerprint  VARCHAR NOT NULL,
-    started_at   TIMESTAMPTZ NOT NULL,
-    finished_at  TIMESTAMPTZ,
-    exit_code    INTEGER,
-    summary      VARCHAR,
-    PRIMARY KEY (job, run_id)
-);
-CREATE TABLE IF NOT EXISTS job_files (
-    job          VARCHAR NOT NULL,
-    path         VARCHAR NOT NULL,
-    size         BIGINT NOT NULL,
-    mtime_ns     BIGINT NOT NULL,
-    status       VARCHAR NOT NULL,
-    seen_at      TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job, path, size, mtime_ns)
-);
-"""
-
 
 def ensure_tables(store: Store) -> None:
-    store.execute(DDL)
+    queries.create_job_tables(store)
 
 
 def fingerprint(
     store: Store, selection: Selection, spec_hash: str, *, with_metrics: bool
 ) -> tuple[str, int]:
     """(fingerprint of the job's input, number of selected profiles)."""
-    where, params = selection.where()
-    t = store.sql(
-        "SELECT coalesce(sha256(string_agg(content_hash, ',' ORDER BY content_hash)), ''), "
-        f"count(*) FROM profiles p WHERE {where}",
-        params,
-    )
-    hashes, n = t.column(0)[0].as_py(), int(t.column(1)[0].as_py())
+    hashes, n = queries.content_digest(store, selection)
     parts = [spec_hash, hashes]
     if with_metrics:
-        for table in ("metric_samples", "gc_cycles"):
-            try:
-                r = store.sql(f"SELECT count(*), max(time)::VARCHAR FROM {table}")
-                parts.append(f"{table}:{r.column(0)[0].as_py()}:{r.column(1)[0].as_py()}")
-            except Exception:  # table absent in an adopted store
-                parts.append(f"{table}:-")
+        for table in queries.METRIC_TABLES:
+            stamp = queries.metric_table_stamp(store, table)
+            parts.append(f"{table}:{stamp[0]}:{stamp[1]}" if stamp else f"{table}:-")
     import hashlib
 
     return hashlib.sha256("|".join(parts).encode()).hexdigest(), n
@@ -75,75 +46,30 @@ def fingerprint(
 
 def find_run(store: Store, job: str, fp: str) -> dict[str, Any] | None:
     """The latest run of ``job`` with fingerprint ``fp`` (finished or not)."""
-    t = store.sql(
-        "SELECT run_id, started_at, finished_at, exit_code, summary FROM job_runs "
-        "WHERE job = ? AND fingerprint = ? ORDER BY run_id DESC LIMIT 1",
-        [job, fp],
-    )
-    rows = t.to_pylist()
-    return rows[0] if rows else None
+    return queries.job_run(store, job, fp)
 
 
 def last_finished(store: Store, job: str) -> dict[str, Any] | None:
-    t = store.sql(
-        "SELECT run_id, fingerprint, finished_at, exit_code FROM job_runs "
-        "WHERE job = ? AND finished_at IS NOT NULL ORDER BY run_id DESC LIMIT 1",
-        [job],
-    )
-    rows = t.to_pylist()
-    return rows[0] if rows else None
+    return queries.last_finished_job_run(store, job)
 
 
 def start_run(store: Store, job: str, fp: str, now: datetime) -> int:
-    with store.transaction():
-        run_id = int(
-            store.sql("SELECT coalesce(max(run_id), 0) + 1 FROM job_runs WHERE job = ?", [job])
-            .column(0)[0]
-            .as_py()
-        )
-        store.execute(
-            "INSERT INTO job_runs (job, run_id, fingerprint, started_at) VALUES (?, ?, ?, ?)",
-            [job, run_id, fp, now],
-        )
-    return run_id
+    return queries.start_job_run(store, job, fp, now)
 
 
 def finish_run(
     store: Store, job: str, run_id: int, exit_code: int, summary: dict[str, Any]
 ) -> None:
-    store.execute(
-        "UPDATE job_runs SET finished_at = ?, exit_code = ?, summary = ? "
-        "WHERE job = ? AND run_id = ?",
-        [datetime.now(UTC), exit_code, json.dumps(summary, default=str), job, run_id],
+    queries.finish_job_run(
+        store, job, run_id, exit_code, json.dumps(summary, default=str), datetime.now(UTC)
     )
 
 
 def seen_files(store: Store, job: str) -> set[tuple[str, int, int]]:
-    t = store.sql("SELECT path, size, mtime_ns FROM job_files WHERE job = ?", [job])
-    return set(
-        zip(t.column(0).to_pylist(), t.column(1).to_pylist(), t.column(2).to_pylist(), strict=True)
-    )
+    return queries.job_files_seen(store, job)
 
 
 def record_files(store: Store, job: str, rows: list[tuple[str, int, int, str]]) -> None:
     """Remember handled files (path, size, mtime_ns, status); idempotent."""
-    if not rows:
-        return
-    import pyarrow as pa
-
-    now = datetime.now(UTC)
-    table = pa.table(
-        {
-            "job": [job] * len(rows),
-            "path": [r[0] for r in rows],
-            "size": [r[1] for r in rows],
-            "mtime_ns": [r[2] for r in rows],
-            "status": [r[3] for r in rows],
-            "seen_at": [now] * len(rows),
-        }
-    )
-    with store.transaction(), store.registered(_pyproflab_job_files=table):
-        store.execute(
-            "INSERT INTO job_files BY NAME SELECT * FROM _pyproflab_job_files "
-            "ON CONFLICT DO NOTHING"
-        )
+    if rows:
+        queries.record_job_files(store, job, rows, datetime.now(UTC))

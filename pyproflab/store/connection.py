@@ -326,8 +326,7 @@ class Store:
         """The selected profiles' metadata rows, by profile_id."""
         from pyproflab.store.select import Selection
 
-        where, params = (selection or Selection()).where()
-        return self.sql(f"SELECT p.* FROM profiles p WHERE {where} ORDER BY p.profile_id", params)
+        return self.sql(*(selection or Selection()).query())
 
     def merged_profile(
         self, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None

@@ -279,10 +279,8 @@ def assemble(
     )
 
 
-def _header_rows(store: Store, where: str, params: list[Any]) -> list[dict[str, Any]]:
-    return store.sql(
-        f"SELECT {HEADER_COLUMNS} FROM profiles p WHERE {where} ORDER BY p.profile_id", params
-    ).to_pylist()
+def _header_rows(store: Store, selection: Selection) -> list[dict[str, Any]]:
+    return store.sql(*selection.query(HEADER_COLUMNS)).to_pylist()
 
 
 def merged_profile(
@@ -292,8 +290,7 @@ def merged_profile(
     from pyproflab.store.select import Selection
 
     selection = selection or Selection()
-    where, params = selection.where()
-    rows = _header_rows(store, where, params)
+    rows = _header_rows(store, selection)
     if not rows:
         raise StoreError(f"no profiles match {selection.describe()}")
     header, index_lists = merge_headers(rows, sample_types)
@@ -340,7 +337,9 @@ def merged_profile(
 
 def stored_profile(store: Store, profile_id: int) -> Profile:
     """One stored profile, samples in file order, metadata as stored."""
-    rows = _header_rows(store, "p.profile_id = ?", [int(profile_id)])
+    from pyproflab.store.select import Selection
+
+    rows = _header_rows(store, Selection(profile_ids=[int(profile_id)]))
     if not rows:
         raise StoreError(f"no profile with id {profile_id}")
     r = rows[0]

@@ -13,10 +13,17 @@ queries (``Selection.query``) used as subqueries here.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import pyarrow as pa
 
 from pyproflab.errors import IdCollisionError
 from pyproflab.store.connection import Store
+from pyproflab.store.select import TAKEN_AT, Selection
+
+#: The tables of GC metrics (``sql/gc.sql``); an adopted store may lack them.
+METRIC_TABLES = ("metric_samples", "gc_cycles")
 
 # --- the store's tables ------------------------------------------------------------
 
@@ -48,4 +55,327 @@ def refuse_collisions(store: Store, table_name: str, id_col: str, tables: list[p
         raise IdCollisionError(
             f"content id collision: {table_name} id {clash.column(0)[0].as_py():#018x} "
             "names different content in this profile and in the store; refused"
+        )
+
+
+# --- selections --------------------------------------------------------------------
+
+
+def selected_profiles(store: Store, selection: Selection | None = None) -> pa.Table:
+    """The selected profiles' metadata rows, by profile_id."""
+    return store.sql(*(selection or Selection()).query())
+
+
+def versions(store: Store, selection: Selection, profile_type: str | None, order: str) -> pa.Table:
+    """(service, version) of the selection's versioned profiles (of ``profile_type``
+    when given), per service oldest first: by first ingest (``order="ingest"``) or
+    by the time its first profile was taken, then first ingest."""
+    ids, params = selection.query("p.profile_id", order_by=None)
+    of_type = ""
+    if profile_type:
+        of_type, params = " AND p.profile_type = ?", [*params, profile_type]
+    key = "min(p.profile_id)" if order == "ingest" else f"min({TAKEN_AT}), min(p.profile_id)"
+    return store.sql(
+        f"SELECT p.service, p.version FROM profiles p WHERE p.profile_id IN ({ids}){of_type} "
+        "AND p.version IS NOT NULL GROUP BY p.service, p.version "
+        f"ORDER BY p.service NULLS FIRST, {key}",
+        params,
+    )
+
+
+# --- retention ---------------------------------------------------------------------
+
+# (table, id column, the ids still referenced), children after parents.
+_ORPHANS = (
+    ("stacks", "stack_id", "SELECT DISTINCT stack_id FROM samples"),
+    ("label_sets", "label_set_id", "SELECT DISTINCT label_set_id FROM samples"),
+    ("locations", "location_id", "SELECT DISTINCT unnest(location_ids) FROM stacks"),
+    (
+        "functions",
+        "function_id",
+        "SELECT DISTINCT u.l.function_id FROM (SELECT unnest(lines) AS l FROM locations) u",
+    ),
+    (
+        "mappings",
+        "mapping_id",
+        "SELECT mapping_id FROM locations UNION SELECT main_mapping_id FROM profiles",
+    ),
+)
+_TAKEN_BEFORE = f"SELECT p.profile_id FROM profiles p WHERE {TAKEN_AT} < ?"
+
+
+def _count(store: Store, query: str, params: list | None = None) -> int:
+    return int(store.sql(query, params).column(0)[0].as_py())
+
+
+def count_profiles_taken_before(store: Store, cutoff: datetime) -> int:
+    return _count(store, f"SELECT count(*) FROM ({_TAKEN_BEFORE})", [cutoff])
+
+
+def count_metric_rows_before(store: Store, table: str, cutoff: datetime) -> int:
+    """Rows of the GC metric table ``table`` (one of ``METRIC_TABLES``) before ``cutoff``."""
+    assert table in METRIC_TABLES, table
+    return _count(store, f"SELECT count(*) FROM {table} WHERE time < ?", [cutoff])
+
+
+def delete_profiles_taken_before(store: Store, cutoff: datetime) -> tuple[int, dict[str, int]]:
+    """Delete the profiles taken before ``cutoff``, their samples, and every stack,
+    label set, location, function and mapping no profile uses any more; return
+    (samples deleted, orphans deleted per table). Call inside a transaction."""
+    samples = _count(
+        store, f"SELECT count(*) FROM samples WHERE profile_id IN ({_TAKEN_BEFORE})", [cutoff]
+    )
+    store.execute(f"DELETE FROM samples WHERE profile_id IN ({_TAKEN_BEFORE})", [cutoff])
+    store.execute(f"DELETE FROM profiles AS p WHERE {TAKEN_AT} < ?", [cutoff])
+    orphans = {}
+    for table, col, used in _ORPHANS:
+        n = _count(store, f"SELECT count(*) FROM {table} WHERE {col} NOT IN ({used})")
+        if n:
+            store.execute(f"DELETE FROM {table} WHERE {col} NOT IN ({used})")
+        orphans[table] = n
+    return samples, orphans
+
+
+def delete_metric_rows_before(store: Store, table: str, cutoff: datetime) -> None:
+    assert table in METRIC_TABLES, table
+    store.execute(f"DELETE FROM {table} WHERE time < ?", [cutoff])
+
+
+def database_bytes(store: Store) -> int | None:
+    """Bytes the database file uses (None for an in-memory store)."""
+    try:
+        t = store.sql("SELECT total_blocks, free_blocks, block_size FROM pragma_database_size()")
+        total, free, size = (t.column(i)[0].as_py() for i in range(3))
+        return int((total - free) * size)
+    except Exception:  # an in-memory store, or an older DuckDB: not worth failing for
+        return None
+
+
+def checkpoint(store: Store) -> None:
+    """Make free blocks reusable (and truncate a tail of them)."""
+    store.execute("CHECKPOINT")
+
+
+# --- GC (analyses/gc.py) -----------------------------------------------------------
+
+
+def profile_windows(store: Store, selection: Selection | None = None) -> pa.Table:
+    """The selected profiles with the window each covers (``w_start``, ``w_end``):
+    the collection window when known, else from the profile's time and duration."""
+    return store.sql(
+        *(selection or Selection()).query(
+            "p.profile_id, p.service, p.version, p.instance, p.profile_type, "
+            "coalesce(p.window_start, p.time) AS w_start, "
+            "coalesce(p.window_end, coalesce(p.window_start, p.time) "
+            "         + to_microseconds(p.duration_nanos // 1000)) AS w_end"
+        )
+    )
+
+
+# Rows of the window's instance (and service, when both name one), over alias m.
+_SAME_INSTANCE = (
+    "m.instance = w.instance AND (w.service IS NULL OR m.service IS NULL OR m.service = w.service)"
+)
+
+
+def window_metric_samples(store: Store, windows: pa.Table, metrics: list[str]) -> pa.Table:
+    """(key, metric, labels, t in epoch microseconds, value) of the ``metrics`` scraped
+    from each window's instance inside it. ``windows``: key, service, instance,
+    w_start, w_end."""
+    with store.registered(gc_windows=windows):
+        return store.sql(
+            "SELECT w.key, m.metric, m.labels, epoch_us(m.time) AS t, m.value "
+            f"FROM gc_windows w JOIN metric_samples m ON {_SAME_INSTANCE} "
+            "AND m.time >= w.w_start AND m.time <= w.w_end "
+            "WHERE list_contains(?::VARCHAR[], m.metric) ORDER BY w.key, m.metric, t",
+            [metrics],
+        )
+
+
+def window_metric_settings(store: Store, windows: pa.Table, metrics: list[str]) -> pa.Table:
+    """(key, metric, value): each metric's last value up to each window's end."""
+    with store.registered(gc_windows=windows):
+        return store.sql(
+            "SELECT w.key, m.metric, arg_max(m.value, m.time) AS value "
+            f"FROM gc_windows w JOIN metric_samples m ON {_SAME_INSTANCE} "
+            "AND m.time <= w.w_end "
+            "WHERE list_contains(?::VARCHAR[], m.metric) GROUP BY w.key, m.metric",
+            [metrics],
+        )
+
+
+def window_gc_cycles(store: Store, windows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Per window: (key, n, live, goal) of the gctrace cycles inside it (each cycle
+    once), and the keys of the windows whose instance has any gctrace rows."""
+    with store.registered(gc_windows=windows):
+        cycles = store.sql(
+            "SELECT key, count(*) AS n, avg(heap_live_mb) AS live, avg(heap_goal_mb) AS goal "
+            "FROM (SELECT DISTINCT w.key, m.gc_num, m.seconds, m.heap_live_mb, m.heap_goal_mb "
+            f"      FROM gc_windows w JOIN gc_cycles m ON {_SAME_INSTANCE} "
+            "      AND m.time >= w.w_start AND m.time <= w.w_end) GROUP BY key"
+        )
+        logged = store.sql(
+            "SELECT w.key FROM gc_windows w "
+            f"WHERE EXISTS (SELECT 1 FROM gc_cycles m WHERE {_SAME_INSTANCE})"
+        )
+    return cycles, logged
+
+
+def instance_metric_samples(
+    store: Store, metrics: list[str], instances: list[str], service: str | None
+) -> pa.Table:
+    """(service, version, instance, metric, labels as text, time, value) of the
+    ``metrics`` scraped from ``instances`` (of ``service``, or of none, when given)."""
+    service_is = " AND (service IS NULL OR service = ?)" if service is not None else ""
+    params: list[Any] = [metrics, instances, *([service] if service is not None else [])]
+    return store.sql(
+        "SELECT service, version, instance, metric, CAST(labels AS VARCHAR) AS labels, time, "
+        "value FROM metric_samples WHERE list_contains(?::VARCHAR[], metric) "
+        f"AND list_contains(?::VARCHAR[], instance){service_is}",
+        params,
+    )
+
+
+# --- PGO (analyses/pgo.py) ---------------------------------------------------------
+
+
+def value_sums(store: Store, index: pa.Table) -> pa.Table:
+    """(profile_id, v): per profile of ``index`` (profile_id, idx), the sum over its
+    samples of value number ``idx`` (1-based)."""
+    with store.registered(pgo_idx=index):
+        return store.sql(
+            'SELECT s.profile_id, sum(list_extract(s."values", t.idx))::BIGINT AS v '
+            "FROM samples s JOIN pgo_idx t ON t.profile_id = s.profile_id GROUP BY 1"
+        )
+
+
+# --- jobs (jobs/state.py) ----------------------------------------------------------
+
+_JOB_TABLES = """
+CREATE TABLE IF NOT EXISTS job_runs (
+    job          VARCHAR NOT NULL,
+    run_id       BIGINT NOT NULL,
+    fingerprint  VARCHAR NOT NULL,
+    started_at   TIMESTAMPTZ NOT NULL,
+    finished_at  TIMESTAMPTZ,
+    exit_code    INTEGER,
+    summary      VARCHAR,
+    PRIMARY KEY (job, run_id)
+);
+CREATE TABLE IF NOT EXISTS job_files (
+    job          VARCHAR NOT NULL,
+    path         VARCHAR NOT NULL,
+    size         BIGINT NOT NULL,
+    mtime_ns     BIGINT NOT NULL,
+    status       VARCHAR NOT NULL,
+    seen_at      TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (job, path, size, mtime_ns)
+);
+"""
+
+
+def create_job_tables(store: Store) -> None:
+    store.execute(_JOB_TABLES)
+
+
+def content_digest(store: Store, selection: Selection) -> tuple[str, int]:
+    """(sha256 of the selected profiles' sorted content hashes, their number)."""
+    t = store.sql(
+        *selection.query(
+            "coalesce(sha256(string_agg(content_hash, ',' ORDER BY content_hash)), ''), count(*)",
+            order_by=None,
+        )
+    )
+    return t.column(0)[0].as_py(), int(t.column(1)[0].as_py())
+
+
+def metric_table_stamp(store: Store, table: str) -> tuple[int, str | None] | None:
+    """(rows, latest time as text) of a GC metric table; None when it is absent."""
+    assert table in METRIC_TABLES, table
+    if table not in table_names(store):
+        return None
+    r = store.sql(f"SELECT count(*), max(time)::VARCHAR FROM {table}")
+    return r.column(0)[0].as_py(), r.column(1)[0].as_py()
+
+
+def metric_table_rows(store: Store) -> dict[str, int]:
+    """Rows of each GC metric table the store has."""
+    present = table_names(store)
+    return {t: _count(store, f"SELECT count(*) FROM {t}") for t in METRIC_TABLES if t in present}
+
+
+def _first(t: pa.Table) -> dict[str, Any] | None:
+    rows = t.to_pylist()
+    return rows[0] if rows else None
+
+
+def job_run(store: Store, job: str, fp: str) -> dict[str, Any] | None:
+    """The latest run of ``job`` with fingerprint ``fp`` (finished or not)."""
+    return _first(
+        store.sql(
+            "SELECT run_id, started_at, finished_at, exit_code, summary FROM job_runs "
+            "WHERE job = ? AND fingerprint = ? ORDER BY run_id DESC LIMIT 1",
+            [job, fp],
+        )
+    )
+
+
+def last_finished_job_run(store: Store, job: str) -> dict[str, Any] | None:
+    return _first(
+        store.sql(
+            "SELECT run_id, fingerprint, finished_at, exit_code FROM job_runs "
+            "WHERE job = ? AND finished_at IS NOT NULL ORDER BY run_id DESC LIMIT 1",
+            [job],
+        )
+    )
+
+
+def start_job_run(store: Store, job: str, fp: str, now: datetime) -> int:
+    """A new run of ``job`` (the next run id), not finished."""
+    with store.transaction():
+        run_id = _count(
+            store, "SELECT coalesce(max(run_id), 0) + 1 FROM job_runs WHERE job = ?", [job]
+        )
+        store.execute(
+            "INSERT INTO job_runs (job, run_id, fingerprint, started_at) VALUES (?, ?, ?, ?)",
+            [job, run_id, fp, now],
+        )
+    return run_id
+
+
+def finish_job_run(
+    store: Store, job: str, run_id: int, exit_code: int, summary: str, now: datetime
+) -> None:
+    store.execute(
+        "UPDATE job_runs SET finished_at = ?, exit_code = ?, summary = ? "
+        "WHERE job = ? AND run_id = ?",
+        [now, exit_code, summary, job, run_id],
+    )
+
+
+def job_files_seen(store: Store, job: str) -> set[tuple[str, int, int]]:
+    t = store.sql("SELECT path, size, mtime_ns FROM job_files WHERE job = ?", [job])
+    return set(
+        zip(t.column(0).to_pylist(), t.column(1).to_pylist(), t.column(2).to_pylist(), strict=True)
+    )
+
+
+def record_job_files(
+    store: Store, job: str, rows: list[tuple[str, int, int, str]], now: datetime
+) -> None:
+    """Remember handled files (path, size, mtime_ns, status); idempotent."""
+    table = pa.table(
+        {
+            "job": [job] * len(rows),
+            "path": [r[0] for r in rows],
+            "size": [r[1] for r in rows],
+            "mtime_ns": [r[2] for r in rows],
+            "status": [r[3] for r in rows],
+            "seen_at": [now] * len(rows),
+        }
+    )
+    with store.transaction(), store.registered(_pyproflab_job_files=table):
+        store.execute(
+            "INSERT INTO job_files BY NAME SELECT * FROM _pyproflab_job_files "
+            "ON CONFLICT DO NOTHING"
         )

@@ -108,8 +108,24 @@ class Selection:
                 kwargs[key] = vals[0] if len(vals) == 1 else vals
         return cls(**kwargs, labels=labels or None, profile_ids=ids or None)
 
+    def query(
+        self,
+        columns: str = "p.*",
+        *,
+        order_by: str | None = "p.profile_id",
+        now: datetime | None = None,
+    ) -> tuple[str, list[Any]]:
+        """A complete query over the store's ``profiles p`` that this selection picks,
+        and its bound parameters: ``SELECT columns FROM profiles p WHERE ... ORDER BY``.
+        Store modules use it whole or as a subquery (``p.profile_id IN (...)``);
+        ``columns`` and ``order_by`` are SQL the store writes, never user values."""
+        where, params = self.where(now=now)
+        order = f" ORDER BY {order_by}" if order_by else ""
+        return f"SELECT {columns} FROM profiles p WHERE {where}{order}", params
+
     def where(self, *, now: datetime | None = None) -> tuple[str, list[Any]]:
-        """A SQL boolean over ``profiles p`` and its bound parameters, in order."""
+        """A SQL boolean over ``profiles p`` and its bound parameters, in order (the
+        condition of ``query``; prefer ``query``, which is a complete query)."""
         parts: list[str] = []
         params: list[Any] = []
         for col in ("service", "version", "instance", "profile_type"):
