@@ -1,5 +1,5 @@
 """The package's layers import only downward (STYLE: sources -> decode -> store ->
-analyses -> reports -> CLI/jobs/notebooks).
+analyses -> workflows -> reports -> CLI/jobs/notebooks).
 
 Every ``import``/``from ... import`` of a pyproflab module, at any depth (lazy
 imports inside functions count), must name a layer at or below the importer's.
@@ -28,15 +28,16 @@ LAYERS: dict[str, int] = {
     "encode": 1,
     "store": 2,
     "analyses": 3,
-    "reports": 4,
-    "files": 5,
-    "collect": 5,
-    "lab": 5,
-    "jobs": 6,
-    "demo": 6,
-    "cli": 7,
-    "__init__": 8,
-    "__main__": 8,
+    "workflows": 4,
+    "reports": 5,
+    "files": 6,
+    "collect": 6,
+    "lab": 6,
+    "jobs": 7,
+    "demo": 7,
+    "cli": 8,
+    "__init__": 9,
+    "__main__": 9,
 }
 
 

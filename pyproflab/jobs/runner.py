@@ -33,12 +33,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyproflab import workflows
 from pyproflab.errors import ProflabError, StoreError, UsageError
 from pyproflab.jobs import outputs, state
 from pyproflab.jobs.retention import apply_retention
 from pyproflab.jobs.spec import JobSpec, SourceSpec
 from pyproflab.store.connection import Store
-from pyproflab.store.select import TAKEN_AT, Selection
+from pyproflab.store.select import Selection
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -163,45 +164,6 @@ def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
 # --- analyses -----------------------------------------------------------------------
 
 
-def versions(
-    store: Store, selection: Selection, profile_type: str | None, order: str
-) -> dict[str | None, list[str]]:
-    """service -> its versions in the selection, oldest first (by ``order``)."""
-    where, params = selection.where()
-    if profile_type:
-        where += " AND p.profile_type = ?"
-        params = [*params, profile_type]
-    key = "min(p.profile_id)" if order == "ingest" else f"min({TAKEN_AT}), min(p.profile_id)"
-    t = store.sql(
-        f"SELECT p.service, p.version FROM profiles p WHERE {where} "
-        f"AND p.version IS NOT NULL GROUP BY p.service, p.version "
-        f"ORDER BY p.service NULLS FIRST, {key}",
-        params,
-    )
-    out: dict[str | None, list[str]] = {}
-    for svc, ver in zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True):
-        out.setdefault(svc, []).append(ver)
-    return out
-
-
-def _narrow(sel: Selection, **fields: Any) -> Selection:
-    d = {
-        k: getattr(sel, k)
-        for k in (
-            "service",
-            "version",
-            "instance",
-            "profile_type",
-            "since",
-            "until",
-            "labels",
-            "profile_ids",
-        )
-    }
-    d.update({k: v for k, v in fields.items() if v is not None})
-    return Selection(**d)
-
-
 def _regressions(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> int:
@@ -211,16 +173,16 @@ def _regressions(
     r = spec.regressions
     assert r is not None
     findings = 0
-    for svc, vers in versions(store, sel, r.profile_type, r.order).items():
+    for svc, vers in workflows.versions(store, sel, r.profile_type, r.order).items():
         item: dict[str, Any] = {"service": svc}
         summary["regressions"].append(item)
-        if len(vers) < 2:
+        pair = workflows.comparison(vers)
+        if pair is None:
             item["skipped"] = f"only one version ({vers[0]})" if vers else "no versions"
             continue
-        base_v, new_v = vers[-2], vers[-1]
-        item.update(base=base_v, new=new_v)
-        base = _narrow(sel, service=svc, version=base_v, profile_type=r.profile_type)
-        new = _narrow(sel, service=svc, version=new_v, profile_type=r.profile_type)
+        item.update(base=pair.base, new=pair.new)
+        base = workflows.narrow(sel, service=svc, version=pair.base, profile_type=r.profile_type)
+        new = workflows.narrow(sel, service=svc, version=pair.new, profile_type=r.profile_type)
         try:
             res = regressions(
                 store,
@@ -295,12 +257,12 @@ def _pgo(
     p = spec.pgo
     assert p is not None
     order = spec.regressions.order if spec.regressions else "ingest"
-    by_service = versions(store, sel, "cpu", order)
+    by_service = workflows.versions(store, sel, "cpu", order)
     if not by_service:
         by_service = {None: []}
     for svc, vers in by_service.items():
         version = vers[-1] if (p.version == "newest" and vers) else None
-        chosen = _narrow(sel, service=svc, version=version)
+        chosen = workflows.narrow(sel, service=svc, version=version)
         item: dict[str, Any] = {"service": svc, "version": version}
         summary["pgo"].append(item)
         try:

@@ -6,8 +6,8 @@ Rules:
   external style or font); each chart is a ``<div class="chart">`` holding
   one plotly div and the script that draws it.
 - Sections, in order: fleet summary, top CPU functions, flame graph of the
-  merged CPU and of alloc_space, regressions (the first and the last version
-  by time, when the selection has two or more), GC share over time per
+  merged CPU and of alloc_space, regressions (the newest version against the
+  one before it, ``workflows.comparison``), GC share over time per
   instance, the GOGC curve and recommendation, the PGO summary. A section that
   has nothing to show (no CPU profiles, one version, no GC tables or data, no
   Go) stays in the file with a note saying why.
@@ -35,7 +35,6 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import shlex
 import time
@@ -46,9 +45,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from pyproflab import workflows
 from pyproflab.errors import ProflabError
 from pyproflab.reports.flame import plotly_text
 from pyproflab.reports.flamegraph import FlameGraph, flame_graph, script_json
+from pyproflab.store import queries
 from pyproflab.store.kinds import one_kind
 from pyproflab.store.select import Selection
 
@@ -135,23 +136,12 @@ def _cmd(*words: str) -> str:
 # --- helpers --------------------------------------------------------------------------
 
 
-def _with(sel: Selection, **changes: Any) -> Selection:
-    return dataclasses.replace(sel, **changes)
-
-
-def _tables(store) -> set[str]:
-    rows = store.sql("SELECT table_name FROM duckdb_tables()").column(0).to_pylist()
-    return set(rows)
+_with = workflows.narrow
 
 
 def _gc_rows(store) -> dict[str, int]:
     """Rows of each GC table the store has (metric_samples, gc_cycles)."""
-    present = _tables(store)
-    return {
-        t: int(store.sql(f"SELECT count(*) FROM {t}").column(0)[0].as_py())
-        for t in ("metric_samples", "gc_cycles")
-        if t in present
-    }
+    return queries.metric_table_rows(store)
 
 
 def _one(store, sel: Selection, s: Section, sample: str | None = None) -> Selection:
@@ -270,24 +260,14 @@ def flame_section(store, sel: Selection, db: str) -> Section:
     return s
 
 
-def _versions(store, sel: Selection) -> list[str]:
-    rows = store.profiles(sel).select(["version", "time", "window_start"]).to_pylist()
-    first: dict[str, datetime] = {}
-    for r in rows:
-        t = r["time"] or r["window_start"]
-        if r["version"] is None or t is None:
-            continue
-        first[r["version"]] = min(first.get(r["version"], t), t)
-    return sorted(first, key=lambda v: (first[v], v))
-
-
 def regressions_section(store, sel: Selection, db: str) -> Section:
     from pyproflab.analyses.regressions import regressions
     from pyproflab.reports.regressions import render_html
 
     cpu = _with(sel, profile_type="cpu")
     s = Section("regressions", "Regressions between versions (CPU)", [])
-    versions = _versions(store, cpu)
+    by_service = workflows.versions(store, cpu)
+    versions = next((v for v in by_service.values() if len(v) >= 2), [])
     if len(versions) < 2:
         s.commands.append(
             _cmd(
@@ -308,12 +288,15 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
             f"the selection's CPU profiles have {len(versions)} version(s) "
             f"({', '.join(versions) or 'none'}): nothing to compare"
         )
-    base_v, new_v = versions[0], versions[-1]
-    if len(versions) > 2:
-        s.notes.append(
-            f"{len(versions)} versions; comparing the first and the last by time "
-            f"({base_v} -> {new_v})"
-        )
+    pair = workflows.comparison(versions)
+    assert pair is not None
+    base_v, new_v = pair.base, pair.new
+    if pair.note:
+        s.notes.append(pair.note)
+    if len(by_service) > 1:
+        svc = next(k for k, v in by_service.items() if v is versions)
+        s.notes.append(f"{len(by_service)} services; comparing the versions of {svc}")
+        cpu = _with(cpu, service=svc)
     base, new = _with(cpu, version=base_v), _with(cpu, version=new_v)
     s.commands.append(
         _cmd(
@@ -349,21 +332,15 @@ def gc_share_points(store, sel: Selection) -> dict[tuple, list[tuple[datetime, f
     """Runtime view between consecutive scrapes, per (service, version, instance):
     GC CPU / busy CPU (the increase of the go_cpu_classes counters, as ``gc`` computes
     ``gc_cpu_fraction_busy`` over a window). Steps with a counter reset are skipped."""
-    if "metric_samples" not in _tables(store):
+    if "metric_samples" not in queries.table_names(store):
         return {}
     inst = store.profiles(sel).select(["instance"]).column(0).to_pylist()
     inst = sorted({i for i in inst if i is not None})
     if not inst:
         return {}
-    where = ["metric IN (?, ?, ?)", "list_contains(?::VARCHAR[], instance)"]
-    params: list[Any] = [_CPU_GC, _CPU_TOTAL, _CPU_IDLE, inst]
-    if sel.service is not None and isinstance(sel.service, str):
-        where.append("(service IS NULL OR service = ?)")
-        params.append(sel.service)
-    rows = store.sql(
-        "SELECT service, version, instance, metric, CAST(labels AS VARCHAR) AS labels, time, "
-        f"value FROM metric_samples WHERE {' AND '.join(where)}",
-        params,
+    service = sel.service if isinstance(sel.service, str) else None
+    rows = queries.instance_metric_samples(
+        store, [_CPU_GC, _CPU_TOTAL, _CPU_IDLE], inst, service
     ).to_pylist()
     series = _series(rows)
     out: dict[tuple, list[tuple[datetime, float]]] = {}
