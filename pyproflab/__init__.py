@@ -155,8 +155,3 @@ def __getattr__(name: str) -> Any:
 
         return Lab
     raise AttributeError(name)
-
-
-# Fill the table result objects render themselves through (``pyproflab.display``);
-# it names report functions and loads none of them yet.
-import pyproflab.reports.registry  # noqa: E402, F401

@@ -378,12 +378,16 @@ class Demo:
 
 
 def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
+    from pyproflab.reports.formatting import pct
+
+    return pct(v, missing="-")
 
 
 def gc_table(result: Any) -> str:
     """The per-instance GC table: the profile's view (GC categories of its CPU
     stacks) beside the runtime's (go_cpu_classes), and the cycles behind them."""
+    from pyproflab.reports.formatting import grid
+
     head = [
         "version",
         "instance",
@@ -413,13 +417,6 @@ def gc_table(result: Any) -> str:
                 _pct(r["gc_cpu_fraction"]),
             ]
         )
-    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        left = [c.ljust(w) for c, w in zip(cells[:2], widths[:2], strict=True)]
-        right = [c.rjust(w) for c, w in zip(cells[2:], widths[2:], strict=True)]
-        return "  ".join(left + right)
-
     legend = [
         "",
         "profile view: every GC category of the CPU stacks (mark, assists, malloc,",
@@ -429,7 +426,8 @@ def gc_table(result: Any) -> str:
         "  runtime all: gc / total (idle included)",
     ]
     notes = [f"note: {n}" for n in result.notes]
-    return "\n".join([line(head), *(line(r) for r in rows), *legend, *notes])
+    table = grid(head, rows, "ll" + "r" * (len(head) - 2))
+    return "\n".join([*table, *legend, *notes])
 
 
 def _side_change(row: dict[str, Any], m: str, unit: str, confidence: float, fdr: float) -> str:

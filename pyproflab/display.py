@@ -6,11 +6,12 @@ and hand out its figures. Rules:
 
 - A result's convenience method calls ``render(self, KIND, ...)``; ``KIND`` is a
   short name such as ``"html"`` or ``"figure_top"``.
-- The reports layer registers, for each (result class, kind), the module and
-  function that renders it (``pyproflab/reports/registry.py``); the module is
-  imported on first use, so registering costs nothing.
-- ``import pyproflab`` imports that registry, so it is filled before any
-  result object exists. A kind nobody registered raises ``LookupError``.
+- The reports layer's table ``pyproflab/reports/registry.py`` (``RENDERERS``)
+  names, for each (result class, kind), the module and function that renders
+  it. ``render`` reads the table on first use, by module name (this layer
+  imports nothing above it); nothing fills it as a side effect of an import,
+  and the modules it names load only when they render. A kind the table does
+  not name raises ``LookupError``.
 - Lookup walks the result's class hierarchy, nearest class first.
 """
 
@@ -19,19 +20,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# (class "module.QualName", kind) -> (module, function, default keyword arguments)
-_RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {}
+REGISTRY = "pyproflab.reports.registry"
 
 
-def register(result_class: str, kind: str, module: str, function: str, **defaults: Any) -> None:
-    """Render ``kind`` of instances of ``result_class`` with ``module.function``."""
-    _RENDERERS[(result_class, kind)] = (module, function, defaults)
+def renderers() -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]]:
+    """The reports layer's table: (class "module.QualName", kind) -> (module,
+    function, default keyword arguments)."""
+    return importlib.import_module(REGISTRY).RENDERERS
 
 
 def render(result: Any, kind: str, /, *args: Any, **kwargs: Any) -> Any:
     """What the function registered for ``kind`` of ``result``'s class returns."""
+    table = renderers()
     for cls in type(result).__mro__:
-        entry = _RENDERERS.get((f"{cls.__module__}.{cls.__qualname__}", kind))
+        entry = table.get((f"{cls.__module__}.{cls.__qualname__}", kind))
         if entry is not None:
             module, function, defaults = entry
             fn = getattr(importlib.import_module(module), function)

@@ -88,8 +88,9 @@ def test_every_render_call_has_a_registered_renderer() -> None:
     registered, and the registered function exists."""
     import importlib
 
-    import pyproflab  # noqa: F401  (fills the registry)
-    from pyproflab.display import _RENDERERS
+    from pyproflab.display import renderers
+
+    table = renderers()
 
     calls = []
     for path in sorted((PACKAGE / "analyses").glob("*.py")):
@@ -106,9 +107,9 @@ def test_every_render_call_has_a_registered_renderer() -> None:
                 ):
                     calls.append((f"{module}.{cls.name}", node.args[1].value))
     assert len(calls) >= 10
-    missing = [c for c in calls if c not in _RENDERERS]
+    missing = [c for c in calls if c not in table]
     assert not missing, f"render() kinds with no renderer: {missing}"
-    for module, function, _ in _RENDERERS.values():
+    for module, function, _ in table.values():
         assert callable(getattr(importlib.import_module(module), function))
 
 
@@ -207,3 +208,16 @@ def test_the_circle_finder_finds_lazy_and_indirect_circles() -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyproflab.x import y\n"
     )
     assert _type_checking_lines(tree) == {3}
+
+
+def test_importing_pyproflab_registers_nothing() -> None:
+    """Renderers are a table read on use: importing the package imports no report."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pyproflab; "
+        "print(sorted(m for m in sys.modules if m.startswith('pyproflab.reports')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -63,6 +63,9 @@ class Command:
             )
             return EXIT_ERROR
         if args.summary:
-            write_atomic(args.summary, json.dumps(result.summary, indent=2, default=str) + "\n")
+            write_atomic(
+                args.summary,
+                json.dumps(result.summary, indent=2, default=str, sort_keys=True) + "\n",
+            )
         print(result.line, flush=True)
         return result.exit_code

@@ -370,7 +370,9 @@ def run_job(
 
         code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
         summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
-        out.write("summary", "json", json.dumps(summary, indent=2, default=str) + "\n")
+        out.write(
+            "summary", "json", json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
+        )
         out.publish()
         summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
         state.finish_run(store, spec.name, run_id, code, summary)

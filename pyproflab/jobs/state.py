@@ -61,7 +61,12 @@ def finish_run(
     store: Store, job: str, run_id: int, exit_code: int, summary: dict[str, Any]
 ) -> None:
     queries.finish_job_run(
-        store, job, run_id, exit_code, json.dumps(summary, default=str), datetime.now(UTC)
+        store,
+        job,
+        run_id,
+        exit_code,
+        json.dumps(summary, default=str, sort_keys=True),
+        datetime.now(UTC),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import grid, mib, pct, seconds
 
 FORMATS = ("text", "json", "csv", "html")
 TABLES = ("profiles", "instances", "categories")
@@ -38,49 +39,24 @@ _CATEGORY_HEADS = {
 }
 
 
-def _pct(v: float | None) -> str:
-    return "" if v is None else f"{100 * v:.1f}%"
-
-
 def _num(v: float | None, digits: int = 1) -> str:
     return "" if v is None else f"{v:.{digits}f}"
-
-
-def _mib(v: float | None) -> str:
-    return "" if v is None else f"{v / 2**20:.1f}MiB"
-
-
-def _seconds(v: float | None) -> str:
-    if v is None:
-        return ""
-    if v < 1e-3:
-        return f"{v * 1e6:.0f}µs"
-    if v < 1:
-        return f"{v * 1e3:.2f}ms"
-    return f"{v:.2f}s"
 
 
 def _limit(v: float | None) -> str:
     # GOMEMLIMIT's "off" is math.MaxInt64 bytes.
     if v is None:
         return ""
-    return "off" if v >= 2**63 - 1024 else _mib(v)
+    return "off" if v >= 2**63 - 1024 else mib(v)
 
 
 def _cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _grid(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(head)] + [line(r) for r in rows]
+def _grid(head: list[str], rows: list[list[str]], first_right: int) -> list[str]:
+    """Columns left-aligned up to ``first_right``, right-aligned from there on."""
+    return grid(head, rows, "l" * first_right + "r" * (len(head) - first_right))
 
 
 def instance_lines(result) -> list[str]:
@@ -111,21 +87,21 @@ def instance_lines(result) -> list[str]:
                 _cell(r["version"]),
                 _cell(r["instance"]),
                 f"{r['profiles']} ({r['cpu_profiles']} cpu)",
-                _pct(r["profile_gc_share"]),
-                _pct(r["profile_gc_mark_share"]),
-                _pct(r["gc_cpu_fraction_busy"]),
-                _pct(r["gc_cpu_fraction"]),
+                pct(r["profile_gc_share"]),
+                pct(r["profile_gc_mark_share"]),
+                pct(r["gc_cpu_fraction_busy"]),
+                pct(r["gc_cpu_fraction"]),
                 _num(r["gc_cycles_per_min"]),
-                _mib(r["heap_live_mean_bytes"]),
-                _mib(r["heap_goal_mean_bytes"]),
-                _mib(r["alloc_bytes_per_sec"]),
-                _seconds(r["stw_pause_total_seconds"]),
-                _seconds(r["stw_pause_p99_seconds"]),
+                mib(r["heap_live_mean_bytes"]),
+                mib(r["heap_goal_mean_bytes"]),
+                mib(r["alloc_bytes_per_sec"]),
+                seconds(r["stw_pause_total_seconds"]),
+                seconds(r["stw_pause_p99_seconds"]),
                 _num(r["gogc_percent"], 0),
                 _limit(r["gomemlimit_bytes"]),
             ]
         )
-    return _grid(head, rows, set(range(3, len(head))))
+    return _grid(head, rows, 3)
 
 
 def category_lines(result) -> list[str]:
@@ -150,11 +126,11 @@ def category_lines(result) -> list[str]:
                 str(r["profile_id"]),
                 _cell(r["instance"]),
                 f"{total / 1e9:.2f}s",
-                _pct(r["profile_gc_share"]),
-                *[_pct(r[f"gc_{n}_ns"] / total) if total else "" for n in CATEGORY_NAMES],
+                pct(r["profile_gc_share"]),
+                *[pct(r[f"gc_{n}_ns"] / total) if total else "" for n in CATEGORY_NAMES],
             ]
         )
-    return _grid(head, rows, set(range(2, len(head))))
+    return _grid(head, rows, 2)
 
 
 def render_text(result) -> str:
@@ -194,7 +170,7 @@ def render_json(result) -> str:
         "categories": _records(result.categories),
         "notes": list(result.notes),
     }
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, sort_keys=True) + "\n"
 
 
 def render_csv(result, table: str = "profiles") -> str:
@@ -231,13 +207,13 @@ def render_gc_html(result, max_rows: int = 200, *, python: bool = True) -> str:
             _cell(r["version"]),
             _cell(r["instance"]),
             str(r["profiles"]),
-            _pct(r["profile_gc_share"]),
-            _pct(r["profile_gc_mark_share"]),
-            _pct(r["gc_cpu_fraction_busy"]),
-            _pct(r["gc_cpu_fraction"]),
+            pct(r["profile_gc_share"]),
+            pct(r["profile_gc_mark_share"]),
+            pct(r["gc_cpu_fraction_busy"]),
+            pct(r["gc_cpu_fraction"]),
             _num(r["gc_cycles_per_min"]),
-            _mib(r["heap_live_mean_bytes"]),
-            _seconds(r["stw_pause_p99_seconds"]),
+            mib(r["heap_live_mean_bytes"]),
+            seconds(r["stw_pause_p99_seconds"]),
             _num(r["gogc_percent"], 0),
             _limit(r["gomemlimit_bytes"]),
         ]
@@ -283,16 +259,16 @@ def categories_html(result) -> str:
         [
             r["category"],
             f"{r['cpu']}",
-            _pct(r["share"]),
+            pct(r["share"]),
             f"{r['plain_cpu']}",
-            _pct(r["plain_share"]),
+            pct(r["plain_share"]),
             r["regex"],
         ]
         for r in result.rows.to_pylist()
     ]
     return (
         '<div class="pyproflab-gc-categories">'
-        f"<p>GC {html.escape(_pct(result.gc_share))} of {result.total} "
+        f"<p>GC {html.escape(pct(result.gc_share))} of {result.total} "
         f"{html.escape(unit)}</p>"
         + _html_table(
             ["category", f"exclusive ({unit})", "share", f"plain ({unit})", "plain share", "regex"],

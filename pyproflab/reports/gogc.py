@@ -191,7 +191,7 @@ def render_json(result) -> str:
         "predictions": [_record(r) for r in result.predictions.to_pylist()],
         "notes": list(result.notes),
     }
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, sort_keys=True) + "\n"
 
 
 def render_csv(result) -> str:

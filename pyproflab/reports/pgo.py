@@ -126,7 +126,7 @@ def render_json(result: PgoResult) -> str:
         "verified": result.verified is not None,
         "verify_note": result.verify_note,
     }
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
 def render_html(result: PgoResult, *, edges: int = 50) -> str:
@@ -228,6 +228,7 @@ def render_diff_json(diff: EdgeDiff) -> str:
                 "unchanged": diff.unchanged,
             },
             indent=2,
+            sort_keys=True,
         )
         + "\n"
     )

@@ -26,10 +26,7 @@ def render_table(table: pa.Table, fmt: str = "text") -> str:
         return buf.getvalue()
     if fmt != "text":
         raise UsageError(f"unknown format {fmt!r}; choose text, json or csv")
+    from pyproflab.reports.formatting import grid
+
     cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
-    lines += [
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(grid(cols, cells, "l" * len(cols))) + "\n"

@@ -93,7 +93,9 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
         "exported_at": datetime.now(UTC).isoformat(),
         "counts": counts,
     }
-    (out / DATASET_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    (out / DATASET_MARKER).write_text(
+        json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return ExportSummary(str(out), counts)
 
 
