@@ -267,8 +267,10 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
     cpu = _with(sel, profile_type="cpu")
     s = Section("regressions", "Regressions between versions (CPU)", [])
     by_service = workflows.versions(store, cpu)
-    versions = next((v for v in by_service.values() if len(v) >= 2), [])
-    if len(versions) < 2:
+    # The first service with two versions to compare.
+    found = next(((k, v) for k, v in by_service.items() if len(v) >= 2), None)
+    if found is None:
+        versions = sorted({v for vs in by_service.values() for v in vs})
         s.commands.append(
             _cmd(
                 "regressions",
@@ -284,17 +286,18 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
                 "json",
             )
         )
+        apart = ", no two of one service" if len(by_service) > 1 else ""
         return s.skip(
             f"the selection's CPU profiles have {len(versions)} version(s) "
-            f"({', '.join(versions) or 'none'}): nothing to compare"
+            f"({', '.join(versions) or 'none'}){apart}: nothing to compare"
         )
+    svc, versions = found
     pair = workflows.comparison(versions)
     assert pair is not None
     base_v, new_v = pair.base, pair.new
     if pair.note:
         s.notes.append(pair.note)
     if len(by_service) > 1:
-        svc = next(k for k, v in by_service.items() if v is versions)
         s.notes.append(f"{len(by_service)} services; comparing the versions of {svc}")
         cpu = _with(cpu, service=svc)
     base, new = _with(cpu, version=base_v), _with(cpu, version=new_v)
