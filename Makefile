@@ -38,7 +38,7 @@ fuzz: setup
 
 # The main job on the embedded default store (./$(DB)).
 demo: setup
-	$(PY) -m pyproflab.demo --db $(DB)
+	$(PY) tests/fleet_demo.py --db $(DB)
 
 bench: setup
 	$(PY) -m bench --out .bench

@@ -1,7 +1,7 @@
 """Build, start and stop the demo fleet (tests/fleet) and drive load at it.
 
-Standard library only, so that ``pyproflab/demo.py`` can import this file by
-path as well as the tests::
+Standard library only; the tests and the demo (``tests/fleet_demo.py``) import
+it::
 
     from fleet_harness import build_fleet, start_fleet, run_load
 

@@ -1,4 +1,4 @@
-"""``make demo`` (pyproflab/demo.py) on short settings, in a subprocess.
+"""``make demo`` (tests/fleet_demo.py) on short settings, in a subprocess.
 
 1. A full short run exits 0 and prints the three sections of the fleet
    summary (top CPU functions, GC share per instance, the v1 vs v2 headline);
@@ -29,6 +29,7 @@ import pytest
 pytestmark = pytest.mark.go
 
 REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "tests" / "fleet_demo.py"
 TOKEN = "demo-test-token-5b1f0c9e7d"  # must never be written anywhere
 
 
@@ -44,7 +45,7 @@ def fleet_built(go_bin: str) -> None:
 
 def start_demo(tmp: Path, *extra: str, group: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYPROFLAB_DEMO_PPROF_TOKEN": TOKEN}
-    cmd = [sys.executable, "-m", "pyproflab.demo", "--db", str(tmp / "s.duckdb")]
+    cmd = [sys.executable, str(DEMO), "--db", str(tmp / "s.duckdb")]
     cmd += ["--workdir", str(tmp / "work"), *extra]
     return subprocess.Popen(
         cmd,

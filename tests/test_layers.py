@@ -34,7 +34,6 @@ LAYERS: dict[str, int] = {
     "collect": 6,
     "lab": 6,
     "jobs": 7,
-    "demo": 7,
     "cli": 8,
     "__init__": 9,
     "__main__": 9,

@@ -1,6 +1,6 @@
 """Stores the report, notebook and untrusted-names tests run on, built once per session.
 
-- ``demo_store()``: the real demo job (``python -m pyproflab.demo``) with a short
+- ``demo_store()``: the real demo job (``python tests/fleet_demo.py``) with a short
   load (13 s, one CPU window of 6 s): the notesd fleet, v1/v2 x two instances, every
   profile type, metric_samples and gc_cycles. About 12 s once the fleet
   binaries are cached (the first build fetches modules and takes longer). The
@@ -53,8 +53,7 @@ def _build_demo() -> tuple[Path | None, str]:
     res = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "pyproflab.demo",
+            str(REPO / "tests" / "fleet_demo.py"),
             "--db",
             str(db),
             "--workdir",

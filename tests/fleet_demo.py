@@ -1,5 +1,9 @@
 """The main job (``make demo``): a live fleet, profiled, joined with its GC metrics.
 
+It lives beside the fleet it drives (``tests/fleet``, ``tests/fleet_harness.py``)
+rather than in the package, whose users have no fleet: run it as
+``python tests/fleet_demo.py`` (tests/ is then on the import path).
+
 What it does, in order:
 
 1. Builds the demo fleet (``tests/fleet``: the notesd service and the
@@ -45,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import secrets
 import signal
@@ -58,10 +61,9 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from pyproflab.errors import ProflabError, UsageError
+from pyproflab.errors import ProflabError
 
 REPO = Path(__file__).resolve().parents[1]
-HARNESS = REPO / "tests" / "fleet_harness.py"
 
 SERVICE = "notesd"
 TOKEN_ENV = "PYPROFLAB_DEMO_PPROF_TOKEN"  # the bearer token, if the user sets one
@@ -87,21 +89,10 @@ TOP_NODES = 12
 
 
 def load_harness() -> ModuleType:
-    """``tests/fleet_harness.py``, imported by path (it is not part of the package)."""
-    if "fleet_harness" in sys.modules:
-        return sys.modules["fleet_harness"]
-    if not HARNESS.is_file():
-        raise UsageError(f"{HARNESS}: not found; run the demo from a pyproflab checkout")
-    spec = importlib.util.spec_from_file_location("fleet_harness", HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fleet_harness"] = module  # dataclasses look their module up here
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules["fleet_harness"]
-        raise
-    return module
+    """``tests/fleet_harness.py``: the fleet the demo drives, beside this file."""
+    import fleet_harness
+
+    return fleet_harness
 
 
 # --- the processes ------------------------------------------------------------------
@@ -501,7 +492,7 @@ def headline(lab: Any, cpu_ids: list[int]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m pyproflab.demo",
+        prog="python tests/fleet_demo.py",
         description="Run the demo fleet, collect its profiles and GC metrics, print a summary.",
     )
     p.add_argument("--db", default="pyproflab.duckdb", help="the store (default %(default)s)")
