@@ -199,14 +199,13 @@ class Nodes:
         )
 
 
-def build_nodes(profile: Profile, granularity: str) -> Nodes:
-    keep_name = granularity in ("functions", "lines")
-    keep_file = granularity in ("lines", "files")
-    keep_line = granularity == "lines"
-
-    funcs = profile.functions
-    # Per function: its key fields after aggregation. Python over functions only.
-    fkeys: dict[tuple[str, str, int], int] = {("", "", 0): 0}  # 0: no function
+def _function_keys(
+    funcs, keep_name: bool, keep_file: bool
+) -> tuple[np.ndarray, list[tuple[str, str, int]]]:
+    """Per function row (and one more entry for "no function"): the code of its
+    key (name, file, start line) after aggregation, and the keys by code (code 0:
+    no function). Python over the functions only."""
+    fkeys: dict[tuple[str, str, int], int] = {("", "", 0): 0}
     fcode_list: list[int] = []
     for name, fname, start in zip(
         funcs.column("name").to_pylist(),
@@ -218,8 +217,18 @@ def build_nodes(profile: Profile, granularity: str) -> Nodes:
         fname = go_clean(trim_file_name(fname)) if keep_file and fname else ""
         key = (name, fname, start if not name else 0)
         fcode_list.append(fkeys.setdefault(key, len(fkeys)))
-    fkey_list = list(fkeys)
-    fcode = np.array(fcode_list + [0], dtype=np.int64)  # last entry: no function
+    return np.array(fcode_list + [0], dtype=np.int64), list(fkeys)
+
+
+def build_nodes(profile: Profile, granularity: str) -> Nodes:
+    """The nodes of ``profile`` at ``granularity`` (functions, lines or files), keyed
+    as the module rules say, and the node of every (location, line) slot."""
+    keep_name = granularity in ("functions", "lines")
+    keep_file = granularity in ("lines", "files")
+    keep_line = granularity == "lines"
+
+    funcs = profile.functions
+    fcode, fkey_list = _function_keys(funcs, keep_name, keep_file)
     fname_empty = np.array([k[0] == "" for k in fkey_list], dtype=bool)
 
     maps = profile.mappings

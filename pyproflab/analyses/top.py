@@ -46,6 +46,7 @@ import pyarrow as pa
 from pyproflab.analyses import filters
 from pyproflab.analyses.graph import (
     GRANULARITIES,
+    Frames,
     Granularity,
     Graph,
     Nodes,
@@ -210,41 +211,9 @@ def top(
 
     nodes = build_nodes(work, granularity)
     frames = expand_frames(work, nodes, w_all, keep)
-    n = nodes.count
-    # Flat and cum decide the nodes kept; the edges (for the inline markers) come
-    # from the last graph only.
-    g = node_values(frames, n, None)
-    ids = present_nodes(g, None)
-    total_value = int(g.flat[ids].sum())
-    node_cutoff = abs(int(float(total_value) * node_fraction))
-    edge_cutoff = abs(int(float(total_value) * edge_fraction))
-
-    dropped_nodes = 0
-    kept: np.ndarray | None = None
-    if node_cutoff > 0:
-        big = ids[np.abs(g.cum[ids]) >= node_cutoff]
-        if len(big) != len(ids):
-            dropped_nodes = len(ids) - len(big)
-            kept = np.zeros(n, dtype=bool)
-            kept[big] = True
-            g = node_values(frames, n, kept)
-            ids = present_nodes(g, kept)
-    before = len(ids)
-    order = sorted_nodes(nodes, ids, g, cum_sort)
-    if nodecount and nodecount < len(order):
-        kept = np.zeros(n, dtype=bool)
-        kept[order[:nodecount]] = True
-        g = node_values(frames, n, kept)
-        order = sorted_nodes(nodes, present_nodes(g, kept), g, cum_sort)
-    g = with_edges(g, frames, n, kept)
-
-    # Markers from the incoming edges that survive the edge cutoff.
-    strong = np.abs(g.edge_weight) >= edge_cutoff
-    has_inline = np.zeros(n, dtype=bool)
-    has_plain = np.zeros(n, dtype=bool)
-    has_inline[g.edge_dst[strong & g.edge_inline]] = True
-    has_plain[g.edge_dst[strong & ~g.edge_inline]] = True
-
+    shown_nodes = _shown_nodes(nodes, frames, node_fraction, nodecount, cum_sort)
+    g, order = shown_nodes.graph, shown_nodes.order
+    has_inline, has_plain = _inline_markers(g, nodes.count, shown_nodes.edge_cutoff(edge_fraction))
     rows = _rows(nodes, order, g, total, has_inline, has_plain, granularity)
     shown = int(sum(int(g.flat[i]) for i in order))
     mappings = work.mappings
@@ -258,8 +227,8 @@ def top(
         nodecount=nodecount or None,
         cum_sort=cum_sort,
         shown_total=shown,
-        node_count_before=before,
-        dropped_nodes=dropped_nodes,
+        node_count_before=shown_nodes.before,
+        dropped_nodes=shown_nodes.dropped,
         node_fraction=node_fraction,
         edge_fraction=edge_fraction,
         focus=focus or None,
@@ -273,6 +242,64 @@ def top(
         duration_nanos=profile.duration_nanos,
         sample_types=list(profile.sample_types),
     )
+
+
+@dataclass
+class _Shown:
+    """The nodes a top report shows, in order, and the graph of those nodes."""
+
+    graph: Graph
+    order: list[int]
+    total_value: int  # flat sum of every present node, before any cut
+    before: int  # nodes present before nodecount cut them
+    dropped: int  # nodes below node_fraction
+
+    def edge_cutoff(self, edge_fraction: float) -> int:
+        return abs(int(float(self.total_value) * edge_fraction))
+
+
+def _shown_nodes(
+    nodes: Nodes, frames: Frames, node_fraction: float, nodecount: int | None, cum_sort: bool
+) -> _Shown:
+    """pprof's node selection: drop nodes whose |cum| is under ``node_fraction`` of
+    the flat sum, order them, keep the first ``nodecount``, rebuilding the graph
+    from the kept nodes after each cut. Flat and cum decide the nodes kept; the
+    edges (for the inline markers) come from the last graph only."""
+    n = nodes.count
+    g = node_values(frames, n, None)
+    ids = present_nodes(g, None)
+    total_value = int(g.flat[ids].sum())
+    node_cutoff = abs(int(float(total_value) * node_fraction))
+    dropped = 0
+    kept: np.ndarray | None = None
+    if node_cutoff > 0:
+        big = ids[np.abs(g.cum[ids]) >= node_cutoff]
+        if len(big) != len(ids):
+            dropped = len(ids) - len(big)
+            kept = np.zeros(n, dtype=bool)
+            kept[big] = True
+            g = node_values(frames, n, kept)
+            ids = present_nodes(g, kept)
+    before = len(ids)
+    order = sorted_nodes(nodes, ids, g, cum_sort)
+    if nodecount and nodecount < len(order):
+        kept = np.zeros(n, dtype=bool)
+        kept[order[:nodecount]] = True
+        g = node_values(frames, n, kept)
+        order = sorted_nodes(nodes, present_nodes(g, kept), g, cum_sort)
+    return _Shown(with_edges(g, frames, n, kept), order, total_value, before, dropped)
+
+
+def _inline_markers(g: Graph, n: int, edge_cutoff: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: (has an inline incoming edge, has a non-inline one), among the
+    edges whose |weight| reaches the cutoff: ``(inline)`` when only the first,
+    ``(partial-inline)`` when both."""
+    strong = np.abs(g.edge_weight) >= edge_cutoff
+    has_inline = np.zeros(n, dtype=bool)
+    has_plain = np.zeros(n, dtype=bool)
+    has_inline[g.edge_dst[strong & g.edge_inline]] = True
+    has_plain[g.edge_dst[strong & ~g.edge_inline]] = True
+    return has_inline, has_plain
 
 
 def _rows(
