@@ -33,11 +33,7 @@ class SelectionNarrowed(UserWarning):
     """A selection mixing profile kinds was narrowed to one kind."""
 
 
-_KINDS_SQL = (
-    "SELECT p.profile_id, p.profile_type, p.period_type, p.period_unit, "
-    "p.sample_types FROM profiles p WHERE {where} "
-    "ORDER BY p.profile_id"
-)
+_KIND_COLUMNS = "p.profile_id, p.profile_type, p.period_type, p.period_unit, p.sample_types"
 
 
 def _names(groups: dict[tuple, list[int]]) -> dict[tuple, str]:
@@ -62,8 +58,7 @@ def one_kind(
         return selection, None
     if selection.profile_type is not None and not force:
         return selection, None
-    where, params = selection.where()
-    rows = store.sql(_KINDS_SQL.format(where=where), params).to_pylist()
+    rows = store.sql(*selection.query(_KIND_COLUMNS)).to_pylist()
     groups: dict[tuple, list[int]] = {}
     for r in rows:
         types = tuple(t["type"] for t in r["sample_types"])
