@@ -80,7 +80,10 @@ def test_load_summary(fleet):
     assert summary["requests"] > 100
     assert summary["errors"] == 0, summary.get("first_error")
     assert set(summary["by_target"]) == {inst.base_url for inst in f}
-    assert len(set(summary["by_target"].values())) == 1  # round robin, same count each
+    # Round robin: the same count each, but for the last round, which the run's
+    # end can cut short.
+    counts = summary["by_target"].values()
+    assert max(counts) - min(counts) <= 1, summary["by_target"]
     assert {"search", "list", "create"} <= set(summary["by_kind"])
     assert 0 < summary["p50_ms"] <= summary["p99_ms"]
 
