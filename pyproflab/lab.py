@@ -149,10 +149,13 @@ class Lab:
         from pyproflab.analyses.gogc_model import advise, predict_setting
 
         obs = observe_store(self.store, service=service, version=version, instance=instance)
+        limit: float | None = None
         if isinstance(budget, str) and budget.strip().lower().endswith("x"):
             peak = predict_setting(obs, obs.gogc, obs.memory_limit)["peak_memory"]
-            budget = float(budget.strip()[:-1]) * peak
-        return advise(obs, budget=budget, **kwargs)
+            limit = float(budget.strip()[:-1]) * peak
+        elif budget is not None:
+            limit = float(budget)
+        return advise(obs, budget=limit, **kwargs)
 
     def pgo(self, selection: Selection | None = None, **kwargs: Any):
         """A checked ``default.pgo`` (``PgoResult``) from the selection's CPU profiles:
