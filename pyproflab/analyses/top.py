@@ -37,6 +37,7 @@ The rules pprof follows, in its order:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
