@@ -118,7 +118,7 @@ def flame_graph(
     max_nodes: int = 2500,
 ) -> FlameGraph:
     """A ``FlameGraph`` of ``profile`` (differential against ``base`` when given)."""
-    from pyproflab.analyses.top import resolve_sample_index
+    from pyproflab.analyses.graph import resolve_sample_index
 
     index = resolve_sample_index(profile, sample_index)
     st = profile.sample_types[index]
@@ -140,7 +140,7 @@ def flame_graph(
         if parent is None:
             continue  # its parent was cut: so is the whole subtree
         index_of[key] = len(nodes)
-        node = [names.setdefault(key[-1], len(names)), parent, acc[key]]
+        node: list[float] = [names.setdefault(key[-1], len(names)), parent, acc[key]]
         if base is not None:
             node.append(round(base_acc.get(key, 0) * base_scale, 3))
         nodes.append(node)
