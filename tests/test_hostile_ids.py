@@ -9,6 +9,9 @@ works, and that a collision (forced here) is refused, never merged.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +20,7 @@ from test_store_helpers import make_profile
 
 from pyproflab.errors import IdCollisionError, StoreError
 from pyproflab.store import Store, ids
-from pyproflab.store.ingest import ProfileMeta, ingest, key_profile
+from pyproflab.store.ingest import DATASET_MARKER, ProfileMeta, ingest, key_profile
 from pyproflab.store.parquet import export_parquet, import_parquet
 
 MASK = (1 << 64) - 1
@@ -158,6 +161,15 @@ def test_import_refuses_a_dataset_whose_ids_do_not_match_content(tmp_path) -> No
     path = tmp_path / "ds" / "locations.parquet"
     t = pq.read_table(path)
     pq.write_table(t.set_column(2, "address", pa.array([0x4242], pa.uint64())), path)
+    # Whoever alters a dataset can rewrite its marker's checksums too: the ids still tell.
+    marker_path = tmp_path / "ds" / DATASET_MARKER
+    marker = json.loads(marker_path.read_text())
+    data = path.read_bytes()
+    marker["files"]["locations.parquet"] = {
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    marker_path.write_text(json.dumps(marker))
     with Store.open(":memory:") as b:
         with pytest.raises(StoreError, match="locations.parquet: ids do not match"):
             import_parquet(b, tmp_path / "ds")

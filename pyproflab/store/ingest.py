@@ -41,7 +41,7 @@ from pyproflab.errors import IdCollisionError, ProfileError, StoreError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
-from pyproflab.store.ingest_report import DATASET_MARKER, IngestReport
+from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
 from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
 from pyproflab.store.queries import refuse_collisions
 
@@ -644,6 +644,10 @@ def expand_paths(
             return
         for root, dirs, names in os.walk(d):
             dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            if os.path.isfile(os.path.join(root, PARTIAL)):
+                refused.append((root, "an interrupted Parquet export, not profiles; skipped"))
+                dirs[:] = []
+                continue
             if os.path.isfile(os.path.join(root, DATASET_MARKER)):
                 datasets.append(root)
                 dirs[:] = []

@@ -10,28 +10,37 @@ Layout written by ``export_parquet(store, dir)``::
     dir/{stacks,locations,functions,mappings,label_sets}.parquet   whole
 
 Rules: ``date`` is the UTC day the profile was taken (``select.TAKEN_AT``); a
-profile without a service goes under ``service=__HIVE_DEFAULT_PARTITION__``;
-the marker is written last, so a folder without it is not a dataset (an
-interrupted export is never imported). ``import_parquet`` adds the dataset's
+profile without a service goes under ``service=__HIVE_DEFAULT_PARTITION__``
+and one whose name passes 80 bytes under ``service=sha256-<hex>`` (the files
+keep the name in ``service_name``);
+the export is written in a hidden sibling folder (holding ``PARTIAL`` until it
+is complete) and renamed into place, so ``dir`` is whole or absent, and an
+interrupted export is never read. The marker lists every file with its size
+and sha256; import refuses, in one line, a dataset with a file missing,
+added or altered. ``import_parquet`` adds the dataset's
 profiles that the store does not have (by content_hash; new profile ids),
 in one transaction, and is therefore idempotent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
 from pyproflab.store import ids
 from pyproflab.store.connection import SCHEMA_VERSION, Store
-from pyproflab.store.ingest_report import DATASET_MARKER, IngestReport
+from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
 from pyproflab.store.queries import refuse_collisions
 from pyproflab.store.select import TAKEN_AT
 
@@ -65,38 +74,124 @@ class ExportSummary:
 
 
 def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
-    """Write every store table under ``directory`` (new, or empty) as Parquet."""
+    """Write every store table under ``directory`` (new, or empty) as Parquet.
+
+    Written into a hidden sibling folder first and renamed into place when
+    complete, so ``directory`` is either absent or a whole dataset; a failed
+    export removes its folder and raises one line.
+    """
     out = Path(directory)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StoreError(f"{out}: exists and is not an empty folder")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=PARTIAL, dir=out.parent))
+    except OSError as e:
+        raise StoreError(f"{out}: cannot create ({e.strerror or e})") from None
+    try:
+        (tmp / PARTIAL).write_text("an export in progress or interrupted\n", encoding="utf-8")
+        counts = _write_tables(store, tmp)
+        marker = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "exported_at": datetime.now(UTC).isoformat(),
+            "counts": counts,
+            "files": _manifest(tmp),
+        }
+        (tmp / DATASET_MARKER).write_text(
+            json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        (tmp / PARTIAL).unlink()
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        os.rename(tmp, out)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError | duckdb.Error | StoreError):
+            raise StoreError(f"{out}: export failed, nothing written ({_reason(e)})") from None
+        raise
+    return ExportSummary(str(out), counts)
+
+
+# The folder name of a service: the name itself, or for a long one (over 80
+# bytes, which percent-encoding can triple past a file name's 255) its sha256;
+# the files keep the real name in service_name.
+SERVICE_DIR = (
+    "CASE WHEN strlen(p.service) <= 80 THEN p.service ELSE 'sha256-' || sha256(p.service) END"
+)
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+
+
+def _write_tables(store: Store, out: Path) -> dict[str, int]:
     counts = store.counts()
     part = "(FORMAT parquet, PARTITION_BY (service, date), WRITE_PARTITION_COLUMNS {})"
     date = f"strftime({TAKEN_AT}, '%Y-%m-%d')"
     if counts["profiles"]:
         store.execute(
-            f"COPY (SELECT p.*, {date} AS date FROM profiles p ORDER BY p.profile_id) "
+            f"COPY (SELECT p.* EXCLUDE (service), {SERVICE_DIR} AS service, "
+            f"p.service AS service_name, {date} AS date FROM profiles p ORDER BY p.profile_id) "
             f"TO {_literal(out / 'profiles')} {part.format('true')}"
         )
     if counts["samples"]:
         store.execute(
-            f"COPY (SELECT s.*, s.rowid AS row_order, p.service, {date} AS date "
+            f"COPY (SELECT s.*, s.rowid AS row_order, {SERVICE_DIR} AS service, {date} AS date "
             "FROM samples s JOIN profiles p ON p.profile_id = s.profile_id ORDER BY s.rowid) "
             f"TO {_literal(out / 'samples')} {part.format('false')}"
         )
     for table, _ in DEDUP:
         store.execute(f"COPY {table} TO {_literal(out / (table + '.parquet'))} (FORMAT parquet)")
-    marker = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "schema_version": SCHEMA_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
-        "counts": counts,
+    return counts
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest(d: Path) -> dict[str, dict[str, int | str]]:
+    """Every Parquet file under ``d``: its size and sha256, by path relative to ``d``."""
+    return {
+        p.relative_to(d).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(d.rglob("*.parquet"))
     }
-    (out / DATASET_MARKER).write_text(
-        json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    return ExportSummary(str(out), counts)
+
+
+def verify(d: Path, marker: dict) -> None:
+    """Refuse a dataset whose files are not exactly those its marker lists
+    (missing, added, resized or altered) in one line."""
+    files = marker.get("files")
+    if not isinstance(files, dict):
+        raise StoreError(f"{d}: the dataset marker lists no files (a partial or foreign dataset)")
+    try:
+        have = {p.relative_to(d).as_posix(): p for p in d.rglob("*.parquet")}
+    except OSError as e:
+        raise StoreError(f"{d}: cannot list the dataset ({e.strerror or e})") from None
+    for name in sorted(set(files) - set(have)):
+        raise StoreError(f"{d}: {name} is missing: the dataset is partial; refused")
+    for name in sorted(set(have) - set(files)):
+        raise StoreError(f"{d}: {name} is not in the dataset marker; refused")
+    for name in sorted(files):
+        want = files[name]
+        path = have[name]
+        try:
+            ok = (
+                isinstance(want, dict)
+                and path.stat().st_size == want.get("bytes")
+                and _sha256(path) == want.get("sha256")
+            )
+        except OSError as e:
+            raise StoreError(f"{d}: {name} cannot be read ({e.strerror or e})") from None
+        if not ok:
+            raise StoreError(f"{d}: {name} differs from the export (size or sha256); refused")
 
 
 def is_dataset(directory: str | os.PathLike) -> bool:
@@ -132,11 +227,17 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
         marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise StoreError(f"{d}: not a pyproflab Parquet dataset ({e})") from None
-    if marker.get("format") != FORMAT or int(marker.get("format_version", 0)) != FORMAT_VERSION:
+    if (
+        not isinstance(marker, dict)
+        or marker.get("format") != FORMAT
+        or marker.get("format_version") != FORMAT_VERSION
+    ):
+        got = marker if not isinstance(marker, dict) else marker.get("format_version")
         raise StoreError(
-            f"{d}: unsupported dataset format {marker.get('format')!r} "
-            f"version {marker.get('format_version')!r}"
+            f"{d}: unsupported dataset format (version {got!r}; this pyproflab reads "
+            f"{FORMAT} version {FORMAT_VERSION})"
         )
+    verify(d, marker)
     report = IngestReport()
     profile_files = _files(d, "profiles")
     if not profile_files:
@@ -181,7 +282,8 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
                 )
             store.execute(
                 "INSERT INTO profiles BY NAME "
-                "SELECT n.* EXCLUDE (profile_id, date), m.new_id AS profile_id "
+                "SELECT n.* EXCLUDE (profile_id, date, service, service_name), "
+                "n.service_name AS service, m.new_id AS profile_id "
                 f"FROM {rp} n JOIN _pyproflab_idmap m ON m.old_id = n.profile_id "
                 "ORDER BY m.new_id",
                 [profile_files],
