@@ -45,12 +45,15 @@ class Command:
         from pyproflab.errors import ProflabError, UsageError
         from pyproflab.jobs import EXIT_ERROR, load_job, run_job
         from pyproflab.jobs.outputs import write_atomic
+        from pyproflab.store.lock import StoreBusyError
 
         if args.wait is not None and args.wait < 0:
             raise UsageError("--wait must be >= 0")
         spec = load_job(args.job)
         try:
             result = run_job(spec, wait=args.wait)
+        except StoreBusyError as e:
+            raise e.with_hint() from None  # this command has --wait
         except ProflabError:
             raise  # one line, exit 2
         except Exception:

@@ -74,12 +74,25 @@ def busy_error(
     db_path: str | os.PathLike, *, waited: float = 0.0, holder: dict[str, Any] | None = None
 ) -> StoreError:
     holder = holder if holder is not None else read_holder(db_path)
-    after = (
-        f"; gave up after waiting {waited:g} s"
-        if waited
-        else "; try again later or pass --wait SECONDS"
-    )
-    return StoreError(f"{os.fspath(db_path)}: store is busy ({describe_holder(holder)}){after}")
+    # Only commands that have --wait add that hint (StoreBusyError.with_hint).
+    after = f"; gave up after waiting {waited:g} s" if waited else "; try again later"
+    err = StoreBusyError(f"{os.fspath(db_path)}: store is busy ({describe_holder(holder)}){after}")
+    err.waited = waited
+    return err
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the store. ``waited``: seconds waited (0: none)."""
+
+    waited: float = 0.0
+
+    def with_hint(self, flag: str = "--wait SECONDS") -> StoreBusyError:
+        """The same error, suggesting ``flag`` when no wait was asked for."""
+        if self.waited:
+            return self
+        out = StoreBusyError(f"{self} or pass {flag}")
+        out.waited = 0.0
+        return out
 
 
 @dataclass
@@ -153,10 +166,17 @@ class StoreLock:
                 "command": self.command,
             }
             data = json.dumps(record).encode()
-            os.ftruncate(fd, 0)
+            # Written first, cut after: a failed write (a full disk) leaves the
+            # old content as it was.
             os.pwrite(fd, data, 0)
-        except BaseException:
+            os.ftruncate(fd, len(data))
+        except OSError as e:
             os.close(fd)  # closing drops a flock we may hold
+            raise StoreError(
+                f"{self.db_path}: cannot write the lock file {self.path}: {e.strerror or e}"
+            ) from None
+        except BaseException:
+            os.close(fd)
             raise
         with _held_guard:
             _held[self.key] = _Held(fd, 1, self.took_over)

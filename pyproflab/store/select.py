@@ -38,7 +38,13 @@ def parse_time(value: datetime | str, *, now: datetime | None = None) -> datetim
         m = _AGO.match(value)
         if m:
             now = now or datetime.now(UTC)
-            return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+            try:
+                return now - timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+            except (OverflowError, ValueError):
+                raise UsageError(
+                    f"bad time {value!r}: reaches before year 1 (the earliest is "
+                    f"{(now - datetime(1, 1, 2, tzinfo=UTC)).days}d ago)"
+                ) from None
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
