@@ -8,6 +8,8 @@ Sections (targets from the foundation issue):
   fleet-large  the same with 1,000 large profiles (derived from large.cpu)
   fleet-regressions  regressions on the live demo fleet: the planted function
            ranked first, its size inside the interval, A/A splits quiet
+  hostile  peak RSS of `top FILE` vs pprof: label bomb, unknown-field bomb,
+           2,000,000 samples (bench/hostile.py)                        <= 2x
 
     python -m bench [--out DIR] [--only decode,top,fleet,fleet-large] [--runs N]
 """
@@ -33,6 +35,7 @@ from bench.common import (
     pyproflab_cmd,
     run_process,
 )
+from bench.hostile import section_hostile
 
 
 def section_decode(work: Path, runs: int) -> list[str]:
@@ -185,6 +188,7 @@ SECTIONS = {
     "fleet": section_fleet,
     "fleet-large": section_fleet_large,
     "fleet-regressions": section_fleet_regressions,
+    "hostile": section_hostile,
 }
 
 

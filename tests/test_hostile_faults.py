@@ -176,3 +176,12 @@ def test_only_commands_with_wait_suggest_it(seeded: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_negative_max_bytes_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "p.pb").write_bytes(b"\x0a\x00")
+    code = main(
+        ["ingest", str(tmp_path / "p.pb"), "--db", str(tmp_path / "s.duckdb"), "--max-bytes", "-1"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.endswith("--max-bytes must be a whole number >= 1, not -1")

@@ -58,6 +58,8 @@ class Command:
         from pyproflab.errors import UsageError
         from pyproflab.lab import Lab
 
+        if args.max_bytes is not None and args.max_bytes < 1:
+            raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
         labels = common.parse_kv(args.label)
         with Lab.open(common.db_path(args)) as lab:
             report = lab.ingest(

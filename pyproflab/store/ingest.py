@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyproflab import schema
-from pyproflab.errors import IdCollisionError, ProfileError, StoreError
+from pyproflab.errors import IdCollisionError, ProfileError, StoreError, UsageError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
@@ -718,6 +718,8 @@ def ingest_paths(
     """
     from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
     max_bytes = max_bytes or DEFAULT_MAX_BYTES
     defaults = defaults or ProfileMeta()
     files, datasets, refused = expand_paths(paths)
