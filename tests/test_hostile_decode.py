@@ -134,3 +134,47 @@ def test_limits_from_the_environment_reach_the_cli(tmp_path) -> None:
         "sample count (2) passes the limit samples=1 (raise it with PYPROFLAB_LIMITS=samples=N)"
     )
     assert len(env_run.stderr.strip().splitlines()) == 1
+
+
+def _with_field_zero() -> bytes:
+    """minimal() with a field numbered 0 at the top level, in a sample, in a label
+    and in a location's line: pprof skips each as an unknown field."""
+    p = minimal()
+    sample = p.sample[1].SerializeToString() + field(0, 0, 5)
+    del p.sample[1]
+    label = field(1, 0, 9) + field(2, 0, 10) + field(0, 2, b"zz")
+    sample2 = field(1, 0, 2) + field(2, 0, 3) + field(2, 0, 4) + field(3, 2, label)
+    line = field(1, 0, 1) + field(2, 0, 5) + field(0, 5, b"\x00" * 4)
+    loc = field(1, 0, 3) + field(2, 0, 1) + field(3, 0, 0x1400) + field(4, 2, line)
+    return (
+        field(0, 0, 1)
+        + p.SerializeToString()
+        + field(2, 2, sample)
+        + field(2, 2, sample2)
+        + field(4, 2, loc)
+        + field(0, 1, b"\x00" * 8)
+    )
+
+
+def test_field_number_zero_is_skipped_as_pprof_does() -> None:
+    from pyproflab.arrays import uninterned
+
+    raw = _with_field_zero()
+    fast = decode_bytes(raw)
+    ref = decode_bytes(raw, method="reference")
+    assert uninterned(fast.samples).equals(uninterned(ref.samples))
+    assert fast.num_samples == 3 and fast.locations.num_rows == 3
+    assert fast.samples.column("labels").to_pylist()[2] == [
+        {"key": "k", "str": "v", "num": None, "num_unit": None}
+    ]
+
+
+@pytest.mark.go
+def test_field_number_zero_top_equals_pprof(tmp_path, pprof) -> None:
+    from conftest import api_top, assert_same_rows, our_top_keys
+
+    path = tmp_path / "zero.pb"
+    path.write_bytes(_with_field_zero())
+    for index in (0, 1):
+        ours = our_top_keys(api_top(decode_bytes(path.read_bytes()), sample_index=index))
+        assert_same_rows(ours, pprof.top(path, sample_index=index), f"field 0, index {index}")

@@ -6,7 +6,8 @@ Rules (pprof's, from its profile/proto.go and profile/encode.go):
   and strings stay raw bytes, so they can be decoded in bulk.
 - A known field with the wrong wire type, or a group anywhere, is an error
   (pprof's "type mismatch" / "unknown wire type"); unknown fields with a
-  varint, fixed or length-delimited wire type are skipped.
+  varint, fixed or length-delimited wire type are skipped, field number 0
+  included (upb refuses it, pprof skips it: it is stripped and parsed again).
 - A second ``time_nanos`` after a non-zero one means two profiles were
   concatenated: an error, as in pprof.
 - ``string_table[0]`` must be ``""``. Strings that are not valid UTF-8 (pprof
@@ -184,6 +185,56 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             return out, pos
 
 
+def strip_field_zero(buf: bytes, nested: frozenset[int] = frozenset()) -> bytes | None:
+    """``buf`` without its fields numbered 0, which upb refuses and pprof skips
+    like any unknown field; fields numbered in ``nested`` are messages whose own
+    fields are stripped too. None when ``buf`` is not a sequence of fields (or
+    has no field 0): the parser's own error then stands. Only called after upb
+    refused a message, so well-formed profiles never pay for it."""
+    out: list[bytes] = []
+    pos, end, keep_from, changed = 0, len(buf), 0, False
+    try:
+        while pos < end:
+            start = pos
+            tag, pos = _varint(buf, pos)
+            number, wire = tag >> 3, tag & 7
+            if wire == 0:
+                _, pos = _varint(buf, pos)
+            elif wire == 2:
+                n, body = _varint(buf, pos)
+                pos = body + n
+                if number in nested and number != 0:
+                    inner = strip_field_zero(buf[body:pos])
+                    if inner is not None:
+                        out.append(buf[keep_from:start])
+                        out.append(_encode_varint(tag) + _encode_varint(len(inner)) + inner)
+                        keep_from, changed = pos, True
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return None
+            if pos > end:
+                return None
+            if number == 0:
+                out.append(buf[keep_from:start])
+                keep_from, changed = pos, True
+    except IndexError:
+        return None
+    if not changed:
+        return None
+    out.append(buf[keep_from:])
+    return b"".join(out)
+
+
+def _encode_varint(x: int) -> bytes:
+    out = bytearray()
+    while x >= 0x80:
+        out.append(x & 0x7F | 0x80)
+        x >>= 7
+    out.append(x)
+    return bytes(out)
+
+
 def check_unknown_top_level(msg, raw: bytes, *, source: str) -> None:
     """``check_unknown_fields`` for the top level, without materialising the
     unknown fields (a few bytes each, so millions fit in a small file): only
@@ -220,7 +271,14 @@ def parse_top_level(raw: bytes, *, source: str) -> TopLevel:
     try:
         msg.ParseFromString(raw)
     except DecodeError as e:
-        raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
+        stripped = strip_field_zero(raw)
+        try:
+            if stripped is None:
+                raise
+            msg.ParseFromString(stripped)
+            raw = stripped
+        except DecodeError:
+            raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
     check_unknown_top_level(msg, raw, source=source)
     times = list(msg.time_nanos)
     if any(times[:-1]):

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from pyproflab import schema
 from pyproflab._proto import profile_pb2
 from pyproflab.decode.common import metadata
-from pyproflab.decode.lite import TopLevel, check_unknown_fields
+from pyproflab.decode.lite import TopLevel, check_unknown_fields, strip_field_zero
 from pyproflab.decode.validate import validate
 from pyproflab.errors import CorruptProfileError
 from pyproflab.model import Profile
@@ -33,6 +33,10 @@ _KNOWN = {
 }
 
 
+# Message-typed fields: Sample.label, Location.line.
+_NESTED = {"Sample": frozenset({3}), "Location": frozenset({4})}
+
+
 def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> list:
     name = cls.DESCRIPTOR.name
     out = []
@@ -41,9 +45,16 @@ def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> li
         try:
             msg.ParseFromString(raw)
         except DecodeError as e:
-            raise CorruptProfileError(
-                source, f"not a valid pprof protobuf ({name.lower()} {i}: {e})"
-            ) from None
+            # Field number 0: upb refuses it, pprof skips it (lite.strip_field_zero).
+            stripped = strip_field_zero(raw, _NESTED.get(name, frozenset()))
+            try:
+                if stripped is None:
+                    raise
+                msg.ParseFromString(stripped)
+            except DecodeError:
+                raise CorruptProfileError(
+                    source, f"not a valid pprof protobuf ({name.lower()} {i}: {e})"
+                ) from None
         check_unknown_fields(msg, _KNOWN[name], source=source, what=f"{name} {i}")
         if nested is not None:
             for child in getattr(msg, nested):
