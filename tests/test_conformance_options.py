@@ -243,3 +243,39 @@ def test_a_url_that_fails_is_one_line_exit_2(profile_server, capsys):
     assert main(["top", f"{base}/debug/pprof/nothing?token=secret"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "HTTP 404" in err[0] and "secret" not in err[0], err
+
+
+# --- traces ---------------------------------------------------------------------------
+
+
+def test_traces_are_pprofs_on_the_corpus(corpus_dir, go_bin):
+    """`pyproflab traces FILE` prints `go tool pprof -traces FILE` byte for byte, on every
+    corpus file both tools read (labels, numeric labels, inlined frames, unsymbolized
+    locations, profiles without any header line)."""
+    from conftest import corpus_proto_files
+
+    from pyproflab.errors import ProflabError
+    from pyproflab.reports.traces import render_traces
+
+    compared = 0
+    for path in corpus_proto_files():
+        try:
+            theirs = oracle.run_pprof(["-traces", path])
+        except oracle.OracleError:
+            continue  # pprof refuses it
+        try:
+            ours = render_traces(api_read(path))
+        except ProflabError:
+            continue  # we refuse it (checked by the decoder's tests)
+        assert ours == theirs, f"{path}: traces differ from go tool pprof -traces"
+        compared += 1
+    assert compared >= 50
+
+
+@pytest.mark.parametrize("kind", ["cpu", "heap"])
+def test_traces_cli_on_go_profiles(kind, go_profiles, capsys):
+    from pyproflab.cli import main
+
+    path = go_profiles[kind]
+    assert main(["traces", str(path), "--sample-index", "1"]) == 0
+    assert capsys.readouterr().out == oracle.run_pprof(["-traces", "-sample_index=1", path])

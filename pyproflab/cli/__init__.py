@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "read profiles (files, folders, globs, Parquet) into a store",
     ),
     "top": ("pyproflab.cli.top", "top functions by flat or cum, as go tool pprof -top"),
+    "traces": ("pyproflab.cli.traces", "every sample's stack and labels, as go tool pprof -traces"),
     "merge": ("pyproflab.cli.merge", "merge profiles into one pprof file"),
     "export": ("pyproflab.cli.export", "write the store as a Parquet dataset"),
     "profiles": ("pyproflab.cli.profiles", "list the profiles in a store"),

@@ -1,0 +1,31 @@
+"""Print every sample's stack with its labels, as `go tool pprof -traces` does.
+
+Give profile files (several are merged first) or http(s) URLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("files", nargs="+", metavar="FILE", help="pprof files or URLs")
+        parser.add_argument(
+            "--sample-index", metavar="NAME|N", help="sample type (default as top chooses)"
+        )
+        parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.cli.top import parse_sample_index
+        from pyproflab.files import read_and_merge
+        from pyproflab.reports.traces import render_traces
+
+        profile = read_and_merge(args.files)
+        text = render_traces(profile, parse_sample_index(args.sample_index))
+        common.write_output(text, args.output)
+        return 0
