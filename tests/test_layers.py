@@ -92,8 +92,9 @@ def test_every_render_call_has_a_registered_renderer() -> None:
     table = renderers()
 
     calls = []
-    for path in sorted((PACKAGE / "analyses").glob("*.py")):
-        module = f"pyproflab.analyses.{path.stem}"
+    for path in sorted((PACKAGE / "analyses").rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        module = ".".join(("pyproflab", *parts)).removesuffix(".__init__")
         for cls in ast.parse(path.read_text()).body:
             if not isinstance(cls, ast.ClassDef):
                 continue

@@ -164,6 +164,22 @@ def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
 # --- analyses -----------------------------------------------------------------------
 
 
+def _findings(res, metric: str, threshold_pct: float) -> list[tuple[dict, str]]:
+    """(row, metric) of the findings (see ``RegressionsSpec``)."""
+    out = []
+    for row in res.rows.to_pylist():
+        if metric == "evidence":
+            m = row["evidence_metric"]
+            if row["direction"] != "increase" or row["explained_by"] or row["shift_with"]:
+                continue
+        else:
+            m = metric
+        rel = row[f"{m}_rel"]
+        if row[f"{m}_significant"] and rel is not None and rel * 100 > threshold_pct:
+            out.append((row, m))
+    return out
+
+
 def _regressions(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> int:
@@ -197,22 +213,20 @@ def _regressions(
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
-        m = r.metric
-        hits = [
-            row
-            for row in res.rows.to_pylist()
-            if row[f"{m}_significant"]
-            and row[f"{m}_rel"] is not None
-            and row[f"{m}_rel"] * 100 > r.threshold_pct
-        ]
+        hits = _findings(res, r.metric, r.threshold_pct)
         item.update(
             profiles_base=res.n_base,
             profiles_new=res.n_new,
             statistics=res.statistics,
             notes=list(res.notes),
             findings=[
-                {"name": h["label"], "rel_pct": round(h[f"{m}_rel"] * 100, 2), "q": h[f"{m}_q"]}
-                for h in hits[:50]
+                {
+                    "name": h["label"],
+                    "metric": m,
+                    "rel_pct": round(h[f"{m}_rel"] * 100, 2),
+                    "q": h[f"{m}_q"],
+                }
+                for h, m in hits[:50]
             ],
         )
         findings += len(hits)
@@ -220,6 +234,54 @@ def _regressions(
         for fmt in spec.formats:
             ext = {"text": "txt"}.get(fmt, fmt)
             out.write(kind, ext, render_regressions(res, fmt))
+    if r.over_time:
+        findings += _over_time(store, spec, sel, out, summary)
+    return findings
+
+
+def _over_time(
+    store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
+) -> int:
+    """Change points per service over ``over_time_since``; persisted increases
+    above the threshold are findings."""
+    from pyproflab.analyses.regressions.over_time import over_time
+    from pyproflab.reports.regressions import render_over_time
+
+    r = spec.regressions
+    assert r is not None
+    findings = 0
+    summary["over_time"] = []
+    for svc in workflows.versions(store, sel, r.profile_type, r.order):
+        item: dict[str, Any] = {"service": svc}
+        summary["over_time"].append(item)
+        narrowed = workflows.narrow(
+            sel, service=svc, profile_type=r.profile_type, since=r.over_time_since
+        )
+        try:
+            res = over_time(
+                store, narrowed, fdr=r.fdr, min_share=r.min_share, granularity=r.granularity
+            )
+        except ProflabError as e:
+            item["skipped"] = str(e)
+            continue
+        hits = [
+            c
+            for c in res.findings().to_pylist()
+            if c["status"] == "persisted" and c["rel"] * 100 > r.threshold_pct
+        ]
+        item["findings"] = [
+            {
+                "name": c["label"],
+                "time": str(c["time"]),
+                "rel_pct": round(c["rel"] * 100, 2),
+                "q": c["q"],
+            }
+            for c in hits[:50]
+        ]
+        findings += len(hits)
+        for fmt in spec.formats:
+            ext = {"text": "txt"}.get(fmt, fmt)
+            out.write(f"over-time-{_safe(svc)}", ext, render_over_time(res, fmt))
     return findings
 
 

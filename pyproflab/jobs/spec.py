@@ -82,18 +82,26 @@ class RegressionsSpec:
     """Newest version vs the previous one, per service of the selection.
 
     ``order``: ``ingest`` (a version's first profile_id) or ``time`` (its first
-    profile's time). A finding is a node whose change of ``metric`` (flat or
-    cum) is significant and above ``threshold_pct`` percent."""
+    profile's time). A finding is a node whose change of ``metric`` is
+    significant and above ``threshold_pct`` percent: with ``evidence`` (the
+    default) a significant increase, of flat or cum, that no other finding
+    explains and that is not half of a cost shift; with ``flat`` or ``cum``
+    any significant change of that metric. ``over_time``: also follow each
+    service's profiles of the last ``over_time_since`` (e.g. "7d") through
+    their collection windows; an increase above ``threshold_pct`` that
+    persisted is a finding too."""
 
     enabled: bool = True
     profile_type: str = "cpu"
     order: str = "ingest"
-    metric: str = "flat"
+    metric: str = "evidence"
     threshold_pct: float = 10.0
     fdr: float = 0.05
     resamples: int = 1000
     min_share: float = 0.005
     granularity: str = "functions"
+    over_time: bool = False
+    over_time_since: str = "7d"
 
 
 @dataclass
@@ -247,8 +255,8 @@ def job_from_dict(
     if reg is not None:
         if reg.order not in ORDERS:
             raise UsageError(f"{source} [regressions]: order must be ingest or time")
-        if reg.metric not in ("flat", "cum"):
-            raise UsageError(f"{source} [regressions]: metric must be flat or cum")
+        if reg.metric not in ("evidence", "flat", "cum"):
+            raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
     retention = _section(data, "retention", RetentionSpec, source) or RetentionSpec()
     if retention.max_age_days is not None and retention.max_age_days <= 0:
         raise UsageError(f"{source} [retention]: max_age_days must be > 0")

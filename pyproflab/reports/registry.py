@@ -24,13 +24,26 @@ RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
     (A + "gogc.GogcResult", "figure"): (R + "gogc", "gogc_figure", {}),
     (A + "gogc_model.FittedAdvice", "html"): (R + "gogc_fitted", "render_html_div", {}),
     (A + "gogc_model.FittedAdvice", "figure"): (R + "gogc_fitted", "fitted_figure", {}),
-    (A + "regressions.RegressionsResult", "html"): (
+    (A + "regressions.result.RegressionsResult", "html"): (
         R + "regressions",
         "render_html",
         {"max_rows": 50},
     ),
-    (A + "regressions.RegressionsResult", "figure_top"): (R + "regressions", "figure_top", {}),
-    (A + "regressions.RegressionsResult", "figure_flame"): (R + "regressions", "figure_flame", {}),
+    (A + "regressions.result.RegressionsResult", "figure_top"): (
+        R + "regressions",
+        "figure_top",
+        {},
+    ),
+    (A + "regressions.result.RegressionsResult", "figure_flame"): (
+        R + "regressions",
+        "figure_flame",
+        {},
+    ),
+    (A + "regressions.over_time.OverTimeResult", "html"): (
+        R + "regressions",
+        "render_over_time_html",
+        {},
+    ),
     (A + "pgo.PgoResult", "html"): (R + "pgo", "render_html", {}),
     (A + "pgo_edges.EdgeDiff", "text"): (R + "pgo", "diff_text", {}),
 }

@@ -78,6 +78,7 @@ def facts(result) -> dict[str, Any]:
         "seed": result.seed,
         "min_share": result.min_share,
         "rank_by": result.rank_by,
+        "per": result.per,
         "notes": list(result.notes),
     }
 
@@ -99,53 +100,108 @@ def header_lines(result) -> list[str]:
     ] + [f"Note: {n}" for n in result.notes]
 
 
-def render_text(result, top: int | None = 30) -> str:
-    m = result.rank_by
-    rows = result.rows.slice(0, top) if top else result.rows
-    head = [
-        "rank",
-        "base",
-        "new",
-        "change",
-        f"{int(result.confidence * 100)}% interval",
-        "rel",
-        "q",
-        "sig",
-        "name",
-    ]
+def _metric(result, r: dict) -> str:
+    """The metric a row is shown by: its evidence's, or ``rank_by``'s."""
+    return r["evidence_metric"] if result.rank_by == "evidence" else result.rank_by
+
+
+def _note(r: dict) -> str:
+    if r["shift_with"]:
+        return f"cost shift with {r['shift_with']}"
+    if r["explained_by"]:
+        return f"explained by {r['explained_by']}"
+    return ""
+
+
+def _cells(result, rows: list[dict]) -> list[list[str]]:
     cells = []
-    for r in rows.to_pylist():
+    for r in rows:
+        m = _metric(result, r)
         interval = (
             f"[{_q(r[f'{m}_change_lo'], result)}, {_q(r[f'{m}_change_hi'], result)}]"
             if result.statistics
             else "-"
         )
+        rel_iv = (
+            f"[{_pct(r[f'{m}_rel_lo'])}, {_pct(r[f'{m}_rel_hi'])}]" if result.statistics else "-"
+        )
         sig = ("*" if r[f"{m}_significant"] else "") if r[f"{m}_tested"] else "untested"
         q = r[f"{m}_q"]
+        det = r[f"{m}_detectable"]
         cells.append(
             [
                 str(r["rank"]),
+                m,
                 quantity(r[f"{m}_rate_base"], result.rate_unit),
                 quantity(r[f"{m}_rate_new"], result.rate_unit),
                 _q(r[f"{m}_change"], result),
                 interval,
                 _pct(r[f"{m}_rel"]),
+                rel_iv,
                 "-" if q is None or math.isnan(q) else f"{q:.3g}",
                 sig,
-                r["label"],
+                "-" if det is None or math.isnan(det) else f"{det * 100:.0f}%",
+                r["label"] + (f"  ({_note(r)})" if _note(r) else ""),
             ]
         )
+    return cells
+
+
+def _table(result, rows: list[dict]) -> list[str]:
+    head = [
+        "rank",
+        "by",
+        "base",
+        "new",
+        "change",
+        f"{int(result.confidence * 100)}% interval",
+        "rel",
+        "rel interval",
+        "q",
+        "sig",
+        "detect",
+        "name",
+    ]
+    cells = _cells(result, rows)
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
-    lines = header_lines(result)
-    lines.append(f"Ranked by |{m} change| in {result.rate_unit}; sig '*': q <= {result.fdr:g}")
     fmt = lambda cs: "  ".join(  # noqa: E731
         c.ljust(w) if i == len(cs) - 1 else c.rjust(w)
         for i, (c, w) in enumerate(zip(cs, widths, strict=True))
     ).rstrip()
-    lines.append(fmt(head))
-    lines += [fmt(c) for c in cells]
-    if top and result.rows.num_rows > top:
-        lines.append(f"... {result.rows.num_rows - top} more rows (--top N, or csv/json)")
+    return [fmt(head)] + [fmt(c) for c in cells]
+
+
+def render_text(result, top: int | None = 30) -> str:
+    """Header facts, the increases and unchanged rows (``top`` of them), then the
+    decreases apart, the edges carrying a changed callee's cost, and the notes."""
+    all_rows = result.rows.to_pylist()
+    lines = header_lines(result)
+    if result.rank_by == "evidence":
+        ups = [r for r in all_rows if r["direction"] != "decrease"]
+        downs = [r for r in all_rows if r["direction"] == "decrease"]
+        how = "by evidence (the conservative end of the interval of flat or cum), increases first"
+    else:
+        ups, downs = all_rows, []
+        how = f"by |{result.rank_by} change|"
+    shown = ups[:top] if top else ups
+    lines.append(
+        f"Ranked {how}, in {result.rate_unit}; sig '*': q <= {result.fdr:g}; detect: the "
+        "smallest increase found with 80% power"
+    )
+    lines += _table(result, shown)
+    if top and len(ups) > top:
+        lines.append(f"... {len(ups) - top} more rows (--top N, or csv/json)")
+    if downs:
+        lines.append("Decreases (improvements):")
+        lines += _table(result, downs[:top] if top else downs)
+    edges = [e for e in result.edges.to_pylist() if e["significant"]]
+    if edges:
+        lines.append("Call edges carrying a changed callee's cost:")
+        for e in edges:
+            lines.append(
+                f"  {e['caller']} -> {e['callee']}  {_q(e['change'], result)} "
+                f"({_pct(e['rel'])} [{_pct(e['rel_lo'])}, {_pct(e['rel_hi'])}], q {e['q']:.3g})"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -157,6 +213,7 @@ def render_json(result, top: int | None = None) -> str:
     rows = result.rows.slice(0, top) if top else result.rows
     doc = facts(result)
     doc["rows"] = [{k: _clean(v) for k, v in r.items()} for r in rows.to_pylist()]
+    doc["edges"] = [{k: _clean(v) for k, v in r.items()} for r in result.edges.to_pylist()]
     return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -174,19 +231,19 @@ def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_panda
     """A ``<div>`` with the facts and the top rows; every name escaped; ``more`` says
     where the rows cut by ``max_rows`` are."""
     esc = html.escape
-    m = result.rank_by
     parts = [
         '<div class="pyproflab-regressions">',
         "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
-        f"<table><thead><tr><th>#</th><th>{m} base</th><th>{m} new</th><th>change</th>"
+        "<table><thead><tr><th>#</th><th>by</th><th>base</th><th>new</th><th>change</th>"
         "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
         "<tbody>",
     ]
     rows = result.rows.slice(0, max_rows) if max_rows else result.rows
     for r in rows.to_pylist():
+        m = _metric(result, r)
         q = r[f"{m}_q"]
         parts.append(
-            f"<tr><td>{r['rank']}</td>"
+            f"<tr><td>{r['rank']}</td><td>{m}</td>"
             f"<td>{esc(quantity(r[f'{m}_rate_base'], result.rate_unit))}</td>"
             f"<td>{esc(quantity(r[f'{m}_rate_new'], result.rate_unit))}</td>"
             f"<td>{esc(_q(r[f'{m}_change'], result))}</td>"
@@ -194,7 +251,8 @@ def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_panda
             f"{esc(_q(r[f'{m}_change_hi'], result))}]</td>"
             f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
             f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
-            f"<td>{'*' if r[f'{m}_significant'] else ''}</td><td>{esc(r['label'])}</td></tr>"
+            f"<td>{'*' if r[f'{m}_significant'] else ''}</td>"
+            f"<td>{esc(r['label'] + (f' ({_note(r)})' if _note(r) else ''))}</td></tr>"
         )
     parts.append("</tbody></table>")
     if rows.num_rows < result.rows.num_rows:
@@ -331,3 +389,125 @@ def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
         margin={"t": 40, "l": 0, "r": 0, "b": 0},
     )
     return fig
+
+
+# --- over time ----------------------------------------------------------------------
+
+
+def _when(t) -> str:
+    return "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _over_time_cells(result) -> list[list[str]]:
+    cells = []
+    for c in result.changes.to_pylist():
+        status = c["status"]
+        if status == "went away":
+            status = f"went away at {_when(c['until'])} (window {c['until_window']})"
+        cells.append(
+            [
+                _when(c["time"]),
+                str(c["window"]),
+                quantity(c["rate_before"], result.rate_unit),
+                quantity(c["rate_after"], result.rate_unit),
+                _pct(c["rel"]),
+                f"[{_pct(c['rel_lo'])}, {_pct(c['rel_hi'])}]",
+                f"{c['q']:.3g}",
+                status,
+                c["label"]
+                + f" ({c['metric']})"
+                + (f"  (explained by {c['explained_by']})" if c["explained_by"] else ""),
+            ]
+        )
+    return cells
+
+
+def render_over_time_text(result) -> str:
+    """The windows, then each change point (most credible first) and the notes."""
+    w = result.windows
+    lines = [
+        f"Over time: {result.selection}: {w.num_rows} windows "
+        f"{_when(w.column('start')[0].as_py())} .. {_when(w.column('end')[-1].as_py())}, "
+        f"rates in {result.rate_unit}"
+    ] + [f"Note: {n}" for n in result.notes]
+    if not result.changes.num_rows:
+        lines.append(f"No change points at FDR {result.fdr:g}.")
+        return "\n".join(lines) + "\n"
+    head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
+    cells = _over_time_cells(result)
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
+    for row in [head, *cells]:
+        lines.append(
+            "  ".join(
+                c.ljust(wd) if i >= len(row) - 2 else c.rjust(wd)
+                for i, (c, wd) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_over_time_json(result) -> str:
+    doc = {
+        "selection": result.selection,
+        "rate_unit": result.rate_unit,
+        "fdr": result.fdr,
+        "permutations": result.permutations,
+        "seed": result.seed,
+        "per": result.per,
+        "notes": list(result.notes),
+        "windows": [
+            {k: _clean(str(v) if k in ("start", "end") else v) for k, v in r.items()}
+            for r in result.windows.to_pylist()
+        ],
+        "changes": [
+            {
+                k: _clean(str(v) if k in ("time", "until") and v is not None else v)
+                for k, v in r.items()
+            }
+            for r in result.changes.to_pylist()
+        ],
+    }
+    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def render_over_time_html(result) -> str:
+    """A ``<div>`` with the change points; every name escaped."""
+    esc = html.escape
+    head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
+    parts = [
+        '<div class="pyproflab-over-time">',
+        "<pre>"
+        + esc(
+            "\n".join(
+                render_over_time_text(result).splitlines()[:1]
+                + [f"Note: {n}" for n in result.notes]
+            )
+        )
+        + "</pre>",
+        "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>",
+    ]
+    for cells in _over_time_cells(result):
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    parts.append("</tbody></table></div>")
+    return "".join(parts)
+
+
+def render_over_time(result, fmt: str = "text") -> str:
+    """``result`` (``OverTimeResult``) as text, json, csv or html."""
+    if fmt == "text":
+        return render_over_time_text(result)
+    if fmt == "json":
+        return render_over_time_json(result)
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(result.changes.column_names)
+        for r in result.changes.to_pylist():
+            w.writerow(["" if _clean(v) is None else v for v in r.values()])
+        return buf.getvalue()
+    if fmt == "html":
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>regressions over time'
+            "</title></head><body>" + render_over_time_html(result) + "</body></html>\n"
+        )
+    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -1,0 +1,503 @@
+"""``regressions``: what got slower (or bigger) between two selections of profiles.
+
+``regressions(store, base, new, ...)`` compares the profiles of two store
+selections node by node (functions, or lines with ``granularity="lines"``),
+as a pipeline of stages: ``selection`` (the sides), ``incidence`` (exact
+per-profile values), ``units`` (the independent units and denominators),
+``inference`` (tests and intervals), ``attribution`` (order, grouping, cost
+shifts) and ``result``. ``over_time`` finds change points in one selection's
+series of collection windows.
+
+Rules:
+
+1. Sample types are those common to every profile of both sides (new side
+   first, as ``go tool pprof -diff_base=BASE NEW`` combines them); the sample
+   index is chosen as in ``top``. Nodes are named exactly as ``top`` names them
+   (its node-building code is reused), after the new side's ``drop_frames``.
+2. Per profile and node, flat and cum are computed in one pass over all
+   selected profiles' samples (SQL join of (profile, stack) sums with the
+   stack -> node incidence), so hundreds of profiles cost one query; the
+   same for caller -> callee edges (the value of the stacks through each).
+3. Merged values: ``flat_base``/``flat_new``/``cum_*`` are exact integers of
+   each merged side, and ``flat_diff = flat_new - flat_base`` (and cum) are
+   what ``go tool pprof -top -diff_base=BASE NEW`` prints for the merged
+   sides; ``total_base`` is its total (the diff base's).
+4. Rates: when every profile has a duration and the type is a rate (not
+   ``inuse_*``, goroutine or threadcreate), a side's rate is
+   sum(values) / sum(durations): CPU time becomes cores, bytes become B/s.
+   With ``per=COUNTER`` the denominator is the increase of that counter
+   (from ``metric_samples``, e.g. requests) over each profile's window: cost
+   per unit of work, so more load with the same code is no change.
+   Otherwise the per-profile mean value is used and ``notes`` say so.
+   Shares are of each merged side's total (sum of |value|, as pprof).
+5. Statistics (both sides need >= 2 units; else the plain diff and a note):
+   the independent units are profiles, or (``unit``) instances or time
+   windows, each the sum of its profiles' values and denominators. The
+   change is ``rate_new - rate_base`` and ``rate_new / rate_base - 1``. The
+   default test is quasi-Poisson on the sample counts (see ``inference``):
+   the power of the pooled counts when units differ only by sampling noise,
+   over-dispersion estimated from the units when they differ more.
+   ``test="permutation"`` (Welch t, p from permutations of the units' sides)
+   and ``test="welch"`` (Student's t) keep the earlier tests, with bootstrap
+   intervals. Benjamini–Hochberg over every test in the table, flat and cum
+   of each tested node as one family; ``*_significant`` is ``q <= fdr``.
+   Nodes whose pooled share (both sides) is below ``min_share`` are reported
+   but not tested (independent filtering). ``*_detectable`` is the smallest
+   relative increase found with 80% power at level FDR / tests.
+6. Order (``rank_by="evidence"``, the default): significant increases first,
+   by the conservative end of the change's interval (its lower end, the
+   larger of flat and cum, in rate units), then unchanged rows, then
+   decreases (by minus the upper end). ``rank_by`` flat or cum: by |change|
+   of that metric, then label.
+7. Grouping: a significant row whose interval holds the change of an earlier
+   finding of the same direction on the same stacks (ancestor or descendant)
+   is ``explained_by`` it: the deepest credible change is reported once.
+   ``edges`` gives the caller -> callee edges into every node with a
+   significant flat change, with the same statistics, so a shared callee's
+   change is attributed to the call path that carries it.
+8. Cost shift: an increase and a decrease with a common ancestor whose cum
+   did not change, summing to zero within their intervals, are marked
+   ``shift_with`` each other (one refactor, not a regression).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pyproflab.analyses import stats
+from pyproflab.analyses.regressions import attribution, inference
+from pyproflab.analyses.regressions.incidence import NodeValues, node_values
+from pyproflab.analyses.regressions.result import (
+    EDGES_SCHEMA,
+    METRIC_COLUMNS,
+    ROWS_SCHEMA,
+    RegressionsResult,
+)
+from pyproflab.analyses.regressions.selection import (
+    NON_RATE_TYPES,
+    Sides,
+    rate_unit_of,
+    select_sides,
+)
+from pyproflab.analyses.regressions.units import UNITS, Units, group_units, per_work, time_windows
+from pyproflab.analyses.graph import GRANULARITIES
+from pyproflab.errors import UsageError
+from pyproflab.model import Profile
+
+__all__ = [
+    "EDGES_SCHEMA",
+    "NON_RATE_TYPES",
+    "ROWS_SCHEMA",
+    "RANK_BY",
+    "UNITS",
+    "RegressionsResult",
+    "rate_unit_of",
+    "regressions",
+    "regressions_of_profiles",
+    "time_windows",
+]
+
+RANK_BY = ("evidence", "flat", "cum")
+
+
+def _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test, permutations):
+    if granularity not in GRANULARITIES:
+        raise UsageError(
+            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
+        )
+    if rank_by not in RANK_BY:
+        raise UsageError(f"rank_by must be one of {', '.join(RANK_BY)}, not {rank_by!r}")
+    if not 0 < fdr < 1 or not 0 < confidence < 1:
+        raise UsageError("fdr and confidence must be between 0 and 1")
+    if unit not in UNITS:
+        raise UsageError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
+    if measure not in ("rate", "share"):
+        raise UsageError(f"measure must be rate or share, not {measure!r}")
+    if resamples < 100:
+        raise UsageError("resamples must be at least 100")
+    if test not in inference.TESTS:
+        raise UsageError(f"test must be one of {', '.join(inference.TESTS)}, not {test!r}")
+    if permutations < 100:
+        raise UsageError("permutations must be at least 100")
+
+
+def _denominators(store, sides: Sides, nv: NodeValues, measure: str, per: str | None):
+    """(per-profile denominators, factor, shown unit) of the rates (rule 4)."""
+    if measure == "share":
+        # Denominator: each profile's total (sum of |value|), so values become shares;
+        # in samples, so the counts' test sees the profiles' sample sizes.
+        if not (nv.totals > 0).all():
+            raise UsageError("measure=share needs every profile to have a non-zero total")
+        sides.notes.append("compared as shares of each side's profile totals, not rates")
+        return nv.totals / sides.count_scale, 1.0 / sides.count_scale, "share"
+    if per:
+        work = per_work(store, sides.rows, per)
+        shown = sides.rate_unit.removesuffix("/s") if sides.rate else sides.rate_unit
+        shown = {"cores": "s"}.get(shown, shown)
+        sides.notes.append(f"rates are per unit of {per} (its increase over each profile)")
+        return work, sides.factor, f"{shown}/{per}"
+    return sides.durations, sides.factor, sides.rate_unit
+
+
+def _matrices(nv: NodeValues, n_profiles: int, present: np.ndarray, n_nodes: int) -> dict:
+    """Dense (profiles, present nodes) flat and cum, and (profiles, edges) values."""
+    col = np.full(n_nodes, -1, np.int64)
+    col[present] = np.arange(len(present))
+    mats = {}
+    for name, vals in (("flat", nv.flat), ("cum", nv.cum)):
+        m = np.zeros((n_profiles, len(present)))
+        np.add.at(m, (nv.pp, col[nv.node]), vals.astype(float))
+        mats[name] = m
+    e = np.zeros((n_profiles, len(nv.inc.edges)))
+    np.add.at(e, (nv.edge_pp, nv.edge), nv.edge_cum.astype(float))
+    mats["edge"] = e
+    return mats
+
+
+def _metric_columns(name, mats, units: Units, merged, present, totals, opts) -> dict:
+    """Rates, shares, medians, change, intervals and p of one metric."""
+    m = units.sum(mats[name]) / opts["count_scale"]
+    d, new = units.denominators, units.is_new
+    unit_value = opts["count_scale"] * opts["factor"]
+    rb = m[~new].sum(axis=0) / d[~new].sum() * unit_value
+    rn = m[new].sum(axis=0) / d[new].sum() * unit_value
+    pooled = np.abs(merged[f"{name}_base"][present]) + np.abs(merged[f"{name}_new"][present])
+    tested = (pooled / (float(totals[0] + totals[1]) or 1.0) >= opts["min_share"]) & opts["stat"]
+    c: dict[str, Any] = {"rate_base": rb, "rate_new": rn, "change": rn - rb}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c["rel"] = np.where(rb != 0, rn / rb - 1.0, np.nan)
+        c["p50_base"] = np.median(m[~new] / d[~new][:, None], axis=0) * unit_value
+        c["p50_new"] = np.median(m[new] / d[new][:, None], axis=0) * unit_value
+    c["share_base"] = merged[f"{name}_base"][present] / (totals[0] or 1)
+    c["share_new"] = merged[f"{name}_new"][present] / (totals[1] or 1)
+    nan = np.full(len(present), np.nan)
+    c.update(change_lo=nan, change_hi=nan, rel_lo=nan, rel_hi=nan, p=nan, detectable=nan)
+    c["tested"], c["fit"], c["splits"], c["exact"] = tested, None, 0, False
+    if opts["stat"]:
+        r = inference.compare(m, d, new, tested, unit_value=unit_value, **opts["test_opts"])
+        c.update({k: r[k] for k in ("change_lo", "change_hi", "rel_lo", "rel_hi", "p")})
+        c["fit"], c["splits"], c["exact"] = r["fit"], r["splits"], r["exact"]
+    return c
+
+
+def _statistics(mats, units: Units, merged, present, totals, opts) -> tuple[dict, dict]:
+    """Per-metric columns with q-values over one BH family, plus facts."""
+    per = {
+        n: _metric_columns(n, mats, units, merged, present, totals, opts) for n in ("flat", "cum")
+    }
+    q = stats.bh_adjust(np.concatenate([per["flat"]["p"], per["cum"]["p"]]))
+    n_tests = int(per["flat"]["tested"].sum() + per["cum"]["tested"].sum())
+    cols: dict[str, Any] = {}
+    for name, qm in zip(("flat", "cum"), np.split(q, 2), strict=True):
+        c = per[name]
+        c["q"] = qm
+        c["significant"] = c["tested"] & (np.nan_to_num(qm, nan=1.0) <= opts["fdr"])
+        if c["fit"] is not None and n_tests:
+            c["detectable"] = inference.detectable(c["fit"], opts["fdr"] / n_tests)
+        for k in (*METRIC_COLUMNS, "tested", "significant"):
+            cols[f"{name}_{k}"] = c[k]
+    facts = {"splits": per["flat"]["splits"], "exact": per["flat"]["exact"], "n_tests": n_tests}
+    return cols, facts
+
+
+def _edges(nv: NodeValues, mats, units: Units, cols, present, opts) -> pa.Table:
+    """Statistics of the caller -> callee edges into nodes with a significant flat change."""
+    targets = {int(present[i]) for i in np.flatnonzero(cols["flat_significant"])}
+    pick = [k for k, (_, b) in enumerate(nv.inc.edges) if b in targets]
+    if not pick or not opts["stat"]:
+        return EDGES_SCHEMA.empty_table()
+    e = units.sum(mats["edge"][:, pick]) / opts["count_scale"]
+    unit_value = opts["count_scale"] * opts["factor"]
+    r = inference.compare(
+        e,
+        units.denominators,
+        units.is_new,
+        np.ones(len(pick), bool),
+        unit_value=unit_value,
+        **opts["test_opts"],
+    )
+    d, new = units.denominators, units.is_new
+    rb = e[~new].sum(axis=0) / d[~new].sum() * unit_value
+    rn = e[new].sum(axis=0) / d[new].sum() * unit_value
+    q = stats.bh_adjust(r["p"])
+    lab = nv.inc.labels
+    base = e[~new].sum(axis=0) * opts["count_scale"]
+    newv = e[new].sum(axis=0) * opts["count_scale"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(rb != 0, rn / rb - 1.0, np.nan)
+    t = {
+        "caller": [lab[nv.inc.edges[k][0]] for k in pick],
+        "callee": [lab[nv.inc.edges[k][1]] for k in pick],
+        "base": np.rint(base).astype(np.int64),
+        "new": np.rint(newv).astype(np.int64),
+        "rate_base": rb,
+        "rate_new": rn,
+        "share_base": np.full(len(pick), np.nan),
+        "share_new": np.full(len(pick), np.nan),
+        "p50_base": np.full(len(pick), np.nan),
+        "p50_new": np.full(len(pick), np.nan),
+        "change": rn - rb,
+        "change_lo": r["change_lo"],
+        "change_hi": r["change_hi"],
+        "rel": rel,
+        "rel_lo": r["rel_lo"],
+        "rel_hi": r["rel_hi"],
+        "p": r["p"],
+        "q": q,
+        "detectable": inference.detectable(r["fit"], opts["fdr"] / len(pick)),
+        "significant": np.nan_to_num(q, nan=1.0) <= opts["fdr"],
+    }
+    tab = pa.table({f.name: t[f.name] for f in EDGES_SCHEMA}, schema=EDGES_SCHEMA)
+    return tab.sort_by([("change_lo", "descending")])
+
+
+def _rows(nv: NodeValues, present, merged, cols, rank_by: str) -> pa.Table:
+    """The ranked rows table (rules 6-8)."""
+    inc = nv.inc
+    labels = [inc.labels[i] for i in present.tolist()]
+    cols["direction"] = attribution.directions(cols)
+    cols["evidence"], cols["evidence_metric"] = attribution.evidence(cols, cols["direction"])
+    by_ev = attribution.order(labels, cols, "evidence")
+    cols["explained_by"] = attribution.explained(by_ev, present, inc.paths, cols, labels)
+    cols["shift_with"] = attribution.shifts(by_ev, present, inc.paths, cols, labels)
+    if rank_by == "evidence":
+        order = attribution.grouped_order(by_ev, cols, labels)
+    else:
+        order = attribution.order(labels, cols, rank_by)
+    table: dict[str, Any] = {
+        "rank": np.arange(1, len(order) + 1),
+        "name": [inc.names[present[i]] for i in order],
+        "file": [inc.files[present[i]] for i in order],
+        "line": [inc.lines[present[i]] for i in order],
+        "label": [labels[i] for i in order],
+    }
+    for name in ("flat", "cum"):
+        b, nw = merged[f"{name}_base"][present], merged[f"{name}_new"][present]
+        table[f"{name}_base"], table[f"{name}_new"] = b[order], nw[order]
+        table[f"{name}_diff"] = (nw - b)[order]
+    for fld in ROWS_SCHEMA:
+        if fld.name not in table:
+            v = cols[fld.name]
+            table[fld.name] = [v[i] for i in order] if isinstance(v, list) else v[order]
+    return pa.table({f.name: table[f.name] for f in ROWS_SCHEMA}, schema=ROWS_SCHEMA)
+
+
+def _per_profile(sides: Sides, nv: NodeValues, denominators, factor) -> tuple[pa.Table, ...]:
+    """Long per-profile values, the profiles, and per stack the merged values."""
+    side = np.where(sides.is_new, "new", "base")
+    per_profile = pa.table(
+        {
+            "profile_id": sides.pids[nv.pp],
+            "side": side[nv.pp],
+            "node": nv.node,
+            "label": [nv.inc.labels[i] for i in nv.node.tolist()],
+            "flat": nv.flat,
+            "cum": nv.cum,
+            "flat_rate": nv.flat * factor / denominators[nv.pp],
+            "cum_rate": nv.cum * factor / denominators[nv.pp],
+        }
+    )
+    profiles = pa.table(
+        {
+            "profile_id": sides.pids,
+            "side": side,
+            "duration_s": sides.dur_ns / 1e9,
+            "total": nv.totals.astype(np.int64),
+        }
+    )
+    stacks = pa.table(
+        {
+            "path": pa.array(nv.inc.paths, pa.list_(pa.int64())),
+            "base": nv.stack_base,
+            "new": nv.stack_new,
+        }
+    )
+    return per_profile, profiles, stacks
+
+
+def _notes(notes, opts, facts, units: Units, unit: str, rows: pa.Table) -> None:
+    """What the statistics were, and when they cannot find anything."""
+    ub, un = units.n_base, units.n_new
+    if not opts["stat"]:
+        notes.append(
+            f"no statistics are possible with one {unit} on a side (base: {ub}, "
+            f"new: {un}); showing the plain diff of the merged sides"
+        )
+        return
+    t = opts["test_opts"]
+    seed, splits, exact = t["seed"], facts["splits"], facts["exact"]
+    if t["test"] == "quasi-poisson":
+        how = "quasi-Poisson score test on the sample counts; Wald intervals"
+    elif t["test"] == "welch":
+        how = "Welch t on the ratio estimator, from Student's t"
+    else:
+        how = (
+            f"permutation test of Welch t over the {unit}s' sides ("
+            + (f"all {splits} splits" if exact else f"{splits} random splits, seed {seed}")
+            + ")"
+        )
+    if t["test"] != "quasi-poisson":
+        how += (
+            f"; {t['confidence']:.0%} percentile bootstrap intervals over {unit}s "
+            f"({t['resamples']} resamples, seed {seed})"
+        )
+    notes.append(
+        f"units: {ub} base and {un} new {unit}s; p: {how}; BH FDR {opts['fdr']:g} "
+        "over flat and cum of the nodes with "
+        f">= {opts['min_share']:.2%} of the pooled total; detectable: smallest increase "
+        f"found with 80% power at level FDR/{facts['n_tests']}"
+    )
+    if t["test"] == "permutation" and splits:
+        # Mirrored splits of equal sides have the same |t|.
+        p_min = (2 if exact and ub == un else 1) / (splits if exact else splits + 1)
+        if p_min * facts["n_tests"] > opts["fdr"]:
+            notes.append(
+                f"with {ub} and {un} {unit}s no permutation p-value is below "
+                f"{p_min:.2g}, so at FDR {opts['fdr']:g} over {facts['n_tests']} tests a node "
+                f"is significant only alongside others; compare more {unit}s"
+                + ("" if exact else " or raise permutations")
+                + ", or use the default quasi-Poisson test"
+            )
+    shifts = [r for r in rows.to_pylist() if r["shift_with"] and r["direction"] == "increase"]
+    for r in shifts:
+        notes.append(f"cost shift: {r['shift_with']} -> {r['label']} (their total is unchanged)")
+
+
+def regressions(
+    store,
+    base,
+    new,
+    *,
+    sample_index: int | str | None = None,
+    granularity: str = "functions",
+    fdr: float = 0.05,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    min_share: float = 0.005,
+    rank_by: str = "evidence",
+    unit: str = "profile",
+    inlines: bool = True,
+    measure: str = "rate",
+    test: str = "quasi-poisson",
+    permutations: int = 10_000,
+    per: str | None = None,
+) -> RegressionsResult:
+    """Compare the profiles selected by ``base`` and ``new`` (``Selection``s) per node.
+
+    See the module docstring for the rules. ``sample_index``: number or name
+    (default: the profiles' default type). ``granularity``: functions, lines
+    or files. ``rank_by``: evidence (default), flat or cum. ``unit``: the
+    independent unit of the statistics, ``profile`` (default), ``instance``
+    (a service instance's profiles summed: use it when profiles of one
+    instance are correlated) or ``window`` (the profiles of a side taken
+    together, summed; see ``time_windows``). ``test``: ``quasi-poisson``
+    (default), ``permutation`` or ``welch``; ``permutations``: at most this
+    many splits of the units. ``per``: a counter in ``metric_samples`` whose
+    increase over each profile is its denominator (cost per unit of work).
+    """
+    _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test, permutations)
+    sides = select_sides(store, base, new, sample_index, measure)
+    nv = node_values(store, sides, granularity, inlines)
+    denominators, factor, shown_unit = _denominators(store, sides, nv, measure, per)
+    n_nodes = len(nv.inc.labels)
+    merged: dict[str, np.ndarray] = {}
+    for name, vals in (("flat", nv.flat), ("cum", nv.cum)):
+        for side, mask in (("new", sides.is_new[nv.pp]), ("base", ~sides.is_new[nv.pp])):
+            merged[f"{name}_{side}"] = np.bincount(
+                nv.node[mask], weights=vals[mask], minlength=n_nodes
+            ).astype(np.int64)
+    present = np.flatnonzero(np.any([merged[k] != 0 for k in merged], axis=0))
+    totals = (int(nv.totals[~sides.is_new].sum()), int(nv.totals[sides.is_new].sum()))
+    units = group_units(sides.rows, sides.is_new, denominators, unit)
+    mats = _matrices(nv, len(sides.pids), present, n_nodes)
+    stat = units.n_base >= 2 and units.n_new >= 2
+    opts = {
+        "count_scale": sides.count_scale,
+        "factor": factor,
+        "min_share": min_share,
+        "stat": stat,
+        "fdr": fdr,
+        "test_opts": {
+            "test": test,
+            "confidence": confidence,
+            "resamples": resamples,
+            "seed": seed,
+            "permutations": permutations,
+        },
+    }
+    cols, facts = _statistics(mats, units, merged, present, totals, opts)
+    rows = _rows(nv, present, merged, cols, rank_by)
+    edges = _edges(nv, mats, units, cols, present, opts)
+    per_profile, profiles, stacks = _per_profile(sides, nv, denominators, factor)
+    _notes(sides.notes, opts, facts, units, unit, rows)
+    return RegressionsResult(
+        rows=rows,
+        per_profile=per_profile,
+        profiles=profiles,
+        stacks=stacks,
+        labels=nv.inc.labels,
+        sample_type=sides.sample_type,
+        sample_index=sides.sample_index,
+        granularity=granularity,
+        rate=sides.rate,
+        rate_unit=shown_unit,
+        rate_factor=factor,
+        n_base=sides.n_base,
+        n_new=sides.n_new,
+        duration_base=float(sides.dur_ns[~sides.is_new].sum() / 1e9),
+        duration_new=float(sides.dur_ns[sides.is_new].sum() / 1e9),
+        total_base=totals[0],
+        total_new=totals[1],
+        statistics=stat,
+        fdr=fdr,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        min_share=min_share,
+        rank_by=rank_by,
+        unit=unit,
+        inlines=inlines,
+        measure=measure,
+        test=test,
+        permutations=facts["splits"],
+        n_units_base=units.n_base,
+        n_units_new=units.n_new,
+        base_description=sides.base_description,
+        new_description=sides.new_description,
+        per=per,
+        edges=edges,
+        notes=sides.notes,
+    )
+
+
+def regressions_of_profiles(
+    base: list[Profile],
+    new: list[Profile],
+    *,
+    base_instances: list[str] | None = None,
+    new_instances: list[str] | None = None,
+    **options: Any,
+) -> RegressionsResult:
+    """``regressions`` of two lists of in-memory profiles (via a throw-away store);
+    ``*_instances`` name each profile's instance (for ``unit="instance"``)."""
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest
+    from pyproflab.store.select import Selection
+
+    if not base or not new:
+        raise UsageError("both sides need at least one profile")
+    with Store.open(":memory:") as store:
+        bi = base_instances or [None] * len(base)
+        ni = new_instances or [None] * len(new)
+        items = [
+            (p, ProfileMeta(version="base", instance=i)) for p, i in zip(base, bi, strict=True)
+        ]
+        items += [(p, ProfileMeta(version="new", instance=i)) for p, i in zip(new, ni, strict=True)]
+        # Distinct identities: equal profiles on a side are still separate observations.
+        hashes = [f"regressions-{i}" for i in range(len(items))]
+        ingest(store, items, content_hashes=hashes)
+        return regressions(store, Selection(version="base"), Selection(version="new"), **options)

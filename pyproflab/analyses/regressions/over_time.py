@@ -1,0 +1,371 @@
+"""``over_time``: when did a function's cost change, by how much, and did it stay?
+
+``over_time(store, selection, ...)`` takes one selection (a service's
+continuous collection), groups its profiles into collection windows
+(``units.time_windows``) and, per function, finds change points in the
+series of its rates per window.
+
+Method: circular binary segmentation (Olshen, Venkatraman, Lucito & Wigler
+2004, "Circular binary segmentation for the analysis of array-based DNA copy
+number data"), with the Poisson likelihood-ratio statistic of the window
+counts over their exposures: within a segment, the arc ``[i, j)`` that
+differs most from the rest is found (an arc that reaches the end is a step;
+one inside is a transient), and it is a change when the maximum statistic
+(scaled by the over-dispersion of the fit, at least 1) is extreme among those
+of ``permutations`` Poisson series of the segment's constant rate (seeded):
+a resampling reference as in CBS and E-Divisive (Matteson & James 2014),
+drawn from the null model rather than by permuting the windows, whose
+reference the change itself would inflate.
+Segments are split recursively while changes are found. The first test of
+every function is corrected by Benjamini–Hochberg at ``fdr``; the splits of a
+function found that way are tested at ``fdr``.
+
+Rules:
+
+1. A window's rate is the sum of its profiles' values over the sum of their
+   durations (or, with ``per``, of a counter's increase, as ``regressions``).
+2. Each function is followed by its flat or its cum, whichever changes more
+   surely (smaller first p; flat on a tie); functions below ``min_share`` of
+   the total are not tested.
+3. Each change point: the first window after it, its start time, the rates
+   before and after (the adjacent segments), the relative change with a
+   Wald interval on the log ratio (over-dispersion from the segmented fit,
+   at least 1), and its status: ``went away`` when a later change returns
+   the rate to one consistent with the rate before (and when), the return
+   itself ``return``; otherwise ``persisted``.
+4. A change is ``explained_by`` a more credible change (larger lower end of
+   the absolute change) in the same window and direction of a function on
+   the same stacks (ancestor or descendant).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+from scipy import stats as sps
+
+from pyproflab.analyses import stats
+from pyproflab.analyses.regressions import attribution
+from pyproflab.analyses.regressions.incidence import node_values
+from pyproflab.analyses.regressions.selection import sides_of
+from pyproflab.analyses.regressions.units import per_work, time_windows
+from pyproflab.display import render
+from pyproflab.errors import UsageError
+
+CHANGES_SCHEMA = pa.schema(
+    [
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("window", pa.int64(), nullable=False),
+        pa.field("time", pa.timestamp("us", "UTC")),
+        pa.field("rate_before", pa.float64()),
+        pa.field("rate_after", pa.float64()),
+        pa.field("change", pa.float64()),
+        pa.field("change_lo", pa.float64()),
+        pa.field("rel", pa.float64()),
+        pa.field("rel_lo", pa.float64()),
+        pa.field("rel_hi", pa.float64()),
+        pa.field("p", pa.float64()),
+        pa.field("q", pa.float64()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("until_window", pa.int64()),
+        pa.field("until", pa.timestamp("us", "UTC")),
+        pa.field("explained_by", pa.string()),
+    ]
+)
+
+
+@dataclass
+class OverTimeResult:
+    """``changes`` (``CHANGES_SCHEMA``, most credible first), ``series`` (per
+    function, metric and window: rate), ``windows`` (index, start, end,
+    profiles)."""
+
+    changes: pa.Table
+    series: pa.Table
+    windows: pa.Table
+    rate_unit: str
+    selection: str
+    fdr: float
+    permutations: int
+    seed: int
+    per: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def findings(self) -> pa.Table:
+        """Changes that are not explained by another and not a return."""
+        import pyarrow.compute as pc
+
+        return self.changes.filter(
+            pc.field("explained_by").is_null() & (pc.field("status") != "return")
+        )
+
+    def __len__(self) -> int:
+        return self.changes.num_rows
+
+    def _repr_html_(self) -> str:
+        return render(self, "html")
+
+
+def _f(y: np.ndarray, d: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(y > 0, y * np.log(y / d), 0.0)
+
+
+def _arcs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """All arcs [i, j) of n windows but the whole."""
+    i, j = np.triu_indices(n + 1, 1)
+    keep = ~((i == 0) & (j == n))
+    return i[keep], j[keep]
+
+
+def _best_arc(y: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(max statistic, argmax arc) per row of ``y`` (rows: series; ``d`` the
+    exposures, shared). The statistic is the Poisson likelihood ratio of the
+    arc against the rest over the dispersion of that two-rate fit (Pearson
+    X^2 / (n - 2), at least 1), so windows that differ by more than Poisson
+    noise do not make changes."""
+    n = y.shape[1]
+    i, j = _arcs(n)
+    cy = np.concatenate([np.zeros((y.shape[0], 1)), np.cumsum(y, axis=1)], axis=1)
+    cd = np.concatenate([[0.0], np.cumsum(d)])
+    yi, di = cy[:, j] - cy[:, i], cd[j] - cd[i]
+    yt, dt = cy[:, -1:], cd[-1]
+    lr = 2 * (_f(yi, di) + _f(yt - yi, dt - di) - _f(yt, dt))
+    k = np.argmax(lr, axis=1)
+    rows = np.arange(len(k))
+    pos = np.arange(n)
+    inside = (pos >= i[k][:, None]) & (pos < j[k][:, None])
+    r_in = yi[rows, k] / di[k]
+    r_out = (yt[:, 0] - yi[rows, k]) / (dt - di[k])
+    mu = d * np.where(inside, r_in[:, None], r_out[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x2 = np.where(mu > 0, (y - mu) ** 2 / mu, 0.0).sum(axis=1)
+    phi = np.maximum(x2 / max(n - 2, 1), 1.0)
+    return lr[rows, k] / phi, k
+
+
+def arc_test(y: np.ndarray, d: np.ndarray, permutations: int, rng) -> tuple[float, int, int]:
+    """(p, i, j): the most different arc [i, j) of the series and its p-value,
+    from ``permutations`` Poisson series of the series' constant rate (a
+    parametric bootstrap of the maximum over arcs, as CBS's permutation
+    reference but not inflated by the change itself)."""
+    obs, k = _best_arc(y[None, :], d)
+    i, j = _arcs(len(y))
+    mu = d * (y.sum() / d.sum())
+    null, _ = _best_arc(rng.poisson(mu, (permutations, len(y))).astype(float), d)
+    p = (1 + np.sum(null >= obs[0] * (1 - 1e-9))) / (permutations + 1)
+    return float(p), int(i[k[0]]), int(j[k[0]])
+
+
+def segment(y, d, p_first: float, i: int, j: int, fdr: float, permutations: int, rng) -> list[int]:
+    """Boundaries (window indices where a new segment starts) of the series."""
+    cuts = {c for c in (i, j) if 0 < c < len(y)}
+    todo = [(0, i), (i, j), (j, len(y))]
+    while todo:
+        a, b = todo.pop()
+        if b - a < 3:
+            continue
+        p, ii, jj = arc_test(y[a:b], d[a:b], permutations, rng)
+        if p <= fdr:
+            new = {a + c for c in (ii, jj) if 0 < c < b - a}
+            cuts |= new
+            todo += [(a, a + ii), (a + ii, a + jj), (a + jj, b)]
+    return sorted(cuts)
+
+
+def _changes(y, d, cuts, unit_value, confidence) -> list[dict]:
+    """Per boundary: rates, relative change with its interval, status."""
+    edges = [0, *cuts, len(y)]
+    segs = [(y[a:b].sum(), d[a:b].sum()) for a, b in zip(edges, edges[1:], strict=False)]
+    mu = np.concatenate(
+        [
+            d[a:b] * (ys / ds)
+            for (a, b), (ys, ds) in zip(zip(edges, edges[1:], strict=False), segs, strict=True)
+        ]
+    )
+    df = max(len(y) - len(segs), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phi = max(float(np.where(mu > 0, (y - mu) ** 2 / mu, 0).sum() / df), 1.0)
+    q = sps.t.ppf(1 - (1 - confidence) / 2, df)
+    out = []
+    for k in range(len(cuts)):
+        (yb, db), (ya, da) = segs[k], segs[k + 1]
+        yb_, ya_ = max(yb, 0.5), max(ya, 0.5)
+        b = np.log(ya_ / da) - np.log(yb_ / db)
+        se = np.sqrt(phi * (1 / ya_ + 1 / yb_))
+        se_c = np.sqrt(phi * (ya / da**2 + yb / db**2)) * unit_value
+        ch = (ya / da - yb / db) * unit_value
+        out.append(
+            {
+                "window": cuts[k],
+                "rate_before": yb / db * unit_value,
+                "rate_after": ya / da * unit_value,
+                "change": ch,
+                "change_lo": abs(ch) - q * se_c,
+                "rel": float(np.exp(b) - 1),
+                "rel_lo": float(np.exp(b - q * se) - 1),
+                "rel_hi": float(np.exp(b + q * se) - 1),
+                "status": "persisted",
+                "until_window": None,
+                "_seg": k,
+            }
+        )
+    for k, c in enumerate(out):
+        if c["status"] == "return":
+            continue
+        yb, db = segs[k]
+        for later in out[k + 1 :]:
+            ya, da = segs[later["_seg"] + 1]
+            b = np.log(max(ya, 0.5) / da) - np.log(max(yb, 0.5) / db)
+            if abs(b) <= q * np.sqrt(phi * (1 / max(ya, 0.5) + 1 / max(yb, 0.5))):
+                c["status"], c["until_window"] = "went away", later["window"]
+                later["status"] = "return"
+                break
+    return out
+
+
+def _window_series(store, selection, sample_index, granularity, per):
+    """Profiles, their windows, and per (window, node) flat and cum."""
+    from pyproflab.store.regressions import selected_profiles
+    from pyproflab.store.select import Selection
+
+    sel = selection if isinstance(selection, Selection) else Selection(**(selection or {}))
+    rows = selected_profiles(store, sel)
+    if not rows:
+        raise UsageError(f"no profiles match the selection {sel.describe()}")
+    sides = sides_of(rows, [], sample_index, "rate", new_description=sel.describe())
+    if not sides.rate:
+        raise UsageError(f"over time needs rates; {sides.sample_type.type} is not one")
+    win = np.array(time_windows(sides.rows), np.int64)
+    nw = int(win.max()) + 1
+    if nw < 4:
+        raise UsageError(f"over time needs at least 4 collection windows; the selection has {nw}")
+    nv = node_values(store, sides, granularity, True)
+    den = per_work(store, sides.rows, per) if per else sides.durations
+    return sel, sides, win, nw, nv, den
+
+
+def _windows_table(sides, win: np.ndarray, nw: int) -> pa.Table:
+    t0 = np.array([r["time_nanos"] for r in sides.rows], np.int64)
+    t1 = t0 + sides.dur_ns.astype(np.int64)
+    starts = [datetime.fromtimestamp(t0[win == w].min() / 1e9, UTC) for w in range(nw)]
+    ends = [datetime.fromtimestamp(t1[win == w].max() / 1e9, UTC) for w in range(nw)]
+    return pa.table(
+        {
+            "window": np.arange(nw),
+            "start": pa.array(starts, pa.timestamp("us", "UTC")),
+            "end": pa.array(ends, pa.timestamp("us", "UTC")),
+            "profiles": np.bincount(win, minlength=nw),
+        }
+    )
+
+
+def over_time(
+    store,
+    selection,
+    *,
+    sample_index: int | str | None = None,
+    granularity: str = "functions",
+    fdr: float = 0.05,
+    confidence: float = 0.95,
+    min_share: float = 0.005,
+    permutations: int = 999,
+    seed: int = 0,
+    per: str | None = None,
+) -> OverTimeResult:
+    """Change points per function in ``selection``'s series of windows (see the
+    module rules)."""
+    if not 0 < fdr < 1 or not 0 < confidence < 1:
+        raise UsageError("fdr and confidence must be between 0 and 1")
+    if permutations < 99:
+        raise UsageError("permutations must be at least 99")
+    sel, sides, win, nw, nv, den = _window_series(store, selection, sample_index, granularity, per)
+    n_nodes = len(nv.inc.labels)
+    d = np.bincount(win, weights=den, minlength=nw)
+    unit_value = sides.count_scale * sides.factor
+    total = float(nv.totals.sum()) or 1.0
+    rng = np.random.default_rng(seed)
+    tests = []  # (node, metric, y, p, i, j)
+    series_rows = []
+    for metric, vals in (("flat", nv.flat), ("cum", nv.cum)):
+        y_all = np.zeros((n_nodes, nw))
+        np.add.at(y_all, (nv.node, win[nv.pp]), vals / sides.count_scale)
+        for node in np.flatnonzero(y_all.sum(axis=1) * sides.count_scale / total >= min_share):
+            y = y_all[node]
+            p, i, j = arc_test(y, d, permutations, rng)
+            tests.append((int(node), metric, y, p, i, j))
+            series_rows += [
+                (nv.inc.labels[node], metric, w, y[w] / d[w] * unit_value) for w in range(nw)
+            ]
+    best: dict[int, tuple] = {}
+    for t in tests:  # per node the metric that changes more surely (flat on a tie)
+        if t[0] not in best or t[3] < best[t[0]][3]:
+            best[t[0]] = t
+    chosen = list(best.values())
+    q = stats.bh_adjust(np.array([t[3] for t in chosen])) if chosen else np.array([])
+    windows = _windows_table(sides, win, nw)
+    starts = windows.column("start").to_pylist()
+    found = []
+    for t, qv in zip(chosen, q.tolist(), strict=True):
+        node, metric, y, p, i, j = t
+        if qv > fdr:
+            continue
+        cuts = segment(y, d, p, i, j, fdr, permutations, rng)
+        for c in _changes(y, d, cuts, unit_value, confidence):
+            c.update(label=nv.inc.labels[node], metric=metric, p=p, q=qv, _node=node)
+            found.append(c)
+    changes = _rank(found, nv.inc.paths, starts)
+    series = pa.table(
+        {
+            "label": [r[0] for r in series_rows],
+            "metric": [r[1] for r in series_rows],
+            "window": pa.array([r[2] for r in series_rows], pa.int64()),
+            "rate": pa.array([r[3] for r in series_rows], pa.float64()),
+        }
+    )
+    unit = sides.rate_unit if not per else f"{sides.rate_unit.removesuffix('/s')}/{per}"
+    notes = [
+        f"{nw} windows of {sel.describe()}; circular binary segmentation, Poisson "
+        f"likelihood ratio, {permutations} permutations (seed {seed}); BH FDR {fdr:g} "
+        f"over {len(chosen)} functions"
+    ]
+    return OverTimeResult(
+        changes=changes,
+        series=series,
+        windows=windows,
+        rate_unit=unit,
+        selection=sel.describe(),
+        fdr=fdr,
+        permutations=permutations,
+        seed=seed,
+        per=per,
+        notes=notes,
+    )
+
+
+def _rank(found: list[dict], paths, starts) -> pa.Table:
+    """Most credible first; a change explained by an earlier one on the same
+    stacks, window and direction is marked so (rule 4)."""
+    found.sort(key=lambda c: (c["status"] == "return", -c["change_lo"], c["label"]))
+    anc = attribution.ancestors(paths, {c["_node"] for c in found})
+    heads: list[dict] = []
+    for c in found:
+        c["explained_by"] = None
+        if c["status"] != "return":
+            for h in heads:
+                a, b = h["_node"], c["_node"]
+                same = h["window"] == c["window"] and np.sign(h["change"]) == np.sign(c["change"])
+                if same and (a in anc[b] or b in anc[a]):
+                    c["explained_by"] = h["label"]
+                    break
+            else:
+                heads.append(c)
+        c["time"] = starts[c["window"]]
+        c["until"] = None if c["until_window"] is None else starts[c["until_window"]]
+    return pa.table(
+        {f.name: [c[f.name] for c in found] for f in CHANGES_SCHEMA}, schema=CHANGES_SCHEMA
+    )

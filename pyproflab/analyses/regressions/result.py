@@ -1,0 +1,171 @@
+"""The result of ``regressions``: its row schema and ``RegressionsResult``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.display import render
+from pyproflab.model import ValueType
+
+#: Per metric (flat, cum) statistics columns, in order.
+METRIC_COLUMNS = (
+    "rate_base",
+    "rate_new",
+    "share_base",
+    "share_new",
+    "p50_base",
+    "p50_new",
+    "change",
+    "change_lo",
+    "change_hi",
+    "rel",
+    "rel_lo",
+    "rel_hi",
+    "p",
+    "q",
+    "detectable",
+)
+
+ROWS_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("label", pa.string(), nullable=False),
+        *[
+            pa.field(f"{m}_{s}", pa.int64(), nullable=False)
+            for m in ("flat", "cum")
+            for s in ("base", "new", "diff")
+        ],
+        *[pa.field(f"{m}_{c}", pa.float64()) for m in ("flat", "cum") for c in METRIC_COLUMNS],
+        pa.field("flat_tested", pa.bool_(), nullable=False),
+        pa.field("flat_significant", pa.bool_(), nullable=False),
+        pa.field("cum_tested", pa.bool_(), nullable=False),
+        pa.field("cum_significant", pa.bool_(), nullable=False),
+        # increase / decrease (a significant change of flat or cum) or none.
+        pa.field("direction", pa.string(), nullable=False),
+        # The metric (flat or cum) whose interval gives the evidence, and its
+        # conservative end (lower end for increases, minus the upper for decreases).
+        pa.field("evidence_metric", pa.string(), nullable=False),
+        pa.field("evidence", pa.float64()),
+        # Label of the finding this row's change is explained by (a deeper or
+        # calling node carrying the same change), else null.
+        pa.field("explained_by", pa.string()),
+        # Label of the node the cost moved from/to when this row is half of a
+        # cost shift (total of the pair unchanged), else null.
+        pa.field("shift_with", pa.string()),
+    ]
+)
+
+EDGES_SCHEMA = pa.schema(
+    [
+        pa.field("caller", pa.string(), nullable=False),
+        pa.field("callee", pa.string(), nullable=False),
+        pa.field("base", pa.int64(), nullable=False),
+        pa.field("new", pa.int64(), nullable=False),
+        *[pa.field(c, pa.float64()) for c in METRIC_COLUMNS],
+        pa.field("significant", pa.bool_(), nullable=False),
+    ]
+)
+
+
+@dataclass
+class RegressionsResult:
+    """Per-node comparison of two sides (see ``pyproflab.analyses.regressions``).
+
+    ``rows`` (``ROWS_SCHEMA``): ranked nodes; ``edges`` (``EDGES_SCHEMA``):
+    caller -> callee edges into the nodes whose flat changed, with the same
+    statistics; ``per_profile``: the long per-profile values (profile_id,
+    side, node, label, flat, cum, rate columns); ``profiles``: each profile's
+    side, duration and total; ``stacks``: per distinct stack its node path
+    (root first) and merged value per side, for the flame graph.
+    """
+
+    rows: pa.Table
+    per_profile: pa.Table
+    profiles: pa.Table
+    stacks: pa.Table
+    labels: list[str]
+    sample_type: ValueType
+    sample_index: int
+    granularity: str
+    rate: bool
+    rate_unit: str
+    rate_factor: float
+    n_base: int
+    n_new: int
+    duration_base: float
+    duration_new: float
+    total_base: int
+    total_new: int
+    statistics: bool
+    fdr: float
+    confidence: float
+    resamples: int
+    seed: int
+    min_share: float
+    rank_by: str
+    unit: str = "profile"
+    inlines: bool = True
+    measure: str = "rate"
+    test: str = "quasi-poisson"
+    permutations: int = 0
+    n_units_base: int = 0
+    n_units_new: int = 0
+    base_description: str = ""
+    new_description: str = ""
+    per: str | None = None
+    edges: pa.Table = field(default_factory=lambda: EDGES_SCHEMA.empty_table())
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.rows.num_rows
+
+    def to_arrow(self) -> pa.Table:
+        return self.rows
+
+    def to_pandas(self):
+        return self.rows.to_pandas()
+
+    def significant(self, metric: str = "flat") -> pa.Table:
+        """The rows whose ``metric`` change is significant at ``fdr``."""
+        import pyarrow.compute as pc
+
+        return self.rows.filter(pc.field(f"{metric}_significant"))
+
+    def findings(self, direction: str = "increase") -> pa.Table:
+        """Significant rows of ``direction`` not explained by another row."""
+        import pyarrow.compute as pc
+
+        return self.rows.filter(
+            (pc.field("direction") == direction) & pc.field("explained_by").is_null()
+        )
+
+    def distribution(self, label: str) -> pa.Table:
+        """Per-profile values of the node printed as ``label`` (both sides)."""
+        import pyarrow.compute as pc
+
+        return self.per_profile.filter(pc.field("label") == label)
+
+    def figure_top(self, n: int = 20, metric: str | None = None):
+        """Plotly figure: the top ``n`` changes with their intervals."""
+        m = metric or (self.rank_by if self.rank_by in ("flat", "cum") else "cum")
+        return render(self, "figure_top", n=n, metric=m)
+
+    def figure_flame(self, **options: Any):
+        """Plotly differential flame graph (width: new side; colour: change)."""
+        return render(self, "figure_flame", **options)
+
+    def _repr_html_(self) -> str:
+        return render(self, "html")
+
+    def __repr__(self) -> str:
+        return (
+            f"RegressionsResult({self.sample_type}, {self.granularity}, "
+            f"base={self.n_base} profiles, new={self.n_new} profiles, "
+            f"{self.rows.num_rows} rows)"
+        )

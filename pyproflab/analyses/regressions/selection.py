@@ -1,0 +1,161 @@
+"""Stage 1 of ``regressions``: the two sides, their sample type and how values
+become rates (see rules 1 and 4 of ``pyproflab.analyses.regressions``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyproflab.analyses.graph import resolve_sample_index
+from pyproflab.analyses.units import scale
+from pyproflab.errors import UsageError
+from pyproflab.model import Profile, ValueType
+
+NON_RATE_TYPES = ("goroutine", "threadcreate")
+
+
+@dataclass
+class Sides:
+    """The profiles of both sides, new first (as ``go tool pprof -diff_base``)."""
+
+    rows: list[dict[str, Any]]
+    is_new: np.ndarray
+    pids: np.ndarray
+    header: dict[str, Any]
+    index_lists: list[list[int]]
+    sample_type: ValueType
+    sample_index: int
+    rate: bool
+    rate_unit: str
+    factor: float
+    dur_ns: np.ndarray
+    durations: np.ndarray  # the denominators of the rates, per profile
+    count_scale: float  # value of one sample (see ``count_scale``; set after the values)
+    base_description: str
+    new_description: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_new(self) -> int:
+        return int(self.is_new.sum())
+
+    @property
+    def n_base(self) -> int:
+        return int((~self.is_new).sum())
+
+
+def rate_unit_of(sample_type: ValueType, rate: bool) -> tuple[str, float]:
+    """(display unit, factor from the sample unit) for rates or per-profile values."""
+    unit = sample_type.unit
+    seconds, got = scale(1, unit, "s")
+    if got == "s":  # a time unit
+        if not rate:
+            return "s", seconds
+        return ("cores" if sample_type.type in ("cpu", "wall") else "s/s"), seconds
+    nbytes, got = scale(1, unit, "B")
+    if got == "B":
+        return ("B/s" if rate else "B"), nbytes
+    base = "" if unit in ("count", "") else unit
+    return ((f"{base}/s" if base else "/s") if rate else (base or "count")), 1.0
+
+
+def count_scale(store, sides: Sides, totals_value: float) -> float:
+    """The value one sample adds, so values / scale are sample counts.
+
+    Rule: when the profiles have another sample type counted in ``count``
+    (CPU's samples, heap's objects) and the chosen one is not a count, the
+    chosen total over that one's total (CPU: the period, 1e7 ns); else the
+    profiles' period when its unit is the sample type's; else 1.
+    ``totals_value``: the chosen type's total over the selected profiles.
+    """
+    from pyproflab.store.regressions import value_total
+
+    st = sides.sample_type
+    types = sides.header["sample_types"]
+    counted = [i for i, t in enumerate(types) if t.unit == "count" and t != st]
+    if st.unit != "count" and counted and totals_value > 0:
+        positions = [idx[counted[0]] + 1 for idx in sides.index_lists]
+        n = value_total(store, sides.pids, positions)
+        if n > 0:
+            return totals_value / n
+    periods = [r["period"] or 0 for r in sides.rows if r["period_unit"] == st.unit]
+    if st.unit != "count" and len(periods) == len(sides.rows) and min(periods) > 0:
+        return float(max(periods))
+    return 1.0
+
+
+def select_sides(store, base, new, sample_index: int | str | None, measure: str) -> Sides:
+    """Both sides' profiles, the chosen sample type and the rate rule."""
+    from pyproflab.store.regressions import selected_profiles
+    from pyproflab.store.select import Selection
+
+    base = base if isinstance(base, Selection) else Selection(**(base or {}))
+    new = new if isinstance(new, Selection) else Selection(**(new or {}))
+    rows_b, rows_n = selected_profiles(store, base), selected_profiles(store, new)
+    for side, rows, sel in (("base", rows_b, base), ("new", rows_n, new)):
+        if not rows:
+            raise UsageError(f"no profiles match the {side} selection {sel.describe()}")
+    both = {r["profile_id"] for r in rows_b} & {r["profile_id"] for r in rows_n}
+    if both:
+        raise UsageError(
+            f"{len(both)} profiles are in both the base and the new selection "
+            f"(e.g. profile {min(both)}); make the selections disjoint"
+        )
+    return sides_of(rows_n, rows_b, sample_index, measure, base.describe(), new.describe())
+
+
+def sides_of(
+    rows_n: list[dict[str, Any]],
+    rows_b: list[dict[str, Any]],
+    sample_index: int | str | None,
+    measure: str,
+    base_description: str = "",
+    new_description: str = "",
+) -> Sides:
+    """``Sides`` of the profile rows of each side (new first)."""
+    from pyproflab.store.merge import merge_headers
+
+    all_rows = rows_n + rows_b  # new first: pprof's -diff_base puts the source first
+    header, index_lists = merge_headers(all_rows)
+    types = header["sample_types"]
+    empty = Profile.empty(types)
+    if header["default_sample_type"]:
+        empty = dataclasses.replace(empty, default_sample_type=header["default_sample_type"])
+    index = resolve_sample_index(empty, sample_index)
+    st = types[index]
+    dur_ns = np.array([r["duration_nanos"] or 0 for r in all_rows], np.float64)
+    not_rate = st.type.startswith("inuse_") or st.type in NON_RATE_TYPES
+    rate = bool((dur_ns > 0).all()) and not not_rate
+    shown_unit, factor = rate_unit_of(st, rate)
+    notes: list[str] = []
+    if not rate and measure == "rate":
+        why = (
+            "it is not a rate"
+            if (dur_ns > 0).all() or not_rate
+            else "some profiles have no duration"
+        )
+        notes.append(
+            f"{st.type} is compared as the per-profile value ({shown_unit}), not a rate "
+            f"per second: {why}"
+        )
+    return Sides(
+        rows=all_rows,
+        is_new=np.arange(len(all_rows)) < len(rows_n),
+        pids=np.array([r["profile_id"] for r in all_rows], np.int64),
+        header=header,
+        index_lists=index_lists,
+        sample_type=st,
+        sample_index=index,
+        rate=rate,
+        rate_unit=shown_unit,
+        factor=factor,
+        dur_ns=dur_ns,
+        durations=dur_ns / 1e9 if rate else np.ones(len(all_rows)),
+        count_scale=1.0,
+        base_description=base_description,
+        new_description=new_description,
+        notes=notes,
+    )

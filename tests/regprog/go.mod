@@ -1,0 +1,3 @@
+module pyproflab.test/regprog
+
+go 1.26

@@ -1,0 +1,5 @@
+package main
+
+import "runtime"
+
+func runtimeSetRate(hz int) { runtime.SetCPUProfileRate(hz) }

@@ -1,0 +1,114 @@
+"""The statistics of ``analyses.regressions`` against their references:
+quasi-Poisson against statsmodels' GLM, the detectable change against its
+formula, and change points on seeded series with known changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyproflab.analyses.regressions import inference
+from pyproflab.analyses.regressions.over_time import _changes, arc_test, segment
+
+
+def test_quasi_poisson_equals_statsmodels_glm() -> None:
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(5)
+    exposure = rng.uniform(8, 12, 14)
+    is_new = np.arange(14) >= 7
+    mu = exposure * np.where(is_new, 6.0, 5.0) * rng.gamma(4, 1 / 4, 14)  # over-dispersed
+    y = rng.poisson(mu).astype(float)
+    fit = inference.quasi_poisson_fit(y[:, None], exposure, is_new)
+    X = sm.add_constant(is_new.astype(float))
+    glm = sm.GLM(y, X, family=sm.families.Poisson(), offset=np.log(exposure)).fit(scale="X2")
+    b = np.log((fit.y_new / fit.d_new) / (fit.y_base / fit.d_base))[0]
+    se = np.sqrt(fit.phi_hat * (1 / fit.y_new + 1 / fit.y_base))[0]
+    assert b == pytest.approx(glm.params[1], rel=1e-6)
+    assert fit.phi_hat[0] == pytest.approx(glm.scale, rel=1e-6)
+    assert se == pytest.approx(glm.bse[1], rel=1e-5)
+
+
+def test_detectable_is_the_power_formula() -> None:
+    y = np.array([[200.0], [200.0], [200.0], [200.0]])
+    fit = inference.quasi_poisson_fit(y, np.ones(4), np.array([False, False, True, True]))
+    assert fit.phi[0] == 1.0  # no spread: sampling noise only
+    # se0 = sqrt(1/400 + 1/400); (z_.975 + z_.8) se0 on the log scale.
+    want = np.exp((1.959964 + 0.841621) * np.sqrt(2 / 400)) - 1
+    assert inference.detectable(fit, 0.05)[0] == pytest.approx(want, rel=1e-5)
+
+
+def test_quasi_poisson_has_pooled_power_and_holds_its_level() -> None:
+    """Poisson units: A/A columns are rejected about 5% of the time (binomial
+    bounds for 2000 columns), and a change of the size ``detectable`` names
+    (alpha 0.05) is found about 80% of the time, its interval covering it."""
+    rng = np.random.default_rng(11)
+    is_new = np.arange(16) >= 8
+    d = np.full(16, 10.0)
+    opts = dict(
+        test="quasi-poisson",
+        unit_value=1.0,
+        confidence=0.95,
+        resamples=100,
+        seed=0,
+        permutations=100,
+    )
+    y = rng.poisson(40.0, (16, 2000)).astype(float)
+    r = inference.compare(y, d, is_new, np.ones(2000, bool), **opts)
+    assert 0.03 <= np.mean(r["p"] <= 0.05) <= 0.07
+    size = float(np.median(inference.detectable(r["fit"], 0.05)))
+    assert 0.2 < size < 0.3
+    y2 = y.copy()
+    y2[is_new] = rng.poisson(40.0 * (1 + size), (8, 2000))
+    r2 = inference.compare(y2, d, is_new, np.ones(2000, bool), **opts)
+    assert 0.7 <= np.mean(r2["p"] <= 0.05) <= 0.9
+    assert 0.92 <= np.mean((r2["rel_lo"] <= size) & (size <= r2["rel_hi"])) <= 0.98
+
+
+def test_quasi_poisson_is_honest_when_units_differ_more() -> None:
+    """Units spread 4x more than Poisson: the A/A rejection rate stays near 5%."""
+    rng = np.random.default_rng(12)
+    is_new = np.arange(16) >= 8
+    d = np.full(16, 10.0)
+    y = rng.poisson(40.0 * rng.gamma(10, 0.1, (16, 2000))).astype(float)
+    r = inference.compare(
+        y,
+        d,
+        is_new,
+        np.ones(2000, bool),
+        test="quasi-poisson",
+        unit_value=1.0,
+        confidence=0.95,
+        resamples=100,
+        seed=0,
+        permutations=100,
+    )
+    assert np.mean(r["p"] <= 0.05) <= 0.07
+
+
+def _series(rates, rng):
+    d = np.full(len(rates), 20.0)
+    return rng.poisson(np.array(rates) * d).astype(float), d
+
+
+def test_change_points_step_and_transient() -> None:
+    rng = np.random.default_rng(3)
+    y, d = _series([8.0] * 6 + [9.2] * 6, rng)  # a +15% step at window 6
+    p, i, j = arc_test(y, d, 999, np.random.default_rng(0))
+    assert p <= 0.01
+    cuts = segment(y, d, p, i, j, 0.05, 999, np.random.default_rng(1))
+    ch = _changes(y, d, cuts, 1.0, 0.95)
+    assert [c["window"] for c in ch] == [6] and ch[0]["status"] == "persisted"
+    assert ch[0]["rel_lo"] <= 0.15 <= ch[0]["rel_hi"]
+    y, d = _series([8.0] * 5 + [10.4] + [8.0] * 6, rng)  # +30% in window 5 only
+    p, i, j = arc_test(y, d, 999, np.random.default_rng(0))
+    cuts = segment(y, d, p, i, j, 0.05, 999, np.random.default_rng(1))
+    ch = _changes(y, d, cuts, 1.0, 0.95)
+    assert p <= 0.05 and [c["window"] for c in ch] == [5, 6]
+    assert ch[0]["status"] == "went away" and ch[0]["until_window"] == 6
+    assert ch[1]["status"] == "return"
+
+
+def test_flat_series_has_no_change_point() -> None:
+    rng = np.random.default_rng(4)
+    ps = [arc_test(*_series([8.0] * 12, rng), 199, np.random.default_rng(k))[0] for k in range(200)]
+    assert np.mean(np.array(ps) <= 0.05) <= 0.09
