@@ -400,3 +400,21 @@ def test_example_job_file_loads():
     spec = load_job(REPO / "examples" / "job.toml")
     assert spec.sources[0].kind == "drop" and spec.regressions.threshold_pct == 10
     assert spec.pgo is not None and spec.gogc is not None
+
+
+def test_job_over_time_finds_the_step(drop_source, tmp_path):
+    """v2's profiles come after v1's: followed over time, the slowed leaf
+    steps up and stays, a finding of the job's over-time pass."""
+    db, out = tmp_path / "fleet.duckdb", tmp_path / "out"
+    job = write_job(tmp_path / "job.toml", drop=drop_source, store=db, output=out, pgo=False)
+    text = job.read_text().replace(
+        "[regressions]\n", '[regressions]\nover_time = true\nover_time_since = "36500d"\n'
+    )
+    job.write_text(text)
+    res = run_cli("job", "run", str(job))
+    assert res.returncode == 1, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    item = summary["over_time"][0]
+    assert item["service"] == "svc" and "skipped" not in item, item
+    assert item["findings"] and item["findings"][0]["rel_pct"] > 100, item
+    assert (out / "over-time-svc.json").is_symlink()
