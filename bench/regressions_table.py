@@ -34,7 +34,11 @@ def main() -> int:
     for case, (name, size) in CASES.items():
         for per in (None, "requests_total"):
             res = regressions(
-                store, Selection(instance=f"base-{case}"), Selection(instance=case), per=per
+                store,
+                Selection(instance=f"base-{case}"),
+                Selection(instance=case),
+                per=per,
+                test="quasi-poisson",
             )
             rows = res.rows.to_pylist()
             top = rows[0]
@@ -62,6 +66,7 @@ def main() -> int:
                 Selection(profile_ids=sorted(ids[pick[:8]].tolist())),
                 Selection(profile_ids=sorted(ids[pick[8:]].tolist())),
                 per=per,
+                test="quasi-poisson",
             )
             t = r.rows
             alarms += bool(

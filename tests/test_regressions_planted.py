@@ -22,6 +22,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 PER = "requests_total"
+# What was measured on this data (bench/regressions_table.py): the counts' test.
+TEST = "quasi-poisson"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def _compare(store, case: str, **kw):
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store.select import Selection
 
-    return regressions(store, Selection(instance=f"base-{case}"), Selection(instance=case), **kw)
+    return regressions(
+        store, Selection(instance=f"base-{case}"), Selection(instance=case), test=TEST, **kw
+    )
 
 
 NOISY = pytest.mark.xfail(
@@ -114,7 +118,9 @@ def test_aa_random_window_splits_are_quiet(store, per) -> None:
     for _ in range(100):
         pick = rng.permutation(len(ids))
         a, b = sorted(ids[pick[:8]].tolist()), sorted(ids[pick[8:]].tolist())
-        res = regressions(store, Selection(profile_ids=a), Selection(profile_ids=b), per=per)
+        res = regressions(
+            store, Selection(profile_ids=a), Selection(profile_ids=b), per=per, test=TEST
+        )
         sig = res.rows.column("flat_significant").to_numpy()
         sig = sig | res.rows.column("cum_significant").to_numpy()
         alarms += bool(sig.any())

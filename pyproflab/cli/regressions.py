@@ -6,8 +6,8 @@ version=v1 --new version=v2, narrowed by --base-since/--base-until/
 --new-since/--new-until and by --type (given to both sides). Per function
 (or line), the rate per second of profile duration (or per unit of work
 with --per COUNTER) on each side, the change with its interval, p-values
-from a quasi-Poisson test of the sample counts (or --test permutation /
-welch), Benjamini-Hochberg q-values over flat and cum of every tested
+from a permutation test of Welch's t (or --test quasi-poisson on the
+sample counts, or welch), Benjamini-Hochberg q-values over flat and cum of every tested
 function, and the smallest change detectable with 80% power. Rows are
 ranked by evidence (the conservative end of the interval), increases
 first; decreases are listed apart; callers a finding explains are grouped
@@ -134,11 +134,11 @@ class Command:
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
             "--test",
-            choices=["quasi-poisson", "permutation", "welch"],
-            default="quasi-poisson",
-            help="source of the p-values: quasi-Poisson on the sample counts (default; "
-            "over-dispersion estimated from the units), a permutation test of Welch's t over "
-            "the units' sides, or Student's t",
+            choices=["permutation", "quasi-poisson", "welch"],
+            default="permutation",
+            help="source of the p-values: a permutation test of Welch's t over the units' "
+            "sides (default), quasi-Poisson on the sample counts (over-dispersion estimated "
+            "from the units), or Student's t",
         )
         parser.add_argument(
             "--permutations",

@@ -112,7 +112,7 @@ class RegressionsResult:
     unit: str = "profile"
     inlines: bool = True
     measure: str = "rate"
-    test: str = "quasi-poisson"
+    test: str = "permutation"
     permutations: int = 0
     n_units_base: int = 0
     n_units_new: int = 0
@@ -153,7 +153,7 @@ class RegressionsResult:
 
     def figure_top(self, n: int = 20, metric: str | None = None):
         """Plotly figure: the top ``n`` changes with their intervals."""
-        m = metric or (self.rank_by if self.rank_by in ("flat", "cum") else "cum")
+        m = metric or (self.rank_by if self.rank_by in ("flat", "cum") else "flat")
         return render(self, "figure_top", n=n, metric=m)
 
     def figure_flame(self, **options: Any):
