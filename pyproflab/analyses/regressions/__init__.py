@@ -70,6 +70,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import stats
+from pyproflab.analyses.graph import GRANULARITIES
 from pyproflab.analyses.regressions import attribution, inference
 from pyproflab.analyses.regressions.incidence import NodeValues, node_values
 from pyproflab.analyses.regressions.result import (
@@ -85,7 +86,6 @@ from pyproflab.analyses.regressions.selection import (
     select_sides,
 )
 from pyproflab.analyses.regressions.units import UNITS, Units, group_units, per_work, time_windows
-from pyproflab.analyses.graph import GRANULARITIES
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters
-from pyproflab.analyses.regressions.selection import count_scale
 from pyproflab.analyses.graph import build_nodes, expand_frames
+from pyproflab.analyses.regressions.selection import count_scale
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
