@@ -93,8 +93,8 @@ def explained(order_idx: np.ndarray, node_of: np.ndarray, paths, cols, labels) -
     on the same stacks (an ancestor or a descendant) whose change lies inside
     this row's interval: a leaf's increase shows in every caller's cum, and a
     caller's in its callees' flat. Findings are taken most credible first;
-    a later row takes over as the group's finding when it is deeper, its own
-    (flat) change accounts for the earlier one's, and every stack through it
+    a later row takes over as the group's finding when it is deeper, its
+    change accounts for the earlier one's, and every stack through it
     passes through the earlier one (so a shared helper called from elsewhere
     too does not take over from the caller that made it busier)."""
     out: list[str | None] = [None] * len(labels)
@@ -111,7 +111,7 @@ def explained(order_idx: np.ndarray, node_of: np.ndarray, paths, cols, labels) -
             a, b = int(node_of[h]), int(node_of[i])
             if d[h] != d[i] or not (a in anc[b] or b in anc[a]) or not lo <= ch <= hi:
                 continue
-            deeper = a in dom[b] and cols["evidence_metric"][i] == "flat" and hlo <= ci <= hhi
+            deeper = a in dom[b] and hlo <= ci <= hhi
             if deeper:
                 heads[k] = i
                 for r, hh in head_of.items():
