@@ -43,10 +43,13 @@ demo: setup
 bench: setup
 	$(PY) -m bench --out .bench
 
-# Record tests/gcbench at every GOGC setting in both modes (~15-20 min on a quiet
-# machine; each run takes the `quiet` lock) and rewrite the trimmed test data.
+# Record tests/gcbench at every GOGC setting in both modes (~10 min; each run under
+# `heavy` at session priority, see bench/gc_record.py) and rewrite the trimmed test
+# data; then print the model's predictions against it.
 bench-gc: setup
-	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/bench
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/bench \
+	    --lock priority --rate 150 --duration 12
+	$(PY) -m bench.gc_validate
 
 lint: setup
 	$(VENV)/bin/ruff check pyproflab tests bench

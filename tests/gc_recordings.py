@@ -17,6 +17,7 @@ peak RSS. A setting's measured value is the mean over its runs.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,7 +30,11 @@ from pyproflab.analyses.gogc_model import predict_setting
 from pyproflab.sources.gctrace import parse_gctrace
 from pyproflab.sources.prometheus import parse_exposition
 
-ROOT = Path(__file__).resolve().parent / "testdata" / "gc" / "bench"
+# PYPROFLAB_GC_RECORDINGS points the bench script at raw runs (.bench/gc/raw).
+ROOT = Path(
+    os.environ.get("PYPROFLAB_GC_RECORDINGS")
+    or Path(__file__).resolve().parent / "testdata" / "gc" / "bench"
+)
 MiB = float(1 << 20)
 MODES = ("cpu", "rate")
 _LABEL = re.compile(r"gogc(\w+?)(?:-lim(\d+)MiB)?$")
@@ -44,7 +49,7 @@ def setting_of(label: str) -> tuple[float | None, float | None]:
 
 
 def runs(mode: str, label: str) -> list[Path]:
-    return sorted((ROOT / mode / label).glob("r*"))
+    return sorted(p for p in (ROOT / mode / label).glob("r*") if re.fullmatch(r"r\d+", p.name))
 
 
 def labels(mode: str) -> list[str]:

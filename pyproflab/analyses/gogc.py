@@ -1,5 +1,11 @@
 """The GOGC / GOMEMLIMIT trade-off: predicted GC cost and heap for candidate settings.
 
+This is the earlier model, kept for explicit figures (``GcInputs.from_observed``)
+and ``--model improved|plain``; advice from GC data (gctrace, Prometheus, the
+store) uses the fitted model of ``gogc_model`` on ``gogc_inputs``'
+observations, which also models CPU saturation, the memory limit's CPU
+limiter, and gives intervals.
+
 The model (the Go GC guide's, with the runtime's rules from ``mgcpacer.go``).
 Symbols: ``H`` marked heap (what the last cycle marked live), ``R`` GC roots
 (goroutine stacks + globals), ``g`` = GOGC/100, ``A`` allocation rate (bytes/s),

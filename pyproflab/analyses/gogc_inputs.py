@@ -16,7 +16,8 @@ Per sample (bytes, seconds, cores):
   workers); ``mark_s`` the mark phase's wall time ``T``;
 - ``mutator`` the mutator's non-GC CPU (cores); ``idle`` the idle share of
   the machine's P-time (0 when the process saturates GOMAXPROCS);
-- ``peak_heap`` the largest heap in use seen.
+- ``peak_heap`` the largest heap in use seen; ``cons_mark`` the pacer's
+  cons/mark ratio (``cons_mark()``).
 
 Rules, gctrace (``GODEBUG=gctrace=1``; see ``sources.gctrace``):
 
@@ -56,9 +57,14 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
   ``go_memstats_gc_cpu_fraction`` × P (an average since the process
   started), P = the busy CPU rounded up, no mark time (so ``B = 0``: the
   guide's plain model), not CPU-bound; each fallback is noted.
-- ``peak_heap`` = largest ``go_memstats_heap_inuse_bytes`` seen (else the
-  goal); ``process_resident_memory_bytes``' largest value per instance is
-  that instance's peak RSS.
+- A scrape rarely catches the heap at its peak: ``peak_heap`` is the goal,
+  and ``non_heap`` = ``process_resident_memory_bytes`` −
+  ``go_memstats_heap_inuse_bytes`` at the same scrape (what the RSS holds
+  beyond the heap in use); ``rss_per_goal`` = (RSS + goal − heap in use) / goal at the scrape;
+  ``runtime_non_heap`` = ``go_memstats_sys_bytes`` −
+  ``go_memstats_heap_sys_bytes`` (what a memory limit counts beside the heap);
+  the
+  largest RSS per instance is its peak RSS.
 """
 
 from __future__ import annotations
@@ -130,7 +136,9 @@ def _cycle_sample(r: dict[str, Any], n: float) -> dict[str, float] | None:
     p = float(r["procs"])
     workers = (r["cpu_background_ms"] + r["cpu_idle_ms"] + r["cpu_assist_ms"]) / 1e3
     cost = workers + (r["cpu_sweep_term_ms"] + r["cpu_mark_term_ms"]) / 1e3
+    busy = (r["cpu_background_ms"] + r["cpu_assist_ms"]) / 1e3 / (p * t)
     return dict(
+        cons_mark=cons_mark(end - start, marked + roots, workers / (p * t), busy),
         n=n,
         alloc=n * max(end - marked, 0.0),
         marked=marked,
@@ -145,6 +153,16 @@ def _cycle_sample(r: dict[str, Any], n: float) -> dict[str, float] | None:
         peak_heap=max(end, start),
         procs=p,
     )
+
+
+def cons_mark(mark_alloc: float, scan: float, u_all: float, u_busy: float) -> float:
+    """The pacer's cons/mark ratio of one cycle (``mgcpacer.go``, endCycle):
+    bytes allocated while marking per byte of scan work, scaled by the GC's
+    CPU utilisation ``u_all`` (idle workers included) over the mutator's
+    share ``1 − u_busy`` (idle workers not)."""
+    if scan <= 0 or not 0 <= u_busy < 0.99:
+        return math.nan
+    return mark_alloc * u_all / (scan * (1 - u_busy))
 
 
 def _infer_gogc(samples: list[dict[str, float]]) -> float | None:
@@ -277,6 +295,18 @@ def _series(rows: Iterable[dict[str, Any]]) -> dict[tuple[Any, str], dict[Any, f
     return out
 
 
+def _rss_at_goal(rss: float | None, inuse: float | None, goal: float) -> float:
+    """RSS / goal had the heap been at its goal when scraped (a scrape usually
+    sees it part way: the RSS then grows by what the heap still had to grow)."""
+    if rss is None:
+        return math.nan
+    return (rss + max(goal - (inuse if inuse is not None else goal), 0.0)) / goal
+
+
+def _non_heap(rss: float | None, inuse: float | None) -> float:
+    return rss - inuse if rss is not None and inuse is not None else math.nan
+
+
 def _first(ser: dict, inst: Any, names: tuple[str, ...]) -> tuple[str | None, dict]:
     for name in names:
         if (inst, name) in ser:
@@ -324,7 +354,9 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     frac = at(_GC_FRACTION, t1)
     gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
     mark_s = ded / cyc / (BACKGROUND_UTILIZATION * p) if ded is not None else math.nan
+    u = min(gc_cores / n / (p * mark_s), 0.9) if ded is not None and mark_s > 0 else math.nan
     return dict(
+        cons_mark=cons_mark(alloc * mark_s, marked + roots, u, u) if ded is not None else math.nan,
         n=n,
         alloc=alloc,
         marked=marked,
@@ -336,7 +368,18 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
         mark_s=mark_s,
         mutator=(busy / dt - gc_cores) if busy is not None else math.nan,
         idle=(idle / total) if idle is not None and total else math.nan,
-        peak_heap=at("go_memstats_heap_inuse_bytes", t1) or goal,
+        # A scrape rarely catches the heap's peak: the goal stands for it, and the
+        # memory beyond the heap is what the RSS holds over the heap in use then.
+        peak_heap=goal,
+        non_heap=_non_heap(
+            at("process_resident_memory_bytes", t1), at("go_memstats_heap_inuse_bytes", t1)
+        ),
+        runtime_non_heap=_non_heap(
+            at("go_memstats_sys_bytes", t1), at("go_memstats_heap_sys_bytes", t1)
+        ),
+        rss_per_goal=_rss_at_goal(
+            at("process_resident_memory_bytes", t1), at("go_memstats_heap_inuse_bytes", t1), goal
+        ),
         procs=p,
     )
 
@@ -490,6 +533,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "go_gc_scan_globals_bytes",
     "go_sched_gomaxprocs_threads",
     "go_memstats_heap_inuse_bytes",
+    "go_memstats_sys_bytes",
+    "go_memstats_heap_sys_bytes",
     _GC_FRACTION,
 )
 

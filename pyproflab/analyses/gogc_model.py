@@ -13,13 +13,20 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
    next cycle counts them as marked, so ``H = L + B`` where ``L`` (the truly
    live heap) is fixed and ``B`` = allocation rate while marking × mark time.
    Mark time grows with scan work, ``T = τ·(H + R)`` (``τ`` observed), and the
-   mutator allocates at ``ρ·A`` while marking (``ρ`` observed). The pacer
-   starts a cycle no later than 45/64 of the runway, so ``B ≤ φ·D`` with
-   ``φ = 19/64``: where that binds, assists slow the mutator instead. ``H``
-   is solved per setting by fixed-point iteration.
-2. Allocation per cycle. Marking ends near the goal; the bytes a cycle
-   allocates are ``Δ = ε·D`` with ``ε`` observed (``heap_end − H`` over
-   ``goal − H``).
+   mutator allocates at ``ρ·A`` while marking (``ρ`` observed). ``H`` is
+   solved per setting by fixed-point iteration.
+2. The trigger and the bytes a cycle allocates (the pacer, ``mgcpacer.go``).
+   The pacer starts marking ``runway = 3·κ·(H + R)`` before the goal, where
+   ``κ`` is its cons/mark estimate: the largest of the last five cycles'
+   ratios (here: the expected largest of five observed ratios), and 3 is
+   ``(1 − u)/u`` at its 25 % goal utilisation. The trigger is kept between
+   70 % (45/64) and 95 % of the way from ``H`` to the goal (or 4 MiB below
+   the goal on large heaps): ``t = clamp(D − runway, 0.7·D, max(0.95·D,
+   D − 4 MiB))`` above ``H``. Marking then allocates ``B = min(B_natural,
+   D − t)`` (assists stop it at the goal), and in a steady state the bytes
+   allocated per cycle are what it frees: ``Δ = t + B``. A calibration factor
+   ``ε`` (observed ``Δ`` over the model's at the observed setting, near 1)
+   absorbs what the rules miss.
 3. GC cost per cycle ``C = c0 + c1·(H + R)``: a fixed part and a part per
    byte of scan work, fitted by least squares across samples when their scan
    work varies (several instances or settings), else all per-byte.
@@ -30,14 +37,19 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
    mutator's CPU ``N`` is fixed, until ``N + G`` would exceed ``P``, where
    the saturated rule takes over. No prediction exceeds ``P`` cores.
 5. The memory limit ``M``: the limit goal is ``(M − O) − max(3 %, 1 MiB)``
-   with ``O`` the memory the limit counts beyond the heap (observed peak RSS
-   minus peak heap when the RSS is known, else the roots); the goal is the
-   smaller of the two. GC CPU is capped by the limiter at 50 % of ``P``; a
+   with ``O`` the memory the limit counts beyond the heap (Prometheus: the
+   runtime's memory outside the heap, ``sys − heap_sys``; else observed peak
+   RSS minus peak heap when the RSS is known, else the roots); the goal is
+   the smaller of the two. GC CPU is capped by the limiter at 50 % of ``P``; a
    setting whose uncapped GC CPU would reach that, or whose limit leaves a
    runway under 25 % of ``L``, is flagged ``near-limit`` (the GC would run
    nearly continuously: a death spiral) and never recommended.
-6. Peak heap = goal × the observed ratio of the largest heap to the goal;
-   peak memory = peak heap + ``O``.
+6. Peak heap = goal × the observed ratio of the largest heap to the goal
+   (1 from Prometheus, whose scrapes rarely catch the peak); peak memory =
+   peak heap + ``O`` -- from Prometheus, goal × the largest RSS / goal seen
+   at a scrape (RSS keeps freed pages for a while, so a scrape sees near
+   its peak) -- and at most the memory limit, which the runtime keeps all
+   its memory under by returning pages.
 
 Calibration means weigh every instance the same (a fast instance's many
 cycles do not outvote a slow one).
@@ -72,11 +84,12 @@ from pyproflab.display import render
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
-PHI = 19 / 64  # the runway's last part: the trigger is at least 45/64 of the way
 LIMIT_HEADROOM = 0.03  # memoryLimitHeapGoalHeadroomPercent
 LIMITER_SHARE = 0.5  # the GC CPU limiter's cap, of GOMAXPROCS
 NEAR_LIMIT_RUNWAY = 0.25  # runway under this share of the live heap: near the limit
 MARGIN = 0.10  # added to each side of the sample spread
+MIN_TRIGGER, MAX_TRIGGER = 45 / 64, 61 / 64  # of the way from H to the goal
+HEAP_MINIMUM = 4 * MiB
 CHUNKS = 4  # runs of consecutive samples per instance, for the spread
 
 
@@ -88,7 +101,8 @@ class Params:
     roots: float  # R
     tau: float  # mark seconds per scan byte
     rho: float  # allocation while marking / outside
-    eps: float  # bytes allocated per cycle / runway
+    eps: float  # observed bytes per cycle / the trigger rule's, at the observed setting
+    runway_k: float  # 3·E[max of 5 cons/mark]: the pacer's runway per scan byte
     c0: float
     c1: float
     alloc: float  # A at the observed setting
@@ -98,6 +112,8 @@ class Params:
     saturated: bool
     peak_ratio: float  # peak heap / goal
     overhead: float  # O
+    memory_ratio: float = 0.0  # peak memory / goal when scrapes tell (else peak heap + O)
+    limit_overhead: float | None = None  # what the limit counts beside the heap (else O)
 
 
 def _ls(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -114,6 +130,21 @@ def _ls(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     if c0 < 0 or c1 < 0:
         return None
     return c0, c1
+
+
+def _mean_finite(samples: Sequence[dict[str, float]], key: str) -> float | None:
+    vals = [x[key] for x in samples if math.isfinite(x.get(key, math.nan))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def expected_max(values: Sequence[float], k: int) -> float:
+    """The expected largest of ``k`` values drawn without replacement from
+    ``values`` (all of them when fewer): deterministic, no sampling."""
+    xs = sorted(values)
+    n = len(xs)
+    if n <= k:
+        return xs[-1]
+    return sum(x * math.comb(i, k - 1) for i, x in enumerate(xs)) / math.comb(n, k)
 
 
 def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = None) -> Params:
@@ -147,14 +178,38 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         mutator = max(obs.procs - gc_cores, 1e-3)
     peak = max((s["peak_heap"] for s in ss), default=goal)
     overhead = roots
-    if obs.peak_rss is not None:
+    non_heap = [x["non_heap"] for x in obs.samples if math.isfinite(x.get("non_heap", math.nan))]
+    if non_heap:
+        overhead = max(max(non_heap), roots)
+    elif obs.peak_rss is not None:
         overhead = max(obs.peak_rss - max(s["peak_heap"] for s in obs.samples), roots)
+    cons = [x["cons_mark"] for x in ss if math.isfinite(x.get("cons_mark", math.nan))]
+    runway_k = 3 * expected_max(cons, 5) if cons else 0.0
+    base = Params(
+        live=max(marked - b, marked * 0.05),
+        roots=roots,
+        tau=0.0,
+        rho=1.0,
+        eps=1.0,
+        runway_k=runway_k,
+        c0=0.0,
+        c1=0.0,
+        alloc=alloc,
+        alpha=0.0,
+        mutator=0.0,
+        procs=obs.procs,
+        saturated=saturated,
+        peak_ratio=1.0,
+        overhead=overhead,
+    )
+    _, modelled = _cycle(base, marked, runway, b)
     return Params(
         live=max(marked - b, marked * 0.05),
         roots=roots,
         tau=mark_s / scan if math.isfinite(mark_s) else 0.0,
         rho=b / (alloc * mark_s) if alloc > 0 and mark_s > 0 and math.isfinite(b) else 1.0,
-        eps=min(max((alloc / n) / runway, 0.2), 2.0) if n > 0 else 1.0,
+        eps=min(max((alloc / n) / modelled, 0.5), 2.0) if n > 0 and modelled > 0 else 1.0,
+        runway_k=runway_k,
         c0=c0 * k,
         c1=c1 * k,
         alloc=alloc,
@@ -164,6 +219,15 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         saturated=saturated,
         peak_ratio=max(peak / goal, 1.0),
         overhead=overhead,
+        limit_overhead=_mean_finite(obs.samples, "runtime_non_heap"),
+        memory_ratio=max(
+            (
+                x["rss_per_goal"]
+                for x in obs.samples
+                if math.isfinite(x.get("rss_per_goal", math.nan))
+            ),
+            default=0.0,
+        ),
     )
 
 
@@ -174,14 +238,25 @@ def heap_goal(p: Params, h: float, g: float | None, limit: float | None) -> tupl
         goal_g = max(goal_g, 4 * MiB * g / 100)
     if limit is None:
         return goal_g, "gogc" if g is not None else "none"
-    avail = limit - p.overhead
+    avail = limit - (p.overhead if p.limit_overhead is None else p.limit_overhead)
     goal_m = max(avail - max(avail * LIMIT_HEADROOM, MiB), h)
     return (goal_m, "limit") if goal_m < goal_g else (goal_g, "gogc")
 
 
-def _rates(p: Params, h: float, runway: float) -> tuple[float, float]:
-    """(allocation rate, GC cores) at marked heap ``h`` and runway (see rule 4)."""
-    per_cycle = p.eps * runway
+def _cycle(p: Params, h: float, runway: float, b_natural: float) -> tuple[float, float]:
+    """(mark-time allocation B, bytes allocated per cycle Δ) for marked heap ``h``
+    and runway ``D`` (rule 2: the trigger between its bounds, B stopped at the goal)."""
+    pacer = p.runway_k * (h + p.roots) if p.runway_k > 0 else runway
+    hi = max(MAX_TRIGGER * runway, runway - HEAP_MINIMUM)
+    trig = min(max(runway - pacer, MIN_TRIGGER * runway), hi)
+    b = min(b_natural, runway - trig)
+    return b, trig + b
+
+
+def _rates(p: Params, h: float, per_cycle: float) -> tuple[float, float]:
+    """(allocation rate, GC cores) at marked heap ``h`` with ``per_cycle`` bytes
+    allocated per cycle (rule 4)."""
+    per_cycle *= p.eps
     cost = p.c0 + p.c1 * (h + p.roots)
     if not p.saturated:
         a = p.alloc
@@ -194,62 +269,73 @@ def _rates(p: Params, h: float, runway: float) -> tuple[float, float]:
     return a, a * cost / per_cycle
 
 
+def _no_gc(p: Params, h: float, gov: str, status: str) -> dict[str, Any]:
+    unbounded = status == "unbounded"
+    return dict(
+        marked=math.inf if unbounded else h,
+        goal=math.inf,
+        governed_by=gov,
+        cycles_per_min=math.nan if unbounded else 0.0,
+        gc_cores=math.nan if unbounded else 0.0,
+        process_cores=p.procs if unbounded else p.mutator,
+        status=status,
+        peak_heap=math.inf,
+        peak_memory=math.inf,
+    )
+
+
+def _steady_heap(p: Params, g: float | None, limit: float | None) -> tuple[float, float]:
+    """(marked heap H, allocation rate A) solving ``H = L + B(H, A)`` by damped
+    fixed-point iteration; H is infinite when marking never catches up."""
+    h, a = p.live, p.alloc
+    for _ in range(200):
+        goal, _ = heap_goal(p, h, g, limit)
+        if not math.isfinite(goal):
+            return h, a
+        runway = max(goal - h, 1.0)
+        b, per_cycle = _cycle(p, h, runway, p.rho * a * p.tau * (h + p.roots))
+        a, _ = _rates(p, h, per_cycle)
+        h_new = p.live + b
+        if abs(h_new - h) < 1e-7 * h:
+            return h_new, a
+        if h_new > 1e3 * p.live:
+            return math.inf, a
+        h = 0.5 * (h + h_new)
+    return h, a
+
+
 def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
     """One setting under one calibration: heap, goal, cycles, CPU and status."""
-    h = p.live
-    for _ in range(100):
-        goal, gov = heap_goal(p, h, g, limit)
-        if not math.isfinite(goal):
-            return dict(
-                marked=h,
-                goal=math.inf,
-                governed_by=gov,
-                cycles_per_min=0.0,
-                gc_cores=0.0,
-                process_cores=p.mutator,
-                status="no-gc",
-                peak_heap=math.inf,
-                peak_memory=math.inf,
-            )
-        runway = max(goal - h, 1.0)
-        a, _ = _rates(p, h, runway)
-        b = min(p.rho * a * p.tau * (h + p.roots), PHI * runway)
-        h_new = p.live + b
-        if abs(h_new - h) < 1e-6 * h:
-            break
-        if h_new > 1e3 * p.live:  # marking never catches up: no steady state
-            return dict(
-                marked=math.inf,
-                goal=math.inf,
-                governed_by=gov,
-                cycles_per_min=math.nan,
-                gc_cores=math.nan,
-                process_cores=p.procs,
-                status="unbounded",
-                peak_heap=math.inf,
-                peak_memory=math.inf,
-            )
-        h = 0.5 * (h + h_new)
+    h, a = _steady_heap(p, g, limit)
+    if not math.isfinite(h):
+        return _no_gc(p, h, "gogc", "unbounded")
     goal, gov = heap_goal(p, h, g, limit)
+    if not math.isfinite(goal):
+        return _no_gc(p, h, gov, "no-gc")
     runway = max(goal - h, 1.0)
-    a, gc = _rates(p, h, runway)
+    _, per_cycle = _cycle(p, h, runway, p.rho * a * p.tau * (h + p.roots))
+    a, gc = _rates(p, h, per_cycle)
     status = "ok"
     if gc >= LIMITER_SHARE * p.procs or runway < NEAR_LIMIT_RUNWAY * p.live:
         status = "near-limit" if gov == "limit" else "gc-bound"
         gc = min(gc, LIMITER_SHARE * p.procs) if gov == "limit" else gc
-    proc = min(p.procs, (p.procs - gc) if p.saturated else p.mutator + gc)
-    proc = max(proc, gc) if not p.saturated else p.procs
+    proc = p.procs if p.saturated else min(p.procs, max(p.mutator + gc, gc))
     peak = goal * p.peak_ratio
+    memory = goal * p.memory_ratio if p.memory_ratio > 0 else peak + p.overhead
+    if limit is not None:
+        # The limit counts all the runtime's memory and the scavenger returns pages
+        # to keep within it (until the limiter gives way: near-limit).
+        memory = min(memory, limit)
     return dict(
         marked=h,
         goal=goal,
         governed_by=gov,
-        cycles_per_min=60 * a / (p.eps * runway),
+        cycles_per_min=60 * a / (p.eps * per_cycle),
         gc_cores=min(gc, p.procs),
-        process_cores=min(proc if not p.saturated else p.procs, p.procs),
+        process_cores=proc,
         status=status,
         peak_heap=peak,
-        peak_memory=peak + p.overhead,
+        peak_memory=memory,
     )
 
 
@@ -275,6 +361,10 @@ def predict_setting(
             continue
         point[k + "_lo"] = min(vals) * (1 - margin)
         point[k + "_hi"] = max(vals) * (1 + margin)
+    # The RSS never holds less than the heap: the low end of peak memory is at
+    # most the low end of the goal (what the memory beyond the heap adds varies
+    # more between runs than the spread of samples shows).
+    point["peak_memory_lo"] = min(point["peak_memory_lo"], point["goal_lo"])
     if obs.peak_rss_by_instance and math.isfinite(point["peak_memory_hi"]):
         # Peak RSS differs between instances at the same setting (and between runs):
         # the interval also carries that spread, observed at the current setting.
