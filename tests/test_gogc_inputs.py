@@ -96,6 +96,7 @@ def test_cli_gctrace_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "cycles: gctrace (40 cycles, 1 instance)" in out
     assert "GOGC: inferred" in out
+    assert "peak RSS: not in gctrace: peak memory taken as 1.4 x the heap goal" in out
     assert "Recommendation: GOGC=" in out
     assert main(["gogc", "--gctrace", str(log), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -265,3 +266,15 @@ def test_prometheus_client_golang_defaults_alone(
     assert r["cycles_per_min"] == pytest.approx(60.0, rel=0.01)
     assert main(["gogc", "--metrics", *paths, "--budget", "1GiB"]) == 0
     assert "Recommendation:" in capsys.readouterr().out
+
+
+def test_peak_memory_without_and_with_an_observed_rss() -> None:
+    obs = gi.from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    r = predict_setting(obs, 100, None)
+    assert r["peak_memory"] == pytest.approx(1.4 * r["goal"])  # no RSS: the safe allowance
+    gi.with_peak_rss(obs, 100 * MiB)
+    r = predict_setting(obs, 100, None)
+    # The observed RSS beyond the largest heap seen (89 MiB + 0.5) is added to the peak heap.
+    assert r["peak_memory"] == pytest.approx(r["peak_heap"] + 100 * MiB - 89.5 * MiB)
+    limited = predict_setting(obs, 400, 120 * MiB)
+    assert limited["peak_memory"] <= 120 * MiB  # the runtime keeps its memory under the limit

@@ -260,6 +260,7 @@ def from_gctrace(
     }
     prov["GOGC"] = how
     prov["memory limit"] = "given" if memory_limit is not None else "none (assumed)"
+    prov["peak RSS"] = "not in gctrace: peak memory taken as 1.4 x the heap goal"
     return GcObservation(
         samples=samples,
         gogc=g,
@@ -446,6 +447,11 @@ def from_metrics(
         )
     }
     prov["mark time"] = f"{label}: dedicated-worker CPU / (25% of GOMAXPROCS)"
+    prov["peak RSS"] = (
+        f"{label}: process_resident_memory_bytes"
+        if rss_by
+        else "not exported: peak memory taken as 1.4 x the heap goal"
+    )
     prov["mark-time allocation"] = "estimated: allocation rate × mark time (not exported)"
     prov["GOGC"] = "given" if gogc != "observed" else label
     prov["memory limit"] = "given" if memory_limit != "observed" else label
@@ -490,6 +496,16 @@ def _observed_setting(ser, insts, metric, given, default, notes) -> float | None
     return statistics.median(vals)
 
 
+def with_peak_rss(obs: GcObservation, peak_rss: float, how: str = "given") -> GcObservation:
+    """The observation with a peak RSS observed elsewhere (the container's memory
+    at the current setting): peak memory is then the peak heap + what the RSS held
+    beyond it."""
+    obs.peak_rss = float(peak_rss)
+    obs.peak_rss_by_instance = [float(peak_rss)]
+    obs.provenance["peak RSS"] = how
+    return obs
+
+
 def combine(trace: GcObservation, metrics: GcObservation) -> GcObservation:
     """gctrace for the per-cycle figures, Prometheus for the CPU the process used
     and the peak RSS (both sources say which inputs they gave)."""
@@ -497,6 +513,7 @@ def combine(trace: GcObservation, metrics: GcObservation) -> GcObservation:
     samples = [dict(s, mutator=mut) for s in trace.samples]
     prov = dict(trace.provenance)
     prov["mutator CPU"] = metrics.provenance["mutator CPU"]
+    prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
     if metrics.provenance.get("GOGC", "").startswith(metrics.source):
         prov["GOGC"] = metrics.provenance["GOGC"]
     return GcObservation(

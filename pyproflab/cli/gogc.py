@@ -50,6 +50,12 @@ class Command:
         e.add_argument("--live-heap", metavar="SIZE", help="observed marked live heap")
         e.add_argument("--roots", metavar="SIZE", help="GC roots: goroutine stacks + globals")
         e.add_argument(
+            "--peak-rss",
+            metavar="SIZE",
+            help="with GC files or --db: the peak memory (RSS) seen at the current setting, "
+            "e.g. the container's (else from Prometheus, or 1.4x the heap goal)",
+        )
+        e.add_argument(
             "--process-cpu",
             type=float,
             metavar="CORES",

@@ -59,6 +59,11 @@ def run_fitted(args: argparse.Namespace) -> int:
     from pyproflab.reports.gogc_fitted import render_fitted
 
     obs = _observation(args)
+    if args.peak_rss:
+        from pyproflab.analyses.gogc import parse_size
+        from pyproflab.analyses.gogc_inputs import with_peak_rss
+
+        obs = with_peak_rss(obs, parse_size(args.peak_rss))
     budget, headroom = _budget(args, obs)
     limits = None
     if args.memory_limit:
