@@ -408,6 +408,9 @@ def from_metrics(
     out: list[dict[str, float]] = []
     cycles, used, rss_by = 0, 0, []
     for inst in insts:
+        own = ser.get((inst, "go_gc_gogc_percent"))
+        if gogc == "observed" and own and g is not None and list(own.values())[-1] != g:
+            continue  # another setting: not this observation's
         _, cyc = _first(ser, inst, _CYCLES)
         times = sorted(cyc)
         got = [
@@ -493,7 +496,15 @@ def _observed_setting(ser, insts, metric, given, default, notes) -> float | None
             f"{metric} not exported: taken as {default if default is not None else 'none'}"
         )
         return default
-    return statistics.median(vals)
+    latest = [list(ser[(i, metric)].values())[-1] for i in insts if (i, metric) in ser]
+    common = statistics.mode(latest)
+    if len(set(latest)) > 1:
+        seen = ", ".join(sorted({f"{v:g}" for v in latest}))
+        notes.append(
+            f"instances report different {metric} ({seen}): modelled on those at "
+            f"the most common, {common:g}"
+        )
+    return common
 
 
 def with_peak_rss(obs: GcObservation, peak_rss: float, how: str = "given") -> GcObservation:
