@@ -25,11 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", default="cpu,rate")
     p.add_argument("--source", default="gctrace,prometheus")
+    p.add_argument("--compact", action="store_true", help="one line per setting")
     args = p.parse_args(argv)
     for mode in args.mode.split(","):
         for source in args.source.split(","):
             rows = rec.table(mode, source)
-            print(rec.format_rows(rows))
+            print(rec.format_compact(rows) if args.compact else rec.format_rows(rows))
             for metric in ("goal", "cycles_per_min", "gc_share"):
                 errs = [abs(r.error) for r in rows if r.metric == metric and r.label != "gogc100"]
                 print(

@@ -200,3 +200,28 @@ def format_rows(rows: list[Row]) -> str:
             f"[{f(r.metric, r.lo)}, {f(r.metric, r.hi)}]{'' if r.inside else '  OUTSIDE'}"
         )
     return "\n".join(lines)
+
+
+def format_compact(rows: list[Row]) -> str:
+    """One line per setting: each figure as predicted/measured error [interval]."""
+
+    def cell(r: Row) -> str:
+        if r.metric in ("goal", "peak_memory"):
+            f = lambda v: f"{v / MiB:.0f}"  # noqa: E731
+        elif r.metric == "gc_share":
+            f = lambda v: f"{100 * v:.1f}"  # noqa: E731
+        else:
+            f = lambda v: f"{v:.0f}"  # noqa: E731
+        mark = "" if r.inside else "!"
+        return f"{f(r.predicted)}/{f(r.measured)} {100 * r.error:+.0f}% [{f(r.lo)}-{f(r.hi)}]{mark}"
+
+    by: dict[tuple[str, str, str], dict[str, Row]] = {}
+    for r in rows:
+        by.setdefault((r.mode, r.source, r.label), {})[r.metric] = r
+    lines = ["mode src  setting        goal MiB | GC/min | GC share % | peak MiB"]
+    for (mode, source, label), ms in by.items():
+        lines.append(
+            f"{mode:4} {source[:4]:4} {label.replace('gogc', ''):14} "
+            + " | ".join(cell(ms[k]) for k in METRICS)
+        )
+    return "\n".join(lines)
