@@ -462,3 +462,16 @@ def test_improved_model_cycle_gap() -> None:
         assert improved["gc_cycles_per_min"] == pytest.approx(
             60 * 50 * MiB / (d - min(2 * MiB, PHI * d))
         )
+
+
+def test_a_recommended_raise_carries_a_memory_limit() -> None:
+    """The issue's unsafe advice was a GOGC raise with no memory limit: a raise now
+    always comes with GOMEMLIMIT = the usable budget, in the result and the text."""
+    res = gogc(inputs=_inputs(), candidates=[50, 100, 200, 400], budget="1GiB", headroom="10%")
+    rec = res.recommendation
+    assert rec["gogc"] == 400 and rec["memory_limit_bytes"] is None
+    assert rec["paired_memory_limit_bytes"] == pytest.approx(0.9 * 1024 * MiB)
+    assert any("GOMEMLIMIT=922MiB" in n for n in res.notes)
+    assert "memory limit 921.6MiB" in render_gogc(res, "text")
+    lower = gogc(inputs=_inputs(), candidates=[50, 100], budget="1GiB")
+    assert lower.recommendation["paired_memory_limit_bytes"] is None  # not a raise

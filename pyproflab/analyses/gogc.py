@@ -61,7 +61,10 @@ instances (or, with one instance, over its gctrace cycles, rescaled to the
 CPU classes' total); a negative intercept is refitted through the origin.
 
 Recommendation: among candidates with a finite peak memory within the budget
-(``budget × (1 − headroom)``), the lowest GC CPU (ties: the smaller peak).
+(``budget × (1 − headroom)``), the lowest GC CPU (ties: the smaller peak). A
+raise (a higher GOGC, or off) without a memory limit is paired with
+GOMEMLIMIT = the usable budget (``paired_memory_limit_bytes``), and a note
+says so.
 """
 
 from __future__ import annotations
@@ -576,9 +579,28 @@ def recommend(
         rec["memory_cost_ratio"] = _ratio(best["peak_memory_bytes"], cur["peak_memory_bytes"])
         rec["gc_cpu_saved_cores"] = cur["gc_cpu_cores"] - best["gc_cpu_cores"]
         rec["gc_share_change"] = best["gc_cpu_share"] - cur["gc_cpu_share"]
+        rec["paired_memory_limit_bytes"] = None
+        if _is_raise(cur["gogc"], best["gogc"]) and best["memory_limit_bytes"] is None:
+            # The guide's advice: a raise without a limit trades CPU for an OOM kill
+            # when the prediction is wrong; with one, the GC works harder instead.
+            rec["paired_memory_limit_bytes"] = budget_bytes
+            what = (
+                f"{budget_bytes / MiB:.0f}MiB"
+                if heap_known
+                else "the container's memory minus the headroom"
+            )
+            notes.append(
+                f"GOGC={best['gogc_label']} is a raise: set GOMEMLIMIT={what} (the budget "
+                "minus headroom) with it, so that a heap larger than predicted makes the GC "
+                "work harder instead of getting the process killed"
+            )
     else:
         notes.append("no candidate's predicted peak memory fits the budget")
     return pa.Table.from_pylist(rows, schema=table.schema), rec, notes
+
+
+def _is_raise(current: float | None, new: float | None) -> bool:
+    return current is not None and (new is None or new > current)
 
 
 def parse_budget(

@@ -137,9 +137,12 @@ def recommendation_line(result) -> str:
     cur = result.current
     cost = rec["memory_cost_bytes"]
     sign = "+" if cost >= 0 else "-"
+    limit = rec["memory_limit_bytes"]
+    if limit is None and rec.get("paired_memory_limit_bytes") is not None:
+        limit = rec["paired_memory_limit_bytes"]
     return (
         f"Recommendation: GOGC={rec['gogc_label']}, memory limit "
-        f"{_limit(rec['memory_limit_bytes'], hk)}: GC CPU {_pct(cur['gc_cpu_share'])} -> "
+        f"{_limit(limit, hk)}: GC CPU {_pct(cur['gc_cpu_share'])} -> "
         f"{_pct(rec['gc_cpu_share'])} of process CPU (saves "
         f"{_cpu(rec['gc_cpu_saved_cores'], ck)} cores), peak memory "
         f"{_heap(cur['peak_memory_bytes'], hk)} -> {_heap(rec['peak_memory_bytes'], hk)} "
