@@ -278,3 +278,30 @@ def test_peak_memory_without_and_with_an_observed_rss() -> None:
     assert r["peak_memory"] == pytest.approx(r["peak_heap"] + 100 * MiB - 89.5 * MiB)
     limited = predict_setting(obs, 400, 120 * MiB)
     assert limited["peak_memory"] <= 120 * MiB  # the runtime keeps its memory under the limit
+
+
+def test_store_with_only_prometheus_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyproflab.store import Store
+    from pyproflab.store.metrics import ingest_metric_rows
+
+    t = gi.read_metric_files(_snapshots(tmp_path))
+    n = t.num_rows
+    extra = {
+        "service": pa.array(["svc"] * n),
+        "version": pa.array([None] * n, pa.string()),
+        "instance": pa.array(["i1"] * n),
+        "source": pa.array(["snap"] * n),
+    }
+    cols = {
+        f.name: extra[f.name] if f.name in extra else t.column(f.name)
+        for f in schema.STORE_METRIC_SAMPLES
+    }
+    db = tmp_path / "p.duckdb"
+    with Store.open(db) as store:
+        ingest_metric_rows(store, pa.table(cols, schema=schema.STORE_METRIC_SAMPLES))
+    assert main(["gogc", "--db", str(db), "--instance", "i1", "--budget", "1GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "cycles: prometheus (10 cycles over 5 intervals, 1 instance)" in out
+    assert "Recommendation:" in out
