@@ -377,7 +377,9 @@ def test_collect_faults_each_give_one_line_and_the_rest_lands(
     after = datetime.now(UTC)
     out, err = capsys.readouterr()
     assert code == 1, err
-    assert (after - before).total_seconds() < 15
+    # No wall-clock bound (a loaded machine took 37 s): the slow target's
+    # "timed out after" lines below prove the deadlines fired, since its
+    # late answer would otherwise be refused as "not a pprof profile".
 
     p = fleet.port
 
