@@ -304,12 +304,9 @@ def import_prometheus(
 
 
 def _has_table(store: Store, table: str) -> bool:
-    rows = store.sql(
-        "SELECT count(*) AS n FROM duckdb_tables() WHERE table_name = ? "
-        "AND schema_name = current_schema() AND database_name = current_database()",
-        [table],
-    )
-    return bool(rows.column("n")[0].as_py())
+    from pyproflab.store.queries import table_names
+
+    return table in table_names(store)
 
 
 def _where(service: str | None, version: str | None, instance: str | None) -> tuple[str, list]:
