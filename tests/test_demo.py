@@ -189,7 +189,11 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
     assert set(rows) == {("v1", "v1-a"), ("v1", "v1-b"), ("v2", "v2-a"), ("v2", "v2-b")}
     for name, cells in rows.items():
         assert cells[2] == ("50" if name[1].endswith("-a") else "200"), cells  # GOGC
-        assert all(c != "-" for c in cells), f"a missing value for {name}: {cells}"
+        # The runtime's CPU classes move only when a GC cycle ends: in a window
+        # with no cycle (GC/min 0, seen on a starved machine) the two runtime
+        # columns, the last, have nothing to show.
+        shown = cells if cells[3] != "0" else cells[:-2]
+        assert all(c != "-" for c in shown), f"a missing value for {name}: {cells}"
     # Which functions head the comparison depends on the samples of a 16 s run
     # (tests/test_regressions_fleet.py checks the planted one on a recording).
     assert "main." in head and "v1 " in head and "v2 " in head
