@@ -11,10 +11,11 @@ and huge profiles (issue 17): the target is at most 2x pprof's peak RSS.
 from __future__ import annotations
 
 import gzip
+import subprocess
 import sys
 from pathlib import Path
 
-from bench.common import LARGE_CPU, REPO, pprof_cmd, pyproflab_cmd, run_process
+from bench.common import LARGE_CPU, REPO, pprof_cmd, pyproflab_cmd
 
 MiB = 1 << 20
 
@@ -35,19 +36,41 @@ def _files(work: Path) -> list[tuple[str, Path]]:
         out.append((name, path))
     big = work / "cpu-2m.pb.gz"
     if not big.exists():
-        from bench.bench_decode import synthesize
-        from pyproflab.decode import read_profile
-
-        big.write_bytes(synthesize(read_profile(LARGE_CPU), 2_000_000, seed=1))
+        # In a child: a big parent would be counted in every later child's peak
+        # RSS (Linux children start with the parent's high-water mark).
+        code = (
+            "from bench.bench_decode import synthesize\n"
+            "from pyproflab.decode import read_profile\n"
+            f"open({str(big)!r}, 'wb').write(synthesize(read_profile({str(LARGE_CPU)!r}), "
+            "2_000_000, seed=1))\n"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
     out.append(("2,000,000-sample cpu", big))
     return out
+
+
+# Runs a command and prints its wall time and peak RSS: a fresh small process,
+# so the peak is the command's own and not inherited from the bench.
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+def _measure(cmd: list[str]) -> tuple[float, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cmd], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return float(out[0]), int(out[1]) * 1024
 
 
 def section_hostile(work: Path, runs: int) -> list[str]:
     lines = []
     for name, path in _files(work):
-        ours_wall, ours = run_process(pyproflab_cmd("top", str(path), "--format", "csv"))
-        peer_wall, peer = run_process(pprof_cmd("-top", str(path)))
+        ours_wall, ours = _measure(pyproflab_cmd("top", str(path), "--format", "csv"))
+        peer_wall, peer = _measure(pprof_cmd("-top", str(path)))
         ratio = ours / peer
         verdict = "met" if ratio <= 2.0 else "NOT met"
         lines.append(
