@@ -10,8 +10,10 @@ Sections (targets from the foundation issue):
            ranked first, its size inside the interval, A/A splits quiet
   hostile  peak RSS of `top FILE` vs pprof: label bomb, unknown-field bomb,
            2,000,000 samples (bench/hostile.py)                        <= 2x
+  files    `pyproflab top|merge|pgo --all` of 50 large files vs `go tool pprof
+           -top|-proto` of the same files, whole process       <= 0.5x, peak RSS <= pprof's
 
-    python -m bench [--out DIR] [--only decode,top,fleet,fleet-large] [--runs N]
+    python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -182,6 +185,74 @@ def section_fleet_regressions(work: Path, runs: int) -> list[str]:
     return section(work, runs)
 
 
+def section_files(work: Path, runs: int, count: int = 50) -> list[str]:
+    """Many files without a store: 50 large.cpu-derived profiles, each command as a
+    whole process beside pprof's doing the same job; the answers are compared."""
+    from bench.fleet import derive_fleet
+
+    files_dir = work / "files-large"
+    if files_dir.exists():
+        shutil.rmtree(files_dir)
+    files = [str(f) for f in derive_fleet(LARGE_CPU, count, files_dir)]
+    n = max(1, runs // 2)
+    out = []
+    top_csv, top_txt = work / "files.top.csv", work / "files.pprof.txt"
+    jobs = [
+        (
+            "top",
+            pyproflab_cmd("top", *files, "--sample-index", "cpu", "--format", "csv"),
+            pprof_cmd(*EXACT_TOP, *files),
+            {"stdout": top_csv},
+            {"stdout": top_txt},
+        ),
+        (
+            "merge",
+            pyproflab_cmd("merge", *files, "-o", str(work / "files.merged.pb.gz")),
+            pprof_cmd("-proto", f"-output={work / 'files.pprof.pb.gz'}", *files),
+            {},
+            {},
+        ),
+        (
+            "pgo --all",
+            pyproflab_cmd("pgo", "--all", "--no-verify", *files, "-o", str(work / "f.pgo")),
+            pprof_cmd("-proto", f"-output={work / 'files.pprof.pb.gz'}", *files),
+            {},
+            {},
+        ),
+    ]
+    for name, ours_cmd, peer_cmd, ours_kw, peer_kw in jobs:
+        ours, ours_rss = median_process_rss(ours_cmd, n, **ours_kw)
+        peer, peer_rss = median_process_rss(peer_cmd, n, **peer_kw)
+        out.append(line(f"{name} of {count} large files vs pprof", ours, peer, 0.5))
+        verdict = "met" if ours_rss <= peer_rss else "NOT met"
+        out.append(
+            f"  peak RSS ours {ours_rss / 2**20:7.1f} MiB  pprof {peer_rss / 2**20:7.1f} MiB"
+            f"  (target <= pprof's: {verdict})"
+        )
+        if name == "top":
+            out.append(f"  {same_rows(top_csv, top_txt)}")
+    out.append(f"  {same_merge(work / 'files.merged.pb.gz', work / 'files.pprof.pb.gz')}")
+    return out
+
+
+def median_process_rss(cmd: list[str], repeat: int, **kw) -> tuple[float, int]:
+    """(median wall seconds, largest peak RSS) of ``repeat`` runs after a warm-up."""
+    run_process(cmd, **kw)
+    runs = [run_process(cmd, **kw) for _ in range(repeat)]
+    return statistics.median(w for w, _ in runs), max(r for _, r in runs)
+
+
+def same_merge(ours: Path, pprof: Path) -> str:
+    """Whether our merged file holds pprof's tables, ids included; raises if not."""
+    from pyproflab.decode import read_profile
+
+    a, b = read_profile(ours), read_profile(pprof)
+    for table in ("samples", "locations", "functions", "mappings"):
+        if getattr(a, table) != getattr(b, table):
+            raise RuntimeError(f"merge differs from pprof -proto in {table} ({ours}, {pprof})")
+    return f"(merged tables equal to pprof -proto's: {a.num_samples:,} samples)"
+
+
 SECTIONS = {
     "decode": section_decode,
     "top": section_top,
@@ -189,6 +260,7 @@ SECTIONS = {
     "fleet-large": section_fleet_large,
     "fleet-regressions": section_fleet_regressions,
     "hostile": section_hostile,
+    "files": section_files,
 }
 
 

@@ -68,6 +68,29 @@ MERGE_CASES: dict[str, list[tuple[str, str]]] = {
         ("corpus", "pyroscope/pkg/pprof/testdata/heap"),
         ("corpus", "pyroscope/pkg/pprof/testdata/heap_delta"),
     ],
+    # Labelled samples (string labels, span ids as labels) from three producers.
+    "cpu-with-labels": [
+        ("corpus", "parca/pkg/parca/testdata/labels.pb.gz"),
+        ("corpus", "pyroscope/pkg/og/convert/pprof/testdata/cpu-exemplars.pb.gz"),
+        ("corpus", "pyroscope/pkg/pprof/testdata/single_group_with_optional_span_id.pb.gz"),
+    ],
+    # Several mappings per profile, some shared (addresses rebased to the first).
+    "heaps-with-several-mappings": [
+        ("corpus", "pyroscope/pkg/og/convert/pprof/testdata/heap.pb.gz"),
+        ("corpus", "pyroscope/pkg/phlaredb/testdata/heap"),
+        ("corpus", "pyroscope/pkg/pprof/testdata/heap_delta"),
+    ],
+    "node-labels-thirteen-mappings": [
+        ("corpus", "parca/pkg/query/testdata/profile-with-labels.pb.gz"),
+        ("corpus", "parca/pkg/normalizer/node-profile.pb.gz"),
+    ],
+    # A production-size profile merged with itself and a small one (20,000 samples,
+    # 23,000 functions: the ids of every table are compared below).
+    "large-cpu-twice-and-fib": [
+        ("corpus", "google-pprof/internal/proftest/testdata/large.cpu"),
+        ("corpus", "parca/pkg/query/testdata/fib.pb.gz"),
+        ("corpus", "google-pprof/internal/proftest/testdata/large.cpu"),
+    ],
 }
 
 # Inputs pprof refuses to merge, and the words of its refusal.
@@ -155,6 +178,42 @@ def test_merge_api(name: str, resolve, pprof: Pprof, pprof_merged):
     files = resolve(MERGE_CASES[name])
     merged = api_merge([api_read(f) for f in files])
     assert_merged_top_equal(merged, pprof_merged(name, files), pprof, name)
+
+
+def merged_tables(profile) -> dict:
+    """Everything pprof's merge decides: header numbers and every table, ids included.
+    A sample's labels are a map to pprof (written sorted by key), so they are compared
+    sorted."""
+    samples = profile.samples.to_pylist()
+    for s in samples:
+        s["labels"] = sorted(s["labels"], key=repr)
+    return {
+        "header": (profile.period, profile.time_nanos, profile.duration_nanos),
+        "samples": samples,
+        "locations": profile.locations.to_pylist(),
+        "functions": profile.functions.to_pylist(),
+        "mappings": profile.mappings.to_pylist(),
+    }
+
+
+@pytest.mark.parametrize("name", case_params(MERGE_CASES))
+def test_merge_tables_equal_pprof(name: str, resolve, pprof_merged):
+    """Table for table, ids in pprof's order of first use: samples (stacks, values,
+    labels), locations (rebased addresses, lines), functions and mappings."""
+    files = resolve(MERGE_CASES[name])
+    ours = merged_tables(api_merge([api_read(f) for f in files]))
+    theirs = merged_tables(api_read(pprof_merged(name, files)))
+    for table, rows in theirs.items():
+        mine = ours[table]
+        if mine != rows:
+            n = next((i for i, (a, b) in enumerate(zip(mine, rows)) if a != b), None)
+            n = min(len(mine), len(rows)) if n is None else n
+            pytest.fail(
+                f"{name}: {table} differ from pprof -proto ({len(mine)} rows, pprof "
+                f"{len(rows)}); first difference at row {n}:\n"
+                f"ours  {mine[n] if n < len(mine) else None}\n"
+                f"pprof {rows[n] if n < len(rows) else None}"
+            )
 
 
 @pytest.mark.parametrize("name", case_params(MERGE_CASES))

@@ -26,7 +26,6 @@ Steps and rules (pprof's ``combineProfiles``):
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections import Counter
 
@@ -36,7 +35,7 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.analyses._arrays import IdIndex, to_np
 from pyproflab.analyses.units import scale
-from pyproflab.arrays import empty_lists, from_numpy, list_parts
+from pyproflab.arrays import from_numpy, list_parts
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
@@ -252,191 +251,387 @@ def _label_key(labels: list[dict]) -> tuple:
     )
 
 
-class _Merger:
-    def __init__(self) -> None:
-        self.mappings: list[dict] = []
-        self.mapping_keys: dict[tuple, int] = {}  # key -> merged id
-        self.functions: list[dict] = []
-        self.function_keys: dict[tuple, int] = {}
-        self.locations: list[dict] = []
-        self.location_keys: dict[tuple, int] = {}
+# --- keys as arrays -----------------------------------------------------------------
+#
+# pprof merges with hash maps keyed by strings, one location at a time. Here every
+# key is a binary row built with numpy, and Arrow's hash encoding numbers the
+# distinct keys in the order they first appear: that is pprof's order of ids.
 
-    def map_mapping(self, m: dict | None) -> tuple[int, int]:
+
+class _Numbering:
+    """Distinct keys numbered 0, 1, … in order of first appearance, across batches.
+
+    The keys seen so far are kept once each and hashed again in front of every new
+    batch, so the numbering continues: memory grows with the distinct keys, not
+    with the batches."""
+
+    def __init__(self) -> None:
+        self.seen: pa.Array | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.seen is None else len(self.seen)
+
+    def number(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(each key's number; positions in ``keys`` of keys never seen before)."""
+        import pyarrow.compute as pc  # not at import: it costs CLI start-up time
+
+        n0 = len(self)
+        both = keys if self.seen is None else pa.concat_arrays([self.seen, keys])
+        enc = pc.dictionary_encode(both)
+        self.seen = enc.dictionary
+        codes = to_np(enc.indices, np.int64)[n0:]
+        # Numbers are handed out in order, so a key is new where its number exceeds
+        # every number before it.
+        if not len(codes):
+            return codes, np.zeros(0, np.int64)
+        before = np.maximum.accumulate(np.concatenate([[n0 - 1], codes[:-1]]))
+        return codes, np.flatnonzero(codes > before)
+
+
+def _row_keys(columns: list[np.ndarray]) -> pa.Array:
+    """One fixed-width binary key per row of 64-bit integer columns."""
+    m = np.ascontiguousarray(np.stack([c.view(np.int64) for c in columns], axis=1))
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8 * m.shape[1]), len(m), [None, pa.py_buffer(m)]
+    )
+
+
+def _ragged_keys(words: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """One binary key per row of 64-bit ``words`` cut at ``offsets`` (rows + 1)."""
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        len(offsets) - 1,
+        [None, pa.py_buffer(offsets.astype(np.int64) * 8), pa.py_buffer(words.view(np.int64))],
+    )
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """values[i] where keys[i] == query, else 0 (keys unique, non-negative)."""
+    if not len(keys):
+        return np.zeros(len(query), dtype=values.dtype)
+    top = int(keys.max())
+    if top <= 4 * len(keys) + 1024:
+        # Ids are small and dense in practice (1..n): a table beats a search.
+        table = np.zeros(top + 2, dtype=values.dtype)
+        table[keys] = values
+        return table[np.minimum(query, top + 1)]
+    srt = np.argsort(keys)
+    keys, values = keys[srt], values[srt]
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return np.where(keys[pos] == query, values[pos], 0)
+
+
+def _ragged_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each element of rows cut at ``offsets``: (its row, its position in the row)."""
+    counts = np.diff(offsets)
+    row = np.repeat(np.arange(len(counts)), counts)
+    return row, np.arange(int(offsets[-1])) - offsets[:-1][row]
+
+
+# --- the merge itself -----------------------------------------------------------------
+
+
+class _Mappings:
+    """pprof's mapping table while merging; profiles hold few mappings, so rows are
+    mapped one by one, in order of first use."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.keys: dict[tuple, int] = {}
+
+    def map(self, m: dict | None) -> tuple[int, int]:
         """(merged mapping id or 0, address offset)."""
         if m is None:
             return 0, 0
         size = m["memory_limit"] - m["memory_start"]
         size = (size + 0xFFF) - ((size + 0xFFF) % 0x1000)
         key = (size & 0xFFFFFFFFFFFFFFFF, m["file_offset"], m["build_id"] or m["filename"])
-        mid = self.mapping_keys.get(key)
+        mid = self.keys.get(key)
         if mid is not None:
-            merged = self.mappings[mid - 1]
-            return mid, merged["memory_start"] - m["memory_start"]
-        mid = len(self.mappings) + 1
-        self.mappings.append({**m, "id": mid})
-        self.mapping_keys[key] = mid
+            return mid, self.rows[mid - 1]["memory_start"] - m["memory_start"]
+        mid = len(self.rows) + 1
+        self.rows.append({**m, "id": mid})
+        self.keys[key] = mid
         return mid, 0
 
-    def map_function(self, f: dict | None) -> int:
-        if f is None:
-            return 0
-        key = (f["start_line"], f["name"], f["system_name"], f["filename"])
-        fid = self.function_keys.get(key)
-        if fid is None:
-            fid = len(self.functions) + 1
-            self.functions.append({**f, "id": fid})
-            self.function_keys[key] = fid
-        return fid
+    def starts(self) -> np.ndarray:
+        """Merged mappings' start addresses, indexed by merged id (0: none)."""
+        return np.array([0] + [m["memory_start"] for m in self.rows], dtype=np.uint64)
+
+
+_FAKE_MAPPING = {
+    "id": 1,
+    "memory_start": 0,
+    "memory_limit": 0,
+    "file_offset": 0,
+    "filename": "",
+    "build_id": "",
+    "has_functions": False,
+    "has_filenames": False,
+    "has_line_numbers": False,
+    "has_inline_frames": False,
+}
+
+
+def _with_fake_mapping(p: Profile) -> Profile:
+    """pprof reads a profile without mappings as one with a single empty mapping
+    (start, limit, offset 0) holding every location; merged, that mapping joins
+    others of size 0 and offset 0, and so do their locations."""
+    if p.mappings.num_rows or not p.locations.num_rows:
+        return p
+    locs = p.locations
+    mids = to_np(locs.column("mapping_id"), np.uint64)
+    locs = locs.set_column(
+        1, schema.PROFILE_LOCATIONS.field("mapping_id"), from_numpy(np.where(mids == 0, 1, mids))
+    )
+    mappings = pa.Table.from_pylist([_FAKE_MAPPING], schema=schema.PROFILE_MAPPINGS)
+    return dataclasses.replace(p, locations=locs, mappings=mappings)
+
+
+@dataclasses.dataclass
+class _Part:
+    """One source profile's share of the merge, in pprof's order of first use."""
+
+    kept: np.ndarray  # rows of the samples pprof keeps (some value non-zero)
+    loc_ids: np.ndarray  # its known location ids, in order of first use by those
+    loc_offsets: np.ndarray  # lines of loc_ids[i]: line_*[loc_offsets[i]:loc_offsets[i+1]]
+    mapping: np.ndarray  # merged mapping id of each location (0: none)
+    address: np.ndarray  # address moved onto the merged mapping
+    folded: np.ndarray
+    fn_rows: np.ndarray  # each line's function as a row of the source's functions (-1: none)
+    line: np.ndarray
+    column: np.ndarray
+
+
+def _part(src: Profile, mappings: _Mappings) -> _Part:
+    values = _values_matrix(src)
+    kept = np.flatnonzero((values != 0).any(axis=1)) if values.size else np.zeros(0, np.int64)
+    offsets, flat = list_parts(src.samples.column("location_ids"))
+    # Locations in order of first use by the kept samples (pprof maps them lazily).
+    used = to_np(flat, np.uint64)[np.repeat(_mask(kept, len(offsets) - 1), np.diff(offsets))]
+    loc_ids = _in_first_use_order(used)
+    rows = IdIndex(to_np(src.locations.column("id"), np.uint64)).rows(loc_ids)
+    loc_ids, rows = loc_ids[rows >= 0], rows[rows >= 0]
+    locs = src.locations.take(from_numpy(rows))
+
+    if not mappings.rows and src.mappings.num_rows:
+        mappings.map(src.mappings.slice(0, 1).to_pylist()[0])
+    mapping, offset = _map_mappings(src, to_np(locs.column("mapping_id"), np.uint64), mappings)
+    loc_offsets, lines = list_parts(locs.column("lines"))
+    fn_ids = to_np(lines.field("function_id"), np.uint64)
+    return _Part(
+        kept=kept,
+        loc_ids=loc_ids,
+        loc_offsets=loc_offsets,
+        mapping=mapping,
+        address=to_np(locs.column("address"), np.uint64) + offset.view(np.uint64),
+        folded=to_np(locs.column("is_folded"), np.int64),
+        fn_rows=IdIndex(to_np(src.functions.column("id"), np.uint64)).rows(fn_ids),
+        line=to_np(lines.field("line"), np.int64),
+        column=to_np(lines.field("column"), np.int64),
+    )
+
+
+def _in_first_use_order(ids: np.ndarray) -> np.ndarray:
+    """The distinct ``ids`` in order of first appearance."""
+    if len(ids) and int(ids.max()) <= 4 * len(ids) + 1024:
+        # Small dense ids (the usual 1..n): first positions in a table.
+        first = np.full(int(ids.max()) + 1, len(ids), dtype=np.int64)
+        np.minimum.at(first, ids, np.arange(len(ids)))
+        present = np.flatnonzero(first < len(ids))
+        return present[np.argsort(first[present], kind="stable")].astype(np.uint64)
+    return ids[_Numbering().number(from_numpy(ids))[1]]
+
+
+def _mask(rows: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[rows] = True
+    return out
+
+
+def _map_mappings(
+    src: Profile, mapping_ids: np.ndarray, mappings: _Mappings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each location's merged mapping id and address offset; the source's mappings
+    are mapped in the order its locations first use them."""
+    by_id = {m["id"]: m for m in src.mappings.to_pylist()}
+    _, first = np.unique(mapping_ids, return_index=True)
+    order = mapping_ids[np.sort(first)]
+    mapped = [mappings.map(by_id.get(mid)) for mid in order.tolist()]
+    mids = np.array([m for m, _ in mapped], dtype=np.int64)
+    offsets = np.array([o for _, o in mapped], dtype=np.int64)
+    return _lookup(order, mids, mapping_ids), _lookup(order, offsets, mapping_ids)
+
+
+def _location_keys(p: _Part, fids: np.ndarray, starts: np.ndarray) -> pa.Array:
+    """pprof's location key as binary rows: (address relative to the mapping,
+    mapping, folded, last line's column) then per line (slot kind, slot, line).
+    pprof's line slots overlap: line i's function slot holds line i-1's column
+    when line i has no function (empty for the first line), so it is kept so."""
+    n, offs = len(p.mapping), p.loc_offsets
+    key_addr = np.where(p.mapping != 0, p.address - starts[p.mapping], p.address)
+    has_lines = offs[1:] > offs[:-1]
+    last_col = np.where(has_lines, p.column[np.maximum(offs[1:] - 1, 0)], 0)
+    row, pos = _ragged_positions(offs)
+    prev_col = np.concatenate([[0], p.column[:-1]])
+    kind = ((fids != 0) | (pos > 0)).astype(np.int64)
+    slot = np.where(fids != 0, fids.view(np.int64), np.where(pos > 0, prev_col, 0))
+    starts_w = 4 * np.arange(n + 1) + 3 * offs
+    words = np.empty(int(starts_w[-1]), dtype=np.int64)
+    for i, col in enumerate((key_addr.view(np.int64), p.mapping, p.folded, last_col)):
+        words[starts_w[:-1] + i] = col
+    at = starts_w[:-1][row] + 4 + 3 * pos
+    words[at], words[at + 1], words[at + 2] = kind, slot, p.line
+    return _ragged_keys(words, starts_w)
+
+
+class _Merger:
+    """pprof's merge, one source profile at a time. Every table is keyed with
+    ``_Numbering``, so memory grows with the merged profile, not with the sources."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.mappings = _Mappings()
+        self.strings = {c: _Numbering() for c in ("name", "system_name", "filename")}
+        self.functions, self.locations, self.samples = _Numbering(), _Numbering(), _Numbering()
+        self.function_rows: list[pa.Table] = []
+        self.location_rows: list[pa.Table] = []
+        self.sample_locs: list[pa.Array] = []
+        self.sample_labels: list[pa.Array] = []
+        self.values = np.zeros((k, 0), dtype=np.int64)  # one contiguous row per type
+        self.label_ids: dict[tuple, int] = {}
+
+    def add(self, src: Profile) -> None:
+        src = _with_fake_mapping(src)
+        part = _part(src, self.mappings)
+        fids = self._functions(src, part.fn_rows)
+        self._samples(src, part, self._locations(part, fids))
+
+    def _functions(self, src: Profile, fn_rows: np.ndarray) -> np.ndarray:
+        """Each line's merged function id (0: none); a function is keyed by (start
+        line, name, system name, file name)."""
+        f = src.functions
+        strings = [num.number(_chunk(f.column(c)))[0] for c, num in self.strings.items()]
+        keys = _row_keys([to_np(f.column("start_line"), np.int64), *strings])
+        used = fn_rows >= 0
+        codes, new = self.functions.number(keys.take(from_numpy(fn_rows[used])))
+        if len(new):
+            self.function_rows.append(f.take(from_numpy(fn_rows[used][new])))
+        fids = np.zeros(len(fn_rows), dtype=np.uint64)
+        fids[used] = codes + 1
+        return fids
+
+    def _locations(self, p: _Part, fids: np.ndarray) -> np.ndarray:
+        """Each location's merged id; a new location's row is its first use's."""
+        codes, new = self.locations.number(_location_keys(p, fids, self.mappings.starts()))
+        if len(new):
+            lines = pa.StructArray.from_arrays(
+                [from_numpy(fids), from_numpy(p.line), from_numpy(p.column)],
+                fields=list(schema.LINE),
+            )
+            lines = pa.ListArray.from_arrays(from_numpy(p.loc_offsets, pa.int32()), lines)
+            self.location_rows.append(
+                pa.Table.from_arrays(
+                    [
+                        from_numpy((codes[new] + 1).astype(np.uint64)),
+                        from_numpy(p.mapping[new].astype(np.uint64)),
+                        from_numpy(p.address[new]),
+                        from_numpy(p.folded[new].astype(bool)),
+                        lines.take(from_numpy(new)),
+                    ],
+                    schema=schema.PROFILE_LOCATIONS,
+                )
+            )
+        return (codes + 1).astype(np.uint64)
+
+    def _samples(self, src: Profile, part: _Part, merged: np.ndarray) -> None:
+        """Kept samples keyed by (merged location ids without unknown ones, labels);
+        values added to the first sample with the same key."""
+        offs, flat = list_parts(src.samples.column("location_ids"))
+        counts = np.diff(offs)
+        flat = to_np(flat, np.uint64)[np.repeat(_mask(part.kept, len(counts)), counts)]
+        ids = _lookup(part.loc_ids, merged, flat)
+        counts = counts[part.kept]
+        row = np.repeat(np.arange(len(counts)), counts)
+        ids, row = ids[ids != 0], row[ids != 0]
+        sample_offs = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row, minlength=len(counts)), out=sample_offs[1:])
+        labels = _chunk(src.samples.column("labels")).take(from_numpy(part.kept))
+        # Key words: the sample's location ids, then its label set's number.
+        words = np.empty(len(ids) + len(counts), dtype=np.int64)
+        words[np.arange(len(ids)) + row] = ids.view(np.int64)
+        words[sample_offs[1:] + np.arange(len(counts))] = _label_ids(labels, self.label_ids)
+        codes, new = self.samples.number(
+            _ragged_keys(words, sample_offs + np.arange(len(counts) + 1))
+        )
+        if len(new):
+            locs = pa.ListArray.from_arrays(from_numpy(sample_offs, pa.int32()), from_numpy(ids))
+            self.sample_locs.append(locs.take(from_numpy(new)))
+            self.sample_labels.append(labels.take(from_numpy(new)))
+            grown = np.zeros((self.k, len(self.samples)), dtype=np.int64)
+            grown[:, : self.values.shape[1]] = self.values
+            self.values = grown
+        vals = _values_matrix(src)[part.kept]
+        for j in range(self.k):
+            np.add.at(self.values[j], codes, vals[:, j])
+
+    def result(self, header: dict) -> Profile:
+        n, k = self.values.shape[1], self.k
+        samples = pa.Table.from_arrays(
+            [
+                _concat(self.sample_locs, schema.PROFILE_SAMPLES.field("location_ids").type),
+                pa.ListArray.from_arrays(
+                    from_numpy(np.arange(n + 1, dtype=np.int64) * k, pa.int32()),
+                    from_numpy(np.ascontiguousarray(self.values.T).reshape(-1), pa.int64()),
+                ),
+                _concat(self.sample_labels, schema.PROFILE_SAMPLES.field("labels").type),
+            ],
+            schema=schema.PROFILE_SAMPLES,
+        )
+        functions = _concat_tables(self.function_rows, schema.PROFILE_FUNCTIONS)
+        ids = from_numpy(np.arange(1, functions.num_rows + 1, dtype=np.uint64))
+        return Profile(
+            samples=samples,
+            locations=_concat_tables(self.location_rows, schema.PROFILE_LOCATIONS),
+            functions=functions.set_column(0, schema.PROFILE_FUNCTIONS.field("id"), ids),
+            mappings=pa.Table.from_pylist(self.mappings.rows, schema=schema.PROFILE_MAPPINGS),
+            **header,
+        )
 
 
 def _merge(srcs: list[Profile]) -> Profile:
     header = _header(srcs)
-    mg = _Merger()
-    sample_keys: dict[tuple, int] = {}
-    out_locs: list[list[int]] = []
-    out_labels: list[list[dict]] = []
-    group_of: list[np.ndarray] = []
-    all_values: list[np.ndarray] = []
-
+    merger = _Merger(len(header["sample_types"]))
     for src in srcs:
-        maps = {m["id"]: m for m in src.mappings.to_pylist()}
-        map_cache: dict[int, tuple[int, int]] = {}
-        if not mg.mappings and src.mappings.num_rows:
-            first = src.mappings.slice(0, 1).to_pylist()[0]
-            map_cache[first["id"]] = mg.map_mapping(first)
-        funcs = {f["id"]: f for f in src.functions.to_pylist()}
-        func_cache: dict[int, int] = {}
-
-        values = _values_matrix(src)
-        nonzero = np.flatnonzero((values != 0).any(axis=1)) if values.size else np.zeros(0, int)
-        offsets, flat = list_parts(src.samples.column("location_ids"))
-        flat_ids = to_np(flat, np.uint64)
-        # Locations in order of first use by the kept samples (pprof maps them lazily).
-        counts = np.diff(offsets)
-        used_mask = np.repeat(np.isin(np.arange(len(counts)), nonzero), counts)
-        used_ids = flat_ids[used_mask]
-        _, first_pos = np.unique(used_ids, return_index=True)
-        order_ids = used_ids[np.sort(first_pos)]
-        loc_index = IdIndex(to_np(src.locations.column("id"), np.uint64))
-        loc_rows = loc_index.rows(order_ids)
-        locs = src.locations.take(from_numpy(np.maximum(loc_rows, 0))).to_pylist()
-        merged_of: dict[int, int] = {}
-        for lid, row, loc in zip(order_ids.tolist(), loc_rows.tolist(), locs, strict=True):
-            if row < 0:
-                continue
-            mid_src = loc["mapping_id"]
-            if mid_src not in map_cache:
-                map_cache[mid_src] = mg.map_mapping(maps.get(mid_src))
-            mid, offset = map_cache[mid_src]
-            address = (loc["address"] + offset) & 0xFFFFFFFFFFFFFFFF
-            lines = []
-            for ln in loc["lines"]:
-                fid = ln["function_id"]
-                if fid not in func_cache:
-                    func_cache[fid] = mg.map_function(funcs.get(fid))
-                lines.append(
-                    {"function_id": func_cache[fid], "line": ln["line"], "column": ln["column"]}
-                )
-            key_addr = address
-            if mid:
-                key_addr = (address - mg.mappings[mid - 1]["memory_start"]) & 0xFFFFFFFFFFFFFFFF
-            key = (key_addr, mid, _lines_key(lines), loc["is_folded"])
-            merged = mg.location_keys.get(key)
-            if merged is None:
-                merged = len(mg.locations) + 1
-                mg.location_keys[key] = merged
-                mg.locations.append(
-                    {
-                        "id": merged,
-                        "mapping_id": mid,
-                        "address": address,
-                        "is_folded": loc["is_folded"],
-                        "lines": lines,
-                    }
-                )
-            merged_of[lid] = merged
-
-        # Samples: key = merged location ids + canonical labels.
-        lookup_keys = np.array(list(merged_of), dtype=np.uint64)
-        lookup_vals = np.array(list(merged_of.values()), dtype=np.int64)
-        srt = np.argsort(lookup_keys)
-        lookup_keys, lookup_vals = lookup_keys[srt], lookup_vals[srt]
-        mapped = np.zeros(len(flat_ids), dtype=np.int64)
-        if len(lookup_keys):
-            pos = np.minimum(np.searchsorted(lookup_keys, flat_ids), len(lookup_keys) - 1)
-            hit = lookup_keys[pos] == flat_ids
-            mapped = np.where(hit, lookup_vals[pos], 0)
-        labels_col = src.samples.column("labels")
-        has_labels = np.diff(list_parts(labels_col)[0]) > 0
-        groups = np.empty(len(nonzero), dtype=np.int64)
-        for j, s in enumerate(nonzero.tolist()):
-            ids = mapped[offsets[s] : offsets[s + 1]]
-            ids = ids[ids != 0]
-            lbls = labels_col[s].as_py() if has_labels[s] else []
-            key = (ids.tobytes(), _label_key(lbls) if lbls else ())
-            g = sample_keys.get(key)
-            if g is None:
-                g = len(out_locs)
-                sample_keys[key] = g
-                out_locs.append(ids.tolist())
-                out_labels.append(lbls)
-            groups[j] = g
-        group_of.append(groups)
-        all_values.append(values[nonzero])
-
-    k = len(header["sample_types"])
-    summed = np.zeros((len(out_locs), k), dtype=np.int64)
-    for groups, vals in zip(group_of, all_values, strict=True):
-        if len(groups):
-            np.add.at(summed, groups, vals)
-
-    n = len(out_locs)
-    loc_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, out_locs), dtype=np.int64, count=n), out=loc_offsets[1:])
-    flat_locs = np.fromiter(
-        itertools.chain.from_iterable(out_locs), np.uint64, int(loc_offsets[-1])
-    )
-    label_type = schema.PROFILE_SAMPLES.field("labels").type
-    samples = pa.Table.from_arrays(
-        [
-            pa.ListArray.from_arrays(
-                from_numpy(loc_offsets, pa.int32()), from_numpy(flat_locs, pa.uint64())
-            ),
-            pa.ListArray.from_arrays(
-                from_numpy(np.arange(n + 1, dtype=np.int64) * k, pa.int32()),
-                from_numpy(summed.reshape(-1), pa.int64()),
-            ),
-            # pa.array only when there are labels (it loads pandas, see pyproflab.arrays).
-            pa.array(out_labels, label_type)
-            if any(out_labels)
-            else empty_lists(n, label_type.value_type),
-        ],
-        schema=schema.PROFILE_SAMPLES,
-    )
-    result = Profile(
-        samples=samples,
-        locations=pa.Table.from_pylist(mg.locations, schema=schema.PROFILE_LOCATIONS),
-        functions=pa.Table.from_pylist(mg.functions, schema=schema.PROFILE_FUNCTIONS),
-        mappings=pa.Table.from_pylist(mg.mappings, schema=schema.PROFILE_MAPPINGS),
-        **header,
-    )
-    if len(summed) and not (summed != 0).any(axis=1).all():
+        merger.add(src)
+    result = merger.result(header)
+    if (merger.values == 0).all(axis=0).any():
         # Samples that cancelled out: pprof merges the result once more to drop them.
         return _merge([result])
     return result
 
 
-def _lines_key(lines: list[dict]) -> str:
-    """pprof's location key for lines. Its slots overlap (line i's column slot is
-    line i+1's function slot), so it is reproduced slot for slot."""
-    slots = [""] * (len(lines) * 3)
-    for i, ln in enumerate(lines):
-        if ln["function_id"]:
-            slots[i * 2] = format(ln["function_id"], "x")
-        slots[i * 2 + 1] = _hex(ln["line"])
-        slots[i * 2 + 2] = _hex(ln["column"])
-    return "|".join(slots)
+def _chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
 
-def _hex(v: int) -> str:
-    return format(v, "x") if v >= 0 else "-" + format(-v, "x")
+def _concat(arrays: list[pa.Array], type_: pa.DataType) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], type_)
+
+
+def _concat_tables(tables: list[pa.Table], schema_: pa.Schema) -> pa.Table:
+    if not tables:
+        return schema_.empty_table()
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def _label_ids(labels: pa.Array, known: dict[tuple, int]) -> np.ndarray:
+    """Each sample's label set numbered (0: none); only labelled samples go through
+    Python. Empty labels count as none, as pprof drops them on reading."""
+    lengths = np.diff(list_parts(labels)[0])
+    out = np.zeros(len(lengths), dtype=np.int64)
+    for i in np.flatnonzero(lengths).tolist():
+        key = _label_key(labels[i].as_py())
+        if key != ((), ()):
+            out[i] = known.setdefault(key, len(known) + 1)
+    return out
