@@ -12,6 +12,7 @@ Sections (targets from the foundation issue):
            2,000,000 samples (bench/hostile.py)                        <= 2x
   files    `pyproflab top|merge|pgo --all` of 50 large files vs `go tool pprof
            -top|-proto` of the same files, whole process       <= 0.5x, peak RSS <= pprof's
+  fleet-10k  ingest of 1,000 then 10,000 small profiles: peak RSS within 10%
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -122,12 +123,7 @@ def fleet_lines(
 ) -> list[str]:
     """Ingest ``files`` into a new store, then time `top --db` against pprof on the files."""
     count = len(files)
-    db.unlink(missing_ok=True)
-    wall, peak = run_process(pyproflab_cmd("ingest", str(files[0].parent), "--db", str(db)))
-    out = [
-        f"{f'ingest of {count} {size} CPU profiles into a store':<58} {wall:8.3f}s  "
-        f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
-    ]
+    out = ingest_lines(db, files, size)
     # Every row, exact integers in nanoseconds, on both sides: the answers are compared.
     ours_out, peer_out = db.with_suffix(".top.csv"), db.with_suffix(".pprof.txt")
     ours_cmd = pyproflab_cmd("top", "--db", str(db), "--sample-index", "cpu", "--format", "csv")
@@ -253,6 +249,73 @@ def same_merge(ours: Path, pprof: Path) -> str:
     return f"(merged tables equal to pprof -proto's: {a.num_samples:,} samples)"
 
 
+def ingest_lines(db: Path, files: list[Path], size: str) -> list[str]:
+    """`pyproflab ingest` of ``files`` into a new store (whole process, its workers
+    included in the peak RSS) beside the decode floor: reading and decoding every
+    file in one process, on one core, nothing stored."""
+    count = len(files)
+    db.unlink(missing_ok=True)
+    wall, peak = run_process(pyproflab_cmd("ingest", str(files[0].parent), "--db", str(db)))
+    floor = decode_floor(files)
+    verdict = ""
+    if size == "large":
+        met = count / wall >= 40 and peak <= 400 * 2**20
+        verdict = f"  (target >= 40/s, <= 400 MiB: {'met' if met else 'NOT met'})"
+    return [
+        f"{f'ingest of {count} {size} CPU profiles into a store':<58} {wall:8.3f}s  "
+        f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB{verdict}",
+        f"  decode floor (one core): {count / floor:7.1f} profiles/s; ingest takes "
+        f"{wall / floor:5.2f}x the floor's time on {default_workers()} worker(s)",
+    ]
+
+
+def decode_floor(files: list[Path]) -> float:
+    """Seconds to read, gunzip and decode every file in a fresh process (one core)."""
+    code = (
+        "import sys; from pyproflab.decode import read_profile\n"
+        "for f in sys.argv[1:]: read_profile(f)"
+    )
+    # Through a file list in chunks: 10,000 paths would pass the argument limit.
+    total = 0.0
+    for i in range(0, len(files), 2000):
+        total += run_process([sys.executable, "-c", code, *map(str, files[i : i + 2000])])[0]
+    return total
+
+
+def default_workers() -> int:
+    from pyproflab.store.ingest import default_workers as workers
+
+    return workers()
+
+
+def section_fleet_10k(work: Path, runs: int) -> list[str]:
+    """Memory does not grow with the number of files: 1,000 then 10,000 small
+    profiles ingested, peak RSS compared (target: within 10%)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from gen_profiles import derive_cpu_profiles
+
+    out = []
+    peaks = []
+    sources = go_cpu_profiles(work)
+    for count in (1000, 10_000):
+        files_dir = work / f"fleet-{count}"
+        if files_dir.exists():
+            shutil.rmtree(files_dir)
+        derive_cpu_profiles(sources, count, files_dir)
+        db = work / f"fleet-{count}.duckdb"
+        db.unlink(missing_ok=True)
+        wall, peak = run_process(pyproflab_cmd("ingest", str(files_dir), "--db", str(db)))
+        peaks.append(peak)
+        out.append(
+            f"{f'ingest of {count:,} small CPU profiles':<58} {wall:8.3f}s  "
+            f"{count / wall:7.1f} profiles/s  peak RSS {peak / 2**20:7.1f} MiB"
+        )
+    ratio = peaks[1] / peaks[0]
+    verdict = "met" if ratio <= 1.10 else "NOT met"
+    out.append(f"  peak RSS 10,000 / 1,000: {ratio:5.3f}  (target <= 1.10: {verdict})")
+    return out
+
+
 SECTIONS = {
     "decode": section_decode,
     "top": section_top,
@@ -261,6 +324,7 @@ SECTIONS = {
     "fleet-regressions": section_fleet_regressions,
     "hostile": section_hostile,
     "files": section_files,
+    "fleet-10k": section_fleet_10k,
 }
 
 

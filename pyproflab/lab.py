@@ -68,14 +68,18 @@ class Lab:
         path_template: str | None = None,
         max_bytes: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        workers: int | None = None,
+        batch_size: int | None = None,
     ):
         """Read profiles (files, folders, globs, or an exported Parquet dataset) into the store.
 
+        ``workers`` processes decode the files (default: one per core);
+        ``batch_size`` profiles are stored per transaction (memory grows with it).
         Returns an ``IngestReport``: counts of new, already present and refused
         profiles, with each refusal's reason.
         """
         from pyproflab.decode import DEFAULT_MAX_BYTES
-        from pyproflab.store.ingest import ProfileMeta, ingest_paths
+        from pyproflab.store.ingest import BATCH_SIZE, ProfileMeta, ingest_paths
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -89,6 +93,8 @@ class Lab:
             path_template=path_template,
             max_bytes=max_bytes or DEFAULT_MAX_BYTES,
             progress=progress,
+            workers=workers,
+            batch_size=batch_size or BATCH_SIZE,
         )
 
     # --- questions -----------------------------------------------------------

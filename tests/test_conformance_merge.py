@@ -206,7 +206,7 @@ def test_merge_tables_equal_pprof(name: str, resolve, pprof_merged):
     for table, rows in theirs.items():
         mine = ours[table]
         if mine != rows:
-            n = next((i for i, (a, b) in enumerate(zip(mine, rows)) if a != b), None)
+            n = next((i for i, (a, b) in enumerate(zip(mine, rows, strict=False)) if a != b), None)
             n = min(len(mine), len(rows)) if n is None else n
             pytest.fail(
                 f"{name}: {table} differ from pprof -proto ({len(mine)} rows, pprof "

@@ -143,7 +143,7 @@ class Command:
                 timeout=args.timeout,
                 retries=args.retries,
                 concurrency=args.concurrency,
-                progress=common.Progress("collecting"),
+                progress=common.Progress("collecting", unit="fetch"),
             )
         for line in report.errors():
             print(f"collect: {line}", file=sys.stderr)

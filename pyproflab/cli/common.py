@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import NoReturn
 
 from pyproflab.errors import UsageError
@@ -125,24 +126,50 @@ def write_output(text: str, path: str | None) -> None:
 
 
 class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """Progress on stderr: on a terminal a tqdm bar (count, rate, ETA); otherwise,
+    as in a scheduled job's log, one line every ``interval`` seconds and one at the
+    end, so a long run shows it is alive without flooding the log. tqdm rather than
+    rich: rate and ETA are built in and it brings no other packages."""
 
-    def __init__(self, label: str, enabled: bool | None = None):
+    def __init__(
+        self, label: str, enabled: bool | None = None, interval: float = 10.0, unit: str = "step"
+    ):
         self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._last = -1
+        self.unit = unit
+        self.tty = sys.stderr.isatty() if enabled is None else enabled
+        self.interval = interval
+        self._bar = None
+        self._start = time.monotonic()
+        self._next = self._start + interval
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0:
+        if total <= 0:
             return
-        pct = int(100 * done / total)
-        if pct == self._last and done != total:
+        if self.tty:
+            self._draw(done, total)
             return
-        self._last = pct
-        width = 30
-        filled = width * done // total
-        bar = "#" * filled + "." * (width - filled)
-        sys.stderr.write(f"\r{self.label} [{bar}] {done}/{total}")
+        now = time.monotonic()
+        if now < self._next and done < total:
+            return
+        if done >= total and now - self._start < self.interval:
+            return  # a short run needs no log line
+        self._next = now + self.interval
+        elapsed = max(now - self._start, 1e-9)
+        rate = done / elapsed
+        eta = f", about {(total - done) / rate:.0f} s left" if rate and done < total else ""
+        print(
+            f"{self.label}: {done}/{total} {self.unit}s, {rate:.1f} {self.unit}s/s{eta}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _draw(self, done: int, total: int) -> None:
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total, desc=self.label, unit=self.unit, file=sys.stderr, leave=False
+            )
+        self._bar.update(done - self._bar.n)
         if done >= total:
-            sys.stderr.write("\r" + " " * (len(self.label) + width + 24) + "\r")
-        sys.stderr.flush()
+            self._bar.close()

@@ -47,6 +47,20 @@ class Command:
             help="refuse profiles larger than N bytes decompressed (default 1 GiB)",
         )
         parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            metavar="N",
+            help="processes decoding files (default: one per core; 1: in this process)",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            metavar="N",
+            help="profiles stored per transaction; memory grows with it (default 64)",
+        )
+        parser.add_argument(
             "--strict",
             action="store_true",
             help="exit 2 if any file is refused (default: exit 0 and list them)",
@@ -70,7 +84,9 @@ class Command:
                 labels=labels or None,
                 path_template=args.path_template,
                 max_bytes=args.max_bytes,
-                progress=common.Progress("ingesting"),
+                progress=common.Progress("ingesting", unit="file"),
+                workers=args.workers,
+                batch_size=args.batch_size,
             )
         if not (report.new or report.present) and all(
             reason in _NO_FILE for _, reason in report.refused

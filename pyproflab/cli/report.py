@@ -49,7 +49,7 @@ class Command:
                 db=db,
                 title=args.title,
                 budget=args.budget,
-                progress=common.Progress("report"),
+                progress=common.Progress("report", unit="section"),
             )
         common.write_output(report.html, args.output)
         if args.output not in (None, "-"):

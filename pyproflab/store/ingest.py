@@ -21,12 +21,15 @@ path template, and a sidecar ``FILE.json`` next to the profile.
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
+import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,24 +181,62 @@ def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
     loc_values, _ = ids._list_parts(profile.samples.column("location_ids"))
     locs = profile.locations
     if locs.num_rows:
-        used = np.isin(ids._u64(locs.column("id")), np.unique(ids._u64(loc_values)))
+        used = _used(ids._u64(locs.column("id")), ids._u64(loc_values))
         if not used.all():
             locs = locs.filter(pa.array(used))
     lines, _ = ids._list_parts(locs.column("lines"))
     functions = profile.functions
     if functions.num_rows:
-        used = np.isin(
-            ids._u64(functions.column("id")), np.unique(ids._u64(lines.field("function_id")))
-        )
+        used = _used(ids._u64(functions.column("id")), ids._u64(lines.field("function_id")))
         if not used.all():
             functions = functions.filter(pa.array(used))
     mappings = profile.mappings
     if mappings.num_rows:
-        used = np.isin(ids._u64(mappings.column("id")), ids._u64(locs.column("mapping_id")))
+        used = _used(ids._u64(mappings.column("id")), ids._u64(locs.column("mapping_id")))
         used[0] = True
         if not used.all():
             mappings = mappings.filter(pa.array(used))
     return locs, functions, mappings
+
+
+def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    """Which of ``table_ids`` occur in ``refs``. A profile's ids are small (1..n),
+    so a mark table serves; otherwise a sort (np.isin, np.unique: far slower)."""
+    if not len(refs) or not len(table_ids):
+        return np.zeros(len(table_ids), dtype=bool)
+    top = int(table_ids.max())
+    if top <= 4 * len(table_ids) + 1024:
+        mark = np.zeros(top + 1, dtype=bool)
+        mark[refs[refs <= top]] = True
+        return mark[table_ids]
+    refs = _distinct(refs)
+    pos = np.minimum(np.searchsorted(refs, table_ids), len(refs) - 1)
+    return refs[pos] == table_ids
+
+
+def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
+    """``ids.remap`` (local ids to content ids, 0 stays 0) by a table when the
+    profile's ids are small, as they are (1..n); a search otherwise."""
+    if len(from_ids) and int(from_ids.max()) <= 4 * len(from_ids) + 1024:
+        table = np.zeros(int(from_ids.max()) + 2, dtype=ids.U64)
+        table[from_ids] = to_ids
+        table[0] = 0
+        return table[np.minimum(np.asarray(local_ids, dtype=ids.U64), len(table) - 1)]
+    return ids.remap(local_ids, from_ids, to_ids)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort: numpy 2's hashing np.unique is slower here)."""
+    s = np.sort(values)
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
+
+
+def _first_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, the row of each one's first occurrence)."""
+    order = np.argsort(values, kind="stable")
+    s = values[order]
+    start = np.concatenate([[True], s[1:] != s[:-1]]) if len(s) else np.zeros(0, bool)
+    return s[start], order[start]
 
 
 def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
@@ -226,9 +267,9 @@ def key_profile(
 
     # Locations: rewrite their references to content ids, then hash.
     loc_local = ids._u64(locs.column("id"))
-    loc_mapping = ids.remap(ids._u64(locs.column("mapping_id")), map_local, map_ids)
+    loc_mapping = _remap(ids._u64(locs.column("mapping_id")), map_local, map_ids)
     lines_values, line_offsets = ids._list_parts(locs.column("lines"))
-    line_fn = ids.remap(ids._u64(lines_values.field("function_id")), fn_local, fn_ids)
+    line_fn = _remap(ids._u64(lines_values.field("function_id")), fn_local, fn_ids)
     loc_ids = ids.location_ids(locs, loc_mapping, line_fn)
     lines = pa.StructArray.from_arrays(
         [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
@@ -248,9 +289,9 @@ def key_profile(
     # Stacks: the polynomial hash of each sample's location content ids.
     samples = profile.samples
     loc_values, loc_offsets = ids._list_parts(samples.column("location_ids"))
-    flat = ids.remap(ids._u64(loc_values), loc_local, loc_ids)
+    flat = _remap(ids._u64(loc_values), loc_local, loc_ids)
     stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
-    uniq_stacks, first = np.unique(stack_of, return_index=True)
+    uniq_stacks, first = _first_rows(stack_of)
     all_stacks = _list_array(loc_offsets, pa.array(flat, pa.uint64()))
     stacks = pa.table(
         [pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
@@ -264,7 +305,7 @@ def key_profile(
     set_ids: list[int] = []
     set_labels: list[list[dict]] = []
     if raw.any():
-        uniq_raw, first_raw = np.unique(raw, return_index=True)
+        uniq_raw, first_raw = _first_rows(raw)
         labels_col = samples.column("labels")
         set_of_raw = np.zeros(len(uniq_raw), dtype=ids.U64)
         seen: set[int] = set()
@@ -709,82 +750,228 @@ def ingest_paths(
     max_bytes: int | None = None,
     progress: Progress | None = None,
     batch_size: int = BATCH_SIZE,
+    workers: int | None = None,
 ) -> IngestReport:
     """Ingest profile files (files, folders, globs; exported Parquet datasets too).
 
-    Each batch of ``batch_size`` files is one transaction. ``progress(done, total)``
-    is called after every file. A file that cannot be read is refused with its
-    one-line reason; the others are still stored.
+    Files are read, hashed, decoded and keyed by ``workers`` processes (default:
+    one per core; in this process when there are few files), a window of files
+    at a time, and stored by this process ``batch_size`` profiles per
+    transaction: memory is bounded by the batch and the window, whatever the
+    number of files, and each worker holds one decompressed file at a time.
+    ``progress(done, total)`` is called after every file. A file that cannot be
+    read is refused with its one-line reason; the others are still stored.
     """
-    from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
+    from pyproflab.decode import DEFAULT_MAX_BYTES
 
     if max_bytes is not None and max_bytes < 1:
         raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
-    max_bytes = max_bytes or DEFAULT_MAX_BYTES
-    defaults = defaults or ProfileMeta()
+    if batch_size < 1:
+        raise StoreError(f"batch size must be at least 1 (got {batch_size})")
     files, datasets, refused = expand_paths(paths)
     report = IngestReport(refused=list(refused))
-    rx = compile_template(path_template) if path_template else None
-    total = len(files)
-    done = 0
-
-    for start in range(0, total, batch_size):
-        batch = files[start : start + batch_size]
-        # Read and hash first: files already in the store are never decoded.
-        raws: list[tuple[str, bytes, str, ProfileMeta, str | None]] = []
-        for path in batch:
-            try:
-                meta = defaults.updated({"source": os.path.abspath(path)})
-                hint = None
-                if rx is not None:
-                    tm = _template_meta(rx, path)
-                    if tm is None:
-                        raise ValueError(f"path does not match the template {path_template!r}")
-                    meta, hint = meta.updated(tm[0]), tm[1]
-                side = _sidecar(path)
-                if side is not None:
-                    meta = meta.updated(side)
-                raw, digest = _read_raw(path, max_bytes)
-            except ProfileError as e:
-                report.refused.append((path, e.problem))
-                done += 1
-                continue
-            except ValueError as e:
-                report.refused.append((path, str(e)))
-                done += 1
-                continue
-            raws.append((path, raw, digest, meta, hint))
-        present = existing_hashes(store, [r[2] for r in raws])
-        keyed: list[_Keyed] = []
-        now = datetime.now(UTC)
-        for path, raw, digest, meta, hint in raws:
-            if digest not in present:
-                try:
-                    profile = decode_bytes(raw, source=path, max_bytes=max_bytes)
-                    keyed.append(key_profile(profile, meta, digest, type_hint=hint, now=now))
-                except ProfileError as e:
-                    report.refused.append((path, e.problem))
-                except StoreError as e:
-                    report.refused.append((path, str(e)))
-            else:
-                report.present += 1
-            done += 1
-            if progress:
-                progress(done, total)
-        try:
-            report.add(store_keyed(store, keyed))
-        except IdCollisionError:
-            # Store one by one, so only the profile that collides is refused.
-            for k in keyed:
-                try:
-                    report.add(store_keyed(store, [k]))
-                except IdCollisionError as e:
-                    report.refused.append((str(k.row.get("source") or k.content_hash), str(e)))
+    job = FileJob(
+        defaults or ProfileMeta(),
+        path_template,
+        max_bytes or DEFAULT_MAX_BYTES,
+        known_hash_prefixes(store),
+    )
+    batch: list[_Keyed] = []
+    for done, (path, result) in enumerate(_prepared(files, job, workers, batch_size), 1):
+        if isinstance(result, _Present):
+            result = _check_present(store, job, path, result, batch, report)
+        if isinstance(result, _Refused):
+            report.refused.append((path, result.reason))
+        elif isinstance(result, _Keyed):
+            batch.append(result)
+        if len(batch) >= batch_size:
+            _store_batch(store, batch, report)
+            batch = []
         if progress:
-            progress(done, total)
+            progress(done, len(files))
+    _store_batch(store, batch, report)
 
     for d in datasets:
         from pyproflab.store.parquet import import_parquet
 
         report.add(import_parquet(store, d))
     return report
+
+
+def _store_batch(store: Store, batch: list[_Keyed], report: IngestReport) -> None:
+    """One transaction for the batch; on an id collision, one per profile, so only
+    the profile that collides is refused."""
+    try:
+        report.add(store_keyed(store, batch))
+    except IdCollisionError:
+        for k in batch:
+            try:
+                report.add(store_keyed(store, [k]))
+            except IdCollisionError as e:
+                report.refused.append((str(k.row.get("source") or k.content_hash), str(e)))
+
+
+# --- preparing one file (in a worker process) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """What turning a file into keyed rows needs (sent once to each worker)."""
+
+    defaults: ProfileMeta
+    path_template: str | None
+    max_bytes: int
+    known: np.ndarray  # sorted first 64 bits of the store's content hashes
+
+
+@dataclass
+class _Present:
+    """The file's content hash may be stored already: it was not decoded."""
+
+    digest: str
+
+
+@dataclass
+class _Refused:
+    reason: str
+
+
+def known_hash_prefixes(store: Store) -> np.ndarray:
+    """The first 64 bits of every stored content hash, sorted: 8 bytes a profile,
+    so workers can skip stored files without asking the database."""
+    hashes = store.sql("SELECT content_hash FROM profiles").column(0).to_pylist()
+    out = []
+    for h in hashes:
+        try:
+            out.append(int(h[:16], 16))
+        except (TypeError, ValueError):
+            continue
+    return np.sort(np.array(out, dtype=np.uint64))
+
+
+def _maybe_known(known: np.ndarray, digest: str) -> bool:
+    if not len(known):
+        return False
+    prefix = np.uint64(int(digest[:16], 16))
+    pos = int(np.searchsorted(known, prefix))
+    return pos < len(known) and known[pos] == prefix
+
+
+def prepare_file(job: FileJob, path: str, now: datetime) -> _Keyed | _Present | _Refused:
+    """Read, hash, decode and key one file (pure: no database). A file whose hash
+    may be stored already is not decoded; the writer checks the whole hash."""
+    from pyproflab.decode import decode_bytes
+
+    try:
+        meta, hint = _file_meta(job, path)
+        raw, digest = _read_raw(path, job.max_bytes)
+        if _maybe_known(job.known, digest):
+            return _Present(digest)
+        profile = decode_bytes(raw, source=path, max_bytes=job.max_bytes)
+        del raw  # the decompressed bytes go before keying allocates
+        return key_profile(profile, meta, digest, type_hint=hint, now=now)
+    except ProfileError as e:
+        return _Refused(e.problem)
+    except (StoreError, ValueError) as e:
+        return _Refused(str(e))
+
+
+def _file_meta(job: FileJob, path: str) -> tuple[ProfileMeta, str | None]:
+    """Metadata of one file: defaults, then its path template, then its sidecar."""
+    meta = job.defaults.updated({"source": os.path.abspath(path)})
+    hint = None
+    if job.path_template is not None:
+        tm = _template_meta(_compiled(job.path_template), path)
+        if tm is None:
+            raise ValueError(f"path does not match the template {job.path_template!r}")
+        meta, hint = meta.updated(tm[0]), tm[1]
+    side = _sidecar(path)
+    if side is not None:
+        meta = meta.updated(side)
+    return meta, hint
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(template: str) -> re.Pattern[str]:
+    return compile_template(template)
+
+
+def _check_present(
+    store: Store,
+    job: FileJob,
+    path: str,
+    result: _Present,
+    batch: list[_Keyed],
+    report: IngestReport,
+) -> _Keyed | _Refused | None:
+    """A file a worker skipped: counted present if its whole hash is stored (or
+    waiting in the batch), else (64 bits alike by chance) prepared here."""
+    if existing_hashes(store, [result.digest]) or any(
+        k.content_hash == result.digest for k in batch
+    ):
+        report.present += 1
+        return None
+    out = prepare_file(replace(job, known=np.zeros(0, np.uint64)), path, datetime.now(UTC))
+    assert not isinstance(out, _Present)
+    return out
+
+
+# --- the worker pool ---------------------------------------------------------------------
+
+# Below this many files a pool costs more to start than it saves.
+POOL_MIN_FILES = 8
+
+_JOB: FileJob | None = None
+
+
+def _init_worker(job: FileJob) -> None:
+    global _JOB
+    _JOB = job
+
+
+def _prepare_in_worker(path: str, now: datetime) -> _Keyed | _Present | _Refused:
+    assert _JOB is not None
+    return prepare_file(_JOB, path, now)
+
+
+def default_workers() -> int:
+    """One worker per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _prepared(
+    files: list[str], job: FileJob, workers: int | None, window: int
+) -> Iterator[tuple[str, _Keyed | _Present | _Refused]]:
+    """(path, prepared result) for every file, in order. With a pool, at most
+    ``window`` files (and at least two per worker) are in flight, so results
+    waiting for the writer stay bounded."""
+    now = datetime.now(UTC)
+    workers = default_workers() if workers is None else workers
+    if workers <= 1 or len(files) < POOL_MIN_FILES:
+        for path in files:
+            yield path, prepare_file(job, path, now)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forkserver: workers do not inherit this process's DuckDB connection or threads.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["pyproflab.store.ingest"])
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,))
+    try:
+        pending: deque = deque()
+        todo = iter(files)
+        for path in itertools.islice(todo, max(window, 2 * workers)):
+            pending.append((path, pool.submit(_prepare_in_worker, path, now)))
+        while pending:
+            path, future = pending.popleft()
+            result = future.result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(_prepare_in_worker, nxt, now)))
+            yield path, result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
