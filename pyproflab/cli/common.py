@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pyproflab.errors import UsageError
 
@@ -138,7 +138,7 @@ class Progress:
         self.unit = unit
         self.tty = sys.stderr.isatty() if enabled is None else enabled
         self.interval = interval
-        self._bar = None
+        self._bar: Any = None
         self._start = time.monotonic()
         self._next = self._start + interval
 

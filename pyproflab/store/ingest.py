@@ -777,7 +777,8 @@ def ingest_paths(
         known_hash_prefixes(store),
     )
     batch: list[_Keyed] = []
-    for done, (path, result) in enumerate(_prepared(files, job, workers, batch_size), 1):
+    for done, (path, prepared) in enumerate(_prepared(files, job, workers, batch_size), 1):
+        result: _Keyed | _Present | _Refused | None = prepared
         if isinstance(result, _Present):
             result = _check_present(store, job, path, result, batch, report)
         if isinstance(result, _Refused):
@@ -892,7 +893,7 @@ def _file_meta(job: FileJob, path: str) -> tuple[ProfileMeta, str | None]:
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(template: str) -> re.Pattern[str]:
+def _compiled(template: str) -> PathTemplate:
     return compile_template(template)
 
 
