@@ -101,3 +101,11 @@ def test_merge_equals_pprof_proto_by_top(entry, tmp_path):
             f"index {idx}"
         )
         assert ours.total == report.total
+
+
+def test_locations_without_lines_merge():
+    """Profiles whose locations have no line at all (addresses only) merge too."""
+    p = build([([1, 2], [1]), ([2], [2])], [(1, 0, []), (2, 0, [])], [(1, "f", "f.go")])
+    m = merge([p, p])
+    assert m.locations.num_rows >= 1
+    assert sum(v[0] for v in m.samples.column("values").to_pylist()) == 6

@@ -471,7 +471,9 @@ def _location_keys(p: _Part, fids: np.ndarray, starts: np.ndarray) -> pa.Array:
     n, offs = len(p.mapping), p.loc_offsets
     key_addr = np.where(p.mapping != 0, p.address - starts[p.mapping], p.address)
     has_lines = offs[1:] > offs[:-1]
-    last_col = np.where(has_lines, p.column[np.maximum(offs[1:] - 1, 0)], 0)
+    last_col = np.zeros(n, dtype=np.int64)
+    if len(p.column):  # locations without any line (addresses only) have none
+        last_col = np.where(has_lines, p.column[np.maximum(offs[1:] - 1, 0)], 0)
     row, pos = _ragged_positions(offs)
     prev_col = np.concatenate([[0], p.column[:-1]])
     kind = ((fids != 0) | (pos > 0)).astype(np.int64)
