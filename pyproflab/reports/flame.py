@@ -79,20 +79,10 @@ def _location_frames(profile: Profile) -> dict[int, list[str]]:
     return out
 
 
-def flame_tree(
-    profile: Profile,
-    sample_index: int | str | None = None,
-    *,
-    min_fraction: float = 0.002,
-    max_nodes: int = 2500,
-) -> FlameTree:
-    """The call tree of ``profile`` for one sample type (see the module rules)."""
-    from pyproflab.analyses.graph import resolve_sample_index
-
-    index = resolve_sample_index(profile, sample_index)
-    st = profile.sample_types[index]
+def call_paths(profile: Profile, index: int) -> tuple[dict[tuple[str, ...], int], int]:
+    """Every call path (function names, root first, inline frames expanded) -> the sum of
+    the absolute values of sample type ``index`` below it; and the total of those values."""
     frames = _location_frames(profile)
-    # path (tuple of names, root first) -> value
     acc: dict[tuple[str, ...], int] = {}
     total = 0
     for loc_ids, values in zip(
@@ -110,6 +100,22 @@ def flame_tree(
         for depth in range(1, len(path) + 1):
             key = tuple(path[:depth])
             acc[key] = acc.get(key, 0) + v
+    return acc, total
+
+
+def flame_tree(
+    profile: Profile,
+    sample_index: int | str | None = None,
+    *,
+    min_fraction: float = 0.002,
+    max_nodes: int = 2500,
+) -> FlameTree:
+    """The call tree of ``profile`` for one sample type (see the module rules)."""
+    from pyproflab.analyses.graph import resolve_sample_index
+
+    index = resolve_sample_index(profile, sample_index)
+    st = profile.sample_types[index]
+    acc, total = call_paths(profile, index)
     keep = [k for k, v in acc.items() if v >= min_fraction * total]
     keep.sort(key=lambda k: (len(k), -acc[k]))
     kept: set[tuple[str, ...]] = set()

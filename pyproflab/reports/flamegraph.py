@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyproflab.model import Profile
-from pyproflab.reports.flame import _location_frames
+from pyproflab.reports.flame import call_paths
 
 _ids = itertools.count(1)
 
@@ -56,29 +56,6 @@ def script() -> str:
     return (importlib.resources.files("pyproflab.reports") / "templates" / "flame.js").read_text(
         encoding="utf-8"
     )
-
-
-def _paths(profile: Profile, index: int) -> tuple[dict[tuple[str, ...], int], int]:
-    """Every call path (root first) -> its value (absolute), and the total."""
-    frames = _location_frames(profile)
-    acc: dict[tuple[str, ...], int] = {}
-    total = 0
-    for loc_ids, values in zip(
-        profile.samples.column("location_ids").to_pylist(),
-        profile.samples.column("values").to_pylist(),
-        strict=True,
-    ):
-        v = abs(values[index])
-        if v == 0:
-            continue
-        total += v
-        path: list[str] = []
-        for loc in reversed(loc_ids):
-            path.extend(frames.get(loc, ["<unknown>"]))
-        for depth in range(1, len(path) + 1):
-            key = tuple(path[:depth])
-            acc[key] = acc.get(key, 0) + v
-    return acc, total
 
 
 @dataclass
@@ -122,11 +99,11 @@ def flame_graph(
 
     index = resolve_sample_index(profile, sample_index)
     st = profile.sample_types[index]
-    acc, total = _paths(profile, index)
+    acc, total = call_paths(profile, index)
     base_acc: dict[tuple[str, ...], int] = {}
     root: list[float] = [0, -1, total]
     if base is not None:
-        base_acc, base_total = _paths(base, resolve_sample_index(base, st.type))
+        base_acc, base_total = call_paths(base, resolve_sample_index(base, st.type))
         root.append(round(base_total * base_scale, 3))
     keep = [k for k, v in acc.items() if v >= min_fraction * total]
     keep.sort(key=lambda k: (len(k), -acc[k]))
