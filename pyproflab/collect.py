@@ -452,6 +452,7 @@ class _Pool:
 def _store_profile(store: Store, fetched: _Fetched, archive_dir: Path) -> None:
     """Archive and ingest one good body (on the calling thread: the store is not
     shared across threads)."""
+    from pyproflab.store import queries
     from pyproflab.store.ingest import ProfileMeta, ingest
 
     r, t = fetched.result, fetched.target
@@ -479,8 +480,7 @@ def _store_profile(store: Store, fetched: _Fetched, archive_dir: Path) -> None:
         r.status, r.profile_id = "new", rep.profile_ids[0]
     else:
         r.status = "present"
-        row = store.sql("SELECT profile_id FROM profiles WHERE content_hash = ?", [r.content_hash])
-        r.profile_id = int(row.column(0)[0].as_py()) if row.num_rows else None
+        r.profile_id = queries.profile_id_of(store, r.content_hash)
 
 
 def _store_scrape(store: Store, s: _Scraped, stats: ScrapeStats) -> None:

@@ -4,9 +4,10 @@ Two families:
 
 - ``PROFILE_*``: a single decoded profile in memory (``pyproflab.model.Profile``).
   Ids are the profile's own; strings are resolved from its string table.
-- The store's tables are defined in ``pyproflab/store/sql/schema.sql``; the
-  ``STORE_*`` constants here are the Arrow shapes that ingest builds before
-  handing them to DuckDB, so both sides agree column by column.
+- ``STORE_*`` (and ``METRIC_*``, ``GC_*``, ``JOB_*``): the store's tables. These
+  constants are the one definition of each table: ingest builds exactly these
+  shapes, and ``pyproflab/store/tables.py`` derives the DuckDB DDL from them
+  (types, NOT NULL), adding only keys and defaults.
 
 Every loader produces exactly these schemas (tests check ``table.schema.equals``).
 """
@@ -95,25 +96,42 @@ PROFILE_MAPPINGS = pa.schema(
     ]
 )
 
-# --- the store (pyproflab/store/sql/schema.sql) -------------------------------
+# --- the store ---------------------------------------------------------------------
 #
-# Arrow shapes of the rows ingest hands to DuckDB, column for column with
-# schema.sql. uint64 is UBIGINT; timestamps are microseconds in UTC (TIMESTAMPTZ).
+# One row per profile in ``profiles``; its samples in ``samples``. Everything a
+# sample points at (stacks, locations, functions, mappings, label sets) is
+# stored once for the whole store, keyed by a 64-bit hash of its content, so
+# the same function seen in a thousand profiles is one row and a fleet-wide
+# GROUP BY function is one join. Ids of the dedup tables are computed by ingest
+# from content alone (pyproflab/store/ids.py), so a batch can be keyed before it
+# touches the database. In DuckDB uint64 is UBIGINT, a non-nullable field is
+# NOT NULL, and timestamps are microseconds in UTC (TIMESTAMPTZ).
 
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
+
+# key -> value; the one row so far is ('schema_version', '2').
+STORE_META = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("value", pa.string(), nullable=False),
+    ]
+)
 
 VALUE_TYPE = pa.struct([pa.field("type", pa.string()), pa.field("unit", pa.string())])
 
 STORE_PROFILES = pa.schema(
     [
-        pa.field("profile_id", pa.int64(), nullable=False),
+        pa.field("profile_id", pa.int64(), nullable=False),  # assigned at ingest: 1, 2, ...
+        # sha256 of the decompressed protobuf
         pa.field("content_hash", pa.string(), nullable=False),
         pa.field("service", pa.string()),
         pa.field("version", pa.string()),
         pa.field("instance", pa.string()),
+        # cpu heap allocs goroutine mutex block threadcreate wall other
         pa.field("profile_type", pa.string(), nullable=False),
+        # user metadata (--label k=v, a sidecar), not sample labels
         pa.field("labels", pa.map_(pa.string(), pa.string())),
-        pa.field("time", TIMESTAMP_UTC),
+        pa.field("time", TIMESTAMP_UTC),  # time_nanos as a timestamp; null when none
         pa.field("time_nanos", pa.int64(), nullable=False),
         pa.field("duration_nanos", pa.int64(), nullable=False),
         pa.field("period", pa.int64(), nullable=False),
@@ -125,15 +143,20 @@ STORE_PROFILES = pa.schema(
         pa.field("drop_frames", pa.string(), nullable=False),
         pa.field("keep_frames", pa.string(), nullable=False),
         pa.field("doc_url", pa.string(), nullable=False),
-        pa.field("window_start", TIMESTAMP_UTC),
+        pa.field("window_start", TIMESTAMP_UTC),  # collection window, when collected live
         pa.field("window_end", TIMESTAMP_UTC),
-        pa.field("source", pa.string()),
+        pa.field("source", pa.string()),  # the path or URL the bytes came from
         pa.field("ingested_at", TIMESTAMP_UTC, nullable=False),
         pa.field("num_samples", pa.int64(), nullable=False),
+        # the profile's first mapping (pprof: the main binary); 0 when none
         pa.field("main_mapping_id", pa.uint64(), nullable=False),
     ]
 )
 
+# One row per sample of a profile, in file order. ``values`` is aligned with
+# profiles.sample_types of its profile (wide, one list column: one row per sample
+# rather than one per sample type; the view sample_values is the long form).
+# label_set_id 0: the sample has no labels.
 STORE_SAMPLES = pa.schema(
     [
         pa.field("profile_id", pa.int64(), nullable=False),
@@ -143,6 +166,7 @@ STORE_SAMPLES = pa.schema(
     ]
 )
 
+# location_ids leaf first, as in the pprof format.
 STORE_STACKS = pa.schema(
     [
         pa.field("stack_id", pa.uint64(), nullable=False),
@@ -150,6 +174,8 @@ STORE_STACKS = pa.schema(
     ]
 )
 
+# lines: innermost (inlined) function first, the enclosing function last;
+# mapping_id 0: no mapping.
 STORE_LOCATIONS = pa.schema(
     [
         pa.field("location_id", pa.uint64(), nullable=False),
@@ -168,6 +194,7 @@ STORE_MAPPINGS = pa.schema(
     [pa.field("mapping_id", pa.uint64(), nullable=False)] + list(PROFILE_MAPPINGS)[1:]
 )
 
+# Sample labels (string, or numeric with unit), one set per distinct list.
 STORE_LABEL_SETS = pa.schema(
     [
         pa.field("label_set_id", pa.uint64(), nullable=False),
@@ -175,10 +202,11 @@ STORE_LABEL_SETS = pa.schema(
     ]
 )
 
-# --- GC metrics (pyproflab/sources, pyproflab/store/sql/gc.sql) --------------
+# --- GC metrics (pyproflab/sources parses them, pyproflab/store/metrics.py stores them) ---
 #
 # METRIC_* rows come from Prometheus (text exposition or the HTTP API);
-# GC_* rows from GODEBUG=gctrace=1 logs.
+# GC_* rows from GODEBUG=gctrace=1 logs. Their store tables are created on every
+# writable open if missing, so a store made before they existed gets them.
 
 # labels: a map with keys in ascending order (so equal label sets are equal
 # maps); the metric name is not among them (no ``__name__``). ``metric`` is the
@@ -198,7 +226,10 @@ METRIC_SAMPLES = pa.schema(
 
 METRIC_TYPES = ("counter", "gauge", "summary", "histogram", "untyped")
 
-# The store's metric_samples rows: METRIC_SAMPLES plus who and where from.
+# The store's metric_samples rows: METRIC_SAMPLES plus who and where from (source:
+# a file path or URL). Prometheus' own instance/job labels are kept when the rows
+# came from a server; value keeps NaN and +-Inf. A sample is stored once per
+# (instance, metric, labels, time).
 STORE_METRIC_SAMPLES = pa.schema(
     [
         pa.field("service", pa.string()),
@@ -219,13 +250,13 @@ GC_CYCLES = pa.schema(
         pa.field("seconds", pa.float64(), nullable=False),  # since process start
         pa.field("time", TIMESTAMP_UTC),  # process_start + seconds, when known
         pa.field("cpu_pct", pa.int64(), nullable=False),
-        pa.field("clock_sweep_term_ms", pa.float64(), nullable=False),
-        pa.field("clock_mark_ms", pa.float64(), nullable=False),
-        pa.field("clock_mark_term_ms", pa.float64(), nullable=False),
+        pa.field("clock_sweep_term_ms", pa.float64(), nullable=False),  # STW, wall clock
+        pa.field("clock_mark_ms", pa.float64(), nullable=False),  # concurrent mark, wall
+        pa.field("clock_mark_term_ms", pa.float64(), nullable=False),  # STW, wall clock
         pa.field("cpu_sweep_term_ms", pa.float64(), nullable=False),
-        pa.field("cpu_assist_ms", pa.float64(), nullable=False),
-        pa.field("cpu_background_ms", pa.float64(), nullable=False),
-        pa.field("cpu_idle_ms", pa.float64(), nullable=False),
+        pa.field("cpu_assist_ms", pa.float64(), nullable=False),  # allocating goroutines
+        pa.field("cpu_background_ms", pa.float64(), nullable=False),  # mark workers
+        pa.field("cpu_idle_ms", pa.float64(), nullable=False),  # idle mark workers
         pa.field("cpu_mark_term_ms", pa.float64(), nullable=False),
         pa.field("heap_start_mb", pa.int64(), nullable=False),
         pa.field("heap_end_mb", pa.int64(), nullable=False),
@@ -233,17 +264,49 @@ GC_CYCLES = pa.schema(
         pa.field("heap_goal_mb", pa.int64(), nullable=False),
         pa.field("stacks_mb", pa.int64()),
         pa.field("globals_mb", pa.int64()),
-        pa.field("procs", pa.int64(), nullable=False),
-        pa.field("forced", pa.bool_(), nullable=False),
+        pa.field("procs", pa.int64(), nullable=False),  # GOMAXPROCS
+        pa.field("forced", pa.bool_(), nullable=False),  # runtime.GC()
     ]
 )
 
+# The store's gc_cycles rows: GC_CYCLES plus who and where from (source: the log
+# file's or stream's name; ingest refuses a row without one in its own words).
+# A cycle is stored once per (instance, source, gc_num).
 STORE_GC_CYCLES = pa.schema(
     [
         pa.field("service", pa.string()),
         pa.field("version", pa.string()),
         pa.field("instance", pa.string()),
         *GC_CYCLES,
-        pa.field("source", pa.string()),
+        pa.field("source", pa.string()),  # NOT NULL in the store (store/tables.py)
+    ]
+)
+
+# --- jobs (pyproflab/jobs/state.py) ---------------------------------------------------
+
+# One row per job run that did work; fingerprint identifies its inputs, so a run
+# over unchanged inputs is skipped. finished_at/exit_code are null while it runs.
+JOB_RUNS = pa.schema(
+    [
+        pa.field("job", pa.string(), nullable=False),
+        pa.field("run_id", pa.int64(), nullable=False),
+        pa.field("fingerprint", pa.string(), nullable=False),
+        pa.field("started_at", TIMESTAMP_UTC, nullable=False),
+        pa.field("finished_at", TIMESTAMP_UTC),
+        pa.field("exit_code", pa.int32()),
+        pa.field("summary", pa.string()),
+    ]
+)
+
+# One row per (job, file path, size, mtime) a drop source has seen, with what
+# became of it (status).
+JOB_FILES = pa.schema(
+    [
+        pa.field("job", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("mtime_ns", pa.int64(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("seen_at", TIMESTAMP_UTC, nullable=False),
     ]
 )

@@ -11,7 +11,7 @@ from conftest import CORPUS, SKIP_NO_CORPUS
 from test_store_helpers import make_profile
 
 from pyproflab.errors import StoreError
-from pyproflab.store import Store
+from pyproflab.store import Store, tables
 from pyproflab.store.connection import SCHEMA_VERSION
 from pyproflab.store.ingest import ProfileMeta, ingest, ingest_paths
 
@@ -160,3 +160,42 @@ def test_stack_macros(real_store: Store) -> None:
         "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
     ).to_pylist()
     assert top == [{"f": "syscall.Syscall", "flat": 160_000_000}]
+
+
+def _bare(t: pa.DataType) -> pa.DataType:
+    """A type without its child fields' names and null flags (DuckDB names a
+    list's item ``l`` and returns every child nullable)."""
+    if pa.types.is_map(t):
+        return pa.map_(_bare(t.key_type), _bare(t.item_type))
+    if pa.types.is_list(t):
+        return pa.list_(_bare(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([(f.name, _bare(f.type)) for f in t])
+    return t
+
+
+@pytest.mark.parametrize("table", tables.ALL, ids=lambda t: t.name)
+def test_each_table_is_its_arrow_schema(table: tables.Table) -> None:
+    """The DDL derived from ``pyproflab.schema`` makes exactly that table: same
+    columns in order, the Arrow types back on a read, NOT NULL where not nullable."""
+    with Store.open(":memory:") as store:
+        store.execute(tables.ddl(tables.JOBS))
+        read = store.sql(f"SELECT * FROM {table.name} LIMIT 0").schema
+        cols = store.sql(
+            "SELECT column_name, is_nullable FROM duckdb_columns() "
+            "WHERE table_name = ? ORDER BY column_index",
+            [table.name],
+        ).to_pylist()
+    assert read.names == table.columns.names
+    for f in table.columns:
+        assert _bare(read.field(f.name).type) == _bare(f.type), f.name
+    not_null = {c["column_name"] for c in cols if not c["is_nullable"]}
+    extra = {c for c, sql in table.column_sql.items() if "NOT NULL" in sql or "PRIMARY" in sql}
+    assert not_null == {f.name for f in table.columns if not f.nullable} | extra | set(
+        table.primary_key
+    )
+
+
+def test_ddl_has_no_type_it_cannot_map() -> None:
+    with pytest.raises(TypeError, match="no DuckDB type"):
+        tables.duckdb_type(pa.float16())

@@ -79,6 +79,7 @@ import pyarrow as pa
 
 from pyproflab.display import render
 from pyproflab.errors import UsageError
+from pyproflab.store import queries
 
 MiB = float(1 << 20)
 HEAP_MINIMUM = 4 * MiB  # the runtime's heap minimum at GOGC=100 (scales with GOGC)
@@ -656,14 +657,6 @@ def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     return c0, c1
 
 
-def _tables(store) -> set[str]:
-    rows = store.sql(
-        "SELECT table_name FROM duckdb_tables() WHERE schema_name = current_schema()"
-        " AND database_name = current_database()"
-    )
-    return set(rows.column("table_name").to_pylist())
-
-
 def inputs_from_store(store, selection=None) -> GcInputs:
     """GcInputs for the selection's instances (their means; see the module rules).
 
@@ -671,7 +664,7 @@ def inputs_from_store(store, selection=None) -> GcInputs:
     """
     from pyproflab.analyses.gc import gc as gc_join
 
-    present = _tables(store)
+    present = queries.table_names(store)
     if "metric_samples" not in present and "gc_cycles" not in present:
         raise UsageError(
             "the store has no GC metrics (metric_samples, gc_cycles): ingest "
@@ -799,15 +792,7 @@ def _gctrace_rows(store, instances: list[dict[str, Any]]) -> list[dict[str, Any]
             "w_end": pa.array([s[3] for s in spans], pa.timestamp("us", tz="UTC")),
         }
     )
-    with store.registered(gogc_spans=t):
-        rows = store.sql(
-            "SELECT DISTINCT g.instance, g.gc_num, g.heap_live_mb, g.stacks_mb, g.globals_mb, "
-            "g.heap_start_mb, g.heap_end_mb, g.cpu_sweep_term_ms + g.cpu_assist_ms + "
-            "g.cpu_background_ms + g.cpu_idle_ms + g.cpu_mark_term_ms AS cpu_ms "
-            "FROM gogc_spans w JOIN gc_cycles g ON g.instance = w.instance "
-            "AND (w.service IS NULL OR g.service IS NULL OR g.service = w.service) "
-            "AND g.time >= w.w_start AND g.time <= w.w_end WHERE NOT g.forced"
-        )
+    rows = queries.window_gc_cycle_costs(store, t)
     out = []
     for r in rows.to_pylist():
         stacks = None if r["stacks_mb"] is None else r["stacks_mb"] * MiB

@@ -1,7 +1,7 @@
 """What jobs remember in the store: their runs and the drop-folder files they took.
 
-Tables (created on first use, beside the store's own; their SQL is in
-``store/queries.py``):
+Tables (created on first use, beside the store's own; their columns are
+``schema.JOB_RUNS`` and ``schema.JOB_FILES``, their SQL in ``store/queries.py``):
 
 - ``job_runs``: one row per run that did work. ``fingerprint`` identifies the
   analysed input (the sorted content hashes of the job's selection plus the

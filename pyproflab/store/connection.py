@@ -3,7 +3,8 @@
 Rules: every connection gets the same session settings right after
 connecting (``SESSION_SETTINGS``: UTC times, no Python replacement scans, so a
 query can only see store tables and Arrow tables registered on purpose); the
-schema comes from ``sql/schema.sql`` and ``sql/macros.sql``; values reach SQL
+tables come from ``tables.py`` (derived from ``pyproflab.schema``), views and
+macros from ``sql/macros.sql``; values reach SQL
 only as bound parameters; a DuckDB error leaves this module as a
 ``StoreError`` naming the store, exactly once, here at the boundary.
 
@@ -32,6 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
+from pyproflab.store import tables
 from pyproflab.store.lock import StoreLock, busy_error, read_holder
 
 if TYPE_CHECKING:
@@ -50,8 +52,6 @@ SESSION_SETTINGS: tuple[str, ...] = (
     "SET TimeZone = 'UTC'",
     "SET python_enable_replacements = false",
 )
-
-SCHEMA_FILES = ("schema.sql", "macros.sql")
 
 
 def load_sql(name: str) -> str:
@@ -208,14 +208,14 @@ class Store:
             # Views and macros are recreated on every writable open, so a store
             # written by an older release gets the current definitions.
             with self._translate("cannot create views"):
-                self._run(load_sql("gc.sql"))  # GC metric tables (IF NOT EXISTS)
+                self._run(tables.ddl(tables.METRICS))  # GC metric tables (IF NOT EXISTS)
                 self._run(load_sql("macros.sql"))
 
     def _create_schema(self) -> None:
         with self._translate("cannot create schema"):
             self._run("BEGIN TRANSACTION")
             try:
-                self._run(load_sql("schema.sql"))
+                self._run(tables.ddl(tables.CORE))
                 self._run(
                     "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
                     [str(SCHEMA_VERSION)],

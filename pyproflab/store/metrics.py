@@ -12,8 +12,9 @@ Rules:
 - ``import_prometheus`` runs its queries first (no transaction is open while
   the network is used) and then stores every series in one transaction.
 
-Tables are defined in ``sql/gc.sql``; rows arrive as ``schema.METRIC_SAMPLES``
-and ``schema.GC_CYCLES`` (``pyproflab.sources``).
+Tables are ``schema.STORE_METRIC_SAMPLES`` and ``schema.STORE_GC_CYCLES`` (DDL:
+``tables.py``); rows arrive as ``schema.METRIC_SAMPLES`` and ``schema.GC_CYCLES``
+(``pyproflab.sources``).
 """
 
 from __future__ import annotations

@@ -19,11 +19,12 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import IdCollisionError
+from pyproflab.store import tables
 from pyproflab.store.connection import Store
 from pyproflab.store.select import TAKEN_AT, Selection
 
-#: The tables of GC metrics (``sql/gc.sql``); an adopted store may lack them.
-METRIC_TABLES = ("metric_samples", "gc_cycles")
+#: The tables of GC metrics (``tables.METRICS``); an adopted store may lack them.
+METRIC_TABLES = tuple(t.name for t in tables.METRICS)
 
 # --- the store's tables ------------------------------------------------------------
 
@@ -38,6 +39,12 @@ def table_names(store: Store) -> set[str]:
 
 
 # --- ingest ------------------------------------------------------------------------
+
+
+def profile_id_of(store: Store, content_hash: str) -> int | None:
+    """The id of the stored profile with this content hash; None when there is none."""
+    t = store.sql("SELECT profile_id FROM profiles WHERE content_hash = ?", [content_hash])
+    return int(t.column(0)[0].as_py()) if t.num_rows else None
 
 
 def refuse_collisions(store: Store, table_name: str, id_col: str, tables: list[pa.Table]) -> None:
@@ -221,6 +228,21 @@ def window_gc_cycles(store: Store, windows: pa.Table) -> tuple[pa.Table, pa.Tabl
     return cycles, logged
 
 
+def window_gc_cycle_costs(store: Store, windows: pa.Table) -> pa.Table:
+    """(instance, gc_num, heap_live_mb, stacks_mb, globals_mb, heap_start_mb,
+    heap_end_mb, cpu_ms) of the unforced gctrace cycles inside each window, each
+    cycle once; cpu_ms is the cycle's GC CPU in all phases. ``windows``: service,
+    instance, w_start, w_end."""
+    with store.registered(gc_windows=windows):
+        return store.sql(
+            "SELECT DISTINCT m.instance, m.gc_num, m.heap_live_mb, m.stacks_mb, m.globals_mb, "
+            "m.heap_start_mb, m.heap_end_mb, m.cpu_sweep_term_ms + m.cpu_assist_ms + "
+            "m.cpu_background_ms + m.cpu_idle_ms + m.cpu_mark_term_ms AS cpu_ms "
+            f"FROM gc_windows w JOIN gc_cycles m ON {_SAME_INSTANCE} "
+            "AND m.time >= w.w_start AND m.time <= w.w_end WHERE NOT m.forced"
+        )
+
+
 def instance_metric_samples(
     store: Store, metrics: list[str], instances: list[str], service: str | None
 ) -> pa.Table:
@@ -251,31 +273,10 @@ def value_sums(store: Store, index: pa.Table) -> pa.Table:
 
 # --- jobs (jobs/state.py) ----------------------------------------------------------
 
-_JOB_TABLES = """
-CREATE TABLE IF NOT EXISTS job_runs (
-    job          VARCHAR NOT NULL,
-    run_id       BIGINT NOT NULL,
-    fingerprint  VARCHAR NOT NULL,
-    started_at   TIMESTAMPTZ NOT NULL,
-    finished_at  TIMESTAMPTZ,
-    exit_code    INTEGER,
-    summary      VARCHAR,
-    PRIMARY KEY (job, run_id)
-);
-CREATE TABLE IF NOT EXISTS job_files (
-    job          VARCHAR NOT NULL,
-    path         VARCHAR NOT NULL,
-    size         BIGINT NOT NULL,
-    mtime_ns     BIGINT NOT NULL,
-    status       VARCHAR NOT NULL,
-    seen_at      TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (job, path, size, mtime_ns)
-);
-"""
-
 
 def create_job_tables(store: Store) -> None:
-    store.execute(_JOB_TABLES)
+    """The jobs' tables (``tables.JOBS``), when missing."""
+    store.execute(tables.ddl(tables.JOBS))
 
 
 def content_digest(store: Store, selection: Selection) -> tuple[str, int]:

@@ -1,0 +1,117 @@
+"""The store's tables and their DDL, derived from the Arrow schemas.
+
+Rules: each table is defined once, as an Arrow schema in ``pyproflab.schema``
+(the shape ingest builds and readers get back). Its ``CREATE TABLE`` statement
+is derived here: every field becomes a column of the matching DuckDB type
+(``ARROW_TO_DUCKDB``), a non-nullable field is ``NOT NULL``, and the only things
+added are what Arrow cannot say: keys, defaults, and NOT NULL where the
+store refuses a null its Arrow shape admits (``Table.column_sql``,
+``Table.primary_key``). Views and macros stay in ``sql/macros.sql``.
+
+Three groups, created at different times: ``CORE`` with a new store,
+``METRICS`` on every writable open when missing (a store made before they
+existed gets them), ``JOBS`` by the first job that runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from pyproflab import schema
+
+_SCALARS: dict[pa.DataType, str] = {
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.uint64(): "UBIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.string(): "VARCHAR",
+    schema.TIMESTAMP_UTC: "TIMESTAMPTZ",
+}
+
+
+def _ident(name: str) -> str:
+    """A quoted identifier (``values``, ``type``, ``key`` are SQL words)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type used in a store table; ``TypeError`` for
+    any other (a new type must be added here on purpose)."""
+    if t in _SCALARS:
+        return _SCALARS[t]
+    if pa.types.is_list(t):
+        return duckdb_type(t.value_type) + "[]"
+    if pa.types.is_map(t):
+        return f"MAP({duckdb_type(t.key_type)}, {duckdb_type(t.item_type)})"
+    if pa.types.is_struct(t):
+        fields = ", ".join(f"{_ident(f.name)} {duckdb_type(f.type)}" for f in t)
+        return f"STRUCT({fields})"
+    raise TypeError(f"no DuckDB type for Arrow {t}")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A store table: its name, its columns (an Arrow schema from
+    ``pyproflab.schema``), and the SQL Arrow cannot express."""
+
+    name: str
+    columns: pa.Schema
+    #: extra SQL after a column's type: PRIMARY KEY, UNIQUE, DEFAULT ...
+    column_sql: Mapping[str, str] = field(default_factory=dict)
+    #: a primary key over several columns
+    primary_key: tuple[str, ...] = ()
+
+    def ddl(self) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` for this table."""
+        unknown = set(self.column_sql) - set(self.columns.names)
+        assert not unknown, f"{self.name}: no column {sorted(unknown)}"
+        lines = []
+        for f in self.columns:
+            parts = [_ident(f.name), duckdb_type(f.type)]
+            if not f.nullable:
+                parts.append("NOT NULL")
+            if f.name in self.column_sql:
+                parts.append(self.column_sql[f.name])
+            lines.append("    " + " ".join(parts))
+        if self.primary_key:
+            lines.append(f"    PRIMARY KEY ({', '.join(map(_ident, self.primary_key))})")
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n" + ",\n".join(lines) + "\n);\n"
+
+
+CORE: tuple[Table, ...] = (
+    Table("store_meta", schema.STORE_META, {"key": "PRIMARY KEY"}),
+    Table(
+        "profiles",
+        schema.STORE_PROFILES,
+        {"profile_id": "PRIMARY KEY", "content_hash": "UNIQUE", "main_mapping_id": "DEFAULT 0"},
+    ),
+    Table("samples", schema.STORE_SAMPLES),
+    Table("stacks", schema.STORE_STACKS),
+    Table("locations", schema.STORE_LOCATIONS),
+    Table("functions", schema.STORE_FUNCTIONS),
+    Table("mappings", schema.STORE_MAPPINGS),
+    Table("label_sets", schema.STORE_LABEL_SETS),
+)
+
+METRICS: tuple[Table, ...] = (
+    Table("metric_samples", schema.STORE_METRIC_SAMPLES),
+    # source may be null in Arrow rows: ingest_gc_rows refuses them with its own message.
+    Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
+)
+
+JOBS: tuple[Table, ...] = (
+    Table("job_runs", schema.JOB_RUNS, primary_key=("job", "run_id")),
+    Table("job_files", schema.JOB_FILES, primary_key=("job", "path", "size", "mtime_ns")),
+)
+
+ALL: tuple[Table, ...] = CORE + METRICS + JOBS
+
+
+def ddl(tables: tuple[Table, ...] = ALL) -> str:
+    """The ``CREATE TABLE`` statements of ``tables`` (all of them by default), as
+    one script: what a new store runs, and a readable listing of the schema."""
+    return "\n".join(t.ddl() for t in tables)
