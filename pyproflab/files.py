@@ -60,6 +60,15 @@ def read_and_merge(
     files = expand_paths(paths)
     if not files:
         raise UsageError("no profile files given")
+    if len(files) > 1 and not any(map(is_url, files)):
+        # Files only: read and merged on every core (analyses.merge_files).
+        from pyproflab.analyses.merge_files import merge_files
+
+        result = merge_files(files, max_bytes=max_bytes)
+        if result.error is not None:
+            raise result.error
+        assert result.profile is not None
+        return result.profile
     profiles = [
         fetch_profile(f, seconds=seconds, max_bytes=max_bytes)
         if is_url(f)

@@ -284,3 +284,38 @@ def test_merge_many_is_a_real_fleet(corpus_dir: Path, pprof: Pprof, tmp_path: Pa
         total = pprof.top(merged, sample_index=index).total
         parts = [pprof.top(f, sample_index=index).total for f in files]
         assert total == sum(parts) and total > 0
+
+
+def first_difference(name: str, ours: dict, theirs: dict) -> str | None:
+    """Where two merged_tables() differ (None if equal)."""
+    for table, rows in theirs.items():
+        mine = ours[table]
+        if mine != rows:
+            if table == "header":
+                return f"{name}: header ours {mine}, pprof {rows}"
+            n = next((i for i, (a, b) in enumerate(zip(mine, rows, strict=False)) if a != b), None)
+            n = min(len(mine), len(rows)) if n is None else n
+            return (
+                f"{name}: {table} differ ({len(mine)} rows, pprof {len(rows)}) at row {n}:\n"
+                f"ours  {mine[n] if n < len(mine) else None}\n"
+                f"pprof {rows[n] if n < len(rows) else None}"
+            )
+    return None
+
+
+@pytest.mark.parametrize("name", case_params(MERGE_CASES))
+def test_merge_files_in_chunks_equal_pprof(name: str, resolve, pprof_merged, monkeypatch):
+    """merge_files cuts the files into chunks, merges each in a worker process and
+    then merges the chunks' results: pprof's tables and header, ids included, for
+    every case (one file per chunk, up to three chunks; cases of mixed kinds take
+    the one-by-one path)."""
+    from pyproflab.analyses import merge_files as mf
+
+    monkeypatch.setattr(mf, "MIN_FILES_PER_WORKER", 1)
+    files = resolve(MERGE_CASES[name])
+    got = mf.merge_files([str(f) for f in files], workers=min(3, len(files)))
+    assert got.error is None and got.profile is not None
+    diff = first_difference(
+        name, merged_tables(got.profile), merged_tables(api_read(pprof_merged(name, files)))
+    )
+    assert diff is None, diff

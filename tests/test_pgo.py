@@ -358,3 +358,36 @@ def test_cli_usage_errors(cpu_files, capsys):
     assert cli_main(["pgo", str(cpu_files[0])]) == 2
     assert "-o" in capsys.readouterr().err
     assert cli_main(["pgo", "diff", str(cpu_files[0])]) == 2
+
+
+def test_files_on_workers_equal_reading_in_order(cpu_files, go_profiles, monkeypatch):
+    """pgo_files strips and merges the files in worker processes (merge_files): the
+    profile, edges, inputs and skipped files equal reading them one by one here."""
+    from pyproflab.analyses import merge_files
+
+    monkeypatch.setattr(merge_files, "MIN_FILES_PER_WORKER", 1)
+    files = [*cpu_files, go_profiles["heap"], *cpu_files]
+    fast = pgo_mod.pgo_files(files)
+    slow = pgo_mod._pgo_files_in_order([str(f) for f in files])
+    assert fast.ok and slow.ok
+    assert fast.edges.weights() == slow.edges.weights()
+    assert fast.skipped == slow.skipped and len(fast.skipped) == 1
+    facts = [(i.label, i.samples, i.duration_nanos, i.cpu_nanos) for i in fast.inputs]
+    assert facts == [(i.label, i.samples, i.duration_nanos, i.cpu_nanos) for i in slow.inputs]
+    for table in ("samples", "locations", "functions", "mappings"):
+        assert getattr(fast.profile, table) == getattr(slow.profile, table), table
+    assert fast.profile.time_nanos == slow.profile.time_nanos
+
+
+def test_first_bad_file_refuses_in_order(cpu_files, bad_inputs, monkeypatch):
+    """An unreadable file before a zero-byte one is the refusal, as in order."""
+    from pyproflab.analyses import merge_files
+
+    monkeypatch.setattr(merge_files, "MIN_FILES_PER_WORKER", 1)
+    zero = bad_inputs["zero-byte"][0]
+    text = zero.parent / "not-a-profile.txt"
+    text.write_text("hello\n")
+    res = pgo_mod.pgo_files([*cpu_files, text, zero])
+    assert not res.ok and str(text) in res.refusal
+    res = pgo_mod.pgo_files([*cpu_files, zero, text])
+    assert not res.ok and "empty file" in res.refusal

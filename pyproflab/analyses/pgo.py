@@ -247,23 +247,78 @@ def pgo(
 
 
 def pgo_files(paths: Iterable[str | os.PathLike], **options: Any) -> PgoResult:
-    """The PGO profile of the given files; an unreadable file refuses the whole run."""
+    """The PGO profile of the given files; an unreadable file refuses the whole run.
+
+    With ``weight="sum"`` the files are read, stripped and merged on every core
+    (``analyses.merge_files``: equal to merging them in order); ``rate`` needs
+    every duration before weighing, so it reads them here one by one."""
+    labels = [os.fspath(p) for p in paths]
+    if not labels:
+        raise UsageError("no profiles given")
+    if options.get("weight", "sum") != "sum":
+        return _pgo_files_in_order(labels, **options)
+    from pyproflab.analyses.merge_files import merge_files
+
+    # An empty file is refused by name, unless an earlier file cannot be read.
+    empty = next((i for i, p in enumerate(labels) if _is_empty(p)), len(labels))
+    done = merge_files(labels[:empty], prepare=_strip_file)
+    inputs = [inp for inp, _ in done.infos if inp is not None]
+    if done.error is not None:
+        return _refused(inputs, options, str(done.error))
+    if empty < len(labels):
+        return _refused(inputs, options, f"{labels[empty]}: empty file (0 bytes), not a profile")
+    res = _new_result([], **options)
+    for inp, why in done.infos:
+        if inp is None:
+            res.skipped.append(why)
+        else:
+            res.inputs.append(inp)
+    if _refuse_inputs(res, [rows for inp, rows in done.infos if inp is not None]):
+        return res
+    assert done.profile is not None
+    return _finish(res, done.profile)
+
+
+def _is_empty(path: str) -> bool:
+    try:
+        return Path(path).is_file() and Path(path).stat().st_size == 0
+    except OSError:
+        return False  # reading it says why
+
+
+def _strip_file(label: str, profile: Profile) -> tuple[Profile | None, tuple]:
+    """merge_files' prepare for pgo: the stripped profile (None when it has no CPU
+    type or no sample left) and (input facts or None, rows left or why skipped)."""
+    stripped = strip_profile(profile)
+    if stripped is None:
+        types = ", ".join(str(t) for t in profile.sample_types) or "none"
+        return None, (None, (label, f"no CPU sample type (has {types})"))
+    inp = PgoInput(
+        label,
+        None,
+        duration_nanos=profile.duration_nanos,
+        cpu_nanos=_cpu_nanos(stripped),
+        samples=profile.num_samples,
+    )
+    rows = stripped.num_samples
+    return (stripped if rows else None), (inp, rows)
+
+
+def _pgo_files_in_order(labels: list[str], **options: Any) -> PgoResult:
+    """pgo_files reading every file here, in order, before anything else."""
     from pyproflab.decode import read_profile
 
     inputs: list[PgoInput] = []
-    for path in paths:
-        label = os.fspath(path)
+    for label in labels:
         try:
-            if Path(path).is_file() and Path(path).stat().st_size == 0:
+            if _is_empty(label):
                 return _refused(inputs, options, f"{label}: empty file (0 bytes), not a profile")
-            prof = read_profile(path)
+            prof = read_profile(label)
         except ProfileError as e:
             return _refused(inputs, options, str(e))
         except OSError as e:
             return _refused(inputs, options, f"{label}: cannot read: {e.strerror or e}")
         inputs.append(PgoInput(label, prof))
-    if not inputs:
-        raise UsageError("no profiles given")
     return build_pgo(inputs, **options)
 
 
@@ -362,13 +417,7 @@ def build_pgo(
     """Strip, weigh, merge, safeguard, trim and validate (see the module rules)."""
     from pyproflab.analyses.merge import merge
 
-    if weight not in WEIGHTS:
-        raise UsageError(f"weight must be one of {', '.join(WEIGHTS)}, not {weight!r}")
-    if trim_leaf is not None and trim_leaf < 1:
-        raise UsageError(f"--trim-leaf must be at least 1, not {trim_leaf}")
-    guards = tuple(DEFAULT_SAFEGUARDS if safeguards is None else safeguards)
-    res = PgoResult(None, list(inputs), weight=weight, safeguards=guards, trim_leaf=trim_leaf)
-
+    res = _new_result(inputs, weight=weight, safeguards=safeguards, trim_leaf=trim_leaf)
     kept: list[PgoInput] = []
     for inp in res.inputs:
         assert inp.profile is not None
@@ -383,18 +432,7 @@ def build_pgo(
         inp.profile = stripped
         kept.append(inp)
     res.inputs = kept
-
-    if not kept:
-        why = "; ".join(f"{lbl}: {w}" for lbl, w in res.skipped) or "no inputs"
-        res.refusal = "no input has a CPU sample type (samples/count or cpu/nanoseconds): " + why
-        return res
-    if sum(i.samples for i in kept) == 0:
-        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} hold no samples"
-        return res
-    if all(i.profile.num_samples == 0 for i in kept):  # type: ignore[union-attr]
-        res.refusal = (
-            f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, all with value 0"
-        )
+    if _refuse_inputs(res, [i.profile.num_samples for i in kept if i.profile is not None]):
         return res
 
     profiles = [i.profile for i in kept if i.profile is not None and i.profile.num_samples]
@@ -404,10 +442,46 @@ def build_pgo(
         except PgoRefusedError as e:
             res.refusal = str(e)
             return res
-    merged = merge(profiles)
-    merged, res.safeguarded = apply_safeguards(merged, guards)
-    edges = compute_edges(merged)
+    return _finish(res, merge(profiles))
 
+
+def _new_result(
+    inputs: Sequence[PgoInput],
+    *,
+    weight: str = "sum",
+    safeguards: Iterable[str] | None = None,
+    trim_leaf: int | None = None,
+) -> PgoResult:
+    """An empty result for ``inputs`` with its options checked."""
+    if weight not in WEIGHTS:
+        raise UsageError(f"weight must be one of {', '.join(WEIGHTS)}, not {weight!r}")
+    if trim_leaf is not None and trim_leaf < 1:
+        raise UsageError(f"--trim-leaf must be at least 1, not {trim_leaf}")
+    guards = tuple(DEFAULT_SAFEGUARDS if safeguards is None else safeguards)
+    return PgoResult(None, list(inputs), weight=weight, safeguards=guards, trim_leaf=trim_leaf)
+
+
+def _refuse_inputs(res: PgoResult, stripped_rows: list[int]) -> bool:
+    """Set the refusal when the kept inputs (``res.inputs``, with their stripped
+    profiles' row counts) cannot make a profile; True if refused."""
+    kept = res.inputs
+    if not kept:
+        why = "; ".join(f"{lbl}: {w}" for lbl, w in res.skipped) or "no inputs"
+        res.refusal = "no input has a CPU sample type (samples/count or cpu/nanoseconds): " + why
+    elif sum(i.samples for i in kept) == 0:
+        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} hold no samples"
+    elif all(rows == 0 for rows in stripped_rows):
+        res.refusal = (
+            f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, all with value 0"
+        )
+    return res.refusal is not None
+
+
+def _finish(res: PgoResult, merged: Profile) -> PgoResult:
+    """Safeguard, trim and validate the merged profile into ``res``."""
+    merged, res.safeguarded = apply_safeguards(merged, res.safeguards)
+    edges = compute_edges(merged)
+    trim_leaf = res.trim_leaf
     if trim_leaf is not None:
         trimmed = trim_profile(merged, trim_leaf)
         t_edges = compute_edges(trimmed)
