@@ -38,9 +38,13 @@ __all__ = [
     "merge_profiles",
     "notebook",
     "open",
+    "peek",
     "plotly_text",
     "read_profile",
+    "source_list",
     "top",
+    "traces",
+    "tree",
     "write_profile",
 ]
 
@@ -88,6 +92,45 @@ def top(source: Any, **options: Any):
     """
     from pyproflab.analyses.top import top as _top
 
+    return _top(_with_base(source, options), **options)
+
+
+def tree(source: Any, **options: Any):
+    """Every node with its callers and callees (``TreeResult``; ``print`` gives the text
+    of ``go tool pprof -tree``). Options as ``top``; nodecount, node_fraction and
+    edge_fraction default to pprof's 80, 0.005 and 0.001."""
+    from pyproflab.analyses.tree import tree as _tree
+
+    return _tree(_with_base(source, options), **options)
+
+
+def peek(source: Any, regex: str, **options: Any):
+    """Callers and callees of the nodes matching ``regex``, as ``go tool pprof -peek``
+    (``TreeResult``). Options as ``top``."""
+    from pyproflab.analyses.tree import peek as _peek
+
+    return _peek(_with_base(source, options), regex, **options)
+
+
+def source_list(source: Any, regex: str, **options: Any):
+    """Source lines of the functions matching ``regex`` with their values, as
+    ``go tool pprof -list`` (``ListResult``). Options: sample_index, source_path,
+    trim_path, focus, ignore and pprof's other filters."""
+    from pyproflab.analyses.source_list import source_list as _list
+
+    return _list(_with_base(source, options), regex, **options)
+
+
+def traces(source: Any, **options: Any) -> str:
+    """Every sample's stack and labels as ``go tool pprof -traces`` prints them.
+    Options: sample_index, focus, ignore and pprof's other filters (tagshow, ...)."""
+    from pyproflab.reports.traces import render_traces
+
+    return render_traces(_with_base(source, options), **options)
+
+
+def _with_base(source: Any, options: dict[str, Any]) -> Profile:
+    """``source`` read, minus ``diff_base=``/``base=`` (popped from ``options``)."""
     diff_base, base = options.pop("diff_base", None), options.pop("base", None)
     source = _profile(source)
     if diff_base is not None or base is not None:
@@ -96,7 +139,7 @@ def top(source: Any, **options: Any):
         if diff_base is not None and base is not None:
             raise ProflabError("give diff_base or base, not both")
         source = subtract(source, _profile(diff_base or base), diff_base=diff_base is not None)
-    return _top(source, **options)
+    return source
 
 
 def _profile(source: Any) -> Profile:

@@ -118,6 +118,30 @@ class Lab:
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
         return top(self.store.merged_profile(sel), **kwargs)
 
+    def tree(self, selection: Selection | None = None, **kwargs: Any):
+        """Callers and callees of every node over the selection (``TreeResult``), as
+        ``go tool pprof -tree``. Keywords as ``top``."""
+        from pyproflab.analyses.tree import tree
+
+        sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
+        return tree(self.store.merged_profile(sel), **kwargs)
+
+    def peek(self, regex: str, selection: Selection | None = None, **kwargs: Any):
+        """Callers and callees of the nodes matching ``regex`` (``TreeResult``), as
+        ``go tool pprof -peek``. Keywords as ``top``."""
+        from pyproflab.analyses.tree import peek
+
+        sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
+        return peek(self.store.merged_profile(sel), regex, **kwargs)
+
+    def source_list(self, regex: str, selection: Selection | None = None, **kwargs: Any):
+        """Annotated source of the functions matching ``regex`` (``ListResult``), as
+        ``go tool pprof -list``. Keywords: sample_index, source_path, trim_path, filters."""
+        from pyproflab.analyses.source_list import source_list
+
+        sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
+        return source_list(self.store.merged_profile(sel), regex, **kwargs)
+
     def gc(self, selection: Selection | None = None, *, categories: bool = True, **kwargs: Any):
         """GC metrics of each selected profile's instance and window, beside the GC CPU
         categories of CPU profiles (``GcResult``: ``.to_pandas()`` per profile,

@@ -113,7 +113,7 @@ class TopResult:
     time_nanos: int = 0
     duration_nanos: int = 0
     sample_types: list[ValueType] = field(default_factory=list)
-    # pprof's other filters in effect (hide, show, show_from, tagfocus, tagignore).
+    # pprof's other filters in effect (hide, show, show_from, tag{focus,ignore,show,hide}).
     filters: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -129,7 +129,17 @@ class TopResult:
     def active_filters(self) -> list[str]:
         """``name=value`` of each filter in effect, in the order pprof lists them."""
         given = {"focus": self.focus, "ignore": self.ignore, **self.filters}
-        order = ("focus", "ignore", "hide", "show", "show_from", "tagfocus", "tagignore")
+        order = (
+            "focus",
+            "ignore",
+            "hide",
+            "show",
+            "show_from",
+            "tagfocus",
+            "tagignore",
+            "tagshow",
+            "taghide",
+        )
         return [f"{k}={given[k]}" for k in order if given.get(k)]
 
     def header_lines(self, value_format=None) -> list[str]:
@@ -166,6 +176,8 @@ def top(
     show_from: str | None = None,
     tagfocus: str | None = None,
     tagignore: str | None = None,
+    tagshow: str | None = None,
+    taghide: str | None = None,
 ) -> TopResult:
     """Top nodes of ``profile`` exactly as ``go tool pprof -top`` computes them.
 
@@ -175,28 +187,56 @@ def top(
     ``edge_fraction``/``node_fraction``: pprof's -edgefraction/-nodefraction.
     ``hide``/``show``/``show_from``/``tagfocus``/``tagignore``: pprof's options of
     those names (see ``pprof_filters``), applied like focus after the total is computed.
+    ``tagshow``/``taghide`` change no value; they are listed among the active filters.
     """
-    if granularity not in GRANULARITIES:
-        raise UsageError(
-            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
-        )
-    if nodecount is not None and nodecount < 0:
-        raise UsageError("nodecount must be >= 0")
+    return top_graph(
+        profile,
+        sample_index=sample_index,
+        granularity=granularity,
+        nodecount=nodecount,
+        cum_sort=cum_sort,
+        focus=focus,
+        ignore=ignore,
+        edge_fraction=edge_fraction,
+        node_fraction=node_fraction,
+        hide=hide,
+        show=show,
+        show_from=show_from,
+        tagfocus=tagfocus,
+        tagignore=tagignore,
+        tagshow=tagshow,
+        taghide=taghide,
+    ).result
+
+
+@dataclass
+class Prepared:
+    """A profile ready for a report: pprof's total taken, then its filters applied."""
+
+    profile: Profile  # after compatibilize_sample_types
+    index: int
+    total: int
+    work: Profile  # drop_frames pruned, pprof's filters applied
+    w_all: np.ndarray  # per sample of ``work``: the value at ``index``
+    keep: np.ndarray  # per sample of ``work``: counted (non-zero, focus/ignore kept)
+    filters: dict[str, str]  # pprof's filters given (besides focus/ignore)
+
+
+def prepare(
+    profile: Profile,
+    sample_index: int | str | None,
+    focus: str | None = None,
+    ignore: str | None = None,
+    **pprof_options: str | None,
+) -> Prepared:
+    """pprof's steps before any graph (rules 1-3 of the module docstring)."""
     from pyproflab.analyses.merge import compatibilize_sample_types
 
     profile = compatibilize_sample_types([profile])[0]
     index = resolve_sample_index(profile, sample_index)
     total = compute_total(profile, index)
-
     work = filters.remove_uninteresting(profile)
     mask = filters.sample_mask(work, focus, ignore)
-    pprof_options = {
-        "hide": hide,
-        "show": show,
-        "show_from": show_from,
-        "tagfocus": tagfocus,
-        "tagignore": tagignore,
-    }
     if any(pprof_options.values()):
         from pyproflab.analyses import pprof_filters
 
@@ -209,17 +249,54 @@ def top(
     keep = w_all != 0
     if mask is not None:
         keep &= mask
+    given = {k: v for k, v in pprof_options.items() if v}
+    return Prepared(profile, index, total, work, w_all, keep, given)
 
+
+@dataclass
+class TopGraph:
+    """A top report's result with the graph it was read from (for tree and peek)."""
+
+    result: TopResult
+    nodes: Nodes
+    graph: Graph  # of the shown nodes, edges included
+    order: list[int]  # node ids of the rows
+    edge_cutoff: int  # |weight| an edge needs to count (pprof's -edgefraction)
+
+
+def top_graph(
+    profile: Profile,
+    *,
+    sample_index: int | str | None = None,
+    granularity: Granularity = "functions",
+    nodecount: int | None = None,
+    cum_sort: bool = False,
+    focus: str | None = None,
+    ignore: str | None = None,
+    edge_fraction: float = 0.001,
+    node_fraction: float = 0.0,
+    **pprof_options: str | None,
+) -> TopGraph:
+    """``top`` (same arguments), keeping the graph: ``TopGraph``."""
+    if granularity not in GRANULARITIES:
+        raise UsageError(
+            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
+        )
+    if nodecount is not None and nodecount < 0:
+        raise UsageError("nodecount must be >= 0")
+    prep = prepare(profile, sample_index, focus, ignore, **pprof_options)
+    profile, index, total, work = prep.profile, prep.index, prep.total, prep.work
     nodes = build_nodes(work, granularity)
-    frames = expand_frames(work, nodes, w_all, keep)
+    frames = expand_frames(work, nodes, prep.w_all, prep.keep)
     shown_nodes = _shown_nodes(nodes, frames, node_fraction, nodecount, cum_sort)
     g, order = shown_nodes.graph, shown_nodes.order
-    has_inline, has_plain = _inline_markers(g, nodes.count, shown_nodes.edge_cutoff(edge_fraction))
+    edge_cutoff = shown_nodes.edge_cutoff(edge_fraction)
+    has_inline, has_plain = _inline_markers(g, nodes.count, edge_cutoff)
     rows = _rows(nodes, order, g, total, has_inline, has_plain, granularity)
     shown = int(sum(int(g.flat[i]) for i in order))
     mappings = work.mappings
     first_map = mappings.slice(0, 1).to_pylist()[0] if mappings.num_rows else None
-    return TopResult(
+    result = TopResult(
         rows=rows,
         sample_type=profile.sample_types[index],
         sample_index=index,
@@ -234,7 +311,7 @@ def top(
         edge_fraction=edge_fraction,
         focus=focus or None,
         ignore=ignore or None,
-        filters={k: v for k, v in pprof_options.items() if v},
+        filters=prep.filters,
         file=go_base(first_map["filename"]) if first_map and first_map["filename"] else "",
         build_id=first_map["build_id"] if first_map else "",
         comments=list(profile.comments),
@@ -243,6 +320,7 @@ def top(
         duration_nanos=profile.duration_nanos,
         sample_types=list(profile.sample_types),
     )
+    return TopGraph(result, nodes, g, order, edge_cutoff)
 
 
 @dataclass

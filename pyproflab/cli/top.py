@@ -18,25 +18,7 @@ class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "files",
-            nargs="*",
-            metavar="FILE",
-            help="pprof files or http(s) URLs such as http://host:6060/debug/pprof/profile",
-        )
-        parser.add_argument(
-            "--seconds",
-            type=float,
-            metavar="N",
-            help="for URLs: ask for an N-second profile (the seconds parameter, as pprof)",
-        )
-        common.add_db_option(parser)
-        common.add_selection_options(parser)
-        parser.add_argument(
-            "--sample-index",
-            metavar="NAME|N",
-            help="sample type to show (default: the profile's default, else the last)",
-        )
+        add_report_options(parser)
         parser.add_argument(
             "--nodecount",
             type=int,
@@ -44,25 +26,6 @@ class Command:
             metavar="N",
             help="show at most N rows (default: all in csv/json, 30 in text)",
         )
-        parser.add_argument("--cum", action="store_true", help="sort by cumulative value")
-        parser.add_argument(
-            "--granularity", choices=["functions", "lines", "files"], default="functions"
-        )
-        parser.add_argument(
-            "--focus",
-            metavar="REGEX",
-            help="only samples with a frame matching REGEX (Python re syntax)",
-        )
-        parser.add_argument(
-            "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
-        )
-        add_pprof_filters(parser)
-        for name, text in (
-            ("diff_base", "subtract these profiles; percentages are shares of the base"),
-            ("base", "subtract these profiles (as pprof -base)"),
-        ):
-            flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
-            parser.add_argument(*flags, dest=name, action="append", metavar="FILE", help=text)
         parser.add_argument(
             "--nodefraction",
             type=float,
@@ -82,25 +45,19 @@ class Command:
             action="store_true",
             help="pprof's defaults: --nodefraction 0.005 --edgefraction 0.001",
         )
-        parser.add_argument(
-            "--unit", metavar="UNIT", help="text: print values in UNIT (ms, s, MB, ...), as -unit"
-        )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument(
             "--exact",
             action="store_true",
             help="text: print exact integers in the base unit instead of scaled values",
         )
-        parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.analyses.top import top
         from pyproflab.errors import UsageError
         from pyproflab.reports import render_top
 
-        if args.files and (args.db or common.has_selection(args)):
-            raise UsageError("give profile files or --db with a selection, not both")
-        profile = load_profile(args)
+        profile = report_profile(args)
         sample_index = parse_sample_index(args.sample_index)
         nodecount = args.nodecount
         if nodecount is None and args.format == "text":
@@ -124,12 +81,62 @@ class Command:
         return 0
 
 
+def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -> None:
+    """What every pprof-like report takes: files or a store selection, the sample
+    type, sort and granularity (``graph``), pprof's filters, a base, -unit and -o."""
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="pprof files or http(s) URLs such as http://host:6060/debug/pprof/profile",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        metavar="N",
+        help="for URLs: ask for an N-second profile (the seconds parameter, as pprof)",
+    )
+    common.add_db_option(parser)
+    common.add_selection_options(parser)
+    parser.add_argument(
+        "--sample-index",
+        metavar="NAME|N",
+        help="sample type to show (default: the profile's default, else the last)",
+    )
+    if graph:
+        parser.add_argument("--cum", action="store_true", help="sort by cumulative value")
+        parser.add_argument(
+            "--granularity", choices=["functions", "lines", "files"], default="functions"
+        )
+    parser.add_argument(
+        "--focus",
+        metavar="REGEX",
+        help="only samples with a frame matching REGEX (Python re syntax)",
+    )
+    parser.add_argument(
+        "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
+    )
+    add_pprof_filters(parser)
+    for name, text in (
+        ("diff_base", "subtract these profiles; percentages are shares of the base"),
+        ("base", "subtract these profiles (as pprof -base)"),
+    ):
+        flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        parser.add_argument(*flags, dest=name, action="append", metavar="FILE", help=text)
+    parser.add_argument(
+        "--unit", metavar="UNIT", help="text: print values in UNIT (ms, s, MB, ...), as -unit"
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+
 PPROF_FILTERS = (
     ("tagfocus", "KEY=VALUE", "only samples with this label (regexes, or a range: 1kb:, :64b)"),
     ("tagignore", "KEY=VALUE", "drop samples with this label (as --tagfocus)"),
     ("hide", "REGEX", "remove frames matching REGEX from the stacks"),
     ("show", "REGEX", "keep only frames matching REGEX in the stacks"),
     ("show_from", "REGEX", "drop the frames above (callers of) the first match from the root"),
+    ("tagshow", "REGEX", "keep only the labels whose key matches REGEX (as printed by traces)"),
+    ("taghide", "REGEX", "drop the labels whose key matches REGEX (as printed by traces)"),
 )
 
 
@@ -148,6 +155,13 @@ def parse_sample_index(value: str | None) -> int | str | None:
     if value is None:
         return None
     return int(value) if value.isdigit() else value
+
+
+def report_profile(args: argparse.Namespace):
+    """``load_profile``, refusing files given together with a store selection."""
+    if args.files and (args.db or common.has_selection(args)):
+        raise UsageError("give profile files or --db with a selection, not both")
+    return load_profile(args)
 
 
 def load_profile(args: argparse.Namespace):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+from pyproflab.cli.top import add_pprof_filters
 
 
 class Command:
@@ -18,14 +19,23 @@ class Command:
         parser.add_argument(
             "--sample-index", metavar="NAME|N", help="sample type (default as top chooses)"
         )
+        parser.add_argument("--focus", metavar="REGEX", help="only samples with a matching frame")
+        parser.add_argument("--ignore", metavar="REGEX", help="drop samples with a matching frame")
+        add_pprof_filters(parser)
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.cli.top import parse_sample_index
+        from pyproflab.cli.top import parse_sample_index, pprof_filters
         from pyproflab.files import read_and_merge
         from pyproflab.reports.traces import render_traces
 
         profile = read_and_merge(args.files)
-        text = render_traces(profile, parse_sample_index(args.sample_index))
+        text = render_traces(
+            profile,
+            parse_sample_index(args.sample_index),
+            focus=args.focus,
+            ignore=args.ignore,
+            **pprof_filters(args),
+        )
         common.write_output(text, args.output)
         return 0

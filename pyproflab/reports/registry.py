@@ -18,6 +18,8 @@ RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
     (A + "top.TopResult", "html"): (R + "html", "render_html", {"max_rows": 200}),
     (A + "top.TopResult", "header_lines"): (R + "text", "header_lines", {}),
     (A + "top.TopResult", "text"): (R + "text", "render_text", {}),
+    (A + "tree.TreeResult", "text"): (R + "tree", "render_tree_text", {}),
+    (A + "source_list.ListResult", "text"): (R + "source_list", "render_list_text", {}),
     (A + "gc.GcResult", "html"): (R + "gc", "render_gc_html", {}),
     (A + "gc_categories.GcCategoriesResult", "html"): (R + "gc", "categories_html", {}),
     (A + "gogc.GogcResult", "html"): (R + "gogc", "render_gogc_html", {}),

@@ -23,9 +23,16 @@ from pyproflab.model import Profile
 SEPARATOR = "-----------+-------------------------------------------------------"
 
 
-def render_traces(profile: Profile, sample_index: int | str | None = None) -> str:
-    """``profile`` as ``go tool pprof -traces`` prints it (see the module rules)."""
-    from pyproflab.analyses import filters, pprof_filters
+def render_traces(
+    profile: Profile, sample_index: int | str | None = None, **filters: str | None
+) -> str:
+    """``profile`` as ``go tool pprof -traces`` prints it (see the module rules).
+
+    ``filters``: pprof's focus, ignore, hide, show, show_from, tagfocus, tagignore,
+    tagshow and taghide (as ``top`` takes them); they choose the samples, frames and
+    labels printed, and leave the header's total as it was.
+    """
+    from pyproflab.analyses import pprof_filters
     from pyproflab.analyses.graph import resolve_sample_index
     from pyproflab.analyses.top import top
     from pyproflab.reports.flame import _location_frames
@@ -37,7 +44,7 @@ def render_traces(profile: Profile, sample_index: int | str | None = None) -> st
     head = header_lines(facts, lambda v: units.scaled_label(v, unit, "minimum"))
     # pprof prints its labels as one line group: an empty line when there are none.
     out = ["\n".join(ln for ln in head if not ln.startswith(("Showing ", "Dropped ")))]
-    work = filters.remove_uninteresting(profile)
+    work = _filtered(profile, filters)
     frames: dict[int, list[tuple[str, bool]]] = {}
     for loc_id, outer_first in _location_frames(work).items():
         names = outer_first[::-1]
@@ -72,3 +79,20 @@ def _label_lines(labels: list[dict], num_units: dict[str, str]) -> list[str]:
             nums.setdefault(lb["key"], []).append(units.label(lb["num"], unit))
     text = sorted(f"{k:>10}:  {' '.join(v)}" for k, v in strs.items())
     return text + sorted(f"{k:>10}:  {' '.join(v)}" for k, v in nums.items())
+
+
+def _filtered(profile: Profile, options: dict[str, str | None]) -> Profile:
+    """``profile`` pruned by drop_frames, then pprof's filters (focus first)."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from pyproflab.analyses import filters, pprof_filters
+
+    work = filters.remove_uninteresting(profile)
+    mask = filters.sample_mask(work, options.pop("focus", None), options.pop("ignore", None))
+    if mask is not None:
+        work = dataclasses.replace(work, samples=work.samples.filter(pa.array(mask)))
+    if any(options.values()):
+        work = pprof_filters.apply(work, **options)
+    return work

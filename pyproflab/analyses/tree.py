@@ -1,0 +1,132 @@
+"""``tree`` and ``peek``: each node with its callers and callees, as ``go tool pprof
+-tree`` and ``-peek=REGEX`` print them (pprof's ``printTree``).
+
+Rules, re-expressed:
+
+- The nodes and their order are top's (``analyses.top``): the same total,
+  filters, node cuts and sort. ``tree`` uses pprof's defaults, nodecount 80,
+  node fraction 0.005 and edge fraction 0.001; ``peek`` trims nothing (pprof
+  turns -trim off for it: every node and edge).
+- ``peek`` keeps the nodes whose printable name matches the regex (search
+  anywhere in the name, as Go's ``MatchString``); no match is an error.
+- A node's callers are its incoming edges, its callees its outgoing ones,
+  among the edges of the shown nodes' graph (edges bridge cut nodes) whose
+  |weight| reaches the edge cutoff. Each list is ordered by |weight|
+  descending, then the caller's printable name, then the callee's.
+- An edge's share is its weight over its node's cum; it is ``(inline)`` when
+  the callee is an inlined frame in every sample where the edge occurs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pyproflab.analyses.filters import compile_regex
+from pyproflab.analyses.top import TopResult, top_graph
+from pyproflab.display import render
+from pyproflab.errors import UsageError
+from pyproflab.model import Profile
+
+
+@dataclass
+class Edge:
+    """One caller or callee of a tree entry."""
+
+    name: str  # the other end's printable name
+    weight: int
+    inline: bool
+
+
+@dataclass
+class TreeEntry:
+    """One node of the tree with its callers and callees, in pprof's order."""
+
+    name: str
+    flat: int
+    cum: int
+    callers: list[Edge] = field(default_factory=list)
+    callees: list[Edge] = field(default_factory=list)
+
+
+@dataclass
+class TreeResult:
+    """``top``'s facts (header, rows of every node shown) and the tree entries.
+
+    ``entries`` are the nodes printed (for ``peek``, those matching ``symbol``),
+    in top's row order; ``sum`` in pprof's text runs over them only.
+    """
+
+    top: TopResult
+    entries: list[TreeEntry]
+    symbol: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __repr__(self) -> str:
+        what = f"peek {self.symbol!r}" if self.symbol else "tree"
+        return f"TreeResult({what}, {self.top.sample_type}, {len(self.entries)} nodes)"
+
+    def __str__(self) -> str:
+        """The text ``go tool pprof -tree`` (or ``-peek``) prints."""
+        return render(self, "text")
+
+
+TREE_DEFAULTS = {"nodecount": 80, "node_fraction": 0.005, "edge_fraction": 0.001}
+
+
+def tree(profile: Profile, *, symbol: str | None = None, **options) -> TreeResult:
+    """Callers and callees of every shown node (see the module rules).
+
+    ``options`` are ``top``'s (sample_index, granularity, cum_sort, focus,
+    ignore, hide, show, show_from, tagfocus, ...); nodecount, node_fraction and
+    edge_fraction default to pprof's (80, 0.005, 0.001). ``symbol``: print only
+    the nodes whose name matches this regex.
+    """
+    for key, value in TREE_DEFAULTS.items():
+        options.setdefault(key, value)
+    rx = compile_regex("peek", symbol)
+    tg = top_graph(profile, **options)
+    g, nodes = tg.graph, tg.nodes
+    strong = np.abs(g.edge_weight) >= tg.edge_cutoff
+    src, dst = g.edge_src[strong].tolist(), g.edge_dst[strong].tolist()
+    weight, inline = g.edge_weight[strong].tolist(), g.edge_inline[strong].tolist()
+    incoming: dict[int, list[tuple[int, int, bool]]] = {}
+    outgoing: dict[int, list[tuple[int, int, bool]]] = {}
+    for s, d, w, inl in zip(src, dst, weight, inline, strict=True):
+        incoming.setdefault(d, []).append((s, w, inl))
+        outgoing.setdefault(s, []).append((d, w, inl))
+    entries = []
+    for n in tg.order:
+        name = nodes.label(n)
+        if rx is not None and not rx.search(name):
+            continue
+        callers = sorted(
+            (-abs(w), nodes.label(s), name, w, inl) for s, w, inl in incoming.get(n, [])
+        )
+        callees = sorted(
+            (-abs(w), name, nodes.label(d), w, inl) for d, w, inl in outgoing.get(n, [])
+        )
+        entries.append(
+            TreeEntry(
+                name,
+                int(g.flat[n]),
+                int(g.cum[n]),
+                [Edge(c[1], c[3], c[4]) for c in callers],
+                [Edge(c[2], c[3], c[4]) for c in callees],
+            )
+        )
+    if rx is not None and not entries:
+        raise UsageError(f"no matches found for regexp: {symbol}")
+    return TreeResult(tg.result, entries, symbol or None)
+
+
+def peek(profile: Profile, regex: str, **options) -> TreeResult:
+    """Callers and callees of the nodes matching ``regex``, as ``go tool pprof
+    -peek=REGEX``: nothing is trimmed (every node and edge counts)."""
+    if not regex:
+        raise UsageError("peek needs a regular expression")
+    options.update(nodecount=0, node_fraction=0.0, edge_fraction=0.0)
+    return tree(profile, symbol=regex, **options)
