@@ -227,3 +227,51 @@ def test_ingest_is_all_or_nothing(tmp_path):
         with pytest.raises(StoreError):
             ingest_metric_samples(store, bad, service=None, version=None, instance="i", source=None)
         assert store.sql("SELECT count(*) FROM metric_samples").column(0)[0].as_py() == 0
+
+
+# --- prometheus_client as a second reader -------------------------------------------
+
+
+def _client_rows(text: str) -> list[tuple]:
+    """(metric, labels, type, value) of every sample as prometheus_client's parser
+    reads it; its "unknown" is the format's "untyped"."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    for fam in text_string_to_metric_families(text):
+        kind = "untyped" if fam.type == "unknown" else fam.type
+        for s in fam.samples:
+            value = "NaN" if math.isnan(s.value) else s.value
+            out.append((s.name, tuple(sorted(s.labels.items())), kind, value))
+    return sorted(out, key=repr)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *sorted((Path(__file__).resolve().parent / "testdata").rglob("*.prom")),
+        Path(__file__).resolve().parent / "testdata" / "collect" / "metrics.txt",
+    ],
+    ids=lambda p: p.name if p.parent.name in ("gc", "collect") else f"{p.parent.name}/{p.name}",
+)
+def test_well_formed_expositions_read_as_prometheus_client_reads_them(path):
+    """On well-formed input our parser and prometheus_client's give the same samples,
+    names, labels, family types and values. (We keep our own parser: it follows Go's
+    expfmt, which refuses what prometheus_client 0.26 accepts, e.g. a second TYPE
+    line, TYPE after samples, ``le="x"``, a fractional timestamp, ``\\t`` escapes; and
+    it names the failing line.)"""
+    text = path.read_text(encoding="utf-8")
+    rows = parse_exposition(text, default_time=T0, source=str(path)).to_pylist()
+    ours = sorted(
+        (
+            (
+                r["metric"],
+                tuple(sorted(dict(r["labels"]).items())),
+                r["type"],
+                "NaN" if math.isnan(r["value"]) else r["value"],
+            )
+            for r in rows
+        ),
+        key=repr,
+    )
+    assert ours and ours == _client_rows(text)
