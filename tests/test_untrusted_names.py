@@ -134,7 +134,6 @@ def test_hostile_label_in_the_selection(tmp_path):
 
 def test_result_reprs_and_figures(tmp_path):
     import pyproflab
-    from pyproflab.reports.flame import flame_figure
 
     with pyproflab.open(evil_store(), read_only=True) as lab:
         cpu = {"profile_type": "cpu"}
@@ -147,13 +146,13 @@ def test_result_reprs_and_figures(tmp_path):
             "RegressionsResult": reg._repr_html_(),
             "GogcResult": lab.gogc(budget="1.5x")._repr_html_(),
             "PgoResult": lab.pgo(**cpu)._repr_html_(),
+            "FlameGraph": pyproflab.flame(lab.merged(**cpu))._repr_html_(),
         }
         for what, markup in reprs.items():
             assert_markup_safe(markup, what)
         for name in FUNCTION_NAMES:
             assert name.replace("<", "&lt;").replace(">", "&gt;") in reprs["TopResult"]
         figures = {
-            "flame": (flame_figure(lab.merged(**cpu), "cpu"), FUNCTION_NAMES),
             "regressions top": (reg.figure_top(n=300), FUNCTION_NAMES),
             "regressions flame": (reg.figure_flame(), FUNCTION_NAMES),
             "gogc": (lab.gogc(budget="1.5x").figure(), ()),

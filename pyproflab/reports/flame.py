@@ -1,4 +1,4 @@
-"""Icicle (flame) graphs of one profile, as plotly figures.
+"""The call tree of one profile, which the flame graphs (``reports.flamegraph``) draw.
 
 Rules:
 
@@ -13,11 +13,12 @@ Rules:
 - Nodes below ``min_fraction`` of the total are left out (with everything
   under them), and at most ``max_nodes`` nodes are kept, the widest first
   within each depth, so a figure of a fleet-wide merge stays light.
-- Every name is HTML-escaped before plotly sees it: plotly renders a subset
-  of HTML in labels and hover text, and names come from untrusted profiles.
-  ``"`` is left as is because plotly does not decode ``&quot;``.
 - Node ids are numbers, never names, so a name cannot collide with the id
-  syntax.
+  syntax. ``plotly_text`` escapes a name for plotly's pseudo-HTML (the other
+  charts' labels): ``"`` is left as is because plotly does not decode ``&quot;``.
+
+(The plotly icicle that drew this tree is gone: ``reports.flamegraph`` is the
+one flame graph, in the report, in Jupyter and from ``pyproflab.flame``.)
 """
 
 from __future__ import annotations
@@ -134,47 +135,3 @@ def flame_tree(
         names.append(key[-1])
         values.append(acc[key])
     return FlameTree(ids, parents, names, values, total, st.unit, st.type, len(acc) - len(kept))
-
-
-def flame_figure(
-    profile: Profile,
-    sample_index: int | str | None = None,
-    *,
-    title: str | None = None,
-    min_fraction: float = 0.002,
-    max_nodes: int = 2500,
-    height: int = 520,
-):
-    """A plotly icicle of ``profile`` (root at the top, callees below, width = value)."""
-    import plotly.graph_objects as go
-
-    from pyproflab.analyses.units import label as unit_label
-
-    tree = flame_tree(profile, sample_index, min_fraction=min_fraction, max_nodes=max_nodes)
-    total = max(tree.total, 1)
-    labels = [plotly_text(n) for n in tree.names]
-    hover = [
-        f"{lbl}<br>{unit_label(v, tree.unit)} ({100 * v / total:.2f}% of total)"
-        for lbl, v in zip(labels, tree.values, strict=True)
-    ]
-    fig = go.Figure(
-        go.Icicle(
-            ids=tree.ids,
-            parents=tree.parents,
-            labels=labels,
-            values=tree.values,
-            branchvalues="total",
-            hovertext=hover,
-            hoverinfo="text",
-            tiling={"orientation": "v"},
-            sort=False,
-            maxdepth=-1,
-        )
-    )
-    head = title if title is not None else f"{tree.sample_type} ({tree.unit})"
-    if tree.left_out:
-        head += f"; {tree.left_out} nodes under {100 * min_fraction:g}% not drawn"
-    fig.update_layout(
-        title=plotly_text(head), height=height, margin={"t": 40, "l": 0, "r": 0, "b": 0}
-    )
-    return fig
