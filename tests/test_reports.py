@@ -67,3 +67,25 @@ def test_units():
     assert units.percentage(1, 3) == "33.33%"
     assert units.percentage(1, 1000) == "  0.1%"
     assert units.percentage(5, 5) == "  100%"
+
+
+# --- the text grid of the other reports (rich) -----------------------------------------
+
+
+def test_grid_aligns_by_terminal_cells_and_keeps_names_inert():
+    from pyproflab.reports.formatting import grid
+
+    lines = grid(
+        ["name", "value"],
+        [["[bold]x[/bold]", "1"], ["a\x1b[31mred", "22"], ["日本", "333"], ["", "4"]],
+        "lr",
+    )
+    assert lines == [
+        "name            value",
+        "[bold]x[/bold]      1",  # rich markup in a name stays text
+        "a\\x1b[31mred       22",  # a control character cannot reach the terminal
+        "日本              333",  # a wide character takes two cells
+        "                    4",
+    ]
+    assert grid(["a", "b"], [], "rl") == ["a  b"]
+    assert grid([], [[], []], "") == ["", "", ""]

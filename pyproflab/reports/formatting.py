@@ -3,9 +3,12 @@ percentages and units.
 
 Rules:
 
-- ``grid``: columns two spaces apart, each as wide as its widest cell (the
-  header counts), aligned left (``l``) or right (``r``) by ``align``, one letter
-  per column; trailing spaces are dropped.
+- ``grid``: columns two spaces apart, each as wide as its widest cell in
+  terminal cells (the header counts; a wide character counts two), aligned
+  left (``l``) or right (``r``) by ``align``, one letter per column; trailing
+  spaces are dropped; control characters print as ``\\xNN``. pprof's own
+  layouts (top, tree, list, traces) are printed by their reports, character
+  for character as pprof prints them.
 - ``pct``: a fraction as a percentage (``0.123`` -> ``12.3%``); ``signed`` adds
   ``+`` to gains. None, NaN and infinities print as ``missing``.
 - ``mib``, ``seconds``: bytes in MiB and durations in the unit that keeps them
@@ -15,23 +18,48 @@ Rules:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 
 def grid(head: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
-    """The header and rows as aligned text lines (see the module rules)."""
+    """The header and rows as aligned text lines (see the module rules), laid out by
+    rich's ``Table``: widths in terminal cells, cells taken as plain text (rich
+    markup in a name stays text), nothing wrapped or cut."""
     if len(align) != len(head):
         raise ValueError(f"align has {len(align)} letters for {len(head)} columns")
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+    if not head:
+        return [""] * (len(rows) + 1)
+    import io
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if a == "r" else c.ljust(w)
-            for c, w, a in zip(cells, widths, align, strict=True)
-        ).rstrip()
+    from rich.cells import cell_len
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
-    return [line(head)] + [line(r) for r in rows]
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="")
+    for h, a in zip(head, align, strict=True):
+        table.add_column(Text(inert(h)), justify="right" if a == "r" else "left", no_wrap=True)
+    for r in rows:
+        table.add_row(*(Text(inert(c)) for c in r))
+    width = sum(
+        max([cell_len(inert(h))] + [cell_len(inert(r[i])) for r in rows])
+        for i, h in enumerate(head)
+    )
+    out = io.StringIO()
+    console = Console(file=out, width=width + 2 * len(head) + 1, color_system=None, highlight=False)
+    console.print(table)
+    return [line.rstrip() for line in out.getvalue().split("\n")[:-1]]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def inert(cell: str) -> str:
+    """``cell`` with control characters written as ``\\xNN``: a name from a profile
+    cannot move the cursor or recolour the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cell)
 
 
 def finite(v: Any) -> bool:

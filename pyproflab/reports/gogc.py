@@ -58,15 +58,9 @@ def _limit(v: Any, known: bool) -> str:
 
 
 def _grid(head: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+    from pyproflab.reports.formatting import grid
 
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(head)] + [line(r) for r in rows]
+    return grid(head, rows, "".join("l" if i in left else "r" for i in range(len(head))))
 
 
 HEAD = [

@@ -18,6 +18,7 @@ from typing import Any
 
 from pyproflab.analyses.units import quantity
 from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import grid
 
 FORMATS = ("text", "json", "csv", "html")
 
@@ -162,13 +163,7 @@ def _table(result, rows: list[dict]) -> list[str]:
         "detect",
         "name",
     ]
-    cells = _cells(result, rows)
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
-    fmt = lambda cs: "  ".join(  # noqa: E731
-        c.ljust(w) if i == len(cs) - 1 else c.rjust(w)
-        for i, (c, w) in enumerate(zip(cs, widths, strict=True))
-    ).rstrip()
-    return [fmt(head)] + [fmt(c) for c in cells]
+    return grid(head, _cells(result, rows), "r" * (len(head) - 1) + "l")
 
 
 def render_text(result, top: int | None = 30) -> str:
@@ -434,15 +429,7 @@ def render_over_time_text(result) -> str:
         lines.append(f"No change points at FDR {result.fdr:g}.")
         return "\n".join(lines) + "\n"
     head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
-    cells = _over_time_cells(result)
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head)]
-    for row in [head, *cells]:
-        lines.append(
-            "  ".join(
-                c.ljust(wd) if i >= len(row) - 2 else c.rjust(wd)
-                for i, (c, wd) in enumerate(zip(row, widths, strict=True))
-            ).rstrip()
-        )
+    lines += grid(head, _over_time_cells(result), "r" * (len(head) - 2) + "ll")
     return "\n".join(lines) + "\n"
 
 
