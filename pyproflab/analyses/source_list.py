@@ -15,7 +15,9 @@ Rules, re-expressed:
 - Per function, one routine per file (sorted by name): flat and cum summed
   over its nodes, and the source lines from the function's start line (when
   the profile has it, else the first sampled line minus 5) to the last sampled
-  line plus 5, clipped at line 1 and at the end of the file. (pprof takes the
+  line plus 5, clipped at line 1 and at the end of the file; none when the
+  start line comes after that end (the file is then not even opened, so a
+  missing file prints no error). (pprof takes the
   start line from the first of the routine's nodes in its map order, and
   widens either the start or the end per node; this gives the same lines
   whenever a function's nodes agree on its start line. We take the first node
@@ -147,6 +149,8 @@ def _routine(name: str, file: str, fns: list[tuple[int, int, int]], g, reader) -
         f, c = per_line.get(lineno, (0, 0))
         per_line[lineno] = (f + int(g.flat[n]), c + int(g.cum[n]))
     start = max(start, 1)
+    if start > end:  # pprof reads no line, so it never opens the file: no error either
+        return Routine(name, file, flat, cum)
     text, error = reader.lines(file)
     if error:
         return Routine(name, file, flat, cum, error=error)
