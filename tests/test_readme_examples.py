@@ -114,7 +114,7 @@ def _run_block(heading_part: str, sandbox: Path, monkeypatch, capsys) -> list[st
 
 def test_cli_quick_start(sandbox, monkeypatch, capsys):
     ran = _run_block("Quick start: the CLI", sandbox, monkeypatch, capsys)
-    assert len(ran) == 14
+    assert len(ran) == 18  # four of them tree, peek, list and traces --tagshow
     assert (sandbox / "merged.pb.gz").stat().st_size > 0
     assert (sandbox / "other.duckdb").exists()
 
