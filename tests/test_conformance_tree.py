@@ -249,3 +249,35 @@ def test_cli_tagshow_taghide(flags, go_profiles, capsys):
     assert capsys.readouterr().out == oracle.run_pprof(["-traces", f"-{name}={value}", path])
     assert main(["top", path, "--trim", "--nodecount", "0", f"--{name}", value]) == 0
     assert capsys.readouterr().out == oracle.run_pprof(["-top", f"-{name}={value}", path])
+
+
+# --- the Python API: on files and on a store -------------------------------------------
+
+
+def test_api_and_lab_give_pprofs_text(go_profiles, tmp_path):
+    """``pyproflab.tree/peek/source_list/traces`` on a file, and ``Lab.tree/peek/
+    source_list`` on a store holding that one file, print what pprof prints."""
+    import pyproflab
+
+    path = go_profiles["cpu"]
+    src = str(tmp_path)
+    expect = {
+        "tree": oracle.run_pprof(["-tree", "-sample_index=1", path]),
+        "peek": oracle.run_pprof(["-peek=main\\.(fib|square)$", "-sample_index=1", path]),
+        "list": oracle.run_pprof(["-list=main\\.fib$", f"-source_path={src}", path]),
+    }
+    assert same_tree(str(pyproflab.tree(path, sample_index=1)), expect["tree"])
+    assert same_tree(str(pyproflab.peek(path, "main\\.(fib|square)$")), expect["peek"])
+    assert str(pyproflab.source_list(path, "main\\.fib$", source_path=src)) == expect["list"]
+    assert pyproflab.traces(path, tagshow="phase") == oracle.run_pprof(
+        ["-traces", "-tagshow=phase", path]
+    )
+    with pyproflab.open(tmp_path / "one.duckdb") as lab:
+        lab.ingest(path, service="one")
+        cpu = {"profile_type": "cpu"}
+        assert same_tree(str(lab.tree(**cpu, sample_index=1)), expect["tree"])
+        assert same_tree(str(lab.peek("main\\.(fib|square)$", **cpu)), expect["peek"])
+        listed = lab.source_list("main\\.fib$", **cpu, source_path=src)
+        assert str(listed) == expect["list"]
+        assert "TreeResult(peek" in repr(lab.peek("main\\.fib", **cpu))
+        assert repr(listed).startswith("ListResult('main\\\\.fib$', cpu/nanoseconds, ")
