@@ -592,15 +592,16 @@ def test_renderings(evil_result) -> None:
 def test_figures_escape_names(evil_result) -> None:
     pytest.importorskip("plotly")
     top = evil_result.figure_top()
-    flame = evil_result.figure_flame()
-    for fig in (top, flame):
-        blob = fig.to_json()
-        # Escaped for plotly's pseudo-HTML: no tag survives; quotes stay as they
-        # are (plotly would show "&quot;" literally).
-        assert "<img" not in blob and "&lt;img" in blob and "&quot;" not in blob
-    assert "&lt;img" in " ".join(flame.data[0].labels)
-    # Width from the new side: the root carries the whole new total.
-    assert max(flame.data[0].values) == evil_result.total_new
+    blob = top.to_json()
+    # Escaped for plotly's pseudo-HTML: no tag survives; quotes stay as they
+    # are (plotly would show "&quot;" literally).
+    assert "<img" not in blob and "&lt;img" in blob and "&quot;" not in blob
+    flame = evil_result.figure_flame()  # our flame graph: names as data, drawn as text
+    assert EVIL in flame.data["names"]
+    page = flame.html()
+    assert "<img" not in page and "\\u003cimg" in page
+    # Width from the new side: the root carries the whole new total; differential.
+    assert flame.data["diff"] and flame.data["nodes"][0][2] == evil_result.total_new
 
 
 def test_cli(planted_db, planted_name, capsys) -> None:

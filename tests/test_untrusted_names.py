@@ -147,6 +147,7 @@ def test_result_reprs_and_figures(tmp_path):
             "GogcResult": lab.gogc(budget="1.5x")._repr_html_(),
             "PgoResult": lab.pgo(**cpu)._repr_html_(),
             "FlameGraph": pyproflab.flame(lab.merged(**cpu))._repr_html_(),
+            "regressions FlameGraph": reg.figure_flame()._repr_html_(),
         }
         for what, markup in reprs.items():
             assert_markup_safe(markup, what)
@@ -154,7 +155,6 @@ def test_result_reprs_and_figures(tmp_path):
             assert name.replace("<", "&lt;").replace(">", "&gt;") in reprs["TopResult"]
         figures = {
             "regressions top": (reg.figure_top(n=300), FUNCTION_NAMES),
-            "regressions flame": (reg.figure_flame(), FUNCTION_NAMES),
             "gogc": (lab.gogc(budget="1.5x").figure(), ()),
         }
         for what, (fig, names) in figures.items():

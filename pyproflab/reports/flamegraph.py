@@ -11,6 +11,9 @@ Rules:
 - The tree is ``flame.flame_tree``'s (frames named as pprof names them, inlined
   calls expanded, nodes below ``min_fraction`` of the total or beyond
   ``max_nodes`` left out). Root on top, callees below.
+- ``paths_flame_graph`` draws call paths already summed (the regressions'
+  ``figure_flame`` gives it the stacks of its two sides): one flame graph
+  for profiles, reports and regressions alike.
 - A differential graph is as wide as ``profile`` (the new side) and coloured
   by each call path's relative change from ``base`` (red: more, blue: less,
   saturated at +-100%; grey: unchanged); ``base_scale`` multiplies the base's
@@ -100,10 +103,42 @@ def flame_graph(
     index = resolve_sample_index(profile, sample_index)
     st = profile.sample_types[index]
     acc, total = call_paths(profile, index)
-    base_acc: dict[tuple[str, ...], int] = {}
+    base_paths = None
+    if base is not None:
+        base_paths = call_paths(base, resolve_sample_index(base, st.type))
+    return paths_flame_graph(
+        acc,
+        total,
+        st.type,
+        st.unit,
+        base=base_paths,
+        base_scale=base_scale,
+        title=title,
+        min_fraction=min_fraction,
+        max_nodes=max_nodes,
+    )
+
+
+Paths = dict[tuple[str, ...], int]
+
+
+def paths_flame_graph(
+    acc: Paths,
+    total: int,
+    sample: str,
+    unit: str,
+    *,
+    base: tuple[Paths, int] | None = None,
+    base_scale: float = 1.0,
+    title: str | None = None,
+    min_fraction: float = 0.002,
+    max_nodes: int = 2500,
+) -> FlameGraph:
+    """A ``FlameGraph`` of call paths (names, root first) -> value below each, and
+    their ``total``; ``base``: the base side's paths and total (differential)."""
+    base_acc, base_total = base if base is not None else ({}, 0)
     root: list[float] = [0, -1, total]
     if base is not None:
-        base_acc, base_total = call_paths(base, resolve_sample_index(base, st.type))
         root.append(round(base_total * base_scale, 3))
     keep = [k for k, v in acc.items() if v >= min_fraction * total]
     keep.sort(key=lambda k: (len(k), -acc[k]))
@@ -123,9 +158,9 @@ def flame_graph(
         nodes.append(node)
     return FlameGraph(
         {
-            "title": title or f"{st.type} ({st.unit})",
-            "unit": st.unit,
-            "sample": st.type,
+            "title": title or f"{sample} ({unit})",
+            "unit": unit,
+            "sample": sample,
             "total": total,
             "names": list(names),
             "nodes": nodes,

@@ -318,72 +318,41 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
 
 
 def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
-    """Differential flame graph (icicle): width from the new side's value, colour from
-    the relative change of each call path (red slower/bigger, blue faster/smaller).
-    Paths below ``min_fraction`` of the new total are left out."""
-    import plotly.graph_objects as go
+    """Differential flame graph (``reports.flamegraph``, the one the report draws):
+    width from the new side's value, colour from the change of each call path's
+    rate (the base's values scaled by new duration / base duration). Paths below
+    ``min_fraction`` of the new total are left out."""
+    from pyproflab.reports.flamegraph import paths_flame_graph
 
     labels = result.labels
-    new_total = max(sum(v for v in result.stacks.column("new").to_pylist() if v > 0), 1)
-    # Per call path (tuple of nodes, root first): merged value on each side.
-    nodes: dict[tuple[int, ...], list[int]] = {}
+    new_acc: dict[tuple[str, ...], int] = {}
+    base_acc: dict[tuple[str, ...], int] = {}
+    new_total = base_total = 0
     for path, b, nv in zip(
         result.stacks.column("path").to_pylist(),
         result.stacks.column("base").to_pylist(),
         result.stacks.column("new").to_pylist(),
         strict=True,
     ):
-        for i in range(1, len(path) + 1):
-            acc = nodes.setdefault(tuple(path[:i]), [0, 0])
-            acc[0] += b
-            acc[1] += nv
-    keep = [k for k, (b, nv) in nodes.items() if nv >= min_fraction * new_total]
-    keep.sort(key=lambda k: (len(k), -nodes[k][1]))
-    keep = keep[:max_nodes]
-    kept = set(keep)
-    ids, parents, names, values, colors, hover = [], [], [], [], [], []
-    index = {k: str(i) for i, k in enumerate(keep)}
-    for k in keep:
-        b, nv = nodes[k]
-        parent = k[:-1]
-        if parent and parent not in kept:
-            continue
-        rel = (nv - b) / b if b else (1.0 if nv else 0.0)
-        ids.append(index[k])
-        parents.append(index[parent] if parent else "")
-        name = _plotly_text(labels[k[-1]])
-        names.append(name)
-        values.append(nv)
-        colors.append(max(-1.0, min(1.0, rel)))
-        hover.append(
-            f"{name}<br>new {nv} base {b} {_plotly_text(result.sample_type.unit)}"
-            f"<br>change {_pct(rel if b else float('nan'))}"
-        )
-    fig = go.Figure(
-        go.Icicle(
-            ids=ids,
-            parents=parents,
-            labels=names,
-            values=values,
-            branchvalues="total",
-            marker={
-                "colors": colors,
-                "colorscale": "RdBu_r",
-                "cmin": -1,
-                "cmax": 1,
-                "colorbar": {"title": "rel. change"},
-            },
-            hovertext=hover,
-            hoverinfo="text",
-            tiling={"orientation": "v", "flip": "y"},
-            sort=False,
-        )
+        names = tuple(labels[i] for i in path)  # root first
+        new_total, base_total = new_total + abs(nv), base_total + abs(b)
+        for depth in range(1, len(names) + 1):
+            key = names[:depth]
+            new_acc[key] = new_acc.get(key, 0) + abs(nv)
+            base_acc[key] = base_acc.get(key, 0) + abs(b)
+    scale = result.duration_new / result.duration_base if result.duration_base else 1.0
+    st = result.sample_type
+    return paths_flame_graph(
+        new_acc,
+        new_total,
+        st.type,
+        st.unit,
+        base=(base_acc, base_total),
+        base_scale=scale,
+        title=f"{st.type} per second of profile, coloured by change from the base",
+        min_fraction=min_fraction,
+        max_nodes=max_nodes,
     )
-    fig.update_layout(
-        title="Differential flame graph: width = new, colour = change vs base",
-        margin={"t": 40, "l": 0, "r": 0, "b": 0},
-    )
-    return fig
 
 
 # --- over time ----------------------------------------------------------------------

@@ -157,7 +157,8 @@ class RegressionsResult:
         return render(self, "figure_top", n=n, metric=m)
 
     def figure_flame(self, **options: Any):
-        """Plotly differential flame graph (width: new side; colour: change)."""
+        """Differential flame graph (``FlameGraph``: width new side, colour change of rate);
+        shows itself in Jupyter, ``.html()`` for a page."""
         return render(self, "figure_flame", **options)
 
     def _repr_html_(self) -> str:
