@@ -101,3 +101,37 @@ def test_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.undo()
     write_profile(prof, target, gzip=False)
     same_profile(read_profile(target), prof)
+
+
+@needs_corpus
+def test_bytes_equal_the_protobuf_librarys_on_the_corpus() -> None:
+    """The numpy writer (encode.wire) gives the bytes the protobuf library gives for
+    the same message: every corpus profile (labels, numeric labels with units,
+    several mappings, inline frames, columns) and a merge of three."""
+    from upb_encoder import upb_encode
+
+    from pyproflab.analyses.merge import merge
+
+    profiles = readable_corpus()
+    assert len(profiles) > 50
+    for path, prof in profiles:
+        assert encode_profile(prof, gzip=False) == upb_encode(prof), path
+    cpu = [p for _, p in profiles if [t.type for t in p.sample_types] == ["samples", "cpu"]][:3]
+    merged = merge(cpu)
+    assert merged.num_samples and encode_profile(merged, gzip=False) == upb_encode(merged)
+
+
+def test_bytes_equal_the_protobuf_librarys_on_edge_cases() -> None:
+    """Negative values (10-byte varints), an empty profile, no period type."""
+    from upb_encoder import upb_encode
+
+    import dataclasses
+
+    from pyproflab.analyses.merge import _values_matrix, _with_values
+
+    p = decode_bytes(minimal().SerializeToString())
+
+    neg = dataclasses.replace(p, samples=_with_values(p.samples, -_values_matrix(p)))
+    empty = dataclasses.replace(p, samples=p.samples.slice(0, 0), period_type=None)
+    for prof in (p, neg, empty):
+        assert encode_profile(prof, gzip=False) == upb_encode(prof)
