@@ -12,15 +12,13 @@ its predicted interval; the recommendation's measured peak within a budget
 on these recordings, and where that falls short of a target the bound is the
 achieved one, with the gap named (do not raise a bound to make a change pass).
 
-Where it falls short (the recordings were made at session priority, see
-tests/testdata/gc/README.md): the GC CPU share, mean error 10-16% and up to
-29% for one setting. The per-cycle GC cost is modelled as fixed + per byte of
-scan work, but on these runs it also falls at small GOGC (short, assist-heavy
-marks) and grows with the heap's total size at large GOGC (16.8 -> 21.5 ms
-from GOGC 100 to 800 at the same marked heap, paced mode); one setting cannot
-separate those parts. Cycles per minute from Prometheus alone in the paced
-mode: 11.8% mean error (its mark-time allocation and pacer runway are
-estimated from CPU classes, not observed per cycle).
+Where it falls short (recordings of 2026-11-24 under the exclusive lock: other
+processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md): cycles per
+minute from Prometheus alone (its pacer runway is estimated from CPU classes, not
+observed per cycle: 28.5% at GOGC=800 in the CPU-bound mode) and the GC CPU
+share in the paced mode from gctrace alone (gctrace does not show the
+process's CPU outside the GC workers: the CPU they leave while marking stands
+for it, 18% too much at GOGC=100 itself).
 """
 
 from __future__ import annotations
@@ -60,22 +58,22 @@ def test_recordings_are_complete() -> None:
 # Achieved on the recordings (python -m bench.gc_validate): (mean |error|, max |error|).
 # Where a bound is above the 10% / 20% target, the comment names the gap.
 GOAL_BOUNDS = {
-    ("cpu", "gctrace"): (0.10, 0.20),  # 3.8%, 5.6%
-    ("cpu", "prometheus"): (0.10, 0.20),  # 4.7%, 6.4%
-    ("rate", "gctrace"): (0.10, 0.20),  # 2.1%, 4.1%
-    ("rate", "prometheus"): (0.10, 0.20),  # 2.6%, 4.8%
+    ("cpu", "gctrace"): (0.10, 0.20),  # 3.1%, 5.8%
+    ("cpu", "prometheus"): (0.10, 0.20),  # 7.3%, 18.5%
+    ("rate", "gctrace"): (0.10, 0.20),  # 1.5%, 2.8%
+    ("rate", "prometheus"): (0.10, 0.20),  # 2.0%, 4.0%
 }
 CYCLES_BOUNDS = {
-    ("cpu", "gctrace"): (0.10, 0.20),  # 6.2%, 16.5%
-    ("cpu", "prometheus"): (0.10, 0.20),  # 7.0%, 12.6%
-    ("rate", "gctrace"): (0.10, 0.20),  # 4.7%, 8.0%
-    ("rate", "prometheus"): (0.12, 0.20),  # 11.8%, 19.5%: mean 1.8 points over
+    ("cpu", "gctrace"): (0.10, 0.20),  # 8.8%, 14.6%
+    ("cpu", "prometheus"): (0.13, 0.29),  # 12.3%, 28.5%: 2.3 and 8.5 points over
+    ("rate", "gctrace"): (0.10, 0.20),  # 2.2%, 4.4%
+    ("rate", "prometheus"): (0.12, 0.20),  # 11.5%, 19.5%: mean 1.5 points over
 }
 SHARE_BOUNDS = {
-    ("cpu", "gctrace"): (0.13, 0.26),  # 12.6%, 25.3%: 2.6 and 5.3 points over
-    ("cpu", "prometheus"): (0.11, 0.20),  # 10.2%, 19.9%: mean 0.2 over
-    ("rate", "gctrace"): (0.16, 0.30),  # 15.9%, 29.1%: 5.9 and 9.1 points over
-    ("rate", "prometheus"): (0.13, 0.28),  # 12.4%, 27.5%: 2.4 and 7.5 points over
+    ("cpu", "gctrace"): (0.11, 0.20),  # 10.4%, 16.8%: mean 0.4 over
+    ("cpu", "prometheus"): (0.10, 0.20),  # 5.7%, 14.0%
+    ("rate", "gctrace"): (0.21, 0.33),  # 20.5%, 32.4%: 10.5 and 12.4 points over
+    ("rate", "prometheus"): (0.11, 0.20),  # 10.4%, 17.2%: mean 0.4 over
 }
 
 

@@ -13,7 +13,9 @@ Per sample (bytes, seconds, cores):
   black, so the next cycle counts them as marked: floating garbage);
 - ``roots`` ``R`` (stacks + globals); ``cost`` GC CPU per cycle ``C``
   (core-seconds, every GC class: pauses, assists, background and idle
-  workers); ``mark_s`` the mark phase's wall time ``T``;
+  workers); ``background``, ``idle_mark`` and ``pause`` its background
+  workers', idle workers' and stop-the-world parts; ``mark_s`` the mark
+  phase's wall time ``T``;
 - ``mutator`` the mutator's non-GC CPU (cores); ``idle`` the idle share of
   the machine's P-time (0 when the process saturates GOMAXPROCS);
 - ``peak_heap`` the largest heap in use seen; ``cons_mark`` the pacer's
@@ -147,6 +149,8 @@ def _cycle_sample(r: dict[str, Any], n: float) -> dict[str, float] | None:
         roots=roots,
         cost=cost,
         background=r["cpu_background_ms"] / 1e3,
+        idle_mark=r["cpu_idle_ms"] / 1e3,
+        pause=(r["cpu_sweep_term_ms"] + r["cpu_mark_term_ms"]) / 1e3,
         mark_s=t,
         mutator=min(max(p - workers / t, 0.0), p),
         idle=r["cpu_idle_ms"] / 1e3 / (p * t),
@@ -283,6 +287,8 @@ _GC_CPU = "go_cpu_classes_gc_total_cpu_seconds_total"
 _TOTAL = "go_cpu_classes_total_cpu_seconds_total"
 _IDLE = "go_cpu_classes_idle_cpu_seconds_total"
 _DEDICATED = "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total"
+_IDLE_MARK = "go_cpu_classes_gc_mark_idle_cpu_seconds_total"
+_PAUSE = "go_cpu_classes_gc_pause_cpu_seconds_total"
 _GC_FRACTION = "go_memstats_gc_cpu_fraction"
 
 
@@ -347,6 +353,7 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     n = cyc / dt
     alloc = delta(aname) / dt
     ded = delta(_DEDICATED)
+    idle_mark, pause = delta(_IDLE_MARK), delta(_PAUSE)
     # Without runtime/metrics: GOMAXPROCS from the busy CPU, GC CPU from memstats'
     # fraction (cumulative since start: the window's own figure is not exported).
     p = at("go_sched_gomaxprocs_threads", t1) or (
@@ -366,6 +373,8 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
         roots=roots,
         cost=gc_cores / n,
         background=ded / cyc if ded is not None else math.nan,
+        idle_mark=idle_mark / cyc if idle_mark is not None else math.nan,
+        pause=pause / cyc if pause is not None else math.nan,
         mark_s=mark_s,
         mutator=(busy / dt - gc_cores) if busy is not None else math.nan,
         idle=(idle / total) if idle is not None and total else math.nan,
@@ -552,6 +561,8 @@ METRIC_NAMES: tuple[str, ...] = (
     _TOTAL,
     _IDLE,
     _DEDICATED,
+    _IDLE_MARK,
+    _PAUSE,
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
     "go_gc_heap_live_bytes",

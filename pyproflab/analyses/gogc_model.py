@@ -51,7 +51,13 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
    its peak) -- and at most the memory limit, which the runtime keeps all
    its memory under by returning pages. With no RSS observed at all (gctrace
    alone), peak memory is taken as ``1.4 × goal`` (the most the benchmark's
-   RSS ran above its goal) and the output says so.
+   RSS ran above its goal) and the output says so. A cycle's goal is set by
+   the heap the cycle before it marked, so the peak follows the largest
+   floating garbage, not the mean: peak memory's upper bound also takes the
+   goal of ``L + B_top``, where ``B_top`` is the mark-time allocation of the
+   slowest mark -- the workers' CPU done by the background and idle workers
+   alone, at the rate they ran (long marks with few assists: large GOGC) --
+   at most the pacer's widest mark runway, ``(1 − 45/64)·D``.
 
 Calibration means weigh every instance the same (a fast instance's many
 cycles do not outvote a slow one).
@@ -119,6 +125,7 @@ class Params:
     overhead: float  # O
     memory_ratio: float = 0.0  # peak memory / goal when scrapes tell (else peak heap + O)
     limit_overhead: float | None = None  # what the limit counts beside the heap (else O)
+    slow_mark: float = 1.0  # the slowest mark's length over the mean (rule 6)
 
 
 def _ls(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -201,6 +208,11 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         overhead = max(obs.peak_rss - max(s["peak_heap"] for s in obs.samples), roots)
     cons = [x["cons_mark"] for x in ss if math.isfinite(x.get("cons_mark", math.nan))]
     runway_k = 3 * expected_max(cons, 5) if cons else 0.0
+    # The slowest mark: the workers' CPU done by the background and idle workers
+    # alone (no assists), at the rate they ran (rule 6).
+    unassisted = m("background") + (m("idle_mark") if math.isfinite(m("idle_mark")) else 0.0)
+    workers = cost - (m("pause") if math.isfinite(m("pause")) else 0.0)
+    slow = workers / unassisted if unassisted > 0 else 1.0
     base = Params(
         live=max(marked - b, marked * 0.05),
         roots=roots,
@@ -237,6 +249,7 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         overhead=overhead,
         limit_overhead=_mean_finite(obs.samples, "runtime_non_heap"),
         memory_ratio=_memory_ratio(obs),
+        slow_mark=max(slow, 1.0) if math.isfinite(slow) else 1.0,
     )
 
 
@@ -322,7 +335,8 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
     if not math.isfinite(goal):
         return _no_gc(p, h, gov, "no-gc")
     runway = max(goal - h, 1.0)
-    _, per_cycle = _cycle(p, h, runway, p.rho * a * p.tau * (h + p.roots))
+    b_natural = p.rho * a * p.tau * (h + p.roots)
+    b, per_cycle = _cycle(p, h, runway, b_natural)
     a, gc = _rates(p, h, per_cycle)
     status = "ok"
     if gc >= LIMITER_SHARE * p.procs or runway < NEAR_LIMIT_RUNWAY * p.live:
@@ -330,11 +344,10 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         gc = min(gc, LIMITER_SHARE * p.procs) if gov == "limit" else gc
     proc = p.procs if p.saturated else min(p.procs, max(p.mutator + gc, gc))
     peak = goal * p.peak_ratio
-    memory = goal * p.memory_ratio if p.memory_ratio > 0 else peak + p.overhead
-    if limit is not None:
-        # The limit counts all the runtime's memory and the scavenger returns pages
-        # to keep within it (until the limiter gives way: near-limit).
-        memory = min(memory, limit)
+    memory = _memory(p, goal, limit)
+    # Rule 6: the largest floating garbage a cycle can carry sets the next goal.
+    b_top = max(b, min(b_natural * p.slow_mark, (1 - MIN_TRIGGER) * runway))
+    memory_top = _memory(p, heap_goal(p, p.live + b_top, g, limit)[0], limit)
     return dict(
         marked=h,
         goal=goal,
@@ -345,7 +358,18 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         status=status,
         peak_heap=peak,
         peak_memory=memory,
+        peak_memory_top=max(memory, memory_top),
     )
+
+
+def _memory(p: Params, goal: float, limit: float | None) -> float:
+    """Peak memory for a heap goal (rule 6)."""
+    memory = goal * p.memory_ratio if p.memory_ratio > 0 else goal * p.peak_ratio + p.overhead
+    if limit is not None:
+        # The limit counts all the runtime's memory and the scavenger returns pages
+        # to keep within it (until the limiter gives way: near-limit).
+        memory = min(memory, limit)
+    return memory
 
 
 _KEYS = ("goal", "marked", "cycles_per_min", "gc_cores", "gc_share", "process_cores", "peak_memory")
@@ -374,6 +398,9 @@ def predict_setting(
     # most the low end of the goal (what the memory beyond the heap adds varies
     # more between runs than the spread of samples shows).
     point["peak_memory_lo"] = min(point["peak_memory_lo"], point["goal_lo"])
+    tops = [e["peak_memory_top"] for e in [*each, point] if "peak_memory_top" in e]
+    if tops and math.isfinite(point["peak_memory_hi"]):
+        point["peak_memory_hi"] = max(point["peak_memory_hi"], max(tops) * (1 + margin))
     if obs.peak_rss_by_instance and math.isfinite(point["peak_memory_hi"]):
         # Peak RSS differs between instances at the same setting (and between runs):
         # the interval also carries that spread, observed at the current setting.
