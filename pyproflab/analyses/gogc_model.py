@@ -170,17 +170,29 @@ def expected_max(values: Sequence[float], k: int) -> float:
     return sum(x * math.comb(i, k - 1) for i, x in enumerate(xs)) / math.comb(n, k)
 
 
+def _inst_mean(ss: Sequence[dict[str, float]], key: str) -> float:
+    """The mean of ``key`` where each instance weighs the same, however many cycles it ran."""
+    per: dict[Any, list[float]] = {}
+    for s in ss:
+        if s.get(key) is not None and math.isfinite(s[key]):
+            per.setdefault(s.get("inst"), []).append(s[key])
+    means = [sum(v) / len(v) for v in per.values()]
+    return sum(means) / len(means) if means else math.nan
+
+
+def _slow_mark(ss: Sequence[dict[str, float]]) -> float:
+    """The slowest mark's length over the mean (rule 6): the workers' CPU done by
+    the background and idle workers alone (no assists), at the rate they ran."""
+    m = lambda key: _inst_mean(ss, key) if math.isfinite(_inst_mean(ss, key)) else 0.0  # noqa: E731
+    unassisted = m("background") + m("idle_mark")
+    slow = (m("cost") - m("pause")) / unassisted if unassisted > 0 else 1.0
+    return max(slow, 1.0) if math.isfinite(slow) else 1.0
+
+
 def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = None) -> Params:
     """Params from the observation's samples (all of them, or those given)."""
     ss = list(obs.samples if samples is None else samples)
-
-    def m(key: str) -> float:  # each instance weighs the same, however many cycles it ran
-        per: dict[Any, list[float]] = {}
-        for s in ss:
-            if s.get(key) is not None and math.isfinite(s[key]):
-                per.setdefault(s.get("inst"), []).append(s[key])
-        means = [sum(v) / len(v) for v in per.values()]
-        return sum(means) / len(means) if means else math.nan
+    m = lambda key: _inst_mean(ss, key)  # noqa: E731
 
     marked, roots, b = m("marked"), m("roots"), m("mark_alloc")
     goal, n, alloc = m("goal"), m("n"), m("alloc")
@@ -208,11 +220,6 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         overhead = max(obs.peak_rss - max(s["peak_heap"] for s in obs.samples), roots)
     cons = [x["cons_mark"] for x in ss if math.isfinite(x.get("cons_mark", math.nan))]
     runway_k = 3 * expected_max(cons, 5) if cons else 0.0
-    # The slowest mark: the workers' CPU done by the background and idle workers
-    # alone (no assists), at the rate they ran (rule 6).
-    unassisted = m("background") + (m("idle_mark") if math.isfinite(m("idle_mark")) else 0.0)
-    workers = cost - (m("pause") if math.isfinite(m("pause")) else 0.0)
-    slow = workers / unassisted if unassisted > 0 else 1.0
     base = Params(
         live=max(marked - b, marked * 0.05),
         roots=roots,
@@ -249,7 +256,7 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
         overhead=overhead,
         limit_overhead=_mean_finite(obs.samples, "runtime_non_heap"),
         memory_ratio=_memory_ratio(obs),
-        slow_mark=max(slow, 1.0) if math.isfinite(slow) else 1.0,
+        slow_mark=_slow_mark(ss),
     )
 
 
