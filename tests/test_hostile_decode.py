@@ -131,9 +131,45 @@ def test_limits_from_the_environment_reach_the_cli(tmp_path) -> None:
     )
     assert env_run.returncode == 2
     assert env_run.stderr.strip().endswith(
-        "sample count (2) passes the limit samples=1 (raise it with PYPROFLAB_LIMITS=samples=N)"
+        "sample count (2) passes the limit samples=1 "
+        "(raise it with --max-samples N or PYPROFLAB_LIMITS=samples=N)"
     )
     assert len(env_run.stderr.strip().splitlines()) == 1
+
+
+def test_limit_flags_refuse_in_one_line_and_override_the_environment(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """--max-samples etc. on the commands that read profiles; a flag beats
+    PYPROFLAB_LIMITS, and a limit the flags do not name keeps the variable's."""
+    from pyproflab.cli import main
+
+    path = tmp_path / "p.pb"
+    path.write_bytes(minimal().SerializeToString())
+    monkeypatch.setenv("PYPROFLAB_LIMITS", "samples=100,symbol=5")
+    code = main(["top", str(path), "--max-samples", "1", "--max-symbol", "0"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.endswith(
+        f"{path}: sample count (2) passes the limit samples=1 "
+        "(raise it with --max-samples N or PYPROFLAB_LIMITS=samples=N)"
+    )
+    assert main(["top", str(path), "--max-samples", "2", "--max-symbol", "0"]) == 0
+    assert main(["top", str(path), "--max-samples", "2"]) == 2  # symbol=5 from the variable
+    assert "symbol bytes (9) passes the limit symbol=5" in capsys.readouterr().err
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", str(path), "--db", str(db), "--strict", "--max-stack-depth", "1"]) == 2
+    out = capsys.readouterr()
+    assert "passes the limit stack_depth=1 (raise it with --max-stack-depth N" in out.err
+    assert "0 new" in out.out
+
+
+def test_a_negative_limit_flag_is_a_usage_error(tmp_path, capsys) -> None:
+    from pyproflab.cli import main
+
+    code = main(["top", str(tmp_path / "p.pb"), "--max-labels", "-1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == "pyproflab: error: --max-labels must be a whole number >= 0, not -1"
 
 
 def _with_field_zero() -> bytes:

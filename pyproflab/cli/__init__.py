@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from pyproflab.cli import common
 from pyproflab.cli.common import OneLineParser
 from pyproflab.errors import ProflabError
 
@@ -41,6 +42,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "job": ("pyproflab.cli.job", "run a scheduled job: ingest, analyse, write outputs, once"),
     "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
 }
+# The commands that decode profiles take the decode limits as flags.
+# (`job run` adds them to its own subcommand.)
+DECODING = ("ingest", "top", "traces", "merge", "collect", "pgo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         cls = importlib.import_module(module).Command
         p = sub.add_parser(name, help=help_text, description=(cls.__doc__ or "").strip())
         cls().prepare_parser(p)
+        if name in DECODING:
+            common.add_limit_options(p)
         p.set_defaults(_command=cls)
     return parser
 
@@ -65,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        return int(args._command().run(args) or 0)
+        with common.limit_options(args):
+            return int(args._command().run(args) or 0)
     except ProflabError as e:
         print(f"pyproflab: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from pyproflab.errors import UsageError
@@ -55,6 +57,59 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
         metavar="K=V",
         help="only profiles with this metadata label (repeatable)",
     )
+
+
+# (limit name, flag, help): decode/limits.py's FLAGS, spelled out here so that
+# building the parser imports no numpy or pyarrow.
+LIMIT_FLAGS = (
+    ("samples", "--max-samples", "samples in one profile"),
+    ("stack_depth", "--max-stack-depth", "locations in one sample's stack"),
+    ("labels", "--max-labels", "labels on one sample"),
+    ("label_value", "--max-label-value", "bytes of one string label value"),
+    ("symbol", "--max-symbol", "bytes of one function, file or mapping name"),
+)
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The decode limits as flags; a profile over one is refused whole."""
+    g = parser.add_argument_group(
+        "decode limits (a profile over one is refused; 0 turns one off; "
+        "defaults from $PYPROFLAB_LIMITS)"
+    )
+    for name, flag, what in LIMIT_FLAGS:
+        g.add_argument(flag, dest=f"limit_{name}", type=int, metavar="N", help=f"most {what}")
+
+
+@contextmanager
+def limit_options(args: argparse.Namespace) -> Iterator[None]:
+    """While a command runs, the limit flags given in ``args`` are the limits of
+    this process and of the processes it starts (ingest's workers): they are
+    merged over ``$PYPROFLAB_LIMITS`` and written to it, and the variable is put
+    back afterwards. UsageError on a negative one."""
+    given = {}
+    for name, flag, _ in LIMIT_FLAGS:
+        value = getattr(args, f"limit_{name}", None)
+        if value is None:
+            continue
+        if value < 0:
+            raise UsageError(f"{flag} must be a whole number >= 0, not {value}")
+        given[name] = value
+    if not given:
+        yield
+        return
+    from dataclasses import replace
+
+    from pyproflab.decode.limits import ENV, Limits
+
+    before = os.environ.get(ENV)
+    os.environ[ENV] = replace(Limits.from_env(), **given).to_text()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 def parse_kv(items: list[str], what: str = "--label") -> dict[str, str]:

@@ -36,6 +36,7 @@ class Command:
         run.add_argument(
             "--summary", metavar="FILE", help="also write the JSON summary here (atomically)"
         )
+        common.add_limit_options(run)
 
     def run(self, args: argparse.Namespace) -> int:
         import json

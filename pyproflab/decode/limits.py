@@ -11,8 +11,9 @@ Rules:
 - A profile over a limit is refused whole (``LimitError``: one line naming the
   limit, its value and the file; exit code 2), never truncated.
 - ``PYPROFLAB_LIMITS`` sets them for every command, e.g.
-  ``PYPROFLAB_LIMITS=samples=1000000,label_value=4096``; the API takes
-  ``Limits`` wherever it decodes.
+  ``PYPROFLAB_LIMITS=samples=1000000,label_value=4096``; the commands that
+  read profiles take the same as flags (``FLAGS``: ``--max-samples`` ...), which
+  override the variable; the API takes ``Limits`` wherever it decodes.
 
 Labels are interned (dictionary arrays over the string table), so a long
 value shared by many samples costs its length once; the limits bound the
@@ -31,6 +32,14 @@ from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import InvalidProfileError, UsageError
 
 ENV = "PYPROFLAB_LIMITS"
+# Each limit's command-line flag (cli/common.py adds them; keep in step).
+FLAGS = {
+    "samples": "--max-samples",
+    "stack_depth": "--max-stack-depth",
+    "labels": "--max-labels",
+    "label_value": "--max-label-value",
+    "symbol": "--max-symbol",
+}
 
 
 class LimitError(InvalidProfileError):
@@ -71,11 +80,16 @@ class Limits:
             out = replace(out, **{name: n})
         return out
 
+    def to_text(self) -> str:
+        """The ``PYPROFLAB_LIMITS`` spelling of every limit (``parse`` reads it back)."""
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
 
 def _refuse(source: str, name: str, limit: int, got: int, what: str) -> LimitError:
     return LimitError(
         source,
-        f"{what} ({got}) passes the limit {name}={limit} (raise it with {ENV}={name}=N)",
+        f"{what} ({got}) passes the limit {name}={limit} "
+        f"(raise it with {FLAGS[name]} N or {ENV}={name}=N)",
     )
 
 
