@@ -84,6 +84,81 @@ def test_top_on_the_label_bomb_stays_small(tmp_path, baseline_mib) -> None:
     assert peak - baseline_mib < 200, (peak, baseline_mib)
 
 
+def test_tag_filters_on_the_label_bomb_never_copy_the_value() -> None:
+    """-tagfocus/-tagignore/-tagshow/-taghide test each distinct label value once and
+    keep labels interned (they used to spell every sample's labels out: 2,000
+    copies of the value)."""
+    import tracemalloc
+
+    from pyproflab.analyses import pprof_filters
+
+    prof = decode_bytes(label_bomb(MiB, 2000))
+    everything = (
+        {"tagfocus": "x+$"},
+        {"tagignore": "k=^y"},
+        {"tagshow": "k"},
+        {"taghide": "k"},
+        {"tagfocus": "k=x", "tagshow": "k"},
+    )
+    pprof_filters.apply(prof, **everything[-1])  # imports (pyarrow.compute) not traced
+    tracemalloc.start()
+    for options in everything:
+        out = pprof_filters.apply(prof, **options)
+        assert out.samples.num_rows == 2000
+        # The shared string table, counted once per interned field: not 2,000 copies.
+        assert out.samples.column("labels").nbytes < 4 * MiB
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 * MiB, peak >> 20  # the value once or twice; it was 2,000 copies
+    hidden = pprof_filters.apply(prof, taghide="^k$").samples.column("labels")
+    assert hidden.to_pylist() == [[]] * 2000
+
+
+def test_tag_filters_over_interned_labels_match_the_spelled_out_rules() -> None:
+    """tagfocus/tagignore/tagshow/taghide on a small profile with string and numeric
+    labels, shared and distinct values, samples without labels, a null key."""
+    from pyproflab.analyses import pprof_filters
+
+    p = minimal()
+    strings = ["api", "query", "write", "bytes", "B", "kilobytes", "thread"]
+    base = len(p.string_table)
+    p.string_table.extend(strings)
+    k = {s: base + i for i, s in enumerate(strings)}
+    del p.sample[:]
+    rows = [
+        [(k["api"], k["query"], None, 0), (k["bytes"], 0, 2048, 0)],
+        [(k["api"], k["write"], None, 0), (k["bytes"], 0, 100, 0)],
+        [],
+        [(k["thread"], 0, 7, k["kilobytes"]), (k["api"], k["query"], None, 0)],
+    ]
+    for labels in rows:
+        s = p.sample.add(location_id=[1], value=[1, 1])
+        for key, sv, num, unit in labels:
+            lb = s.label.add(key=key)
+            if num is None:
+                lb.str = sv
+            else:
+                lb.num, lb.num_unit = num, unit
+    prof = decode_bytes(p.SerializeToString())
+
+    def kept(**options) -> list[int]:
+        out = pprof_filters.apply(prof, **options).samples.column("labels").to_pylist()
+        everything = prof.samples.column("labels").to_pylist()
+        return [everything.index(ls) for ls in out]
+
+    assert kept(tagfocus="api=query") == [0, 3]
+    assert kept(tagignore="api=query") == [1, 2]
+    assert kept(tagfocus="query") == [0, 3]  # no key: "api:query"
+    assert kept(tagfocus="api:,bytes") == []  # no key: each regex on some key:value
+    assert kept(tagfocus="bytes=1kb:") == [0]
+    assert kept(tagfocus=":1kb") == [1]  # thread is 7 kilobytes: out of range
+    assert pprof_filters.label_units(prof) == {"bytes": "bytes", "thread": "kilobytes"}
+    shown = pprof_filters.apply(prof, tagshow="^api$").samples.column("labels").to_pylist()
+    assert [[lb["key"] for lb in ls] for ls in shown] == [["api"], ["api"], [], ["api"]]
+    hidden = pprof_filters.apply(prof, taghide="^api$").samples.column("labels").to_pylist()
+    assert [[lb["key"] for lb in ls] for ls in hidden] == [["bytes"], ["bytes"], [], ["thread"]]
+
+
 def test_unknown_fields_are_skipped_without_objects(tmp_path, baseline_mib) -> None:
     path = tmp_path / "unknown-bomb.pb.gz"
     path.write_bytes(gzip.compress(unknown_field_bomb(16 * MiB)))  # old code: ~+500 MB

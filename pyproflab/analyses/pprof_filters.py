@@ -32,10 +32,12 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import units
 from pyproflab.analyses.filters import compile_regex
+from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
@@ -56,18 +58,21 @@ def apply(
     """``profile`` with the filters applied in pprof's order (see the module rules)."""
     hide_rx, show_rx = compile_regex("hide", hide), compile_regex("show", show)
     from_rx = compile_regex("show_from", show_from)
-    num_units = label_units(profile) if (tagfocus or tagignore) else {}
-    focus_fn = tag_filter("tagfocus", tagfocus, num_units)
-    ignore_fn = tag_filter("tagignore", tagignore, num_units)
+    # Checked before any work, so a bad regex is refused at once.
+    focus_test, ignore_test = tag_test("tagfocus", tagfocus), tag_test("tagignore", tagignore)
+    # Units of the numeric labels are those of the whole profile, as before filtering.
+    num_units = label_units(profile) if (focus_test or ignore_test) else {}
     if hide_rx or show_rx:
         profile = _hide_show(profile, hide_rx, show_rx)
     if from_rx:
         profile = _show_from(profile, from_rx)
-    if focus_fn or ignore_fn:
-        keep = [
-            (focus_fn is None or focus_fn(ls)) and not (ignore_fn and ignore_fn(ls))
-            for ls in profile.samples.column("labels").to_pylist()
-        ]
+    if focus_test or ignore_test:
+        labels = Labels(profile.samples)
+        keep = np.ones(profile.samples.num_rows, dtype=bool)
+        if focus_test:
+            keep &= focus_test(labels, num_units)
+        if ignore_test:
+            keep &= ~ignore_test(labels, num_units)
         profile = _with_samples(profile, profile.samples.filter(pa.array(keep, pa.bool_())))
     if tagshow or taghide:
         profile = _filter_label_keys(
@@ -173,21 +178,65 @@ def _with_samples(profile: Profile, samples: pa.Table) -> Profile:
 # --- labels ---------------------------------------------------------------------------
 
 
+class Labels:
+    """The samples' labels flattened to one row per label, each string as an index
+    into a table of its distinct values (the column's dictionary): a value shared
+    by many samples is looked at once, never copied per sample."""
+
+    def __init__(self, samples: pa.Table):
+        self.offsets, flat = list_parts(samples.column("labels"))
+        self.samples = samples.num_rows
+        # The sample each label row belongs to.
+        self.owner = np.repeat(np.arange(self.samples), np.diff(self.offsets))
+        self.key, self.keys = _codes(flat.field("key"))
+        self.str, self.strs = _codes(flat.field("str"))
+        self.unit, self.unit_names = _codes(flat.field("num_unit"))
+        num = flat.field("num")
+        self.has_num = to_numpy(num.is_valid()) if num.null_count else np.ones(len(num), bool)
+        self.num = to_numpy(num.fill_null(0)) if num.null_count else to_numpy(num)
+
+    def any_per_sample(self, row_mask: np.ndarray) -> np.ndarray:
+        """Per sample: does any of its label rows pass ``row_mask``?"""
+        hits = np.bincount(self.owner[row_mask], minlength=self.samples)
+        return hits > 0
+
+    def units(self) -> dict[str, str]:
+        """Unit of each numeric label key (pprof's ``NumLabelUnits``): the first
+        non-empty ``num_unit`` seen, else ``bytes`` for request/alignment, else the key."""
+        rows = np.flatnonzero(self.has_num & (self.key >= 0))
+        named = rows[np.isin(self.unit[rows], [c for c, u in self.unit_names.items() if u])]
+        # np.unique's return_index is each key's first row: pprof keeps the first unit.
+        first_keys, first = np.unique(self.key[named], return_index=True)
+        out = {
+            self.keys[k]: self.unit_names[self.unit[named[i]]]
+            for k, i in zip(first_keys.tolist(), first.tolist(), strict=True)
+        }
+        for k in np.unique(self.key[rows]).tolist():
+            name = self.keys[k]
+            if name not in out:
+                out[name] = "bytes" if name in ("alignment", "request") else name
+        return out
+
+
+def _codes(arr: pa.Array) -> tuple[np.ndarray, dict[int, str]]:
+    """(index of each value into its distinct values, -1 for null; those of the
+    distinct values that are used, by index). A dictionary column is read as it is
+    (its dictionary may be the whole string table: only the used entries are
+    turned into Python strings)."""
+    if not pa.types.is_dictionary(arr.type):
+        import pyarrow.compute as pc
+
+        arr = pc.dictionary_encode(arr)
+    idx = arr.indices
+    codes = to_numpy(idx.fill_null(-1) if idx.null_count else idx).astype(np.int64)
+    used = np.unique(codes[codes >= 0])
+    values = arr.dictionary.take(pa.array(used, pa.int64())).to_pylist()
+    return codes, dict(zip(used.tolist(), values, strict=True))
+
+
 def label_units(profile: Profile) -> dict[str, str]:
-    """Unit of each numeric label key (pprof's ``NumLabelUnits``): the first non-empty
-    ``num_unit`` seen, else ``bytes`` for request/alignment, else the key itself."""
-    out: dict[str, str] = {}
-    seen: set[str] = set()
-    for labels in profile.samples.column("labels").to_pylist():
-        for lb in labels:
-            if lb["num"] is None:
-                continue
-            seen.add(lb["key"])
-            if lb["num_unit"] and lb["key"] not in out:
-                out[lb["key"]] = lb["num_unit"]
-    for key in seen - set(out):
-        out[key] = "bytes" if key in ("alignment", "request") else key
-    return out
+    """Unit of each numeric label key of ``profile`` (see ``Labels.units``)."""
+    return Labels(profile.samples).units()
 
 
 def _range(value: str) -> Callable[[int, str], bool] | None:
@@ -217,10 +266,13 @@ def _range(value: str) -> Callable[[int, str], bool] | None:
     return lambda v, u: (s := scaled(v, u)) is not None and v1 <= s <= v2
 
 
-def tag_filter(
-    option: str, spec: str | None, num_units: dict[str, str]
-) -> Callable[[list[dict]], bool] | None:
-    """A test of one sample's labels for ``-tagfocus``/``-tagignore`` (module rules)."""
+TagTest = Callable[[Labels, dict[str, str]], np.ndarray]
+
+
+def tag_test(option: str, spec: str | None) -> TagTest | None:
+    """For ``-tagfocus``/``-tagignore`` (module rules): a function of the samples'
+    labels and the numeric labels' units giving, per sample, whether it matches.
+    Each test runs once per distinct (key, value), not once per sample."""
     if not spec:
         return None
     key, sep, value = spec.partition("=")
@@ -229,13 +281,25 @@ def tag_filter(
     numeric = _range(value)
     if numeric is not None:
 
-        def num_match(labels: list[dict]) -> bool:
-            return any(
-                lb["num"] is not None
-                and (want is None or lb["key"] == want)
-                and numeric(lb["num"], num_units.get(lb["key"], lb["key"]))
-                for lb in labels
+        def num_match(labels: Labels, num_units: dict[str, str]) -> np.ndarray:
+            rows = labels.has_num & (labels.key >= 0)
+            if want is not None:
+                rows &= _is_key(labels, want)
+            where = np.flatnonzero(rows)
+            pairs, inverse = np.unique(
+                np.stack([labels.key[where], labels.num[where]]), axis=1, return_inverse=True
             )
+            names = [labels.keys[k] for k in pairs[0].tolist()]
+            good = np.array(
+                [
+                    numeric(v, num_units.get(n, n))
+                    for n, v in zip(names, pairs[1].tolist(), strict=True)
+                ],
+                dtype=bool,
+            )
+            hit = np.zeros(len(rows), dtype=bool)
+            hit[where] = good[inverse.reshape(-1)] if len(where) else False
+            return labels.any_per_sample(hit)
 
         return num_match
     regexes = []
@@ -244,29 +308,68 @@ def tag_filter(
             regexes.append(re.compile(part))
         except re.error as e:
             raise UsageError(f"parsing {option} regexp {part!r}: {e}") from None
-    if want is None:
-        return lambda labels: all(
-            any(lb["str"] is not None and rx.search(f"{lb['key']}:{lb['str']}") for lb in labels)
-            for rx in regexes
-        )
-    return lambda labels: any(
-        lb["key"] == want and lb["str"] is not None and rx.search(lb["str"])
-        for lb in labels
-        for rx in regexes
-    )
+
+    def str_match(labels: Labels, _units: dict[str, str]) -> np.ndarray:
+        rows = (labels.str >= 0) & (labels.key >= 0)
+        if want is not None:
+            rows &= _is_key(labels, want)
+            values = _matching(labels.strs, labels.str, rows, regexes)
+            return labels.any_per_sample(values)
+        out = np.ones(labels.samples, dtype=bool)
+        for rx in regexes:  # every regex must match some key:value of the sample
+            pairs = _pairs_matching(labels, rows, rx)
+            out &= labels.any_per_sample(pairs)
+        return out
+
+    return str_match
+
+
+def _is_key(labels: Labels, want: str) -> np.ndarray:
+    ids = [i for i, k in labels.keys.items() if k == want]
+    return np.isin(labels.key, ids)
+
+
+def _matching(
+    values: list, codes: np.ndarray, rows: np.ndarray, regexes: list[re.Pattern]
+) -> np.ndarray:
+    """Rows whose value (``values[codes]``) some regex matches; each distinct value
+    tested once."""
+    used = np.unique(codes[rows])
+    good = [c for c in used.tolist() if any(rx.search(values[c]) for rx in regexes)]
+    return rows & np.isin(codes, good)
+
+
+def _pairs_matching(labels: Labels, rows: np.ndarray, rx: re.Pattern) -> np.ndarray:
+    """Rows whose ``key:value`` matches ``rx``; each distinct pair tested once."""
+    width = max(labels.strs, default=0) + 1
+    pair = labels.key * width + labels.str
+    used = np.unique(pair[rows])
+    good = [
+        p for p in used.tolist() if rx.search(f"{labels.keys[p // width]}:{labels.strs[p % width]}")
+    ]
+    return rows & np.isin(pair, good)
 
 
 def _filter_label_keys(
     profile: Profile, show: re.Pattern | None, hide: re.Pattern | None
 ) -> Profile:
+    """Each sample's labels without those whose key fails tagshow/taghide; the
+    label values stay interned (the kept rows are taken, not rebuilt)."""
+
     def kept(key: str) -> bool:
         return (show is None or bool(show.search(key))) and not (hide and hide.search(key))
 
-    labels = [
-        [lb for lb in ls if kept(lb["key"])] for ls in profile.samples.column("labels").to_pylist()
-    ]
-    col = profile.samples.schema.get_field_index("labels")
-    field = profile.samples.schema.field(col)
-    return _with_samples(
-        profile, profile.samples.set_column(col, field, pa.array(labels, field.type))
-    )
+    samples = profile.samples
+    col = samples.schema.get_field_index("labels")
+    offsets, flat = list_parts(samples.column(col))
+    key, keys = _codes(flat.field("key"))
+    good = [i for i, k in keys.items() if kept(k)]
+    rows = np.isin(key, good)
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    counts = np.bincount(owner[rows], minlength=len(offsets) - 1)
+    new_offsets = np.zeros(len(offsets), dtype=np.int32)
+    np.cumsum(counts, out=new_offsets[1:])
+    values = flat.filter(pa.array(rows, pa.bool_()))
+    field = samples.schema.field(col)
+    labels = pa.ListArray.from_arrays(pa.array(new_offsets, pa.int32()), values, type=field.type)
+    return _with_samples(profile, samples.set_column(col, field, labels))
