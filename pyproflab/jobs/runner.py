@@ -344,6 +344,20 @@ def _pgo(
 # --- the run ------------------------------------------------------------------------
 
 
+def _analyse_and_write(
+    store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
+) -> int:
+    """Run the job's analyses, each writing its outputs; the number of findings."""
+    findings = 0
+    if spec.regressions is not None:
+        findings = _regressions(store, spec, sel, out, summary)
+    if spec.gogc is not None:
+        _gogc(store, spec, sel, out, summary)
+    if spec.pgo is not None:
+        _pgo(store, spec, sel, out, summary)
+    return findings
+
+
 def run_job(
     spec: JobSpec, *, wait: float | None = None, log: Log = _stderr, now: datetime | None = None
 ) -> JobResult:
@@ -403,7 +417,10 @@ def run_job(
         summary.update(fingerprint=fp, profiles=n_profiles)
         prev = state.find_run(store, spec.name, fp)
         ingested = sum(s.get("new", 0) for s in summary["sources"])
-        if prev is not None and prev["finished_at"] is not None:
+        # A run that failed (exit 2: a source failed) did not do the work: the
+        # same input is analysed again under a new run, never "unchanged".
+        done = prev is not None and prev["finished_at"] is not None
+        if done and int(prev["exit_code"] or 0) != EXIT_ERROR:
             code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
             line = (
                 f"{spec.name}: unchanged since run {prev['run_id']} "
@@ -412,7 +429,7 @@ def run_job(
             )
             summary.update(unchanged_since=prev["run_id"], exit_code=code)
             return JobResult(code, line, summary)
-        if prev is not None:  # a killed run of this very input: finish it, same names
+        if prev is not None and not done:  # a killed run of this input: finish it, same names
             run_id, stamp_time = int(prev["run_id"]), prev["started_at"]
             summary["resumed"] = True
         else:
@@ -421,21 +438,21 @@ def run_job(
         summary.update(run_id=run_id, stamp=stamp)
         out = outputs.OutputSet(out_dir, stamp)
 
-        # 4. analyses, each writing its outputs.
-        findings = 0
-        if spec.regressions is not None:
-            findings = _regressions(store, spec, sel, out, summary)
-        if spec.gogc is not None:
-            _gogc(store, spec, sel, out, summary)
-        if spec.pgo is not None:
-            _pgo(store, spec, sel, out, summary)
-
-        code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
-        summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
-        out.write(
-            "summary", "json", json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
-        )
-        out.publish()
+        # 4. analyses, each writing its outputs; a failed write (a full disk)
+        # is one line, and the run stays unfinished, so the next one resumes it.
+        try:
+            findings = _analyse_and_write(store, spec, sel, out, summary)
+            code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
+            summary.update(
+                findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat()
+            )
+            text = json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
+            out.write("summary", "json", text)
+            out.publish()
+        except OSError as e:
+            raise ProflabError(
+                f"{spec.name}: cannot write the job's outputs in {out_dir}: {e.strerror or e}"
+            ) from None
         summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
         state.finish_run(store, spec.name, run_id, code, summary)
     thr = spec.regressions.threshold_pct if spec.regressions else None
