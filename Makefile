@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup system-deps test test-fast fuzz demo bench bench-gc lint lab report clean
+.PHONY: setup system-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
 
 setup: $(STAMP)
 
@@ -31,10 +31,46 @@ test: setup system-deps
 test-fast: setup system-deps
 	$(PY) -m pytest -q -m 'not slow'
 
-# The full decoder fuzz run (tests/test_fuzz_decode.py; make test runs a small one).
+# Seeded mutation fuzzing of decode and ingest (tests/test_fuzz_decode.py;
+# make test runs 1,000 cases of it).
 FUZZ_CASES ?= 20000
-fuzz: setup
+fuzz-mutate: setup
 	PYPROFLAB_FUZZ_CASES=$(FUZZ_CASES) $(PY) -m pytest -q -s tests/test_fuzz_decode.py
+
+# Coverage-guided fuzzing of the decoder (fuzz/decode.py): atheris/libFuzzer runs
+# FUZZ_RUNS inputs through the C, numpy and reference decoders, the C extension
+# built with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's edge
+# counters (clang; scripts/install-fuzz-deps.sh). Findings go to .fuzz/findings/.
+FUZZ_RUNS  ?= 100000
+FUZZ_DIR   := .fuzz
+FUZZ_WIRE  := $(FUZZ_DIR)/_wire_asan.so
+FUZZ_STAMP := $(VENV)/.fuzz-installed
+FUZZ_FLAGS ?= -seed=1 -max_len=16384 -timeout=30 -rss_limit_mb=3072 -print_final_stats=1
+
+$(FUZZ_STAMP): $(STAMP)
+	sh scripts/install-fuzz-deps.sh
+	$(PY) -m pip install --quiet -e '.[dev,notebooks,fuzz]'
+	touch $@
+
+# Compiled with the sanitizers, linked without their runtimes (which come from
+# atheris's asan_with_fuzzer.so, preloaded), so clang's compiler-rt is not needed.
+$(FUZZ_WIRE): pyproflab/decode/_wire.c $(FUZZ_STAMP)
+	mkdir -p $(FUZZ_DIR)
+	clang -c -fPIC -g -O1 -fno-omit-frame-pointer \
+	    -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all \
+	    -I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+	    -o $(FUZZ_DIR)/_wire_asan.o pyproflab/decode/_wire.c
+	clang -shared -o $@ $(FUZZ_DIR)/_wire_asan.o
+
+fuzz: $(FUZZ_WIRE)
+	$(PY) fuzz/decode.py seed $(FUZZ_DIR)/seeds
+	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/findings
+	LD_PRELOAD="$$($(PY) -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so" \
+	ASAN_OPTIONS=detect_leaks=0:malloc_context_size=4:quarantine_size_mb=64 \
+	UBSAN_OPTIONS=print_stacktrace=1 \
+	PYPROFLAB_FUZZ_WIRE=$(FUZZ_WIRE) \
+	    $(PY) fuzz/decode.py run $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
+	    -runs=$(FUZZ_RUNS) $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/findings/
 
 # The main job on the embedded default store (./$(DB)).
 demo: setup
@@ -52,9 +88,9 @@ bench-gc: setup
 	$(PY) -m bench.gc_validate
 
 lint: setup
-	$(VENV)/bin/ruff check pyproflab tests bench
+	$(VENV)/bin/ruff check pyproflab tests bench fuzz
 	$(VENV)/bin/mypy
-	$(VENV)/bin/ruff format --check pyproflab tests bench
+	$(VENV)/bin/ruff format --check pyproflab tests bench fuzz
 
 # The offline HTML report of the default store (run make demo first).
 report: setup
@@ -64,4 +100,4 @@ lab: setup
 	$(VENV)/bin/jupyter lab notebooks/
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .bench .demo
+	rm -rf $(VENV) .pytest_cache .ruff_cache .bench .demo .fuzz

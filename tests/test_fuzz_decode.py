@@ -331,6 +331,39 @@ def test_fuzz_decode_and_ingest(seeds, tmp_path):
     assert grown_mib < 1024
 
 
+# --- make fuzz's target: the three decoders agree ---------------------------------
+
+
+def _fuzz_target():
+    """fuzz/decode.py, the coverage-guided fuzzer's target (outside the test folder)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "fuzz" / "decode.py"
+    spec = importlib.util.spec_from_file_location("pyproflab_fuzz_target", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+AGREE_CASES = 300
+
+
+def test_the_fuzz_target_agrees_on_seeded_mutations(seeds) -> None:
+    """make fuzz's check (C extension, numpy and reference decoders give the same
+    profile or all refuse) on its own seeds and on AGREE_CASES seeded mutations:
+    the small deterministic pass of the coverage-guided run."""
+    target = _fuzz_target()
+    r = random.Random(FUZZ_SEED + 1)
+    outcomes: Counter = Counter()
+    for _, data in target.seeds():
+        outcomes[target.check(data)] += 1
+    for _ in range(AGREE_CASES):
+        _, data = mutate(r, seeds)
+        if len(data) <= 1 << 20:  # the numpy path is slow on the biggest splices
+            outcomes[target.check(data)] += 1
+    assert outcomes["decoded"] > 50 and outcomes["refused"] > 50, outcomes
+
+
 # --- regression cases found by the fuzzer -------------------------------------------
 
 
@@ -344,10 +377,11 @@ def _regression_files() -> list:
 @pytest.mark.parametrize("path", _regression_files())
 def test_fuzz_regressions(path):
     """Inputs the fuzzer once failed on: decode or ProfileError, in time, and the fast
-    decoder agrees with the reference decoder."""
+    decoder (with and without the C extension) agrees with the reference decoder."""
     data = path.read_bytes()
     prof, elapsed, _ = check_one(data, trace=False)
     assert elapsed < TIME_BOUND
+    _fuzz_target().check(data)
     try:
         ref = decode_bytes(data, method="reference", max_bytes=MAX_BYTES)
     except ProfileError:
