@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 # The commands that decode profiles take the decode limits as flags.
 # (`job run` adds them to its own subcommand.)
-DECODING = ("ingest", "top", "traces", "merge", "collect", "pgo")
+DECODING = ("ingest", "top", "traces", "tree", "peek", "list", "merge", "collect", "pgo")
 
 
 def build_parser() -> argparse.ArgumentParser:
