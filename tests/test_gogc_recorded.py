@@ -13,12 +13,20 @@ on these recordings, and where that falls short of a target the bound is the
 achieved one, with the gap named (do not raise a bound to make a change pass).
 
 Where it falls short (recordings of 2026-11-24 under the exclusive lock: other
-processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md): cycles per
-minute from Prometheus alone (its pacer runway is estimated from CPU classes, not
-observed per cycle: 28.5% at GOGC=800 in the CPU-bound mode) and the GC CPU
-share in the paced mode from gctrace alone (gctrace does not show the
-process's CPU outside the GC workers: the CPU they leave while marking stands
-for it, 18% too much at GOGC=100 itself).
+processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md):
+
+- The GC CPU per cycle grows with GOGC beyond what the marked heap explains:
+  CPU-bound, 11.5 ms at GOGC=100, 13.5 at 400 and 15.7 at 800 for a marked
+  heap of 42.9, 46.4 and 47.0 MiB (+36% for +10%); with a memory limit holding
+  the goal at 143 MiB, 12.2 ms. One setting cannot tell that part, so the
+  share is low at large GOGC: -17% (gctrace) and -21% (Prometheus) at 800.
+  Prometheus alone also misses part of the floating garbage (its mark time is
+  taken from the background workers' CPU, which a saturated process does not
+  give them in full), so its predicted cost barely grows.
+- The share in the paced mode from gctrace alone: gctrace does not show the
+  process's CPU outside the GC workers; the CPU they leave while marking stands
+  for it, 31% too much at GOGC=100 itself (0.63 cores for 0.48), so every
+  predicted share there is low.
 """
 
 from __future__ import annotations
@@ -59,21 +67,21 @@ def test_recordings_are_complete() -> None:
 # Where a bound is above the 10% / 20% target, the comment names the gap.
 GOAL_BOUNDS = {
     ("cpu", "gctrace"): (0.10, 0.20),  # 3.1%, 5.8%
-    ("cpu", "prometheus"): (0.10, 0.20),  # 7.3%, 18.5%
+    ("cpu", "prometheus"): (0.10, 0.20),  # 7.2%, 18.5%
     ("rate", "gctrace"): (0.10, 0.20),  # 1.5%, 2.8%
     ("rate", "prometheus"): (0.10, 0.20),  # 2.0%, 4.0%
 }
 CYCLES_BOUNDS = {
     ("cpu", "gctrace"): (0.10, 0.20),  # 8.8%, 14.6%
-    ("cpu", "prometheus"): (0.13, 0.29),  # 12.3%, 28.5%: 2.3 and 8.5 points over
+    ("cpu", "prometheus"): (0.10, 0.21),  # 9.6%, 20.6%: max 0.6 points over
     ("rate", "gctrace"): (0.10, 0.20),  # 2.2%, 4.4%
-    ("rate", "prometheus"): (0.12, 0.20),  # 11.5%, 19.5%: mean 1.5 points over
+    ("rate", "prometheus"): (0.10, 0.20),  # 3.4%, 6.3%
 }
 SHARE_BOUNDS = {
     ("cpu", "gctrace"): (0.11, 0.20),  # 10.4%, 16.8%: mean 0.4 over
-    ("cpu", "prometheus"): (0.10, 0.20),  # 5.7%, 14.0%
+    ("cpu", "prometheus"): (0.18, 0.24),  # 17.2%, 23.9%: 7.2 and 3.9 points over
     ("rate", "gctrace"): (0.21, 0.33),  # 20.5%, 32.4%: 10.5 and 12.4 points over
-    ("rate", "prometheus"): (0.11, 0.20),  # 10.4%, 17.2%: mean 0.4 over
+    ("rate", "prometheus"): (0.12, 0.20),  # 11.2%, 19.4%: mean 1.2 over
 }
 
 

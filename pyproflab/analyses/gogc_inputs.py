@@ -19,7 +19,8 @@ Per sample (bytes, seconds, cores):
 - ``mutator`` the mutator's non-GC CPU (cores); ``idle`` the idle share of
   the machine's P-time (0 when the process saturates GOMAXPROCS);
 - ``peak_heap`` the largest heap in use seen; ``cons_mark`` the pacer's
-  cons/mark ratio (``cons_mark()``).
+  cons/mark ratio (``cons_mark()``; gctrace) or ``pacer_runway`` the runway
+  the pacer left (Prometheus).
 
 Rules, gctrace (``GODEBUG=gctrace=1``; see ``sources.gctrace``):
 
@@ -54,7 +55,9 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
   the goal: ``H = (goal − R·g)/(1 + g)``.
 - Mark time: the background workers run at 25 % of GOMAXPROCS, so ``T`` =
   dedicated-worker CPU per cycle / (0.25·P). Mark-time allocation is not
-  exported: ``B = A·T`` (the mutator's rate outside marking).
+  exported: ``B = A·T`` (the mutator's rate outside marking). The pacer's
+  runway is what the interval shows: ``pacer_runway = goal − H − A/n + B``
+  (the goal less the heap at the trigger).
 - client_golang's defaults without the runtime/metrics set: GC CPU from
   ``go_memstats_gc_cpu_fraction`` × P (an average since the process
   started), P = the busy CPU rounded up, no mark time (so ``B = 0``: the
@@ -362,9 +365,12 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     frac = at(_GC_FRACTION, t1)
     gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
     mark_s = ded / cyc / (BACKGROUND_UTILIZATION * p) if ded is not None else math.nan
-    u = min(gc_cores / n / (p * mark_s), 0.9) if ded is not None and mark_s > 0 else math.nan
     return dict(
-        cons_mark=cons_mark(alloc * mark_s, marked + roots, u, u) if ded is not None else math.nan,
+        # The pacer's runway as the interval shows it: the goal less where marking
+        # started (the bytes a cycle allocates, less those allocated while marking).
+        pacer_runway=max(goal - marked - alloc / n + alloc * mark_s, 0.0)
+        if ded is not None
+        else math.nan,
         n=n,
         alloc=alloc,
         marked=marked,

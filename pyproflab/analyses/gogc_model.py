@@ -19,10 +19,14 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
    The pacer starts marking ``runway = 3·κ·(H + R)`` before the goal, where
    ``κ`` is its cons/mark estimate: the largest of the last five cycles'
    ratios (here: the expected largest of five observed ratios), and 3 is
-   ``(1 − u)/u`` at its 25 % goal utilisation. The trigger is kept between
-   70 % (45/64) and 95 % of the way from ``H`` to the goal (or 4 MiB below
-   the goal on large heaps): ``t = clamp(D − runway, 0.7·D, max(0.95·D,
-   D − 4 MiB))`` above ``H``. Marking then allocates ``B = min(B_natural,
+   ``(1 − u)/u`` at its 25 % goal utilisation. Prometheus does not show a
+   cycle's mark (its mark time is inferred from the background workers' CPU,
+   which a saturated process does not give them in full, so a cons/mark built
+   on it ran 4-6 times too large): there the runway is the one observed,
+   ``D − (Δ − B)`` (the goal less where marking started), per scan byte.
+   The trigger is kept between 70 % (45/64) and 95 % of the way from ``H``
+   to the goal (or 4 MiB below the goal on large heaps): ``t = clamp(D −
+   runway, 0.7·D, max(0.95·D, D − 4 MiB))`` above ``H``. Marking then allocates ``B = min(B_natural,
    D − t)`` (assists stop it at the goal), and in a steady state the bytes
    allocated per cycle are what it frees: ``Δ = t + B``. A calibration factor
    ``ε`` (observed ``Δ`` over the model's at the observed setting, near 1)
@@ -189,6 +193,12 @@ def _slow_mark(ss: Sequence[dict[str, float]]) -> float:
     return max(slow, 1.0) if math.isfinite(slow) else 1.0
 
 
+def _seen_runway(ss: Sequence[dict[str, float]], scan: float) -> float:
+    """The pacer's runway per scan byte as the samples show it (rule 2), 0 if not."""
+    seen = _inst_mean(ss, "pacer_runway")
+    return seen / scan if math.isfinite(seen) and seen > 0 and scan > 0 else 0.0
+
+
 def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = None) -> Params:
     """Params from the observation's samples (all of them, or those given)."""
     ss = list(obs.samples if samples is None else samples)
@@ -219,7 +229,7 @@ def calibrate(obs: GcObservation, samples: Iterable[dict[str, float]] | None = N
     elif obs.peak_rss is not None:
         overhead = max(obs.peak_rss - max(s["peak_heap"] for s in obs.samples), roots)
     cons = [x["cons_mark"] for x in ss if math.isfinite(x.get("cons_mark", math.nan))]
-    runway_k = 3 * expected_max(cons, 5) if cons else 0.0
+    runway_k = 3 * expected_max(cons, 5) if cons else _seen_runway(ss, marked + roots)
     base = Params(
         live=max(marked - b, marked * 0.05),
         roots=roots,
