@@ -16,6 +16,7 @@ from pyproflab import schema
 from pyproflab.analyses import gogc_inputs as gi
 from pyproflab.analyses.gogc_model import advise, predict_setting
 from pyproflab.cli import main
+from pyproflab.errors import UsageError
 from pyproflab.sources.gctrace import parse_gctrace
 
 MiB = float(1 << 20)
@@ -101,6 +102,26 @@ def test_cli_gctrace_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["gogc", "--gctrace", str(log), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["observed"]["gogc"] == 100 and doc["recommendation"] is None
+
+
+PACED_100 = Path(__file__).parent / "testdata" / "gc" / "bench" / "rate" / "gogc100"
+
+
+def test_cli_gctrace_with_the_process_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """gctrace does not show the process's CPU outside the GC: --process-cpu gives
+    it (here a paced gcbench run, whose Ps idle), and the current setting's GC
+    share is then the GC's CPU over it."""
+    logs = [str(d / "gctrace.log") for d in sorted(PACED_100.glob("r*"))]
+    obs = gi.read_gctrace_files(logs)
+    gc_cores = predict_setting(gi.from_gctrace(obs), 100, None)["gc_cores"]
+    assert main(["gogc", "--gctrace", *logs, "--process-cpu", "0.6", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "given (process CPU 0.6 cores" in json.dumps(doc)
+    cur = next(r for r in doc["predictions"] if r["current"])
+    # (the per-cycle means of GC CPU and of the rest differ in the 4th digit)
+    assert cur["gc_share"] == pytest.approx(gc_cores / 0.6, rel=0.005)
+    with pytest.raises(UsageError):
+        gi.with_process_cpu(gi.from_gctrace(obs), 0.0)
 
 
 def test_raise_is_paired_with_a_memory_limit(tmp_path: Path) -> None:

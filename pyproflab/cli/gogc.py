@@ -59,7 +59,8 @@ class Command:
             "--process-cpu",
             type=float,
             metavar="CORES",
-            help="observed process CPU in cores (else CPU is relative)",
+            help="observed process CPU in cores (else CPU is relative); with GC files "
+            "or --db, the container's CPU at the current setting (gctrace does not show it)",
         )
         e.add_argument(
             "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (default off)"
@@ -117,7 +118,11 @@ class Command:
         from pyproflab.reports.gogc import render_gogc
 
         files = bool(args.gctrace or args.metrics)
-        explicit = any(getattr(args, n) is not None for n in _FIGURES)
+        figures = [n for n in _FIGURES if getattr(args, n) is not None]
+        # --process-cpu also completes GC files or a store (gctrace does not show it).
+        explicit = any(n != "process_cpu" for n in figures) or bool(
+            figures and not files and not args.db
+        )
         if files and (explicit or args.db):
             raise UsageError("give GC files, a store, or explicit figures: one of them")
         store_path = not explicit and (args.gogc is None or args.db)

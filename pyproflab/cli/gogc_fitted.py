@@ -64,6 +64,10 @@ def run_fitted(args: argparse.Namespace) -> int:
         from pyproflab.analyses.gogc_inputs import with_peak_rss
 
         obs = with_peak_rss(obs, parse_size(args.peak_rss))
+    if getattr(args, "process_cpu", None) is not None:
+        from pyproflab.analyses.gogc_inputs import with_process_cpu
+
+        obs = with_process_cpu(obs, args.process_cpu)
     budget, headroom = _budget(args, obs)
     limits = None
     if args.memory_limit:
