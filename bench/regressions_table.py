@@ -1,12 +1,16 @@
 """The acceptance table of the recorded regression data (tests/testdata/regressions):
 per planted case the rank, q, interval and planted size, per second and per
-request; the A/A rate over 100 random window splits; detectable changes.
+request; the A/A rate over 100 random window splits; detectable changes; the
+over-time cases (transient, step).
 
-    python -m bench.regressions_table
+    python -m bench.regressions_table [--test quasi-poisson|permutation|welch] [--aa 100]
+
+Prints markdown: one table of the cases, then one line per A/A setting.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -18,78 +22,110 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import regdata  # noqa: E402
 
-CASES = {**regdata.PLANTED, "load": ("(none)", 0.0)}
+PER = {"second": None, "request": "requests_total"}
 
 
-def main() -> int:
+def _two_sample_rows(store, test: str) -> list[str]:
+    """A table row per two-sample case and denominator."""
     from pyproflab.analyses.regressions import regressions
-    from pyproflab.analyses.regressions.over_time import over_time
     from pyproflab.store.select import Selection
 
-    cases = ["base", "transient", "step"] + [
-        f"{p}{c}" for c in ("own", "helper", "shift", "load") for p in ("", "base-")
-    ]
-    store = regdata.store_of(Path(tempfile.mkdtemp()) / "s.duckdb", cases)
-    print("case, per, first row, metric, rank of the plant, q, rel [interval], planted, detectable")
-    for case, (name, size) in CASES.items():
-        for per in (None, "requests_total"):
+    out = []
+    for case, (name, size) in {**regdata.PLANTED, "load": ("(none)", 0.0)}.items():
+        for per_name, per in PER.items():
             res = regressions(
                 store,
                 Selection(instance=f"base-{case}"),
                 Selection(instance=case),
                 per=per,
-                test="quasi-poisson",
+                test=test,
             )
             rows = res.rows.to_pylist()
-            top = rows[0]
-            hit = next((r for r in rows if r["label"] == name), top)
-            m = hit["evidence_metric"]
             sig = sum(bool(r["flat_significant"] or r["cum_significant"]) for r in rows)
-            print(
-                f"{case:7s} {'request' if per else 'second':8s} {top['label']:16s} {m:5s} "
-                f"{hit['rank']:3d} {hit[m + '_q']:.3g} {hit[m + '_rel']:+.1%} "
-                f"[{hit[m + '_rel_lo']:+.1%}, {hit[m + '_rel_hi']:+.1%}] {size:+.0%} "
-                f"{hit[m + '_detectable']:.0%}  significant rows {sig}"
+            hit = next((r for r in rows if r["label"] == name), None)
+            if hit is None:
+                out.append(f"| {case} | {per_name} | - | - | - | {size:+.0%} | - | {sig} |")
+                continue
+            m = hit["evidence_metric"]
+            out.append(
+                f"| {case} | {per_name} | {hit['rank']} ({m}) | {hit[m + '_q']:.2g} | "
+                f"{hit[m + '_rel']:+.1%} [{hit[m + '_rel_lo']:+.1%}, {hit[m + '_rel_hi']:+.1%}]"
+                f" | {size:+.0%} | {hit[m + '_detectable']:.0%} | {sig} |"
             )
+    return out
+
+
+def _over_time_rows(store) -> list[str]:
+    from pyproflab.analyses.regressions.over_time import over_time
+    from pyproflab.store.select import Selection
+
+    out = []
+    for case, (window, size) in {"transient": (5, 0.30), "step": (6, 0.15)}.items():
+        for per_name, per in PER.items():
+            res = over_time(store, Selection(service=f"regprog-{case}"), per=per)
+            f = res.findings().to_pylist()
+            if not f:
+                out.append(
+                    f"| {case} | {per_name} | none | - | - | {size:+.0%} @ {window} | - | 0 |"
+                )
+                continue
+            rank = next((k + 1 for k, c in enumerate(f) if c["label"] == "main.ownWork"), None)
+            c = f[(rank or 1) - 1]
+            out.append(
+                f"| {case} | {per_name} | {rank} ({c['label']} @ {c['window']}, {c['status']}) | "
+                f"{c['q']:.2g} | {c['rel']:+.1%} [{c['rel_lo']:+.1%}, {c['rel_hi']:+.1%}] | "
+                f"{size:+.0%} @ {window} | - | {len(f)} |"
+            )
+    return out
+
+
+def aa_rate(store, per: str | None, test: str, splits: int = 100) -> tuple[int, float]:
+    """(splits with any significant row, median detectable change of main.ownWork)
+    over ``splits`` random 8/8 splits of the base run's 16 windows."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
     ids = np.array(
         store.sql("SELECT profile_id FROM profiles WHERE instance = 'base' ORDER BY time_nanos")
         .column("profile_id")
         .to_pylist()
     )
-    for per in (None, "requests_total"):
-        rng = np.random.default_rng(13)
-        alarms, det = 0, []
-        for _ in range(100):
-            pick = rng.permutation(len(ids))
-            r = regressions(
-                store,
-                Selection(profile_ids=sorted(ids[pick[:8]].tolist())),
-                Selection(profile_ids=sorted(ids[pick[8:]].tolist())),
-                per=per,
-                test="quasi-poisson",
-            )
-            t = r.rows
-            alarms += bool(
-                (
-                    t.column("flat_significant").to_numpy() | t.column("cum_significant").to_numpy()
-                ).any()
-            )
-            own = next(x for x in t.to_pylist() if x["label"] == "main.ownWork")
-            det.append(own["flat_detectable"])
+    rng = np.random.default_rng(13)
+    alarms, det = 0, []
+    for _ in range(splits):
+        pick = rng.permutation(len(ids))
+        a, b = sorted(ids[pick[:8]].tolist()), sorted(ids[pick[8:]].tolist())
+        t = regressions(
+            store, Selection(profile_ids=a), Selection(profile_ids=b), per=per, test=test
+        ).rows
+        sig = t.column("flat_significant").to_numpy() | t.column("cum_significant").to_numpy()
+        alarms += bool(sig.any())
+        own = next(x for x in t.to_pylist() if x["label"] == "main.ownWork")
+        det.append(own["flat_detectable"])
+    return alarms, float(np.median(det))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--test", default="quasi-poisson")
+    ap.add_argument("--aa", type=int, default=100, help="A/A splits (0: none)")
+    args = ap.parse_args(argv)
+    cases = ["base", "transient", "step"] + [
+        f"{p}{c}" for c in ("own", "helper", "shift", "load") for p in ("", "base-")
+    ]
+    store = regdata.store_of(Path(tempfile.mkdtemp()) / "s.duckdb", cases)
+    print(f"test: {args.test}\n")
+    print("| case | per | rank of the plant | q | rel [95%] | planted | detectable | sig. rows |")
+    print("|---|---|---|---|---|---|---|---|")
+    for line in _two_sample_rows(store, args.test) + _over_time_rows(store):
+        print(line, flush=True)
+    for per_name, per in PER.items() if args.aa else ():
+        alarms, det = aa_rate(store, per, args.test, args.aa)
         print(
-            f"A/A per {'request' if per else 'second'}: {alarms}/100 splits with a "
-            "significant row; "
-            f"main.ownWork detectable median {np.median(det):.0%}"
+            f"\nA/A per {per_name}: {alarms}/{args.aa} splits with a significant row; "
+            f"main.ownWork (10% of CPU) detectable at 80% power: median {det:.0%}",
+            flush=True,
         )
-    for case in ("transient", "step"):
-        for per in (None, "requests_total"):
-            res = over_time(store, Selection(service=f"regprog-{case}"), per=per)
-            f = res.findings().to_pylist()
-            own = [c for c in f if c["label"] == "main.ownWork"]
-            print(
-                f"over time {case} per {'request' if per else 'second'}: {len(f)} findings; "
-                f"ownWork: {[(c['window'], round(c['rel'], 3), c['status']) for c in own]}"
-            )
     return 0
 
 

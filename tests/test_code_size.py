@@ -17,7 +17,6 @@ MAX_FUNCTION = 80
 MAX_MODULE = 500
 
 _GOGC = "engineer gogc's lane (#12), in rewrite this session; split there"
-_REG = "engineer reg's lane (#13), in rewrite this session; split there"
 
 #: "path/relative/to/pyproflab.py" -> why it may be longer than MAX_MODULE.
 LONG_MODULES: dict[str, str] = {
@@ -27,11 +26,9 @@ LONG_MODULES: dict[str, str] = {
     "analyses/gogc_model.py": _GOGC,
     "analyses/merge.py": "pprof's merge rules in one place, each table's step beside its rule",
     "analyses/pgo.py": "engineer scale's lane (#14), in rewrite this session",
-    "analyses/regressions/__init__.py": _REG,
     "collect.py": "collect's scheduler and store writes; the HTTP client is already sources/http",
     "decode/fast.py": "the bulk decoder: each message's C fast path beside its numpy fallback",
     "reports/html_report.py": "the report's sections; HTML is in templates, the rest is data",
-    "reports/regressions.py": _REG,
     "sources/prometheus.py": "the text format's grammar and the HTTP API's, one parser each",
     "store/ingest.py": "keying, batching and writing; to be split (engineer red, #16)",
 }
@@ -41,11 +38,8 @@ LONG_FUNCTIONS: dict[str, str] = {
     "analyses/gogc.py::inputs_from_store": _GOGC,
     "analyses/gogc.py::GcInputs.from_observed": _GOGC,
     "analyses/gogc_inputs.py::from_metrics": _GOGC,
-    "analyses/regressions/__init__.py::regressions": _REG,
-    "analyses/regressions/over_time.py::over_time": _REG,
     "analyses/top.py::top": "pprof's -top options applied in pprof's order, one step each",
     "cli/gogc.py::Command.prepare_parser": _GOGC + " (one argparse option per statement)",
-    "cli/regressions.py::Command.prepare_parser": _REG + " (one argparse option per statement)",
     "collect.py::collect": "the collect loop; to be split (engineer red, #16)",
     "decode/fast.py::_decode": "the hot loop over a profile's fields: a call per field costs",
     "decode/reference.py::decode_reference": "the reference decoder, kept literal to the spec",

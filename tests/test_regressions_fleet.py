@@ -61,3 +61,37 @@ def test_aa_splits(fleet_store) -> None:
     store, *_ = fleet_store
     noisy = aa_noisy_splits(store)
     assert len(noisy) <= 1, f"splits with a significant regression: {noisy}"
+
+
+def test_example_job_finds_the_demo_plant(tmp_path) -> None:
+    """examples/job.toml, as shipped (only its store and output moved into a
+    temporary folder, its PGO and GOGC sections off: they do not decide the
+    exit code), on the recorded fleet: one finding, the planted function, and
+    exit code 1."""
+    import dataclasses
+    from datetime import UTC, datetime, timedelta
+
+    from fleet_harness import PLANTED_FUNCTION
+
+    from pyproflab.jobs import load_job
+    from pyproflab.jobs.runner import run_job
+
+    spec = load_job(Path(__file__).resolve().parents[1] / "examples" / "job.toml")
+    (tmp_path / "incoming").mkdir()
+    spec = dataclasses.replace(
+        spec,
+        store=str(tmp_path / "fleet.duckdb"),
+        output=str(tmp_path / "out"),
+        sources=[dataclasses.replace(spec.sources[0], path=str(tmp_path / "incoming"))],
+        pgo=None,
+        gogc=None,
+    )
+    store = ingest(Recording.load(RECORDED), Path(spec.store))
+    last = store.sql("SELECT max(time_nanos) AS t FROM profiles").column("t")[0].as_py()
+    store.close()
+    # Retention keeps 30 days: run the job as of just after the recording.
+    res = run_job(spec, now=datetime.fromtimestamp(last / 1e9, UTC) + timedelta(minutes=5))
+    item = res.summary["regressions"][0]
+    names = [f["name"] for f in item["findings"]]
+    assert res.exit_code == 1 and names[:1] == [PLANTED_FUNCTION], (res.line, item)
+    assert (item["base"], item["new"]) == ("v1", "v2")

@@ -3,12 +3,17 @@ known size (tests/regprog, recorded once into tests/testdata/regressions by
 ``python -m bench.record_regressions``; see tests/regdata.py).
 
 Each two-sample case was recorded at the same time as its own baseline
-(``base-CASE``), 8 + 8 profiles of 10 s at 100 Hz. The recording machine was
-shared and overloaded (load average 15-18 on 2 cores): the program got
-0.05-0.3 of a core instead of the third it asks for, so its CPU per second
-follows the machine, not the code. The cases are compared per request
-(``per="requests_total"``, the counter written beside each profile). The
-A/A test runs both per second and per request.
+(``base-CASE``), 8 + 8 profiles of 10 s at 100 Hz, on a quiet machine: every
+window but two of the load case served its full request rate (see the data's
+README). The cases are compared per request (``per="requests_total"``, the
+counter written beside each profile); on this recording per second gives the
+same rows. The A/A test runs both per second and per request.
+
+The program uses a third of a core, so its 10%-of-CPU functions have about 33
+samples per 10 s profile: the smallest increase found with 80% power over
+8 + 8 profiles is about 42-52% (the ``detectable`` column), above the planted
+30%. The cases whose planted change this recording does not show at FDR 5%
+are strict xfails, each with what was measured.
 """
 
 from __future__ import annotations
@@ -51,14 +56,25 @@ def _compare(store, case: str, **kw):
     )
 
 
-NOISY = pytest.mark.xfail(
+SHIFT_WEAK = pytest.mark.xfail(
     strict=True,
-    reason="recorded on an overloaded machine: per-window counts too dispersed for +30%",
+    reason="main.shiftX +29.5% [+8.0%, +55.2%] is first but q = 0.055 > 0.05 (detectable 52%)",
 )
 
 
-@NOISY
-@pytest.mark.parametrize("case", sorted(regdata.PLANTED))
+WEAK = {
+    "shift": SHIFT_WEAK,
+    "helper": pytest.mark.xfail(
+        strict=True,
+        reason="main.helper's flat +15.4% ranks first (q 0.044) and groups main.viaB "
+        "(+30.0% [+10.6%, +52.8%], q 0.044) under it; the edge viaB -> helper carries it",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=WEAK.get(c, ())) for c in sorted(regdata.PLANTED)]
+)
 def test_planted_is_first_significant_and_in_interval(store, case) -> None:
     name, size = regdata.PLANTED[case]
     res = _compare(store, case, per=PER)
@@ -74,7 +90,6 @@ def test_planted_is_first_significant_and_in_interval(store, case) -> None:
     assert top["explained_by"] is None
 
 
-@NOISY
 def test_shared_helper_change_is_attributed_to_its_caller_edge(store) -> None:
     res = _compare(store, "helper", per=PER)
     edges = {(e["caller"], e["callee"]): e for e in res.edges.to_pylist()}
@@ -82,13 +97,18 @@ def test_shared_helper_change_is_attributed_to_its_caller_edge(store) -> None:
     assert e["significant"] and e["rel_lo"] <= 0.30 <= e["rel_hi"]
     for other in ("main.viaC", "main.viaD"):
         assert not edges[(other, "main.helper")]["significant"]
+
+
+@WEAK["helper"]
+def test_shared_helper_is_grouped_under_its_caller(store) -> None:
+    res = _compare(store, "helper", per=PER)
     rows = {r["label"]: r for r in res.rows.to_pylist()}
     # The helper's own (flat) change is grouped under the caller that carries it.
     if rows["main.helper"]["direction"] == "increase":
         assert rows["main.helper"]["explained_by"] == "main.viaB"
 
 
-@NOISY
+@SHIFT_WEAK
 def test_cost_shift_is_labelled_not_two_findings(store) -> None:
     res = _compare(store, "shift", per=PER)
     rows = {r["label"]: r for r in res.rows.to_pylist()}
@@ -127,7 +147,11 @@ def test_aa_random_window_splits_are_quiet(store, per) -> None:
     assert alarms <= 5, alarms
 
 
-@NOISY
+@pytest.mark.xfail(
+    strict=True,
+    reason="+30% for one 20 s window (about 70 samples) is not found; the only change "
+    "point is main.shiftY's",
+)
 def test_transient_went_away(store) -> None:
     from pyproflab.analyses.regressions.over_time import over_time
     from pyproflab.store.select import Selection
@@ -139,7 +163,11 @@ def test_transient_went_away(store) -> None:
     assert first["rel_lo"] <= 0.30 <= first["rel_hi"]
 
 
-@NOISY
+@pytest.mark.xfail(
+    strict=True,
+    reason="found at window 6 and persisted, but measured +40% [+20%, +64%]: the planted "
+    "+15% is outside",
+)
 def test_step_found_within_one_window(store) -> None:
     from pyproflab.analyses.regressions.over_time import over_time
     from pyproflab.store.select import Selection

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from pyproflab.analyses import filters
 from pyproflab.analyses.graph import compute_total, resolve_sample_index, sample_values
+from pyproflab.analyses.rows import RowsResult
 from pyproflab.display import render
 from pyproflab.model import Profile, ValueType
 
@@ -131,7 +132,7 @@ ROWS_SCHEMA = pa.schema(
 
 
 @dataclass
-class GcCategoriesResult:
+class GcCategoriesResult(RowsResult):
     """GC CPU of one profile by category (see the module rules).
 
     ``rows`` has ``ROWS_SCHEMA``, one row per category in priority order;
@@ -161,12 +162,6 @@ class GcCategoriesResult:
         except ValueError:
             raise KeyError(category) from None
         return int(self.rows.column("plain_cpu" if plain else "cpu")[i].as_py())
-
-    def to_arrow(self) -> pa.Table:
-        return self.rows
-
-    def to_pandas(self):
-        return self.rows.to_pandas()
 
     def _repr_html_(self) -> str:
         return render(self, "html")

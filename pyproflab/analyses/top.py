@@ -62,6 +62,7 @@ from pyproflab.analyses.graph import (
     sorted_nodes,
     with_edges,
 )
+from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.arrays import from_numpy, from_strings
 from pyproflab.display import render
 from pyproflab.errors import UsageError
@@ -74,17 +75,14 @@ ROWS_SCHEMA = pa.schema(
         pa.field("sum_pct", pa.float64(), nullable=False),
         pa.field("cum", pa.int64(), nullable=False),
         pa.field("cum_pct", pa.float64(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("file", pa.string()),
-        pa.field("line", pa.int64()),
-        pa.field("label", pa.string(), nullable=False),
+        *NODE_FIELDS,
         pa.field("inline", pa.string(), nullable=False),
     ]
 )
 
 
 @dataclass
-class TopResult:
+class TopResult(RowsResult):
     """The rows of a top report plus the facts pprof prints above them.
 
     ``rows`` has ``ROWS_SCHEMA``: exact ``flat``/``cum`` integers in the sample
@@ -115,15 +113,6 @@ class TopResult:
     sample_types: list[ValueType] = field(default_factory=list)
     # pprof's other filters in effect (hide, show, show_from, tag{focus,ignore,show,hide}).
     filters: dict[str, str] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return self.rows.num_rows
-
-    def to_arrow(self) -> pa.Table:
-        return self.rows
-
-    def to_pandas(self):
-        return self.rows.to_pandas()
 
     @property
     def active_filters(self) -> list[str]:

@@ -35,16 +35,18 @@ def db_path(args: argparse.Namespace) -> str:
     return args.db or os.environ.get("PYPROFLAB_DB") or DEFAULT_DB
 
 
+def add_type_option(parser, help: str) -> None:
+    """``--type TYPE`` (dest ``profile_type``) on a parser or argument group."""
+    parser.add_argument("--type", dest="profile_type", metavar="TYPE", help=help)
+
+
 def add_selection_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("selection (store only)")
     g.add_argument("--service", help="only profiles of this service")
     g.add_argument("--version", dest="sel_version", metavar="VERSION", help="only this version")
     g.add_argument("--instance", help="only this instance")
-    g.add_argument(
-        "--type",
-        dest="profile_type",
-        metavar="TYPE",
-        help="profile type: cpu heap allocs goroutine mutex block threadcreate wall other",
+    add_type_option(
+        g, "profile type: cpu heap allocs goroutine mutex block threadcreate wall other"
     )
     g.add_argument(
         "--since", metavar="T", help="profiles taken at or after T (ISO time, or 72h, 30m, 7d ago)"

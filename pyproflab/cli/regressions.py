@@ -27,143 +27,116 @@ import argparse
 
 from pyproflab.cli import common
 
+_KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
+_NODES = ["functions", "lines", "files"]
+
+# (group, flags, add_argument keywords): every option once, grouped as --help shows them.
+OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
+    ("two sides", ("--base",), {**_KV, "help": "the base selection (e.g. version=v1)"}),
+    ("two sides", ("--new",), {**_KV, "help": "the new selection (e.g. version=v2)"}),
+    *[
+        ("two sides", (f"--{side}-{end}",), {"metavar": "T", "help": f"{side} profiles {how}"})
+        for side in ("base", "new")
+        for end, how in (("since", "taken at or after T (ISO, or 72h ago)"), ("until", "before T"))
+    ],
+    (
+        "over time",
+        ("--over-time",),
+        {"action": "store_true", "help": "change points in one selection instead of two sides"},
+    ),
+    ("over time", ("--service",), {"help": "the service to follow"}),
+    ("over time", ("--since",), {"metavar": "T", "help": "profiles at or after T"}),
+    ("over time", ("--select",), {**_KV, "help": "more selection words (instance=...)"}),
+    (
+        "over time",
+        ("--fail-on-change",),
+        {"action": "store_true", "help": "exit 1 when an increase persisted"},
+    ),
+    ("analysis", ("--sample-index",), {"metavar": "NAME|N", "help": "sample type"}),
+    ("analysis", ("--granularity",), {"choices": _NODES, "default": "functions"}),
+    (
+        "analysis",
+        ("--noinlines",),
+        {"action": "store_true", "help": "count inlined calls as their caller's"},
+    ),
+    (
+        "analysis",
+        ("--measure",),
+        {"choices": ["rate", "share"], "default": "rate", "help": "rates or shares of totals"},
+    ),
+    (
+        "analysis",
+        ("--rank-by",),
+        {
+            "choices": ["evidence", "flat", "cum"],
+            "default": "evidence",
+            "help": "order: by the conservative end of the change's interval, increases "
+            "first (default), or by |change| of flat or cum",
+        },
+    ),
+    (
+        "analysis",
+        ("--per",),
+        {
+            "metavar": "COUNTER",
+            "help": "rates per unit of work: the increase of this counter (stored from "
+            "/metrics, e.g. a request counter) over each profile's window",
+        },
+    ),
+    (
+        "analysis",
+        ("--unit",),
+        {
+            "choices": ["profile", "instance", "window"],
+            "default": "profile",
+            "help": "independent unit of the statistics: each profile (default), each "
+            "instance's profiles summed, or the profiles taken together summed",
+        },
+    ),
+    ("analysis", ("--fdr",), {"type": float, "default": 0.05, "metavar": "Q"}),
+    ("analysis", ("--confidence",), {"type": float, "default": 0.95, "metavar": "C"}),
+    ("analysis", ("--resamples",), {"type": int, "default": 2000, "metavar": "N"}),
+    ("analysis", ("--seed",), {"type": int, "default": 0}),
+    (
+        "analysis",
+        ("--test",),
+        {
+            "choices": ["quasi-poisson", "permutation", "welch"],
+            "default": "permutation",
+            "help": "source of the p-values (see the description)",
+        },
+    ),
+    (
+        "analysis",
+        ("--permutations",),
+        {"type": int, "default": 10_000, "metavar": "N", "help": "at most N splits"},
+    ),
+    (
+        "analysis",
+        ("--min-share",),
+        {"type": float, "default": 0.005, "metavar": "F", "help": "test nodes above F"},
+    ),
+    ("output", ("--top",), {"type": int, "metavar": "N", "help": "show at most N rows"}),
+    ("output", ("--format",), {"choices": ["text", "json", "csv", "html"], "default": "text"}),
+    ("output", ("-o", "--output"), {"metavar": "FILE", "help": "write here, not to stdout"}),
+]
+
+# The options each analysis takes as they are (argparse dest = keyword).
+COMMON_KW = ("granularity", "fdr", "confidence", "min_share", "seed", "per")
+TWO_SIDES_KW = ("resamples", "rank_by", "unit", "measure", "test", "permutations")
+
 
 class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         common.add_db_option(parser)
-        parser.add_argument(
-            "--base",
-            nargs="+",
-            action="extend",
-            default=[],
-            metavar="K=V",
-            help="the base selection (e.g. version=v1)",
-        )
-        parser.add_argument(
-            "--new",
-            nargs="+",
-            action="extend",
-            default=[],
-            metavar="K=V",
-            help="the new selection (e.g. version=v2)",
-        )
-        for side in ("base", "new"):
-            parser.add_argument(
-                f"--{side}-since",
-                metavar="T",
-                help=f"{side} profiles taken at or after T (ISO, or 72h ago)",
-            )
-            parser.add_argument(
-                f"--{side}-until", metavar="T", help=f"{side} profiles taken before T"
-            )
-        parser.add_argument(
-            "--over-time",
-            action="store_true",
-            help="change points over time in one selection instead of two sides",
-        )
-        parser.add_argument("--service", help="over time: the service to follow")
-        parser.add_argument("--since", metavar="T", help="over time: profiles at or after T")
-        parser.add_argument(
-            "--select",
-            nargs="+",
-            action="extend",
-            default=[],
-            metavar="K=V",
-            help="over time: more selection words (instance=..., version=...)",
-        )
-        parser.add_argument(
-            "--fail-on-change",
-            action="store_true",
-            help="over time: exit 1 when an increase persisted",
-        )
-        parser.add_argument(
-            "--type",
-            dest="profile_type",
-            metavar="TYPE",
-            help="profile type for both sides (e.g. cpu)",
-        )
-        parser.add_argument(
-            "--sample-index", metavar="NAME|N", help="sample type (default: the profiles' default)"
-        )
-        parser.add_argument(
-            "--granularity", choices=["functions", "lines", "files"], default="functions"
-        )
-        parser.add_argument(
-            "--noinlines",
-            action="store_true",
-            help="count inlined calls as their caller's (pprof -noinlines)",
-        )
-        parser.add_argument(
-            "--measure",
-            choices=["rate", "share"],
-            default="rate",
-            help="compare rates per second (default) or shares of the total",
-        )
-        parser.add_argument(
-            "--rank-by",
-            choices=["evidence", "flat", "cum"],
-            default="evidence",
-            help="order: by the conservative end of the change's interval, increases first "
-            "(default), or by |change| of flat or cum",
-        )
-        parser.add_argument(
-            "--per",
-            metavar="COUNTER",
-            help="rates per unit of work: the increase of this counter (stored from "
-            "/metrics, e.g. a request counter) over each profile's window",
-        )
-        parser.add_argument(
-            "--unit",
-            choices=["profile", "instance", "window"],
-            default="profile",
-            help="independent unit of the statistics: each profile (default), each "
-            "instance's profiles summed, or the profiles taken together (a collection "
-            "round) summed",
-        )
-        parser.add_argument(
-            "--fdr",
-            type=float,
-            default=0.05,
-            metavar="Q",
-            help="false discovery rate for significance (default 0.05)",
-        )
-        parser.add_argument("--confidence", type=float, default=0.95, metavar="C")
-        parser.add_argument("--resamples", type=int, default=2000, metavar="N")
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument(
-            "--test",
-            choices=["permutation", "quasi-poisson", "welch"],
-            default="permutation",
-            help="source of the p-values: a permutation test of Welch's t over the units' "
-            "sides (default), quasi-Poisson on the sample counts (over-dispersion estimated "
-            "from the units), or Student's t",
-        )
-        parser.add_argument(
-            "--permutations",
-            type=int,
-            default=10_000,
-            metavar="N",
-            help="splits of the units for the permutation test; all of them when there are "
-            "fewer (default 10000)",
-        )
-        parser.add_argument(
-            "--min-share",
-            type=float,
-            default=0.005,
-            metavar="F",
-            help="test only nodes with at least this share of the pooled total (default 0.005)",
-        )
-        parser.add_argument(
-            "--top",
-            type=int,
-            default=None,
-            metavar="N",
-            help="show at most N rows (default: 30 in text, all otherwise)",
-        )
-        parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
-        parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+        groups: dict[str, argparse._ArgumentGroup] = {}
+        for group, flags, kw in OPTIONS:
+            if group not in groups:
+                groups[group] = parser.add_argument_group(group)
+            groups[group].add_argument(*flags, **kw)
+        common.add_type_option(groups["analysis"], "profile type for both sides (e.g. cpu)")
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
@@ -186,28 +159,13 @@ class Command:
         if args.base or args.new:
             raise UsageError("--over-time follows one selection; drop --base/--new")
         sel = Selection.from_kv(args.select)
-        if args.service:
-            sel.service = args.service
-        if args.since:
-            sel.since = args.since
+        sel.service = args.service or sel.service
+        sel.since = args.since or sel.since
         sel.profile_type = sel.profile_type or args.profile_type or "cpu"
         if not sel.service:
             raise UsageError("--over-time needs --service S (or --select service=S)")
-        sample_index = args.sample_index
-        if sample_index is not None and sample_index.isdigit():
-            sample_index = int(sample_index)
         with Store.open(common.db_path(args), read_only=True) as store:
-            result = over_time(
-                store,
-                sel,
-                sample_index=sample_index,
-                granularity=args.granularity,
-                fdr=args.fdr,
-                confidence=args.confidence,
-                min_share=args.min_share,
-                seed=args.seed,
-                per=args.per,
-            )
+            result = over_time(store, sel, **_keywords(args, COMMON_KW))
         common.write_output(render_over_time(result, args.format), args.output)
         ups = [
             c
@@ -226,37 +184,29 @@ class Command:
         for side in ("base", "new"):
             sel = Selection.from_kv(getattr(args, side))
             since, until = getattr(args, f"{side}_since"), getattr(args, f"{side}_until")
-            if since is not None:
-                sel.since = since
-            if until is not None:
-                sel.until = until
-            if args.profile_type and sel.profile_type is None:
-                sel.profile_type = args.profile_type
+            sel.since = sel.since if since is None else since
+            sel.until = sel.until if until is None else until
+            sel.profile_type = sel.profile_type or args.profile_type
             sides[side] = sel
-        sample_index = args.sample_index
-        if sample_index is not None and sample_index.isdigit():
-            sample_index = int(sample_index)
+        kw = _keywords(args, COMMON_KW + TWO_SIDES_KW)
         with Store.open(common.db_path(args), read_only=True) as store:
             result = regressions(
                 store,
-                common.one_kind(store, sides["base"], sample_index),
-                common.one_kind(store, sides["new"], sample_index),
-                sample_index=sample_index,
-                granularity=args.granularity,
-                fdr=args.fdr,
-                confidence=args.confidence,
-                resamples=args.resamples,
-                seed=args.seed,
-                min_share=args.min_share,
-                rank_by=args.rank_by,
-                unit=args.unit,
+                common.one_kind(store, sides["base"], kw["sample_index"]),
+                common.one_kind(store, sides["new"], kw["sample_index"]),
                 inlines=not args.noinlines,
-                measure=args.measure,
-                test=args.test,
-                permutations=args.permutations,
-                per=args.per,
+                **kw,
             )
         common.write_output(
             render_regressions(result, args.format, top=args.top or None), args.output
         )
         return 0
+
+
+def _keywords(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    """The analysis keywords ``names`` from the options, and the sample index
+    (a number when given as digits)."""
+    sample_index = args.sample_index
+    if sample_index is not None and sample_index.isdigit():
+        sample_index = int(sample_index)
+    return {"sample_index": sample_index, **{n: getattr(args, n) for n in names}}

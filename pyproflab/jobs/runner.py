@@ -209,6 +209,9 @@ def _regressions(
                 min_share=r.min_share,
                 granularity=r.granularity,
                 rank_by=r.metric,
+                measure=r.measure,
+                test=r.test,
+                per=r.per,
             )
         except ProflabError as e:
             item["skipped"] = str(e)

@@ -100,6 +100,11 @@ class RegressionsSpec:
     resamples: int = 1000
     min_share: float = 0.005
     granularity: str = "functions"
+    # As ``regressions``' options of these names: what is compared (rate or
+    # share), the test, and a counter whose increase is the unit of work.
+    measure: str = "rate"
+    test: str = "permutation"
+    per: str | None = None
     over_time: bool = False
     over_time_since: str = "7d"
 
@@ -257,6 +262,12 @@ def job_from_dict(
             raise UsageError(f"{source} [regressions]: order must be ingest or time")
         if reg.metric not in ("evidence", "flat", "cum"):
             raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
+        if reg.measure not in ("rate", "share"):
+            raise UsageError(f"{source} [regressions]: measure must be rate or share")
+        if reg.test not in ("quasi-poisson", "permutation", "welch"):
+            raise UsageError(
+                f"{source} [regressions]: test must be quasi-poisson, permutation or welch"
+            )
     retention = _section(data, "retention", RetentionSpec, source) or RetentionSpec()
     if retention.max_age_days is not None and retention.max_age_days <= 0:
         raise UsageError(f"{source} [retention]: max_age_days must be > 0")

@@ -19,12 +19,7 @@ def selected_profiles(store: Store, selection) -> list[dict[str, Any]]:
     by profile id."""
     from pyproflab.store.merge import HEADER_COLUMNS
 
-    where, params = selection.where()
-    return store.sql(
-        f"SELECT {HEADER_COLUMNS}, p.service, p.instance FROM profiles p "
-        f"WHERE {where} ORDER BY p.profile_id",
-        params,
-    ).to_pylist()
+    return store.sql(*selection.query(f"{HEADER_COLUMNS}, p.service, p.instance")).to_pylist()
 
 
 def stack_sums(store: Store, pids: np.ndarray, positions: list[int]) -> pa.Table:

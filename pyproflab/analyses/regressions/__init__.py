@@ -144,19 +144,32 @@ def _denominators(store, sides: Sides, nv: NodeValues, measure: str, per: str | 
     return sides.durations, sides.factor, sides.rate_unit
 
 
-def _matrices(nv: NodeValues, n_profiles: int, present: np.ndarray, n_nodes: int) -> dict:
+def _merged(nv: NodeValues, sides: Sides) -> dict[str, np.ndarray]:
+    """Per node, the exact merged flat and cum of each side (rule 3)."""
+    out = {}
+    for name in ("flat", "cum"):
+        s = np.rint(nv.sums(name, sides.is_new.astype(np.int64), 2)).astype(np.int64)
+        out[f"{name}_base"], out[f"{name}_new"] = s[:, 0], s[:, 1]
+    return out
+
+
+def _matrices(nv: NodeValues, n_profiles: int, present: np.ndarray) -> dict:
     """Dense (profiles, present nodes) flat and cum, and (profiles, edges) values."""
-    col = np.full(n_nodes, -1, np.int64)
-    col[present] = np.arange(len(present))
-    mats = {}
-    for name, vals in (("flat", nv.flat), ("cum", nv.cum)):
-        m = np.zeros((n_profiles, len(present)))
-        np.add.at(m, (nv.pp, col[nv.node]), vals.astype(float))
-        mats[name] = m
-    e = np.zeros((n_profiles, len(nv.inc.edges)))
-    np.add.at(e, (nv.edge_pp, nv.edge), nv.edge_cum.astype(float))
-    mats["edge"] = e
+    per = np.arange(n_profiles)
+    mats = {name: nv.sums(name, per, n_profiles)[present].T for name in ("flat", "cum")}
+    mats["edge"] = nv.sums("edge_cum", per, n_profiles).T
     return mats
+
+
+def _side_rates(m: np.ndarray, units: Units, unit_value: float) -> dict[str, np.ndarray]:
+    """Each side's rate (its units' values over their denominators), the change
+    and the relative change (NaN where the base rate is 0)."""
+    d, new = units.denominators, units.is_new
+    rb = m[~new].sum(axis=0) / d[~new].sum() * unit_value
+    rn = m[new].sum(axis=0) / d[new].sum() * unit_value
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(rb != 0, rn / rb - 1.0, np.nan)
+    return {"rate_base": rb, "rate_new": rn, "change": rn - rb, "rel": rel}
 
 
 def _metric_columns(name, mats, units: Units, merged, present, totals, opts) -> dict:
@@ -164,13 +177,10 @@ def _metric_columns(name, mats, units: Units, merged, present, totals, opts) -> 
     m = units.sum(mats[name]) / opts["count_scale"]
     d, new = units.denominators, units.is_new
     unit_value = opts["count_scale"] * opts["factor"]
-    rb = m[~new].sum(axis=0) / d[~new].sum() * unit_value
-    rn = m[new].sum(axis=0) / d[new].sum() * unit_value
     pooled = np.abs(merged[f"{name}_base"][present]) + np.abs(merged[f"{name}_new"][present])
     tested = (pooled / (float(totals[0] + totals[1]) or 1.0) >= opts["min_share"]) & opts["stat"]
-    c: dict[str, Any] = {"rate_base": rb, "rate_new": rn, "change": rn - rb}
+    c: dict[str, Any] = _side_rates(m, units, unit_value)
     with np.errstate(divide="ignore", invalid="ignore"):
-        c["rel"] = np.where(rb != 0, rn / rb - 1.0, np.nan)
         c["p50_base"] = np.median(m[~new] / d[~new][:, None], axis=0) * unit_value
         c["p50_new"] = np.median(m[new] / d[new][:, None], axis=0) * unit_value
     c["share_base"] = merged[f"{name}_base"][present] / (totals[0] or 1)
@@ -213,41 +223,20 @@ def _edges(nv: NodeValues, mats, units: Units, cols, present, opts) -> pa.Table:
         return EDGES_SCHEMA.empty_table()
     e = units.sum(mats["edge"][:, pick]) / opts["count_scale"]
     unit_value = opts["count_scale"] * opts["factor"]
+    tested = np.ones(len(pick), bool)
     r = inference.compare(
-        e,
-        units.denominators,
-        units.is_new,
-        np.ones(len(pick), bool),
-        unit_value=unit_value,
-        **opts["test_opts"],
+        e, units.denominators, units.is_new, tested, unit_value=unit_value, **opts["test_opts"]
     )
-    d, new = units.denominators, units.is_new
-    rb = e[~new].sum(axis=0) / d[~new].sum() * unit_value
-    rn = e[new].sum(axis=0) / d[new].sum() * unit_value
     q = stats.bh_adjust(r["p"])
-    lab = nv.inc.labels
-    base = e[~new].sum(axis=0) * opts["count_scale"]
-    newv = e[new].sum(axis=0) * opts["count_scale"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(rb != 0, rn / rb - 1.0, np.nan)
+    lab, new, nan = nv.inc.labels, units.is_new, np.full(len(pick), np.nan)
     t = {
+        **_side_rates(e, units, unit_value),
+        **{k: r[k] for k in ("change_lo", "change_hi", "rel_lo", "rel_hi", "p")},
         "caller": [lab[nv.inc.edges[k][0]] for k in pick],
         "callee": [lab[nv.inc.edges[k][1]] for k in pick],
-        "base": np.rint(base).astype(np.int64),
-        "new": np.rint(newv).astype(np.int64),
-        "rate_base": rb,
-        "rate_new": rn,
-        "share_base": np.full(len(pick), np.nan),
-        "share_new": np.full(len(pick), np.nan),
-        "p50_base": np.full(len(pick), np.nan),
-        "p50_new": np.full(len(pick), np.nan),
-        "change": rn - rb,
-        "change_lo": r["change_lo"],
-        "change_hi": r["change_hi"],
-        "rel": rel,
-        "rel_lo": r["rel_lo"],
-        "rel_hi": r["rel_hi"],
-        "p": r["p"],
+        "base": np.rint(e[~new].sum(axis=0) * opts["count_scale"]).astype(np.int64),
+        "new": np.rint(e[new].sum(axis=0) * opts["count_scale"]).astype(np.int64),
+        **{k: nan for k in ("share_base", "share_new", "p50_base", "p50_new")},
         "q": q,
         "detectable": inference.detectable(r["fit"], opts["fdr"] / len(pick)),
         "significant": np.nan_to_num(q, nan=1.0) <= opts["fdr"],
@@ -402,41 +391,52 @@ def regressions(
     increase over each profile is its denominator (cost per unit of work).
     """
     _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test, permutations)
+    settings = {
+        "granularity": granularity,
+        "fdr": fdr,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+        "min_share": min_share,
+        "rank_by": rank_by,
+        "unit": unit,
+        "inlines": inlines,
+        "measure": measure,
+        "test": test,
+        "per": per,
+    }
     sides = select_sides(store, base, new, sample_index, measure)
     nv = node_values(store, sides, granularity, inlines)
-    denominators, factor, shown_unit = _denominators(store, sides, nv, measure, per)
-    n_nodes = len(nv.inc.labels)
-    merged: dict[str, np.ndarray] = {}
-    for name, vals in (("flat", nv.flat), ("cum", nv.cum)):
-        for side, mask in (("new", sides.is_new[nv.pp]), ("base", ~sides.is_new[nv.pp])):
-            merged[f"{name}_{side}"] = np.bincount(
-                nv.node[mask], weights=vals[mask], minlength=n_nodes
-            ).astype(np.int64)
+    return _compare(store, sides, nv, settings, permutations)
+
+
+def _compare(store, sides: Sides, nv: NodeValues, settings: dict, permutations: int):
+    """The stages after the node values (rules 3-8), and the result."""
+    denominators, factor, shown_unit = _denominators(
+        store, sides, nv, settings["measure"], settings["per"]
+    )
+    merged = _merged(nv, sides)
     present = np.flatnonzero(np.any([merged[k] != 0 for k in merged], axis=0))
     totals = (int(nv.totals[~sides.is_new].sum()), int(nv.totals[sides.is_new].sum()))
-    units = group_units(sides.rows, sides.is_new, denominators, unit)
-    mats = _matrices(nv, len(sides.pids), present, n_nodes)
+    units = group_units(sides.rows, sides.is_new, denominators, settings["unit"])
+    mats = _matrices(nv, len(sides.pids), present)
     stat = units.n_base >= 2 and units.n_new >= 2
     opts = {
         "count_scale": sides.count_scale,
         "factor": factor,
-        "min_share": min_share,
+        "min_share": settings["min_share"],
         "stat": stat,
-        "fdr": fdr,
-        "test_opts": {
-            "test": test,
-            "confidence": confidence,
-            "resamples": resamples,
-            "seed": seed,
-            "permutations": permutations,
-        },
+        "fdr": settings["fdr"],
+        "test_opts": {k: settings[k] for k in ("test", "confidence", "resamples", "seed")}
+        | {"permutations": permutations},
     }
     cols, facts = _statistics(mats, units, merged, present, totals, opts)
-    rows = _rows(nv, present, merged, cols, rank_by)
+    rows = _rows(nv, present, merged, cols, settings["rank_by"])
     edges = _edges(nv, mats, units, cols, present, opts)
     per_profile, profiles, stacks = _per_profile(sides, nv, denominators, factor)
-    _notes(sides.notes, opts, facts, units, unit, rows)
+    _notes(sides.notes, opts, facts, units, settings["unit"], rows)
     return RegressionsResult(
+        **settings,
         rows=rows,
         per_profile=per_profile,
         profiles=profiles,
@@ -444,7 +444,6 @@ def regressions(
         labels=nv.inc.labels,
         sample_type=sides.sample_type,
         sample_index=sides.sample_index,
-        granularity=granularity,
         rate=sides.rate,
         rate_unit=shown_unit,
         rate_factor=factor,
@@ -455,22 +454,11 @@ def regressions(
         total_base=totals[0],
         total_new=totals[1],
         statistics=stat,
-        fdr=fdr,
-        confidence=confidence,
-        resamples=resamples,
-        seed=seed,
-        min_share=min_share,
-        rank_by=rank_by,
-        unit=unit,
-        inlines=inlines,
-        measure=measure,
-        test=test,
         permutations=facts["splits"],
         n_units_base=units.n_base,
         n_units_new=units.n_new,
         base_description=sides.base_description,
         new_description=sides.new_description,
-        per=per,
         edges=edges,
         notes=sides.notes,
     )

@@ -50,6 +50,27 @@ class NodeValues:
     stack_base: np.ndarray
     stack_new: np.ndarray
 
+    def sums(self, metric: str, group: np.ndarray, n_groups: int) -> np.ndarray:
+        """(nodes, groups) sums of ``metric`` (flat, cum or edge_cum: then the
+        rows are edges) over the profiles of each group; ``group`` gives a
+        group per profile (its side, window or unit)."""
+        pp, key = (self.edge_pp, self.edge) if metric == "edge_cum" else (self.pp, self.node)
+        rows = len(self.inc.edges) if metric == "edge_cum" else len(self.inc.labels)
+        out = np.zeros((rows, n_groups))
+        np.add.at(out, (key, group[pp]), getattr(self, metric).astype(float))
+        return out
+
+
+def _incidence_table(stack_ids: np.ndarray, nodes: np.ndarray, leaf: np.ndarray) -> pa.Table:
+    """(stack_id, node, leaf) rows for ``store.regressions.node_sums``."""
+    return pa.table(
+        {
+            "stack_id": pa.array(stack_ids, pa.uint64()),
+            "node": pa.array(nodes, pa.int64()),
+            "leaf": pa.array(leaf),
+        }
+    )
+
 
 def noinlines(profile: Profile) -> Profile:
     """Each location keeps only its last (outermost) line, as pprof's -noinlines."""
@@ -170,28 +191,10 @@ def node_values(store, sides, granularity: str, inlines: bool) -> NodeValues:
             "v": pa.array(a_v[nz], pa.int64()),
         }
     )
-    pn = node_sums(
-        store,
-        values,
-        pa.table(
-            {
-                "stack_id": pa.array(stack_order[inc.pair_stack], pa.uint64()),
-                "node": pa.array(inc.pair_node, pa.int64()),
-                "leaf": pa.array(inc.pair_leaf),
-            }
-        ),
-    )
-    pe = node_sums(
-        store,
-        values,
-        pa.table(
-            {
-                "stack_id": pa.array(stack_order[inc.edge_stack], pa.uint64()),
-                "node": pa.array(inc.edge_index, pa.int64()),
-                "leaf": pa.array(np.zeros(len(inc.edge_index), bool)),
-            }
-        ),
-    )
+    stacks = stack_order[inc.pair_stack], stack_order[inc.edge_stack]
+    pn = node_sums(store, values, _incidence_table(stacks[0], inc.pair_node, inc.pair_leaf))
+    no_leaf = np.zeros(len(inc.edge_index), bool)
+    pe = node_sums(store, values, _incidence_table(stacks[1], inc.edge_index, no_leaf))
     spos = {int(s): i for i, s in enumerate(stack_order.tolist())}
     s_idx = np.array([spos[int(s)] for s in a_stack[nz].tolist()], np.int64)
     newmask = sides.is_new[a_prof[nz]]

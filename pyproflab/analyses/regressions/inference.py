@@ -70,17 +70,41 @@ class Fit:
         return np.where(self.over, 2 * sps.t.sf(np.abs(z), df), 2 * sps.norm.sf(np.abs(z)))
 
 
+def dispersion(counts: np.ndarray, mu: np.ndarray, df: int, axis: int = 0) -> np.ndarray:
+    """Pearson's X^2 / ``df`` of ``counts`` around their fitted means ``mu``,
+    summed along ``axis`` (the units); NaN when ``df < 1``. Cells with no
+    expected count add nothing."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x2 = np.where(mu > 0, (counts - mu) ** 2 / mu, 0.0).sum(axis=axis)
+    return x2 / df if df >= 1 else np.full(np.shape(x2), np.nan)
+
+
+def log_ratio(y_new, d_new, y_base, d_base, phi, q) -> tuple[np.ndarray, ...]:
+    """(rel, rel_lo, rel_hi): the ratio of the rates ``y/d`` minus 1 and its Wald
+    interval on the log scale at quantile ``q``, variance ``phi`` times the
+    Poisson one. A zero count is taken as half a sample (no infinite log)."""
+    yn, yb = np.maximum(y_new, 0.5), np.maximum(y_base, 0.5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.log(yn / d_new) - np.log(yb / d_base)
+        se = np.sqrt(phi * (1 / yn + 1 / yb))
+    return np.exp(b) - 1, np.exp(b - q * se) - 1, np.exp(b + q * se) - 1
+
+
+def rate_change(y_new, d_new, y_base, d_base, phi, unit_value) -> tuple[np.ndarray, np.ndarray]:
+    """(change, standard error): the difference of the rates ``y/d`` in shown
+    units, its variance ``phi`` times the Poisson one (delta method)."""
+    change = (y_new / d_new - y_base / d_base) * unit_value
+    se = np.sqrt(phi * (y_new / d_new**2 + y_base / d_base**2)) * unit_value
+    return change, se
+
+
 def quasi_poisson_fit(counts: np.ndarray, exposure: np.ndarray, is_new: np.ndarray) -> Fit:
     """Fit ``E y = d r_side`` per column of ``counts`` (rows: units)."""
     yb, yn = counts[~is_new].sum(axis=0), counts[is_new].sum(axis=0)
     db, dn = float(exposure[~is_new].sum()), float(exposure[is_new].sum())
     rates = np.where(is_new[:, None], yn / dn, yb / db)
-    mu = exposure[:, None] * rates
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x2 = np.where(mu > 0, (counts - mu) ** 2 / mu, 0.0).sum(axis=0)
-    df = len(is_new) - 2
-    phi_hat = x2 / df if df >= 1 else np.full(counts.shape[1], np.nan)
-    return Fit(yb, yn, db, dn, phi_hat, df)
+    phi_hat = dispersion(counts, exposure[:, None] * rates, len(is_new) - 2)
+    return Fit(yb, yn, db, dn, phi_hat, len(is_new) - 2)
 
 
 def detectable(fit: Fit, alpha: float, power: float = 0.8) -> np.ndarray:
@@ -96,16 +120,12 @@ def _quasi_poisson(counts, exposure, is_new, confidence, unit_value) -> dict[str
     yb, yn, db, dn, phi = fit.y_base, fit.y_new, fit.d_base, fit.d_new, fit.phi
     total = yb + yn
     share = dn / (db + dn)
+    q = fit.quantile(1 - (1 - confidence) / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (yn - total * share) / np.sqrt(phi * total * share * (1 - share))
         p = np.where(total > 0, fit.sf2(z), 1.0)
-        q = fit.quantile(1 - (1 - confidence) / 2)
-        # Log ratio; a zero new count is taken as half a sample (no -inf).
-        b = np.log(np.maximum(yn, 0.5) / dn) - np.log(yb / db)
-        se_b = np.sqrt(phi * (1 / np.maximum(yn, 0.5) + 1 / yb))
-        rel_lo, rel_hi = np.exp(b - q * se_b) - 1, np.exp(b + q * se_b) - 1
-        se_c = np.sqrt(phi * (yn / dn**2 + yb / db**2)) * unit_value
-    change = (yn / dn - yb / db) * unit_value
+        _, rel_lo, rel_hi = log_ratio(yn, dn, yb, db, phi, q)
+        change, se_c = rate_change(yn, dn, yb, db, phi, unit_value)
     ok = yb > 0
     return {
         "p": p,

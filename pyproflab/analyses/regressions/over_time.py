@@ -50,7 +50,8 @@ from scipy import stats as sps
 from pyproflab.analyses import stats
 from pyproflab.analyses.regressions import attribution
 from pyproflab.analyses.regressions.incidence import node_values
-from pyproflab.analyses.regressions.selection import sides_of
+from pyproflab.analyses.regressions.inference import dispersion, log_ratio, rate_change
+from pyproflab.analyses.regressions.selection import as_selection, sides_of
 from pyproflab.analyses.regressions.units import per_work, time_windows
 from pyproflab.display import render
 from pyproflab.errors import UsageError
@@ -142,9 +143,7 @@ def _best_arc(y: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r_in = yi[rows, k] / di[k]
     r_out = (yt[:, 0] - yi[rows, k]) / (dt - di[k])
     mu = d * np.where(inside, r_in[:, None], r_out[:, None])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x2 = np.where(mu > 0, (y - mu) ** 2 / mu, 0.0).sum(axis=1)
-    phi = np.maximum(x2 / max(n - 2, 1), 1.0)
+    phi = np.maximum(dispersion(y, mu, max(n - 2, 1), axis=1), 1.0)
     return lr[rows, k] / phi, k
 
 
@@ -180,25 +179,17 @@ def segment(y, d, p_first: float, i: int, j: int, fdr: float, permutations: int,
 def _changes(y, d, cuts, unit_value, confidence) -> list[dict]:
     """Per boundary: rates, relative change with its interval, status."""
     edges = [0, *cuts, len(y)]
-    segs = [(y[a:b].sum(), d[a:b].sum()) for a, b in zip(edges, edges[1:], strict=False)]
-    mu = np.concatenate(
-        [
-            d[a:b] * (ys / ds)
-            for (a, b), (ys, ds) in zip(zip(edges, edges[1:], strict=False), segs, strict=True)
-        ]
-    )
+    spans = list(zip(edges, edges[1:], strict=False))
+    segs = [(y[a:b].sum(), d[a:b].sum()) for a, b in spans]
+    mu = np.concatenate([d[a:b] * (ys / ds) for (a, b), (ys, ds) in zip(spans, segs, strict=True)])
     df = max(len(y) - len(segs), 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        phi = max(float(np.where(mu > 0, (y - mu) ** 2 / mu, 0).sum() / df), 1.0)
+    phi = max(float(dispersion(y, mu, df)), 1.0)
     q = sps.t.ppf(1 - (1 - confidence) / 2, df)
     out = []
     for k in range(len(cuts)):
         (yb, db), (ya, da) = segs[k], segs[k + 1]
-        yb_, ya_ = max(yb, 0.5), max(ya, 0.5)
-        b = np.log(ya_ / da) - np.log(yb_ / db)
-        se = np.sqrt(phi * (1 / ya_ + 1 / yb_))
-        se_c = np.sqrt(phi * (ya / da**2 + yb / db**2)) * unit_value
-        ch = (ya / da - yb / db) * unit_value
+        rel, lo, hi = log_ratio(ya, da, yb, db, phi, q)
+        ch, se_c = rate_change(ya, da, yb, db, phi, unit_value)
         out.append(
             {
                 "window": cuts[k],
@@ -206,34 +197,40 @@ def _changes(y, d, cuts, unit_value, confidence) -> list[dict]:
                 "rate_after": ya / da * unit_value,
                 "change": ch,
                 "change_lo": abs(ch) - q * se_c,
-                "rel": float(np.exp(b) - 1),
-                "rel_lo": float(np.exp(b - q * se) - 1),
-                "rel_hi": float(np.exp(b + q * se) - 1),
+                "rel": float(rel),
+                "rel_lo": float(lo),
+                "rel_hi": float(hi),
                 "status": "persisted",
                 "until_window": None,
                 "_seg": k,
             }
         )
+    _went_away(out, segs, phi, q)
+    return out
+
+
+def _went_away(out: list[dict], segs, phi: float, q: float) -> None:
+    """Mark a change ``went away`` when a later segment's rate is consistent with
+    (its interval of the ratio holds 1) the rate before it; that later change
+    is its ``return``."""
     for k, c in enumerate(out):
         if c["status"] == "return":
             continue
         yb, db = segs[k]
         for later in out[k + 1 :]:
             ya, da = segs[later["_seg"] + 1]
-            b = np.log(max(ya, 0.5) / da) - np.log(max(yb, 0.5) / db)
-            if abs(b) <= q * np.sqrt(phi * (1 / max(ya, 0.5) + 1 / max(yb, 0.5))):
+            _, lo, hi = log_ratio(ya, da, yb, db, phi, q)
+            if lo <= 0 <= hi:
                 c["status"], c["until_window"] = "went away", later["window"]
                 later["status"] = "return"
                 break
-    return out
 
 
 def _window_series(store, selection, sample_index, granularity, per):
     """Profiles, their windows, and per (window, node) flat and cum."""
     from pyproflab.store.regressions import selected_profiles
-    from pyproflab.store.select import Selection
 
-    sel = selection if isinstance(selection, Selection) else Selection(**(selection or {}))
+    sel = as_selection(selection)
     rows = selected_profiles(store, sel)
     if not rows:
         raise UsageError(f"no profiles match the selection {sel.describe()}")
@@ -284,31 +281,12 @@ def over_time(
     if permutations < 99:
         raise UsageError("permutations must be at least 99")
     sel, sides, win, nw, nv, den = _window_series(store, selection, sample_index, granularity, per)
-    n_nodes = len(nv.inc.labels)
     d = np.bincount(win, weights=den, minlength=nw)
     unit_value = sides.count_scale * sides.factor
-    total = float(nv.totals.sum()) or 1.0
     rng = np.random.default_rng(seed)
-    tests = []  # (node, metric, y, p, i, j)
-    series_rows = []
-    for metric, vals in (("flat", nv.flat), ("cum", nv.cum)):
-        y_all = np.zeros((n_nodes, nw))
-        np.add.at(y_all, (nv.node, win[nv.pp]), vals / sides.count_scale)
-        for node in np.flatnonzero(y_all.sum(axis=1) * sides.count_scale / total >= min_share):
-            y = y_all[node]
-            p, i, j = arc_test(y, d, permutations, rng)
-            tests.append((int(node), metric, y, p, i, j))
-            series_rows += [
-                (nv.inc.labels[node], metric, w, y[w] / d[w] * unit_value) for w in range(nw)
-            ]
-    best: dict[int, tuple] = {}
-    for t in tests:  # per node the metric that changes more surely (flat on a tie)
-        if t[0] not in best or t[3] < best[t[0]][3]:
-            best[t[0]] = t
-    chosen = list(best.values())
+    chosen, series = _first_tests(nv, win, d, sides, min_share, permutations, rng)
     q = stats.bh_adjust(np.array([t[3] for t in chosen])) if chosen else np.array([])
     windows = _windows_table(sides, win, nw)
-    starts = windows.column("start").to_pylist()
     found = []
     for t, qv in zip(chosen, q.tolist(), strict=True):
         node, metric, y, p, i, j = t
@@ -318,15 +296,7 @@ def over_time(
         for c in _changes(y, d, cuts, unit_value, confidence):
             c.update(label=nv.inc.labels[node], metric=metric, p=p, q=qv, _node=node)
             found.append(c)
-    changes = _rank(found, nv.inc.paths, starts)
-    series = pa.table(
-        {
-            "label": [r[0] for r in series_rows],
-            "metric": [r[1] for r in series_rows],
-            "window": pa.array([r[2] for r in series_rows], pa.int64()),
-            "rate": pa.array([r[3] for r in series_rows], pa.float64()),
-        }
-    )
+    changes = _rank(found, nv.inc.paths, windows.column("start").to_pylist())
     unit = sides.rate_unit if not per else f"{sides.rate_unit.removesuffix('/s')}/{per}"
     notes = [
         f"{nw} windows of {sel.describe()}; circular binary segmentation, Poisson "
@@ -345,6 +315,38 @@ def over_time(
         per=per,
         notes=notes,
     )
+
+
+def _first_tests(nv, win, d, sides, min_share, permutations, rng):
+    """Per function above ``min_share`` of the total, the first arc test of its
+    flat and of its cum series, keeping the one that changes more surely
+    (smaller p; flat on a tie; rule 2): ``(node, metric, counts, p, i, j)``;
+    and the long table of every tested series' rates per window."""
+    nw, count_scale = len(d), sides.count_scale
+    total = float(nv.totals.sum()) or 1.0
+    tests, labels, metrics, rates = [], [], [], []
+    for metric in ("flat", "cum"):
+        y_all = nv.sums(metric, win, nw) / count_scale
+        for node in np.flatnonzero(y_all.sum(axis=1) * count_scale / total >= min_share):
+            y = y_all[node]
+            p, i, j = arc_test(y, d, permutations, rng)
+            tests.append((int(node), metric, y, p, i, j))
+            labels += [nv.inc.labels[node]] * nw
+            metrics += [metric] * nw
+            rates.append(y / d * count_scale * sides.factor)
+    best: dict[int, tuple] = {}
+    for t in tests:
+        if t[0] not in best or t[3] < best[t[0]][3]:
+            best[t[0]] = t
+    series = pa.table(
+        {
+            "label": pa.array(labels, pa.string()),
+            "metric": pa.array(metrics, pa.string()),
+            "window": pa.array(np.tile(np.arange(nw), len(rates)), pa.int64()),
+            "rate": pa.array(np.concatenate(rates) if rates else [], pa.float64()),
+        }
+    )
+    return list(best.values()), series
 
 
 def _rank(found: list[dict], paths, starts) -> pa.Table:

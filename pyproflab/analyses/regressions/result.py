@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.display import render
 from pyproflab.model import ValueType
 
@@ -32,20 +33,18 @@ METRIC_COLUMNS = (
 ROWS_SCHEMA = pa.schema(
     [
         pa.field("rank", pa.int64(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("file", pa.string()),
-        pa.field("line", pa.int64()),
-        pa.field("label", pa.string(), nullable=False),
+        *NODE_FIELDS,
         *[
             pa.field(f"{m}_{s}", pa.int64(), nullable=False)
             for m in ("flat", "cum")
             for s in ("base", "new", "diff")
         ],
         *[pa.field(f"{m}_{c}", pa.float64()) for m in ("flat", "cum") for c in METRIC_COLUMNS],
-        pa.field("flat_tested", pa.bool_(), nullable=False),
-        pa.field("flat_significant", pa.bool_(), nullable=False),
-        pa.field("cum_tested", pa.bool_(), nullable=False),
-        pa.field("cum_significant", pa.bool_(), nullable=False),
+        *[
+            pa.field(f"{m}_{c}", pa.bool_(), nullable=False)
+            for m in ("flat", "cum")
+            for c in ("tested", "significant")
+        ],
         # increase / decrease (a significant change of flat or cum) or none.
         pa.field("direction", pa.string(), nullable=False),
         # The metric (flat or cum) whose interval gives the evidence, and its
@@ -74,7 +73,7 @@ EDGES_SCHEMA = pa.schema(
 
 
 @dataclass
-class RegressionsResult:
+class RegressionsResult(RowsResult):
     """Per-node comparison of two sides (see ``pyproflab.analyses.regressions``).
 
     ``rows`` (``ROWS_SCHEMA``): ranked nodes; ``edges`` (``EDGES_SCHEMA``):
@@ -121,15 +120,6 @@ class RegressionsResult:
     per: str | None = None
     edges: pa.Table = field(default_factory=lambda: EDGES_SCHEMA.empty_table())
     notes: list[str] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return self.rows.num_rows
-
-    def to_arrow(self) -> pa.Table:
-        return self.rows
-
-    def to_pandas(self):
-        return self.rows.to_pandas()
 
     def significant(self, metric: str = "flat") -> pa.Table:
         """The rows whose ``metric`` change is significant at ``fdr``."""

@@ -17,8 +17,22 @@ from pyproflab.model import Profile, ValueType
 NON_RATE_TYPES = ("goroutine", "threadcreate")
 
 
+class TwoSided:
+    """Mixin: how many of the rows are on each side (``is_new``)."""
+
+    is_new: np.ndarray
+
+    @property
+    def n_new(self) -> int:
+        return int(self.is_new.sum())
+
+    @property
+    def n_base(self) -> int:
+        return int((~self.is_new).sum())
+
+
 @dataclass
-class Sides:
+class Sides(TwoSided):
     """The profiles of both sides, new first (as ``go tool pprof -diff_base``)."""
 
     rows: list[dict[str, Any]]
@@ -37,14 +51,6 @@ class Sides:
     base_description: str
     new_description: str
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def n_new(self) -> int:
-        return int(self.is_new.sum())
-
-    @property
-    def n_base(self) -> int:
-        return int((~self.is_new).sum())
 
 
 def rate_unit_of(sample_type: ValueType, rate: bool) -> tuple[str, float]:
@@ -87,13 +93,18 @@ def count_scale(store, sides: Sides, totals_value: float) -> float:
     return 1.0
 
 
+def as_selection(selection):
+    """A ``Selection`` as given, or built from a dict of its fields (None: all)."""
+    from pyproflab.store.select import Selection
+
+    return selection if isinstance(selection, Selection) else Selection(**(selection or {}))
+
+
 def select_sides(store, base, new, sample_index: int | str | None, measure: str) -> Sides:
     """Both sides' profiles, the chosen sample type and the rate rule."""
     from pyproflab.store.regressions import selected_profiles
-    from pyproflab.store.select import Selection
 
-    base = base if isinstance(base, Selection) else Selection(**(base or {}))
-    new = new if isinstance(new, Selection) else Selection(**(new or {}))
+    base, new = as_selection(base), as_selection(new)
     rows_b, rows_n = selected_profiles(store, base), selected_profiles(store, new)
     for side, rows, sel in (("base", rows_b, base), ("new", rows_n, new)):
         if not rows:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pyproflab.analyses.regressions.selection import TwoSided
 from pyproflab.errors import UsageError
 
 #: Independent units of the statistics (see ``regressions``).
@@ -75,21 +76,13 @@ def per_work(store, rows: list[dict[str, Any]], counter: str) -> np.ndarray:
 
 
 @dataclass
-class Units:
+class Units(TwoSided):
     """Per unit: side, denominator (seconds, work or 1) and, per metric, the
     summed values (rows: units)."""
 
     is_new: np.ndarray
     denominators: np.ndarray
     of_profile: np.ndarray  # unit index per profile
-
-    @property
-    def n_new(self) -> int:
-        return int(self.is_new.sum())
-
-    @property
-    def n_base(self) -> int:
-        return int((~self.is_new).sum())
 
     def sum(self, per_profile: np.ndarray) -> np.ndarray:
         """(units, columns) sums of a (profiles, columns) matrix."""
