@@ -281,3 +281,21 @@ def test_api_and_lab_give_pprofs_text(go_profiles, tmp_path):
         assert str(listed) == expect["list"]
         assert "TreeResult(peek" in repr(lab.peek("main\\.fib", **cpu))
         assert repr(listed).startswith("ListResult('main\\\\.fib$', cpu/nanoseconds, ")
+
+
+def test_list_guesses_the_prefix_from_the_working_directory(go_profiles, tmp_path, monkeypatch):
+    """Without -source_path pprof searches the working directory, cutting a file name
+    after ``/BASE/`` of that directory, but prints the names uncut: the same here."""
+    import subprocess
+
+    path = go_profiles["cpu"]
+    cwd = tmp_path / "goprogs"  # the profile's files are under .../tests/goprogs/
+    (cwd / "profgen").mkdir(parents=True)
+    (cwd / "profgen" / "main.go").write_text("".join(f"// line {i}\n" for i in range(1, 400)))
+    argv = [*oracle.pprof_command(), "-symbolize=none", "-list=main\\.fib$", str(path)]
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=oracle.pprof_env())
+    assert run.returncode == 0, run.stderr
+    monkeypatch.chdir(cwd)
+    ours = _list(path, "main\\.fib$")
+    assert ours == run.stdout
+    assert "/tests/goprogs/profgen/main.go" in ours and "// line " in ours

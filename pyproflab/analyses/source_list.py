@@ -7,8 +7,10 @@ Rules, re-expressed:
   built at line granularity with nothing trimmed.
 - File names first lose a prefix, as pprof's ``trimPath`` does: with no
   ``trim_path``, everything up to ``/B/`` where B is the base name of a
-  source-path directory (``source_path``, default the working directory);
-  then a ``trim_path`` prefix (``:``-separated list) or ``/proc/self/cwd/``.
+  ``source_path`` directory; then a ``trim_path`` prefix (``:``-separated
+  list) or ``/proc/self/cwd/``. Files are then looked for the same way, with
+  the working directory as the source path when none is given (so the names
+  printed keep their prefix while the file is found without it).
 - Functions are the distinct names of nodes matching the regex (Go's
   ``MatchString``: anywhere in the name), sorted by name; none is an error.
   A function whose nodes have no file prints "No source information".
@@ -101,9 +103,11 @@ def source_list(
     rx = compile_regex("list", regex)
     if rx is None:
         raise UsageError("list needs a regular expression")
-    search = source_path if source_path is not None else os.getcwd()
+    search = source_path or os.getcwd()
     prep = prepare(profile, sample_index, focus, ignore, **pprof_options)
-    work = _with_trimmed_files(prep.work, trim_path or "", search)
+    # The names printed are trimmed with the source path given (none: no guess from
+    # the working directory); the reader guesses with the directory it searches.
+    work = _with_trimmed_files(prep.work, trim_path or "", source_path or "")
     nodes = build_nodes(work, "lines")
     frames = expand_frames(work, nodes, prep.w_all, prep.keep)
     g = node_values(frames, nodes.count, None)
