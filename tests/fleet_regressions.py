@@ -225,6 +225,7 @@ def aa_noisy_splits(store, splits: int = 20) -> list[int]:
             unit="window",
             resamples=500,
             seed=k,
+            test="permutation",
         )
         if (r.n_units_base, r.n_units_new) != (half, len(rounds) - half):
             raise AssertionError(r.notes)

@@ -630,7 +630,7 @@ def test_cli(planted_db, planted_name, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["name"] == planted_name and len(doc["rows"]) == 3
     assert doc["base"]["profiles"] == 12 and doc["new"]["profiles"] == 9
-    assert doc["test"] == "permutation" and doc["permutations"] == 10_000
+    assert doc["test"] == "quasi-poisson" and doc["permutations"] == 0  # the default: no splits
     common = ["regressions", "--db", str(planted_db), "--base", "version=v1", "--new"]
     # Profiles a minute apart: each is its own window.
     rc = main(

@@ -6,9 +6,10 @@ version=v1 --new version=v2, narrowed by --base-since/--base-until/
 --new-since/--new-until and by --type (given to both sides). Per function
 (or line), the rate per second of profile duration (or per unit of work
 with --per COUNTER) on each side, the change with its interval, p-values
-from a permutation test of Welch's t (or --test quasi-poisson on the
-sample counts, or welch), Benjamini-Hochberg q-values over flat and cum of every tested
-function, and the smallest change detectable with 80% power. Rows are
+from a quasi-Poisson test of the sample counts (or --test permutation, a
+permutation test of Welch's t, or welch), Benjamini-Hochberg q-values over
+flat and cum of every tested function, and the smallest change detectable
+with 80% power. Rows are
 ranked by evidence (the conservative end of the interval), increases
 first; decreases are listed apart; callers a finding explains are grouped
 under it and cost shifts are labelled.
@@ -102,7 +103,7 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
         ("--test",),
         {
             "choices": ["quasi-poisson", "permutation", "welch"],
-            "default": "permutation",
+            "default": "quasi-poisson",
             "help": "source of the p-values (see the description)",
         },
     ),

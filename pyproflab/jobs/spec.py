@@ -103,7 +103,7 @@ class RegressionsSpec:
     # As ``regressions``' options of these names: what is compared (rate or
     # share), the test, and a counter whose increase is the unit of work.
     measure: str = "rate"
-    test: str = "permutation"
+    test: str = "quasi-poisson"
     per: str | None = None
     over_time: bool = False
     over_time_since: str = "7d"
