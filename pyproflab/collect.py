@@ -542,113 +542,164 @@ def collect(
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ValueError("two targets have the same service/version/instance")
-    seconds = int(seconds)
-    archive = Path(archive_dir)
-    stop = threading.Event()
-    pool = _Pool(concurrency, "collect")
-    scrape_pool = _Pool(min(concurrency, max(1, len(targets))), "scrape")
-
-    t0_wall = datetime.now(UTC)
-    t0 = time.monotonic()
-    report = CollectReport(window_start=t0_wall)
-    reports = {t.name: TargetReport(t) for t in targets}
-    report.targets = list(reports.values())
-
-    # (when, action) in time order: snapshot fetches at the window's end,
-    # scrape ticks through it. Windowed fetches start now.
-    windowed: list[tuple[Target, str]] = []
-    snapshots: list[tuple[Target, str]] = []
-    for t in targets:
-        try:
-            t.authorization()
-        except LookupError as e:
-            reports[t.name].error = f"{e}; target skipped"
-            continue
-        for pt in t.types or types:
-            (windowed if ENDPOINTS[pt][1] else snapshots).append((t, pt))
-    live = [t for t in targets if reports[t.name].error is None]
-    total = len(windowed) + len(snapshots)
-    done = 0
-
-    events: list[tuple[float, str]] = []
-    if snapshots:
-        events.append((t0 + seconds, "snapshots"))
-    if metrics_interval and live:
-        for t in live:
-            reports[t.name].scrapes = ScrapeStats(redact_url(f"{t.url}/metrics"))
-        k = 0
-        while k * metrics_interval <= seconds + 1e-9:
-            events.append((t0 + k * metrics_interval, "scrape"))
-            k += 1
-    events.sort()
-
-    pending: dict[Future, str] = {}
-    scraping: dict[str, Future] = {}
-
-    def fetch_call(t: Target, pt: str) -> Callable[[], _Fetched]:
-        return lambda: _fetch_profile(
-            t, pt, seconds=seconds, timeout=timeout, retries=retries, backoff=backoff, stop=stop
-        )
-
-    if progress:
-        progress(0, total)
-
-    def dispatch_due() -> None:
-        """Start the events whose time has come."""
-        now = time.monotonic()
-        while events and events[0][0] <= now:
-            _, what = events.pop(0)
-            if what == "snapshots":
-                for t, pt in snapshots:
-                    pending[pool.submit(fetch_call(t, pt))] = "fetch"
-                continue
-            for t in live:
-                busy = scraping.get(t.name)
-                if busy is not None and not busy.done():
-                    # The previous scrape is still out: skip this tick
-                    # rather than pile requests on a slow target.
-                    stats = reports[t.name].scrapes
-                    assert stats is not None
-                    stats.skipped += 1
-                    continue
-                fut = scrape_pool.submit(lambda t=t: _scrape(t, timeout=timeout))
-                scraping[t.name] = fut
-                pending[fut] = "scrape"
-
-    try:
-        for t, pt in windowed:
-            pending[pool.submit(fetch_call(t, pt))] = "fetch"
-        while pending or events:
-            dispatch_due()
-            wait_for = max(0.0, events[0][0] - time.monotonic()) if events else None
-            if not pending:
-                time.sleep(wait_for or 0)
-                continue
-            finished, _ = wait(list(pending), timeout=wait_for, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                kind = pending.pop(fut)
-                if kind == "fetch":
-                    fetched: _Fetched = fut.result()
-                    reports[fetched.target.name].fetches.append(fetched.result)
-                    if fetched.profile is not None:
-                        _store_profile(store, fetched, archive)
-                        # Storing takes time: a scrape tick due meanwhile starts
-                        # now, not after the other finished fetches are stored.
-                        dispatch_due()
-                    done += 1
-                    if progress:
-                        progress(done, total)
-                else:
-                    s: _Scraped = fut.result()
-                    stats = reports[s.target.name].scrapes
-                    assert stats is not None
-                    _store_scrape(store, s, stats)
-    finally:
-        stop.set()
-        pool.shutdown()
-        scrape_pool.shutdown()
+    report = CollectReport(window_start=datetime.now(UTC))
+    window = _Window(
+        store,
+        Path(archive_dir),
+        targets,
+        types,
+        seconds=int(seconds),
+        metrics_interval=metrics_interval,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    report.targets = list(window.reports.values())
+    window.run()
+    order = {pt: i for i, pt in enumerate(COLLECT_TYPES)}
     for tr in report.targets:
-        order = {pt: i for i, pt in enumerate(COLLECT_TYPES)}
         tr.fetches.sort(key=lambda f: order[f.profile_type])
     report.window_end = datetime.now(UTC)
     return report
+
+
+class _Window:
+    """One collection window's schedule and the loop that runs it.
+
+    Windowed fetches (cpu, allocs' deltas ...) start at once; snapshot fetches
+    (heap, goroutine ...) at the window's end; /metrics scrapes every
+    ``metrics_interval`` through it, a tick skipped for a target whose previous
+    scrape is still out. Results are stored on the calling thread as they
+    finish (the store is not shared across threads).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        archive: Path,
+        targets: Sequence[Target],
+        types: Sequence[str],
+        *,
+        seconds: int,
+        metrics_interval: float | None,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        concurrency: int,
+        progress: Progress | None,
+    ) -> None:
+        self.store, self.archive, self.seconds = store, archive, seconds
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.progress = progress
+        self.stop = threading.Event()
+        self.pool = _Pool(concurrency, "collect")
+        self.scrape_pool = _Pool(min(concurrency, max(1, len(targets))), "scrape")
+        self.t0 = time.monotonic()
+        self.reports = {t.name: TargetReport(t) for t in targets}
+        self.windowed: list[tuple[Target, str]] = []
+        self.snapshots: list[tuple[Target, str]] = []
+        for t in targets:
+            try:
+                t.authorization()
+            except LookupError as e:
+                self.reports[t.name].error = f"{e}; target skipped"
+                continue
+            for pt in t.types or types:
+                (self.windowed if ENDPOINTS[pt][1] else self.snapshots).append((t, pt))
+        self.live = [t for t in targets if self.reports[t.name].error is None]
+        self.total = len(self.windowed) + len(self.snapshots)
+        self.done = 0
+        self.events = self._events(metrics_interval)
+        self.pending: dict[Future, str] = {}
+        self.scraping: dict[str, Future] = {}
+
+    def _events(self, metrics_interval: float | None) -> list[tuple[float, str]]:
+        """(when, action) in time order: the snapshot fetches at the window's end,
+        scrape ticks through it."""
+        events: list[tuple[float, str]] = []
+        if self.snapshots:
+            events.append((self.t0 + self.seconds, "snapshots"))
+        if metrics_interval and self.live:
+            for t in self.live:
+                self.reports[t.name].scrapes = ScrapeStats(redact_url(f"{t.url}/metrics"))
+            k = 0
+            while k * metrics_interval <= self.seconds + 1e-9:
+                events.append((self.t0 + k * metrics_interval, "scrape"))
+                k += 1
+        return sorted(events)
+
+    def _fetch(self, t: Target, pt: str) -> None:
+        call = lambda: _fetch_profile(  # noqa: E731
+            t,
+            pt,
+            seconds=self.seconds,
+            timeout=self.timeout,
+            retries=self.retries,
+            backoff=self.backoff,
+            stop=self.stop,
+        )
+        self.pending[self.pool.submit(call)] = "fetch"
+
+    def _dispatch_due(self) -> None:
+        """Start the events whose time has come."""
+        now = time.monotonic()
+        while self.events and self.events[0][0] <= now:
+            _, what = self.events.pop(0)
+            if what == "snapshots":
+                for t, pt in self.snapshots:
+                    self._fetch(t, pt)
+                continue
+            for t in self.live:
+                busy = self.scraping.get(t.name)
+                if busy is not None and not busy.done():
+                    # The previous scrape is still out: skip this tick
+                    # rather than pile requests on a slow target.
+                    stats = self.reports[t.name].scrapes
+                    assert stats is not None
+                    stats.skipped += 1
+                    continue
+                fut = self.scrape_pool.submit(lambda t=t: _scrape(t, timeout=self.timeout))
+                self.scraping[t.name] = fut
+                self.pending[fut] = "scrape"
+
+    def _finished(self, fut: Future, kind: str) -> None:
+        if kind == "fetch":
+            fetched: _Fetched = fut.result()
+            self.reports[fetched.target.name].fetches.append(fetched.result)
+            if fetched.profile is not None:
+                _store_profile(self.store, fetched, self.archive)
+                # Storing takes time: a scrape tick due meanwhile starts
+                # now, not after the other finished fetches are stored.
+                self._dispatch_due()
+            self.done += 1
+            if self.progress:
+                self.progress(self.done, self.total)
+        else:
+            s: _Scraped = fut.result()
+            stats = self.reports[s.target.name].scrapes
+            assert stats is not None
+            _store_scrape(self.store, s, stats)
+
+    def run(self) -> None:
+        if self.progress:
+            self.progress(0, self.total)
+        try:
+            for t, pt in self.windowed:
+                self._fetch(t, pt)
+            while self.pending or self.events:
+                self._dispatch_due()
+                wait_for = max(0.0, self.events[0][0] - time.monotonic()) if self.events else None
+                if not self.pending:
+                    time.sleep(wait_for or 0)
+                    continue
+                finished, _ = wait(
+                    list(self.pending), timeout=wait_for, return_when=FIRST_COMPLETED
+                )
+                for fut in finished:
+                    self._finished(fut, self.pending.pop(fut))
+        finally:
+            self.stop.set()
+            self.pool.shutdown()
+            self.scrape_pool.shutdown()

@@ -30,7 +30,6 @@ LONG_MODULES: dict[str, str] = {
     "decode/fast.py": "the bulk decoder: each message's C fast path beside its numpy fallback",
     "reports/html_report.py": "the report's sections; HTML is in templates, the rest is data",
     "sources/prometheus.py": "the text format's grammar and the HTTP API's, one parser each",
-    "store/ingest.py": "keying, batching and writing; to be split (engineer red, #16)",
 }
 
 #: "path::qualified.name" -> why the function may be longer than MAX_FUNCTION.
@@ -40,14 +39,11 @@ LONG_FUNCTIONS: dict[str, str] = {
     "analyses/gogc_inputs.py::from_metrics": _GOGC,
     "analyses/top.py::top": "pprof's -top options applied in pprof's order, one step each",
     "cli/gogc.py::Command.prepare_parser": _GOGC + " (one argparse option per statement)",
-    "collect.py::collect": "the collect loop; to be split (engineer red, #16)",
     "decode/fast.py::_decode": "the hot loop over a profile's fields: a call per field costs",
     "decode/reference.py::decode_reference": "the reference decoder, kept literal to the spec",
     "jobs/runner.py::run_job": "engineer sec's lane (#17), in rewrite this session",
     "jobs/spec.py::job_from_dict": "one check per key of a job file, in the file's order",
     "reports/gogc_fitted.py::fitted_figure": _GOGC,
-    "store/ingest.py::key_profile": "to be split (engineer red, #16)",
-    "store/merge.py::assemble": "to be split (engineer red, #16)",
 }
 
 

@@ -17,35 +17,41 @@ Rules:
 
 Metadata comes, lowest priority first, from the ``defaults`` given, a
 path template, and a sidecar ``FILE.json`` next to the profile.
+
+Keying one profile (no database) is ``keys.py``; which files a path names and
+the metadata of its template and sidecar, ``paths.py``. Their names callers
+take from here stay importable here (``ProfileMeta``, ``key_profile``,
+``expand_paths``, ``compile_template``, ``DATASET_MARKER``, ``PARTIAL``).
 """
 
 from __future__ import annotations
 
 import functools
-import glob
 import hashlib
 import itertools
-import json
 import os
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pyproflab import schema
 from pyproflab.errors import IdCollisionError, ProfileError, StoreError, UsageError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
-from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
-from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
+from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport  # noqa: F401
+from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile, profile_digest
+from pyproflab.store.paths import (  # noqa: F401 (compile_template: re-exported)
+    PathTemplate,
+    compile_template,
+    expand_paths,
+    sidecar_meta,
+    template_meta,
+)
 from pyproflab.store.queries import refuse_collisions
 
 BATCH_SIZE = 64
@@ -53,331 +59,9 @@ BATCH_SIZE = 64
 Progress = Callable[[int, int], None]
 
 
-@dataclass
-class ProfileMeta:
-    """What the profile itself does not say: who it came from and when.
-
-    ``profile_type``, when set, overrides the type inferred from the content.
-    """
-
-    service: str | None = None
-    version: str | None = None
-    instance: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    source: str | None = None
-    window_start: datetime | None = None
-    window_end: datetime | None = None
-    profile_type: str | None = None
-
-    def updated(self, other: ProfileMeta | dict[str, Any]) -> ProfileMeta:
-        """A copy with the set fields of ``other`` taking over (labels merged)."""
-        items = other.__dict__ if isinstance(other, ProfileMeta) else other
-        out = replace(self, labels=dict(self.labels))
-        for f in fields(self):
-            v = items.get(f.name)
-            if v is None:
-                continue
-            if f.name == "labels":
-                out.labels.update({str(k): str(x) for k, x in v.items()})
-            else:
-                setattr(out, f.name, v)
-        return out
-
-
-# --- one profile, keyed by content (no database) -----------------------------------
-
-
-@dataclass
-class _Keyed:
-    """One profile turned into store rows, ids content-derived, profile_id unset."""
-
-    content_hash: str
-    row: dict[str, Any]
-    samples: pa.Table  # stack_id, label_set_id, values
-    functions: pa.Table
-    mappings: pa.Table
-    locations: pa.Table
-    stacks: pa.Table
-    label_sets: pa.Table
-
-
-def _ts(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def profile_digest(profile: Profile) -> str:
-    """A content hash for a Profile given without its bytes: sha256 over its
-    metadata and its tables in Arrow IPC form (files use their bytes instead)."""
-    h = hashlib.sha256(b"pyproflab-profile-v1\0")
-    head = {
-        "sample_types": [[st.type, st.unit] for st in profile.sample_types],
-        "period_type": [profile.period_type.type, profile.period_type.unit]
-        if profile.period_type
-        else None,
-        "period": profile.period,
-        "time_nanos": profile.time_nanos,
-        "duration_nanos": profile.duration_nanos,
-        "comments": profile.comments,
-        "drop_frames": profile.drop_frames,
-        "keep_frames": profile.keep_frames,
-        "default_sample_type": profile.default_sample_type,
-        "doc_url": profile.doc_url,
-    }
-    h.update(json.dumps(head, sort_keys=True).encode())
-    for table in (profile.samples, profile.locations, profile.functions, profile.mappings):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table.combine_chunks())
-        h.update(sink.getvalue().to_pybytes())
-    return h.hexdigest()
-
-
-def _leaf_functions(profile: Profile) -> list[str]:
-    """Names of the innermost function of every sample's leaf location."""
-    loc_ids = profile.samples.column("location_ids").combine_chunks()
-    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
-    wanted = set(firsts.to_pylist())
-    names = dict(
-        zip(
-            profile.functions.column("id").to_pylist(),
-            profile.functions.column("name").to_pylist(),
-            strict=True,
-        )
-    )
-    out = []
-    for lid, lines in zip(
-        profile.locations.column("id").to_pylist(),
-        profile.locations.column("lines").to_pylist(),
-        strict=True,
-    ):
-        if lid in wanted and lines:
-            out.append(names.get(lines[0]["function_id"], ""))
-    return out
-
-
-def _profile_type(profile: Profile, meta: ProfileMeta, hint: str | None) -> str:
-    if meta.profile_type:
-        if meta.profile_type not in PROFILE_TYPES:
-            raise StoreError(
-                f"unknown profile type {meta.profile_type!r} (one of {', '.join(PROFILE_TYPES)})"
-            )
-        return meta.profile_type
-    types = [st.type.lower() for st in profile.sample_types]
-    leaves = _leaf_functions(profile) if "contentions" in types else None
-    return infer_profile_type(
-        profile.sample_types,
-        profile.period_type,
-        default_sample_type=profile.default_sample_type,
-        hint=hint or meta.source,
-        leaf_functions=leaves,
-    )
-
-
-def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """(locations, functions, mappings) of ``profile`` that its samples reference;
-    the first mapping is always kept."""
-    loc_values, _ = ids._list_parts(profile.samples.column("location_ids"))
-    locs = profile.locations
-    if locs.num_rows:
-        used = _used(ids._u64(locs.column("id")), ids._u64(loc_values))
-        if not used.all():
-            locs = locs.filter(pa.array(used))
-    lines, _ = ids._list_parts(locs.column("lines"))
-    functions = profile.functions
-    if functions.num_rows:
-        used = _used(ids._u64(functions.column("id")), ids._u64(lines.field("function_id")))
-        if not used.all():
-            functions = functions.filter(pa.array(used))
-    mappings = profile.mappings
-    if mappings.num_rows:
-        used = _used(ids._u64(mappings.column("id")), ids._u64(locs.column("mapping_id")))
-        used[0] = True
-        if not used.all():
-            mappings = mappings.filter(pa.array(used))
-    return locs, functions, mappings
-
-
-def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
-    """Which of ``table_ids`` occur in ``refs``. A profile's ids are small (1..n),
-    so a mark table serves; otherwise a sort (np.isin, np.unique: far slower)."""
-    if not len(refs) or not len(table_ids):
-        return np.zeros(len(table_ids), dtype=bool)
-    top = int(table_ids.max())
-    if top <= 4 * len(table_ids) + 1024:
-        mark = np.zeros(top + 1, dtype=bool)
-        mark[refs[refs <= top]] = True
-        return mark[table_ids]
-    refs = _distinct(refs)
-    pos = np.minimum(np.searchsorted(refs, table_ids), len(refs) - 1)
-    return refs[pos] == table_ids
-
-
-def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
-    """``ids.remap`` (local ids to content ids, 0 stays 0) by a table when the
-    profile's ids are small, as they are (1..n); a search otherwise."""
-    if len(from_ids) and int(from_ids.max()) <= 4 * len(from_ids) + 1024:
-        table = np.zeros(int(from_ids.max()) + 2, dtype=ids.U64)
-        table[from_ids] = to_ids
-        table[0] = 0
-        return table[np.minimum(np.asarray(local_ids, dtype=ids.U64), len(table) - 1)]
-    return ids.remap(local_ids, from_ids, to_ids)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a sort: numpy 2's hashing np.unique is slower here)."""
-    s = np.sort(values)
-    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
-
-
-def _first_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct values, the row of each one's first occurrence)."""
-    order = np.argsort(values, kind="stable")
-    s = values[order]
-    start = np.concatenate([[True], s[1:] != s[:-1]]) if len(s) else np.zeros(0, bool)
-    return s[start], order[start]
-
-
-def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values)
-
-
-def key_profile(
-    profile: Profile,
-    meta: ProfileMeta,
-    content_hash: str,
-    *,
-    type_hint: str | None = None,
-    now: datetime | None = None,
-) -> _Keyed:
-    """Turn one profile into store rows keyed by content (pure: no database).
-
-    Only what the samples reference is kept (as pprof's merge compacts), plus
-    the first mapping, which pprof takes for the main binary.
-    """
-    locs, functions, mappings = _referenced(profile)
-    main_mapping = ids.mapping_ids(profile.mappings.slice(0, 1))
-
-    # Functions and mappings: blake2b of their content.
-    fn_local = ids._u64(functions.column("id"))
-    fn_ids = ids.function_ids(functions)
-    map_local = ids._u64(mappings.column("id"))
-    map_ids = ids.mapping_ids(mappings)
-
-    # Locations: rewrite their references to content ids, then hash.
-    loc_local = ids._u64(locs.column("id"))
-    loc_mapping = _remap(ids._u64(locs.column("mapping_id")), map_local, map_ids)
-    lines_values, line_offsets = ids._list_parts(locs.column("lines"))
-    line_fn = _remap(ids._u64(lines_values.field("function_id")), fn_local, fn_ids)
-    loc_ids = ids.location_ids(locs, loc_mapping, line_fn)
-    lines = pa.StructArray.from_arrays(
-        [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
-        fields=list(schema.LINE),
-    )
-    locations = pa.table(
-        [
-            pa.array(loc_ids, pa.uint64()),
-            pa.array(loc_mapping, pa.uint64()),
-            locs.column("address"),
-            locs.column("is_folded"),
-            _list_array(line_offsets, lines),
-        ],
-        schema=schema.STORE_LOCATIONS,
-    )
-
-    # Stacks: the polynomial hash of each sample's location content ids.
-    samples = profile.samples
-    loc_values, loc_offsets = ids._list_parts(samples.column("location_ids"))
-    flat = _remap(ids._u64(loc_values), loc_local, loc_ids)
-    stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
-    uniq_stacks, first = _first_rows(stack_of)
-    all_stacks = _list_array(loc_offsets, pa.array(flat, pa.uint64()))
-    stacks = pa.table(
-        [pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
-        schema=schema.STORE_STACKS,
-    )
-
-    # Label sets: distinct label lists found by a vectorized key, then each
-    # distinct one made canonical and hashed once.
-    raw = ids.raw_label_keys(samples.column("labels")) if samples.num_rows else np.zeros(0, ids.U64)
-    label_of = np.zeros(samples.num_rows, dtype=ids.U64)
-    set_ids: list[int] = []
-    set_labels: list[list[dict]] = []
-    if raw.any():
-        uniq_raw, first_raw = _first_rows(raw)
-        labels_col = samples.column("labels")
-        set_of_raw = np.zeros(len(uniq_raw), dtype=ids.U64)
-        seen: set[int] = set()
-        for k, (rk, row) in enumerate(zip(uniq_raw, first_raw, strict=True)):
-            if rk == 0:
-                continue
-            canon = ids.canonical_labels(labels_col[int(row)].as_py())
-            sid = ids.label_set_id(canon)
-            set_of_raw[k] = sid
-            if sid and sid not in seen:
-                seen.add(sid)
-                set_ids.append(sid)
-                set_labels.append(
-                    [dict(zip(("key", "str", "num", "num_unit"), c, strict=True)) for c in canon]
-                )
-        label_of = set_of_raw[np.searchsorted(uniq_raw, raw)]
-    label_sets = pa.table(
-        [pa.array(set_ids, pa.uint64()), pa.array(set_labels, pa.list_(schema.LABEL))],
-        schema=schema.STORE_LABEL_SETS,
-    )
-
-    functions = pa.table(
-        [pa.array(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
-    )
-    mappings = pa.table(
-        [pa.array(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
-    )
-    out_samples = pa.table(
-        {
-            "stack_id": pa.array(stack_of, pa.uint64()),
-            "label_set_id": pa.array(label_of, pa.uint64()),
-            "values": samples.column("values"),
-        },
-    )
-
-    pt = profile.period_type
-    row = {
-        "content_hash": content_hash,
-        "service": meta.service,
-        "version": meta.version,
-        "instance": meta.instance,
-        "profile_type": _profile_type(profile, meta, type_hint),
-        "labels": list(meta.labels.items()) if meta.labels else None,
-        "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
-        if profile.time_nanos
-        else None,
-        "time_nanos": profile.time_nanos,
-        "duration_nanos": profile.duration_nanos,
-        "period": profile.period,
-        "period_type": pt.type if pt else None,
-        "period_unit": pt.unit if pt else None,
-        "sample_types": [{"type": st.type, "unit": st.unit} for st in profile.sample_types],
-        "default_sample_type": profile.default_sample_type,
-        "comments": list(profile.comments),
-        "drop_frames": profile.drop_frames,
-        "keep_frames": profile.keep_frames,
-        "doc_url": profile.doc_url,
-        "window_start": _ts(meta.window_start),
-        "window_end": _ts(meta.window_end),
-        "source": meta.source,
-        "ingested_at": now or datetime.now(UTC),
-        "num_samples": samples.num_rows,
-        "main_mapping_id": int(main_mapping[0]) if len(main_mapping) else 0,
-    }
-    return _Keyed(
-        content_hash, row, out_samples, functions, mappings, locations, stacks, label_sets
-    )
-
-
 # --- a batch, in one transaction ---------------------------------------------------
 
-# (store table, id column, _Keyed attribute) of the dedup tables, in insert order.
+# (store table, id column, KeyedProfile attribute) of the dedup tables, in insert order.
 DEDUP_TABLES = (
     ("functions", "function_id", "functions"),
     ("mappings", "mapping_id", "mappings"),
@@ -441,7 +125,7 @@ def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
     return dict(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
 
 
-def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
+def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     """Write keyed profiles in one transaction; those whose content_hash is
     present (in the store, or earlier in ``keyed``) are skipped."""
     report = IngestReport()
@@ -453,7 +137,7 @@ def store_keyed(store: Store, keyed: Sequence[_Keyed]) -> IngestReport:
             int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py())
             + 1
         )
-        fresh: list[_Keyed] = []
+        fresh: list[KeyedProfile] = []
         for k in keyed:
             if k.content_hash in present:
                 report.present += 1
@@ -521,209 +205,6 @@ def ingest(
     return store_keyed(store, keyed)
 
 
-# --- from paths -------------------------------------------------------------------
-
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class TemplateMatch:
-    """The fields of a path matched by a template (``groupdict`` as ``re`` has)."""
-
-    def __init__(self, fields: dict[str, str]):
-        self._fields = fields
-
-    def groupdict(self) -> dict[str, str]:
-        return dict(self._fields)
-
-
-class PathTemplate:
-    """A compiled path template: a linear-time matcher, no regex backtracking.
-
-    The template's ``/``-separated parts match the LAST parts of a path, one
-    to one. Within a part, literals match themselves; a field takes the
-    shortest non-empty text up to the first place the next literal occurs
-    (a part's last literal is anchored at the part's end), as the lazy regex
-    this replaces did; a field followed directly by another takes one
-    character. Taking the earliest occurrence is always safe: a later field
-    can absorb any text but ``/``, so if some split matches, this one does.
-    Each literal costs one ``str.find``, so matching is linear in the path for
-    a fixed template (the regex took 68 s on one 251-byte name). A field used
-    twice must match the same text in both places (compared after the split).
-    """
-
-    def __init__(self, template: str):
-        self.template = template
-        self.parts: list[list[tuple[bool, str]]] = []  # (is_field, name or literal)
-        self.names: list[str] = []
-        for part in template.split("/"):
-            tokens: list[tuple[bool, str]] = []
-            pos = 0
-            for m in _FIELD.finditer(part):
-                if m.start() > pos:
-                    tokens.append((False, part[pos : m.start()]))
-                tokens.append((True, m.group(1)))
-                if m.group(1) not in self.names:
-                    self.names.append(m.group(1))
-                pos = m.end()
-            if pos < len(part) or not tokens:
-                tokens.append((False, part[pos:]))
-            self.parts.append(tokens)
-
-    def search(self, path: str) -> TemplateMatch | None:
-        comps = path.split("/")
-        if len(comps) < len(self.parts):
-            return None
-        found: dict[str, str] = {}
-        for tokens, text in zip(self.parts, comps[len(comps) - len(self.parts) :], strict=True):
-            if not _match_part(tokens, text, found):
-                return None
-        return TemplateMatch({n: found[n] for n in self.names})
-
-
-def _match_part(tokens: list[tuple[bool, str]], text: str, found: dict[str, str]) -> bool:
-    """Match one path part, adding its fields to ``found`` (see ``PathTemplate``)."""
-    pos, n = 0, len(tokens)
-    last_literal = max((i for i, (f, _) in enumerate(tokens) if not f), default=-1)
-    for i, (is_field, value) in enumerate(tokens):
-        if not is_field:
-            if not text.startswith(value, pos):
-                return False
-            pos += len(value)
-            continue
-        if i == n - 1:
-            end = len(text)
-        elif tokens[i + 1][0]:
-            end = pos + 1  # another field follows: take one character
-        elif i + 1 == last_literal and i + 1 == n - 1:
-            end = len(text) - len(tokens[i + 1][1])  # the suffix is anchored at the end
-        else:
-            end = text.find(tokens[i + 1][1], pos + 1)
-            if end < 0:
-                return False
-        if end <= pos or end > len(text):
-            return False
-        got = text[pos:end]
-        if found.setdefault(value, got) != got:
-            return False
-        pos = end
-    return pos == len(text)
-
-
-def compile_template(template: str) -> PathTemplate:
-    """A path template as a matcher against the END of a file's path.
-
-    ``{name}`` matches a non-empty part of one path component (no ``/``);
-    everything else is literal. Fields ``service``, ``version``, ``instance``
-    fill metadata; ``type`` is a hint for the profile type (it only decides
-    between mutex and block, which Go writes identically); ``time`` is
-    informational (matched, not stored); any other name becomes a metadata label.
-    """
-    return PathTemplate(template)
-
-
-def _template_meta(rx: PathTemplate, path: str) -> tuple[dict[str, Any], str | None] | None:
-    m = rx.search(Path(path).as_posix())
-    if m is None:
-        return None
-    meta: dict[str, Any] = {"labels": {}}
-    hint = None
-    for name, value in m.groupdict().items():
-        if name in ("service", "version", "instance"):
-            meta[name] = value
-        elif name == "type":
-            hint = value
-        elif name != "time":
-            meta["labels"][name] = value
-    return meta, hint
-
-
-def _sidecar(path: str) -> dict[str, Any] | None:
-    """The metadata of ``path + '.json'``, if there is one (raises ValueError if bad)."""
-    side = path + ".json"
-    if not os.path.isfile(side):
-        return None
-    try:
-        with open(side, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"sidecar {side}: {e}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"sidecar {side}: expected a JSON object")
-    out: dict[str, Any] = {}
-    for key in ("service", "version", "instance", "profile_type"):
-        if data.get(key) is not None:
-            out[key] = str(data[key])
-    labels = data.get("labels") or {}
-    if not isinstance(labels, dict):
-        raise ValueError(f"sidecar {side}: labels must be an object")
-    out["labels"] = {str(k): str(v) for k, v in labels.items()}
-    for key in ("window_start", "window_end"):
-        if data.get(key):
-            try:
-                out[key] = datetime.fromisoformat(str(data[key]).replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"sidecar {side}: bad {key} {data[key]!r}") from None
-    return out
-
-
-def expand_paths(
-    paths: Iterable[str | os.PathLike],
-) -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """(profile files, Parquet dataset folders, refused) from files, folders and globs.
-
-    Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
-    there. A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
-    """
-    files: list[str] = []
-    datasets: list[str] = []
-    refused: list[tuple[str, str]] = []
-
-    def add_dir(d: str) -> None:
-        if os.path.isfile(os.path.join(d, DATASET_MARKER)):
-            datasets.append(d)
-            return
-        for root, dirs, names in os.walk(d):
-            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-            if os.path.isfile(os.path.join(root, PARTIAL)):
-                refused.append((root, "an interrupted Parquet export, not profiles; skipped"))
-                dirs[:] = []
-                continue
-            if os.path.isfile(os.path.join(root, DATASET_MARKER)):
-                datasets.append(root)
-                dirs[:] = []
-                continue
-            for n in sorted(names):
-                if not n.startswith(".") and not n.endswith(".json"):
-                    files.append(os.path.join(root, n))
-
-    for p in paths:
-        s = os.fspath(p)
-        if os.path.isdir(s):
-            add_dir(s)
-        elif os.path.exists(s):
-            files.append(s)
-        elif _GLOB_CHARS.search(s):
-            matches = sorted(glob.glob(s, recursive=True))
-            if not matches:
-                refused.append((s, "no files match"))
-            for mpath in matches:
-                if os.path.isdir(mpath):
-                    add_dir(mpath)
-                elif not mpath.endswith(".json"):
-                    files.append(mpath)
-        else:
-            refused.append((s, "no such file or folder"))
-    seen: set[str] = set()
-    unique = []
-    for f in files:
-        key = os.path.abspath(f)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique, datasets, refused
-
-
 def _read_raw(path: str, max_bytes: int) -> tuple[bytes, str]:
     """The decompressed protobuf bytes of a file and their sha256 (ProfileError if unreadable)."""
     from pyproflab.decode.pprof import decompress
@@ -776,14 +257,14 @@ def ingest_paths(
         max_bytes or DEFAULT_MAX_BYTES,
         known_hash_prefixes(store),
     )
-    batch: list[_Keyed] = []
+    batch: list[KeyedProfile] = []
     for done, (path, prepared) in enumerate(_prepared(files, job, workers, batch_size), 1):
-        result: _Keyed | _Present | _Refused | None = prepared
+        result: KeyedProfile | _Present | _Refused | None = prepared
         if isinstance(result, _Present):
             result = _check_present(store, job, path, result, batch, report)
         if isinstance(result, _Refused):
             report.refused.append((path, result.reason))
-        elif isinstance(result, _Keyed):
+        elif isinstance(result, KeyedProfile):
             batch.append(result)
         if len(batch) >= batch_size:
             _store_batch(store, batch, report)
@@ -799,7 +280,7 @@ def ingest_paths(
     return report
 
 
-def _store_batch(store: Store, batch: list[_Keyed], report: IngestReport) -> None:
+def _store_batch(store: Store, batch: list[KeyedProfile], report: IngestReport) -> None:
     """One transaction for the batch; on an id collision, one per profile, so only
     the profile that collides is refused."""
     try:
@@ -858,7 +339,7 @@ def _maybe_known(known: np.ndarray, digest: str) -> bool:
     return pos < len(known) and known[pos] == prefix
 
 
-def prepare_file(job: FileJob, path: str, now: datetime) -> _Keyed | _Present | _Refused:
+def prepare_file(job: FileJob, path: str, now: datetime) -> KeyedProfile | _Present | _Refused:
     """Read, hash, decode and key one file (pure: no database). A file whose hash
     may be stored already is not decoded; the writer checks the whole hash."""
     from pyproflab.decode import decode_bytes
@@ -882,11 +363,11 @@ def _file_meta(job: FileJob, path: str) -> tuple[ProfileMeta, str | None]:
     meta = job.defaults.updated({"source": os.path.abspath(path)})
     hint = None
     if job.path_template is not None:
-        tm = _template_meta(_compiled(job.path_template), path)
+        tm = template_meta(_compiled(job.path_template), path)
         if tm is None:
             raise ValueError(f"path does not match the template {job.path_template!r}")
         meta, hint = meta.updated(tm[0]), tm[1]
-    side = _sidecar(path)
+    side = sidecar_meta(path)
     if side is not None:
         meta = meta.updated(side)
     return meta, hint
@@ -902,9 +383,9 @@ def _check_present(
     job: FileJob,
     path: str,
     result: _Present,
-    batch: list[_Keyed],
+    batch: list[KeyedProfile],
     report: IngestReport,
-) -> _Keyed | _Refused | None:
+) -> KeyedProfile | _Refused | None:
     """A file a worker skipped: counted present if its whole hash is stored (or
     waiting in the batch), else (64 bits alike by chance) prepared here."""
     if existing_hashes(store, [result.digest]) or any(
@@ -930,7 +411,7 @@ def _init_worker(job: FileJob) -> None:
     _JOB = job
 
 
-def _prepare_in_worker(path: str, now: datetime) -> _Keyed | _Present | _Refused:
+def _prepare_in_worker(path: str, now: datetime) -> KeyedProfile | _Present | _Refused:
     assert _JOB is not None
     return prepare_file(_JOB, path, now)
 
@@ -945,7 +426,7 @@ def default_workers() -> int:
 
 def _prepared(
     files: list[str], job: FileJob, workers: int | None, window: int
-) -> Iterator[tuple[str, _Keyed | _Present | _Refused]]:
+) -> Iterator[tuple[str, KeyedProfile | _Present | _Refused]]:
     """(path, prepared result) for every file, in order. With a pool, at most
     ``window`` files (and at least two per worker) are in flight, so results
     waiting for the writer stay bounded."""

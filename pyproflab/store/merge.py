@@ -166,48 +166,15 @@ def assemble(
 ) -> Profile:
     """A Profile from samples keyed by store ids: fetch only what they reference,
     renumber ids 1..n (first appearance), and build the PROFILE_* tables."""
-    # Stacks.
-    uniq_stacks = np.unique(stack_id)
-    stacks = _fetch(store, "stacks", "stack_id", uniq_stacks)
-    st_ids = ids._u64(stacks.column("stack_id"))
-    st_flat, st_offsets = ids._list_parts(stacks.column("location_ids"))
-    st_flat = ids._u64(st_flat)
-    if len(st_ids) != len(uniq_stacks):
-        raise StoreError(
-            f"{store.name}: store is inconsistent: samples reference "
-            f"{len(uniq_stacks) - len(st_ids)} missing stacks"
-        )
-    # Order stacks as the samples first use them, so location ids follow sample order.
-    st_sort = np.argsort(st_ids)
-    stack_pos = (
-        st_sort[np.searchsorted(st_ids[st_sort], stack_id)]
-        if len(st_ids)
-        else np.zeros(0, np.int64)
-    )
-    stack_lists = pa.ListArray.from_arrays(
-        from_numpy(st_offsets, pa.int32()), from_numpy(st_flat, pa.uint64())
-    )
-    sample_stacks = (
-        stack_lists.take(from_numpy(stack_pos)) if len(stack_id) else empty_lists(0, pa.uint64())
-    )
-    s_flat, s_offsets = ids._list_parts(sample_stacks)
-    s_flat = ids._u64(s_flat)
-
-    # Locations, in first appearance over the samples.
+    s_flat, s_offsets = _sample_stacks(store, stack_id)
+    # Locations, functions and mappings, each in first appearance over the samples.
     loc_order = _first_appearance(s_flat)
-    locs = _fetch(store, "locations", "location_id", np.sort(loc_order))
-    loc_cid = ids._u64(locs.column("location_id"))
-    # Put fetched rows into loc_order.
-    locs = locs.take(from_numpy(np.argsort(loc_cid)[np.searchsorted(np.sort(loc_cid), loc_order)]))
+    locs = _fetch_in_order(store, "locations", "location_id", loc_order)
     lines_flat, line_offsets = ids._list_parts(locs.column("lines"))
     line_fn = ids._u64(lines_flat.field("function_id"))
     loc_mapping = ids._u64(locs.column("mapping_id"))
-
     fn_order = _first_appearance(line_fn[line_fn != 0])
-    fns = _fetch(store, "functions", "function_id", fn_order)
-    fn_cid = ids._u64(fns.column("function_id"))
-    fns = fns.take(from_numpy(np.argsort(fn_cid)[np.searchsorted(np.sort(fn_cid), fn_order)]))
-
+    fns = _fetch_in_order(store, "functions", "function_id", fn_order)
     map_seq = np.concatenate([np.array([main_mapping_id], dtype=ids.U64), loc_mapping])
     map_order = _first_appearance(map_seq[map_seq != 0])
     maps = _fetch(store, "mappings", "mapping_id", map_order)
@@ -216,35 +183,14 @@ def assemble(
         map_order = map_order[np.isin(map_order, map_cid)]
     maps = maps.take(from_numpy(np.argsort(map_cid)[np.searchsorted(np.sort(map_cid), map_order)]))
 
-    # Label sets.
-    wanted_sets = np.unique(label_set_id[label_set_id != 0])
-    sets = _fetch(store, "label_sets", "label_set_id", wanted_sets)
-    set_cid = ids._u64(sets.column("label_set_id"))
-    # Interned before the take: a label set shared by many samples is not copied.
-    set_lists = pa.concat_arrays(
-        [
-            empty_lists(1, schema.PROFILE_LABEL),
-            sets.column("labels").combine_chunks().cast(pa.list_(schema.PROFILE_LABEL)),
-        ]
-    )
-    all_set_ids = np.concatenate([np.zeros(1, ids.U64), set_cid])
-    set_sort = np.argsort(all_set_ids)
-    set_pos = set_sort[np.searchsorted(all_set_ids[set_sort], label_set_id)]
-    labels = (
-        set_lists.take(from_numpy(set_pos))
-        if len(label_set_id)
-        else empty_lists(0, schema.PROFILE_LABEL)
-    )
-
-    # Renumber and build.
-    new_loc = _renumber(s_flat, loc_order)
     samples = pa.table(
         [
             pa.ListArray.from_arrays(
-                from_numpy(s_offsets, pa.int32()), from_numpy(new_loc, pa.uint64())
+                from_numpy(s_offsets, pa.int32()),
+                from_numpy(_renumber(s_flat, loc_order), pa.uint64()),
             ),
             values,
-            labels,
+            _sample_labels(store, label_set_id),
         ],
         schema=schema.PROFILE_SAMPLES,
     )
@@ -277,6 +223,63 @@ def assemble(
     return Profile(
         samples=samples, locations=locations, functions=functions, mappings=mappings, **header
     )
+
+
+def _sample_stacks(store: Store, stack_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(location content ids of every sample's stack, flat; their list offsets), in
+    sample order. ``StoreError`` when a stack is missing (an inconsistent store)."""
+    uniq_stacks = np.unique(stack_id)
+    stacks = _fetch(store, "stacks", "stack_id", uniq_stacks)
+    st_ids = ids._u64(stacks.column("stack_id"))
+    st_flat, st_offsets = ids._list_parts(stacks.column("location_ids"))
+    st_flat = ids._u64(st_flat)
+    if len(st_ids) != len(uniq_stacks):
+        raise StoreError(
+            f"{store.name}: store is inconsistent: samples reference "
+            f"{len(uniq_stacks) - len(st_ids)} missing stacks"
+        )
+    # Order stacks as the samples first use them, so location ids follow sample order.
+    st_sort = np.argsort(st_ids)
+    stack_pos = (
+        st_sort[np.searchsorted(st_ids[st_sort], stack_id)]
+        if len(st_ids)
+        else np.zeros(0, np.int64)
+    )
+    stack_lists = pa.ListArray.from_arrays(
+        from_numpy(st_offsets, pa.int32()), from_numpy(st_flat, pa.uint64())
+    )
+    sample_stacks = (
+        stack_lists.take(from_numpy(stack_pos)) if len(stack_id) else empty_lists(0, pa.uint64())
+    )
+    s_flat, s_offsets = ids._list_parts(sample_stacks)
+    return ids._u64(s_flat), s_offsets
+
+
+def _fetch_in_order(store: Store, table: str, id_col: str, order: np.ndarray) -> pa.Table:
+    """The rows of ``table`` whose ids are ``order`` (distinct), in that order."""
+    rows = _fetch(store, table, id_col, np.sort(order))
+    cid = ids._u64(rows.column(id_col))
+    return rows.take(from_numpy(np.argsort(cid)[np.searchsorted(np.sort(cid), order)]))
+
+
+def _sample_labels(store: Store, label_set_id: np.ndarray) -> pa.Array:
+    """Each sample's labels (PROFILE_LABEL lists; empty for label set 0)."""
+    wanted_sets = np.unique(label_set_id[label_set_id != 0])
+    sets = _fetch(store, "label_sets", "label_set_id", wanted_sets)
+    set_cid = ids._u64(sets.column("label_set_id"))
+    # Interned before the take: a label set shared by many samples is not copied.
+    set_lists = pa.concat_arrays(
+        [
+            empty_lists(1, schema.PROFILE_LABEL),
+            sets.column("labels").combine_chunks().cast(pa.list_(schema.PROFILE_LABEL)),
+        ]
+    )
+    all_set_ids = np.concatenate([np.zeros(1, ids.U64), set_cid])
+    set_sort = np.argsort(all_set_ids)
+    set_pos = set_sort[np.searchsorted(all_set_ids[set_sort], label_set_id)]
+    if not len(label_set_id):
+        return empty_lists(0, schema.PROFILE_LABEL)
+    return set_lists.take(from_numpy(set_pos))
 
 
 def _header_rows(store: Store, selection: Selection) -> list[dict[str, Any]]:

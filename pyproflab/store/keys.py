@@ -1,0 +1,381 @@
+"""One profile turned into store rows keyed by content (pure: no database).
+
+Rules: only what the samples reference is kept (as pprof's merge compacts),
+plus the first mapping, which pprof takes for the main binary. Every id is
+derived from content (``ids``): functions and mappings by blake2b of their
+fields, locations by their content with references already rewritten to
+content ids, stacks by their locations' ids, label sets by their canonical
+labels. So a batch is keyed before it touches the database, and the same
+function seen in a thousand profiles is one row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyproflab import schema
+from pyproflab.errors import StoreError
+from pyproflab.model import Profile
+from pyproflab.store import ids
+from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
+
+
+@dataclass
+class ProfileMeta:
+    """What the profile itself does not say: who it came from and when.
+
+    ``profile_type``, when set, overrides the type inferred from the content.
+    """
+
+    service: str | None = None
+    version: str | None = None
+    instance: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    profile_type: str | None = None
+
+    def updated(self, other: ProfileMeta | dict[str, Any]) -> ProfileMeta:
+        """A copy with the set fields of ``other`` taking over (labels merged)."""
+        items = other.__dict__ if isinstance(other, ProfileMeta) else other
+        out = replace(self, labels=dict(self.labels))
+        for f in fields(self):
+            v = items.get(f.name)
+            if v is None:
+                continue
+            if f.name == "labels":
+                out.labels.update({str(k): str(x) for k, x in v.items()})
+            else:
+                setattr(out, f.name, v)
+        return out
+
+
+@dataclass
+class KeyedProfile:
+    """One profile turned into store rows, ids content-derived, profile_id unset."""
+
+    content_hash: str
+    row: dict[str, Any]
+    samples: pa.Table  # stack_id, label_set_id, values
+    functions: pa.Table
+    mappings: pa.Table
+    locations: pa.Table
+    stacks: pa.Table
+    label_sets: pa.Table
+
+
+def _ts(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def profile_digest(profile: Profile) -> str:
+    """A content hash for a Profile given without its bytes: sha256 over its
+    metadata and its tables in Arrow IPC form (files use their bytes instead)."""
+    h = hashlib.sha256(b"pyproflab-profile-v1\0")
+    head = {
+        "sample_types": [[st.type, st.unit] for st in profile.sample_types],
+        "period_type": [profile.period_type.type, profile.period_type.unit]
+        if profile.period_type
+        else None,
+        "period": profile.period,
+        "time_nanos": profile.time_nanos,
+        "duration_nanos": profile.duration_nanos,
+        "comments": profile.comments,
+        "drop_frames": profile.drop_frames,
+        "keep_frames": profile.keep_frames,
+        "default_sample_type": profile.default_sample_type,
+        "doc_url": profile.doc_url,
+    }
+    h.update(json.dumps(head, sort_keys=True).encode())
+    for table in (profile.samples, profile.locations, profile.functions, profile.mappings):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table.combine_chunks())
+        h.update(sink.getvalue().to_pybytes())
+    return h.hexdigest()
+
+
+def _leaf_functions(profile: Profile) -> list[str]:
+    """Names of the innermost function of every sample's leaf location."""
+    loc_ids = profile.samples.column("location_ids").combine_chunks()
+    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
+    wanted = set(firsts.to_pylist())
+    names = dict(
+        zip(
+            profile.functions.column("id").to_pylist(),
+            profile.functions.column("name").to_pylist(),
+            strict=True,
+        )
+    )
+    out = []
+    for lid, lines in zip(
+        profile.locations.column("id").to_pylist(),
+        profile.locations.column("lines").to_pylist(),
+        strict=True,
+    ):
+        if lid in wanted and lines:
+            out.append(names.get(lines[0]["function_id"], ""))
+    return out
+
+
+def _profile_type(profile: Profile, meta: ProfileMeta, hint: str | None) -> str:
+    if meta.profile_type:
+        if meta.profile_type not in PROFILE_TYPES:
+            raise StoreError(
+                f"unknown profile type {meta.profile_type!r} (one of {', '.join(PROFILE_TYPES)})"
+            )
+        return meta.profile_type
+    types = [st.type.lower() for st in profile.sample_types]
+    leaves = _leaf_functions(profile) if "contentions" in types else None
+    return infer_profile_type(
+        profile.sample_types,
+        profile.period_type,
+        default_sample_type=profile.default_sample_type,
+        hint=hint or meta.source,
+        leaf_functions=leaves,
+    )
+
+
+def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(locations, functions, mappings) of ``profile`` that its samples reference;
+    the first mapping is always kept."""
+    loc_values, _ = ids._list_parts(profile.samples.column("location_ids"))
+    locs = profile.locations
+    if locs.num_rows:
+        used = _used(ids._u64(locs.column("id")), ids._u64(loc_values))
+        if not used.all():
+            locs = locs.filter(pa.array(used))
+    lines, _ = ids._list_parts(locs.column("lines"))
+    functions = profile.functions
+    if functions.num_rows:
+        used = _used(ids._u64(functions.column("id")), ids._u64(lines.field("function_id")))
+        if not used.all():
+            functions = functions.filter(pa.array(used))
+    mappings = profile.mappings
+    if mappings.num_rows:
+        used = _used(ids._u64(mappings.column("id")), ids._u64(locs.column("mapping_id")))
+        used[0] = True
+        if not used.all():
+            mappings = mappings.filter(pa.array(used))
+    return locs, functions, mappings
+
+
+def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    """Which of ``table_ids`` occur in ``refs``. A profile's ids are small (1..n),
+    so a mark table serves; otherwise a sort (np.isin, np.unique: far slower)."""
+    if not len(refs) or not len(table_ids):
+        return np.zeros(len(table_ids), dtype=bool)
+    top = int(table_ids.max())
+    if top <= 4 * len(table_ids) + 1024:
+        mark = np.zeros(top + 1, dtype=bool)
+        mark[refs[refs <= top]] = True
+        return mark[table_ids]
+    refs = _distinct(refs)
+    pos = np.minimum(np.searchsorted(refs, table_ids), len(refs) - 1)
+    return refs[pos] == table_ids
+
+
+def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
+    """``ids.remap`` (local ids to content ids, 0 stays 0) by a table when the
+    profile's ids are small, as they are (1..n); a search otherwise."""
+    if len(from_ids) and int(from_ids.max()) <= 4 * len(from_ids) + 1024:
+        table = np.zeros(int(from_ids.max()) + 2, dtype=ids.U64)
+        table[from_ids] = to_ids
+        table[0] = 0
+        return table[np.minimum(np.asarray(local_ids, dtype=ids.U64), len(table) - 1)]
+    return ids.remap(local_ids, from_ids, to_ids)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort: numpy 2's hashing np.unique is slower here)."""
+    s = np.sort(values)
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
+
+
+def _first_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, the row of each one's first occurrence)."""
+    order = np.argsort(values, kind="stable")
+    s = values[order]
+    start = np.concatenate([[True], s[1:] != s[:-1]]) if len(s) else np.zeros(0, bool)
+    return s[start], order[start]
+
+
+def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values)
+
+
+def key_profile(
+    profile: Profile,
+    meta: ProfileMeta,
+    content_hash: str,
+    *,
+    type_hint: str | None = None,
+    now: datetime | None = None,
+) -> KeyedProfile:
+    """Turn one profile into store rows keyed by content (pure: no database).
+
+    Only what the samples reference is kept (as pprof's merge compacts), plus
+    the first mapping, which pprof takes for the main binary. The stages:
+    functions and mappings (blake2b of their content), locations (their
+    references rewritten to content ids, then hashed), stacks, label sets,
+    and the profile's own row.
+    """
+    locs, functions, mappings = _referenced(profile)
+    fn_local, fn_ids = ids._u64(functions.column("id")), ids.function_ids(functions)
+    map_local, map_ids = ids._u64(mappings.column("id")), ids.mapping_ids(mappings)
+    loc_local, loc_ids, locations = _key_locations(locs, (fn_local, fn_ids), (map_local, map_ids))
+    samples = profile.samples
+    stack_of, stacks = _key_stacks(samples, loc_local, loc_ids)
+    label_of, label_sets = _key_label_sets(samples)
+    out_samples = pa.table(
+        {
+            "stack_id": pa.array(stack_of, pa.uint64()),
+            "label_set_id": pa.array(label_of, pa.uint64()),
+            "values": samples.column("values"),
+        },
+    )
+    return KeyedProfile(
+        content_hash,
+        _profile_row(profile, meta, content_hash, type_hint, now),
+        out_samples,
+        pa.table(
+            [pa.array(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
+        ),
+        pa.table(
+            [pa.array(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
+        ),
+        locations,
+        stacks,
+        label_sets,
+    )
+
+
+IdMap = tuple[np.ndarray, np.ndarray]  # (a profile's own ids, their content ids)
+
+
+def _key_locations(
+    locs: pa.Table, fns: IdMap, maps: IdMap
+) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+    """(local ids, content ids, STORE_LOCATIONS rows) of ``locs``: their mapping and
+    function references rewritten to content ids first, so equal content hashes equal."""
+    loc_local = ids._u64(locs.column("id"))
+    loc_mapping = _remap(ids._u64(locs.column("mapping_id")), *maps)
+    lines_values, line_offsets = ids._list_parts(locs.column("lines"))
+    line_fn = _remap(ids._u64(lines_values.field("function_id")), *fns)
+    loc_ids = ids.location_ids(locs, loc_mapping, line_fn)
+    lines = pa.StructArray.from_arrays(
+        [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
+        fields=list(schema.LINE),
+    )
+    locations = pa.table(
+        [
+            pa.array(loc_ids, pa.uint64()),
+            pa.array(loc_mapping, pa.uint64()),
+            locs.column("address"),
+            locs.column("is_folded"),
+            _list_array(line_offsets, lines),
+        ],
+        schema=schema.STORE_LOCATIONS,
+    )
+    return loc_local, loc_ids, locations
+
+
+def _key_stacks(
+    samples: pa.Table, loc_local: np.ndarray, loc_ids: np.ndarray
+) -> tuple[np.ndarray, pa.Table]:
+    """(each sample's stack id, STORE_STACKS rows of the distinct stacks): the
+    polynomial hash of each sample's location content ids."""
+    loc_values, loc_offsets = ids._list_parts(samples.column("location_ids"))
+    flat = _remap(ids._u64(loc_values), loc_local, loc_ids)
+    stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
+    uniq_stacks, first = _first_rows(stack_of)
+    all_stacks = _list_array(loc_offsets, pa.array(flat, pa.uint64()))
+    stacks = pa.table(
+        [pa.array(uniq_stacks, pa.uint64()), all_stacks.take(pa.array(first))],
+        schema=schema.STORE_STACKS,
+    )
+    return stack_of, stacks
+
+
+def _key_label_sets(samples: pa.Table) -> tuple[np.ndarray, pa.Table]:
+    """(each sample's label set id, 0 for none; STORE_LABEL_SETS rows): distinct
+    label lists found by a vectorized key, then each distinct one made canonical
+    and hashed once."""
+    raw = ids.raw_label_keys(samples.column("labels")) if samples.num_rows else np.zeros(0, ids.U64)
+    label_of = np.zeros(samples.num_rows, dtype=ids.U64)
+    set_ids: list[int] = []
+    set_labels: list[list[dict]] = []
+    if raw.any():
+        uniq_raw, first_raw = _first_rows(raw)
+        labels_col = samples.column("labels")
+        set_of_raw = np.zeros(len(uniq_raw), dtype=ids.U64)
+        seen: set[int] = set()
+        for k, (rk, row) in enumerate(zip(uniq_raw, first_raw, strict=True)):
+            if rk == 0:
+                continue
+            canon = ids.canonical_labels(labels_col[int(row)].as_py())
+            sid = ids.label_set_id(canon)
+            set_of_raw[k] = sid
+            if sid and sid not in seen:
+                seen.add(sid)
+                set_ids.append(sid)
+                set_labels.append(
+                    [dict(zip(("key", "str", "num", "num_unit"), c, strict=True)) for c in canon]
+                )
+        label_of = set_of_raw[np.searchsorted(uniq_raw, raw)]
+    label_sets = pa.table(
+        [pa.array(set_ids, pa.uint64()), pa.array(set_labels, pa.list_(schema.LABEL))],
+        schema=schema.STORE_LABEL_SETS,
+    )
+    return label_of, label_sets
+
+
+def _profile_row(
+    profile: Profile,
+    meta: ProfileMeta,
+    content_hash: str,
+    type_hint: str | None,
+    now: datetime | None,
+) -> dict[str, Any]:
+    """The profile's STORE_PROFILES row (profile_id unset)."""
+    main_mapping = ids.mapping_ids(profile.mappings.slice(0, 1))
+    pt = profile.period_type
+    return {
+        "content_hash": content_hash,
+        "service": meta.service,
+        "version": meta.version,
+        "instance": meta.instance,
+        "profile_type": _profile_type(profile, meta, type_hint),
+        "labels": list(meta.labels.items()) if meta.labels else None,
+        "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
+        if profile.time_nanos
+        else None,
+        "time_nanos": profile.time_nanos,
+        "duration_nanos": profile.duration_nanos,
+        "period": profile.period,
+        "period_type": pt.type if pt else None,
+        "period_unit": pt.unit if pt else None,
+        "sample_types": [{"type": st.type, "unit": st.unit} for st in profile.sample_types],
+        "default_sample_type": profile.default_sample_type,
+        "comments": list(profile.comments),
+        "drop_frames": profile.drop_frames,
+        "keep_frames": profile.keep_frames,
+        "doc_url": profile.doc_url,
+        "window_start": _ts(meta.window_start),
+        "window_end": _ts(meta.window_end),
+        "source": meta.source,
+        "ingested_at": now or datetime.now(UTC),
+        "num_samples": profile.samples.num_rows,
+        "main_mapping_id": int(main_mapping[0]) if len(main_mapping) else 0,
+    }
