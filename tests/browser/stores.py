@@ -1,34 +1,41 @@
 """Stores the report, notebook and untrusted-names tests run on, built once per session.
 
-- ``demo_store()``: the real demo job (``python tests/fleet_demo.py``) with a short
-  load (13 s, one CPU window of 6 s): the notesd fleet, v1/v2 x two instances, every
-  profile type, metric_samples and gc_cycles. About 12 s once the fleet
-  binaries are cached (the first build fetches modules and takes longer). The
-  window is 6 s so that two /metrics scrapes (every 2 s) fall well inside it: with
-  4 s the first came just before the profile request and the third just before
-  its end, and one late scrape left no GC rate to model GOGC on (seen once in CI).
+- ``demo_store()``: a short demo run's store, recorded once (tests/testdata/demo)
+  and loaded into a fresh store with every time moved by one offset so that the
+  run ends a minute ago (the README's ``--since 72h`` and the notebooks' windows
+  select it on any day). A live run under load can catch no GC cycle in its one
+  window ("cannot model GOGC"), so the tests take a recorded one that did:
+  ``python tests/browser/stores.py --record`` reruns the demo and refuses to
+  save a run without GC cycle counts for every instance or without
+  ``main.scoreNote`` in its CPU profiles.
+  The run: the real demo job (``python tests/fleet_demo.py``) with a short load
+  (13 s, one CPU window of 6 s): the notesd fleet, v1/v2 x two instances, every
+  profile type, metric_samples and gc_cycles. The window is 6 s so that two
+  /metrics scrapes (every 2 s) fall well inside it.
 - ``evil_store()``: a copy of the demo store whose CPU and allocs profiles are
   replaced by copies in which two hot functions carry hostile names (``EVIL_IMG``,
   ``EVIL_SCRIPT``) and whose metadata label ``team`` is ``EVIL_LABEL``, with the same
   service, version and instance, so every section of the report shows them.
 
 Both are cached in-process (one build per pytest session, whichever test file
-asks first) in a temporary folder removed at exit. Without Go they skip.
+asks first) in a temporary folder removed at exit.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import functools
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "tests" / "testdata" / "demo"  # profiles/ (a Parquet dataset), metrics/
+METRIC_TABLES = ("metric_samples", "gc_cycles")
 
 EVIL_IMG = "<img src=x onerror=alert(1)>"
 EVIL_SCRIPT = "main.filterChain</script><script>alert(2)</script>"
@@ -43,12 +50,10 @@ def _workdir() -> Path:
     return d
 
 
-@functools.cache
-def _build_demo() -> tuple[Path | None, str]:
-    if shutil.which("go") is None:
-        return None, "Go is not installed: the demo fleet cannot run"
-    out = _workdir() / "demo"
-    out.mkdir()
+def run_demo(out: Path) -> Path:
+    """A live short demo run into ``out``/demo.duckdb (needs Go; about 12 s once the
+    fleet binaries are cached)."""
+    out.mkdir(parents=True, exist_ok=True)
     db = out / "demo.duckdb"
     res = subprocess.run(
         [
@@ -73,15 +78,108 @@ def _build_demo() -> tuple[Path | None, str]:
     )
     if res.returncode != 0 or not db.is_file():
         raise RuntimeError(f"the demo job failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return db, ""
+    return db
+
+
+def fit_to_record(db: Path) -> list[str]:
+    """Why a demo run's store would not serve the tests ([] when it would): every
+    instance has GC cycle counts (so GOGC can be modelled) and the planted hot
+    spot is in the CPU profiles."""
+    import pyproflab
+    from pyproflab.errors import ProflabError
+
+    why = []
+    with pyproflab.open(db, read_only=True) as lab:
+        gc = lab.gc().instances.to_pylist()
+        no_rate = sorted(r["instance"] for r in gc if not r["gc_cycles_per_min"])
+        if no_rate or len(gc) < 4:
+            why.append(f"instances without a GC rate: {no_rate} of {len(gc)}")
+        try:
+            lab.gogc(budget="1.5x")
+        except ProflabError as e:
+            why.append(f"gogc: {e}")
+        names = lab.top(profile_type="cpu").rows.column("name").to_pylist()
+        if "main.scoreNote" not in names:
+            why.append("main.scoreNote is not in the CPU profiles")
+    return why
+
+
+def record(dest: Path = RECORDED, tries: int = 3) -> None:
+    """Run the demo until a run is fit (``fit_to_record``) and save it to ``dest``:
+    its profiles as a Parquet dataset (``export_parquet``), its GC metric tables
+    as Parquet files."""
+    import duckdb
+
+    import pyproflab
+    from pyproflab.store.parquet import export_parquet
+
+    for attempt in range(1, tries + 1):
+        work = Path(tempfile.mkdtemp(prefix="pyproflab-demo-record-"))
+        try:
+            db = run_demo(work)
+            why = fit_to_record(db)
+            if why:
+                print(f"run {attempt}: not fit ({'; '.join(why)})", file=sys.stderr)
+                continue
+            shutil.rmtree(dest, ignore_errors=True)
+            with pyproflab.open(db, read_only=True) as lab:
+                print(export_parquet(lab.store, dest / "profiles"))
+            (dest / "metrics").mkdir()
+            with duckdb.connect(str(db), read_only=True) as con:
+                for table in METRIC_TABLES:
+                    out = dest / "metrics" / f"{table}.parquet"
+                    con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{out}'")
+            print(f"recorded run {attempt} in {dest}")
+            return
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    raise SystemExit(f"no fit run in {tries} tries")
+
+
+def load_recorded(db: Path, src: Path = RECORDED) -> None:
+    """A new store at ``db`` holding the recorded run, every time moved by one
+    offset (whole seconds) so that its last window ended a minute ago."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from pyproflab.store import Store
+    from pyproflab.store.metrics import ingest_gc_rows, ingest_metric_rows
+    from pyproflab.store.parquet import import_parquet
+
+    with Store.open(db) as store:
+        import_parquet(store, src / "profiles")
+        ingest_metric_rows(store, pq.read_table(src / "metrics" / "metric_samples.parquet"))
+        ingest_gc_rows(store, pq.read_table(src / "metrics" / "gc_cycles.parquet"))
+    with duckdb.connect(str(db)) as con:
+        # Epoch seconds, not a timestamp: DuckDB needs pytz to hand out a TIMESTAMPTZ.
+        (last,) = con.execute(
+            "SELECT epoch(max(coalesce(window_end, time)))::BIGINT FROM profiles"
+        ).fetchone()
+        shift = int(time.time()) - last - 60
+        con.execute(
+            "UPDATE profiles SET time = time + to_seconds(?), "
+            "time_nanos = CASE WHEN time_nanos = 0 THEN 0 ELSE time_nanos + ?::BIGINT * 1000000000 END, "
+            "window_start = window_start + to_seconds(?), "
+            "window_end = window_end + to_seconds(?), ingested_at = ingested_at + to_seconds(?)",
+            [shift] * 5,
+        )
+        for table in METRIC_TABLES:
+            con.execute(f"UPDATE {table} SET time = time + to_seconds(?)", [shift])
+
+
+@functools.cache
+def _build_demo() -> Path:
+    out = _workdir() / "demo"
+    out.mkdir(exist_ok=True)
+    db = out / "demo.duckdb"
+    db.unlink(missing_ok=True)  # a build that failed before
+    load_recorded(db)
+    return db
 
 
 def demo_store() -> Path:
-    """The path of a short demo run's store (skips without Go)."""
-    db, why = _build_demo()
-    if db is None:
-        pytest.skip(why)
-    return db
+    """The path of the recorded short demo run's store, its times moved to now."""
+    return _build_demo()
 
 
 def _hostile_names(lab) -> dict[str, str]:
@@ -167,3 +265,13 @@ def _build_evil() -> Path:
 def evil_store() -> Path:
     """The demo store plus hostile-named copies of its CPU and allocs profiles."""
     return _build_evil()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Record the demo run the report tests use.")
+    ap.add_argument(
+        "--record", action="store_true", help=f"rerun the demo and save it to {RECORDED}"
+    )
+    args = ap.parse_args()
+    if args.record:
+        record()
