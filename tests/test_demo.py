@@ -182,7 +182,11 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
     head_at = out.index("== v1 vs v2 headline ==")
     assert top_at < gc_at < head_at
     top, gc_part, head = out[top_at:gc_at], out[gc_at:head_at], out[head_at:]
-    assert "flat%" in top and "main." in top
+    # Which functions a short run's samples show is chance; that rows follow the
+    # header is not (a CPU window of 3 s under load always has samples).
+    top_lines = top.splitlines()
+    header = next(i for i, ln in enumerate(top_lines) if "flat%" in ln)
+    assert [ln for ln in top_lines[header + 1 :] if ln.strip()], top
     gc_lines = gc_part.splitlines()
     assert "profile view" in gc_lines[1] and "runtime busy" in gc_lines[1]
     rows = {tuple(line.split()[:2]): line.split() for line in gc_lines[2:6]}
@@ -196,7 +200,7 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
         assert all(c != "-" for c in shown), f"a missing value for {name}: {cells}"
     # Which functions head the comparison depends on the samples of a 16 s run
     # (tests/test_regressions_fleet.py checks the planted one on a recording).
-    assert "main." in head and "v1 " in head and "v2 " in head
+    assert "v1 " in head and "v2 " in head
 
     with Store.open(tmp_path / "s.duckdb", read_only=True) as store:
         got = store.sql(
