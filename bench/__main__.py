@@ -14,6 +14,8 @@ Sections (targets from the foundation issue):
   files    `pyproflab top|merge|pgo --all` of 50 large files vs `go tool pprof
            -top|-proto` of the same files, whole process       <= 0.5x, peak RSS <= pprof's
   fleet-10k  ingest of 1,000 then 10,000 small profiles: peak RSS within 10%
+  fleet-integration  tests/test_fleet_integration.py's checks on a live run
+           (the tests check a recorded one)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -327,6 +329,34 @@ def section_fleet_10k(work: Path, runs: int) -> list[str]:
     return out
 
 
+def section_fleet_integration(work: Path, runs: int) -> list[str]:
+    """tests/test_fleet_integration.py's checks on a fresh live run (the tests
+    check one recorded run): whether this machine, now, passes each."""
+    import os
+
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "test_fleet_integration.py"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYPROFLAB_FLEET_IT": "live"},
+        capture_output=True,
+        text=True,
+    )
+    out = ["fleet integration checks on a live run (Go, Prometheus, loadgen):"]
+    for text in res.stdout.splitlines():
+        if text.startswith(("PASSED ", "FAILED ", "ERROR ", "SKIPPED ")):
+            out.append("  " + text.replace(str(REPO) + "/", ""))
+    return out + [f"  pytest exit {res.returncode}"]
+
+
 SECTIONS = {
     "decode": section_decode,
     "top": section_top,
@@ -336,6 +366,7 @@ SECTIONS = {
     "hostile": section_hostile,
     "files": section_files,
     "fleet-10k": section_fleet_10k,
+    "fleet-integration": section_fleet_integration,
 }
 
 

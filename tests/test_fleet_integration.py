@@ -1,5 +1,11 @@
 """The whole loop against real processes (issue 3's integration acceptance).
 
+The checks run on one live run recorded once (tests/fleet_integration_run.py,
+tests/testdata/fleet_integration): how many scrapes, cycles and samples a live
+window catches depends on the machine's load, so a live run here could fail by
+chance. The same checks on a fresh live run are the ``fleet-integration``
+bench section (``python -m bench --only fleet-integration``).
+
 Two notesd instances (GOGC 50 and 200, ``GODEBUG=gctrace=1`` to a file each,
 pprof behind a bearer token) are scraped every second by a real Prometheus
 (Debian's ``/usr/bin/prometheus`` on 127.0.0.1, stopped by PID) while loadgen
@@ -51,152 +57,38 @@ times came out early by up to ~15 ms against Prometheus' stamps.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fleet_integration_run import CPU_SECONDS, CYCLES_Q, SERVICE, STAMP_Q, TOKEN, Run
 from test_gc_categories import shown, value_index
-from test_prometheus_server import PROMETHEUS, SKIP_NO_PROMETHEUS, prometheus
 
-pytestmark = [
-    pytest.mark.go,
-    pytest.mark.skipif(not PROMETHEUS.exists(), reason=SKIP_NO_PROMETHEUS),
-]
-
-SERVICE = "notesd"
-TOKEN = "integration-test-token"
-AUTH_ENV = "PYPROFLAB_IT_AUTH"
-LOAD_SECONDS = 20.0
-CPU_SECONDS = 10
+LIVE = os.environ.get("PYPROFLAB_FLEET_IT") == "live"  # the bench's live run
 EDGE_MARGIN = 0.05  # s: no cycle within this of a window edge (clock offsets are ms)
-CYCLES_Q = "go_gc_cycles_total_gc_cycles_total"
-STAMP_Q = f"timestamp({CYCLES_Q})"
 NEXT_GC = "go_memstats_next_gc_bytes"
 MiB = 2**20
 
 
-def wait_scraped(base: str, n: int, timeout: float = 20.0) -> None:
-    """Wait until Prometheus has scraped ``n`` targets successfully (it applies a
-    new configuration's targets only some seconds after it reports ready)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with urllib.request.urlopen(base + "/api/v1/targets?state=active", timeout=5) as r:
-            active = json.load(r)["data"]["activeTargets"]
-        if sum(t.get("health") == "up" for t in active) >= n:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"prometheus scraped fewer than {n} targets in {timeout} s")
-        time.sleep(0.2)
-
-
-@dataclass
-class Run:
-    """What the loop left behind for the checks."""
-
-    db: Path
-    instances: list[tuple[str, str, str]]  # (version, instance, Prometheus' instance label)
-    collect_report: object
-    imported: int
-
-
 @pytest.fixture(scope="module")
-def fleet_run(go_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    fh = pytest.importorskip("fleet_harness")
-    from pyproflab.collect import collect
-    from pyproflab.sources.gctrace import read_gctrace
-    from pyproflab.sources.targets import Target
-    from pyproflab.store.connection import Store
-    from pyproflab.store.metrics import (
-        DEFAULT_GC_QUERIES,
-        InstanceInfo,
-        import_prometheus,
-        ingest_gc_cycles,
-    )
+def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """The recorded run (tests/testdata/fleet_integration); a live one when the
+    bench asks (PYPROFLAB_FLEET_IT=live: needs Go and /usr/bin/prometheus)."""
+    import fleet_integration_run as fir
 
-    try:
-        bins = fh.build_fleet()
-    except fh.FleetError as e:
-        pytest.skip(f"demo fleet unavailable: {e}")
     tmp = tmp_path_factory.mktemp("integration")
-    db = tmp / "fleet.duckdb"
-    specs = [
-        fh.InstanceSpec("v1", "it-a", gogc=50, token=TOKEN, gctrace=True),
-        fh.InstanceSpec("v2", "it-b", gogc=200, token=TOKEN, gctrace=True),
-    ]
-    os.environ[AUTH_ENV] = f"Bearer {TOKEN}"
-    try:
-        with (
-            Store.open(db) as store,
-            fh.start_fleet(specs, binaries=bins, workdir=tmp / "fleet", max_lifetime=150) as fleet,
-            prometheus(tmp, [inst.addr for inst in fleet], job=SERVICE) as prom,
-        ):
-            wait_scraped(prom, len(fleet))
-            start = datetime.now(UTC)
-            time.sleep(2.5)  # an idle scrape or two before the load: quiet window edges
-            with fh.start_load(
-                list(fleet),
-                duration=LOAD_SECONDS,
-                rate_start=150,
-                rate_end=600,
-                max_requests=20_000,
-                loadgen=bins.loadgen,
-            ) as load:
-                time.sleep(3)
-                targets = [
-                    Target(SERVICE, i.version, i.instance, i.base_url, auth_env=AUTH_ENV)
-                    for i in fleet
-                ]
-                report = collect(
-                    store,
-                    targets,
-                    seconds=CPU_SECONDS,
-                    types=("cpu", "heap", "allocs"),
-                    archive_dir=tmp / "archive",
-                    metrics_interval=2.0,
-                )
-                summary = load.wait()
-            # A few timeouts on a crowded box are not this test's business.
-            assert summary["errors"] <= 0.01 * summary["requests"], summary
-            time.sleep(2.5)  # Prometheus' last scrapes, committed
-            end = datetime.now(UTC)
-            mapping = {i.addr: InstanceInfo(SERVICE, i.version, i.instance) for i in fleet}
-            imported = import_prometheus(
-                store,
-                prom,
-                start,
-                end,
-                "1s",
-                queries=(*DEFAULT_GC_QUERIES, STAMP_Q),
-                instances=mapping,
-                only_mapped=True,
-            )
-            fleet.stop()  # the gctrace logs are complete once the processes are gone
-            for inst in fleet:
-                errors: list = []
-                rows = read_gctrace(
-                    inst.stderr,
-                    process_start=datetime.fromtimestamp(inst.started_at, UTC),
-                    errors=errors,
-                )
-                assert not errors, errors  # a split line would lose a cycle
-                ingest_gc_cycles(
-                    store,
-                    rows,
-                    service=SERVICE,
-                    version=inst.version,
-                    instance=inst.instance,
-                    source=str(inst.stderr),
-                )
-            instances = [(i.version, i.instance, i.addr) for i in fleet]
-    finally:
-        os.environ.pop(AUTH_ENV, None)
-    yield Run(db, instances, report, imported)
+    if not LIVE:
+        yield fir.load_run(tmp)
+        return
+    if not fir.PROMETHEUS.exists():
+        pytest.skip(fir.SKIP_NO_PROMETHEUS)
+    run = fir.live_run(tmp)
+    # A few timeouts on a crowded box are not this test's business.
+    errors, requests = run.load_errors
+    assert errors <= 0.01 * requests, run.load_errors
+    yield run
 
 
 @dataclass(frozen=True)
@@ -354,8 +246,7 @@ def test_next_gc_equals_gctrace_goal(fleet_run: Run) -> None:
 def test_profiles_windows_and_gc_join(fleet_run: Run) -> None:
     from pyproflab.lab import Lab
 
-    report = fleet_run.collect_report
-    assert report.errors() == [], report.errors()
+    assert fleet_run.errors == [], fleet_run.errors
     with Lab.open(fleet_run.db, read_only=True) as lab:
         got = lab.sql(
             "SELECT service, version, instance, profile_type, window_start, window_end, "
@@ -397,7 +288,7 @@ def test_gc_category_equals_pprof_focus(fleet_run: Run, pprof) -> None:
 
     paths = [
         Path(f.archive_path)
-        for f in fleet_run.collect_report.fetches
+        for f in fleet_run.fetches
         if f.profile_type == "cpu" and f.archive_path
     ]
     assert len(paths) == 2
