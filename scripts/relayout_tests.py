@@ -240,9 +240,9 @@ def make_plan(root: Path) -> Plan:
                 rel = PurePosixPath(f.relative_to(root).as_posix())
                 plan.moves[rel] = SUPPORT / rel.relative_to(TESTS)
             plan.module_names[sub.name] = "support." + sub.name
-    # What test modules import from each other.
+    # What test modules (and helpers) import from test modules.
     for old in plan.moves:
-        if old.name.startswith("test_") and old.stem in plan.test_modules:
+        if old.suffix == ".py":
             tree = ast.parse((root / old).read_text(encoding="utf-8"))
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module in plan.test_modules:
