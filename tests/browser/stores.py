@@ -158,7 +158,8 @@ def load_recorded(db: Path, src: Path = RECORDED) -> None:
         shift = int(time.time()) - last - 60
         con.execute(
             "UPDATE profiles SET time = time + to_seconds(?), "
-            "time_nanos = CASE WHEN time_nanos = 0 THEN 0 ELSE time_nanos + ?::BIGINT * 1000000000 END, "
+            "time_nanos = CASE WHEN time_nanos = 0 THEN 0 "
+            "ELSE time_nanos + ?::BIGINT * 1000000000 END, "
             "window_start = window_start + to_seconds(?), "
             "window_end = window_end + to_seconds(?), ingested_at = ingested_at + to_seconds(?)",
             [shift] * 5,
