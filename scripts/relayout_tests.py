@@ -74,6 +74,7 @@ DEST: dict[str, str] = {
     # analyses/
     "test_top_unit.py": "analyses",
     "test_merge_unit.py": "analyses",
+    "test_merge_files.py": "analyses",
     "test_gc_categories.py": "analyses",
     "test_gc_join.py": "analyses",
     "test_gogc.py": "analyses",
@@ -103,6 +104,7 @@ DEST: dict[str, str] = {
     "test_conformance_options.py": "conformance",
     "test_conformance_roundtrip.py": "conformance",
     "test_conformance_top.py": "conformance",
+    "test_conformance_tree.py": "conformance",
     "test_fleet_scale.py": "conformance",
     # tests/ itself: top-level modules (arrays.py, collect.py) and whole-project checks
     "test_arrays.py": "",
