@@ -27,7 +27,7 @@ LONG_MODULES: dict[str, str] = {
     "analyses/merge.py": "pprof's merge rules in one place, each table's step beside its rule",
     "analyses/pgo.py": "engineer scale's lane (#14), in rewrite this session",
     "collect.py": "collect's scheduler and store writes; the HTTP client is already sources/http",
-    "decode/fast.py": "the bulk decoder: each message's C fast path beside its numpy fallback",
+    "decode/fast.py": "the bulk decoder: each walk's C fast path beside its numpy fallback",
     "reports/html_report.py": "the report's sections; HTML is in templates, the rest is data",
     "sources/prometheus.py": "the text format's grammar and the HTTP API's, one parser each",
 }
@@ -39,7 +39,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "analyses/gogc_inputs.py::from_metrics": _GOGC,
     "analyses/top.py::top": "pprof's -top options applied in pprof's order, one step each",
     "cli/gogc.py::Command.prepare_parser": _GOGC + " (one argparse option per statement)",
-    "decode/fast.py::_decode": "the hot loop over a profile's fields: a call per field costs",
     "decode/reference.py::decode_reference": "the reference decoder, kept literal to the spec",
     "jobs/runner.py::run_job": "engineer sec's lane (#17), in rewrite this session",
     "jobs/spec.py::job_from_dict": "one check per key of a job file, in the file's order",

@@ -560,9 +560,10 @@ def decode_fast(top: TopLevel, *, source: str) -> Profile:
 
 
 def _decode(top: TopLevel, *, source: str) -> Profile:
+    """The bulk decode of one profile, in stages: each sub-message kind walked
+    and its strings checked, pprof's CheckValid on the ids, then the Arrow tables."""
     nstr = len(top.raw_strings)
     meta = metadata(top, source=source)
-    ntypes = len(meta["sample_types"])
 
     # Mappings: every field a varint.
     mtok, mf = walk_messages(top.mappings)
@@ -576,125 +577,15 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     for k, what in ((2, "name"), (3, "system_name"), (4, "filename")):
         check_strings(f[k], nstr, f"function {what}", source=source)
 
-    # Samples and their labels.
-    stok, sf = walk_messages(top.samples)
-    loc_offsets, loc_ids = sf.repeated_varints(stok, 1)
-    val_offsets, values = sf.repeated_varints(stok, 2)
-    label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
-    lf = walk(stok, label_first, label_end, label_end_byte)
-    key, lstr, lnum, lunit = lf.last_values(stok, (1, 2, 3, 4))
-    check_strings(key, nstr, "label key", source=source)
-    check_strings(lstr[lstr != 0], nstr, "label str", source=source)
-    numeric = (lstr == 0) & ((lnum != 0) | (lunit != 0))
-    check_strings(lunit[numeric], nstr, "label num_unit", source=source)
+    s = _walk_samples(top, nstr, len(meta["sample_types"]), source=source)
+    loc = _walk_locations(top)
+    mapping_id = _check_valid(m, f, loc, s, source=source)
 
-    counts = np.diff(val_offsets)
-    bad = np.flatnonzero(counts != ntypes)
-    if bad.size:
-        raise malformed(
-            source,
-            f"mismatch: sample {bad[0]} has {counts[bad[0]]} values vs. {ntypes} types",
-        )
-
-    # Locations and their lines.
-    ltok, lof = walk_messages(top.locations)
-    loc = dict(zip((1, 2, 3, 5), lof.last_values(ltok, (1, 2, 3, 5)), strict=True))
-    line_offsets, line_first, line_end, line_end_byte = lof.children(ltok, 4)
-    lnf = walk(ltok, line_first, line_end, line_end_byte)
-    line_fn, line_no, line_col = lnf.last_values(ltok, (1, 2, 3))
-
-    # pprof's CheckValid, in bulk.
-    known_locations = IdIndex(loc[1]) if loc[1].size else None
-    if loc_ids.size:
-        found = (
-            known_locations.contains(loc_ids)
-            if known_locations is not None
-            else np.zeros(loc_ids.size, bool)
-        )
-        if not found.all():
-            i = int(np.flatnonzero(~found)[0])
-            sample = int(np.searchsorted(loc_offsets, i, side="right") - 1)
-            raise malformed(
-                source, f"sample {sample} has nil location (no location id {loc_ids[i]})"
-            )
-    mappings = check_ids(m[1], "mappings", "found mapping with reserved ID=0", source=source)
-    functions = check_ids(f[1], "functions", "found function with reserved ID=0", source=source)
-    check_ids(loc[1], "locations", "found location with reserved id=0", source=source)
-    if line_fn.size:
-        found = functions.contains(line_fn) if f[1].size else np.zeros(line_fn.size, bool)
-        if not found.all():
-            i = int(np.flatnonzero(~found)[0])
-            owner = int(np.searchsorted(line_offsets, i, side="right") - 1)
-            raise malformed(
-                source,
-                f"location id: {loc[1][owner]} has a line with nil function "
-                f"(function id {line_fn[i]})",
-            )
-    # pprof drops a link to a mapping that does not exist.
-    mapping_id = loc[2]
-    if mapping_id.size:
-        linked = mapping_id != 0
-        if linked.any():
-            exists = mappings.contains(mapping_id) if m[1].size else np.zeros(mapping_id.size, bool)
-            mapping_id = np.where(exists, mapping_id, U64(0))
-
-    # Arrow tables.
     strings = string_array(top.raw_strings, top)
 
     def text(index: np.ndarray) -> pa.Array:
         return strings.take(from_numpy(index, pa.int64()))
 
-    def interned(index: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
-        # Dictionary indexes into the string table: a string shared by many
-        # labels is never copied.
-        mask = None if present is None else ~present
-        return pa.DictionaryArray.from_arrays(
-            from_numpy(index.astype(np.int32), pa.int32(), mask=mask), strings
-        )
-
-    keep = (lstr != 0) | numeric
-    kept_offsets = label_offsets
-    if not keep.all():
-        label_owner = np.repeat(np.arange(sf.count), np.diff(label_offsets))
-        kept_offsets = np.zeros(sf.count + 1, dtype=I64)
-        np.cumsum(np.bincount(label_owner[keep], minlength=sf.count), out=kept_offsets[1:])
-        key, lstr, lnum = key[keep], lstr[keep], lnum[keep]
-        lunit, numeric = lunit[keep], numeric[keep]
-    labels = pa.StructArray.from_arrays(
-        [
-            interned(key),
-            interned(lstr, ~numeric),
-            from_numpy(lnum, pa.int64(), mask=~numeric),
-            interned(lunit, numeric & (lunit != 0)),
-        ],
-        fields=struct_fields(schema.PROFILE_LABEL),
-    )
-    samples = pa.Table.from_arrays(
-        [
-            list_array(loc_offsets, from_numpy(loc_ids, pa.uint64())),
-            list_array(val_offsets, from_numpy(values, pa.int64())),
-            list_array(kept_offsets, labels),
-        ],
-        schema=schema.PROFILE_SAMPLES,
-    )
-    lines = pa.StructArray.from_arrays(
-        [
-            from_numpy(line_fn, pa.uint64()),
-            from_numpy(line_no, pa.int64()),
-            from_numpy(line_col, pa.int64()),
-        ],
-        fields=struct_fields(schema.LINE),
-    )
-    locations = pa.Table.from_arrays(
-        [
-            from_numpy(loc[1], pa.uint64()),
-            from_numpy(mapping_id, pa.uint64()),
-            from_numpy(loc[3], pa.uint64()),
-            from_numpy(loc[5] != 0, pa.bool_()),
-            list_array(line_offsets, lines),
-        ],
-        schema=schema.PROFILE_LOCATIONS,
-    )
     functions_table = pa.Table.from_arrays(
         [
             from_numpy(f[1], pa.uint64()),
@@ -718,9 +609,184 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
         schema=schema.PROFILE_MAPPINGS,
     )
     return Profile(
-        samples=samples,
-        locations=locations,
+        samples=_samples_table(s, strings),
+        locations=_locations_table(loc, mapping_id),
         functions=functions_table,
         mappings=mappings_table,
         **meta,
+    )
+
+
+@dataclass
+class _SampleFields:
+    """A profile's samples, walked: location ids and values as flat arrays with
+    offsets, and their labels' fields (string indexes, numbers)."""
+
+    count: int
+    loc_offsets: np.ndarray
+    loc_ids: np.ndarray
+    val_offsets: np.ndarray
+    values: np.ndarray
+    label_offsets: np.ndarray
+    key: np.ndarray
+    lstr: np.ndarray
+    lnum: np.ndarray
+    lunit: np.ndarray
+    numeric: np.ndarray  # a numeric label (no str, and a num or a unit)
+
+
+def _walk_samples(top: TopLevel, nstr: int, ntypes: int, *, source: str) -> _SampleFields:
+    """The samples and their labels, strings checked, each sample with one value
+    per sample type."""
+    stok, sf = walk_messages(top.samples)
+    loc_offsets, loc_ids = sf.repeated_varints(stok, 1)
+    val_offsets, values = sf.repeated_varints(stok, 2)
+    label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
+    lf = walk(stok, label_first, label_end, label_end_byte)
+    key, lstr, lnum, lunit = lf.last_values(stok, (1, 2, 3, 4))
+    check_strings(key, nstr, "label key", source=source)
+    check_strings(lstr[lstr != 0], nstr, "label str", source=source)
+    numeric = (lstr == 0) & ((lnum != 0) | (lunit != 0))
+    check_strings(lunit[numeric], nstr, "label num_unit", source=source)
+
+    counts = np.diff(val_offsets)
+    bad = np.flatnonzero(counts != ntypes)
+    if bad.size:
+        raise malformed(
+            source,
+            f"mismatch: sample {bad[0]} has {counts[bad[0]]} values vs. {ntypes} types",
+        )
+    return _SampleFields(
+        sf.count, loc_offsets, loc_ids, val_offsets, values, label_offsets,
+        key, lstr, lnum, lunit, numeric,
+    )  # fmt: skip
+
+
+@dataclass
+class _LocationFields:
+    """A profile's locations, walked: fields 1 (id), 2 (mapping id), 3 (address),
+    5 (is_folded) and their lines (function id, line, column) with offsets."""
+
+    fields: dict[int, np.ndarray]
+    line_offsets: np.ndarray
+    line_fn: np.ndarray
+    line_no: np.ndarray
+    line_col: np.ndarray
+
+
+def _walk_locations(top: TopLevel) -> _LocationFields:
+    ltok, lof = walk_messages(top.locations)
+    loc = dict(zip((1, 2, 3, 5), lof.last_values(ltok, (1, 2, 3, 5)), strict=True))
+    line_offsets, line_first, line_end, line_end_byte = lof.children(ltok, 4)
+    lnf = walk(ltok, line_first, line_end, line_end_byte)
+    line_fn, line_no, line_col = lnf.last_values(ltok, (1, 2, 3))
+    return _LocationFields(loc, line_offsets, line_fn, line_no, line_col)
+
+
+def _check_valid(
+    m: dict[int, np.ndarray],
+    f: dict[int, np.ndarray],
+    locs: _LocationFields,
+    s: _SampleFields,
+    *,
+    source: str,
+) -> np.ndarray:
+    """pprof's CheckValid, in bulk: every sample's locations and every line's
+    function exist, no id is 0. Returns the locations' mapping ids, a link to a
+    mapping that does not exist dropped (0) as pprof drops it."""
+    loc = locs.fields
+    known_locations = IdIndex(loc[1]) if loc[1].size else None
+    if s.loc_ids.size:
+        found = (
+            known_locations.contains(s.loc_ids)
+            if known_locations is not None
+            else np.zeros(s.loc_ids.size, bool)
+        )
+        if not found.all():
+            i = int(np.flatnonzero(~found)[0])
+            sample = int(np.searchsorted(s.loc_offsets, i, side="right") - 1)
+            raise malformed(
+                source, f"sample {sample} has nil location (no location id {s.loc_ids[i]})"
+            )
+    mappings = check_ids(m[1], "mappings", "found mapping with reserved ID=0", source=source)
+    functions = check_ids(f[1], "functions", "found function with reserved ID=0", source=source)
+    check_ids(loc[1], "locations", "found location with reserved id=0", source=source)
+    line_fn = locs.line_fn
+    if line_fn.size:
+        found = functions.contains(line_fn) if f[1].size else np.zeros(line_fn.size, bool)
+        if not found.all():
+            i = int(np.flatnonzero(~found)[0])
+            owner = int(np.searchsorted(locs.line_offsets, i, side="right") - 1)
+            raise malformed(
+                source,
+                f"location id: {loc[1][owner]} has a line with nil function "
+                f"(function id {line_fn[i]})",
+            )
+    mapping_id = loc[2]
+    if mapping_id.size:
+        linked = mapping_id != 0
+        if linked.any():
+            exists = mappings.contains(mapping_id) if m[1].size else np.zeros(mapping_id.size, bool)
+            mapping_id = np.where(exists, mapping_id, U64(0))
+    return mapping_id
+
+
+def _samples_table(s: _SampleFields, strings: pa.Array) -> pa.Table:
+    """PROFILE_SAMPLES: labels that are neither string nor numeric dropped, label
+    strings interned (dictionary indexes into the string table: a string shared
+    by many labels is never copied)."""
+
+    def interned(index: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
+        mask = None if present is None else ~present
+        return pa.DictionaryArray.from_arrays(
+            from_numpy(index.astype(np.int32), pa.int32(), mask=mask), strings
+        )
+
+    key, lstr, lnum, lunit, numeric = s.key, s.lstr, s.lnum, s.lunit, s.numeric
+    keep = (lstr != 0) | numeric
+    kept_offsets = s.label_offsets
+    if not keep.all():
+        label_owner = np.repeat(np.arange(s.count), np.diff(s.label_offsets))
+        kept_offsets = np.zeros(s.count + 1, dtype=I64)
+        np.cumsum(np.bincount(label_owner[keep], minlength=s.count), out=kept_offsets[1:])
+        key, lstr, lnum = key[keep], lstr[keep], lnum[keep]
+        lunit, numeric = lunit[keep], numeric[keep]
+    labels = pa.StructArray.from_arrays(
+        [
+            interned(key),
+            interned(lstr, ~numeric),
+            from_numpy(lnum, pa.int64(), mask=~numeric),
+            interned(lunit, numeric & (lunit != 0)),
+        ],
+        fields=struct_fields(schema.PROFILE_LABEL),
+    )
+    return pa.Table.from_arrays(
+        [
+            list_array(s.loc_offsets, from_numpy(s.loc_ids, pa.uint64())),
+            list_array(s.val_offsets, from_numpy(s.values, pa.int64())),
+            list_array(kept_offsets, labels),
+        ],
+        schema=schema.PROFILE_SAMPLES,
+    )
+
+
+def _locations_table(locs: _LocationFields, mapping_id: np.ndarray) -> pa.Table:
+    loc = locs.fields
+    lines = pa.StructArray.from_arrays(
+        [
+            from_numpy(locs.line_fn, pa.uint64()),
+            from_numpy(locs.line_no, pa.int64()),
+            from_numpy(locs.line_col, pa.int64()),
+        ],
+        fields=struct_fields(schema.LINE),
+    )
+    return pa.Table.from_arrays(
+        [
+            from_numpy(loc[1], pa.uint64()),
+            from_numpy(mapping_id, pa.uint64()),
+            from_numpy(loc[3], pa.uint64()),
+            from_numpy(loc[5] != 0, pa.bool_()),
+            list_array(locs.line_offsets, lines),
+        ],
+        schema=schema.PROFILE_LOCATIONS,
     )
