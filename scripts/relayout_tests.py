@@ -374,7 +374,17 @@ def rewrite_imports(text: str, plan: Plan) -> str:
             edits.append((first, last + 1, f"{indent}{new}{trailer}\n"))
     for first, end, repl in sorted(edits, reverse=True):
         lines[first:end] = [repl] if repl else []
-    return "".join(lines)
+    text = "".join(lines)
+
+    # pytest.importorskip("fleet_harness"): an import by name, in a string.
+    def by_name(m: re.Match[str]) -> str:
+        head, rest = m["mod"].partition(".")[0], m["mod"].partition(".")[2]
+        if head not in plan.module_names:
+            return m[0]
+        target = plan.module_names[head] + (f".{rest}" if rest else "")
+        return f"importorskip({m['q']}{target}{m['q']}"
+
+    return re.sub(r"importorskip\((?P<q>[\"'])(?P<mod>[\w.]+)(?P=q)", by_name, text)
 
 
 _FILE_PATH = re.compile(
