@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -330,7 +330,10 @@ def _is_key(labels: Labels, want: str) -> np.ndarray:
 
 
 def _matching(
-    values: list, codes: np.ndarray, rows: np.ndarray, regexes: list[re.Pattern]
+    values: Sequence[str] | Mapping[int, str],
+    codes: np.ndarray,
+    rows: np.ndarray,
+    regexes: list[re.Pattern],
 ) -> np.ndarray:
     """Rows whose value (``values[codes]``) some regex matches; each distinct value
     tested once."""

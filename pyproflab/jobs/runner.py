@@ -423,7 +423,7 @@ def run_job(
         # A run that failed (exit 2: a source failed) did not do the work: the
         # same input is analysed again under a new run, never "unchanged".
         done = prev is not None and prev["finished_at"] is not None
-        if done and int(prev["exit_code"] or 0) != EXIT_ERROR:
+        if prev is not None and done and int(prev["exit_code"] or 0) != EXIT_ERROR:
             code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
             line = (
                 f"{spec.name}: unchanged since run {prev['run_id']} "
