@@ -31,11 +31,11 @@ test: setup system-deps
 test-fast: setup system-deps
 	$(PY) -m pytest -q -m 'not slow'
 
-# Seeded mutation fuzzing of decode and ingest (tests/test_fuzz_decode.py;
+# Seeded mutation fuzzing of decode and ingest (tests/decode/test_fuzz_decode.py;
 # make test runs 1,000 cases of it).
 FUZZ_CASES ?= 20000
 fuzz-mutate: setup
-	PYPROFLAB_FUZZ_CASES=$(FUZZ_CASES) $(PY) -m pytest -q -s tests/test_fuzz_decode.py
+	PYPROFLAB_FUZZ_CASES=$(FUZZ_CASES) $(PY) -m pytest -q -s tests/decode/test_fuzz_decode.py
 
 # Coverage-guided fuzzing of the decoder (fuzz/decode.py): atheris/libFuzzer runs
 # FUZZ_RUNS inputs through the C, numpy and reference decoders, the C extension
@@ -74,7 +74,7 @@ fuzz: $(FUZZ_WIRE)
 
 # The main job on the embedded default store (./$(DB)).
 demo: setup
-	$(PY) tests/fleet_demo.py --db $(DB)
+	$(PY) tests/support/fleet_demo.py --db $(DB)
 
 bench: setup
 	$(PY) -m bench --out .bench

@@ -59,7 +59,7 @@ def section_decode(work: Path, runs: int) -> list[str]:
         f = median_time(lambda blob=blob: floor(blob), repeat=n)
         ours = median_time(lambda blob=blob: decode_bytes(blob), repeat=n)
         out.append(line(f"decode to Arrow: {name}", ours, f, 2.0))
-    # Linear in a message's width (tests/test_fuzz_decode.py counts the steps; the
+    # Linear in a message's width (tests/decode/test_fuzz_decode.py counts the steps; the
     # time is measured here): was 30 s before the scalar hand-over, target 2 s.
     wide = wide_message(200_000)
     f = median_time(lambda: floor(wide), repeat=max(3, runs // 3))
@@ -109,7 +109,7 @@ def go_cpu_profiles(work: Path) -> list[Path]:
 def section_fleet(work: Path, runs: int, count: int = 1000) -> list[str]:
     """Small profiles: derived from two 2 s profiles of the test program (~100 samples)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from gen_profiles import derive_cpu_profiles
+    from support.gen_profiles import derive_cpu_profiles
 
     files_dir = work / "fleet"
     if files_dir.exists():
@@ -171,7 +171,7 @@ def same_rows(ours_csv: Path, pprof_txt: Path) -> str:
     flat and cum; raises when they do not (a fast wrong answer is no result)."""
     if str(REPO / "tests") not in sys.path:
         sys.path.insert(0, str(REPO / "tests"))
-    from pprof_oracle import parse_top
+    from support.pprof_oracle import parse_top
 
     with open(ours_csv, newline="") as f:
         ours = Counter((r["name"], int(r["flat"]), int(r["cum"])) for r in csv.DictReader(f))
@@ -185,11 +185,11 @@ def same_rows(ours_csv: Path, pprof_txt: Path) -> str:
 
 
 def section_fleet_regressions(work: Path, runs: int) -> list[str]:
-    """The live claims of regressions on the demo fleet (tests/fleet_regressions.py;
+    """The live claims of regressions on the demo fleet (tests/support/fleet_regressions.py;
     the tests check them on one recorded run)."""
     if str(REPO / "tests") not in sys.path:
         sys.path.insert(0, str(REPO / "tests"))
-    from fleet_regressions import section
+    from support.fleet_regressions import section
 
     return section(work, runs)
 
@@ -305,7 +305,7 @@ def section_fleet_10k(work: Path, runs: int) -> list[str]:
     """Memory does not grow with the number of files: 1,000 then 10,000 small
     profiles ingested, peak RSS compared (target: within 10%)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from gen_profiles import derive_cpu_profiles
+    from support.gen_profiles import derive_cpu_profiles
 
     out = []
     peaks = []

@@ -98,7 +98,7 @@ def bench_merge(tmp: Path, n: int, seconds: float, repeat: int) -> None:
 
 
 def _fleet_profile(tmp: Path, seconds: int) -> tuple[Path, object]:
-    import fleet_harness as fh
+    from support import fleet_harness as fh
 
     from pyproflab.analyses.pgo import pgo_files
 
@@ -161,7 +161,7 @@ def _hammer(url: str, seconds: float, threads: int) -> float:
 
 
 def bench_endpoint(tmp: Path, profile: Path, rounds: int, seconds: float) -> None:
-    import fleet_harness as fh
+    from support import fleet_harness as fh
 
     print(f"[3] GET /notes/search, closed loop, {rounds} alternated rounds of {seconds}s each")
     plain = fh.build_fleet(tmp / "bin")

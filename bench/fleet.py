@@ -1,7 +1,7 @@
 """A fleet of large, real CPU profiles for the fleet benchmark, made fast.
 
 Each derived profile keeps a seeded random half-or-more of the samples of a
-real Go CPU profile (the rule of tests/gen_profiles.py) and gets its own time
+real Go CPU profile (the rule of tests/support/gen_profiles.py) and gets its own time
 and comment, so every file is distinct content. Unlike gen_profiles, it works
 on the wire: the kept sample messages are copied byte for byte and the rest of
 the top level is re-emitted, so a 20,000-sample source yields a derived file in

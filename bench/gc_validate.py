@@ -20,7 +20,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 def main(argv: list[str] | None = None) -> int:
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
-    import gc_recordings as rec
+    from support import gc_recordings as rec
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", default="cpu,rate")

@@ -20,7 +20,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-import regdata  # noqa: E402
+from support import regdata  # noqa: E402
 
 PER = {"second": None, "request": "requests_total"}
 

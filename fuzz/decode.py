@@ -10,7 +10,7 @@ One input is one decompressed-or-gzipped profile. ``check`` decodes it three way
 
 ``make fuzz`` compares ``c`` with ``reference`` (``PYPROFLAB_FUZZ_PATHS``, e.g.
 ``c,numpy,reference`` for all three, at about half the speed); ``make test``
-checks all three on seeded mutations (tests/test_fuzz_decode.py).
+checks all three on seeded mutations (tests/decode/test_fuzz_decode.py).
 
 A finding is any exception but ``ProfileError``, a sanitizer report, a
 decoder disagreeing with the others (one refuses what another decodes, or the
@@ -125,7 +125,7 @@ def seeds() -> list[tuple[str, bytes]]:
     """Small real profiles (decompressed): the committed Go recordings, the public
     corpus beside the repo, the fuzz regression inputs and a hand-made minimal one."""
     sys.path.insert(0, str(REPO / "tests"))
-    from profile_builders import minimal
+    from support.profile_builders import minimal
 
     out = [("minimal", minimal().SerializeToString())]
     roots = [REPO / "tests" / "testdata" / "go", REPO / "tests" / "testdata" / "fuzz"]

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Install the system packages the tests need, idempotently, and say what was done.
 #
-# - prometheus (Debian's package, 2.42 on bookworm) for tests/test_prometheus_server.py.
+# - prometheus (Debian's package, 2.42 on bookworm) for tests/sources/test_prometheus_server.py.
 # - chromium (Debian's package) for the headless browser tests of the HTML report
-#   (tests/test_report_browser.py, tests/test_untrusted_names.py).
+#   (tests/reports/test_report_browser.py, tests/reports/test_untrusted_names.py).
 #
 # The package's maintainer scripts would start a prometheus daemon (systemd or
 # /etc/init.d). The tests start their own on 127.0.0.1 and nothing may keep

@@ -31,7 +31,7 @@ from pyproflab.errors import UsageError
 from pyproflab.sources.targets import Target, load_targets, targets_from_dict
 from pyproflab.store.connection import Store
 
-TESTDATA = Path(__file__).parent / "testdata" / "collect"
+TESTDATA = Path(__file__).resolve().parent / "testdata" / "collect"
 METRICS_TEXT = (TESTDATA / "metrics.txt").read_text()
 SOURCE_KIND = {
     "cpu": "cpu",
@@ -602,7 +602,7 @@ def test_collect_from_a_real_notesd(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CPU for 2 s + heap + /metrics from one notesd behind a bearer token, under load."""
-    fh = pytest.importorskip("fleet_harness")
+    fh = pytest.importorskip("support.fleet_harness")
     try:
         bins = fh.build_fleet()
     except fh.FleetError as e:

@@ -1,4 +1,4 @@
-"""``make demo`` (tests/fleet_demo.py) on short settings, in a subprocess.
+"""``make demo`` (tests/support/fleet_demo.py) on short settings, in a subprocess.
 
 1. A full short run exits 0 and prints the three sections of the fleet
    summary (top CPU functions, GC share per instance, the v1 vs v2 headline);
@@ -29,14 +29,14 @@ import pytest
 pytestmark = pytest.mark.go
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO = REPO / "tests" / "fleet_demo.py"
+DEMO = REPO / "tests" / "support" / "fleet_demo.py"
 TOKEN = "demo-test-token-5b1f0c9e7d"  # must never be written anywhere
 
 
 @pytest.fixture(scope="module")
 def fleet_built(go_bin: str) -> None:
     """Build the fleet once up front, so the timed runs below do not include it."""
-    fh = pytest.importorskip("fleet_harness")
+    fh = pytest.importorskip("support.fleet_harness")
     try:
         fh.build_fleet()
     except fh.FleetError as e:
@@ -199,7 +199,7 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
         shown = cells if cells[3] != "0" else cells[:-2]
         assert all(c != "-" for c in shown), f"a missing value for {name}: {cells}"
     # Which functions head the comparison depends on the samples of a 16 s run
-    # (tests/test_regressions_fleet.py checks the planted one on a recording).
+    # (tests/analyses/test_regressions_fleet.py checks the planted one on a recording).
     assert "v1 " in head and "v2 " in head
 
     with Store.open(tmp_path / "s.duckdb", read_only=True) as store:

@@ -1,6 +1,6 @@
 """The whole loop against real processes (issue 3's integration acceptance).
 
-The checks run on one live run recorded once (tests/fleet_integration_run.py,
+The checks run on one live run recorded once (tests/support/fleet_integration_run.py,
 tests/testdata/fleet_integration): how many scrapes, cycles and samples a live
 window catches depends on the machine's load, so a live run here could fail by
 chance. The same checks on a fresh live run are the ``fleet-integration``
@@ -22,7 +22,7 @@ services' own:
 3. The profiles carry their windows and instance metadata, and ``lab.gc``
    gives a runtime view (and a profile view) for each instance.
 4. One GC category's share of a collected CPU profile equals
-   ``go tool pprof -top -focus=REGEX`` (tests/test_gc_categories.py checks all).
+   ``go tool pprof -top -focus=REGEX`` (tests/analyses/test_gc_categories.py checks all).
 
 How the two clocks meet (runtime/mgc.go, mgcpacer.go, Go 1.21+):
 
@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fleet_integration_run import CPU_SECONDS, CYCLES_Q, SERVICE, STAMP_Q, TOKEN, Run
-from test_gc_categories import shown, value_index
+from support.fleet_integration_run import CPU_SECONDS, CYCLES_Q, SERVICE, STAMP_Q, TOKEN, Run
+from support.gc_categories_helpers import shown, value_index
 
 LIVE = os.environ.get("PYPROFLAB_FLEET_IT") == "live"  # the bench's live run
 EDGE_MARGIN = 0.05  # s: no cycle within this of a window edge (clock offsets are ms)
@@ -76,7 +76,7 @@ MiB = 2**20
 def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """The recorded run (tests/testdata/fleet_integration); a live one when the
     bench asks (PYPROFLAB_FLEET_IT=live: needs Go and /usr/bin/prometheus)."""
-    import fleet_integration_run as fir
+    from support import fleet_integration_run as fir
 
     tmp = tmp_path_factory.mktemp("integration")
     if not LIVE:

@@ -14,8 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-import fleet_harness as fh
 import pytest
+from support import fleet_harness as fh
 
 import pyproflab
 
@@ -132,7 +132,7 @@ def test_cpu_profile_decodes_with_planted_function(fleet, version, tmp_path):
     assert p.duration_nanos >= 1.5e9
     # Which functions (and whether any) a 2 s sample of a live process catches is
     # chance on a loaded machine: the planted ones are checked on a recording
-    # (tests/test_regressions_fleet.py); here only that what was sampled is whole.
+    # (tests/analyses/test_regressions_fleet.py); here only that what was sampled is whole.
     names = set(p.functions.column("name").to_pylist())
     assert p.num_samples == 0 or names
 

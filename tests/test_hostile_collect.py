@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from profile_builders import minimal
+from support.profile_builders import minimal
 
 from pyproflab.collect import collect
 from pyproflab.sources.http import FetchError, http_get

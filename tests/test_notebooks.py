@@ -28,21 +28,19 @@ import time
 from pathlib import Path
 
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-
-from browser.cdp import Browser, chromium_binary  # noqa: E402
-from browser.stores import demo_store  # noqa: E402
+from support.browser.cdp import Browser, chromium_binary  # noqa: E402
+from support.browser.stores import demo_store  # noqa: E402
+from support.notebooks_helpers import (
+    NOTEBOOKS,
+    _outputs,
+    _read,
+    nbformat,
+    run_notebook,
+)
 
 import pyproflab  # noqa: E402
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("01_fleet_overview", "02_top_regressions", "03_gogc_tradeoffs", "04_pgo_export")
-
-
-def _read(name: str):
-    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
 
 
 def test_the_four_notebooks_exist():
@@ -72,38 +70,6 @@ def test_parameters_cell_first_and_markdown(name):
     assert not re.search(r"pyproflab\._|\bimport _|\.\b_[a-z]\w*\(", code), (
         f"{name} uses private names"
     )
-
-
-def _inject(nb, params: dict) -> None:
-    """Add a cell after the parameters cell, as papermill does."""
-    src = "# Parameters injected by the test\n" + "".join(
-        f"{k} = {v!r}\n" for k, v in params.items()
-    )
-    cell = nbformat.v4.new_code_cell(src)
-    cell.metadata["tags"] = ["injected-parameters"]
-    nb.cells.insert(1, cell)
-
-
-def run_notebook(name: str, store: Path, workdir: Path, **extra) -> object:
-    """Execute one notebook on ``store`` in ``workdir``; returns the executed notebook."""
-    nb = _read(name)
-    _inject(nb, {"STORE": str(store), "SERVICE": "notesd", **extra})
-    client = nbclient.NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
-    )
-    client.execute()
-    return nb
-
-
-def _outputs(nb, mime: str) -> list[str]:
-    out = []
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            data = o.get("data", {})
-            if mime in data:
-                v = data[mime]
-                out.append(v if isinstance(v, str) else json.dumps(v))
-    return out
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser.stores import demo_store
+from support.browser.stores import demo_store
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

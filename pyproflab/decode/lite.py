@@ -14,7 +14,7 @@ Rules (pprof's, from its profile/proto.go and profile/encode.go):
   does not check) are kept with U+FFFD replacing the bad bytes.
 
 The descriptor is built here at run time instead of committing protoc output
-(which would not pass ruff); tests/test_proto_bindings.py checks it equals
+(which would not pass ruff); tests/decode/test_proto_bindings.py checks it equals
 protoc's reading of proto/profile_lite.proto.
 """
 

@@ -29,7 +29,7 @@ The HTTP client uses the standard library only.
 
 Why not prometheus_client's parser: it is lenient where Go's expfmt (what the
 services we read are scraped by) refuses. Of the 21 malformed lines in
-tests/test_prometheus_text.py, prometheus_client 0.26 accepts 9 (a second TYPE,
+tests/sources/test_prometheus_text.py, prometheus_client 0.26 accepts 9 (a second TYPE,
 TYPE after samples, a second HELP, ``\\t`` escapes, ``le="x"``,
 ``quantile="p99"``, a fractional or out-of-range timestamp), and its errors
 carry no line number. A test reads every committed exposition with both

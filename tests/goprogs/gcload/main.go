@@ -1,6 +1,6 @@
 // gcload: an allocation-heavy program whose CPU profile shows every GC category
 // (a live pointer-rich heap, GOGC=25, one churning goroutine per P). Its profile
-// is recorded once into tests/testdata/go by tests/record_go_profiles.py.
+// is recorded once into tests/testdata/go by tests/support/record_go_profiles.py.
 package main
 
 import (

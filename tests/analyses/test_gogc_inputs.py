@@ -1,0 +1,328 @@
+"""GOGC advice from any GC source alone: gctrace logs, Prometheus snapshots, or a
+store holding only gctrace cycles (no profile). Synthetic steady-state data
+with known figures; the model's accuracy is tested on recordings in
+test_gogc_recorded.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pyproflab import schema
+from pyproflab.analyses import gogc_inputs as gi
+from pyproflab.analyses.gogc_model import advise, predict_setting
+from pyproflab.cli import main
+from pyproflab.errors import UsageError
+from pyproflab.sources.gctrace import parse_gctrace
+
+MiB = float(1 << 20)
+
+
+def _gctrace(n: int = 40, *, period: float = 0.5, idle: float = 0.0) -> str:
+    """A steady GOGC=100 log: marked 40 MiB (+0.5), goal 2x the previous marked heap."""
+    lines = ["program output that is not gctrace"]
+    for i in range(n):
+        live = 40 + (i % 3)  # a little spread across cycles
+        prev = 40 + ((i - 1) % 3)
+        goal = 2 * prev + 1
+        lines.append(
+            f"gc {i + 10} @{2 + i * period:.3f}s 12%: 0.05+100+0.05 ms clock, "
+            f"0.1+10/50/{idle:g}+0.1 ms cpu, {goal - 8}->{goal + 4}->{live} MB, {goal} MB goal, "
+            "0 MB stacks, 0 MB globals, 2 P"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _snapshots(tmp: Path, n: int = 6) -> list[str]:
+    """Prometheus snapshots 1 s apart: 2 cycles/s, 100 MiB/s, GC 0.2 of 1 busy core (1 idle)."""
+    paths = []
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(n):
+        ms = int((t0 + timedelta(seconds=i)).timestamp() * 1000)
+        vals = {
+            "go_gc_cycles_total_gc_cycles_total": ("counter", 100 + 2 * i),
+            "go_gc_heap_allocs_bytes_total": ("counter", 1e9 + 100 * MiB * i),
+            "go_cpu_classes_gc_total_cpu_seconds_total": ("counter", 10 + 0.2 * i),
+            "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total": ("counter", 5 + 0.1 * i),
+            "go_cpu_classes_total_cpu_seconds_total": ("counter", 100 + 2 * i),
+            "go_cpu_classes_idle_cpu_seconds_total": ("counter", 1.0 + i),
+            "go_gc_heap_live_bytes": ("gauge", 40 * MiB),
+            "go_gc_heap_goal_bytes": ("gauge", 80 * MiB),
+            "go_gc_gogc_percent": ("gauge", 100),
+            "go_gc_gomemlimit_bytes": ("gauge", 2**63 - 1),
+            "go_sched_gomaxprocs_threads": ("gauge", 2),
+            "go_memstats_heap_inuse_bytes": ("gauge", 84 * MiB),
+            "process_resident_memory_bytes": ("gauge", 100 * MiB),
+        }
+        text = "".join(f"# TYPE {k} {typ}\n{k} {v!r} {ms}\n" for k, (typ, v) in vals.items())
+        p = tmp / f"snap-{i:03d}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    return paths
+
+
+def test_gctrace_observation_figures() -> None:
+    t = parse_gctrace(_gctrace(), source="t")
+    obs = gi.from_gctrace(t)
+    assert obs.gogc == 100  # inferred from the goals
+    assert obs.cycles == 40 and obs.procs == 2 and obs.saturated
+    assert obs.mean("n") == pytest.approx(2.0)
+    # allocation per cycle = heap_end - marked, averaged: (goal + 4) - live
+    assert obs.mean("mark_alloc") == pytest.approx(12 * MiB)
+    assert "gctrace (40 cycles" in obs.provenance["cycles"]
+
+
+def test_predictions_never_exceed_gomaxprocs_and_follow_gogc() -> None:
+    obs = gi.from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    rows = {g: predict_setting(obs, g, None) for g in (25, 50, 100, 200, 400)}
+    goals = [rows[g]["goal"] for g in (25, 50, 100, 200, 400)]
+    cycles = [rows[g]["cycles_per_min"] for g in (25, 50, 100, 200, 400)]
+    assert goals == sorted(goals) and cycles == sorted(cycles, reverse=True)
+    for r in rows.values():
+        assert r["gc_cores_hi"] <= 2.0 * 1.1 + 1e-9  # the margin aside, at most P
+        assert r["gc_cores"] <= 2.0 and r["process_cores"] <= 2.0
+        assert r["goal_lo"] <= r["goal"] <= r["goal_hi"]
+    # Calibrated at 100, the current setting reproduces what was observed.
+    assert rows[100]["cycles_per_min"] == pytest.approx(120, rel=0.05)
+
+
+def test_cli_gctrace_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "svc.log"
+    log.write_text(_gctrace())
+    assert main(["gogc", "--gctrace", str(log), "--budget", "400MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "cycles: gctrace (40 cycles, 1 instance)" in out
+    assert "GOGC: inferred" in out
+    assert "peak RSS: not in gctrace: peak memory taken as 1.4 x the heap goal" in out
+    assert "Recommendation: GOGC=" in out
+    assert main(["gogc", "--gctrace", str(log), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["observed"]["gogc"] == 100 and doc["recommendation"] is None
+
+
+PACED_100 = Path(__file__).resolve().parents[1] / "testdata" / "gc" / "bench" / "rate" / "gogc100"
+
+
+def test_cli_gctrace_with_the_process_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """gctrace does not show the process's CPU outside the GC: --process-cpu gives
+    it (here a paced gcbench run, whose Ps idle), and the current setting's GC
+    share is then the GC's CPU over it."""
+    logs = [str(d / "gctrace.log") for d in sorted(PACED_100.glob("r*"))]
+    obs = gi.read_gctrace_files(logs)
+    gc_cores = predict_setting(gi.from_gctrace(obs), 100, None)["gc_cores"]
+    assert main(["gogc", "--gctrace", *logs, "--process-cpu", "0.6", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "given (process CPU 0.6 cores" in json.dumps(doc)
+    cur = next(r for r in doc["predictions"] if r["current"])
+    # (the per-cycle means of GC CPU and of the rest differ in the 4th digit)
+    assert cur["gc_share"] == pytest.approx(gc_cores / 0.6, rel=0.005)
+    with pytest.raises(UsageError):
+        gi.with_process_cpu(gi.from_gctrace(obs), 0.0)
+
+
+def test_raise_is_paired_with_a_memory_limit(tmp_path: Path) -> None:
+    obs = gi.from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    adv = advise(obs, (100, 200, 400), budget=400 * MiB, headroom=0.1)
+    rec = adv.recommendation
+    assert rec is not None and rec["gogc"] > 100
+    assert rec["memory_limit_bytes"] is not None and rec["memory_limit_bytes"] <= 360 * MiB
+    assert rec["peak_memory_hi"] <= 360 * MiB
+    assert any("GOMEMLIMIT" in n for n in adv.notes)
+    # No raise without a limit is ever within the budget.
+    for r in adv.rows():
+        if r["gogc"] and r["gogc"] > 100 and r["memory_limit_bytes"] is None:
+            assert not r["within_budget"]
+
+
+def test_tiny_limit_is_near_limit_and_never_recommended() -> None:
+    obs = gi.from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    adv = advise(obs, (100,), [36 * MiB], budget=1e12)
+    row = next(r for r in adv.rows() if r["memory_limit_bytes"] == 36 * MiB)
+    assert row["status"] == "near-limit" and not row["within_budget"]
+
+
+def test_cli_prometheus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _snapshots(tmp_path)
+    assert main(["gogc", "--metrics", *paths, "--budget", "2x"]) == 0
+    out = capsys.readouterr().out
+    assert "cycles: prometheus (10 cycles over 5 intervals, 1 instance)" in out
+    assert "mark-time allocation: estimated" in out
+    obs = gi.observe(samples=gi.read_metric_files(paths))
+    assert obs.gogc == 100 and obs.memory_limit is None and not obs.saturated
+    assert obs.mean("n") == pytest.approx(2.0)
+    assert obs.mean("alloc") == pytest.approx(100 * MiB)
+    assert obs.peak_rss == 100 * MiB
+
+
+def test_store_with_only_gctrace_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyproflab.store import Store
+    from pyproflab.store.metrics import ingest_gc_rows
+
+    t = parse_gctrace(_gctrace(), source="t")
+    n = t.num_rows
+    extra = {
+        "service": pa.array(["svc"] * n),
+        "version": pa.array([None] * n, pa.string()),
+        "instance": pa.array(["i1"] * n),
+        "source": pa.array(["svc.log"] * n),
+    }
+    cols = {
+        f.name: extra[f.name] if f.name in extra else t.column(f.name)
+        for f in schema.STORE_GC_CYCLES
+    }
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        ingest_gc_rows(store, pa.table(cols, schema=schema.STORE_GC_CYCLES))
+    assert main(["gogc", "--db", str(db), "--service", "svc", "--budget", "400MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "gctrace (40 cycles, 1 instance)" in out and "Recommendation:" in out
+    assert main(["gogc", "--db", str(db), "--service", "other"]) == 2
+    err = capsys.readouterr().err
+    assert "no gctrace cycles or GC metrics for service other" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "content", ["", "gc 1 @0.1s 1%: nonsense\n", "gc 1 @0.100s 1%: 0+1+0 ms clock\n"]
+)
+def test_cli_bad_gctrace_is_one_line(
+    tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "bad.log"
+    log.write_text(content)
+    assert main(["gogc", "--gctrace", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pyproflab: error:") and err.count("\n") == 1
+
+
+def test_cli_missing_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gogc", "--gctrace", "/nonexistent/x.log"]) == 2
+    err = capsys.readouterr().err
+    assert "/nonexistent/x.log" in err and err.count("\n") == 1
+
+
+def test_fitted_model_keeps_the_gateway_case() -> None:
+    """GOGC 100 -> 300 on the published gateway figures (5.6 cycles/min, 41.6% GC of
+    one busy core, room to spare on 4 Ps, no mark-time data): 1.9 cycles/min, 19.2%
+    GC share, twice the heap, each within 5% (the fitted model reduces to the guide's
+    formula when nothing floats and nothing saturates)."""
+    n = 5.6 / 60
+    h, goal = 100 * MiB, 200 * MiB
+    sample = dict(
+        n=n,
+        alloc=n * (goal - h),
+        marked=h,
+        goal=goal,
+        mark_alloc=0.0,
+        roots=0.0,
+        cost=0.416 / n,
+        background=0.0,
+        mark_s=0.01,
+        mutator=1 - 0.416,
+        idle=0.5,
+        peak_heap=goal,
+        procs=4.0,
+        inst=0,
+        gc_num=1,
+    )
+    obs = gi.GcObservation(
+        samples=[dict(sample, gc_num=i) for i in range(3)],
+        gogc=100.0,
+        memory_limit=None,
+        procs=4.0,
+        cycles=3,
+        source="figures",
+    )
+    cur, after = predict_setting(obs, 100, None), predict_setting(obs, 300, None)
+    assert after["cycles_per_min"] == pytest.approx(1.9, rel=0.05)
+    assert after["gc_share"] == pytest.approx(0.192, rel=0.05)
+    assert after["peak_memory"] / cur["peak_memory"] == pytest.approx(2.0, rel=0.05)
+
+
+def _memstats_snapshots(tmp: Path, n: int = 6) -> list[str]:
+    """client_golang's default Go collector without runtime/metrics: 2 cycles/s,
+    100 MiB/s, next GC 80 MiB, 0.1 of the 1 busy core in GC since start."""
+    paths = []
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(n):
+        ms = int((t0 + timedelta(seconds=i)).timestamp() * 1000)
+        text = (
+            "# TYPE go_gc_duration_seconds summary\n"
+            f'go_gc_duration_seconds{{quantile="0.5"}} 0.0001 {ms}\n'
+            f"go_gc_duration_seconds_sum {0.01 * i} {ms}\n"
+            f"go_gc_duration_seconds_count {100 + 2 * i} {ms}\n"
+            "# TYPE go_memstats_alloc_bytes_total counter\n"
+            f"go_memstats_alloc_bytes_total {1e9 + 100 * MiB * i!r} {ms}\n"
+            "# TYPE go_memstats_next_gc_bytes gauge\n"
+            f"go_memstats_next_gc_bytes {80 * MiB!r} {ms}\n"
+            "# TYPE go_memstats_heap_inuse_bytes gauge\n"
+            f"go_memstats_heap_inuse_bytes {84 * MiB!r} {ms}\n"
+            "# TYPE go_memstats_gc_cpu_fraction gauge\n"
+            f"go_memstats_gc_cpu_fraction 0.1 {ms}\n"
+            "# TYPE process_cpu_seconds_total counter\n"
+            f"process_cpu_seconds_total {50.0 + i!r} {ms}\n"
+        )
+        p = tmp / f"m-{i:03d}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    return paths
+
+
+def test_prometheus_client_golang_defaults_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _memstats_snapshots(tmp_path)
+    obs = gi.observe(samples=gi.read_metric_files(paths))
+    assert obs.gogc == 100 and obs.procs == 1 and not obs.saturated
+    assert obs.mean("n") == pytest.approx(2.0)
+    assert obs.mean("marked") == pytest.approx(40 * MiB)  # (goal)/(1 + g), no roots
+    assert obs.mean("cost") == pytest.approx(0.1 / 2.0)
+    assert any("go_memstats_gc_cpu_fraction" in n for n in obs.notes)
+    assert any("go_gc_gogc_percent not exported" in n for n in obs.notes)
+    r = predict_setting(obs, 200, None)
+    assert r["goal"] == pytest.approx(120 * MiB, rel=0.01)
+    assert r["cycles_per_min"] == pytest.approx(60.0, rel=0.01)
+    assert main(["gogc", "--metrics", *paths, "--budget", "1GiB"]) == 0
+    assert "Recommendation:" in capsys.readouterr().out
+
+
+def test_peak_memory_without_and_with_an_observed_rss() -> None:
+    obs = gi.from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    r = predict_setting(obs, 100, None)
+    assert r["peak_memory"] == pytest.approx(1.4 * r["goal"])  # no RSS: the safe allowance
+    gi.with_peak_rss(obs, 100 * MiB)
+    r = predict_setting(obs, 100, None)
+    # The observed RSS beyond the largest heap seen (89 MiB + 0.5) is added to the peak heap.
+    assert r["peak_memory"] == pytest.approx(r["peak_heap"] + 100 * MiB - 89.5 * MiB)
+    limited = predict_setting(obs, 400, 120 * MiB)
+    assert limited["peak_memory"] <= 120 * MiB  # the runtime keeps its memory under the limit
+
+
+def test_store_with_only_prometheus_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyproflab.store import Store
+    from pyproflab.store.metrics import ingest_metric_rows
+
+    t = gi.read_metric_files(_snapshots(tmp_path))
+    n = t.num_rows
+    extra = {
+        "service": pa.array(["svc"] * n),
+        "version": pa.array([None] * n, pa.string()),
+        "instance": pa.array(["i1"] * n),
+        "source": pa.array(["snap"] * n),
+    }
+    cols = {
+        f.name: extra[f.name] if f.name in extra else t.column(f.name)
+        for f in schema.STORE_METRIC_SAMPLES
+    }
+    db = tmp_path / "p.duckdb"
+    with Store.open(db) as store:
+        ingest_metric_rows(store, pa.table(cols, schema=schema.STORE_METRIC_SAMPLES))
+    assert main(["gogc", "--db", str(db), "--instance", "i1", "--budget", "1GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "cycles: prometheus (10 cycles over 5 intervals, 1 instance)" in out
+    assert "Recommendation:" in out

@@ -1,0 +1,133 @@
+"""The fitted GOGC model against the recorded tests/gcbench runs (tests/testdata/gc/bench;
+`make bench-gc` records them, `python -m bench.gc_validate` prints the table).
+
+Calibrated on the GOGC=100 runs only -- from gctrace only, then from Prometheus
+only -- every other recorded setting is predicted in both modes (cpu: flat out;
+rate: paced) and compared with what was measured (tests/support/gc_recordings.py).
+
+The targets are: heap goal, GC cycles per minute and GC CPU share each within
+10% mean absolute error and none beyond 20%; every measured peak RSS inside
+its predicted interval; the recommendation's measured peak within a budget
+2.5x the GOGC=100 peak. The assertions below state what the model achieves
+on these recordings, and where that falls short of a target the bound is the
+achieved one, with the gap named (do not raise a bound to make a change pass).
+
+Where it falls short (recordings of 2026-11-24 under the exclusive lock: other
+processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md):
+
+- The GC CPU per cycle grows with GOGC beyond what the marked heap explains:
+  CPU-bound, 11.5 ms at GOGC=100, 13.5 at 400 and 15.7 at 800 for a marked
+  heap of 42.9, 46.4 and 47.0 MiB (+36% for +10%); with a memory limit holding
+  the goal at 143 MiB, 12.2 ms. One setting cannot tell that part, so the
+  share is low at large GOGC: -17% (gctrace) and -21% (Prometheus) at 800.
+  Prometheus alone also misses part of the floating garbage (its mark time is
+  taken from the background workers' CPU, which a saturated process does not
+  give them in full), so its predicted cost barely grows.
+- The share in the paced mode from gctrace alone: gctrace does not show the
+  process's CPU outside the GC workers; the CPU they leave while marking stands
+  for it, 31% too much at GOGC=100 itself (0.63 cores for 0.48), so every
+  predicted share there is low.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from support import gc_recordings as rec
+
+from pyproflab.analyses.gogc_model import advise
+
+MiB = float(1 << 20)
+SOURCES = ("gctrace", "prometheus")
+CASES = [(m, s) for m in rec.MODES for s in SOURCES]
+
+
+@functools.cache
+def _table(mode: str, source: str) -> tuple[rec.Row, ...]:
+    return tuple(rec.table(mode, source))
+
+
+def _errors(mode: str, source: str, metric: str) -> list[float]:
+    return [
+        abs(r.error) for r in _table(mode, source) if r.metric == metric and r.label != "gogc100"
+    ]
+
+
+def test_recordings_are_complete() -> None:
+    for mode in rec.MODES:
+        labels = rec.labels(mode)
+        assert len(labels) == 8, labels
+        assert "gogcoff-lim160MiB" in labels and "gogc400-lim160MiB" in labels
+        for label in labels:
+            assert len(rec.runs(mode, label)) == 3, (mode, label)
+
+
+# Achieved on the recordings (python -m bench.gc_validate): (mean |error|, max |error|).
+# Where a bound is above the 10% / 20% target, the comment names the gap.
+GOAL_BOUNDS = {
+    ("cpu", "gctrace"): (0.10, 0.20),  # 3.1%, 5.8%
+    ("cpu", "prometheus"): (0.10, 0.20),  # 7.2%, 18.5%
+    ("rate", "gctrace"): (0.10, 0.20),  # 1.5%, 2.8%
+    ("rate", "prometheus"): (0.10, 0.20),  # 2.0%, 4.0%
+}
+CYCLES_BOUNDS = {
+    ("cpu", "gctrace"): (0.10, 0.20),  # 8.8%, 14.6%
+    ("cpu", "prometheus"): (0.10, 0.21),  # 9.6%, 20.6%: max 0.6 points over
+    ("rate", "gctrace"): (0.10, 0.20),  # 2.2%, 4.4%
+    ("rate", "prometheus"): (0.10, 0.20),  # 3.4%, 6.3%
+}
+SHARE_BOUNDS = {
+    ("cpu", "gctrace"): (0.11, 0.20),  # 10.4%, 16.8%: mean 0.4 over
+    ("cpu", "prometheus"): (0.18, 0.24),  # 17.2%, 23.9%: 7.2 and 3.9 points over
+    ("rate", "gctrace"): (0.21, 0.33),  # 20.5%, 32.4%: 10.5 and 12.4 points over
+    ("rate", "prometheus"): (0.12, 0.20),  # 11.2%, 19.4%: mean 1.2 over
+}
+
+
+@pytest.mark.parametrize(
+    "metric, bounds",
+    [("goal", GOAL_BOUNDS), ("cycles_per_min", CYCLES_BOUNDS), ("gc_share", SHARE_BOUNDS)],
+)
+@pytest.mark.parametrize("mode, source", CASES)
+def test_prediction_errors(mode: str, source: str, metric: str, bounds: dict) -> None:
+    errs = _errors(mode, source, metric)
+    assert len(errs) == 7
+    mae, worst = sum(errs) / len(errs), max(errs)
+    mae_bound, max_bound = bounds[(mode, source)]
+    assert mae <= mae_bound and worst <= max_bound, (
+        f"{mode}/{source} {metric}: mean |error| {mae:.1%}, max {worst:.1%}\n"
+        + rec.format_rows([r for r in _table(mode, source) if r.metric == metric])
+    )
+
+
+@pytest.mark.parametrize("mode, source", CASES)
+def test_every_measured_peak_is_inside_its_interval(mode: str, source: str) -> None:
+    rows = [r for r in _table(mode, source) if r.metric == "peak_memory"]
+    assert len(rows) == 8
+    outside = [r for r in rows if not r.inside]
+    assert not outside, rec.format_rows(outside)
+
+
+@pytest.mark.parametrize("mode, source", CASES)
+def test_recommendation_stays_within_a_budget_2_5x_the_gogc100_peak(mode: str, source: str) -> None:
+    obs = rec.calibration(mode, source)
+    peak100 = max(rec.summary(d)["peak_rss_bytes"] for d in rec.runs(mode, "gogc100"))
+    budget = 2.5 * peak100
+    recorded = [rec.setting_of(label) for label in rec.labels(mode)]
+    adv = advise(obs, settings=recorded, budget=budget)
+    r = adv.recommendation
+    assert r is not None
+    # A raise comes with a memory limit within the budget minus headroom.
+    if r["gogc"] is None or r["gogc"] > 100:
+        assert r["memory_limit_bytes"] is not None
+        assert r["memory_limit_bytes"] <= budget * 0.9
+    label = f"gogc{r['gogc_label']}" + (
+        f"-lim{r['memory_limit_bytes'] / MiB:.0f}MiB" if r["memory_limit_bytes"] else ""
+    )
+    measured = [rec.summary(d)["peak_rss_bytes"] for d in rec.runs(mode, label)]
+    assert max(measured) <= budget, (label, max(measured) / MiB, budget / MiB)
+    # No raise without a limit is ever within the budget, whatever its point estimate.
+    for row in adv.rows():
+        if row["memory_limit_bytes"] is None and (row["gogc"] is None or row["gogc"] > 100):
+            assert not row["within_budget"]

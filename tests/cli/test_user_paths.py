@@ -1,0 +1,133 @@
+"""What a new user runs first must not break in front of them.
+
+- ``pyproflab ingest`` of the whole public corpus into one store, then
+  ``pyproflab report`` on it: exit 0, no traceback, every section either drawn
+  or skipped with a one-line note saying why (files carry no collection window,
+  CPU profiles of several runtimes have different sample types, there is no
+  GC data).
+- A selection mixing profile types (the demo store without ``--type``)
+  defaults to the CPU profiles and says so: ``pyproflab top --db`` and the
+  README's ``lab.regressions(..., sample="cpu")``.
+- ``pyproflab ingest`` of an empty folder or a glob matching nothing exits 2
+  with one line (a scheduled job can tell it ingested nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.browser.stores import demo_store
+
+from pyproflab.cli import main
+
+
+def _manifest(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="pyproflab-report">(.*?)</script>', page)
+    assert m, "no report manifest"
+    return json.loads(m.group(1))
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pyproflab", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus_report(corpus_dir, tmp_path_factory) -> tuple[subprocess.CompletedProcess, str]:
+    d = tmp_path_factory.mktemp("corpus-report")
+    db = d / "corpus.duckdb"
+    ingest = _cli("ingest", str(corpus_dir), "--db", str(db))
+    assert ingest.returncode == 0, ingest.stderr[-2000:]
+    assert "Traceback" not in ingest.stderr
+    report = _cli("report", "--db", str(db), "-o", str(d / "report.html"))
+    return report, (d / "report.html").read_text(encoding="utf-8")
+
+
+def test_corpus_report_has_no_traceback_and_every_section_says_why(corpus_report):
+    res, page = corpus_report
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+    sections = _manifest(page)["sections"]
+    assert [s["id"] for s in sections] == [
+        "fleet",
+        "top",
+        "flame",
+        "regressions",
+        "gc",
+        "gogc",
+        "pgo",
+    ]
+    for s in sections:
+        if s["skipped"]:
+            assert s["notes"], f"section {s['id']} skipped without saying why"
+        for note in s["notes"]:
+            assert "\n" not in note and note.strip(), f"{s['id']}: note not one line: {note!r}"
+    by = {s["id"]: s for s in sections}
+    # The corpus's CPU profiles come from several runtimes: the largest mergeable
+    # kind is drawn, the others are named in a note instead of taking the section down.
+    assert not by["top"]["skipped"] and not by["flame"]["skipped"]
+    assert "flame-cpu" in by["flame"]["charts"]
+    assert any("mixes profile types" in n for n in by["flame"]["notes"])
+    # No GC data in a store of files: no GC chart (no "None profile view" legend).
+    assert by["gc"]["skipped"] and "no GC data" in by["gc"]["notes"][0]
+    assert "gc-share" not in by["gc"]["charts"]
+    assert "None profile view" not in page
+    assert ".to_pandas()" not in page  # the offline page never points at Python
+
+
+def test_top_without_type_defaults_to_cpu_and_says_so(capsys):
+    db = demo_store()
+    assert main(["top", "--db", str(db), "--nodecount", "3"]) == 0
+    out = capsys.readouterr()
+    assert "Type: cpu" in out.out
+    assert re.search(r"note: the selection mixes profile types \(.*\): using the \d+ cpu", out.err)
+
+
+def test_readme_regressions_example_on_mixed_store():
+    import pyproflab
+    from pyproflab.store.kinds import SelectionNarrowed
+
+    lab = pyproflab.open(demo_store(), read_only=True)
+    try:
+        with pytest.warns(SelectionNarrowed, match="using the .* cpu profiles"):
+            r = lab.regressions(base={"version": "v1"}, new={"version": "v2"}, sample="cpu")
+        assert r.rows.num_rows > 0
+        assert r.sample_type.type == "cpu"
+    finally:
+        lab.close()
+
+
+def test_a_selection_naming_its_type_is_not_narrowed():
+    from pyproflab.store import Store
+    from pyproflab.store.kinds import one_kind
+    from pyproflab.store.select import Selection
+
+    with Store.open(demo_store(), read_only=True) as store:
+        sel = Selection(profile_type="heap")
+        assert one_kind(store, sel) == (sel, None)
+        narrowed, note = one_kind(store, Selection(version="v1"), sample="alloc_space")
+        # allocs and heap both hold alloc_space, as many of each: the tie goes by name.
+        assert narrowed.profile_type == "allocs" and narrowed.profile_ids is None
+        assert note is not None and "using the 2 allocs profiles" in note
+
+
+@pytest.mark.parametrize("what", ["empty folder", "glob matching nothing"])
+def test_ingest_of_nothing_exits_2_with_one_line(what, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    path = str(empty) if what == "empty folder" else str(tmp_path / "nothing-*.pb.gz")
+    res = _cli("ingest", path, "--db", str(tmp_path / "s.duckdb"))
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no profile files found" in lines[0] and path in lines[0]

@@ -1,0 +1,382 @@
+"""The fast decoder's C extension (pyproflab/decode/_wire.c) against its numpy path.
+
+Rules checked: the extension is built and used in this installation (unless
+``PYPROFLAB_PURE_DECODE`` is set); on every corpus profile and on mutated and
+hand-made hostile inputs, both paths give the same Tokens and Fields (the C walk
+goes message by message: the numpy Fields are compared in that order) or both
+hand over to the reference decoder, and ``decode_bytes`` gives the same Profile
+or the same error; arrays that do not fit together give ValueError, never a
+crash; the C source compiles without warnings under -Wall -Wextra.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import os
+import random
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.decode_helpers import same_profile
+from support.fuzz_decode_helpers import (
+    bit_flips,
+    corrupt_varint,
+    huge_length,
+    junk,
+    splice,
+    truncate,
+)
+from support.profile_builders import field, minimal, varint
+from support.testenv import CORPUS, SKIP_NO_CORPUS, corpus_id, corpus_proto_files
+
+from pyproflab.decode import decode_bytes, fast
+from pyproflab.decode.lite import parse_top_level
+from pyproflab.errors import ProfileError
+
+PURE = os.environ.get("PYPROFLAB_PURE_DECODE", "") not in ("", "0")
+IN_USE = fast._wire  # what decoding uses in this installation and environment
+
+
+def _built():
+    try:
+        from pyproflab.decode import _wire
+    except ImportError:
+        return None
+    return _wire
+
+
+WIRE = IN_USE or _built()  # compared with numpy even when PYPROFLAB_PURE_DECODE is set
+needs_wire = pytest.mark.skipif(WIRE is None, reason="the C extension is not built")
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_NO_CORPUS)
+KINDS = ("samples", "locations", "functions", "mappings")
+SOURCE = Path(fast.__file__).with_name("_wire.c")
+
+
+# --- the two paths ------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def c_path(monkeypatch):
+    """Every test runs on the C path where there is one (numpy_path leaves it)."""
+    if WIRE is not None:
+        monkeypatch.setattr(fast, "_wire", WIRE)
+
+
+def numpy_path(monkeypatch, fn, *args):
+    with monkeypatch.context() as m:
+        m.setattr(fast, "_wire", None)
+        return fn(*args)
+
+
+def outcome(fn, *args):
+    """fn's result, or the exception it handed over or raised (a fault escapes)."""
+    try:
+        return fn(*args)
+    except (fast._HandToReference, ProfileError) as e:
+        return e
+
+
+def message_major(f: fast.Fields) -> list[np.ndarray]:
+    """The numpy walk's fields in the C walk's order: message by message, each
+    message's in order."""
+    order = np.argsort(f.message, kind="stable")
+    return [c[order] for c in (f.message, f.number, f.wire, f.tag, f.next)]
+
+
+def assert_same_fields(c: fast.Fields, n: fast.Fields) -> None:
+    assert c.count == n.count
+    assert c.ordered and (c.message[1:] >= c.message[:-1]).all()
+    for a, b in zip((c.message, c.number, c.wire, c.tag, c.next), message_major(n), strict=True):
+        assert a.dtype == b.dtype
+        assert np.array_equal(a, b)
+
+
+def assert_same_walks(monkeypatch, messages: list[bytes]) -> None:
+    """walk_messages, then the nested walks of field 3 (labels) and 4 (lines), agree."""
+    c = outcome(fast.walk_messages, messages)
+    n = outcome(numpy_path, monkeypatch, fast.walk_messages, messages)
+    if isinstance(c, Exception) or isinstance(n, Exception):
+        assert type(c) is type(n), f"{c!r} vs {n!r}"
+        return
+    (ctok, cf), (ntok, nf) = c, n
+    assert ctok.size == ntok.size
+    assert np.array_equal(ctok.values, ntok.values)
+    assert np.array_equal(ctok.ends, ntok.ends)
+    assert_same_fields(cf, nf)
+    numbers = (1, 2, 3, 4, 5)
+    cvals = outcome(cf.last_values, ctok, numbers)
+    nvals = outcome(numpy_path, monkeypatch, nf.last_values, ntok, numbers)
+    if isinstance(cvals, Exception) or isinstance(nvals, Exception):
+        assert type(cvals) is type(nvals)
+    else:
+        for k, a, b in zip(numbers, cvals, nvals, strict=True):
+            assert np.array_equal(a, b)
+            assert np.array_equal(cf.last_value(ctok, k), b)
+    for number in (3, 4):
+        ckids = outcome(cf.children, ctok, number)
+        nkids = outcome(numpy_path, monkeypatch, nf.children, ntok, number)
+        if isinstance(ckids, Exception) or isinstance(nkids, Exception):
+            assert type(ckids) is type(nkids)
+            continue
+        for a, b in zip(ckids, nkids, strict=True):
+            assert np.array_equal(a, b)
+        cw = outcome(fast.walk, ctok, *ckids[1:])
+        nw = outcome(numpy_path, monkeypatch, fast.walk, ntok, *nkids[1:])
+        if isinstance(cw, Exception) or isinstance(nw, Exception):
+            assert type(cw) is type(nw), f"{cw!r} vs {nw!r}"
+        else:
+            assert_same_fields(cw, nw)
+
+
+def assert_same_decode(monkeypatch, data: bytes) -> None:
+    c = outcome(decode_bytes, data)
+    n = outcome(numpy_path, monkeypatch, decode_bytes, data)
+    if isinstance(c, Exception) or isinstance(n, Exception):
+        assert type(c) is type(n) and str(c) == str(n), f"{c!r} vs {n!r}"
+    else:
+        same_profile(c, n)
+
+
+def assert_same(monkeypatch, data: bytes) -> None:
+    raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    try:
+        top = parse_top_level(raw, source="<test>")
+    except ProfileError:
+        top = None
+    if top is not None:
+        for kind in KINDS:
+            assert_same_walks(monkeypatch, getattr(top, kind))
+    assert_same_decode(monkeypatch, data)
+
+
+# --- built and used -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(PURE, reason="PYPROFLAB_PURE_DECODE is set: the numpy path is forced")
+def test_the_extension_is_built_and_used(monkeypatch) -> None:
+    assert IN_USE is not None, "pyproflab.decode._wire did not import: was it built?"
+    calls: list[str] = []
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(IN_USE, name)
+
+    monkeypatch.setattr(fast, "_wire", Spy())
+    decode_bytes(minimal().SerializeToString())
+    assert {"split", "walk", "gather", "last_values"} <= set(calls)
+
+
+def test_pure_decode_switch(monkeypatch) -> None:
+    monkeypatch.setenv("PYPROFLAB_PURE_DECODE", "1")
+    assert fast._load_wire() is None
+    monkeypatch.setenv("PYPROFLAB_PURE_DECODE", "0")
+    built = importlib.util.find_spec("pyproflab.decode._wire") is not None
+    assert (fast._load_wire() is not None) == built
+
+
+@pytest.mark.skipif(
+    shutil.which("cc") is None or not sysconfig.get_paths().get("include"),
+    reason="no C compiler or Python headers",
+)
+def test_the_source_compiles_without_warnings(tmp_path) -> None:
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").exists():
+        pytest.skip(f"Python.h not found in {include}")
+    cmd = ["cc", "-Wall", "-Wextra", "-Werror", "-O2", "-fsyntax-only", f"-I{include}"]
+    proc = subprocess.run([*cmd, str(SOURCE)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- the same results ---------------------------------------------------------------
+
+
+@needs_wire
+@needs_corpus
+@pytest.mark.corpus
+def test_corpus_profiles_walk_and_decode_alike(monkeypatch) -> None:
+    files = corpus_proto_files()
+    assert files
+    for path in files:
+        try:
+            assert_same(monkeypatch, path.read_bytes())
+        except AssertionError as e:
+            raise AssertionError(f"{corpus_id(path)}: {e}") from None
+
+
+def _seeds() -> list[bytes]:
+    out = [minimal().SerializeToString()]
+    for path in corpus_proto_files():
+        if path.stat().st_size < 64 << 10:
+            data = path.read_bytes()
+            out.append(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    return out[:16]
+
+
+MUTATORS = [bit_flips, truncate, splice, corrupt_varint, huge_length, junk]
+
+
+@needs_wire
+@pytest.mark.parametrize("seed", range(4))
+def test_mutated_inputs_walk_and_decode_alike(monkeypatch, seed: int) -> None:
+    r = random.Random(seed)
+    seeds = _seeds()
+    for case in range(150):
+        a, b = r.choice(seeds), r.choice(seeds)
+        data = a
+        for _ in range(r.choice([1, 1, 2, 3])):
+            data = r.choice(MUTATORS)(r, data or a, b)
+        try:
+            assert_same(monkeypatch, data)
+        except AssertionError as e:
+            raise AssertionError(f"seed {seed} case {case}: {e}") from None
+
+
+# Sub-messages that the bulk walk hands over, each in the numpy walk's words.
+HAND_OVERS = {
+    "varint longer than 10 bytes": [b"\x08" + b"\xff" * 10 + b"\x01"],
+    "buffer ends inside a varint": [field(1, 0, 1) + b"\x08\x80"],
+    "message ends inside a varint": [field(1, 0, 1) + b"\x10\x80", b"\x01" + field(2, 0, 1)],
+    "field ends inside a varint": [field(1, 2, b"\x96") + b"\x01"],
+    "truncated field": [field(1, 0, 1) + b"\x10"],
+    "fixed64 field": [field(1, 1, b"\x00" * 8)],
+    "fixed32 field": [field(1, 5, b"\x00" * 4)],
+    "group": [b"\x0b\x0c"],
+    "field number 0": [field(0, 0, 1)],
+    "field longer than its message": [b"\x0a\x05\x01\x02"],
+    "field one byte past its message": [b"\x0a\x03\x01\x02", field(1, 0, 1)],
+    "field length past 2**63": [b"\x0a" + varint((1 << 64) - 1) + b"\x01"],
+}
+
+
+@needs_wire
+@pytest.mark.parametrize("name", HAND_OVERS)
+def test_hand_overs_are_the_same(monkeypatch, name: str) -> None:
+    messages = [field(1, 0, 7), *HAND_OVERS[name]]
+    with pytest.raises(fast._HandToReference):
+        fast.walk_messages(messages)
+    with pytest.raises(fast._HandToReference):
+        numpy_path(monkeypatch, fast.walk_messages, messages)
+    # Inside a sample, as a label or as the whole sample: the same Profile or error.
+    for wrap in (lambda m: field(3, 2, m), lambda m: m):
+        p = minimal()
+        data = p.SerializeToString() + b"".join(field(2, 2, wrap(m)) for m in messages)
+        assert_same(monkeypatch, data)
+
+
+@needs_wire
+def test_nested_hand_overs_are_the_same(monkeypatch) -> None:
+    """The same bad fields inside labels (a nested walk)."""
+    for bad in HAND_OVERS.values():
+        sample = (
+            field(1, 0, 1) + field(2, 0, 1) + field(2, 0, 1) + b"".join(field(3, 2, m) for m in bad)
+        )
+        assert_same(monkeypatch, minimal().SerializeToString() + field(2, 2, sample))
+
+
+@needs_wire
+def test_ten_byte_varints_wrap_like_upb(monkeypatch) -> None:
+    for x in (0, 1, 127, 128, 2**63, 2**64 - 1):
+        for last in (b"\x01", b"\x7f"):  # bits past the 64th are dropped
+            messages = [field(1, 0, x), b"\x08" + b"\xff" * 9 + last]
+            assert_same_walks(monkeypatch, messages)
+    tok, _ = fast.walk_messages([b"\x08" + b"\xff" * 9 + b"\x7f"])
+    assert int(tok.values[1]) == 2**64 - 1
+
+
+@needs_wire
+def test_field_arrays_grow_and_the_walk_resumes(monkeypatch) -> None:
+    """More fields than the first guess (4 per message) and past the one-pass bound."""
+    r = random.Random(5)
+    messages = [
+        b"".join(field(r.randrange(1, 12), 0, r.randrange(1 << 40)) for _ in range(r.randrange(12)))
+        for _ in range(20_000)
+    ]
+    assert_same_walks(monkeypatch, messages)
+    tok, f = fast.walk_messages(messages)
+    assert f.message.size > 4 * len(messages) + 64
+    nested = [field(3, 2, b"".join(messages[i : i + 8])) for i in range(0, len(messages), 8)]
+    assert_same_walks(monkeypatch, nested)
+
+
+@needs_wire
+def test_edge_shapes(monkeypatch) -> None:
+    for messages in (
+        [],
+        [b""],
+        [b"", b"", b""],
+        [b"", field(1, 0, 1), b""],
+        [field(1, 2, b"")],
+        [field(1, 2, b""), field(1, 2, b"") + field(2, 0, 3)],
+        [field(3, 2, b"") + field(3, 2, field(1, 0, 1))],
+        [field(1, 2, varint(1) + varint(300) + varint(2**63)) + field(1, 0, 5)],
+    ):
+        assert_same_walks(monkeypatch, messages)
+
+
+# --- hostile arguments to the extension itself ----------------------------------------
+
+
+@needs_wire
+def test_arrays_that_do_not_fit_are_refused() -> None:
+    i64, u64 = fast.I64, fast.U64
+    tok, _ = fast.walk_messages([field(1, 0, 1), field(2, 2, b"\x01\x02")])
+    cols = fast._field_columns(4)
+    first = np.array([0, 2], dtype=i64)
+    end = np.array([2, 6], dtype=i64)
+    end_byte = np.array([2, 6], dtype=i64)
+    for bad in (
+        (first, np.array([2, 99], dtype=i64), end_byte),  # past the varints
+        (np.array([-5, 2], dtype=i64), end, end_byte),  # negative
+        (first, end[:1], end_byte),  # sizes differ
+    ):
+        with pytest.raises(ValueError):
+            WIRE.walk(tok.values, tok.ends, *bad, *cols, 0, 0)
+    with pytest.raises(ValueError):
+        WIRE.walk(tok.values, tok.ends, first, end, end_byte, *cols, 5, 0)  # m past the end
+    with pytest.raises(ValueError):
+        WIRE.walk(tok.values, tok.ends, first, end, end_byte, *cols, 0, 99)  # k past the end
+    with pytest.raises(ValueError):
+        WIRE.walk(tok.values, tok.ends, first, end, end_byte, *cols[:4], cols[0][:1], 0, 0)
+    # A nonsensical end byte: nothing read out of bounds (here: a field too long).
+    k, _ = WIRE.walk(tok.values, tok.ends, first, end, np.array([2, 5], dtype=i64), *cols, 0, 0)
+    assert k < 0
+    with pytest.raises(TypeError):
+        WIRE.count_ends([b"ok", "text"])
+    size, count = WIRE.count_ends([b"\x08\x01"])
+    vals, ends = np.empty(count + 1, dtype=u64), np.empty(count + 1, dtype=i64)
+    with pytest.raises(ValueError):  # more room than varints: the list changed
+        WIRE.split([b"\x08\x01"], vals, ends, np.empty(1, i64), np.empty(2, i64), *cols, 0, 0)
+    with pytest.raises(ValueError):  # runs past the values
+        WIRE.gather(
+            tok.values,
+            np.array([0], dtype=i64),
+            np.array([tok.values.size - 1], dtype=i64),
+            np.array([5], dtype=i64),
+            np.empty(2, dtype=i64),
+            np.empty(5, dtype=u64),
+        )
+    with pytest.raises(ValueError):  # owners decreasing
+        WIRE.gather(
+            tok.values,
+            np.array([1, 0], dtype=i64),
+            np.array([0, 0], dtype=i64),
+            np.array([1, 1], dtype=i64),
+            np.empty(3, dtype=i64),
+            np.empty(2, dtype=u64),
+        )
+    with pytest.raises(ValueError):  # a field's tag past the varints
+        WIRE.last_values(
+            tok.values,
+            np.array([0], dtype=i64),
+            np.array([1], dtype=u64),
+            np.array([0], dtype=np.int8),
+            np.array([tok.values.size], dtype=i64),
+            np.array([1], dtype=i64),
+            np.zeros((1, 1), dtype=u64),
+        )

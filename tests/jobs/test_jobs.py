@@ -1,0 +1,308 @@
+"""`pyproflab job run`: spec loading, exit codes, exactly-once, outputs, retention.
+
+The drop folder holds small variants of profgen's CPU profile (the
+``go_profiles`` fixture): version v1 as written, version v2 with one function
+made ``SLOWDOWN`` times heavier, each file a distinct profile (its own
+time_nanos), laid out as ``{service}/{version}/{instance}/cpu-{time}.pb.gz``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from support.jobs_helpers import (
+    REPO,
+    T0,
+    make_drop,
+    output_state,
+    variant,
+    write_job,
+)
+
+# --- helpers (also used by test_crash_safety.py) --------------------------------------
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pyproflab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+def store_state(db: Path) -> dict:
+    from pyproflab.store import Store
+
+    with Store.open(db, read_only=True) as s:
+        counts = s.counts()
+        hashes = s.sql("SELECT content_hash FROM profiles ORDER BY 1").column(0).to_pylist()
+        runs = s.sql("SELECT run_id, fingerprint, exit_code FROM job_runs ORDER BY 1").to_pylist()
+    return {"counts": counts, "hashes": hashes, "runs": runs}
+
+
+# --- fixtures -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drop_source(go_profiles, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("drop")
+    make_drop(go_profiles["cpu"], folder)
+    return folder
+
+
+# --- spec ---------------------------------------------------------------------------
+
+
+def test_spec_relative_paths_and_unknown_keys(tmp_path):
+    from pyproflab.errors import UsageError
+    from pyproflab.jobs import load_job
+
+    job = tmp_path / "j.toml"
+    job.write_text(
+        '[job]\nname="x"\nstore="s.duckdb"\noutput="out"\n'
+        '[[source]]\nkind="drop"\npath="in"\n[regressions]\nthreshold_pct=5\n'
+    )
+    spec = load_job(job)
+    assert spec.store == str(tmp_path / "s.duckdb")
+    assert spec.sources[0].path == str(tmp_path / "in")
+    assert spec.regressions.threshold_pct == 5 and spec.pgo is None
+    job.write_text('[job]\nname="x"\nstore="s"\noutput="o"\n[regressions]\nthreshold=5\n')
+    with pytest.raises(UsageError, match="unknown key 'threshold'"):
+        load_job(job)
+    job.write_text('[job]\nname="x"\nstore="s"\noutput="o"\n[[source]]\nkind="ftp"\n')
+    with pytest.raises(UsageError, match="kind must be one of"):
+        load_job(job)
+
+
+def test_cli_bad_job_file_is_exit_2(tmp_path):
+    res = run_cli("job", "run", str(tmp_path / "missing.toml"))
+    assert res.returncode == 2
+    assert "cannot read the job file" in res.stderr and "Traceback" not in res.stderr
+
+
+# --- a real run -----------------------------------------------------------------------
+
+
+def test_job_findings_outputs_and_exactly_once(drop_source, tmp_path):
+    db, out = tmp_path / "fleet.duckdb", tmp_path / "out"
+    job = write_job(tmp_path / "job.toml", drop=drop_source, store=db, output=out)
+
+    res = run_cli("job", "run", str(job), "--summary", str(tmp_path / "s.json"))
+    assert res.returncode == 1, res.stderr  # v2's slowdown is a finding over 10%
+    assert "run 1:" in res.stdout and "24 new profiles" in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    cli_summary = json.loads((tmp_path / "s.json").read_text())
+    assert cli_summary.pop("pruned") == []  # known only after the summary file is written
+    assert summary == cli_summary
+    reg = summary["regressions"][0]
+    assert (reg["base"], reg["new"]) == ("v1", "v2") and reg["findings"]
+    assert reg["findings"][0]["rel_pct"] > 100
+    # Stable names are symlinks to this run's timestamped files.
+    for stable in (
+        "summary.json",
+        "regressions-svc.json",
+        "regressions-svc.txt",
+        "default.pgo",
+        "pgo-svc.json",
+    ):
+        assert (out / stable).is_symlink(), stable
+        assert summary["stamp"] in os.readlink(out / stable)
+    from pyproflab import read_profile
+
+    assert read_profile(out / "default.pgo").samples.num_rows > 0
+
+    # Exactly once: again on the same input changes nothing, writes nothing.
+    before_out, before_store = output_state(out), store_state(db)
+    res2 = run_cli("job", "run", str(job))
+    assert res2.returncode == 1, res2.stderr  # the same verdict as the run it repeats
+    assert "unchanged since run 1" in res2.stdout and "nothing written" in res2.stdout
+    assert output_state(out) == before_out
+    assert store_state(db) == before_store
+
+    # A new profile in the drop folder is a new input: run 2, new stamp, latest moves.
+    from pyproflab.encode import write_profile
+
+    extra = drop_source.parent / "drop-extra"
+    new_file = extra / "svc" / "v2" / "i-9" / "cpu-9999.pb.gz"
+    new_file.parent.mkdir(parents=True)
+    base = read_profile(next(drop_source.rglob("*.pb.gz")))
+    write_profile(variant(base, time=T0 + timedelta(minutes=30)), new_file)
+    job.write_text(job.read_text().replace(f'path = "{drop_source}"', f'path = "{extra}"'))
+    res3 = run_cli("job", "run", str(job))
+    assert res3.returncode in (0, 1), res3.stderr
+    assert "run 2:" in res3.stdout and "1 new profiles" in res3.stdout
+    s3 = json.loads((out / "summary.json").read_text())
+    assert s3["run_id"] == 2 and s3["stamp"] != summary["stamp"]
+    assert (out / f"summary-{summary['stamp']}.json").is_file()  # the old one is kept
+
+
+def test_threshold_decides_exit_code_0(drop_source, tmp_path):
+    db, out = tmp_path / "fleet.duckdb", tmp_path / "out"
+    job = write_job(
+        tmp_path / "job.toml", drop=drop_source, store=db, output=out, threshold=10_000, pgo=False
+    )
+    from pyproflab.jobs import load_job, run_job
+
+    result = run_job(load_job(job), log=lambda line: None)
+    assert result.exit_code == 0 and result.summary["findings"] == 0
+    assert "0 findings over 10000%" in result.line
+
+
+def test_drop_folder_is_incremental(drop_source, tmp_path):
+    """Handled files are not read again: a run with nothing new reads no profile."""
+    from pyproflab.jobs import load_job, run_job
+
+    db, out = tmp_path / "fleet.duckdb", tmp_path / "out"
+    spec = load_job(
+        write_job(tmp_path / "job.toml", drop=drop_source, store=db, output=out, pgo=False)
+    )
+    first = run_job(spec, log=lambda line: None)
+    assert first.summary["sources"][0]["files"] == 24
+    second = run_job(spec, log=lambda line: None)
+    assert second.summary["sources"][0]["files"] == 0
+    assert second.summary["unchanged_since"] == 1
+
+
+def test_source_failure_is_exit_2(tmp_path):
+    from pyproflab.jobs import load_job, run_job
+
+    job = write_job(
+        tmp_path / "job.toml",
+        drop=tmp_path / "nope",
+        store=tmp_path / "s.duckdb",
+        output=tmp_path / "out",
+        pgo=False,
+    )
+    result = run_job(load_job(job), log=lambda line: None)
+    assert result.exit_code == 2
+    assert "does not exist" in result.summary["sources"][0]["error"]
+
+
+def test_unexpected_exception_is_exit_2_not_1(drop_source, tmp_path, monkeypatch, capsys):
+    """Python's own exit code for a crash is 1, which means findings here."""
+    from pyproflab.cli import main
+    from pyproflab.jobs import runner
+
+    def boom(*a, **k):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(runner, "_regressions", boom)
+    job = write_job(
+        tmp_path / "job.toml",
+        drop=drop_source,
+        store=tmp_path / "s.duckdb",
+        output=tmp_path / "out",
+        pgo=False,
+    )
+    assert main(["job", "run", str(job)]) == 2
+    assert "RuntimeError: bug" in capsys.readouterr().err
+
+
+# --- retention ----------------------------------------------------------------------
+
+
+def test_retention_drops_old_profiles_and_orphans(go_profiles, tmp_path):
+    from pyproflab.jobs.retention import apply_retention
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest_paths
+
+    old_dir = tmp_path / "old"
+    now = datetime.now(UTC)
+    make_drop(
+        go_profiles["cpu"],
+        old_dir,
+        n=3,
+        versions=("v0",),
+        slow_version=None,
+        start=now - timedelta(days=40),
+    )
+    with Store.open(tmp_path / "ref.duckdb") as ref:
+        ingest_paths(ref, [go_profiles["heap"]], ProfileMeta(service="svc"))
+        expected = ref.counts()  # what the heap profile alone needs
+    with Store.open(tmp_path / "s.duckdb") as store:
+        ingest_paths(store, [old_dir], ProfileMeta(service="svc"))
+        ingest_paths(store, [go_profiles["heap"]], ProfileMeta(service="svc"))
+        assert store.counts()["profiles"] == 4
+        rep = apply_retention(store, 30, now=now)
+        assert rep.profiles == 3 and rep.changed
+        # What is left is exactly what the heap profile alone needs.
+        assert store.counts() == expected
+        again = apply_retention(store, 30, now=now)
+        assert not again.changed
+
+
+def test_retention_in_a_job_and_no_reingest(go_profiles, tmp_path):
+    """A dropped profile whose file is still in the drop folder is not ingested again."""
+    from pyproflab.jobs import load_job, run_job
+
+    drop = tmp_path / "drop"
+    make_drop(
+        go_profiles["cpu"],
+        drop,
+        n=2,
+        versions=("v0",),
+        slow_version=None,
+        start=datetime.now(UTC) - timedelta(days=10),
+    )
+    make_drop(go_profiles["cpu"], drop, n=3, versions=("v1",), slow_version=None)
+    job = write_job(
+        tmp_path / "job.toml",
+        drop=drop,
+        store=tmp_path / "s.duckdb",
+        output=tmp_path / "out",
+        pgo=False,
+        extra="\n[retention]\nmax_age_days = 7\nkeep_runs = 2\n",
+    )
+    spec = load_job(job)
+    r1 = run_job(spec, log=lambda line: None)
+    assert r1.summary["retention"]["profiles"] == 2 and r1.summary["profiles"] == 3
+    r2 = run_job(spec, log=lambda line: None)
+    assert r2.summary["sources"][0]["files"] == 0
+    assert r2.summary["unchanged_since"] == r1.summary["run_id"]
+
+
+def test_outputs_prune_keeps_latest(tmp_path):
+    from pyproflab.jobs import outputs
+
+    for run in range(1, 5):
+        o = outputs.OutputSet(tmp_path, outputs.make_stamp(T0 + timedelta(hours=run), run))
+        o.write("summary", "json", f'{{"run": {run}}}')
+        o.publish()
+    deleted = outputs.prune(tmp_path, 2)
+    assert len(deleted) == 2
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 3 and json.loads((tmp_path / "summary.json").read_text())["run"] == 4
+
+
+def test_example_job_file_loads():
+    from pyproflab.jobs import load_job
+
+    spec = load_job(REPO / "examples" / "job.toml")
+    assert spec.sources[0].kind == "drop" and spec.regressions.threshold_pct == 10
+    assert spec.pgo is not None and spec.gogc is not None
+
+
+def test_job_over_time_finds_the_step(drop_source, tmp_path):
+    """v2's profiles come after v1's: followed over time, the slowed leaf
+    steps up and stays, a finding of the job's over-time pass."""
+    db, out = tmp_path / "fleet.duckdb", tmp_path / "out"
+    job = write_job(tmp_path / "job.toml", drop=drop_source, store=db, output=out, pgo=False)
+    text = job.read_text().replace(
+        "[regressions]\n", '[regressions]\nover_time = true\nover_time_since = "36500d"\n'
+    )
+    job.write_text(text)
+    res = run_cli("job", "run", str(job))
+    assert res.returncode == 1, res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    item = summary["over_time"][0]
+    assert item["service"] == "svc" and "skipped" not in item, item
+    assert item["findings"] and item["findings"][0]["rel_pct"] > 100, item
+    assert (out / "over-time-svc.json").is_symlink()

@@ -1,0 +1,312 @@
+"""The Prometheus HTTP API client, against a real Prometheus and against fakes.
+
+The real-server test runs Debian's ``/usr/bin/prometheus`` (installed by
+``scripts/install-system-deps.sh``) on 127.0.0.1, scraping a tiny endpoint of
+this test every second, and compares what ``query_range`` returns with what
+the endpoint served. Prometheus is stopped by PID in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from support.prometheus_server_helpers import (
+    PROMETHEUS,
+    SKIP_NO_PROMETHEUS,
+    free_port,
+    prometheus,
+)
+
+from pyproflab.cli import main
+from pyproflab.errors import MetricsError
+from pyproflab.sources.prometheus import (
+    metric_metadata,
+    parse_exposition,
+    query_range,
+)
+from pyproflab.store.connection import Store
+from pyproflab.store.metrics import InstanceInfo, import_prometheus
+
+# --- a tiny HTTP server ------------------------------------------------------------
+
+
+@contextmanager
+def http_server(
+    respond: Callable[[BaseHTTPRequestHandler], tuple[int, str, bytes]],
+) -> Iterator[str]:
+    """Serve ``respond(handler) -> (status, content type, body)`` on 127.0.0.1;
+    yields the base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            status, ctype, body = respond(self)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (the timeout test)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+class Exporter:
+    """A /metrics endpoint whose values change with every scrape (n = 1, 2, ...).
+
+    ``heap`` carries explicit timestamps, so Prometheus stores exactly what was
+    served; ``scrapes`` has none (Prometheus stamps it with its scrape time).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.served: list[tuple[int, str]] = []  # (n, text)
+
+    def text(self, n: int, ts_ms: int) -> str:
+        return (
+            "# HELP pyproflab_test_scrapes_total Scrapes served.\n"
+            "# TYPE pyproflab_test_scrapes_total counter\n"
+            f'pyproflab_test_scrapes_total{{path="C:\\\\tmp",note="say \\"hi\\""}} {n}\n'
+            "# TYPE pyproflab_test_heap_bytes gauge\n"
+            f"pyproflab_test_heap_bytes {n * 1048576} {ts_ms}\n"
+            "# TYPE pyproflab_test_pause_seconds histogram\n"
+            f'pyproflab_test_pause_seconds_bucket{{le="0.001"}} {n}\n'
+            f'pyproflab_test_pause_seconds_bucket{{le="+Inf"}} {2 * n}\n'
+            f"pyproflab_test_pause_seconds_sum {0.5 * n}\n"
+            f"pyproflab_test_pause_seconds_count {2 * n}\n"
+        )
+
+    def respond(self, h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        if h.path != "/metrics":
+            return 404, "text/plain", b"not found\n"
+        with self.lock:
+            n = len(self.served) + 1
+            text = self.text(n, int(time.time() * 1000))
+            self.served.append((n, text))
+        return 200, "text/plain; version=0.0.4", text.encode()
+
+
+@pytest.mark.skipif(not PROMETHEUS.exists(), reason=SKIP_NO_PROMETHEUS)
+def test_real_prometheus_query_range(tmp_path):
+    t_begin = time.monotonic()
+    exporter = Exporter()
+    with (
+        http_server(exporter.respond) as ep,
+        prometheus(tmp_path, [ep.removeprefix("http://")]) as base,
+    ):
+        start = datetime.now(UTC) - timedelta(seconds=2)
+        # Wait for at least 6 scrapes, then one more second so Prometheus has
+        # committed the last one.
+        deadline = time.monotonic() + 20
+        while len(exporter.served) < 6:
+            assert time.monotonic() < deadline, "fewer than 6 scrapes in 20 s"
+            time.sleep(0.2)
+        time.sleep(1.2)
+        end = datetime.now(UTC)
+        with exporter.lock:
+            served = list(exporter.served)
+
+        types = metric_metadata(base)
+        assert types["pyproflab_test_scrapes_total"] == "counter"
+        assert types["pyproflab_test_heap_bytes"] == "gauge"
+        assert types["pyproflab_test_pause_seconds"] == "histogram"
+
+        # The gauge: served with timestamps, so each point of the range must be
+        # the latest served sample at or before it (what Prometheus evaluates).
+        ours = [parse_exposition(text, default_time=end, source="served") for _, text in served]
+        heap_served = sorted(
+            (r["time"], r["value"])
+            for t in ours
+            for r in t.to_pylist()
+            if r["metric"] == "pyproflab_test_heap_bytes"
+        )
+        got = query_range(base, "pyproflab_test_heap_bytes", start, end, "1s", types=types)
+        rows = got.to_pylist()
+        assert len(rows) >= 5
+        for r in rows:
+            assert r["metric"] == "pyproflab_test_heap_bytes" and r["type"] == "gauge"
+            assert dict(r["labels"]) == {"instance": ep.removeprefix("http://"), "job": "fakesvc"}
+            before = [v for t, v in heap_served if t <= r["time"]]
+            assert before, f"a point at {r['time']} before anything was served"
+            assert r["value"] == before[-1]
+
+        # The counter: no timestamps (Prometheus stamps scrape time); escaped
+        # label values come back decoded; values are scrape numbers, non-decreasing.
+        got = query_range(base, "pyproflab_test_scrapes_total", start, end, 1.0, types=types)
+        rows = got.to_pylist()
+        assert len(rows) >= 5
+        assert {tuple(sorted(dict(r["labels"]).items())) for r in rows} == {
+            (
+                ("instance", ep.removeprefix("http://")),
+                ("job", "fakesvc"),
+                ("note", 'say "hi"'),
+                ("path", "C:\\tmp"),
+            )
+        }
+        values = [r["value"] for r in sorted(rows, key=lambda r: r["time"])]
+        assert values == sorted(values)
+        assert set(values) <= {float(n) for n, _ in served}
+        assert len(set(values)) >= 4
+        assert all(r["type"] == "counter" for r in rows)
+
+        # Histogram series take the family type; an expression has no __name__.
+        got = query_range(
+            base, "pyproflab_test_pause_seconds_bucket", start, end, "1s", types=types
+        )
+        assert {r["type"] for r in got.to_pylist()} == {"histogram"}
+        assert {dict(r["labels"])["le"] for r in got.to_pylist()} == {"0.001", "+Inf"}
+        got = query_range(base, "sum(pyproflab_test_pause_seconds_count)", start, end, "1s")
+        assert {r["metric"] for r in got.to_pylist()} == {"sum(pyproflab_test_pause_seconds_count)"}
+        assert {r["type"] for r in got.to_pylist()} == {"untyped"}
+
+        # A bad query: Prometheus answers status error, we raise one line.
+        with pytest.raises(MetricsError) as ei:
+            query_range(base, "rate(", start, end, "1s")
+        assert "bad_data" in str(ei.value) and "\n" not in str(ei.value)
+
+        # Import into the store, our instance name mapped from Prometheus'.
+        mapping = {ep.removeprefix("http://"): InstanceInfo("fake", "v1", "fake-1")}
+        queries = ["pyproflab_test_heap_bytes", '{__name__=~"pyproflab_test_pause.+"}']
+        with Store.open(tmp_path / "s.duckdb") as store:
+            added = import_prometheus(
+                store, base, start, end, "1s", queries=queries, instances=mapping
+            )
+            assert added > 0
+            again = import_prometheus(
+                store, base, start, end, "1s", queries=queries, instances=mapping
+            )
+            assert again == 0
+            who = store.sql(
+                "SELECT DISTINCT service, version, instance, type FROM metric_samples "
+                "WHERE metric = 'pyproflab_test_heap_bytes'"
+            ).to_pylist()
+            assert who == [
+                {"service": "fake", "version": "v1", "instance": "fake-1", "type": "gauge"}
+            ]
+
+        # The CLI, same window, unmapped: instance stays Prometheus' label.
+        db = tmp_path / "cli.duckdb"
+        argv = ["ingest-gc", "--prometheus", base, "--db", str(db), "--step", "1s"]
+        argv += ["--since", start.isoformat(), "--until", end.isoformat()]
+        argv += ["--query", "pyproflab_test_scrapes_total"]
+        assert main(argv) == 0
+        with Store.open(db, read_only=True) as store:
+            row = store.sql("SELECT DISTINCT service, instance FROM metric_samples").to_pylist()
+        assert row == [{"service": "fakesvc", "instance": ep.removeprefix("http://")}]
+    assert time.monotonic() - t_begin < 40
+
+
+# --- errors, without Prometheus ------------------------------------------------------
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+
+
+def test_http_error_with_api_error_body():
+    body = b'{"status":"error","errorType":"bad_data","error":"invalid parameter \\"query\\""}'
+    with http_server(lambda h: (400, "application/json", body)) as url:
+        with pytest.raises(MetricsError) as ei:
+            query_range(url, "up", T0, T1, "15s")
+    msg = str(ei.value)
+    assert msg.startswith(f"{url}/api/v1/query_range: HTTP 400: bad_data: invalid parameter")
+    assert "\n" not in msg
+
+
+def test_plain_http_500():
+    with http_server(lambda h: (500, "text/plain", b"boom\nmore\n")) as url:
+        with pytest.raises(MetricsError, match="HTTP 500"):
+            query_range(url, "up", T0, T1, "15s")
+
+
+def test_status_error_with_200():
+    body = b'{"status":"error","errorType":"execution","error":"query timed out"}'
+    with http_server(lambda h: (200, "application/json", body)) as url:
+        with pytest.raises(MetricsError, match="execution: query timed out"):
+            query_range(url, "up", T0, T1, "15s")
+
+
+def test_not_json():
+    with http_server(lambda h: (200, "text/html", b"<html>hello</html>")) as url:
+        with pytest.raises(MetricsError, match="not JSON"):
+            query_range(url, "up", T0, T1, "15s")
+
+
+def test_connection_refused():
+    port = free_port()
+    with pytest.raises(MetricsError, match="cannot connect"):
+        query_range(f"http://127.0.0.1:{port}", "up", T0, T1, "15s", timeout=2)
+
+
+def test_timeout():
+    def slow(h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        time.sleep(1.5)
+        return 200, "application/json", b"{}"
+
+    with http_server(slow) as url:
+        t = time.monotonic()
+        with pytest.raises(MetricsError, match="timed out after 0.3s"):
+            query_range(url, "up", T0, T1, "15s", timeout=0.3)
+        assert time.monotonic() - t < 1.4
+
+
+def test_long_window_is_split_and_values_parsed():
+    """More than 11,000 steps: several requests, no point twice; NaN/Inf kept."""
+    seen: list[dict[str, str]] = []
+
+    def api(h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        import json
+        from urllib.parse import parse_qs, urlparse
+
+        q = {k: v[0] for k, v in parse_qs(urlparse(h.path).query).items()}
+        seen.append(q)
+        s, e, st = float(q["start"]), float(q["end"]), float(q["step"])
+        n = int(round((e - s) / st)) + 1
+        vals = [[s + i * st, ["1", "NaN", "+Inf", "-Inf"][i % 4]] for i in range(n)]
+        doc = {
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [{"metric": {"__name__": "m", "instance": "a:1"}, "values": vals}],
+            },
+        }
+        return 200, "application/json", json.dumps(doc).encode()
+
+    with http_server(api) as url:
+        end = T0 + timedelta(seconds=25_000)
+        got = query_range(url, "m", T0, end, "1s", types={"m": "gauge"})
+    assert len(seen) == 3
+    assert got.num_rows == 25_001
+    times = got.column("time").to_pylist()
+    assert times[0] == T0 and times[-1] == end and len(set(times)) == len(times)
+    v = got.column("value").to_pylist()
+    assert v[0] == 1.0 and math.isnan(v[1]) and v[2] == math.inf and v[3] == -math.inf
+    assert set(got.column("type").to_pylist()) == {"gauge"}
+
+
+def test_cli_unreachable_server_leaves_store_unchanged(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    port = free_port()
+    argv = ["ingest-gc", "--prometheus", f"http://127.0.0.1:{port}", "--db", str(db)]
+    assert main(argv + ["--since", "10m", "--timeout", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot connect" in err
+    assert not db.exists()

@@ -1,0 +1,541 @@
+"""The main job (``make demo``): a live fleet, profiled, joined with its GC metrics.
+
+It lives beside the fleet it drives (``tests/fleet``, ``tests/support/fleet_harness.py``)
+rather than in the package, whose users have no fleet: run it as
+``python tests/support/fleet_demo.py`` (tests/ is then on the import path).
+
+What it does, in order:
+
+1. Builds the demo fleet (``tests/fleet``: the notesd service and the
+   loadgen load generator) with ``tests/support/fleet_harness.py`` (cached by source hash).
+2. Starts four notesd instances on 127.0.0.1: versions v1 and v2 (v2 plants
+   about +30% CPU in ``main.scoreNote``) times instances a and b, with GOGC 50
+   (a) and 200 (b), ``GODEBUG=gctrace=1`` to one log per instance, and
+   ``/debug/pprof/`` behind a bearer token. The token comes from
+   ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
+   header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
+3. Drives load at all four, round robin: a warm-up whose rate ramps up, then a
+   steady rate for the rest of ``--load-seconds`` (steady, so that profiles
+   taken at different moments measure the same work and can be compared as
+   samples). ``collect`` then runs ``--windows`` windows one after the other:
+   each takes a CPU profile of ``--cpu-seconds`` plus allocs, mutex and block
+   deltas over the same window and scrapes ``/metrics`` every 2 s; the last
+   also takes heap and goroutine snapshots at its end. Several CPU profiles
+   per instance give the v1 vs v2 comparison samples to do statistics on.
+4. Stops the fleet, reads the gctrace logs into ``gc_cycles`` (times = each
+   process's start + the runtime's ``@seconds``), and prints a summary of this
+   run's profiles: the top CPU functions fleet-wide, the GC share per instance
+   (profile view vs runtime view; over the windowed profiles, since the heap
+   and goroutine snapshots are instants with no scrape in them) and the v1 vs
+   v2 headline for ``main.scoreNote`` from ``analyses.regressions``: its CPU
+   rate on each side, flat and cum (cum also holds the ``runtime.asyncPreempt``
+   samples taken inside it), the relative change, its interval and q-value.
+
+Rules:
+
+- Everything lands in the store given by ``--db`` (default ``./pyproflab.duckdb``),
+  raw profiles in ``<workdir>/archive`` (default ``.demo``), gctrace logs and
+  the PID file in ``<workdir>/run-<time>/``. A re-run appends its new profiles.
+- Every process it starts is listed in ``<run dir>/pids`` as soon as it exists
+  (``notesd PID INSTANCE`` / ``loadgen PID``), bounded in time by itself
+  (notesd's ``-max-lifetime``, loadgen's duration), and stopped by its PID in a
+  ``finally``: on success, on an error and on Ctrl-C (SIGINT) or SIGTERM at any
+  moment. Further signals are ignored while it stops them.
+- Exit codes: 0 done; 1 the fleet failed or nothing was collected; 2 a usage
+  error; 130 interrupted. Errors are one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+from pyproflab.errors import ProflabError
+
+REPO = Path(__file__).resolve().parents[2]
+
+SERVICE = "notesd"
+TOKEN_ENV = "PYPROFLAB_DEMO_PPROF_TOKEN"  # the bearer token, if the user sets one
+AUTH_ENV = "PYPROFLAB_DEMO_AUTH"  # the whole Authorization value collect sends
+# (version, instance suffix, GOGC): two versions x two GOGC settings.
+INSTANCES: tuple[tuple[str, str, int], ...] = (
+    ("v1", "a", 50),
+    ("v1", "b", 200),
+    ("v2", "a", 50),
+    ("v2", "b", 200),
+)
+PROFILE_TYPES = ("cpu", "heap", "allocs", "mutex", "block", "goroutine")
+WINDOWED_TYPES = ("cpu", "allocs", "mutex", "block")  # taken over the whole window
+METRICS_INTERVAL = 2.0
+WARMUP_SECONDS = 4.0  # load, ramping up, before the first collection window opens
+# Requests/s over the fleet: ramped from RATE_START during the warm-up, then
+# RATE. Four instances at 700/s use about 1.3 of this machine's 2 cores: a
+# saturated machine would share CPU between them and hide v2's extra work.
+RATE_START, RATE = 300.0, 700.0
+# Each window's fetches take about this much longer than the window itself.
+WINDOW_OVERHEAD_SECONDS = 3.0
+TOP_NODES = 12
+
+
+def load_harness() -> ModuleType:
+    """``tests/support/fleet_harness.py``: the fleet the demo drives, beside this file."""
+    from support import fleet_harness
+
+    return fleet_harness
+
+
+# --- the processes ------------------------------------------------------------------
+
+
+@dataclass
+class Processes:
+    """What the demo started, for the ``finally`` that stops it all."""
+
+    pid_file: Path
+    instances: list[Any] = field(default_factory=list)  # fleet_harness.FleetInstance
+    loads: list[Any] = field(default_factory=list)  # fleet_harness.LoadRun
+
+    def note(self, kind: str, pid: int, name: str = "") -> None:
+        """Record a PID the moment the process exists (tests read this file)."""
+        with open(self.pid_file, "a") as f:
+            f.write(f"{kind} {pid} {name}".rstrip() + "\n")
+
+    def stop(self, harness: ModuleType) -> None:
+        """Stop everything by PID: loadgen first (it talks to the fleet), then
+        SIGTERM to every instance at once, SIGKILL after 5 s, reap."""
+        for run in self.loads:
+            with contextlib.suppress(Exception):
+                run.stop()
+        with contextlib.suppress(Exception):
+            harness.stop_instances(self.instances)
+        for inst in self.instances:  # whatever stop_instances could not finish
+            with contextlib.suppress(Exception):
+                inst.stop()
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (a second Ctrl-C must not cut the cleanup short)."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside, then raised as ``KeyboardInterrupt`` on
+    leaving. Starting a process and noting its PID go inside: an interrupt that lands
+    in between would otherwise leave a process nobody stops (Popen has spawned it but
+    not yet returned it)."""
+    caught: list[signal.Signals] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(signal.Signals(signum))
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    # A signal this process was started ignoring stays ignored.
+    if any(old[s] is not signal.SIG_IGN for s in caught):
+        raise KeyboardInterrupt
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the same cleanup path as Ctrl-C
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+class Demo:
+    """One run of the demo (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.db = Path(args.db)
+        workdir = Path(args.workdir).resolve()
+        self.archive = workdir / "archive"  # shared by the runs: content-addressed
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        self.run_dir = workdir / f"run-{stamp}"
+        self.quiet = args.quiet
+        self.t0 = time.monotonic()
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"[{time.monotonic() - self.t0:5.1f}s] {text}", flush=True)
+
+    def run(self) -> int:
+        from pyproflab.lab import Lab
+
+        harness = load_harness()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        procs = Processes(self.run_dir / "pids")
+        procs.pid_file.touch()
+        self.say(f"work folder {self.run_dir}")
+        token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(18)
+        os.environ[AUTH_ENV] = f"Bearer {token}"
+        try:
+            self.say("building the fleet (tests/fleet; cached after the first time)")
+            try:
+                bins = harness.build_fleet()
+            except harness.FleetError as e:
+                print(f"pyproflab demo: error: {e}", file=sys.stderr)
+                return 1
+            with Lab.open(self.db) as lab:
+                self.start_fleet(harness, bins, procs, token)
+                reports = self.load_and_collect(harness, bins, procs, lab)
+                with signals_ignored():
+                    procs.stop(harness)
+                self.ingest_gctrace(lab, procs.instances)
+                fetches = [f for r in reports for f in r.fetches]
+                ids = [f.profile_id for f in fetches if f.profile_id is not None]
+                if not any(f.ok and f.profile_type == "cpu" for f in fetches):
+                    print("pyproflab demo: error: no CPU profile was collected", file=sys.stderr)
+                    return 1
+                self.summary(lab, ids)
+        finally:
+            with signals_ignored():
+                procs.stop(harness)
+        self.say(f"done in {time.monotonic() - self.t0:.0f} s; every process stopped")
+        return 0
+
+    def start_fleet(self, harness: ModuleType, bins: Any, procs: Processes, token: str) -> None:
+        """Launch the four instances (each PID noted at once), then await them all."""
+        # A service outlives the demo by at most a minute, even if the demo is SIGKILLed.
+        lifetime = self.args.load_seconds + 60.0
+        for version, suffix, gogc in INSTANCES:
+            name = f"{version}-{suffix}"
+            inst = harness.FleetInstance(bins.notesd, workdir=self.run_dir)
+            procs.instances.append(inst)
+            with signals_deferred():
+                inst.launch(
+                    version,
+                    name,
+                    gogc=gogc,
+                    token=token,
+                    gctrace_path=self.run_dir / f"{name}.gctrace",
+                    max_lifetime=lifetime,
+                )
+                procs.note("notesd", inst.pid, name)
+        for inst in procs.instances:
+            inst.wait_ready(30.0)
+            self.say(f"{inst.instance}: {inst.base_url} pid {inst.pid} GOGC={inst.gogc}")
+
+    def load_and_collect(
+        self, harness: ModuleType, bins: Any, procs: Processes, lab: Any
+    ) -> list[Any]:
+        """Warm up, then collect ``--windows`` windows under steady load; the
+        collect reports, one per window."""
+        from pyproflab.collect import collect
+        from pyproflab.sources.targets import Target
+
+        a = self.args
+        warmup = self.start_load(harness, bins, procs, WARMUP_SECONDS, RATE_START, RATE)
+        self.say(f"warm-up: {RATE_START:.0f} -> {RATE:.0f} requests/s for {WARMUP_SECONDS:g} s")
+        self.finish_load(harness, warmup, "warm-up")
+        steady_seconds = a.load_seconds - WARMUP_SECONDS
+        run = self.start_load(harness, bins, procs, steady_seconds, RATE, RATE)
+        self.say(f"load: {RATE:.0f} requests/s for {steady_seconds:g} s (loadgen pid {run.pid})")
+        targets = [
+            Target(SERVICE, inst.version, inst.instance, inst.base_url, auth_env=AUTH_ENV)
+            for inst in procs.instances
+        ]
+        self.archive.mkdir(parents=True, exist_ok=True)
+        reports = []
+        for w in range(a.windows):
+            last = w == a.windows - 1
+            types = PROFILE_TYPES if last else WINDOWED_TYPES
+            self.say(
+                f"window {w + 1}/{a.windows}: {', '.join(types)} from {len(targets)} "
+                f"instances, CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
+            )
+            report = collect(
+                lab.store,
+                targets,
+                seconds=a.cpu_seconds,
+                types=types,
+                archive_dir=self.archive,
+                metrics_interval=METRICS_INTERVAL,
+            )
+            self.say(report.summary())
+            for line in report.errors():
+                print(f"  {line}", file=sys.stderr)
+            reports.append(report)
+        self.finish_load(harness, run, "loadgen")
+        return reports
+
+    def start_load(
+        self,
+        harness: ModuleType,
+        bins: Any,
+        procs: Processes,
+        seconds: float,
+        rate_start: float,
+        rate_end: float,
+    ) -> Any:
+        with signals_deferred():
+            run = harness.start_load(
+                procs.instances,
+                duration=seconds,
+                rate_start=rate_start,
+                rate_end=rate_end,
+                max_requests=int(max(rate_start, rate_end) * seconds) + 1000,
+                concurrency=16,
+                loadgen=bins.loadgen,
+            )
+            procs.loads.append(run)
+            procs.note("loadgen", run.pid)
+        return run
+
+    def finish_load(self, harness: ModuleType, run: Any, what: str) -> None:
+        """Wait for a loadgen to end (it is bounded by its duration) and say how it went."""
+        try:
+            load = run.wait()
+            self.say(
+                f"{what}: {load.get('requests')} requests, {load.get('errors')} errors, "
+                f"p99 {load.get('p99_ms', 0):.1f} ms, {load.get('rate_avg', 0):.0f}/s on average"
+            )
+        except harness.FleetError as e:
+            print(f"  {what}: {e}", file=sys.stderr)
+
+    def ingest_gctrace(self, lab: Any, instances: list[Any]) -> None:
+        """One gc_cycles row per gctrace line; time = process start + @seconds."""
+        from pyproflab.errors import MetricsError
+        from pyproflab.sources.gctrace import read_gctrace
+        from pyproflab.store.metrics import ingest_gc_cycles
+
+        for inst in instances:
+            if inst.stderr is None or not inst.stderr.exists():
+                continue
+            errors: list[MetricsError] = []
+            rows = read_gctrace(
+                inst.stderr,
+                process_start=datetime.fromtimestamp(inst.started_at, UTC),
+                errors=errors,
+            )
+            added = ingest_gc_cycles(
+                lab.store,
+                rows,
+                service=SERVICE,
+                version=inst.version,
+                instance=inst.instance,
+                source=str(inst.stderr),
+            )
+            lost = f", {len(errors)} split lines skipped" if errors else ""
+            self.say(f"{inst.instance}: {added} GC cycles from gctrace{lost}")
+
+    # --- the summary ----------------------------------------------------------------
+
+    def summary(self, lab: Any, ids: list[int]) -> None:
+        from pyproflab.reports import render_top
+        from pyproflab.store.select import Selection
+
+        def of_types(types: tuple[str, ...]) -> list[int]:
+            sel = Selection(profile_type=list(types), profile_ids=ids)
+            return lab.profiles(sel).column("profile_id").to_pylist()
+
+        cpu_ids = of_types(("cpu",))
+        # The GC join over the profiles taken across the whole window; the heap and
+        # goroutine snapshots are instants at its end, with no scrape inside them.
+        windowed_ids = of_types(WINDOWED_TYPES)
+        print(f"\nstore {self.db.resolve()}: this run added {len(ids)} profiles")
+
+        print(f"\n== Top CPU functions, fleet-wide ({len(cpu_ids)} CPU profiles) ==")
+        top = lab.top(Selection(profile_ids=cpu_ids), nodecount=TOP_NODES)
+        print(render_top(top, "text").rstrip())
+
+        print("\n== GC share per instance: profile view vs runtime view ==")
+        print(gc_table(lab.gc(Selection(profile_ids=windowed_ids))))
+
+        print("\n== v1 vs v2 headline ==")
+        print(headline(lab, cpu_ids))
+
+
+def _pct(v: float | None) -> str:
+    from pyproflab.reports.formatting import pct
+
+    return pct(v, missing="-")
+
+
+def gc_table(result: Any) -> str:
+    """The per-instance GC table: the profile's view (GC categories of its CPU
+    stacks) beside the runtime's (go_cpu_classes), and the cycles behind them."""
+    from pyproflab.reports.formatting import grid
+
+    head = [
+        "version",
+        "instance",
+        "GOGC",
+        "GC/min",
+        "gctrace cycles",
+        "heap goal",
+        "profile view",
+        "profile mark",
+        "runtime busy",
+        "runtime all",
+    ]
+    rows = []
+    for r in result.instances.to_pylist():
+        goal = r["heap_goal_mean_bytes"]
+        rows.append(
+            [
+                str(r["version"] or "-"),
+                str(r["instance"] or "-"),
+                "-" if r["gogc_percent"] is None else f"{r['gogc_percent']:.0f}",
+                "-" if r["gc_cycles_per_min"] is None else f"{r['gc_cycles_per_min']:.0f}",
+                "-" if r["gctrace_cycles"] is None else str(r["gctrace_cycles"]),
+                "-" if goal is None else f"{goal / 2**20:.1f} MiB",
+                _pct(r["profile_gc_share"]),
+                _pct(r["profile_gc_mark_share"]),
+                _pct(r["gc_cpu_fraction_busy"]),
+                _pct(r["gc_cpu_fraction"]),
+            ]
+        )
+    legend = [
+        "",
+        "profile view: every GC category of the CPU stacks (mark, assists, malloc,",
+        "  write barriers, sweeping, scavenger) / all CPU samples",
+        "profile mark: only what the runtime books as GC (mark workers, assists, STW)",
+        "runtime busy: go_cpu_classes gc / (total - idle), the one to set beside profile mark;",
+        "  runtime all: gc / total (idle included)",
+    ]
+    notes = [f"note: {n}" for n in result.notes]
+    table = grid(head, rows, "ll" + "r" * (len(head) - 2))
+    return "\n".join([*table, *legend, *notes])
+
+
+def _side_change(row: dict[str, Any], m: str, unit: str, confidence: float, fdr: float) -> str:
+    """``flat: v1 0.046 (18.2%) -> v2 0.054 (20.0%), +17.4% [-2% .. +37%], q 0.98``."""
+    text = (
+        f"{m:<4}  v1 {row[f'{m}_rate_base']:.3f} ({_pct(row[f'{m}_share_base'])})"
+        f"  ->  v2 {row[f'{m}_rate_new']:.3f} ({_pct(row[f'{m}_share_new'])})"
+    )
+    rel = row[f"{m}_rel"]
+    if rel is None:
+        return text
+    text += f"  {rel:+.1%}"
+    lo, hi = row[f"{m}_rel_lo"], row[f"{m}_rel_hi"]
+    if lo is not None and hi is not None:
+        text += f", {confidence:.0%} interval {lo:+.0%} .. {hi:+.0%}"
+    q = row[f"{m}_q"]
+    if q is not None:
+        verdict = "significant" if row[f"{m}_significant"] else "not significant"
+        text += f", q {q:.2g} ({verdict} at FDR {fdr:.0%})"
+    return text
+
+
+def headline(lab: Any, cpu_ids: list[int]) -> str:
+    """The planted function's CPU on each side, from ``regressions``: rates in
+    cores (CPU time / profile duration), shares of each side's CPU, the relative
+    change with its bootstrap interval and q-value, flat and cum."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
+    planted = load_harness().PLANTED_FUNCTION
+    sides = {
+        v: lab.profiles(Selection(version=v, profile_ids=cpu_ids)).column("profile_id").to_pylist()
+        for v in ("v1", "v2")
+    }
+    if not sides["v1"] or not sides["v2"]:
+        return "no CPU profiles of both versions: no headline"
+    r = regressions(
+        lab.store, Selection(profile_ids=sides["v1"]), Selection(profile_ids=sides["v2"])
+    )
+    rows = r.rows.to_pylist()
+    mine = next((x for x in rows if x["name"] == planted), None)
+    if mine is None:
+        return f"{planted}: not in either side's CPU profiles"
+    unit = r.rate_unit
+    lines = [
+        f"{planted}: CPU {unit} on each side ({r.n_base} v1 vs {r.n_new} v2 CPU profiles; "
+        f"the plant is +30%: 13 counting passes instead of 10)"
+    ]
+    for m in ("flat", "cum"):
+        lines.append("  " + _side_change(mine, m, unit, r.confidence, r.fdr))
+    lines.append(
+        "  (cum also holds the runtime.asyncPreempt samples taken inside the function:"
+        " where preemption signals are costly, they are part of its CPU)"
+    )
+    if not mine["flat_significant"] and min(r.n_base, r.n_new) < 3:
+        lines.append(
+            "  (fewer than 3 CPU profiles per version: too few for the t-test to call"
+            " anything; the size and rank of the change are the signal; run more --windows)"
+        )
+    lines.append(f"  rank {mine['rank']} of {len(rows)} functions by |flat change|; top 3:")
+    for x in rows[:3]:
+        rel_x = "" if x["flat_rel"] is None else f" ({x['flat_rel']:+.0%})"
+        lines.append(f"    {x['rank']}. {x['name']}: {x['flat_change']:+.3f} {unit}{rel_x}")
+    if r.notes:
+        lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+# --- the command --------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python tests/support/fleet_demo.py",
+        description="Run the demo fleet, collect its profiles and GC metrics, print a summary.",
+    )
+    p.add_argument("--db", default="pyproflab.duckdb", help="the store (default %(default)s)")
+    p.add_argument("--workdir", default=".demo", help="logs and PID files (default %(default)s)")
+    p.add_argument(
+        "--load-seconds", type=float, default=56.0, help="load duration, warm-up included (56)"
+    )
+    p.add_argument("--cpu-seconds", type=int, default=10, help="length of each window (10)")
+    p.add_argument("--windows", type=int, default=4, help="collection windows in a row (4)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+    args = p.parse_args(argv)
+    if not 4 <= args.load_seconds <= 600:
+        p.error("--load-seconds must be between 4 and 600")
+    if args.cpu_seconds < 1 or args.windows < 1:
+        p.error("--cpu-seconds and --windows must be at least 1")
+    needed = WARMUP_SECONDS + args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+    if needed > args.load_seconds:
+        p.error(
+            f"--load-seconds must cover the warm-up and every window: at least {needed:g} "
+            f"for {args.windows} windows of {args.cpu_seconds} s"
+        )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    old_term = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return Demo(args).run()
+    except KeyboardInterrupt:
+        print("pyproflab demo: interrupted; the processes it started are stopped", file=sys.stderr)
+        return 130
+    except ProflabError as e:
+        print(f"pyproflab demo: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except Exception as e:  # e.g. fleet_harness.FleetError: one line, no traceback
+        print(f"pyproflab demo: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+if __name__ == "__main__":
+    # Run as a file: tests/ on sys.path, for the support.* imports.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())
