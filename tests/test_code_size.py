@@ -34,15 +34,9 @@ LONG_MODULES: dict[str, str] = {
 
 #: "path::qualified.name" -> why the function may be longer than MAX_FUNCTION.
 LONG_FUNCTIONS: dict[str, str] = {
-    "analyses/gogc.py::inputs_from_store": _GOGC,
-    "analyses/gogc.py::GcInputs.from_observed": _GOGC,
-    "analyses/gogc_inputs.py::from_metrics": _GOGC,
-    "analyses/top.py::top": "pprof's -top options applied in pprof's order, one step each",
-    "cli/gogc.py::Command.prepare_parser": _GOGC + " (one argparse option per statement)",
     "decode/reference.py::decode_reference": "the reference decoder, kept literal to the spec",
     "jobs/runner.py::run_job": "engineer sec's lane (#17), in rewrite this session",
     "jobs/spec.py::job_from_dict": "one check per key of a job file, in the file's order",
-    "reports/gogc_fitted.py::fitted_figure": _GOGC,
 }
 
 

@@ -247,30 +247,11 @@ class GcInputs:
         point cannot tell; 0 = all proportional to scan work).
         """
         g = parse_gogc(gogc) if isinstance(gogc, str) else gogc
-        if not (gc_cycles_per_min > 0 and math.isfinite(gc_cycles_per_min)):
-            raise UsageError("gc cycles per minute must be > 0 to derive the inputs")
-        if not 0 <= gc_cpu_share < 1:
-            raise UsageError(f"GC CPU share must be in [0, 1), got {gc_cpu_share}")
-        if not 0 <= fixed_fraction <= 1:
-            raise UsageError(f"fixed fraction must be in [0, 1], got {fixed_fraction}")
+        _check_observed(gc_cycles_per_min, gc_cpu_share, fixed_fraction)
         notes: list[str] = []
         heap_known = live_heap_bytes is not None or heap_goal_bytes is not None
         roots = float(roots_bytes or 0.0)
-        if live_heap_bytes is not None:
-            h = float(live_heap_bytes)
-        elif heap_goal_bytes is not None:
-            if g is None:
-                raise UsageError("with GOGC=off give the live heap, not only the heap goal")
-            # Invert goal = H + (H + R)·g (the heap minimum and limit aside).
-            h = (float(heap_goal_bytes) - roots * g / 100) / (1 + g / 100)
-            if h <= 0:
-                raise UsageError("heap goal too small for these roots and GOGC")
-            notes.append("marked heap derived from the heap goal: H = (goal − R·g)/(1 + g)")
-        else:
-            if roots:
-                raise UsageError("roots need the heap size: give the live heap or heap goal")
-            h = 1.0
-            notes.append("no heap size given: heaps are relative to the current marked heap")
+        h = _observed_heap(live_heap_bytes, heap_goal_bytes, roots, g, notes)
         if not heap_known and memory_limit_bytes is not None:
             raise UsageError("a memory limit needs the heap size: give the live heap or heap goal")
         cpu_known = process_cpu_cores is not None
@@ -290,18 +271,8 @@ class GcInputs:
             heap_known=heap_known,
         )
         goal, _ = heap_goal(probe, h, g, memory_limit_bytes)
-        if not math.isfinite(goal):
-            raise UsageError(
-                "GOGC=off without a memory limit runs no GC: the observed "
-                "cycles cannot be explained"
-            )
-        if heap_goal_bytes is not None and live_heap_bytes is not None:
-            goal = float(heap_goal_bytes)  # observed beats modelled
-        dist = goal - h
-        if dist <= 0:
-            raise UsageError(
-                "heap goal at or below the live heap: cannot derive the allocation rate"
-            )
+        observed = heap_goal_bytes if live_heap_bytes is not None else None
+        dist = _cycle_distance(goal, observed, h)
         per_sec = gc_cycles_per_min / 60.0
         gc_cores = gc_cpu_share * p
         per_cycle = gc_cores / per_sec
@@ -327,6 +298,61 @@ class GcInputs:
             source="observed",
             notes=notes,
         )
+
+
+def _check_observed(gc_cycles_per_min: float, gc_cpu_share: float, fixed_fraction: float) -> None:
+    """The observed figures ``from_observed`` needs: cycles > 0 and finite, the GC
+    CPU share in [0, 1), the fixed fraction in [0, 1]; else ``UsageError``."""
+    if not (gc_cycles_per_min > 0 and math.isfinite(gc_cycles_per_min)):
+        raise UsageError("gc cycles per minute must be > 0 to derive the inputs")
+    if not 0 <= gc_cpu_share < 1:
+        raise UsageError(f"GC CPU share must be in [0, 1), got {gc_cpu_share}")
+    if not 0 <= fixed_fraction <= 1:
+        raise UsageError(f"fixed fraction must be in [0, 1], got {fixed_fraction}")
+
+
+def _observed_heap(
+    live_heap_bytes: float | None,
+    heap_goal_bytes: float | None,
+    roots: float,
+    g: float | None,
+    notes: list[str],
+) -> float:
+    """The marked heap ``H``: the live heap when given; else inverted from the heap
+    goal (``goal = H + (H + R)·g``, which GOGC=off cannot invert); else 1 (heaps
+    relative to the current one, which roots cannot be added to). Appends a note
+    for each derived value."""
+    if live_heap_bytes is not None:
+        return float(live_heap_bytes)
+    if heap_goal_bytes is not None:
+        if g is None:
+            raise UsageError("with GOGC=off give the live heap, not only the heap goal")
+        # Invert goal = H + (H + R)·g (the heap minimum and limit aside).
+        h = (float(heap_goal_bytes) - roots * g / 100) / (1 + g / 100)
+        if h <= 0:
+            raise UsageError("heap goal too small for these roots and GOGC")
+        notes.append("marked heap derived from the heap goal: H = (goal − R·g)/(1 + g)")
+        return h
+    if roots:
+        raise UsageError("roots need the heap size: give the live heap or heap goal")
+    notes.append("no heap size given: heaps are relative to the current marked heap")
+    return 1.0
+
+
+def _cycle_distance(modelled: float, observed: float | None, h: float) -> float:
+    """Bytes allocated per cycle, ``D = goal − H``, with the observed goal (when
+    given beside the live heap) beating the modelled one. An infinite modelled
+    goal (GOGC=off, no limit) runs no GC, and ``D <= 0`` gives no allocation
+    rate: both raise ``UsageError``."""
+    if not math.isfinite(modelled):
+        raise UsageError(
+            "GOGC=off without a memory limit runs no GC: the observed cycles cannot be explained"
+        )
+    goal = modelled if observed is None else float(observed)
+    dist = goal - h
+    if dist <= 0:
+        raise UsageError("heap goal at or below the live heap: cannot derive the allocation rate")
+    return dist
 
 
 # --- the model -----------------------------------------------------------------------
@@ -680,16 +706,59 @@ def inputs_from_store(store, selection=None) -> GcInputs:
             "(go_gc_cycles_total_gc_cycles_total): cannot model GOGC"
         )
     gct = _gctrace_rows(store, res.instances.to_pylist()) if "gc_cycles" in present else []
-
-    def mean(vals: Iterable[float | None]) -> float | None:
-        v = [x for x in vals if x is not None and math.isfinite(x)]
-        return sum(v) / len(v) if v else None
-
     roots = 0.0
     if gct and all(r["stacks"] is not None for r in gct):
-        roots = mean(r["stacks"] + r["globals"] for r in gct) or 0.0
+        roots = _mean(r["stacks"] + r["globals"] for r in gct) or 0.0
     else:
         notes.append("no gctrace stacks/globals: GC roots taken as 0")
+    per_inst, points = _instance_rates(insts, roots, notes)
+    h = _mean(p["h"] for p in per_inst) or 1.0
+    gc_cores = _mean(p["gc"] for p in per_inst) or 0.0
+    busy = _mean(p["busy"] for p in per_inst) or 0.0
+    gogcs = {p["gogc"] for p in per_inst}
+    if len(gogcs) > 1:
+        notes.append(
+            f"instances run different GOGC values {sorted(map(str, gogcs))}: "
+            "the first is taken as current"
+        )
+    g = per_inst[0]["gogc"]
+    if g is None:
+        g = 100.0
+        notes.append("GOGC not reported (go_gc_gogc_percent): taken as 100")
+    per_cycle = 60 * gc_cores / (_mean(p["n"] for p in per_inst) or math.inf)
+    fit = _cycle_cost_fit(points, gct, h + roots, per_cycle, notes)
+    kappa = 0.0
+    if gct:
+        mark = _mean(max(r["end"] - r["start"], 0.0) for r in gct) or 0.0
+        kappa = mark / (_mean(r["scan"] for r in gct) or math.inf)
+    return GcInputs(
+        live_heap_bytes=h,
+        alloc_bytes_per_sec=_mean(p["a"] for p in per_inst) or 0.0,
+        gc_cpu_fixed_seconds=fit[0],
+        gc_cpu_seconds_per_byte=fit[1],
+        non_gc_cpu_cores=max(busy - gc_cores, 0.0),
+        roots_bytes=roots,
+        gogc=parse_gogc(g),
+        memory_limit_bytes=parse_limit(per_inst[0]["limit"]),
+        mark_alloc_ratio=kappa,
+        source=f"store ({len(per_inst)} instances)",
+        notes=notes,
+    )
+
+
+def _mean(vals: Iterable[float | None]) -> float | None:
+    """Mean of the finite values; None when there are none."""
+    v = [x for x in vals if x is not None and math.isfinite(x)]
+    return sum(v) / len(v) if v else None
+
+
+def _instance_rates(
+    insts: list[dict[str, Any]], roots: float, notes: list[str]
+) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
+    """Per instance: heap, allocation rate, GC and busy CPU (cores), GOGC, limit and
+    cycles/min; and the (scan bytes, GC CPU s per cycle) points of the instances
+    that ran cycles. An instance without heap, allocation or CPU-class metrics is
+    skipped with a note; none left raises ``UsageError``."""
     points, per_inst = [], []
     for r in insts:
         h = r["heap_live_mean_bytes"] or (r["gctrace_heap_live_mean_mb"] or 0) * MiB or None
@@ -728,51 +797,36 @@ def inputs_from_store(store, selection=None) -> GcInputs:
             "no instance has heap, allocation and CPU-class metrics: cannot "
             "model GOGC (give the inputs explicitly)"
         )
-    h = mean(p["h"] for p in per_inst) or 1.0
-    gc_cores = mean(p["gc"] for p in per_inst) or 0.0
-    busy = mean(p["busy"] for p in per_inst) or 0.0
-    gogcs = {p["gogc"] for p in per_inst}
-    if len(gogcs) > 1:
-        notes.append(
-            f"instances run different GOGC values {sorted(map(str, gogcs))}: "
-            "the first is taken as current"
-        )
-    g = per_inst[0]["gogc"]
-    if g is None:
-        g = 100.0
-        notes.append("GOGC not reported (go_gc_gogc_percent): taken as 100")
+    return per_inst, points
+
+
+def _cycle_cost_fit(
+    points: list[tuple[float, float]],
+    gct: list[dict[str, Any]],
+    scan: float,
+    per_cycle: float,
+    notes: list[str],
+) -> tuple[float, float]:
+    """GC CPU per cycle as ``(c0, c1)``, in this order of preference: fitted over
+    the instances' points; else over gctrace cycles (when their scans vary),
+    rescaled so the fit at the mean ``scan`` equals the CPU classes' ``per_cycle``
+    (gctrace counts only the mark phases); else one point, all proportional to
+    scan work. Appends a note saying which."""
     fit = _fit(points)
-    per_cycle = 60 * gc_cores / (mean(p["n"] for p in per_inst) or math.inf)
     if fit is None and len({round(r["scan"] / MiB) for r in gct}) > 1:
         fit = _fit([(r["scan"], r["cpu"]) for r in gct])
         if fit is not None:
             # gctrace CPU counts the mark phases; rescale to the CPU classes' total.
-            at = fit[0] + fit[1] * (h + roots)
+            at = fit[0] + fit[1] * scan
             k = per_cycle / at if at > 0 else 1.0
             fit = (fit[0] * k, fit[1] * k)
             notes.append(f"GC cost per cycle fitted over {len(gct)} gctrace cycles")
     elif fit is not None:
         notes.append(f"GC cost per cycle fitted over {len(points)} instances")
     if fit is None:
-        fit = (0.0, per_cycle / (h + roots))
+        fit = (0.0, per_cycle / scan)
         notes.append("GC cost per cycle from one point: taken as proportional to scan work")
-    kappa = 0.0
-    if gct:
-        mark = mean(max(r["end"] - r["start"], 0.0) for r in gct) or 0.0
-        kappa = mark / (mean(r["scan"] for r in gct) or math.inf)
-    return GcInputs(
-        live_heap_bytes=h,
-        alloc_bytes_per_sec=mean(p["a"] for p in per_inst) or 0.0,
-        gc_cpu_fixed_seconds=fit[0],
-        gc_cpu_seconds_per_byte=fit[1],
-        non_gc_cpu_cores=max(busy - gc_cores, 0.0),
-        roots_bytes=roots,
-        gogc=parse_gogc(g),
-        memory_limit_bytes=parse_limit(per_inst[0]["limit"]),
-        mark_alloc_ratio=kappa,
-        source=f"store ({len(per_inst)} instances)",
-        notes=notes,
-    )
+    return fit
 
 
 def _gctrace_rows(store, instances: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -428,6 +428,40 @@ def from_metrics(
         lim = None
     if g is not None and g < 0:
         g = None
+    out, cycles, used, rss_by = _instance_intervals(ser, insts, g, gogc)
+    if not out:
+        raise UsageError(
+            f"{source}: no instance has two snapshots of a GC cycle count "
+            f"({' or '.join(_CYCLES)}), an allocation counter and a heap goal: "
+            "cannot model GOGC"
+        )
+    _fallback_notes(ser, notes)
+    insts_txt = f"{used} instance{'s' if used != 1 else ''}"
+    label = f"{source} ({cycles} cycles over {len(out)} intervals, {insts_txt})"
+    prov = _metrics_provenance(label, bool(rss_by), gogc, memory_limit)
+    return GcObservation(
+        samples=out,
+        gogc=g,
+        memory_limit=lim,
+        procs=statistics.median(s["procs"] for s in out),
+        cycles=cycles,
+        source=source,
+        instances=used,
+        peak_rss=max(rss_by) if rss_by else None,
+        peak_rss_by_instance=rss_by,
+        provenance=prov,
+        notes=notes,
+    )
+
+
+def _instance_intervals(
+    ser: dict, insts: list[Any], g: float | None, gogc: float | None | str
+) -> tuple[list[dict[str, float]], int, int, list[float]]:
+    """The samples of every instance's intervals between cycle-count snapshots,
+    each tagged with its instance's number; with the cycles they span, the
+    number of instances used and each used instance's peak RSS. With GOGC
+    ``"observed"``, an instance whose last GOGC differs from ``g`` runs another
+    setting and is left out; an instance with no interval is left out too."""
     out: list[dict[str, float]] = []
     cycles, used, rss_by = 0, 0, []
     for inst in insts:
@@ -451,15 +485,14 @@ def from_metrics(
         inst_rss = ser.get((inst, "process_resident_memory_bytes"), {}).values()
         if inst_rss:
             rss_by.append(max(inst_rss))
-    if not out:
-        raise UsageError(
-            f"{source}: no instance has two snapshots of a GC cycle count "
-            f"({' or '.join(_CYCLES)}), an allocation counter and a heap goal: "
-            "cannot model GOGC"
-        )
-    _fallback_notes(ser, notes)
-    insts_txt = f"{used} instance{'s' if used != 1 else ''}"
-    label = f"{source} ({cycles} cycles over {len(out)} intervals, {insts_txt})"
+    return out, cycles, used, rss_by
+
+
+def _metrics_provenance(
+    label: str, has_rss: bool, gogc: float | None | str, memory_limit: float | None | str
+) -> dict[str, str]:
+    """Where each of ``from_metrics``' figures comes from: the metrics (``label``),
+    an estimate, or ``"given"`` for a setting the caller gave."""
     prov = {
         k: label
         for k in (
@@ -475,25 +508,13 @@ def from_metrics(
     prov["mark time"] = f"{label}: dedicated-worker CPU / (25% of GOMAXPROCS)"
     prov["peak RSS"] = (
         f"{label}: process_resident_memory_bytes"
-        if rss_by
+        if has_rss
         else "not exported: peak memory taken as 1.4 x the heap goal"
     )
     prov["mark-time allocation"] = "estimated: allocation rate × mark time (not exported)"
     prov["GOGC"] = "given" if gogc != "observed" else label
     prov["memory limit"] = "given" if memory_limit != "observed" else label
-    return GcObservation(
-        samples=out,
-        gogc=g,
-        memory_limit=lim,
-        procs=statistics.median(s["procs"] for s in out),
-        cycles=cycles,
-        source=source,
-        instances=used,
-        peak_rss=max(rss_by) if rss_by else None,
-        peak_rss_by_instance=rss_by,
-        provenance=prov,
-        notes=notes,
-    )
+    return prov
 
 
 def _fallback_notes(ser: dict, notes: list[str]) -> None:

@@ -35,80 +35,8 @@ class Command:
         f.add_argument(
             "--metrics", nargs="+", metavar="FILE", help="Prometheus text snapshots of one instance"
         )
-        e = parser.add_argument_group("explicit inputs (no store)")
-        e.add_argument("--gogc", metavar="N|off", help="the current GOGC")
-        e.add_argument(
-            "--gc-cycles-per-min", type=float, metavar="N", help="observed GC cycles per minute"
-        )
-        e.add_argument(
-            "--gc-cpu-share",
-            type=float,
-            metavar="F",
-            help="observed GC CPU over process CPU (0.416 for 41.6%%)",
-        )
-        e.add_argument("--heap-goal", metavar="SIZE", help="observed heap goal (e.g. 512MiB)")
-        e.add_argument("--live-heap", metavar="SIZE", help="observed marked live heap")
-        e.add_argument("--roots", metavar="SIZE", help="GC roots: goroutine stacks + globals")
-        e.add_argument(
-            "--peak-rss",
-            metavar="SIZE",
-            help="with GC files or --db: the peak memory (RSS) seen at the current setting, "
-            "e.g. the container's (else from Prometheus, or 1.4x the heap goal)",
-        )
-        e.add_argument(
-            "--process-cpu",
-            type=float,
-            metavar="CORES",
-            help="observed process CPU in cores (else CPU is relative); with GC files "
-            "or --db, the container's CPU at the current setting (gctrace does not show it)",
-        )
-        e.add_argument(
-            "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (default off)"
-        )
-        e.add_argument(
-            "--fixed-fraction",
-            type=float,
-            default=0.0,
-            metavar="F",
-            help="share of the GC cost per cycle that is fixed (default 0)",
-        )
-        e.add_argument(
-            "--mark-alloc-ratio",
-            type=float,
-            default=0.0,
-            metavar="K",
-            help="bytes allocated while marking per byte of scan work (improved "
-            "model; default 0: unknown)",
-        )
-        p = parser.add_argument_group("prediction")
-        p.add_argument(
-            "--candidates",
-            default="25,50,100,150,200,300,400,800,off",
-            metavar="LIST",
-            help="GOGC values to predict (default %(default)s)",
-        )
-        p.add_argument(
-            "--memory-limit",
-            metavar="LIST",
-            help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)",
-        )
-        p.add_argument(
-            "--budget",
-            metavar="SIZE",
-            help="memory budget (container limit), e.g. 2GiB, or 2x the current peak",
-        )
-        p.add_argument(
-            "--headroom",
-            default="10%",
-            metavar="PCT|SIZE",
-            help="kept free out of the budget (default %(default)s)",
-        )
-        p.add_argument(
-            "--model",
-            choices=["fitted", "improved", "plain"],
-            help="fitted (default for GC files and --db) or the earlier improved/plain "
-            "(default for explicit figures)",
-        )
+        _add_explicit_inputs(parser)
+        _add_prediction_options(parser)
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -179,3 +107,86 @@ class Command:
                 result = gogc(store, common.selection_from_args(args), **opts)
         common.write_output(render_gogc(result, args.format), args.output)
         return 0
+
+
+def _add_explicit_inputs(parser: argparse.ArgumentParser) -> None:
+    """The observed figures for the earlier model (no store); --peak-rss and
+    --process-cpu also complete GC files or a store."""
+    e = parser.add_argument_group("explicit inputs (no store)")
+    e.add_argument("--gogc", metavar="N|off", help="the current GOGC")
+    e.add_argument(
+        "--gc-cycles-per-min", type=float, metavar="N", help="observed GC cycles per minute"
+    )
+    e.add_argument(
+        "--gc-cpu-share",
+        type=float,
+        metavar="F",
+        help="observed GC CPU over process CPU (0.416 for 41.6%%)",
+    )
+    e.add_argument("--heap-goal", metavar="SIZE", help="observed heap goal (e.g. 512MiB)")
+    e.add_argument("--live-heap", metavar="SIZE", help="observed marked live heap")
+    e.add_argument("--roots", metavar="SIZE", help="GC roots: goroutine stacks + globals")
+    e.add_argument(
+        "--peak-rss",
+        metavar="SIZE",
+        help="with GC files or --db: the peak memory (RSS) seen at the current setting, "
+        "e.g. the container's (else from Prometheus, or 1.4x the heap goal)",
+    )
+    e.add_argument(
+        "--process-cpu",
+        type=float,
+        metavar="CORES",
+        help="observed process CPU in cores (else CPU is relative); with GC files "
+        "or --db, the container's CPU at the current setting (gctrace does not show it)",
+    )
+    e.add_argument(
+        "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (default off)"
+    )
+    e.add_argument(
+        "--fixed-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="share of the GC cost per cycle that is fixed (default 0)",
+    )
+    e.add_argument(
+        "--mark-alloc-ratio",
+        type=float,
+        default=0.0,
+        metavar="K",
+        help="bytes allocated while marking per byte of scan work (improved "
+        "model; default 0: unknown)",
+    )
+
+
+def _add_prediction_options(parser: argparse.ArgumentParser) -> None:
+    """What to predict (candidates, limits), the budget the advice must fit, the model."""
+    p = parser.add_argument_group("prediction")
+    p.add_argument(
+        "--candidates",
+        default="25,50,100,150,200,300,400,800,off",
+        metavar="LIST",
+        help="GOGC values to predict (default %(default)s)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        metavar="LIST",
+        help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)",
+    )
+    p.add_argument(
+        "--budget",
+        metavar="SIZE",
+        help="memory budget (container limit), e.g. 2GiB, or 2x the current peak",
+    )
+    p.add_argument(
+        "--headroom",
+        default="10%",
+        metavar="PCT|SIZE",
+        help="kept free out of the budget (default %(default)s)",
+    )
+    p.add_argument(
+        "--model",
+        choices=["fitted", "improved", "plain"],
+        help="fitted (default for GC files and --db) or the earlier improved/plain "
+        "(default for explicit figures)",
+    )

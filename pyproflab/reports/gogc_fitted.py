@@ -190,10 +190,35 @@ def fitted_figure(advice):
     recommendation starred, the usable budget dashed)."""
     from plotly.subplots import make_subplots
 
-    obs = advice.observation
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("Observed cycles vs fit", "Predicted trade-off")
     )
+    _observed_panel(fig, advice)
+    _tradeoff_panel(fig, advice)
+    rec = advice.recommendation
+    if rec is not None:
+        fig.add_scatter(
+            x=[rec["peak_memory"] / MiB],
+            y=[100 * rec["gc_share"]],
+            mode="markers",
+            marker={"symbol": "star", "size": 16},
+            name="recommended",
+            row=1,
+            col=2,
+        )
+    if advice.usable_bytes is not None:
+        fig.add_vline(x=advice.usable_bytes / MiB, line_dash="dash", row=1, col=2)
+    fig.update_xaxes(title_text="cycle", row=1, col=1)
+    fig.update_yaxes(title_text="MiB", row=1, col=1)
+    fig.update_xaxes(title_text="peak memory (MiB)", row=1, col=2)
+    fig.update_yaxes(title_text="GC CPU share (%)", row=1, col=2)
+    return fig
+
+
+def _observed_panel(fig, advice) -> None:
+    """Left panel: each observed cycle's marked heap and goal (MiB), and the fitted
+    ones at the observed setting as dotted lines across the cycles."""
+    obs = advice.observation
     xs = list(range(len(obs.samples)))
     for key, name in (("marked", "marked heap"), ("goal", "heap goal")):
         fig.add_scatter(
@@ -216,6 +241,12 @@ def fitted_figure(advice):
                 row=1,
                 col=1,
             )
+
+
+def _tradeoff_panel(fig, advice) -> None:
+    """Right panel: one series per memory limit, GC CPU share (%) against peak
+    memory (MiB) per candidate GOGC, intervals as asymmetric error bars;
+    candidates with unbounded peak memory (no GC) are left out."""
     for lim in dict.fromkeys(r["memory_limit_bytes"] for r in advice.rows()):
         rows = [
             r
@@ -246,21 +277,3 @@ def fitted_figure(advice):
             row=1,
             col=2,
         )
-    rec = advice.recommendation
-    if rec is not None:
-        fig.add_scatter(
-            x=[rec["peak_memory"] / MiB],
-            y=[100 * rec["gc_share"]],
-            mode="markers",
-            marker={"symbol": "star", "size": 16},
-            name="recommended",
-            row=1,
-            col=2,
-        )
-    if advice.usable_bytes is not None:
-        fig.add_vline(x=advice.usable_bytes / MiB, line_dash="dash", row=1, col=2)
-    fig.update_xaxes(title_text="cycle", row=1, col=1)
-    fig.update_yaxes(title_text="MiB", row=1, col=1)
-    fig.update_xaxes(title_text="peak memory (MiB)", row=1, col=2)
-    fig.update_yaxes(title_text="GC CPU share (%)", row=1, col=2)
-    return fig
