@@ -65,6 +65,14 @@ Recommendation: among candidates with a finite peak memory within the budget
 raise (a higher GOGC, or off) without a memory limit is paired with
 GOMEMLIMIT = the usable budget (``paired_memory_limit_bytes``), and a note
 says so.
+
+Longer than 500 lines: it is the whole earlier model, whose rules above each
+function cites: the setting parsers (``parse_*``, which ``cli/gogc_fitted``
+also imports), ``GcInputs`` and its derivation from observed figures, the
+equations, the result and recommendation, and ``inputs_from_store``. The
+parsers (about 70 lines) and the store inputs (about 200) are the seams a split
+would cut along; it is left to issue 12's rewrite of the GOGC modules, which
+moves code across them this session.
 """
 
 from __future__ import annotations

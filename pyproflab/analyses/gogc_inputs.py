@@ -73,6 +73,13 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
   ``go_memstats_heap_sys_bytes`` (what a memory limit counts beside the heap);
   the
   largest RSS per instance is its peak RSS.
+
+Longer than 500 lines: it builds one ``GcObservation`` from each of three
+sources (gctrace cycles, Prometheus snapshots, the store) under the rules
+above, and ``combine`` merges two of them, so the readers share the
+observation's sample keys. The Prometheus reader (``from_metrics`` and its
+helpers, about 310 lines) is the seam a split would cut along; it is left to
+issue 12's rewrite of these modules.
 """
 
 from __future__ import annotations

@@ -80,6 +80,10 @@ limit within the usable budget: the given ones, or, when none is given
 within it, the usable budget itself (the guide's advice: a raise without a limit trades an
 OOM kill for CPU). Among fits the lowest predicted GC CPU wins; ties go to
 the smaller peak.
+
+Longer than 500 lines: the rules above (about 80 lines) state the equations that
+``calibrate``, ``solve`` and ``advise`` apply to one ``Params``, and they are
+meant to be read beside the code; without them the module is about 500 lines.
 """
 
 from __future__ import annotations
