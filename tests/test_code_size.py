@@ -34,9 +34,6 @@ LONG_MODULES: dict[str, str] = {
 
 #: "path::qualified.name" -> why the function may be longer than MAX_FUNCTION.
 LONG_FUNCTIONS: dict[str, str] = {
-    "decode/reference.py::decode_reference": "the reference decoder, kept literal to the spec",
-    "jobs/runner.py::run_job": "engineer sec's lane (#17), in rewrite this session",
-    "jobs/spec.py::job_from_dict": "one check per key of a job file, in the file's order",
 }
 
 

@@ -67,6 +67,8 @@ def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> li
 
 
 def decode_reference(top: TopLevel, *, source: str) -> Profile:
+    """The Profile of one top level: each sub-message parsed, checked for unknown
+    fields and validated, then one table per kind (see the module rules)."""
     meta = metadata(top, source=source)
     samples = _parse_all(top.samples, profile_pb2.Sample, "label", source=source)
     mappings = _parse_all(top.mappings, profile_pb2.Mapping, None, source=source)
@@ -82,7 +84,18 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         num_sample_types=len(meta["sample_types"]),
         source=source,
     )
+    return Profile(
+        samples=_samples_table(samples, st),
+        locations=_locations_table(locations, {m.id for m in mappings}),
+        functions=_functions_table(functions, st),
+        mappings=_mappings_table(mappings, st),
+        **meta,
+    )
 
+
+def _samples_table(samples: list, st: list[str]) -> pa.Table:
+    """PROFILE_SAMPLES: a label with a non-zero str is a string label (num and unit
+    ignored); else numeric if num or num_unit is set; else dropped, as pprof does."""
     labels: list[list[dict]] = []
     for smp in samples:
         row = []
@@ -93,7 +106,7 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
                 unit = st[lb.num_unit] if lb.num_unit else None
                 row.append({"key": st[lb.key], "str": None, "num": lb.num, "num_unit": unit})
         labels.append(row)
-    samples_table = pa.table(
+    return pa.table(
         {
             "location_ids": [list(s.location_id) for s in samples],
             "values": [list(s.value) for s in samples],
@@ -101,8 +114,12 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         },
         schema=schema.PROFILE_SAMPLES,
     )
-    mapping_ids = {m.id for m in mappings}
-    locations_table = pa.table(
+
+
+def _locations_table(locations: list, mapping_ids: set[int]) -> pa.Table:
+    """PROFILE_LOCATIONS: a link to a mapping that does not exist becomes 0 (pprof
+    drops it); lines keep their order (the innermost inlined frame first)."""
+    return pa.table(
         {
             "id": [loc.id for loc in locations],
             # pprof drops a link to a mapping that does not exist.
@@ -121,7 +138,11 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         },
         schema=schema.PROFILE_LOCATIONS,
     )
-    functions_table = pa.table(
+
+
+def _functions_table(functions: list, st: list[str]) -> pa.Table:
+    """PROFILE_FUNCTIONS: string indexes resolved through the string table."""
+    return pa.table(
         {
             "id": [f.id for f in functions],
             "name": [st[f.name] for f in functions],
@@ -131,7 +152,11 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
         },
         schema=schema.PROFILE_FUNCTIONS,
     )
-    mappings_table = pa.table(
+
+
+def _mappings_table(mappings: list, st: list[str]) -> pa.Table:
+    """PROFILE_MAPPINGS: string indexes resolved through the string table."""
+    return pa.table(
         {
             "id": [m.id for m in mappings],
             "memory_start": [m.memory_start for m in mappings],
@@ -145,11 +170,4 @@ def decode_reference(top: TopLevel, *, source: str) -> Profile:
             "has_inline_frames": [m.has_inline_frames for m in mappings],
         },
         schema=schema.PROFILE_MAPPINGS,
-    )
-    return Profile(
-        samples=samples_table,
-        locations=locations_table,
-        functions=functions_table,
-        mappings=mappings_table,
-        **meta,
     )

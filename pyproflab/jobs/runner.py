@@ -361,6 +361,78 @@ def _analyse_and_write(
     return findings
 
 
+def _run_sources(store: Store, spec: JobSpec, summary: dict[str, Any], log: Log) -> bool:
+    """Ingest each source on its own, appending its report (or its error) to
+    ``summary["sources"]``: a source that fails (a ProflabError or OSError) is
+    logged and the others still run. A busy store is not a source's fault and
+    propagates. True when a source failed."""
+    source_failed = False
+    for src in spec.sources:
+        try:
+            if src.kind == "drop":
+                summary["sources"].append(_drop_source(store, spec.name, src, log))
+            elif src.kind == "parquet":
+                summary["sources"].append(_parquet_source(store, src))
+            else:
+                summary["sources"].append(_collect_source(store, src, log))
+        except (ProflabError, OSError) as e:
+            if isinstance(e, StoreError) and "busy" in str(e):
+                raise
+            source_failed = True
+            summary["sources"].append({"kind": src.kind, "error": str(e)})
+            log(f"{src.kind} source failed: {e}")
+    return source_failed
+
+
+def _unchanged(
+    job: str,
+    prev: dict[str, Any] | None,
+    source_failed: bool,
+    ingested: int,
+    summary: dict[str, Any],
+) -> JobResult | None:
+    """The result of a run whose input a finished run already analysed (its exit
+    code, or 2 when a source failed now), or None when there is work to do. A
+    run that failed (exit 2: a source failed) did not do the work: the same
+    input is analysed again under a new run, never "unchanged"."""
+    if prev is None or prev["finished_at"] is None or int(prev["exit_code"] or 0) == EXIT_ERROR:
+        return None
+    code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
+    line = (
+        f"{job}: unchanged since run {prev['run_id']} "
+        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles, "
+        f"nothing written; exit {code}"
+    )
+    summary.update(unchanged_since=prev["run_id"], exit_code=code)
+    return JobResult(code, line, summary)
+
+
+def _write_run(
+    store: Store,
+    spec: JobSpec,
+    sel: Selection,
+    out: outputs.OutputSet,
+    summary: dict[str, Any],
+    source_failed: bool,
+) -> tuple[int, int]:
+    """Run the analyses, write their outputs and the summary, and publish them:
+    (findings, exit code). The code is 2 when a source failed, else 1 with
+    findings, else 0. A failed write (a full disk) is one line, and the run
+    stays unfinished, so the next one resumes it."""
+    try:
+        findings = _analyse_and_write(store, spec, sel, out, summary)
+        code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
+        summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
+        text = json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
+        out.write("summary", "json", text)
+        out.publish()
+    except OSError as e:
+        raise ProflabError(
+            f"{spec.name}: cannot write the job's outputs in {out.folder}: {e.strerror or e}"
+        ) from None
+    return findings, code
+
+
 def run_job(
     spec: JobSpec, *, wait: float | None = None, log: Log = _stderr, now: datetime | None = None
 ) -> JobResult:
@@ -389,21 +461,7 @@ def run_job(
         state.ensure_tables(store)
 
         # 1. sources, each on its own: one failing does not stop the others.
-        source_failed = False
-        for src in spec.sources:
-            try:
-                if src.kind == "drop":
-                    summary["sources"].append(_drop_source(store, spec.name, src, log))
-                elif src.kind == "parquet":
-                    summary["sources"].append(_parquet_source(store, src))
-                else:
-                    summary["sources"].append(_collect_source(store, src, log))
-            except (ProflabError, OSError) as e:
-                if isinstance(e, StoreError) and "busy" in str(e):
-                    raise
-                source_failed = True
-                summary["sources"].append({"kind": src.kind, "error": str(e)})
-                log(f"{src.kind} source failed: {e}")
+        source_failed = _run_sources(store, spec, summary, log)
 
         # 2. retention, before the fingerprint: dropped profiles are not analysed.
         if spec.retention.max_age_days is not None:
@@ -420,19 +478,12 @@ def run_job(
         summary.update(fingerprint=fp, profiles=n_profiles)
         prev = state.find_run(store, spec.name, fp)
         ingested = sum(s.get("new", 0) for s in summary["sources"])
-        # A run that failed (exit 2: a source failed) did not do the work: the
-        # same input is analysed again under a new run, never "unchanged".
-        done = prev is not None and prev["finished_at"] is not None
-        if prev is not None and done and int(prev["exit_code"] or 0) != EXIT_ERROR:
-            code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
-            line = (
-                f"{spec.name}: unchanged since run {prev['run_id']} "
-                f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles, "
-                f"nothing written; exit {code}"
-            )
-            summary.update(unchanged_since=prev["run_id"], exit_code=code)
-            return JobResult(code, line, summary)
-        if prev is not None and not done:  # a killed run of this input: finish it, same names
+        unchanged = _unchanged(spec.name, prev, source_failed, ingested, summary)
+        if unchanged is not None:
+            return unchanged
+        if (
+            prev is not None and prev["finished_at"] is None
+        ):  # a killed run of this input: finish it, same names
             run_id, stamp_time = int(prev["run_id"]), prev["started_at"]
             summary["resumed"] = True
         else:
@@ -443,19 +494,7 @@ def run_job(
 
         # 4. analyses, each writing its outputs; a failed write (a full disk)
         # is one line, and the run stays unfinished, so the next one resumes it.
-        try:
-            findings = _analyse_and_write(store, spec, sel, out, summary)
-            code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
-            summary.update(
-                findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat()
-            )
-            text = json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
-            out.write("summary", "json", text)
-            out.publish()
-        except OSError as e:
-            raise ProflabError(
-                f"{spec.name}: cannot write the job's outputs in {out_dir}: {e.strerror or e}"
-            ) from None
+        findings, code = _write_run(store, spec, sel, out, summary, source_failed)
         summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
         state.finish_run(store, spec.name, run_id, code, summary)
     thr = spec.regressions.threshold_pct if spec.regressions else None

@@ -198,6 +198,42 @@ def _resolve(base: Path, value: str | None) -> str | None:
     return str(p if p.is_absolute() else base / p)
 
 
+def _source(raw: Any, where: str, base: Path) -> SourceSpec:
+    """One [[source]] table, checked: a known kind; drop and parquet need a path,
+    collect needs targets; batch_size >= 1. Its paths resolved against ``base``."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: must be a table")
+    s = _take(raw, SourceSpec, where)
+    if s.kind not in SOURCE_KINDS:
+        raise UsageError(f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}, not {s.kind!r}")
+    if s.kind in ("drop", "parquet") and not s.path:
+        raise UsageError(f"{where}: a {s.kind} source needs path")
+    if s.kind == "collect" and not s.targets:
+        raise UsageError(f"{where}: a collect source needs targets (a targets TOML)")
+    if s.batch_size < 1:
+        raise UsageError(f"{where}: batch_size must be >= 1")
+    s.path, s.targets, s.archive = (
+        _resolve(base, s.path),
+        _resolve(base, s.targets),
+        _resolve(base, s.archive),
+    )
+    return s
+
+
+def _check_regressions(reg: RegressionsSpec, source: str) -> None:
+    """[regressions]: order, metric, measure and test each one of the known names."""
+    if reg.order not in ORDERS:
+        raise UsageError(f"{source} [regressions]: order must be ingest or time")
+    if reg.metric not in ("evidence", "flat", "cum"):
+        raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
+    if reg.measure not in ("rate", "share"):
+        raise UsageError(f"{source} [regressions]: measure must be rate or share")
+    if reg.test not in ("quasi-poisson", "permutation", "welch"):
+        raise UsageError(
+            f"{source} [regressions]: test must be quasi-poisson, permutation or welch"
+        )
+
+
 def job_from_dict(
     data: dict[str, Any], *, base: str | os.PathLike = ".", source: str = "<job>"
 ) -> JobSpec:
@@ -227,28 +263,9 @@ def job_from_dict(
     raw_sources = data.get("source", [])
     if isinstance(raw_sources, dict):
         raw_sources = [raw_sources]
-    sources = []
-    for i, raw in enumerate(raw_sources):
-        where = f"{source} [[source]] #{i + 1}"
-        if not isinstance(raw, dict):
-            raise UsageError(f"{where}: must be a table")
-        s = _take(raw, SourceSpec, where)
-        if s.kind not in SOURCE_KINDS:
-            raise UsageError(
-                f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}, not {s.kind!r}"
-            )
-        if s.kind in ("drop", "parquet") and not s.path:
-            raise UsageError(f"{where}: a {s.kind} source needs path")
-        if s.kind == "collect" and not s.targets:
-            raise UsageError(f"{where}: a collect source needs targets (a targets TOML)")
-        if s.batch_size < 1:
-            raise UsageError(f"{where}: batch_size must be >= 1")
-        s.path, s.targets, s.archive = (
-            _resolve(base, s.path),
-            _resolve(base, s.targets),
-            _resolve(base, s.archive),
-        )
-        sources.append(s)
+    sources = [
+        _source(raw, f"{source} [[source]] #{i + 1}", base) for i, raw in enumerate(raw_sources)
+    ]
     selection = data.get("selection", {})
     if not isinstance(selection, dict):
         raise UsageError(f"{source}: [selection] must be a table")
@@ -258,16 +275,7 @@ def job_from_dict(
         raise UsageError(f"{source} [selection]: unknown key {extra[0]!r}")
     reg = _section(data, "regressions", RegressionsSpec, source)
     if reg is not None:
-        if reg.order not in ORDERS:
-            raise UsageError(f"{source} [regressions]: order must be ingest or time")
-        if reg.metric not in ("evidence", "flat", "cum"):
-            raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
-        if reg.measure not in ("rate", "share"):
-            raise UsageError(f"{source} [regressions]: measure must be rate or share")
-        if reg.test not in ("quasi-poisson", "permutation", "welch"):
-            raise UsageError(
-                f"{source} [regressions]: test must be quasi-poisson, permutation or welch"
-            )
+        _check_regressions(reg, source)
     retention = _section(data, "retention", RetentionSpec, source) or RetentionSpec()
     if retention.max_age_days is not None and retention.max_age_days <= 0:
         raise UsageError(f"{source} [retention]: max_age_days must be > 0")
