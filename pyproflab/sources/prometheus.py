@@ -1,4 +1,5 @@
-"""Prometheus metrics: the text exposition format 0.0.4 and the HTTP API.
+"""Prometheus metrics: the text exposition format 0.0.4 (the HTTP API is
+``prometheus_api``).
 
 Both give rows of ``schema.METRIC_SAMPLES``: ``metric`` (the sample's own
 name: ``x_bucket``/``x_sum``/``x_count`` for a histogram ``x``), ``labels`` (a
@@ -25,7 +26,6 @@ Text format rules, as the Prometheus client library's parser applies them:
   ``quantile`` must be floats. A sample of an undeclared family is untyped.
 
 Any other line raises ``MetricsError`` naming the source and the line number.
-The HTTP client uses the standard library only.
 
 Why not prometheus_client's parser: it is lenient where Go's expfmt (what the
 services we read are scraped by) refuses. Of the 21 malformed lines in
@@ -38,16 +38,10 @@ parsers and requires the same samples.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -195,13 +189,14 @@ def _timestamp_us(default_time: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _table(
+def samples_table(
     metrics: list[str],
     labels: list[list[tuple[str, str]]],
     types: list[str],
     times_us: list[int],
     values: list[float],
 ) -> pa.Table:
+    """A ``schema.METRIC_SAMPLES`` table from its columns (times in microseconds)."""
     return pa.table(
         [
             pa.array(metrics, pa.string()),
@@ -285,7 +280,7 @@ def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Ta
         times.append(ts)
         values.append(value)
     try:
-        return _table(metrics, labels, types, times, values)
+        return samples_table(metrics, labels, types, times, values)
     except (pa.ArrowInvalid, OverflowError) as e:
         raise MetricsError(source, f"timestamp out of range: {e}") from None
 
@@ -363,179 +358,3 @@ def read_exposition(
     except UnicodeDecodeError as e:
         raise MetricsError(name, f"not UTF-8 text (byte {e.start})") from None
     return parse_exposition(text, default_time=default_time or mtime, source=name)
-
-
-# --- the HTTP API --------------------------------------------------------------------
-
-DEFAULT_TIMEOUT = 30.0
-# Prometheus refuses a query_range of more than 11,000 points per series.
-MAX_POINTS = 11_000
-
-
-def _seconds(value: datetime | float | int) -> float:
-    if isinstance(value, datetime):
-        t = value.replace(tzinfo=UTC) if value.tzinfo is None else value
-        return t.timestamp()
-    return float(value)
-
-
-def _step_seconds(step: timedelta | float | int | str) -> float:
-    if isinstance(step, timedelta):
-        return step.total_seconds()
-    if isinstance(step, str):
-        m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?", step.strip())
-        if not m:
-            raise MetricsError("query_range", f"bad step {step!r} (e.g. 15s, 1m, 0.5)")
-        scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m.group(2)]
-        return float(m.group(1)) * scale
-    return float(step)
-
-
-def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: float) -> Any:
-    """GET ``base_url + path`` and return the ``data`` of a ``status: success`` body.
-
-    Every failure (HTTP error, connection refused, timeout, a body that is not
-    the API's JSON, ``status: error``) is one ``MetricsError`` naming the URL.
-    """
-    url = base_url.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
-    where = base_url.rstrip("/") + path
-    body: bytes
-    try:
-        req = urllib.request.Request(url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as e:
-        # The API answers 400/422/503 with a JSON error body: prefer its message.
-        try:
-            body = e.read()
-            err = json.loads(body)
-            msg = f"{err.get('errorType', 'error')}: {err.get('error', '')}".strip()
-        except (ValueError, AttributeError, OSError):
-            msg = e.reason if isinstance(e.reason, str) else ""
-        raise MetricsError(where, f"HTTP {e.code}: {msg}".rstrip(": ")) from None
-    except urllib.error.URLError as e:
-        reason = e.reason
-        if isinstance(reason, TimeoutError):
-            raise MetricsError(where, f"timed out after {timeout:g}s") from None
-        raise MetricsError(
-            where, f"cannot connect: {getattr(reason, 'strerror', None) or reason}"
-        ) from None
-    except TimeoutError:
-        raise MetricsError(where, f"timed out after {timeout:g}s") from None
-    except (OSError, ValueError) as e:
-        raise MetricsError(where, f"request failed: {e}") from None
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        raise MetricsError(where, "response is not JSON (is this a Prometheus server?)") from None
-    if not isinstance(doc, dict) or "status" not in doc:
-        raise MetricsError(where, "response is not a Prometheus API answer")
-    if doc["status"] != "success":
-        raise MetricsError(where, f"{doc.get('errorType', 'error')}: {doc.get('error', '')}")
-    return doc.get("data")
-
-
-def query_range(
-    base_url: str,
-    query: str,
-    start: datetime | float,
-    end: datetime | float,
-    step: timedelta | float | str,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    types: Mapping[str, str] | None = None,
-) -> pa.Table:
-    """Rows of ``schema.METRIC_SAMPLES`` for a PromQL range query.
-
-    ``start``/``end`` are datetimes (naive = UTC) or Unix seconds; ``step`` a
-    timedelta, seconds, or ``15s``/``1m``. Windows of more than ``MAX_POINTS``
-    steps are split into several requests. ``labels`` are the series' labels
-    (``instance`` and ``job`` included) without ``__name__``; ``metric`` is
-    ``__name__``, or the query text for an expression without one. ``type``
-    comes from ``types`` (metric -> type, e.g. ``metric_metadata``; a family's
-    ``_bucket``/``_sum``/``_count`` take the family's), else ``untyped``.
-    Errors are one-line ``MetricsError``.
-    """
-    t0, t1, dt = _seconds(start), _seconds(end), _step_seconds(step)
-    if dt <= 0:
-        raise MetricsError("query_range", "step must be positive")
-    if t1 < t0:
-        raise MetricsError("query_range", "end is before start")
-    metrics: list[str] = []
-    labels: list[list[tuple[str, str]]] = []
-    kinds: list[str] = []
-    times: list[int] = []
-    values: list[float] = []
-    seen: set[tuple[str, tuple[tuple[str, str], ...], int]] = set()
-    chunk_start = t0
-    while True:
-        chunk_end = min(t1, chunk_start + dt * (MAX_POINTS - 1))
-        params = {
-            "query": query,
-            "start": repr(chunk_start),
-            "end": repr(chunk_end),
-            "step": repr(dt),
-        }
-        data = _api_get(base_url, "/api/v1/query_range", params, timeout=timeout)
-        where = base_url.rstrip("/") + "/api/v1/query_range"
-        if not isinstance(data, dict) or data.get("resultType") != "matrix":
-            raise MetricsError(where, "expected a matrix result")
-        for series in data.get("result") or []:
-            try:
-                lab = dict(series["metric"])
-                name = lab.pop("__name__", None) or query
-                pairs = tuple(sorted(lab.items()))
-                kind = _type_of(name, types)
-                for ts, val in series["values"]:
-                    us = round(float(ts) * 1e6)
-                    key = (name, pairs, us)
-                    if key in seen:  # chunk edges repeat one point
-                        continue
-                    seen.add(key)
-                    metrics.append(name)
-                    labels.append(list(pairs))
-                    kinds.append(kind)
-                    times.append(us)
-                    values.append(parse_float(val))
-            except (KeyError, TypeError, ValueError) as e:
-                raise MetricsError(where, f"malformed series in result: {e}") from None
-        if chunk_end >= t1:
-            break
-        chunk_start = chunk_end + dt
-    return _table(metrics, labels, kinds, times, values)
-
-
-def _type_of(name: str, types: Mapping[str, str] | None) -> str:
-    if not types:
-        return "untyped"
-    if name in types:
-        return types[name]
-    for suffix, kinds in (
-        ("_bucket", ("histogram",)),
-        ("_sum", ("histogram", "summary")),
-        ("_count", ("histogram", "summary")),
-    ):
-        base = name.removesuffix(suffix)
-        if base != name and types.get(base) in kinds:
-            return types[base]
-    return "untyped"
-
-
-def metric_metadata(
-    base_url: str, *, metrics: Iterable[str] | None = None, timeout: float = DEFAULT_TIMEOUT
-) -> dict[str, str]:
-    """metric family -> type, from ``/api/v1/metadata`` (types Prometheus
-    learned from the scraped TYPE lines; ``unknown`` becomes ``untyped``)."""
-    data = _api_get(base_url, "/api/v1/metadata", {}, timeout=timeout)
-    wanted = set(metrics) if metrics is not None else None
-    out: dict[str, str] = {}
-    if not isinstance(data, dict):
-        return out
-    for name, entries in data.items():
-        if wanted is not None and name not in wanted:
-            continue
-        for entry in entries or []:
-            kind = str(entry.get("type", "")).lower()
-            out[name] = kind if kind in schema.METRIC_TYPES else "untyped"
-            break
-    return out

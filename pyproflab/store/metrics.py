@@ -224,7 +224,7 @@ def fetch_prometheus(
     when ``only_mapped``. ``types`` (metric family -> type) defaults to the
     server's ``/api/v1/metadata``. ``source`` is the query's URL.
     """
-    from pyproflab.sources.prometheus import metric_metadata, query_range
+    from pyproflab.sources.prometheus_api import metric_metadata, query_range
 
     if types is None:
         types = metric_metadata(base_url, timeout=timeout)

@@ -26,11 +26,8 @@ from support.prometheus_server_helpers import (
 
 from pyproflab.cli import main
 from pyproflab.errors import MetricsError
-from pyproflab.sources.prometheus import (
-    metric_metadata,
-    parse_exposition,
-    query_range,
-)
+from pyproflab.sources.prometheus import parse_exposition
+from pyproflab.sources.prometheus_api import metric_metadata, query_range
 from pyproflab.store.connection import Store
 from pyproflab.store.metrics import InstanceInfo, import_prometheus
 
