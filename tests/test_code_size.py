@@ -24,17 +24,14 @@ LONG_MODULES: dict[str, str] = {
     "analyses/gogc.py": _GOGC,
     "analyses/gogc_inputs.py": _GOGC,
     "analyses/gogc_model.py": _GOGC,
-    "analyses/merge.py": "pprof's merge rules in one place, each table's step beside its rule",
     "analyses/pgo.py": "engineer scale's lane (#14), in rewrite this session",
     "collect.py": "collect's scheduler and store writes; the HTTP client is already sources/http",
     "decode/fast.py": "the bulk decoder: each walk's C fast path beside its numpy fallback",
     "reports/html_report.py": "the report's sections; HTML is in templates, the rest is data",
-    "sources/prometheus.py": "the text format's grammar and the HTTP API's, one parser each",
 }
 
 #: "path::qualified.name" -> why the function may be longer than MAX_FUNCTION.
-LONG_FUNCTIONS: dict[str, str] = {
-}
+LONG_FUNCTIONS: dict[str, str] = {}
 
 
 def _modules() -> list[Path]:

@@ -1,4 +1,6 @@
-"""NumPy views of a Profile's Arrow tables, shared by the analyses."""
+"""NumPy views of a Profile's Arrow tables, shared by the analyses, and keys built
+as arrays (the merge numbers its mappings, functions, locations and samples with
+them)."""
 
 from __future__ import annotations
 
@@ -38,3 +40,80 @@ class IdIndex:
         pos_c = np.minimum(pos, self.n - 1)
         found = self.sorted[pos_c] == query
         return np.where(found, self.order[pos_c], -1).astype(np.int64)
+
+
+# --- keys as arrays ---------------------------------------------------------------
+#
+# pprof merges with hash maps keyed by strings, one location at a time. Here every
+# key is a binary row built with numpy, and Arrow's hash encoding numbers the
+# distinct keys in the order they first appear: that is pprof's order of ids.
+
+
+class Numbering:
+    """Distinct keys numbered 0, 1, … in order of first appearance, across batches.
+
+    The keys seen so far are kept once each and hashed again in front of every new
+    batch, so the numbering continues: memory grows with the distinct keys, not
+    with the batches."""
+
+    def __init__(self) -> None:
+        self.seen: pa.Array | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.seen is None else len(self.seen)
+
+    def number(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """(each key's number; positions in ``keys`` of keys never seen before)."""
+        import pyarrow.compute as pc  # not at import: it costs CLI start-up time
+
+        n0 = len(self)
+        both = keys if self.seen is None else pa.concat_arrays([self.seen, keys])
+        enc = pc.dictionary_encode(both)
+        self.seen = enc.dictionary
+        codes = to_np(enc.indices, np.int64)[n0:]
+        # Numbers are handed out in order, so a key is new where its number exceeds
+        # every number before it.
+        if not len(codes):
+            return codes, np.zeros(0, np.int64)
+        before = np.maximum.accumulate(np.concatenate([[n0 - 1], codes[:-1]]))
+        return codes, np.flatnonzero(codes > before)
+
+
+def row_keys(columns: list[np.ndarray]) -> pa.Array:
+    """One fixed-width binary key per row of 64-bit integer columns."""
+    m = np.ascontiguousarray(np.stack([c.view(np.int64) for c in columns], axis=1))
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8 * m.shape[1]), len(m), [None, pa.py_buffer(m)]
+    )
+
+
+def ragged_keys(words: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """One binary key per row of 64-bit ``words`` cut at ``offsets`` (rows + 1)."""
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        len(offsets) - 1,
+        [None, pa.py_buffer(offsets.astype(np.int64) * 8), pa.py_buffer(words.view(np.int64))],
+    )
+
+
+def lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """values[i] where keys[i] == query, else 0 (keys unique, non-negative)."""
+    if not len(keys):
+        return np.zeros(len(query), dtype=values.dtype)
+    top = int(keys.max())
+    if top <= 4 * len(keys) + 1024:
+        # Ids are small and dense in practice (1..n): a table beats a search.
+        table = np.zeros(top + 2, dtype=values.dtype)
+        table[keys] = values
+        return table[np.minimum(query, top + 1)]
+    srt = np.argsort(keys)
+    keys, values = keys[srt], values[srt]
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return np.where(keys[pos] == query, values[pos], 0)
+
+
+def ragged_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each element of rows cut at ``offsets``: (its row, its position in the row)."""
+    counts = np.diff(offsets)
+    row = np.repeat(np.arange(len(counts)), counts)
+    return row, np.arange(int(offsets[-1])) - offsets[:-1][row]

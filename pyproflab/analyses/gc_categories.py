@@ -188,7 +188,7 @@ def gc_categories(
     categories: tuple[GcCategory, ...] = GC_CATEGORIES,
 ) -> GcCategoriesResult:
     """GC CPU of ``profile`` per category: exclusive by priority, and plain (pprof -focus)."""
-    from pyproflab.analyses.merge import compatibilize_sample_types
+    from pyproflab.analyses.sample_types import compatibilize_sample_types
 
     profile = compatibilize_sample_types([profile])[0]
     index = _value_index(profile, sample_index)

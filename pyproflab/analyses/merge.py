@@ -2,16 +2,9 @@
 
 Steps and rules (pprof's ``combineProfiles``):
 
-1. ``compatibilize_sample_types``: keep the sample types whose name occurs in
-   every profile (counted over all profiles, so a name repeated within one
-   profile counts twice), in the first profile's order; each profile's values
-   are re-ordered to them. No common type is an error.
-2. ``scale_profiles``: sample types at one position must be compatible (same
-   name up to a trailing "s", and equal units or units of one family such as
-   bytes/kilobytes or nanoseconds/seconds); values are converted to the
-   smallest unit among the profiles and rounded half away from zero, and samples
-   whose converted values are all zero are dropped. Periods are converted too.
-   Incompatible types raise ``UsageError`` (pprof refuses them the same way).
+1. ``sample_types.compatibilize_sample_types``: keep the sample types every
+   profile has (rules there).
+2. ``sample_types.scale_profiles``: convert values to common units (rules there).
 3. ``Merge``: period types and sample types must then be equal. Header: period
    is the maximum, time the earliest (pprof's loop, which favours non-zero
    values), duration the sum, comments de-duplicated, default type / doc URL /
@@ -26,18 +19,28 @@ Steps and rules (pprof's ``combineProfiles``):
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
-from pyproflab.analyses._arrays import IdIndex, to_np
-from pyproflab.analyses.units import scale
+from pyproflab.analyses._arrays import (
+    IdIndex,
+    Numbering,
+    lookup,
+    ragged_keys,
+    ragged_positions,
+    row_keys,
+    to_np,
+)
+from pyproflab.analyses.sample_types import (
+    compatibilize_sample_types,
+    scale_profiles,
+    values_matrix,
+)
 from pyproflab.arrays import from_numpy, list_parts
 from pyproflab.errors import UsageError
-from pyproflab.model import Profile, ValueType
+from pyproflab.model import Profile
 
 
 def merge(profiles: list[Profile]) -> Profile:
@@ -47,135 +50,6 @@ def merge(profiles: list[Profile]) -> Profile:
     profiles = compatibilize_sample_types(list(profiles))
     profiles = scale_profiles(profiles)
     return _merge(profiles)
-
-
-# --- sample types -------------------------------------------------------------------
-
-
-def common_sample_types(profiles: list[Profile]) -> list[str]:
-    counts = Counter(st.type for p in profiles for st in p.sample_types)
-    return [st.type for st in profiles[0].sample_types if counts[st.type] == len(profiles)]
-
-
-def compatibilize_sample_types(profiles: list[Profile]) -> list[Profile]:
-    """Each profile reduced to the common sample types, in the first profile's order."""
-    names = common_sample_types(profiles)
-    if not names:
-        raise UsageError("profiles have empty common sample type list")
-    out = []
-    for p in profiles:
-        remap = []
-        for name in names:
-            idx = next((i for i, st in enumerate(p.sample_types) if st.type == name), -1)
-            if idx < 0:
-                raise UsageError(f"{name!r} sample type is not found in profile")
-            remap.append(idx)
-        if remap == list(range(len(p.sample_types))):
-            out.append(p)
-            continue
-        default = p.default_sample_type if p.default_sample_type in names else names[0]
-        out.append(
-            dataclasses.replace(
-                p,
-                sample_types=[p.sample_types[i] for i in remap],
-                default_sample_type=default,
-                samples=_with_values(p.samples, _values_matrix(p)[:, remap]),
-            )
-        )
-    return out
-
-
-def _values_matrix(p: Profile) -> np.ndarray:
-    """Sample values as an (n_samples, n_types) int64 matrix."""
-    n, k = p.samples.num_rows, len(p.sample_types)
-    offsets, flat = list_parts(p.samples.column("values"))
-    vals = to_np(flat, np.int64)
-    if len(vals) != n * k:
-        raise UsageError("a sample's value count differs from the number of sample types")
-    return vals.reshape(n, k)
-
-
-def _with_values(samples: pa.Table, matrix: np.ndarray) -> pa.Table:
-    n, k = matrix.shape
-    arr = pa.ListArray.from_arrays(
-        from_numpy(
-            np.arange(0, n * k + 1, max(k, 1))[: n + 1] if k else np.zeros(n + 1, np.int64),
-            pa.int32(),
-        ),
-        from_numpy(matrix.reshape(-1), pa.int64()),
-    )
-    idx = samples.schema.get_field_index("values")
-    return samples.set_column(idx, schema.PROFILE_SAMPLES.field("values"), arr)
-
-
-def _compatible(a: ValueType | None, b: ValueType | None) -> bool:
-    from pyproflab.analyses.units import compatible_units
-
-    if a is None or b is None:
-        return True
-    if a.type.removesuffix("s") != b.type.removesuffix("s"):
-        return False
-    return compatible_units(a.unit, b.unit)
-
-
-def _common_value_type(types: list[ValueType | None], what: str) -> ValueType | None:
-    if len(types) <= 1:
-        return None
-    smallest = types[0]
-    for t in types[1:]:
-        if not _compatible(smallest, t):
-            raise UsageError(f"{what}: incompatible types: {smallest} {t}")
-        if t is not None and smallest is not None and scale(1, t.unit, smallest.unit)[0] < 1:
-            smallest = t
-    return smallest
-
-
-def scale_profiles(profiles: list[Profile]) -> list[Profile]:
-    """Convert every profile's values to common units (pprof's ``ScaleProfiles``)."""
-    if not profiles:
-        return profiles
-    period = _common_value_type([p.period_type for p in profiles if p.period_type], "period type")
-    k = len(profiles[0].sample_types)
-    for p in profiles[1:]:
-        if len(p.sample_types) != k:
-            raise UsageError(f"inconsistent samples type count: {k} != {len(p.sample_types)}")
-    common = [
-        _common_value_type([p.sample_types[i] for p in profiles], "sample types") for i in range(k)
-    ]
-    out = []
-    for p in profiles:
-        changes: dict = {}
-        if p.period_type is not None and period is not None:
-            v, _ = scale(p.period, p.period_type.unit, period.unit)
-            changes["period"] = int(v)
-            changes["period_type"] = ValueType(p.period_type.type, period.unit)
-        ratios = [
-            1.0 if c is None else scale(1, st.unit, c.unit)[0]
-            for st, c in zip(p.sample_types, common, strict=True)
-        ]
-        changes["sample_types"] = [
-            st if c is None else ValueType(st.type, c.unit)
-            for st, c in zip(p.sample_types, common, strict=True)
-        ]
-        if any(r != 1 for r in ratios):
-            m = _values_matrix(p).copy()
-            keep = np.zeros(len(m), dtype=bool)
-            for i, r in enumerate(ratios):
-                if r != 1:
-                    # Go's math.Round: half away from zero, on float64.
-                    col = np.array(
-                        [_go_round(float(v) * r) for v in m[:, i].tolist()], dtype=np.int64
-                    )
-                    m[:, i] = col
-                    keep |= col != 0
-            samples = _with_values(p.samples, m).filter(from_numpy(keep))
-            changes["samples"] = samples
-        out.append(dataclasses.replace(p, **changes))
-    return out
-
-
-def _go_round(x: float) -> int:
-    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
 
 
 # --- the merge itself ---------------------------------------------------------------
@@ -249,83 +123,6 @@ def _label_key(labels: list[dict]) -> tuple:
         tuple((k, tuple(strs[k])) for k in sorted(strs)),
         tuple((k, tuple(nums[k]), tuple(units.get(k, ()))) for k in sorted(nums)),
     )
-
-
-# --- keys as arrays -----------------------------------------------------------------
-#
-# pprof merges with hash maps keyed by strings, one location at a time. Here every
-# key is a binary row built with numpy, and Arrow's hash encoding numbers the
-# distinct keys in the order they first appear: that is pprof's order of ids.
-
-
-class _Numbering:
-    """Distinct keys numbered 0, 1, … in order of first appearance, across batches.
-
-    The keys seen so far are kept once each and hashed again in front of every new
-    batch, so the numbering continues: memory grows with the distinct keys, not
-    with the batches."""
-
-    def __init__(self) -> None:
-        self.seen: pa.Array | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.seen is None else len(self.seen)
-
-    def number(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """(each key's number; positions in ``keys`` of keys never seen before)."""
-        import pyarrow.compute as pc  # not at import: it costs CLI start-up time
-
-        n0 = len(self)
-        both = keys if self.seen is None else pa.concat_arrays([self.seen, keys])
-        enc = pc.dictionary_encode(both)
-        self.seen = enc.dictionary
-        codes = to_np(enc.indices, np.int64)[n0:]
-        # Numbers are handed out in order, so a key is new where its number exceeds
-        # every number before it.
-        if not len(codes):
-            return codes, np.zeros(0, np.int64)
-        before = np.maximum.accumulate(np.concatenate([[n0 - 1], codes[:-1]]))
-        return codes, np.flatnonzero(codes > before)
-
-
-def _row_keys(columns: list[np.ndarray]) -> pa.Array:
-    """One fixed-width binary key per row of 64-bit integer columns."""
-    m = np.ascontiguousarray(np.stack([c.view(np.int64) for c in columns], axis=1))
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(8 * m.shape[1]), len(m), [None, pa.py_buffer(m)]
-    )
-
-
-def _ragged_keys(words: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """One binary key per row of 64-bit ``words`` cut at ``offsets`` (rows + 1)."""
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(),
-        len(offsets) - 1,
-        [None, pa.py_buffer(offsets.astype(np.int64) * 8), pa.py_buffer(words.view(np.int64))],
-    )
-
-
-def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """values[i] where keys[i] == query, else 0 (keys unique, non-negative)."""
-    if not len(keys):
-        return np.zeros(len(query), dtype=values.dtype)
-    top = int(keys.max())
-    if top <= 4 * len(keys) + 1024:
-        # Ids are small and dense in practice (1..n): a table beats a search.
-        table = np.zeros(top + 2, dtype=values.dtype)
-        table[keys] = values
-        return table[np.minimum(query, top + 1)]
-    srt = np.argsort(keys)
-    keys, values = keys[srt], values[srt]
-    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    return np.where(keys[pos] == query, values[pos], 0)
-
-
-def _ragged_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each element of rows cut at ``offsets``: (its row, its position in the row)."""
-    counts = np.diff(offsets)
-    row = np.repeat(np.arange(len(counts)), counts)
-    return row, np.arange(int(offsets[-1])) - offsets[:-1][row]
 
 
 # --- the merge itself -----------------------------------------------------------------
@@ -404,7 +201,7 @@ class _Part:
 
 
 def _part(src: Profile, mappings: _Mappings) -> _Part:
-    values = _values_matrix(src)
+    values = values_matrix(src)
     kept = np.flatnonzero((values != 0).any(axis=1)) if values.size else np.zeros(0, np.int64)
     offsets, flat = list_parts(src.samples.column("location_ids"))
     # Locations in order of first use by the kept samples (pprof maps them lazily).
@@ -440,7 +237,7 @@ def _in_first_use_order(ids: np.ndarray) -> np.ndarray:
         np.minimum.at(first, ids, np.arange(len(ids)))
         present = np.flatnonzero(first < len(ids))
         return present[np.argsort(first[present], kind="stable")].astype(np.uint64)
-    return ids[_Numbering().number(from_numpy(ids))[1]]
+    return ids[Numbering().number(from_numpy(ids))[1]]
 
 
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:
@@ -460,7 +257,7 @@ def _map_mappings(
     mapped = [mappings.map(by_id.get(mid)) for mid in order.tolist()]
     mids = np.array([m for m, _ in mapped], dtype=np.int64)
     offsets = np.array([o for _, o in mapped], dtype=np.int64)
-    return _lookup(order, mids, mapping_ids), _lookup(order, offsets, mapping_ids)
+    return lookup(order, mids, mapping_ids), lookup(order, offsets, mapping_ids)
 
 
 def _location_keys(p: _Part, fids: np.ndarray, starts: np.ndarray) -> pa.Array:
@@ -474,7 +271,7 @@ def _location_keys(p: _Part, fids: np.ndarray, starts: np.ndarray) -> pa.Array:
     last_col = np.zeros(n, dtype=np.int64)
     if len(p.column):  # locations without any line (addresses only) have none
         last_col = np.where(has_lines, p.column[np.maximum(offs[1:] - 1, 0)], 0)
-    row, pos = _ragged_positions(offs)
+    row, pos = ragged_positions(offs)
     prev_col = np.concatenate([[0], p.column[:-1]])
     kind = ((fids != 0) | (pos > 0)).astype(np.int64)
     slot = np.where(fids != 0, fids.view(np.int64), np.where(pos > 0, prev_col, 0))
@@ -484,18 +281,18 @@ def _location_keys(p: _Part, fids: np.ndarray, starts: np.ndarray) -> pa.Array:
         words[starts_w[:-1] + i] = col
     at = starts_w[:-1][row] + 4 + 3 * pos
     words[at], words[at + 1], words[at + 2] = kind, slot, p.line
-    return _ragged_keys(words, starts_w)
+    return ragged_keys(words, starts_w)
 
 
 class _Merger:
     """pprof's merge, one source profile at a time. Every table is keyed with
-    ``_Numbering``, so memory grows with the merged profile, not with the sources."""
+    ``Numbering``, so memory grows with the merged profile, not with the sources."""
 
     def __init__(self, k: int) -> None:
         self.k = k
         self.mappings = _Mappings()
-        self.strings = {c: _Numbering() for c in ("name", "system_name", "filename")}
-        self.functions, self.locations, self.samples = _Numbering(), _Numbering(), _Numbering()
+        self.strings = {c: Numbering() for c in ("name", "system_name", "filename")}
+        self.functions, self.locations, self.samples = Numbering(), Numbering(), Numbering()
         self.function_rows: list[pa.Table] = []
         self.location_rows: list[pa.Table] = []
         self.sample_locs: list[pa.Array] = []
@@ -514,7 +311,7 @@ class _Merger:
         line, name, system name, file name)."""
         f = src.functions
         strings = [num.number(_chunk(f.column(c)))[0] for c, num in self.strings.items()]
-        keys = _row_keys([to_np(f.column("start_line"), np.int64), *strings])
+        keys = row_keys([to_np(f.column("start_line"), np.int64), *strings])
         used = fn_rows >= 0
         codes, new = self.functions.number(keys.take(from_numpy(fn_rows[used])))
         if len(new):
@@ -552,7 +349,7 @@ class _Merger:
         offs, flat = list_parts(src.samples.column("location_ids"))
         counts = np.diff(offs)
         flat = to_np(flat, np.uint64)[np.repeat(_mask(part.kept, len(counts)), counts)]
-        ids = _lookup(part.loc_ids, merged, flat)
+        ids = lookup(part.loc_ids, merged, flat)
         counts = counts[part.kept]
         row = np.repeat(np.arange(len(counts)), counts)
         ids, row = ids[ids != 0], row[ids != 0]
@@ -564,7 +361,7 @@ class _Merger:
         words[np.arange(len(ids)) + row] = ids.view(np.int64)
         words[sample_offs[1:] + np.arange(len(counts))] = _label_ids(labels, self.label_ids)
         codes, new = self.samples.number(
-            _ragged_keys(words, sample_offs + np.arange(len(counts) + 1))
+            ragged_keys(words, sample_offs + np.arange(len(counts) + 1))
         )
         if len(new):
             locs = pa.ListArray.from_arrays(from_numpy(sample_offs, pa.int32()), from_numpy(ids))
@@ -573,7 +370,7 @@ class _Merger:
             grown = np.zeros((self.k, len(self.samples)), dtype=np.int64)
             grown[:, : self.values.shape[1]] = self.values
             self.values = grown
-        vals = _values_matrix(src)[part.kept]
+        vals = values_matrix(src)[part.kept]
         for j in range(self.k):
             np.add.at(self.values[j], codes, vals[:, j])
 

@@ -219,7 +219,7 @@ def prepare(
     **pprof_options: str | None,
 ) -> Prepared:
     """pprof's steps before any graph (rules 1-3 of the module docstring)."""
-    from pyproflab.analyses.merge import compatibilize_sample_types
+    from pyproflab.analyses.sample_types import compatibilize_sample_types
 
     profile = compatibilize_sample_types([profile])[0]
     index = resolve_sample_index(profile, sample_index)

@@ -51,9 +51,9 @@ def test_negative_values_merge_one_by_one(go_profiles, tmp_path: Path, one_per_c
     """A profile with negative values (a diff) can cancel a sum out across chunks,
     so such files are merged one by one: the result is merge's."""
     src = api_read(go_profiles["cpu"])
-    from pyproflab.analyses.merge import _values_matrix, _with_values
+    from pyproflab.analyses.sample_types import values_matrix, with_values
 
-    neg = dataclasses.replace(src, samples=_with_values(src.samples, -_values_matrix(src)))
+    neg = dataclasses.replace(src, samples=with_values(src.samples, -values_matrix(src)))
     paths = [tmp_path / "a.pb.gz", tmp_path / "b.pb.gz", tmp_path / "c.pb.gz"]
     for p, prof in zip(paths, (src, src, neg), strict=True):
         write_profile(prof, p)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support.top_unit_helpers import FUNCS, MAPS, build, keys
 
-from pyproflab.analyses.merge import compatibilize_sample_types, merge
+from pyproflab.analyses.merge import merge
+from pyproflab.analyses.sample_types import compatibilize_sample_types
 from pyproflab.analyses.top import top
 from pyproflab.errors import UsageError
 

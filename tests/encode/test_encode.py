@@ -127,11 +127,11 @@ def test_bytes_equal_the_protobuf_librarys_on_edge_cases() -> None:
 
     from support.upb_encoder import upb_encode
 
-    from pyproflab.analyses.merge import _values_matrix, _with_values
+    from pyproflab.analyses.sample_types import values_matrix, with_values
 
     p = decode_bytes(minimal().SerializeToString())
 
-    neg = dataclasses.replace(p, samples=_with_values(p.samples, -_values_matrix(p)))
+    neg = dataclasses.replace(p, samples=with_values(p.samples, -values_matrix(p)))
     empty = dataclasses.replace(p, samples=p.samples.slice(0, 0), period_type=None)
     for prof in (p, neg, empty):
         assert encode_profile(prof, gzip=False) == upb_encode(prof)
