@@ -20,7 +20,6 @@ _GOGC = "engineer gogc's lane (#12), in rewrite this session; split there"
 
 #: "path/relative/to/pyproflab.py" -> why it may be longer than MAX_MODULE.
 LONG_MODULES: dict[str, str] = {
-    "analyses/gc.py": "the GC join and its result object; split: ARCHITECTURE's open item",
     "analyses/gogc.py": _GOGC,
     "analyses/gogc_inputs.py": _GOGC,
     "analyses/gogc_model.py": _GOGC,

@@ -22,11 +22,10 @@ from pyproflab.analyses.gc import (
     INSTANCES_SCHEMA,
     PROFILES_SCHEMA,
     RUNTIME_COMPARABLE,
-    counter_increase,
     gc,
-    histogram_quantile,
 )
 from pyproflab.analyses.gc_categories import CATEGORY_NAMES, gc_categories
+from pyproflab.analyses.gc_windows import counter_increase, histogram_quantile
 from pyproflab.store import Selection, Store
 from pyproflab.store.ingest import ProfileMeta, ingest
 
