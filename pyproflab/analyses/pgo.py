@@ -37,6 +37,12 @@ Rules, in the order they apply:
    with a CPU sample type (e.g. heap only), no samples, zero total weight,
    no function with a start line (Go rejects it), no call edges (Go ignores
    it). ``PgoResult.refusal`` says why; ``write`` raises ``PgoRefusedError``.
+
+Longer than 500 lines: the seven rules above are applied here in their order,
+from selecting profiles to refusing a profile Go would reject. The profile
+transforms (``strip_profile``, ``apply_safeguards``, ``trim_profile``,
+``validate``: about 150 lines) and ``PgoResult`` (about 120) are the seams a
+split would cut along.
 """
 
 from __future__ import annotations
