@@ -2,7 +2,8 @@
 
 - ``graph``: pprof's graph engine (nodes, inline frames, flat/cum, edges).
 - ``top``: flat/cum per function, line or file, equal to ``go tool pprof -top``.
-- ``merge``: several profiles into one, as ``go tool pprof -proto A B …``.
+- ``merge``: several profiles into one, as ``go tool pprof -proto A B …``
+  (their common sample types and units first: ``sample_types``).
 - ``filters``: focus/ignore and drop_frames pruning with pprof's semantics.
 """
 
