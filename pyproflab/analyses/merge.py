@@ -38,7 +38,7 @@ from pyproflab.analyses.sample_types import (
     scale_profiles,
     values_matrix,
 )
-from pyproflab.arrays import from_numpy, list_parts
+from pyproflab.arrays import from_numpy, from_strings, list_parts
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
@@ -150,6 +150,19 @@ class _Mappings:
         self.rows.append({**m, "id": mid})
         self.keys[key] = mid
         return mid, 0
+
+    def table(self) -> pa.Table:
+        """The merged mappings as a table. Built from arrays: pyarrow's first table or
+        array from Python objects imports pandas, most of a second of a CLI run."""
+        out = []
+        for field in schema.PROFILE_MAPPINGS:
+            values = [m[field.name] for m in self.rows]
+            if pa.types.is_string(field.type):
+                out.append(from_strings(values))
+            else:
+                dtype = bool if pa.types.is_boolean(field.type) else np.uint64
+                out.append(from_numpy(np.array(values, dtype=dtype), field.type))
+        return pa.Table.from_arrays(out, schema=schema.PROFILE_MAPPINGS)
 
     def starts(self) -> np.ndarray:
         """Merged mappings' start addresses, indexed by merged id (0: none)."""
@@ -393,7 +406,7 @@ class _Merger:
             samples=samples,
             locations=_concat_tables(self.location_rows, schema.PROFILE_LOCATIONS),
             functions=functions.set_column(0, schema.PROFILE_FUNCTIONS.field("id"), ids),
-            mappings=pa.Table.from_pylist(self.mappings.rows, schema=schema.PROFILE_MAPPINGS),
+            mappings=self.mappings.table(),
             **header,
         )
 

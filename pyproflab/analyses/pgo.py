@@ -65,6 +65,7 @@ from pyproflab.analyses.pgo_edges import (
     go_binary,
     preprofile_edges,
 )
+from pyproflab.arrays import empty_lists, from_numpy
 from pyproflab.display import render
 from pyproflab.errors import ProfileError, ProflabError, UsageError
 from pyproflab.model import Profile
@@ -518,23 +519,23 @@ def strip_profile(profile: Profile) -> Profile | None:
         return None
     s = profile.samples
     if s.num_rows:
-        cols = [pc.list_element(s.column("values"), i).combine_chunks() for i in keep]
-        matrix = np.column_stack([c.to_numpy(zero_copy_only=False) for c in cols])
-        matrix = matrix.astype(np.int64, copy=False)
-        mask = pa.array((matrix != 0).any(axis=1))
+        from pyproflab.analyses.sample_types import values_matrix
+
+        # Arrays throughout: one pass over the values, no Python list per sample.
+        matrix = np.ascontiguousarray(values_matrix(profile)[:, keep])
         n, w = matrix.shape
         values = pa.ListArray.from_arrays(
-            pa.array(np.arange(0, (n + 1) * w, w, dtype=np.int32)),
-            pa.array(matrix.reshape(-1), pa.int64()),
+            from_numpy(np.arange(0, (n + 1) * w, w, dtype=np.int32)),
+            from_numpy(matrix.reshape(-1), pa.int64()),
         )
         samples = pa.table(
             {
                 "location_ids": s.column("location_ids").combine_chunks(),
                 "values": values,
-                "labels": pa.array([[]] * n, s.schema.field("labels").type),
+                "labels": empty_lists(n, s.schema.field("labels").type.value_type),
             },
             schema=s.schema,
-        ).filter(mask)
+        ).filter(from_numpy((matrix != 0).any(axis=1)))
     else:
         samples = s
     default = profile.default_sample_type

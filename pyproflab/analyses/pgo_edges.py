@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
@@ -160,7 +161,12 @@ def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> 
     s = profile.samples
     if s.num_rows == 0:
         return build_edge_set({}, seen_start_line=False, cdf_percent=cdf_percent)
-    vals = pc.list_element(s.column("values"), idx).to_pylist()
+    n_types = len(profile.sample_types)
+    _, flat = list_parts(s.column("values"))
+    if len(flat) == s.num_rows * n_types:  # numpy: pc.list_element would import pandas
+        vals = to_numpy(flat).reshape(s.num_rows, n_types)[:, idx].tolist()
+    else:
+        vals = pc.list_element(s.column("values"), idx).to_pylist()
     stacks = s.column("location_ids").to_pylist()
     weights: dict[EdgeKey, int] = {}
     nodes_cum: dict[tuple, int] = {}

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab._proto import profile_pb2
-from pyproflab.arrays import list_parts, to_numpy
+from pyproflab.arrays import from_numpy, from_strings, list_parts, to_numpy
 from pyproflab.encode import wire
 from pyproflab.model import Profile
 
@@ -96,11 +96,11 @@ class _Strings:
             meta += [p.period_type.type, p.period_type.unit]
         meta += [*p.comments, p.default_sample_type, p.doc_url]
         parts = [
-            pa.array([""] + [x for t in p.sample_types for x in (t.type, t.unit)]),
+            from_strings([""] + [x for t in p.sample_types for x in (t.type, t.unit)]),
             _interleave([labels.field("key"), label_text]),
             _interleave([_chunk(p.mappings.column(c)) for c in ("filename", "build_id")]),
             _interleave([_chunk(f.column(c)) for c in ("name", "system_name", "filename")]),
-            pa.array(meta, pa.string()),
+            from_strings(meta),
         ]
         parts = [x.cast(pa.large_string()) for x in parts]
         enc = pc.dictionary_encode(pa.concat_arrays(parts))
@@ -120,7 +120,7 @@ def _interleave(columns: list[pa.Array]) -> pa.Array:
     n, k = len(columns[0]), len(columns)
     both = pa.concat_arrays([c.cast(pa.large_string()) for c in columns])
     order = (np.arange(k)[None, :] * n + np.arange(n)[:, None]).reshape(-1)
-    return both.take(pa.array(order))
+    return both.take(from_numpy(order))
 
 
 def _samples(p: Profile, label_strings: np.ndarray) -> wire.Stream:
@@ -195,7 +195,11 @@ def _tail(p: Profile, st: _Strings) -> profile_pb2.Profile:
 def to_np(arr: pa.Array | pa.ChunkedArray, dtype: type) -> np.ndarray:
     """An integer or bool column as numpy (a null as 0)."""
     if arr.null_count:
-        arr = arr.fill_null(0 if dtype is not bool else False)
+        import pyarrow.compute as pc
+
+        # Not fill_null(0): a scalar from a Python value makes pyarrow import pandas.
+        zeros = from_numpy(np.zeros(len(arr), dtype=np.uint8)).cast(arr.type)
+        arr = pc.coalesce(arr, zeros)
     return to_numpy(arr).astype(dtype, copy=False)
 
 

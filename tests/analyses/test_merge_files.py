@@ -81,3 +81,26 @@ def test_first_unreadable_file_in_order(go_profiles, tmp_path: Path, one_per_chu
 
 def _label(label: str, profile):
     return profile, label
+
+
+@pytest.mark.parametrize("command", ["top", "merge", "pgo"])
+def test_file_commands_do_not_import_pandas(command, go_profiles, tmp_path: Path):
+    """pyarrow imports pandas on its first array built from Python objects (about
+    half a second of a CLI run); top, merge and pgo of files never need it."""
+    import subprocess
+    import sys
+
+    files = [str(go_profiles["cpu"]), str(go_profiles["cpu2"])]
+    args = {
+        "top": ["top", *files, "--format", "csv"],
+        "merge": ["merge", *files, "-o", str(tmp_path / "m.pb.gz")],
+        "pgo": ["pgo", "--all", "--no-verify", *files, "-o", str(tmp_path / "d.pgo")],
+    }[command]
+    code = (
+        "import sys\nfrom pyproflab.cli import main\n"
+        f"assert main({args!r}) == 0\n"
+        "print('pandas' in sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "False"
