@@ -70,16 +70,18 @@ class Lab:
         progress: Callable[[int, int], None] | None = None,
         workers: int | None = None,
         batch_size: int | None = None,
+        batch_bytes: int | None = None,
     ):
         """Read profiles (files, folders, globs, or an exported Parquet dataset) into the store.
 
-        ``workers`` processes decode the files (default: one per core);
-        ``batch_size`` profiles are stored per transaction (memory grows with it).
+        ``workers`` processes decode the files (default: one per core); a
+        transaction stores at most ``batch_size`` profiles and closes once their
+        keyed rows reach ``batch_bytes`` (memory follows the bytes, not the count).
         Returns an ``IngestReport``: counts of new, already present and refused
         profiles, with each refusal's reason.
         """
         from pyproflab.decode import DEFAULT_MAX_BYTES
-        from pyproflab.store.ingest import BATCH_SIZE, ProfileMeta, ingest_paths
+        from pyproflab.store.ingest import BATCH_BYTES, BATCH_SIZE, ProfileMeta, ingest_paths
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -95,6 +97,7 @@ class Lab:
             progress=progress,
             workers=workers,
             batch_size=batch_size or BATCH_SIZE,
+            batch_bytes=batch_bytes or BATCH_BYTES,
         )
 
     # --- questions -----------------------------------------------------------

@@ -58,7 +58,15 @@ class Command:
             type=int,
             default=None,
             metavar="N",
-            help="profiles stored per transaction; memory grows with it (default 64)",
+            help="at most N profiles stored per transaction (default 64)",
+        )
+        parser.add_argument(
+            "--batch-mib",
+            type=int,
+            default=None,
+            metavar="N",
+            help="a transaction closes once its profiles' rows reach N MiB; "
+            "memory follows it (default 32)",
         )
         parser.add_argument(
             "--strict",
@@ -74,6 +82,8 @@ class Command:
 
         if args.max_bytes is not None and args.max_bytes < 1:
             raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
+        if args.batch_mib is not None and args.batch_mib < 1:
+            raise UsageError(f"--batch-mib must be a whole number >= 1, not {args.batch_mib}")
         labels = common.parse_kv(args.label)
         with Lab.open(common.db_path(args)) as lab:
             report = lab.ingest(
@@ -87,6 +97,7 @@ class Command:
                 progress=common.Progress("ingesting", unit="file"),
                 workers=args.workers,
                 batch_size=args.batch_size,
+                batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
             )
         if not (report.new or report.present) and all(
             reason in _NO_FILE for _, reason in report.refused

@@ -302,6 +302,26 @@ class Store:
                     pass
 
     @contextmanager
+    def memory_limited(self, nbytes: int) -> Iterator[None]:
+        """DuckDB's memory limit set to ``nbytes`` for a block, then put back.
+
+        DuckDB keeps the blocks a writer has stored cached until its limit (80% of
+        RAM by default), so a long ingest grows with the store, not with its
+        batches; under a limit it drops them (they are on disk). An in-memory
+        store holds its data in that memory, so it is left as it is.
+        """
+        if self.name == MEMORY:
+            yield
+            return
+        before = self._run("SELECT current_setting('memory_limit')")[0][0]
+        # SET takes no bound parameters: both values are DuckDB's or a whole number.
+        self.execute(f"SET memory_limit = '{max(1, int(nbytes) >> 10)}KiB'")
+        try:
+            yield
+        finally:
+            self.execute("SET memory_limit = '{}'".format(str(before).replace("'", "''")))
+
+    @contextmanager
     def transaction(self) -> Iterator[None]:
         """All or nothing: commit at the end of the block, roll back on any exception."""
         self._check_open()

@@ -27,6 +27,7 @@ content it is given (``ingest.refuse_collisions``) and refuses a mismatch.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -214,17 +215,18 @@ def mapping_ids(mappings: pa.Table) -> np.ndarray:
 
 def _blake_rows(words: np.ndarray, bounds: np.ndarray, person: bytes) -> np.ndarray:
     """blake2b (8 bytes, little endian, never 0) of each slice ``words[bounds[k]:
-    bounds[k+1]]`` of a uint64 array: one C call per row on a shared buffer."""
+    bounds[k+1]]`` of a uint64 array, on a shared buffer. Each row's hasher is a
+    copy of one set up with the digest size and personalisation: half the time
+    of passing those keywords to a new hasher per row (measured on 15,000 stacks)."""
     buf = memoryview(np.ascontiguousarray(words, dtype="<u8").tobytes())
     b = (np.asarray(bounds, dtype=np.int64) * 8).tolist()
-    blake = hashlib.blake2b
-    digests = b"".join(
-        [
-            blake(buf[b[k] : b[k + 1]], digest_size=8, person=person).digest()
-            for k in range(len(b) - 1)
-        ]
-    )
-    return _nonzero(np.frombuffer(digests, dtype="<u8").astype(U64))
+    base = hashlib.blake2b(digest_size=8, person=person)
+    out = []
+    for start, end in itertools.pairwise(b):
+        h = base.copy()
+        h.update(buf[start:end])
+        out.append(h.digest())
+    return _nonzero(np.frombuffer(b"".join(out), dtype="<u8").astype(U64))
 
 
 def location_ids(

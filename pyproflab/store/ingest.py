@@ -32,7 +32,7 @@ import itertools
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -55,8 +55,18 @@ from pyproflab.store.paths import (  # noqa: F401 (compile_template: re-exported
 from pyproflab.store.queries import refuse_collisions
 
 BATCH_SIZE = 64
+# A batch also closes once the keyed rows it holds reach this many bytes, so its
+# memory is the same for 100-sample and 20,000-sample profiles (a large.cpu-derived
+# profile keys to about 4 MiB of rows; a 100-sample one to about 20 KiB).
+BATCH_BYTES = 32 * 2**20
 
 Progress = Callable[[int, int], None]
+
+
+def writer_memory(batch_bytes: int) -> int:
+    """DuckDB's memory limit while ingesting: a batch's rows several times over
+    (registered, anti-joined, checked for collisions, inserted), not the store."""
+    return max(128 * 2**20, 4 * batch_bytes)
 
 
 # --- a batch, in one transaction ---------------------------------------------------
@@ -232,16 +242,20 @@ def ingest_paths(
     progress: Progress | None = None,
     batch_size: int = BATCH_SIZE,
     workers: int | None = None,
+    batch_bytes: int = BATCH_BYTES,
 ) -> IngestReport:
     """Ingest profile files (files, folders, globs; exported Parquet datasets too).
 
     Files are read, hashed, decoded and keyed by ``workers`` processes (default:
-    one per core; in this process when there are few files), a window of files
-    at a time, and stored by this process ``batch_size`` profiles per
-    transaction: memory is bounded by the batch and the window, whatever the
-    number of files, and each worker holds one decompressed file at a time.
-    ``progress(done, total)`` is called after every file. A file that cannot be
-    read is refused with its one-line reason; the others are still stored.
+    one per core; in this process when there are few files), a few files per
+    worker in flight (``window_size``), and stored by this process one
+    transaction per batch. A batch closes at ``batch_size`` profiles or once its
+    keyed rows reach ``batch_bytes`` (``Batch``), whichever comes first; a
+    profile is never split, so a batch holds at least one. Memory is bounded by
+    the batch and the window, whatever the number or size of the files, and each
+    worker holds one decompressed file at a time. ``progress(done, total)`` is
+    called after every file. A file that cannot be read is refused with its
+    one-line reason; the others are still stored.
     """
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
@@ -249,6 +263,8 @@ def ingest_paths(
         raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
     if batch_size < 1:
         raise StoreError(f"batch size must be at least 1 (got {batch_size})")
+    if batch_bytes < 1:
+        raise StoreError(f"batch bytes must be at least 1 (got {batch_bytes})")
     files, datasets, refused = expand_paths(paths)
     report = IngestReport(refused=list(refused))
     job = FileJob(
@@ -257,27 +273,48 @@ def ingest_paths(
         max_bytes or DEFAULT_MAX_BYTES,
         known_hash_prefixes(store),
     )
-    batch: list[KeyedProfile] = []
-    for done, (path, prepared) in enumerate(_prepared(files, job, workers, batch_size), 1):
-        result: KeyedProfile | _Present | _Refused | None = prepared
-        if isinstance(result, _Present):
-            result = _check_present(store, job, path, result, batch, report)
-        if isinstance(result, _Refused):
-            report.refused.append((path, result.reason))
-        elif isinstance(result, KeyedProfile):
-            batch.append(result)
-        if len(batch) >= batch_size:
-            _store_batch(store, batch, report)
-            batch = []
-        if progress:
-            progress(done, len(files))
-    _store_batch(store, batch, report)
+    with store.memory_limited(writer_memory(batch_bytes)):
+        batch = Batch(batch_size, batch_bytes)
+        for done, (path, prepared) in enumerate(_prepared(files, job, workers), 1):
+            result: KeyedProfile | _Present | _Refused | None = prepared
+            if isinstance(result, _Present):
+                result = _check_present(store, job, path, result, batch.items, report)
+            if isinstance(result, _Refused):
+                report.refused.append((path, result.reason))
+            elif isinstance(result, KeyedProfile):
+                batch.add(result)
+            if batch.full():
+                _store_batch(store, batch.items, report)
+                batch = Batch(batch_size, batch_bytes)
+            if progress:
+                progress(done, len(files))
+        if batch.items:
+            _store_batch(store, batch.items, report)
 
     for d in datasets:
         from pyproflab.store.parquet import import_parquet
 
         report.add(import_parquet(store, d))
     return report
+
+
+@dataclass
+class Batch:
+    """Keyed profiles waiting for one transaction. It is full at ``max_profiles``
+    profiles or once their rows (``KeyedProfile.nbytes``) reach ``max_bytes``: the
+    profile that crosses the budget is the batch's last, never split off."""
+
+    max_profiles: int
+    max_bytes: int
+    items: list[KeyedProfile] = field(default_factory=list)
+    nbytes: int = 0
+
+    def add(self, keyed: KeyedProfile) -> None:
+        self.items.append(keyed)
+        self.nbytes += keyed.nbytes
+
+    def full(self) -> bool:
+        return len(self.items) >= self.max_profiles or self.nbytes >= self.max_bytes
 
 
 def _store_batch(store: Store, batch: list[KeyedProfile], report: IngestReport) -> None:
@@ -424,12 +461,20 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def window_size(workers: int) -> int:
+    """Files in flight with a pool: two per worker keep each busy while the writer
+    takes results in order, and one more each covers a slow file. Results that
+    finish early wait in this process, so the window is in files of at most
+    ``max_bytes`` each, not tied to the batch."""
+    return 3 * workers
+
+
 def _prepared(
-    files: list[str], job: FileJob, workers: int | None, window: int
+    files: list[str], job: FileJob, workers: int | None
 ) -> Iterator[tuple[str, KeyedProfile | _Present | _Refused]]:
     """(path, prepared result) for every file, in order. With a pool, at most
-    ``window`` files (and at least two per worker) are in flight, so results
-    waiting for the writer stay bounded."""
+    ``window_size(workers)`` files are in flight, so results waiting for the
+    writer stay bounded."""
     now = datetime.now(UTC)
     workers = default_workers() if workers is None else workers
     if workers <= 1 or len(files) < POOL_MIN_FILES:
@@ -446,7 +491,7 @@ def _prepared(
     try:
         pending: deque = deque()
         todo = iter(files)
-        for path in itertools.islice(todo, max(window, 2 * workers)):
+        for path in itertools.islice(todo, window_size(workers)):
             pending.append((path, pool.submit(_prepare_in_worker, path, now)))
         while pending:
             path, future = pending.popleft()

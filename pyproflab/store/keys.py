@@ -71,6 +71,21 @@ class KeyedProfile:
     locations: pa.Table
     stacks: pa.Table
     label_sets: pa.Table
+    #: bytes of the rows above (what a batch holds of the profile), measured where
+    #: they are built: a worker's count travels with them, so batches are cut the
+    #: same in a pool and in one process.
+    nbytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        tables = (
+            self.samples,
+            self.functions,
+            self.mappings,
+            self.locations,
+            self.stacks,
+            self.label_sets,
+        )
+        self.nbytes = sum(t.nbytes for t in tables)
 
 
 def _ts(value: datetime | None) -> datetime | None:

@@ -7,8 +7,10 @@ import gzip
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support.gen_profiles import derive_cpu_profiles
 from support.testenv import CORPUS, REPO, SKIP_NO_CORPUS
@@ -98,6 +100,138 @@ def test_bad_batch_size_is_refused(tmp_path: Path) -> None:
 
     with Store.open(":memory:") as store, pytest.raises(StoreError, match="batch size"):
         ingest_paths(store, [tmp_path], batch_size=0)
+
+
+def _batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of profiles of each store_keyed call (one per transaction)."""
+    sizes: list[int] = []
+    real = ingest_mod.store_keyed
+
+    def spy(store, keyed):
+        sizes.append(len(keyed))
+        return real(store, keyed)
+
+    monkeypatch.setattr(ingest_mod, "store_keyed", spy)
+    return sizes
+
+
+def _keyed_bytes(files: list[Path]) -> list[int]:
+    """The keyed bytes of each file, prepared as ingest prepares it."""
+    job = ingest_mod.FileJob(ingest_mod.ProfileMeta(), None, 1 << 30, np.zeros(0, np.uint64))
+    out = []
+    for f in files:
+        keyed = ingest_mod.prepare_file(job, str(f), datetime.now(UTC))
+        assert isinstance(keyed, ingest_mod.KeyedProfile)
+        out.append(keyed.nbytes)
+    return out
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_batch_closes_when_its_bytes_reach_the_budget(
+    fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """With a byte budget of about three profiles and no count limit, each batch
+    takes files in order until its keyed rows reach the budget: the batches are
+    exactly the ones the per-file sizes give, and every profile is stored once."""
+    files = sorted(fleet)
+    sizes_each = _keyed_bytes(files)
+    budget = sum(sizes_each[:3]) - 1
+    expected, count, held = [], 0, 0
+    for n in sizes_each:
+        count, held = count + 1, held + n
+        if held >= budget:
+            expected.append(count)
+            count, held = 0, 0
+    if count:
+        expected.append(count)
+    assert len(expected) >= 3  # the budget, not the file count, cut the batches
+    sizes = _batch_sizes(monkeypatch)
+    with Store.open(tmp_path / "s.duckdb") as store:
+        report = ingest_paths(
+            store, files, workers=workers, batch_size=len(files) + 1, batch_bytes=budget
+        )
+        stored = store.sql("SELECT count(*) FROM profiles").column(0)[0].as_py()
+    assert sizes == expected
+    assert (report.new, stored) == (len(files), len(files))
+
+
+@pytest.mark.corpus
+def test_a_profile_over_the_byte_budget_is_a_batch_of_its_own(
+    fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile is never split and a batch is never empty: a one-byte budget
+    stores one profile per transaction, and the store equals a one-batch ingest."""
+    sizes = _batch_sizes(monkeypatch)
+    with Store.open(tmp_path / "one.duckdb") as store:
+        ingest_paths(store, fleet, workers=2, batch_bytes=1)
+        small = dump(store)
+    assert sizes == [1] * len(fleet)
+    with Store.open(tmp_path / "all.duckdb") as store:
+        ingest_paths(store, fleet, workers=2, batch_size=len(fleet), batch_bytes=1 << 40)
+        assert dump(store) == small
+    assert sizes[len(fleet) :] == [len(fleet)]
+
+
+@pytest.mark.corpus
+def test_a_bad_file_in_a_byte_bounded_batch_is_refused_whole(
+    fleet: list[Path], tmp_path: Path
+) -> None:
+    """A file that cannot be decoded writes nothing; the batches around it store
+    every other profile."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for f in fleet:
+        (folder / f.name).write_bytes(f.read_bytes())
+    bad = folder / sorted(f.name for f in fleet)[len(fleet) // 2]
+    bad.write_bytes(gzip.compress(b"\x0a\xff\xff not a profile"))
+    with Store.open(tmp_path / "s.duckdb") as store:
+        report = ingest_paths(store, [folder], workers=2, batch_bytes=1 << 16)
+        sources = store.sql("SELECT source FROM profiles").column(0).to_pylist()
+    assert [p for p, _ in report.refused] == [str(bad)]
+    assert report.new == len(fleet) - 1
+    assert str(bad.resolve()) not in sources and len(sources) == len(fleet) - 1
+
+
+def _memory_limit(store: Store) -> str:
+    return store.sql("SELECT current_setting('memory_limit')").column(0)[0].as_py()
+
+
+@pytest.mark.corpus
+def test_duckdb_memory_is_limited_while_batches_are_stored(
+    fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every batch is stored under writer_memory(batch_bytes) (DuckDB would otherwise
+    keep the blocks it wrote cached up to 80% of RAM); the limit is put back after."""
+    import duckdb
+
+    seen: list[str] = []
+    real = ingest_mod.store_keyed
+
+    def spy(store, keyed):
+        seen.append(_memory_limit(store))
+        return real(store, keyed)
+
+    monkeypatch.setattr(ingest_mod, "store_keyed", spy)
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{ingest_mod.writer_memory(64 << 20) >> 10}KiB'")
+    expected = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    with Store.open(tmp_path / "s.duckdb") as store:
+        before = _memory_limit(store)
+        ingest_paths(store, fleet, workers=1, batch_size=4, batch_bytes=64 << 20)
+        assert _memory_limit(store) == before != expected
+    assert len(seen) == -(-len(fleet) // 4) and set(seen) == {expected}
+    with Store.open(":memory:") as store:  # its data lives in that memory: left alone
+        before = _memory_limit(store)
+        with store.memory_limited(1 << 20):
+            assert _memory_limit(store) == before
+
+
+def test_bad_batch_bytes_is_refused(tmp_path: Path) -> None:
+    from pyproflab.errors import StoreError
+
+    with Store.open(":memory:") as store, pytest.raises(StoreError, match="batch bytes"):
+        ingest_paths(store, [tmp_path], batch_bytes=0)
 
 
 # --- gzip bombs ---------------------------------------------------------------------
