@@ -319,7 +319,11 @@ class Store:
         try:
             yield
         finally:
-            self.execute("SET memory_limit = '{}'".format(str(before).replace("'", "''")))
+            # RESET restores DuckDB's default exactly; a limit set by hand is shown
+            # rounded (0.1 GiB), so it comes back as shown.
+            self.execute("RESET memory_limit")
+            if self._run("SELECT current_setting('memory_limit')")[0][0] != before:
+                self.execute("SET memory_limit = '{}'".format(str(before).replace("'", "''")))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

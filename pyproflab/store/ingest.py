@@ -55,9 +55,7 @@ from pyproflab.store.paths import (  # noqa: F401 (compile_template: re-exported
 from pyproflab.store.queries import refuse_collisions
 
 BATCH_SIZE = 64
-# A batch also closes once the keyed rows it holds reach this many bytes, so its
-# memory is the same for 100-sample and 20,000-sample profiles (a large.cpu-derived
-# profile keys to about 4 MiB of rows; a 100-sample one to about 20 KiB).
+# A batch also closes at this many bytes of keyed rows (a large profile keys to ~7 MiB).
 BATCH_BYTES = 32 * 2**20
 
 Progress = Callable[[int, int], None]
@@ -463,9 +461,7 @@ def default_workers() -> int:
 
 def window_size(workers: int) -> int:
     """Files in flight with a pool: two per worker keep each busy while the writer
-    takes results in order, and one more each covers a slow file. Results that
-    finish early wait in this process, so the window is in files of at most
-    ``max_bytes`` each, not tied to the batch."""
+    takes results in order, one more covers a slow file; not tied to the batch."""
     return 3 * workers
 
 
