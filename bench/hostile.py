@@ -23,7 +23,7 @@ MiB = 1 << 20
 def _files(work: Path) -> list[tuple[str, Path]]:
     if str(REPO / "tests") not in sys.path:
         sys.path.insert(0, str(REPO / "tests"))
-    from test_hostile_decode import label_bomb, unknown_field_bomb
+    from support.profile_builders import label_bomb, unknown_field_bomb
 
     out = []
     for name, make in (

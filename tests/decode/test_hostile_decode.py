@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.profile_builders import field, minimal, varint
+from support.profile_builders import field, label_bomb, minimal, unknown_field_bomb, varint
 
 from pyproflab.decode import LimitError, Limits, decode_bytes
 
@@ -43,20 +43,6 @@ def _top_peak_mib(path: Path) -> tuple[int, int, str]:
         check=True,
     ).stdout.split(" ", 2)
     return int(out[0]), int(out[1]), out[2].strip()
-
-
-def label_bomb(value_bytes: int, samples: int) -> bytes:
-    p = minimal()
-    p.string_table.append("x" * value_bytes)
-    big = len(p.string_table) - 1
-    del p.sample[:]
-    for _ in range(samples):
-        p.sample.add(location_id=[1], value=[1, 1]).label.add(key=9, str=big)
-    return p.SerializeToString()
-
-
-def unknown_field_bomb(unknown_bytes: int) -> bytes:
-    return minimal().SerializeToString() + field(100, 0, 1) * (unknown_bytes // 3)
 
 
 @pytest.fixture(scope="module")

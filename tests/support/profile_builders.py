@@ -72,3 +72,20 @@ def field(number: int, wire: int, payload: bytes | int) -> bytes:
 # the tables. Derived from the dataclass, so a new field is compared everywhere.
 PROFILE_TABLES = ("samples", "locations", "functions", "mappings")
 HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(Profile) if f.name not in PROFILE_TABLES)
+
+
+def label_bomb(value_bytes: int, samples: int) -> bytes:
+    """``samples`` samples sharing one label whose value is ``value_bytes`` long
+    (issue 17: a small file that costs gigabytes if each sample copies it)."""
+    p = minimal()
+    p.string_table.append("x" * value_bytes)
+    big = len(p.string_table) - 1
+    del p.sample[:]
+    for _ in range(samples):
+        p.sample.add(location_id=[1], value=[1, 1]).label.add(key=9, str=big)
+    return p.SerializeToString()
+
+
+def unknown_field_bomb(unknown_bytes: int) -> bytes:
+    """A valid profile followed by ``unknown_bytes`` of unknown varint fields."""
+    return minimal().SerializeToString() + field(100, 0, 1) * (unknown_bytes // 3)
