@@ -437,6 +437,30 @@ def test_unequal_durations_are_rates(tmp_path) -> None:
     assert r.duration_base == pytest.approx(4.0) and r.duration_new == pytest.approx(5.0)
 
 
+def test_share_leaves_out_empty_profiles_and_says_so() -> None:
+    """A profile with no samples has no shares: share mode leaves it out with a
+    note (a live fleet's last window can be empty) and compares the rest."""
+    from pyproflab.analyses.regressions import regressions_of_profiles
+    from pyproflab.errors import UsageError
+
+    def mk(a):
+        return make_profile([(["main.a", "main.main"], [a, a * 10]), (["main.b"], [50, 500])])
+
+    empty = make_profile([])
+    full = regressions_of_profiles([mk(10), mk(11), mk(12)], [mk(20), mk(22)], measure="share")
+    r = regressions_of_profiles(
+        [mk(10), empty, mk(11), mk(12)], [mk(20), mk(22), empty], measure="share"
+    )
+    assert any("left out 1 base and 1 new profiles with no samples" in n for n in r.notes)
+    assert (r.n_base, r.n_new) == (3, 2)
+    assert r.rows.column("label").to_pylist() == full.rows.column("label").to_pylist()
+    for key in ("flat_rate_base", "flat_rate_new", "flat_p"):
+        got, want = r.rows.column(key).to_pylist(), full.rows.column(key).to_pylist()
+        assert got == pytest.approx(want, nan_ok=True)
+    with pytest.raises(UsageError, match="every profile of the new side is empty"):
+        regressions_of_profiles([mk(10), mk(11)], [empty, empty], measure="share")
+
+
 def test_non_rate_types_say_so(go_profiles) -> None:
     from pyproflab import read_profile
     from pyproflab.analyses.regressions import regressions_of_profiles

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	regprog -out DIR -prefix NAME -windows N [-seconds 10] [-hz 100]
+//	regprog -out DIR -prefix NAME -windows N [-first W] [-seconds 10] [-hz 100]
 //	        [-rate R] [-own F] [-viab F] [-shiftx F] [-shifty F] [-load F]
 //
 // Every factor flag takes one number or a comma-separated list, one per window
@@ -263,6 +263,7 @@ func main() {
 	version := flag.String("version", "v1", "version in the sidecars")
 	instance := flag.String("instance", "i1", "instance in the sidecars")
 	windows := flag.Int("windows", 8, "number of windows (profiles)")
+	first := flag.Int("first", 0, "number of the first window (file names, factor lists)")
 	seconds := flag.Float64("seconds", 10, "seconds per window")
 	hz := flag.Int("hz", 100, "CPU profiling rate")
 	rate := flag.Float64("rate", 900, "requests per second at load 1")
@@ -291,7 +292,7 @@ func main() {
 	}
 	// SetCPUProfileRate before StartCPUProfile sets the rate it uses (Go
 	// prints a harmless warning when StartCPUProfile tries to set it again).
-	for w := 0; w < *windows; w++ {
+	for w := *first; w < *first+*windows; w++ {
 		f := factors{at(lists["own"], w), at(lists["viab"], w), at(lists["shiftx"], w), at(lists["shifty"], w), at(lists["load"], w)}
 		path := filepath.Join(*outDir, fmt.Sprintf("%s-%02d.pb.gz", *prefix, w))
 		if *hz != 100 {

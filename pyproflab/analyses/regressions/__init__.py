@@ -86,6 +86,7 @@ from pyproflab.analyses.regressions.selection import (
     Sides,
     rate_unit_of,
     select_sides,
+    without_empty,
 )
 from pyproflab.analyses.regressions.units import UNITS, Units, group_units, per_work, time_windows
 from pyproflab.errors import UsageError
@@ -409,6 +410,9 @@ def regressions(
     }
     sides = select_sides(store, base, new, sample_index, measure)
     nv = node_values(store, sides, granularity, inlines)
+    if measure == "share" and not (nv.totals > 0).all():
+        sides = without_empty(sides, nv.totals > 0, sample_index, measure)
+        nv = node_values(store, sides, granularity, inlines)
     return _compare(store, sides, nv, settings, permutations)
 
 

@@ -170,3 +170,24 @@ def sides_of(
         new_description=new_description,
         notes=notes,
     )
+
+
+def without_empty(sides: Sides, keep: np.ndarray, sample_index, measure: str) -> Sides:
+    """The sides with only the profiles ``keep`` marks (share mode leaves out
+    empty ones: a share of nothing is undefined), with a note saying how many
+    were left out; a side left empty is an error."""
+    rows_n = [r for r, k, n in zip(sides.rows, keep, sides.is_new, strict=True) if k and n]
+    rows_b = [r for r, k, n in zip(sides.rows, keep, sides.is_new, strict=True) if k and not n]
+    for side, rows in (("base", rows_b), ("new", rows_n)):
+        if not rows:
+            raise UsageError(f"measure=share: every profile of the {side} side is empty")
+    out = sides_of(
+        rows_n, rows_b, sample_index, measure, sides.base_description, sides.new_description
+    )
+    dropped_b = int((~keep & ~sides.is_new).sum())
+    dropped_n = int((~keep & sides.is_new).sum())
+    out.notes.append(
+        f"left out {dropped_b} base and {dropped_n} new profiles with no samples "
+        "(a share of an empty profile is undefined)"
+    )
+    return out
