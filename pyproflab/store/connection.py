@@ -301,6 +301,10 @@ class Store:
                 except duckdb.Error:
                     pass
 
+    def _memory_limit(self) -> str:
+        with self._translate("cannot read memory_limit"):
+            return str(self._run("SELECT current_setting('memory_limit')")[0][0])
+
     @contextmanager
     def memory_limited(self, nbytes: int) -> Iterator[None]:
         """DuckDB's memory limit set to ``nbytes`` for a block, then put back.
@@ -313,7 +317,7 @@ class Store:
         if self.name == MEMORY:
             yield
             return
-        before = self._run("SELECT current_setting('memory_limit')")[0][0]
+        before = self._memory_limit()
         # SET takes no bound parameters: both values are DuckDB's or a whole number.
         self.execute(f"SET memory_limit = '{max(1, int(nbytes) >> 10)}KiB'")
         try:
@@ -322,7 +326,7 @@ class Store:
             # RESET restores DuckDB's default exactly; a limit set by hand is shown
             # rounded (0.1 GiB), so it comes back as shown.
             self.execute("RESET memory_limit")
-            if self._run("SELECT current_setting('memory_limit')")[0][0] != before:
+            if self._memory_limit() != before:
                 self.execute("SET memory_limit = '{}'".format(str(before).replace("'", "''")))
 
     @contextmanager
