@@ -56,8 +56,14 @@ Rules, Prometheus (client_golang's defaults; runtime/metrics names preferred):
   ``go_gc_gogc_percent``, ``go_gc_gomemlimit_bytes``, scan stack + globals,
   ``go_sched_gomaxprocs_threads``. Without the live heap it is derived from
   the goal: ``H = (goal − R·g)/(1 + g)``.
-- Mark time: the background workers run at 25 % of GOMAXPROCS, so ``T`` =
-  dedicated-worker CPU per cycle / (0.25·P). Mark-time allocation is not
+- Mark time: the dedicated class counts the dedicated and the fractional
+  workers (``background_workers``: the runtime's split of 25 % of P). Dedicated
+  workers hold their P for the whole mark phase, so with no fractional part
+  (P = 4, 5, 7, 8, ...) ``T`` = dedicated CPU per cycle / their number, exact.
+  Fractional workers (P <= 3 or 6) run only when their P schedules: ``T`` =
+  that CPU / (0.25·P) is then a lower bound, short when the Ps are busy
+  (tests/gcbench, P = 2, GOGC=100: 4.6 ms for gctrace's 14.6 flat out, 7.7
+  for 11.6 paced), and the provenance says so. Mark-time allocation is not
   exported: ``B = A·T`` (the mutator's rate outside marking). The pacer's
   runway is what the interval shows: ``pacer_runway = goal − H − A/n + B``
   (the goal less the heap at the trigger).
@@ -97,6 +103,31 @@ from pyproflab.errors import UsageError
 MiB = float(1 << 20)
 NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
 BACKGROUND_UTILIZATION = 0.25  # gcBackgroundUtilization
+MAX_UTIL_ERROR = 0.3  # startCycle's maxUtilError: beyond it, fractional workers
+
+
+def background_workers(procs: float) -> tuple[int, float]:
+    """(dedicated mark workers, fractional utilisation goal per P) as the runtime
+    splits ``BACKGROUND_UTILIZATION`` of ``procs`` (``mgcpacer.go``, startCycle):
+    the goal rounded to whole workers, unless that is more than 30 % off, when
+    whole workers are rounded down and fractional workers make up the rest."""
+    total = procs * BACKGROUND_UTILIZATION
+    dedicated = int(total + 0.5)
+    if total <= 0 or abs(dedicated / total - 1) <= MAX_UTIL_ERROR:
+        return dedicated, 0.0
+    if dedicated > total:
+        dedicated -= 1
+    return dedicated, (total - dedicated) / procs
+
+
+def mark_seconds(background_cpu: float, procs: float) -> tuple[float, bool]:
+    """(mark phase seconds, exact) from one cycle's dedicated-class CPU (the
+    dedicated and fractional workers): exact when only dedicated workers run,
+    else the lower bound of the fractional workers at their full goal."""
+    dedicated, fractional = background_workers(procs)
+    if fractional == 0 and dedicated > 0:
+        return background_cpu / dedicated, True
+    return background_cpu / (BACKGROUND_UTILIZATION * procs), False
 
 
 @dataclass
@@ -379,7 +410,7 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     )
     frac = at(_GC_FRACTION, t1)
     gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
-    mark_s = ded / cyc / (BACKGROUND_UTILIZATION * p) if ded is not None else math.nan
+    mark_s = mark_seconds(ded / cyc, p)[0] if ded is not None else math.nan
     return dict(
         # The pacer's runway as the interval shows it: the goal less where marking
         # started (the bytes a cycle allocates, less those allocated while marking).
@@ -445,12 +476,13 @@ def from_metrics(
     _fallback_notes(ser, notes)
     insts_txt = f"{used} instance{'s' if used != 1 else ''}"
     label = f"{source} ({cycles} cycles over {len(out)} intervals, {insts_txt})"
-    prov = _metrics_provenance(label, bool(rss_by), gogc, memory_limit)
+    procs = statistics.median(s["procs"] for s in out)
+    prov = _metrics_provenance(label, bool(rss_by), gogc, memory_limit, procs)
     return GcObservation(
         samples=out,
         gogc=g,
         memory_limit=lim,
-        procs=statistics.median(s["procs"] for s in out),
+        procs=procs,
         cycles=cycles,
         source=source,
         instances=used,
@@ -496,7 +528,11 @@ def _instance_intervals(
 
 
 def _metrics_provenance(
-    label: str, has_rss: bool, gogc: float | None | str, memory_limit: float | None | str
+    label: str,
+    has_rss: bool,
+    gogc: float | None | str,
+    memory_limit: float | None | str,
+    procs: float,
 ) -> dict[str, str]:
     """Where each of ``from_metrics``' figures comes from: the metrics (``label``),
     an estimate, or ``"given"`` for a setting the caller gave."""
@@ -512,7 +548,13 @@ def _metrics_provenance(
             "roots",
         )
     }
-    prov["mark time"] = f"{label}: dedicated-worker CPU / (25% of GOMAXPROCS)"
+    dedicated, fractional = background_workers(procs)
+    prov["mark time"] = (
+        f"{label}: dedicated-worker CPU / {dedicated} dedicated worker(s)"
+        if fractional == 0 and dedicated > 0
+        else f"{label}: background-worker CPU / (25% of GOMAXPROCS), a lower bound "
+        f"(fractional workers at GOMAXPROCS {procs:g} run only when their P is free)"
+    )
     prov["peak RSS"] = (
         f"{label}: process_resident_memory_bytes"
         if has_rss

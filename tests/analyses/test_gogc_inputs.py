@@ -37,7 +37,7 @@ def _gctrace(n: int = 40, *, period: float = 0.5, idle: float = 0.0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _snapshots(tmp: Path, n: int = 6) -> list[str]:
+def _snapshots(tmp: Path, n: int = 6, procs: int = 2) -> list[str]:
     """Prometheus snapshots 1 s apart: 2 cycles/s, 100 MiB/s, GC 0.2 of 1 busy core (1 idle)."""
     paths = []
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,7 +54,7 @@ def _snapshots(tmp: Path, n: int = 6) -> list[str]:
             "go_gc_heap_goal_bytes": ("gauge", 80 * MiB),
             "go_gc_gogc_percent": ("gauge", 100),
             "go_gc_gomemlimit_bytes": ("gauge", 2**63 - 1),
-            "go_sched_gomaxprocs_threads": ("gauge", 2),
+            "go_sched_gomaxprocs_threads": ("gauge", procs),
             "go_memstats_heap_inuse_bytes": ("gauge", 84 * MiB),
             "process_resident_memory_bytes": ("gauge", 100 * MiB),
         }
@@ -156,6 +156,31 @@ def test_cli_prometheus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert obs.mean("n") == pytest.approx(2.0)
     assert obs.mean("alloc") == pytest.approx(100 * MiB)
     assert obs.peak_rss == 100 * MiB
+
+
+@pytest.mark.parametrize(
+    "procs, dedicated, fractional",
+    # mgcpacer.go: fractional workers "for GOMAXPROCS<=3 or GOMAXPROCS=6".
+    [(1, 0, 0.25), (2, 0, 0.25), (3, 0, 0.25), (4, 1, 0), (5, 1, 0), (6, 1, 0.5 / 6), (7, 2, 0)],
+)
+def test_background_workers_split_as_the_runtime_does(
+    procs: int, dedicated: int, fractional: float
+) -> None:
+    assert gi.background_workers(procs) == (dedicated, pytest.approx(fractional))
+
+
+@pytest.mark.parametrize(
+    "procs, mark_s, exact", [(2, 0.1, False), (4, 0.05, True), (5, 0.05, True)]
+)
+def test_prometheus_mark_time_from_the_worker_split(
+    tmp_path: Path, procs: int, mark_s: float, exact: bool
+) -> None:
+    """0.1 dedicated-class seconds per second over 2 cycles/s: 0.05 s per cycle.
+    One dedicated worker (P 4 or 5) holds its P all mark long: T = 0.05 s, not
+    0.05 / (0.25·P). At P = 2 fractional workers: T = 0.05 / 0.5, a lower bound."""
+    obs = gi.from_metrics(gi.read_metric_files(_snapshots(tmp_path, procs=procs)))
+    assert obs.mean("mark_s") == pytest.approx(mark_s)
+    assert ("lower bound" in obs.provenance["mark time"]) is not exact
 
 
 def test_store_with_only_gctrace_cycles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
