@@ -1,11 +1,11 @@
 """Print the fitted GOGC model's predictions against the recorded gcbench runs.
 
-Calibrated on the GOGC=100 runs only, from gctrace only and then from
-Prometheus only, for both modes: predicted, measured (mean over runs),
+Calibrated on the GOGC=100 runs only, from gctrace only, from Prometheus
+only and from both together, for both modes: predicted, measured (mean over runs),
 error and the interval, per setting and figure; then the mean absolute and
 largest errors of heap goal, cycles per minute and GC CPU share.
 
-    python -m bench.gc_validate [--mode cpu,rate] [--source gctrace,prometheus]
+    python -m bench.gc_validate [--mode cpu,rate] [--source gctrace,prometheus,gctrace+prometheus]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", default="cpu,rate")
-    p.add_argument("--source", default="gctrace,prometheus")
+    p.add_argument("--source", default=",".join(rec.SOURCES))
     p.add_argument("--compact", action="store_true", help="one line per setting")
     args = p.parse_args(argv)
     for mode in args.mode.split(","):

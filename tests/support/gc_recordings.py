@@ -11,7 +11,10 @@ CPU). Labels: ``gogc100``, ``gogc400-lim160MiB``, ``gogcoff-lim160MiB``.
 Measured, per run: the heap goal (mean of gctrace's goals), GC cycles per
 minute (gctrace: cycle numbers over start times), the GC CPU share (the
 snapshots: GC CPU classes over busy CPU, total − idle, first to last), the
-peak RSS. A setting's measured value is the mean over its runs.
+peak RSS. A setting's measured value is the mean over its runs. For
+diagnostics only (``bench/gc_explain.py``), never predicted against: the
+marked heap, mark time and mark-time allocation (gctrace), GC CPU per cycle,
+GC and user (mutator) CPU in cores, the allocation rate (the snapshots).
 """
 
 from __future__ import annotations
@@ -103,21 +106,38 @@ def measured(d: Path) -> dict[str, float]:
         return val(snaps[-1], name) - val(snaps[0], name)
 
     gc = delta("go_cpu_classes_gc_total_cpu_seconds_total")
-    busy = delta("go_cpu_classes_total_cpu_seconds_total") - delta(
-        "go_cpu_classes_idle_cpu_seconds_total"
-    )
+    total = delta("go_cpu_classes_total_cpu_seconds_total")
+    busy = total - delta("go_cpu_classes_idle_cpu_seconds_total")
+    wall = total / val(snaps[-1], "go_sched_gomaxprocs_threads")  # total = P x wall
+    mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     return dict(
         goal=sum((r["heap_goal_mb"] + 0.5) * MiB for r in rows) / len(rows),
         cycles_per_min=60 * (rows[-1]["gc_num"] - rows[0]["gc_num"]) / span,
         gc_share=gc / busy,
         peak_memory=summary(d)["peak_rss_bytes"],
         other_cpu=summary(d)["other_cpu_cores"],
+        # Diagnostics (bench/gc_explain.py), not predicted figures:
+        marked=(mean("heap_live_mb") + 0.5) * MiB,
+        mark_s=mean("clock_mark_ms") / 1e3,
+        mark_alloc=(mean("heap_end_mb") - mean("heap_start_mb")) * MiB,
+        cost=gc / delta("go_gc_cycles_total_gc_cycles_total"),
+        gc_cores=gc / wall,
+        mutator=delta("go_cpu_classes_user_cpu_seconds_total") / wall,
+        alloc=delta("go_gc_heap_allocs_bytes_total") / wall,
     )
 
 
+SOURCES = ("gctrace", "prometheus", "gctrace+prometheus")
+SHORT = {"gctrace": "gctr", "prometheus": "prom", "gctrace+prometheus": "both"}
+
+
 def calibration(mode: str, source: str) -> gi.GcObservation:
-    """The GOGC=100 runs of a mode as one observation (instances = runs)."""
+    """The GOGC=100 runs of a mode as one observation (instances = runs), from
+    one of ``SOURCES``: ``gctrace+prometheus`` is what ``observe`` makes of both
+    (the store's joined data, or ``pyproflab gogc --gctrace LOG --metrics ...``)."""
     dirs = runs(mode, "gogc100")
+    if source == "gctrace+prometheus":
+        return gi.observe(cycles=cycles_table(dirs), samples=samples_table(dirs))
     if source == "gctrace":
         obs = gi.from_gctrace(cycles_table(dirs), gogc=100.0)
         # gctrace has no RSS: the peak RSS a user reads off the container at GOGC=100.
@@ -221,7 +241,7 @@ def format_compact(rows: list[Row]) -> str:
     lines = ["mode src  setting        goal MiB | GC/min | GC share % | peak MiB"]
     for (mode, source, label), ms in by.items():
         lines.append(
-            f"{mode:4} {source[:4]:4} {label.replace('gogc', ''):14} "
+            f"{mode:4} {SHORT.get(source, source[:4]):4} {label.replace('gogc', ''):14} "
             + " | ".join(cell(ms[k]) for k in METRICS)
         )
     return "\n".join(lines)
