@@ -1,6 +1,6 @@
 """Why the GOGC model's predictions miss on the recorded gcbench runs.
 
-Three tables per mode (tests/testdata/gc/bench, tests/support/gc_recordings.py):
+Four tables per mode (tests/testdata/gc/bench, tests/support/gc_recordings.py):
 
 1. The inputs each source derives at GOGC=100 beside what the same runs
    measured (gctrace's mark phase, the runtime's CPU classes): an input that
@@ -8,7 +8,9 @@ Three tables per mode (tests/testdata/gc/bench, tests/support/gc_recordings.py):
 2. What each recorded setting measured of the quantities the model holds
    fixed or derives: marked heap, GC CPU per cycle, the mutator's CPU (the
    runtime's user class) and its allocation per core-second.
-3. The model's mean / largest |error| of cycles per minute and GC CPU share,
+3. Whether the GOGC=100 cycles alone identify a GC cost per byte of goal
+   (least squares across them, with its standard error).
+4. The model's mean / largest |error| of cycles per minute and GC CPU share,
    then the same with one input replaced by its measurement: each setting's
    own GC CPU per cycle, or the GOGC=100 runs' user-class CPU as the
    mutator's. These are diagnostics that read the settings being predicted;
@@ -74,6 +76,20 @@ def _settings(rec, mode: str) -> list[str]:
     return lines
 
 
+def _goal_term(rec, mode: str) -> list[str]:
+    """GC CPU per cycle against the heap goal across the GOGC=100 gctrace cycles:
+    whether those cycles alone could fit a per-byte-of-goal cost."""
+    from scipy.stats import linregress
+
+    ss = rec.calibration(mode, "gctrace").samples
+    fit = linregress([s["goal"] / MiB for s in ss], [1e3 * s["cost"] for s in ss])
+    lo, hi = min(s["goal"] for s in ss) / MiB, max(s["goal"] for s in ss) / MiB
+    return [
+        f"{mode}: GOGC=100 cycles, GC CPU per cycle vs goal ({lo:.0f}-{hi:.0f} MiB): "
+        f"{fit.intercept:.2f} ms + {fit.slope:.3f} +- {fit.stderr:.3f} ms per MiB"
+    ]
+
+
 def _errors(rec, mode: str, source: str, cost: bool, mutator: bool) -> str:
     """Mean / largest |error| of cycles and share, with measured inputs swapped in."""
     from pyproflab.analyses import gogc_model as gm
@@ -118,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", default=",".join(rec.MODES))
     args = p.parse_args(argv)
     for mode in args.mode.split(","):
-        for part in (_inputs, _settings, _counterfactuals):
+        for part in (_inputs, _settings, _goal_term, _counterfactuals):
             print("\n".join(part(rec, mode)))
             print()
     return 0

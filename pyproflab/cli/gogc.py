@@ -137,7 +137,9 @@ def _add_explicit_inputs(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="CORES",
         help="observed process CPU in cores (else CPU is relative); with GC files "
-        "or --db, the container's CPU at the current setting (gctrace does not show it)",
+        "or --db, its CPU at the current setting (gctrace does not show it), as the "
+        "Go runtime counts it (CPU classes total - idle): the container's can be lower "
+        "when Ps idle, which makes the GC share high",
     )
     e.add_argument(
         "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (default off)"
