@@ -1,6 +1,7 @@
 """The acceptance table of the recorded regression data (tests/testdata/regressions):
-per planted case the rank, q, interval and planted size, per second and per
-request; the A/A rate over 100 random window splits; detectable changes; the
+per planted case the rank, q, interval and planted size (of the rate; a share
+changes by (1 + p) / (1 + p s) - 1 for a function of share s), as shares, per
+second and per request; the A/A rate over 100 random window splits; detectable changes; the
 over-time cases (transient, step).
 
     python -m bench.regressions_table [--test quasi-poisson|permutation|welch] [--aa 100]
@@ -22,7 +23,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support import regdata  # noqa: E402
 
-PER = {"second": None, "request": "requests_total"}
+#: The comparisons: shares (the default measure), rates per second, rates per request.
+PER = {"share": ("share", None), "second": ("rate", None), "request": ("rate", "requests_total")}
 
 
 def _two_sample_rows(store, test: str) -> list[str]:
@@ -32,12 +34,13 @@ def _two_sample_rows(store, test: str) -> list[str]:
 
     out = []
     for case, (name, size) in {**regdata.PLANTED, "load": ("(none)", 0.0)}.items():
-        for per_name, per in PER.items():
+        for per_name, (measure, per) in PER.items():
             res = regressions(
                 store,
                 Selection(instance=f"base-{case}"),
                 Selection(instance=case),
                 per=per,
+                measure=measure,
                 test=test,
             )
             rows = res.rows.to_pylist()
@@ -61,8 +64,8 @@ def _over_time_rows(store) -> list[str]:
 
     out = []
     for case, (window, size) in {"transient": (5, 0.30), "step": (6, 0.15)}.items():
-        for per_name, per in PER.items():
-            res = over_time(store, Selection(service=f"regprog-{case}"), per=per)
+        for per_name, (measure, per) in PER.items():
+            res = over_time(store, Selection(service=f"regprog-{case}"), per=per, measure=measure)
             f = res.findings().to_pylist()
             if not f:
                 out.append(
@@ -80,7 +83,7 @@ def _over_time_rows(store) -> list[str]:
 
 
 def aa_rate(
-    store, per: str | None, test: str, splits: int = 100, instance: str = "base"
+    store, per: str | None, test: str, splits: int = 100, instance: str = "base", measure="rate"
 ) -> tuple[int, float]:
     """(splits with any significant row, median detectable change of main.ownWork)
     over ``splits`` random 8/8 splits of ``instance``'s 16 windows (``base``:
@@ -100,7 +103,12 @@ def aa_rate(
         pick = rng.permutation(len(ids))
         a, b = sorted(ids[pick[:8]].tolist()), sorted(ids[pick[8:]].tolist())
         t = regressions(
-            store, Selection(profile_ids=a), Selection(profile_ids=b), per=per, test=test
+            store,
+            Selection(profile_ids=a),
+            Selection(profile_ids=b),
+            per=per,
+            test=test,
+            measure=measure,
         ).rows
         sig = t.column("flat_significant").to_numpy() | t.column("cum_significant").to_numpy()
         alarms += bool(sig.any())
@@ -124,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in _two_sample_rows(store, args.test) + _over_time_rows(store):
         print(line, flush=True)
     for instance in ("base", "busy") if args.aa else ():
-        for per_name, per in PER.items():
-            alarms, det = aa_rate(store, per, args.test, args.aa, instance)
+        for per_name, (measure, per) in PER.items():
+            alarms, det = aa_rate(store, per, args.test, args.aa, instance, measure)
             print(
                 f"\nA/A {instance} per {per_name}: {alarms}/{args.aa} splits "
                 f"with a significant row; "

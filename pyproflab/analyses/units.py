@@ -190,13 +190,18 @@ def quantity(value: float | None, unit: str, *, signed: bool = False, digits: in
     significant digits, trailing zeros dropped, never scientific notation
     (``+33.4 MiB/s``, ``+1.2 ms``, ``0.018 cores``). Units: ``B`` (powers of 1024,
     IEC names), ``s`` (ns to s), anything else with SI prefixes before it
-    (``12.3k/s``); a ``/s`` suffix is kept after the scaled unit. None or NaN
-    prints ``-``."""
+    (``12.3k/s``); a ``/s`` suffix is kept after the scaled unit; ``share``
+    in percent (``1.5%``), signed in percentage points (``+0.4 pp``). None or
+    NaN prints ``-``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
     v = abs(float(value))
     base, per = (unit[:-2], "/s") if unit.endswith("/s") and unit != "s/s" else (unit, "")
+    if base == "share":
+        # A share prints in percent, its change in percentage points: "+0.44 pp"
+        # cannot be read as the relative change the next column shows.
+        return f"{sign}{_sig(v * 100, digits)}{' pp' if signed else '%'}"
     if base == "B":
         i = 0
         while v >= 1024 and i < len(_BINARY) - 1:

@@ -63,7 +63,12 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     (
         "analysis",
         ("--measure",),
-        {"choices": ["rate", "share"], "default": "rate", "help": "rates or shares of totals"},
+        {
+            "choices": ["auto", "rate", "share"],
+            "default": "auto",
+            "help": "shares of each profile's total (auto's choice without --per: load and "
+            "machine speed cancel), or rates (per second, or per --per counter)",
+        },
     ),
     (
         "analysis",
@@ -123,8 +128,8 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
 ]
 
 # The options each analysis takes as they are (argparse dest = keyword).
-COMMON_KW = ("granularity", "fdr", "confidence", "min_share", "seed", "per")
-TWO_SIDES_KW = ("resamples", "rank_by", "unit", "measure", "test", "permutations")
+COMMON_KW = ("granularity", "fdr", "confidence", "min_share", "seed", "per", "measure")
+TWO_SIDES_KW = ("resamples", "rank_by", "unit", "test", "permutations")
 
 
 class Command:

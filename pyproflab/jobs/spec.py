@@ -102,7 +102,7 @@ class RegressionsSpec:
     granularity: str = "functions"
     # As ``regressions``' options of these names: what is compared (rate or
     # share), the test, and a counter whose increase is the unit of work.
-    measure: str = "rate"
+    measure: str = "auto"
     test: str = "quasi-poisson"
     per: str | None = None
     over_time: bool = False
@@ -226,8 +226,8 @@ def _check_regressions(reg: RegressionsSpec, source: str) -> None:
         raise UsageError(f"{source} [regressions]: order must be ingest or time")
     if reg.metric not in ("evidence", "flat", "cum"):
         raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
-    if reg.measure not in ("rate", "share"):
-        raise UsageError(f"{source} [regressions]: measure must be rate or share")
+    if reg.measure not in ("auto", "rate", "share"):
+        raise UsageError(f"{source} [regressions]: measure must be auto, rate or share")
     if reg.test not in ("quasi-poisson", "permutation", "welch"):
         raise UsageError(
             f"{source} [regressions]: test must be quasi-poisson, permutation or welch"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -146,7 +147,7 @@ def test_interval_covers_the_planted_change(cpu_template, planted_name, tmp_path
     for seed in range(40):
         db = planted_fleet(tmp_path / f"fleet{seed}.duckdb", cpu_template, planted_name, 100 + seed)
         with Store.open(db, read_only=True) as store:
-            r = regressions(store, Selection(version="v1"), Selection(version="v2"))
+            r = regressions(store, Selection(version="v1"), Selection(version="v2"), measure="rate")
         row = next(x for x in r.rows.to_pylist() if x["name"] == planted_name)
         covered.append(row["flat_rel_lo"] <= PLANT - 1 <= row["flat_rel_hi"])
     print(f"95% interval holds +30%: {sum(covered)} of {len(covered)} fleets")
@@ -160,7 +161,7 @@ def test_planted_regression_first_and_significant(planted_db, planted_name) -> N
     from pyproflab.store.select import Selection
 
     with Store.open(planted_db, read_only=True) as store:
-        r = regressions(store, Selection(version="v1"), Selection(version="v2"))
+        r = regressions(store, Selection(version="v1"), Selection(version="v2"), measure="rate")
     first = r.rows.slice(0, 1).to_pylist()[0]
     assert first["name"] == planted_name, r.to_pandas().head().to_string()
     assert first["flat_significant"] and first["flat_q"] <= 0.05
@@ -409,7 +410,7 @@ def test_one_profile_per_side_is_the_plain_diff(tmp_path) -> None:
         [[(["main.a", "main.main"], [20, 200]), (["main.b", "main.main"], [5, 50])]],
     )
     with Store.open(db, read_only=True) as store:
-        r = regressions(store, Selection(version="v1"), Selection(version="v2"))
+        r = regressions(store, Selection(version="v1"), Selection(version="v2"), measure="rate")
     assert not r.statistics
     assert any("no statistics are possible" in n for n in r.notes)
     rows = {x["label"]: x for x in r.rows.to_pylist()}
@@ -429,7 +430,7 @@ def test_unequal_durations_are_rates(tmp_path) -> None:
 
     base = [mk(10, 1_000_000_000), mk(20, 2_000_000_000), mk(11, 1_000_000_000)]
     new = [mk(40, 4_000_000_000), mk(9, 1_000_000_000)]
-    r = regressions_of_profiles(base, new)
+    r = regressions_of_profiles(base, new, measure="rate")
     row = {x["label"]: x for x in r.rows.to_pylist()}["main.a"]
     assert row["flat_rate_base"] == pytest.approx(410 / 4 / 1e9)
     assert row["flat_rate_new"] == pytest.approx(490 / 5 / 1e9)
@@ -466,7 +467,9 @@ def test_non_rate_types_say_so(go_profiles) -> None:
     from pyproflab.analyses.regressions import regressions_of_profiles
 
     heap = read_profile(go_profiles["heap"])
-    r = regressions_of_profiles([heap, heap], [heap, heap], sample_index="inuse_space")
+    r = regressions_of_profiles(
+        [heap, heap], [heap, heap], sample_index="inuse_space", measure="rate"
+    )
     assert not r.rate and r.rate_unit == "B"
     assert any("per-profile value" in n for n in r.notes)
     assert not r.rows.column("flat_significant").to_pylist().count(True)
@@ -599,7 +602,9 @@ def test_renderings(evil_result) -> None:
     from pyproflab.reports.regressions import render_regressions
 
     text = render_regressions(evil_result, "text")
-    assert "Type: cpu as cores" in text and EVIL in text
+    # The default measure: shares, in percent; their changes in percentage points.
+    assert "Type: cpu as share of the profiles' totals" in text and EVIL in text
+    assert re.search(r"\+\d+(\.\d+)? pp ", text) and "totals: " in text
     doc = json.loads(render_regressions(evil_result, "json"))
     assert doc["rows"][0]["label"] == EVIL and doc["statistics"] is True
     assert doc["rows"][0]["flat_diff"] == 300
@@ -701,3 +706,35 @@ def test_cli(planted_db, planted_name, capsys) -> None:
         ["regressions", "--db", str(planted_db), "--base", "version=v1", "--new", "version=v9"]
     )
     assert rc == 2 and "no profiles match the new selection" in capsys.readouterr().err
+
+
+def test_measure_auto_is_share_or_rate_per_work() -> None:
+    """auto: shares, or rates when a work counter is given; share with a counter is
+    refused (a share has no denominator to replace)."""
+    from pyproflab.analyses.regressions import regressions_of_profiles
+    from pyproflab.analyses.regressions.measure import resolve_measure
+    from pyproflab.errors import UsageError
+
+    assert resolve_measure("auto", None) == "share"
+    assert resolve_measure("auto", "requests_total") == "rate"
+    assert resolve_measure("rate", None) == "rate"
+    with pytest.raises(UsageError, match="needs measure=rate or auto"):
+        resolve_measure("share", "requests_total")
+    with pytest.raises(UsageError, match="measure must be one of"):
+        resolve_measure("cores", None)
+
+    def mk(a, b, d):
+        return make_profile(
+            [(["main.a", "main.main"], [a, a * 10]), (["main.b"], [b, b * 10])], duration_nanos=d
+        )
+
+    # Twice the window and twice every value: as shares nothing moved; the totals'
+    # note gives the unchanged rate per second.
+    base = [mk(10, 50, 10**9), mk(12, 50, 10**9)]
+    r = regressions_of_profiles(base, [mk(20, 100, 2 * 10**9), mk(24, 100, 2 * 10**9)])
+    assert r.measure == "share" and r.rate_unit == "share"
+    row = {x["label"]: x for x in r.rows.to_pylist()}["main.a"]
+    assert row["flat_rate_base"] == pytest.approx(22 / 122)
+    assert row["flat_rate_new"] == pytest.approx(44 / 244)
+    assert not row["flat_significant"]
+    assert any(n.startswith("totals: ") and "+0.0%" in n for n in r.notes), r.notes

@@ -21,6 +21,11 @@ from pyproflab.analyses.units import quantity
 from pyproflab.reports import render_top
 
 
+def test_share_is_percent_and_its_change_percentage_points():
+    assert quantity(0.1234, "share") == "12.3%"
+    assert quantity(-0.00012, "share", signed=True) == "-0.012 pp"
+
+
 @pytest.mark.parametrize(
     ("value", "unit", "text"),
     [
@@ -33,6 +38,7 @@ from pyproflab.reports import render_top
         (3e-8, "s", "+30 ns"),
         (5, "count", "+5"),
         (None, "B/s", "-"),
+        (0.0044, "share", "+0.44 pp"),
     ],
 )
 def test_quantity_in_its_unit(value, unit, text):
@@ -78,6 +84,7 @@ def test_regressions_text_prints_bytes_per_second(capsys):
 
     args = ["regressions", "--db", str(demo_store()), "--base", "version=v1"]
     args += ["--new", "version=v2", "--type", "allocs", "--sample-index", "alloc_space"]
+    args += ["--measure", "rate"]
     assert main([*args, "--top", "5"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if re.match(r"\s+\d+\s", line)]

@@ -22,7 +22,17 @@ Rules:
    each merged side, and ``flat_diff = flat_new - flat_base`` (and cum) are
    what ``go tool pprof -top -diff_base=BASE NEW`` prints for the merged
    sides; ``total_base`` is its total (the diff base's).
-4. Rates: when every profile has a duration and the type is a rate (not
+4. Measure: ``measure="auto"`` (the default) compares shares, or rates per
+   unit of work when ``per`` is given. Shares (``measure="share"``): each
+   profile's values over its total, as ``go tool pprof -normalize``, and as
+   FBDetect's per-subroutine share of fleet CPU: a factor common to every
+   function of a profile (load, a faster or busier machine, a longer window)
+   cancels. The price: a change of every function alike is no row's change
+   (a note gives the totals' change per second, with its interval), and one
+   function's rise takes a little off the others' shares (+30% of a 10%
+   function: -3%). On the recorded planted cases shares find the callee's
+   +30% that rates per request miss (the sides' machine speed differed 6%).
+   Rates (``measure="rate"``): when every profile has a duration and the type is a rate (not
    ``inuse_*``, goroutine or threadcreate), a side's rate is
    sum(values) / sum(durations): CPU time becomes cores, bytes become B/s.
    With ``per=COUNTER`` the denominator is the increase of that counter
@@ -57,8 +67,10 @@ Rules:
    finding of the same direction on the same stacks (ancestor or descendant)
    is ``explained_by`` it: the deepest credible change is reported once.
    ``edges`` gives the caller -> callee edges into every node with a
-   significant flat change, with the same statistics, so a shared callee's
-   change is attributed to the call path that carries it.
+   significant flat change and into every callee of a node whose cum changed
+   significantly but not its flat (its change lies in its callees), with the
+   same statistics (one BH family of their own), so a shared callee's change
+   is attributed to the call path that carries it.
 8. Cost shift: an increase and a decrease with a common ancestor whose cum
    did not change, summing to zero within their intervals, are marked
    ``shift_with`` each other (one refactor, not a regression).
@@ -75,6 +87,7 @@ from pyproflab.analyses import stats
 from pyproflab.analyses.graph import GRANULARITIES
 from pyproflab.analyses.regressions import attribution, inference
 from pyproflab.analyses.regressions.incidence import NodeValues, node_values
+from pyproflab.analyses.regressions.measure import MEASURES, denominators_of, resolve_measure
 from pyproflab.analyses.regressions.result import (
     EDGES_SCHEMA,
     METRIC_COLUMNS,
@@ -88,12 +101,13 @@ from pyproflab.analyses.regressions.selection import (
     select_sides,
     without_empty,
 )
-from pyproflab.analyses.regressions.units import UNITS, Units, group_units, per_work, time_windows
+from pyproflab.analyses.regressions.units import UNITS, Units, group_units, time_windows
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
 __all__ = [
     "EDGES_SCHEMA",
+    "MEASURES",
     "NON_RATE_TYPES",
     "ROWS_SCHEMA",
     "RANK_BY",
@@ -108,7 +122,7 @@ __all__ = [
 RANK_BY = ("evidence", "flat", "cum")
 
 
-def _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test, permutations):
+def _check(granularity, rank_by, fdr, confidence, unit, resamples, test, permutations):
     if granularity not in GRANULARITIES:
         raise UsageError(
             f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
@@ -119,32 +133,12 @@ def _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test
         raise UsageError("fdr and confidence must be between 0 and 1")
     if unit not in UNITS:
         raise UsageError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
-    if measure not in ("rate", "share"):
-        raise UsageError(f"measure must be rate or share, not {measure!r}")
     if resamples < 100:
         raise UsageError("resamples must be at least 100")
     if test not in inference.TESTS:
         raise UsageError(f"test must be one of {', '.join(inference.TESTS)}, not {test!r}")
     if permutations < 100:
         raise UsageError("permutations must be at least 100")
-
-
-def _denominators(store, sides: Sides, nv: NodeValues, measure: str, per: str | None):
-    """(per-profile denominators, factor, shown unit) of the rates (rule 4)."""
-    if measure == "share":
-        # Denominator: each profile's total (sum of |value|), so values become shares;
-        # in samples, so the counts' test sees the profiles' sample sizes.
-        if not (nv.totals > 0).all():
-            raise UsageError("measure=share needs every profile to have a non-zero total")
-        sides.notes.append("compared as shares of each side's profile totals, not rates")
-        return nv.totals / sides.count_scale, 1.0 / sides.count_scale, "share"
-    if per:
-        work = per_work(store, sides.rows, per)
-        shown = sides.rate_unit.removesuffix("/s") if sides.rate else sides.rate_unit
-        shown = {"cores": "s"}.get(shown, shown)
-        sides.notes.append(f"rates are per unit of {per} (its increase over each profile)")
-        return work, sides.factor, f"{shown}/{per}"
-    return sides.durations, sides.factor, sides.rate_unit
 
 
 def _merged(nv: NodeValues, sides: Sides) -> dict[str, np.ndarray]:
@@ -219,8 +213,14 @@ def _statistics(mats, units: Units, merged, present, totals, opts) -> tuple[dict
 
 
 def _edges(nv: NodeValues, mats, units: Units, cols, present, opts) -> pa.Table:
-    """Statistics of the caller -> callee edges into nodes with a significant flat change."""
+    """Statistics of the caller -> callee edges into the nodes that carry a
+    significant change (rule 7)."""
     targets = {int(present[i]) for i in np.flatnonzero(cols["flat_significant"])}
+    # A node whose cum changed but not its flat has the change in its callees:
+    # they are targets too, so a shared callee's change is split by its callers.
+    in_callees = cols["cum_significant"] & ~cols["flat_significant"]
+    callers = {int(present[i]) for i in np.flatnonzero(in_callees)}
+    targets |= {b for a, b in nv.inc.edges if a in callers and a != b}
     pick = [k for k, (_, b) in enumerate(nv.inc.edges) if b in targets]
     if not pick or not opts["stat"]:
         return EDGES_SCHEMA.empty_table()
@@ -375,7 +375,7 @@ def regressions(
     rank_by: str = "evidence",
     unit: str = "profile",
     inlines: bool = True,
-    measure: str = "rate",
+    measure: str = "auto",
     test: str = "quasi-poisson",
     permutations: int = 10_000,
     per: str | None = None,
@@ -393,7 +393,8 @@ def regressions(
     many splits of the units. ``per``: a counter in ``metric_samples`` whose
     increase over each profile is its denominator (cost per unit of work).
     """
-    _check(granularity, rank_by, fdr, confidence, unit, measure, resamples, test, permutations)
+    measure = resolve_measure(measure, per)
+    _check(granularity, rank_by, fdr, confidence, unit, resamples, test, permutations)
     settings = {
         "granularity": granularity,
         "fdr": fdr,
@@ -418,7 +419,7 @@ def regressions(
 
 def _compare(store, sides: Sides, nv: NodeValues, settings: dict, permutations: int):
     """The stages after the node values (rules 3-8), and the result."""
-    denominators, factor, shown_unit = _denominators(
+    denominators, factor, shown_unit = denominators_of(
         store, sides, nv, settings["measure"], settings["per"]
     )
     merged = _merged(nv, sides)

@@ -23,7 +23,10 @@ function found that way are tested at ``fdr``.
 Rules:
 
 1. A window's rate is the sum of its profiles' values over the sum of their
-   durations (or, with ``per``, of a counter's increase, as ``regressions``).
+   durations (or, with ``per``, of a counter's increase, as ``regressions``);
+   with ``measure="share"`` (``auto``'s choice without ``per``, as in
+   ``regressions``) over the sum of their totals, so a change of load or
+   machine speed between windows is no change point.
 2. Each function is followed by its flat or its cum, whichever changes more
    surely (smaller first p; flat on a tie); functions below ``min_share`` of
    the total are not tested.
@@ -51,6 +54,7 @@ from pyproflab.analyses import stats
 from pyproflab.analyses.regressions import attribution
 from pyproflab.analyses.regressions.incidence import node_values
 from pyproflab.analyses.regressions.inference import dispersion, log_ratio, rate_change
+from pyproflab.analyses.regressions.measure import resolve_measure
 from pyproflab.analyses.regressions.selection import as_selection, sides_of
 from pyproflab.analyses.regressions.units import per_work, time_windows
 from pyproflab.display import render
@@ -273,6 +277,7 @@ def over_time(
     permutations: int = 999,
     seed: int = 0,
     per: str | None = None,
+    measure: str = "auto",
 ) -> OverTimeResult:
     """Change points per function in ``selection``'s series of windows (see the
     module rules)."""
@@ -280,7 +285,11 @@ def over_time(
         raise UsageError("fdr and confidence must be between 0 and 1")
     if permutations < 99:
         raise UsageError("permutations must be at least 99")
+    measure = resolve_measure(measure, per)
     sel, sides, win, nw, nv, den = _window_series(store, selection, sample_index, granularity, per)
+    if measure == "share":
+        den = nv.totals / sides.count_scale
+        sides.factor, sides.rate_unit = 1.0 / sides.count_scale, "share"
     d = np.bincount(win, weights=den, minlength=nw)
     unit_value = sides.count_scale * sides.factor
     rng = np.random.default_rng(seed)
