@@ -48,7 +48,7 @@ import functools
 import pytest
 from support import gc_recordings as rec
 
-from pyproflab.analyses.gogc_model import advise
+from pyproflab.analyses.gogc_model import advise, calibrate
 
 MiB = float(1 << 20)
 CASES = [(m, s) for m in rec.MODES for s in rec.SOURCES]
@@ -72,6 +72,50 @@ def test_recordings_are_complete() -> None:
         assert "gogcoff-lim160MiB" in labels and "gogc400-lim160MiB" in labels
         for label in labels:
             assert len(rec.runs(mode, label)) == 3, (mode, label)
+
+
+INPUT_TOLERANCE = 0.035
+
+
+def _gogc100_measured(mode: str) -> dict[str, float]:
+    ms = [rec.measured(d) for d in rec.runs(mode, "gogc100")]
+    return {k: sum(m[k] for m in ms) / len(ms) for k in ms[0]}
+
+
+@pytest.mark.parametrize(
+    "mode, source, key",
+    [
+        (m, s, k)
+        for m in rec.MODES
+        for s in ("gctrace", "prometheus")
+        for k in ("cost", "marked", "goal", "mutator")
+    ],
+)
+def test_gogc100_inputs_match_what_the_runs_measured(mode: str, source: str, key: str) -> None:
+    """Each source's input at the calibration setting against the same runs'
+    measurement (GC CPU per cycle and the mutator's CPU: the runtime's CPU
+    classes; marked heap and goal: gctrace): an estimation error here is a
+    defect, whatever the model makes of it. The paced gctrace mutator is the
+    one known gap (see the module notes)."""
+    obs = rec.calibration(mode, source)
+    got = calibrate(obs).mutator if key == "mutator" else obs.mean(key)
+    want = _gogc100_measured(mode)[key]
+    if (mode, source, key) == ("rate", "gctrace", "mutator"):
+        # gctrace cannot see it: the CPU the GC workers leave while marking, 0.628 for 0.480.
+        assert got / want == pytest.approx(1.31, abs=0.02)
+        return
+    assert abs(got / want - 1) <= INPUT_TOLERANCE, (got, want)
+
+
+@pytest.mark.parametrize("mode", rec.MODES)
+def test_prometheus_mark_time_is_a_lower_bound_at_two_procs(mode: str) -> None:
+    """At GOMAXPROCS 2 the background workers are fractional: the mark time
+    Prometheus gives is short of gctrace's (4.6 ms for 14.6 flat out, 7.7 for
+    11.6 paced), never long, and the provenance says it is a lower bound."""
+    obs = rec.calibration(mode, "prometheus")
+    assert obs.procs == 2
+    assert obs.mean("mark_s") < _gogc100_measured(mode)["mark_s"]
+    assert "lower bound" in obs.provenance["mark time"]
 
 
 # Achieved on the recordings (python -m bench.gc_validate): (mean |error|, max |error|).
