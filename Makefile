@@ -11,9 +11,9 @@ DB     ?= pyproflab.duckdb
 
 setup: $(STAMP)
 
-# Reinstall only when the project's own dependency list or the decoder's C
-# extension changes (the editable install compiles it).
-$(STAMP): pyproject.toml pyproflab/decode/_wire.c
+# Reinstall only when the project's own dependency list or a C extension
+# changes (the editable install compiles them).
+$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,notebooks]'

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -63,6 +64,22 @@ def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Fold ``v`` into running hashes ``h`` (order matters)."""
     with np.errstate(over="ignore"):
         return mix(np.asarray(h, dtype=U64) * _GOLDEN + mix(np.asarray(v).astype(U64)))
+
+
+def _load_blake():
+    """The C extension that hashes many segments in one call (``_blake.c``), or
+    None: not built (no compiler), or ``PYPROFLAB_PURE_KEYS`` set (to anything
+    but 0) to force hashlib. Both give the same ids (tests/store/test_ids_fast.py)."""
+    if os.environ.get("PYPROFLAB_PURE_KEYS", "") not in ("", "0"):
+        return None
+    try:
+        from pyproflab.store import _blake
+    except ImportError:
+        return None
+    return _blake
+
+
+_blake = _load_blake()
 
 
 def _nonzero(ids: np.ndarray) -> np.ndarray:
@@ -174,7 +191,12 @@ def _function_id(name: str, system_name: str, filename: str, start_line: int) ->
 
 def function_ids(functions: pa.Table) -> np.ndarray:
     """Ids of a PROFILE_FUNCTIONS table's rows: pprof's function key
-    (name, system_name, filename, start_line)."""
+    (name, system_name, filename, start_line), encoded as ``_function_id`` does."""
+    if _blake is not None and functions.num_rows:
+        strings = [_string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
+        if all(s is not None for s in strings):
+            start = _u64(functions.column("start_line"))
+            return _function_ids_fast(strings, start)  # type: ignore[arg-type]
     cols = [
         functions.column(c).to_pylist() for c in ("name", "system_name", "filename", "start_line")
     ]
@@ -188,6 +210,37 @@ def function_ids(functions: pa.Table) -> np.ndarray:
             fid = cache[key] = _function_id(*key)
         out.append(fid)
     return np.array(out, dtype=U64)
+
+
+StringParts = tuple[np.ndarray, np.ndarray]  # (int64 offsets, n+1; uint8 bytes)
+
+
+def _string_parts(arr: pa.Array | pa.ChunkedArray) -> StringParts | None:
+    """(offsets, bytes) of a string column without nulls, offsets rebased to 0;
+    None for anything else (the caller takes the per-row path)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return None
+    width = np.int32 if pa.types.is_string(arr.type) else np.int64
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(
+        off_buf, dtype=width, count=len(arr) + 1, offset=arr.offset * width().itemsize
+    )
+    offsets = offsets.astype(np.int64)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
+    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+
+
+def _function_ids_fast(strings: list[StringParts], start_line: np.ndarray) -> np.ndarray:
+    """``_function_id`` of every row in one call of ``_blake`` (it lays out each
+    row's bytes as ``_function_id`` does, in a scratch buffer)."""
+    out = np.empty(len(start_line), dtype=U64)
+    parts = [x for off, data in strings for x in (off, np.ascontiguousarray(data))]
+    _blake.hash_functions(*parts, np.ascontiguousarray(start_line.view(np.int64)), out)
+    return _nonzero(out)
 
 
 MAPPING_COLUMNS = (
@@ -215,9 +268,15 @@ def mapping_ids(mappings: pa.Table) -> np.ndarray:
 
 def _blake_rows(words: np.ndarray, bounds: np.ndarray, person: bytes) -> np.ndarray:
     """blake2b (8 bytes, little endian, never 0) of each slice ``words[bounds[k]:
-    bounds[k+1]]`` of a uint64 array, on a shared buffer. Each row's hasher is a
-    copy of one set up with the digest size and personalisation: half the time
-    of passing those keywords to a new hasher per row (measured on 15,000 stacks)."""
+    bounds[k+1]]`` of a uint64 array, its words little endian. All rows in one
+    call of the C extension when built; else hashlib per row, each row's hasher a
+    copy of one set up with the digest size and personalisation (half the time of
+    passing those keywords to a new hasher per row, measured on 15,000 stacks)."""
+    if _blake is not None:
+        out = np.empty(len(bounds) - 1, dtype=U64)
+        data = np.ascontiguousarray(words, dtype="<u8")
+        _blake.hash_segments(data, np.asarray(bounds, dtype=np.int64) * 8, person, out)
+        return _nonzero(out)
     buf = memoryview(np.ascontiguousarray(words, dtype="<u8").tobytes())
     b = (np.asarray(bounds, dtype=np.int64) * 8).tolist()
     base = hashlib.blake2b(digest_size=8, person=person)

@@ -1,0 +1,270 @@
+/* BLAKE2b (RFC 7693) of many segments of one buffer in one call, for the
+ * store's content ids (ids.py).
+ *
+ * Rules: segment k is data[bounds[k]:bounds[k+1]]; its hash is exactly what
+ * hashlib.blake2b(segment, digest_size=8, person=person).digest() gives, read
+ * as a little-endian uint64 (no key, no salt, sequential mode). So ids made here
+ * equal the ids made by hashlib, and keep its resistance to chosen content.
+ * Python allocates every array and passes it through the buffer protocol; C
+ * checks the bounds against the buffers' sizes before it reads anything. The
+ * loop runs without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+static const uint64_t IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+    0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+    0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const uint8_t SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t
+rotr(uint64_t x, int n)
+{
+    return (x >> n) | (x << (64 - n));
+}
+
+static inline uint64_t
+load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+#define G(a, b, c, d, x, y)           \
+    do {                              \
+        a = a + b + (x);              \
+        d = rotr(d ^ a, 32);          \
+        c = c + d;                    \
+        b = rotr(b ^ c, 24);          \
+        a = a + b + (y);              \
+        d = rotr(d ^ a, 16);          \
+        c = c + d;                    \
+        b = rotr(b ^ c, 63);          \
+    } while (0)
+
+/* One compression of a 128-byte block; t is the byte count so far (< 2**64). */
+static void
+compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last)
+{
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++)
+        m[i] = load_le64(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = IV[i];
+    }
+    v[12] ^= t;
+    if (last)
+        v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = SIGMA[r];
+        G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
+        G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
+        G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
+        G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
+        G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
+        G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
+        G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
+        G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++)
+        h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* The first 8 bytes of BLAKE2b-64 of data[0:n], as a little-endian integer;
+ * start is the state after the parameter block (digest size 8, person). */
+static uint64_t
+hash64(const uint64_t start[8], const uint8_t *data, size_t n)
+{
+    uint64_t h[8];
+    uint8_t block[128];
+    uint64_t t = 0;
+    memcpy(h, start, sizeof h);
+    while (n > 128) { /* the last block, full or not, is compressed as last */
+        t += 128;
+        compress(h, data, t, 0);
+        data += 128;
+        n -= 128;
+    }
+    memset(block, 0, sizeof block);
+    if (n)
+        memcpy(block, data, n);
+    t += n;
+    compress(h, block, t, 1);
+    return h[0];
+}
+
+/* hash_segments(data, bounds, person, out): out[k] = BLAKE2b-64 of
+ * data[bounds[k]:bounds[k+1]] with ``person`` (at most 16 bytes); bounds are
+ * int64 byte offsets, non-decreasing, within data; out is uint64 with at least
+ * len(bounds) - 1 entries. Returns None; ValueError when the arrays do not fit. */
+static PyObject *
+hash_segments(PyObject *self, PyObject *args)
+{
+    Py_buffer db, bb, pb, ob;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &db, &bb, &pb, &ob))
+        return NULL;
+    const char *err = NULL;
+    Py_ssize_t nb = bb.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t n = nb > 0 ? nb - 1 : 0;
+    const int64_t *bounds = (const int64_t *)bb.buf;
+    if (pb.len > 16)
+        err = "person longer than 16 bytes";
+    else if (bb.len % (Py_ssize_t)sizeof(int64_t) || ob.len < n * (Py_ssize_t)sizeof(uint64_t))
+        err = "bounds or out of the wrong size";
+    for (Py_ssize_t k = 0; err == NULL && k < n; k++)
+        if (bounds[k] < 0 || bounds[k] > bounds[k + 1] || bounds[k + 1] > db.len)
+            err = "bounds outside the data or decreasing";
+    if (err == NULL && n > 0) {
+        uint8_t person[16] = {0};
+        uint64_t start[8];
+        memcpy(person, pb.buf, (size_t)pb.len);
+        memcpy(start, IV, sizeof start);
+        start[0] ^= 0x01010000ULL ^ 8; /* fanout 1, depth 1, no key, 8-byte digest */
+        start[6] ^= load_le64(person);
+        start[7] ^= load_le64(person + 8);
+        const uint8_t *data = (const uint8_t *)db.buf;
+        uint64_t *out = (uint64_t *)ob.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++)
+            out[k] = hash64(start, data + bounds[k], (size_t)(bounds[k + 1] - bounds[k]));
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&ob);
+    if (err != NULL) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Row k's function encoding (ids._function_id): b"F1", the lengths of its three
+ * strings and its start_line as 8-byte little-endian words, then the strings. */
+static size_t
+function_row(uint8_t *dst, const int64_t *off[3], const uint8_t *data[3], int64_t line,
+             Py_ssize_t k)
+{
+    size_t at = 2;
+    dst[0] = 'F';
+    dst[1] = '1';
+    for (int c = 0; c < 4; c++) {
+        uint64_t w = c < 3 ? (uint64_t)(off[c][k + 1] - off[c][k]) : (uint64_t)line;
+        for (int i = 0; i < 8; i++)
+            dst[at++] = (uint8_t)(w >> (8 * i));
+    }
+    for (int c = 0; c < 3; c++) {
+        size_t len = (size_t)(off[c][k + 1] - off[c][k]);
+        memcpy(dst + at, data[c] + off[c][k], len);
+        at += len;
+    }
+    return at;
+}
+
+/* True when offs (n+1 int64) are non-decreasing from 0 and end within len. */
+static int
+offsets_fit(const int64_t *offs, Py_ssize_t n, Py_ssize_t len)
+{
+    if (offs[0] < 0)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (offs[k] > offs[k + 1])
+            return 0;
+    return offs[n] <= len;
+}
+
+/* hash_functions(off0, data0, off1, data1, off2, data2, start_line, out):
+ * out[k] = BLAKE2b-64 (no person) of function row k as ids._function_id encodes
+ * it; offsets are int64 (n+1 each) into their data, start_line int64 (n). */
+static PyObject *
+hash_functions(PyObject *self, PyObject *args)
+{
+    Py_buffer ob_[3], db_[3], lb, outb;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*", &ob_[0], &db_[0], &ob_[1], &db_[1], &ob_[2],
+                          &db_[2], &lb, &outb))
+        return NULL;
+    Py_ssize_t n = lb.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *off[3];
+    const uint8_t *data[3];
+    size_t widest = 0;
+    int ok = lb.len % (Py_ssize_t)sizeof(int64_t) == 0 &&
+             outb.len >= n * (Py_ssize_t)sizeof(uint64_t);
+    for (int c = 0; c < 3 && ok; c++) {
+        off[c] = (const int64_t *)ob_[c].buf;
+        data[c] = (const uint8_t *)db_[c].buf;
+        ok = ob_[c].len == (n + 1) * (Py_ssize_t)sizeof(int64_t) && offsets_fit(off[c], n, db_[c].len);
+    }
+    for (Py_ssize_t k = 0; ok && k < n; k++) {
+        size_t w = 34;
+        for (int c = 0; c < 3; c++)
+            w += (size_t)(off[c][k + 1] - off[c][k]);
+        widest = w > widest ? w : widest;
+    }
+    uint8_t *row = ok ? PyMem_RawMalloc(widest ? widest : 1) : NULL;
+    if (row != NULL) {
+        uint64_t start[8];
+        const int64_t *line = (const int64_t *)lb.buf;
+        uint64_t *out = (uint64_t *)outb.buf;
+        memcpy(start, IV, sizeof start);
+        start[0] ^= 0x01010000ULL ^ 8;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++)
+            out[k] = hash64(start, row, function_row(row, off, data, line[k], k));
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(row);
+    }
+    for (int c = 0; c < 3; c++) {
+        PyBuffer_Release(&ob_[c]);
+        PyBuffer_Release(&db_[c]);
+    }
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&outb);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "function arrays do not fit together");
+        return NULL;
+    }
+    if (row == NULL)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"hash_segments", hash_segments, METH_VARARGS,
+     "BLAKE2b-64 of each data[bounds[k]:bounds[k+1]] into out[k]."},
+    {"hash_functions", hash_functions, METH_VARARGS,
+     "BLAKE2b-64 of each function row as ids._function_id encodes it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_blake", "BLAKE2b of many segments (see _blake.c).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__blake(void)
+{
+    return PyModule_Create(&module);
+}
