@@ -115,6 +115,24 @@ hash64(const uint64_t start[8], const uint8_t *data, size_t n)
     return h[0];
 }
 
+static inline void
+put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The state after the parameter block: digest size 8, no key, fanout and depth
+ * 1 (sequential), ``person`` (16 bytes, zero-padded) in words 6 and 7. */
+static void
+start_state(uint64_t start[8], const uint8_t person[16])
+{
+    memcpy(start, IV, 8 * sizeof(uint64_t));
+    start[0] ^= 0x01010000ULL ^ 8;
+    start[6] ^= load_le64(person);
+    start[7] ^= load_le64(person + 8);
+}
+
 /* hash_segments(data, bounds, person, out): out[k] = BLAKE2b-64 of
  * data[bounds[k]:bounds[k+1]] with ``person`` (at most 16 bytes); bounds are
  * int64 byte offsets, non-decreasing, within data; out is uint64 with at least
@@ -140,10 +158,7 @@ hash_segments(PyObject *self, PyObject *args)
         uint8_t person[16] = {0};
         uint64_t start[8];
         memcpy(person, pb.buf, (size_t)pb.len);
-        memcpy(start, IV, sizeof start);
-        start[0] ^= 0x01010000ULL ^ 8; /* fanout 1, depth 1, no key, 8-byte digest */
-        start[6] ^= load_le64(person);
-        start[7] ^= load_le64(person + 8);
+        start_state(start, person);
         const uint8_t *data = (const uint8_t *)db.buf;
         uint64_t *out = (uint64_t *)ob.buf;
         Py_BEGIN_ALLOW_THREADS
@@ -162,28 +177,6 @@ hash_segments(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Row k's function encoding (ids._function_id): b"F1", the lengths of its three
- * strings and its start_line as 8-byte little-endian words, then the strings. */
-static size_t
-function_row(uint8_t *dst, const int64_t *off[3], const uint8_t *data[3], int64_t line,
-             Py_ssize_t k)
-{
-    size_t at = 2;
-    dst[0] = 'F';
-    dst[1] = '1';
-    for (int c = 0; c < 4; c++) {
-        uint64_t w = c < 3 ? (uint64_t)(off[c][k + 1] - off[c][k]) : (uint64_t)line;
-        for (int i = 0; i < 8; i++)
-            dst[at++] = (uint8_t)(w >> (8 * i));
-    }
-    for (int c = 0; c < 3; c++) {
-        size_t len = (size_t)(off[c][k + 1] - off[c][k]);
-        memcpy(dst + at, data[c] + off[c][k], len);
-        at += len;
-    }
-    return at;
-}
-
 /* True when offs (n+1 int64) are non-decreasing from 0 and end within len. */
 static int
 offsets_fit(const int64_t *offs, Py_ssize_t n, Py_ssize_t len)
@@ -194,6 +187,75 @@ offsets_fit(const int64_t *offs, Py_ssize_t n, Py_ssize_t len)
         if (offs[k] > offs[k + 1])
             return 0;
     return offs[n] <= len;
+}
+
+/* hash_lists(values, offsets, person, out): out[k] = BLAKE2b-64 with ``person``
+ * of list k written as its length then its values, each an 8-byte little-endian
+ * word (ids.stack_ids); values are uint64, offsets int64 (n+1) into them. */
+static PyObject *
+hash_lists(PyObject *self, PyObject *args)
+{
+    Py_buffer vb, ob, pb, outb;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &vb, &ob, &pb, &outb))
+        return NULL;
+    Py_ssize_t n = ob.len / (Py_ssize_t)sizeof(int64_t) - 1;
+    const int64_t *off = (const int64_t *)ob.buf;
+    int ok = pb.len <= 16 && n >= 0 && ob.len % (Py_ssize_t)sizeof(int64_t) == 0 &&
+             vb.len % (Py_ssize_t)sizeof(uint64_t) == 0 &&
+             outb.len >= n * (Py_ssize_t)sizeof(uint64_t) &&
+             offsets_fit(off, n, vb.len / (Py_ssize_t)sizeof(uint64_t));
+    int64_t longest = 0;
+    for (Py_ssize_t k = 0; ok && k < n; k++)
+        longest = off[k + 1] - off[k] > longest ? off[k + 1] - off[k] : longest;
+    uint8_t *row = ok ? PyMem_RawMalloc(8 * (size_t)(longest + 1)) : NULL;
+    if (row != NULL) {
+        uint8_t person[16] = {0};
+        uint64_t start[8];
+        const uint64_t *values = (const uint64_t *)vb.buf;
+        uint64_t *out = (uint64_t *)outb.buf;
+        memcpy(person, pb.buf, (size_t)pb.len);
+        start_state(start, person);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++) {
+            size_t len = (size_t)(off[k + 1] - off[k]);
+            put_le64(row, (uint64_t)len);
+            for (size_t i = 0; i < len; i++)
+                put_le64(row + 8 * (i + 1), values[off[k] + (int64_t)i]);
+            out[k] = hash64(start, row, 8 * (len + 1));
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(row);
+    }
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&outb);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "list arrays do not fit together");
+        return NULL;
+    }
+    if (row == NULL)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* Row k's function encoding (ids._function_id): b"F1", the lengths of its three
+ * strings and its start_line as 8-byte little-endian words, then the strings. */
+static size_t
+function_row(uint8_t *dst, const int64_t *off[3], const uint8_t *data[3], int64_t line,
+             Py_ssize_t k)
+{
+    size_t at = 2;
+    dst[0] = 'F';
+    dst[1] = '1';
+    for (int c = 0; c < 4; c++, at += 8)
+        put_le64(dst + at, c < 3 ? (uint64_t)(off[c][k + 1] - off[c][k]) : (uint64_t)line);
+    for (int c = 0; c < 3; c++) {
+        size_t len = (size_t)(off[c][k + 1] - off[c][k]);
+        memcpy(dst + at, data[c] + off[c][k], len);
+        at += len;
+    }
+    return at;
 }
 
 /* hash_functions(off0, data0, off1, data1, off2, data2, start_line, out):
@@ -225,11 +287,11 @@ hash_functions(PyObject *self, PyObject *args)
     }
     uint8_t *row = ok ? PyMem_RawMalloc(widest ? widest : 1) : NULL;
     if (row != NULL) {
+        uint8_t person[16] = {0};
         uint64_t start[8];
         const int64_t *line = (const int64_t *)lb.buf;
         uint64_t *out = (uint64_t *)outb.buf;
-        memcpy(start, IV, sizeof start);
-        start[0] ^= 0x01010000ULL ^ 8;
+        start_state(start, person);
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t k = 0; k < n; k++)
             out[k] = hash64(start, row, function_row(row, off, data, line[k], k));
@@ -254,6 +316,8 @@ hash_functions(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"hash_segments", hash_segments, METH_VARARGS,
      "BLAKE2b-64 of each data[bounds[k]:bounds[k+1]] into out[k]."},
+    {"hash_lists", hash_lists, METH_VARARGS,
+     "BLAKE2b-64 of each list of uint64 as (length, values...) into out[k]."},
     {"hash_functions", hash_functions, METH_VARARGS,
      "BLAKE2b-64 of each function row as ids._function_id encodes it."},
     {NULL, NULL, 0, NULL},

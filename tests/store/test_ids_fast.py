@@ -88,6 +88,24 @@ def test_function_ids_equal_the_per_row_encoding() -> None:
     assert ids.function_ids(large).tolist() == want
 
 
+@needs_c
+def test_stack_ids_equal_the_grouping_path(monkeypatch) -> None:
+    rng = np.random.default_rng(17)
+    lists = [
+        list(rng.integers(1, 2**64, size=int(n), dtype=np.uint64)) for n in rng.integers(0, 40, 500)
+    ]
+    lists += [lists[3], lists[3][::-1], [], lists[7], [np.uint64(2**64 - 1)] * 20]
+    flat = np.array([x for lst in lists for x in lst], dtype=np.uint64)
+    offsets = np.cumsum([0] + [len(lst) for lst in lists])
+    fast = ids.stack_ids(flat, offsets)
+    # A slice of the lists, as the store hands over a chunk of a column.
+    part = ids.stack_ids(flat, offsets[100:301])
+    monkeypatch.setattr(ids, "_blake", None)
+    assert fast.tolist() == ids.stack_ids(flat, offsets).tolist()
+    assert part.tolist() == fast[100:300].tolist()
+    assert fast[-5] == fast[3] and fast[-2] == fast[7]
+
+
 def _profile_paths() -> list[Path]:
     paths = [RECORDED_GO / name for name in RECORDED]
     if CORPUS.is_dir():
