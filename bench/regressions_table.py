@@ -63,7 +63,7 @@ def _over_time_rows(store) -> list[str]:
     from pyproflab.store.select import Selection
 
     out = []
-    for case, (window, size) in {"transient": (5, 0.30), "step": (6, 0.15)}.items():
+    for case, (window, size) in {"transient": (8, 0.30), "step": (8, 0.15)}.items():
         for per_name, (measure, per) in PER.items():
             res = over_time(store, Selection(service=f"regprog-{case}"), per=per, measure=measure)
             f = res.findings().to_pylist()
