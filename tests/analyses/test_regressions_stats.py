@@ -112,3 +112,32 @@ def test_flat_series_has_no_change_point() -> None:
     rng = np.random.default_rng(4)
     ps = [arc_test(*_series([8.0] * 12, rng), 199, np.random.default_rng(k))[0] for k in range(200)]
     assert np.mean(np.array(ps) <= 0.05) <= 0.09
+
+
+def test_over_time_shares_skip_an_empty_window_quietly(recwarn) -> None:
+    """A live series' last window can hold only empty profiles: it has no share.
+    The change before it is still found, no warning is printed, a note says so."""
+    from support.store_helpers import make_profile
+
+    from pyproflab.analyses.regressions.over_time import over_time
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest
+    from pyproflab.store.select import Selection
+
+    t0, items = 1_700_000_000_000_000_000, []
+    for w in range(7):
+        a = 10 if w < 3 else 30
+        rows = [
+            (["main.a", "main.main"], [a, a * 10**7]),
+            (["main.b", "main.main"], [50, 5 * 10**8]),
+        ]
+        p = make_profile(rows if w < 6 else [], time_nanos=t0 + w * 10**10, duration_nanos=10**10)
+        items.append((p, ProfileMeta(service="s", version="v", instance="i")))
+    with Store.open(":memory:") as store:
+        ingest(store, items, content_hashes=[f"h{i}" for i in range(len(items))])
+        res = over_time(store, Selection(service="s"))
+    first = res.findings().to_pylist()[0]
+    assert first["label"] == "main.a" and first["window"] == 3
+    assert first["rel"] == pytest.approx((30 / 80) / (10 / 60) - 1)
+    assert any("window(s) 6 have no samples" in n for n in res.notes), res.notes
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -312,6 +312,9 @@ def over_time(
         f"likelihood ratio, {permutations} permutations (seed {seed}); BH FDR {fdr:g} "
         f"over {len(chosen)} functions"
     ]
+    if not (d > 0).all():
+        empty = ", ".join(str(w) for w in np.flatnonzero(d <= 0))
+        notes.append(f"window(s) {empty} have no samples: no share there, no change at them")
     return OverTimeResult(
         changes=changes,
         series=series,
@@ -342,7 +345,8 @@ def _first_tests(nv, win, d, sides, min_share, permutations, rng):
             tests.append((int(node), metric, y, p, i, j))
             labels += [nv.inc.labels[node]] * nw
             metrics += [metric] * nw
-            rates.append(y / d * count_scale * sides.factor)
+            with np.errstate(divide="ignore", invalid="ignore"):  # an empty window's share
+                rates.append(y / d * count_scale * sides.factor)
     best: dict[int, tuple] = {}
     for t in tests:
         if t[0] not in best or t[3] < best[t[0]][3]:
