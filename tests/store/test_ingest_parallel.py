@@ -81,14 +81,7 @@ def test_batches_are_bounded(
     fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each transaction holds at most batch_size profiles, whatever the file count."""
-    sizes: list[int] = []
-    real = ingest_mod.store_keyed
-
-    def spy(store, keyed):
-        sizes.append(len(keyed))
-        return real(store, keyed)
-
-    monkeypatch.setattr(ingest_mod, "store_keyed", spy)
+    sizes = _batch_sizes(monkeypatch)
     with Store.open(tmp_path / "s.duckdb") as store:
         report = ingest_paths(store, [fleet[0].parent], workers=2, batch_size=3)
     assert report.new == len(fleet)
