@@ -23,7 +23,9 @@ allocation rate ``A`` there are ``A/D`` cycles per second, and GC CPU is
    cycle's mark (its mark time is inferred from the background workers' CPU,
    which a saturated process does not give them in full, so a cons/mark built
    on it ran 4-6 times too large): there the runway is the one observed,
-   ``D − (Δ − B)`` (the goal less where marking started), per scan byte.
+   ``D − (Δ − B)`` (the goal less where marking started), per scan byte --
+   or, where that is the trigger's floor, the runway the pacer computed
+   (``gogc_inputs.floor_mark``).
    The trigger is kept between 70 % (45/64) and 95 % of the way from ``H``
    to the goal (or 4 MiB below the goal on large heaps): ``t = clamp(D −
    runway, 0.7·D, max(0.95·D, D − 4 MiB))`` above ``H``. Marking then allocates ``B = min(B_natural,

@@ -6,6 +6,7 @@ test_gogc_recorded.py."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -351,3 +352,37 @@ def test_store_with_only_prometheus_samples(
     out = capsys.readouterr().out
     assert "cycles: prometheus (10 cycles over 5 intervals, 1 instance)" in out
     assert "Recommendation:" in out
+
+
+def test_pacer_runway_as_end_cycle_computes_it() -> None:
+    """10 bytes allocated over a 0.01 s mark at P = 2 with 5 ms of assists:
+    u = 1/4 + 0.005/0.02 = 1/2, so the runway is 3·10·(1/2)/(1/2) = 30; idle
+    workers' 4 ms add i = 0.2 to the scan side: 3·10·0.7/0.5 = 42. Assists
+    past 3/4 of the P-time leave the mutator none: infinite (the floor)."""
+    assert gi.pacer_runway(10, 0.01, 0.005, 0.0, 2) == pytest.approx(30)
+    assert gi.pacer_runway(10, 0.01, 0.005, 0.004, 2) == pytest.approx(42)
+    assert gi.pacer_runway(10, 0.01, 0.02, 0.0, 2) == math.inf
+
+
+def test_floor_mark_when_the_pacer_runway_clears_the_floor() -> None:
+    """Flat out (tests/gcbench-like figures): 40 MiB a cycle against a 44 MiB
+    runway puts B at 40 − (45/64)·44 MiB, and T solves the saturated mutator's
+    B = A·(P·T − M)/(P − M·n); the pacer's runway there is above (19/64)·44."""
+    c = dict(per_cycle=40.0, runway=44.0, alloc=1000.0, n=25.0)
+    c.update(mark_cpu=0.011, assist=0.009, idle_mark=0.0)
+    t, b, runway = gi.floor_mark(c, 2, saturated=True)
+    assert b == pytest.approx(40 - 45 / 64 * 44)
+    assert b == pytest.approx(1000 * (2 * t - 0.011) / (2 - 0.011 * 25))
+    assert runway == pytest.approx(gi.pacer_runway(b, t, 0.009, 0.0, 2))
+    assert runway >= 19 / 64 * 44
+
+
+def test_floor_mark_refused_when_it_does_not_hold() -> None:
+    """Paced (tests/gcbench-like figures): at the floor B = 26.6 − (45/64)·35
+    MiB over T = B/A, the pacer's runway (about 6.8 MiB) falls short of the
+    floor's 10.4: the trigger is above its floor, no mark time follows. Nor
+    when a cycle allocates less than the floor itself."""
+    c = dict(per_cycle=26.6, runway=35.0, alloc=161.0, n=6.06)
+    c.update(mark_cpu=0.016, assist=0.0025, idle_mark=0.0097)
+    assert gi.floor_mark(c, 2, saturated=False) is None
+    assert gi.floor_mark(c | {"per_cycle": 20.0}, 2, saturated=False) is None

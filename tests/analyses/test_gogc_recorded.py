@@ -18,9 +18,10 @@ processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md;
 
 - Inputs at GOGC=100 against what the same runs measured: GC CPU per cycle,
   marked heap and goal agree within 3.5% from either source. Two do not:
-  Prometheus's mark time (P = 2 runs fractional mark workers, which run only
-  when their P is free: 4.6 ms for 14.6 flat out, 7.7 for 11.6 paced; it is a
-  lower bound and the provenance says so), and paced gctrace's mutator CPU
+  Prometheus's paced mark time (P = 2 runs fractional mark workers, which run
+  only when their P is free: 7.7 ms for 11.6; it is a lower bound and the
+  provenance says so; flat out the trigger's floor gives 13.6 for 14.6, see
+  ``gogc_inputs.floor_mark``), and paced gctrace's mutator CPU
   (the CPU the GC workers leave while marking: 0.628 cores for the runtime's
   0.480 user class), which alone makes the paced gctrace share 20.5%/32.4%;
   with 0.480 it would be 7.0%/14.0%. gctrace cannot show that CPU: with
@@ -32,13 +33,13 @@ processes used -0.05 to 0.13 cores, see tests/testdata/gc/README.md;
   do not identify a per-byte-of-goal term: fitted across them (goals 76-98
   MiB flat out) it is 0.013 +- 0.017 ms per MiB; paced (66-72 MiB) -0.03 +-
   0.29. With each setting's measured cost the share would be 8.5%/14.1% (cpu
-  gctrace), 9.0%/20.7% (cpu Prometheus), 7.5%/10.7% (paced Prometheus).
+  gctrace), 6.3%/9.7% (cpu Prometheus), 7.5%/10.7% (paced Prometheus).
 - Flat out at GOGC=25 the mutator allocates 494 MiB/s per core of its CPU, for
   565 at GOGC=100 (the runtime counts write barriers and sweeping as user CPU;
   which of them costs it, the recordings do not tell): cycles +15%, share +14%.
-- Prometheus flat out, under the 160 MiB limit: cycles -21%. Its mark time
-  being short, so is its floating garbage (4.5 MiB for 10.5), and with it the
-  pacer's runway; with gctrace's mark time it would be -13%.
+- Prometheus flat out met the targets once the trigger's floor gave its mark
+  time (before: 4.6 ms, floating garbage 4.5 MiB for 10.5, cycles under the
+  160 MiB limit -21%, share 17.2%/23.9%).
 """
 
 from __future__ import annotations
@@ -108,21 +109,27 @@ def test_gogc100_inputs_match_what_the_runs_measured(mode: str, source: str, key
 
 
 @pytest.mark.parametrize("mode", rec.MODES)
-def test_prometheus_mark_time_is_a_lower_bound_at_two_procs(mode: str) -> None:
-    """At GOMAXPROCS 2 the background workers are fractional: the mark time
-    Prometheus gives is short of gctrace's (4.6 ms for 14.6 flat out, 7.7 for
-    11.6 paced), never long, and the provenance says it is a lower bound."""
+def test_prometheus_mark_time_at_two_procs(mode: str) -> None:
+    """At GOMAXPROCS 2 the background workers are fractional: their CPU gives
+    only a lower bound of the mark time, and the provenance says so. Flat out
+    the pacer's runway puts the trigger at its floor, and the floor gives the
+    mark time (13.6 ms for gctrace's 14.6); paced it does not, and the lower
+    bound stands (7.7 for 11.6)."""
     obs = rec.calibration(mode, "prometheus")
     assert obs.procs == 2
-    assert obs.mean("mark_s") < _gogc100_measured(mode)["mark_s"]
     assert "lower bound" in obs.provenance["mark time"]
+    ratio = obs.mean("mark_s") / _gogc100_measured(mode)["mark_s"]
+    if mode == "cpu":
+        assert 0.9 <= ratio <= 1.0, ratio
+    else:
+        assert ratio < 0.7, ratio
 
 
 # Achieved on the recordings (python -m bench.gc_validate): (mean |error|, max |error|).
 # Where a bound is above the 10% / 20% target, the comment names the gap.
 GOAL_BOUNDS = {
     ("cpu", "gctrace"): (0.10, 0.20),  # 3.1%, 5.8%
-    ("cpu", "prometheus"): (0.10, 0.20),  # 7.2%, 18.5%
+    ("cpu", "prometheus"): (0.10, 0.20),  # 3.9%, 5.4%
     ("rate", "gctrace"): (0.10, 0.20),  # 1.5%, 2.8%
     ("rate", "prometheus"): (0.10, 0.20),  # 2.0%, 4.0%
     ("cpu", "gctrace+prometheus"): (0.10, 0.20),  # 3.4%, 5.8%
@@ -130,7 +137,7 @@ GOAL_BOUNDS = {
 }
 CYCLES_BOUNDS = {
     ("cpu", "gctrace"): (0.10, 0.20),  # 8.8%, 14.6%
-    ("cpu", "prometheus"): (0.10, 0.21),  # 9.6%, 20.6%: max 0.6 points over
+    ("cpu", "prometheus"): (0.10, 0.20),  # 6.2%, 10.5%
     ("rate", "gctrace"): (0.10, 0.20),  # 2.2%, 4.4%
     ("rate", "prometheus"): (0.10, 0.20),  # 3.4%, 6.3%
     ("cpu", "gctrace+prometheus"): (0.10, 0.20),  # 9.2%, 14.6%
@@ -138,7 +145,7 @@ CYCLES_BOUNDS = {
 }
 SHARE_BOUNDS = {
     ("cpu", "gctrace"): (0.11, 0.20),  # 10.4%, 16.8%: mean 0.4 over
-    ("cpu", "prometheus"): (0.18, 0.24),  # 17.2%, 23.9%: 7.2 and 3.9 points over
+    ("cpu", "prometheus"): (0.10, 0.20),  # 7.3%, 15.9%
     ("rate", "gctrace"): (0.21, 0.33),  # 20.5%, 32.4%: 10.5 and 12.4 points over
     ("rate", "prometheus"): (0.12, 0.20),  # 11.2%, 19.4%: mean 1.2 over
     ("cpu", "gctrace+prometheus"): (0.11, 0.20),  # 10.8%, 16.8%: mean 0.8 over
