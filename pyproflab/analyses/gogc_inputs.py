@@ -267,7 +267,15 @@ def cons_mark(mark_alloc: float, scan: float, u_all: float, u_busy: float) -> fl
     """The pacer's cons/mark ratio of one cycle (``mgcpacer.go``, endCycle):
     bytes allocated while marking per byte of scan work, scaled by the GC's
     CPU utilisation ``u_all`` (idle workers included) over the mutator's
-    share ``1 − u_busy`` (idle workers not)."""
+    share ``1 − u_busy`` (idle workers not).
+
+    Unlike endCycle, ``u`` counts the background workers' CPU as they ran;
+    endCycle takes them at their 25 % goal. With endCycle's assumption the
+    runway at GOGC=100 on tests/gcbench flat out comes out twice as long (48
+    MiB against 22; the runway seen at GOGC 400 and 800 is 37), and the cycles
+    predicted at GOGC 400 and 800 were 20% and 18% too many: the runtime's
+    cons/mark falls at large GOGC as the assists do, which one fitted runway
+    does not follow. Tried and left (session 6, ``gogc`` helper)."""
     if scan <= 0 or not 0 <= u_busy < 0.99:
         return math.nan
     return mark_alloc * u_all / (scan * (1 - u_busy))
