@@ -161,7 +161,7 @@ def floor_mark(
     ``runway`` goal − marked heap, ``alloc`` rate, ``n`` cycles per second,
     ``mark_cpu`` (every mark worker class), ``assist`` and ``idle_mark`` CPU."""
     b = c["per_cycle"] - TRIGGER_FLOOR * c["runway"]
-    if b <= 0 or c["alloc"] <= 0:
+    if b <= 0 or c["alloc"] <= 0 or c["runway"] <= 0:
         return None
     if saturated:
         # The mutator allocates the same per core-second of its own in and out of

@@ -381,8 +381,10 @@ def test_floor_mark_refused_when_it_does_not_hold() -> None:
     """Paced (tests/gcbench-like figures): at the floor B = 26.6 − (45/64)·35
     MiB over T = B/A, the pacer's runway (about 6.8 MiB) falls short of the
     floor's 10.4: the trigger is above its floor, no mark time follows. Nor
-    when a cycle allocates less than the floor itself."""
+    when a cycle allocates less than the floor itself, or there is no runway."""
     c = dict(per_cycle=26.6, runway=35.0, alloc=161.0, n=6.06)
     c.update(mark_cpu=0.016, assist=0.0025, idle_mark=0.0097)
     assert gi.floor_mark(c, 2, saturated=False) is None
     assert gi.floor_mark(c | {"per_cycle": 20.0}, 2, saturated=False) is None
+    # A marked heap at or above the goal (a limit squeezing it) leaves no runway.
+    assert gi.floor_mark(c | {"runway": -1.0, "per_cycle": 5.0}, 2, saturated=False) is None
