@@ -479,19 +479,9 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
     )
     frac = at(_GC_FRACTION, t1)
     gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
-    mark_s, exact = mark_seconds(ded / cyc, p) if ded is not None else (math.nan, True)
-    b = alloc * mark_s if ded is not None else 0.0
-    # The pacer's runway as the interval shows it: the goal less where marking
-    # started (the bytes a cycle allocates, less those allocated while marking).
-    runway = max(goal - marked - alloc / n + b, 0.0) if ded is not None else math.nan
-    assist = delta(_ASSIST)
-    if not exact and assist is not None and idle_mark is not None:
-        saturated = idle is not None and bool(total) and idle / total < SATURATED_IDLE
-        per = dict(per_cycle=alloc / n, runway=goal - marked, alloc=alloc, n=n)
-        per.update(mark_cpu=(ded + assist + idle_mark) / cyc, assist=assist / cyc)
-        floor = floor_mark(per | {"idle_mark": idle_mark / cyc}, p, saturated)
-        if floor is not None and floor[0] > mark_s:
-            mark_s, b, runway = floor
+    saturated = idle is not None and bool(total) and idle / total < SATURATED_IDLE
+    per = dict(per_cycle=alloc / n, runway=goal - marked, alloc=alloc, n=n)
+    mark_s, b, runway = _mark(per, (ded, delta(_ASSIST), idle_mark), cyc, p, saturated)
     return dict(
         pacer_runway=runway,
         n=n,
@@ -521,6 +511,34 @@ def _interval(ser, inst, t0, t1, g: float) -> dict[str, float] | None:
         ),
         procs=p,
     )
+
+
+def _mark(
+    per: dict[str, float],
+    cpu: tuple[float | None, float | None, float | None],
+    cyc: float,
+    procs: float,
+    saturated: bool,
+) -> tuple[float, float, float]:
+    """(mark seconds, mark-time allocation, the pacer's runway) of an interval
+    from its mark workers' CPU (dedicated class, assists, idle workers) over
+    ``cyc`` cycles: the worker split's mark time, raised to the trigger's floor
+    where that holds (module rules); NaN, 0, NaN without the dedicated class."""
+    ded, assist, idle_mark = cpu
+    if ded is None:
+        return math.nan, 0.0, math.nan
+    mark_s, exact = mark_seconds(ded / cyc, procs)
+    b = per["alloc"] * mark_s
+    # The pacer's runway as the interval shows it: the goal less where marking
+    # started (the bytes a cycle allocates, less those allocated while marking).
+    runway = max(per["runway"] - per["per_cycle"] + b, 0.0)
+    if exact or assist is None or idle_mark is None:
+        return mark_s, b, runway
+    per = per | dict(mark_cpu=(ded + assist + idle_mark) / cyc, assist=assist / cyc)
+    floor = floor_mark(per | {"idle_mark": idle_mark / cyc}, procs, saturated)
+    if floor is not None and floor[0] > mark_s:
+        return floor
+    return mark_s, b, runway
 
 
 def from_metrics(
