@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "model": 0,
     "display": 0,
     "arrays": 0,
+    "native": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

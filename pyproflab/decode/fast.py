@@ -33,7 +33,6 @@ would cut along.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ from pyproflab.arrays import from_numpy
 from pyproflab.decode.common import malformed, metadata
 from pyproflab.decode.lite import TopLevel
 from pyproflab.model import Profile
+from pyproflab.native import optional_extension
 
 U64 = np.uint64
 I64 = np.int64
@@ -59,19 +59,8 @@ class _HandToReference(Exception):
     """The input uses a wire form the bulk walk does not handle."""
 
 
-def _load_wire():
-    """The C extension, or None: not built (no compiler), or ``PYPROFLAB_PURE_DECODE``
-    set (to anything but 0) to force the numpy path."""
-    if os.environ.get("PYPROFLAB_PURE_DECODE", "") not in ("", "0"):
-        return None
-    try:
-        from pyproflab.decode import _wire
-    except ImportError:
-        return None
-    return _wire
-
-
-_wire = _load_wire()
+# The C extension (PYPROFLAB_PURE_DECODE=1 forces the numpy path).
+_wire = optional_extension("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE")
 
 # The C extension's hand-over codes (keep in step with _wire.c).
 _HAND_OVER = {

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -36,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.arrays import list_parts, to_numpy
+from pyproflab.native import optional_extension
 
 U64 = np.uint64
 _M1 = U64(0xBF58476D1CE4E5B9)
@@ -66,20 +66,10 @@ def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
         return mix(np.asarray(h, dtype=U64) * _GOLDEN + mix(np.asarray(v).astype(U64)))
 
 
-def _load_blake():
-    """The C extension that hashes many segments in one call (``_blake.c``), or
-    None: not built (no compiler), or ``PYPROFLAB_PURE_KEYS`` set (to anything
-    but 0) to force hashlib. Both give the same ids (tests/store/test_ids_fast.py)."""
-    if os.environ.get("PYPROFLAB_PURE_KEYS", "") not in ("", "0"):
-        return None
-    try:
-        from pyproflab.store import _blake
-    except ImportError:
-        return None
-    return _blake
-
-
-_blake = _load_blake()
+# The C extension that hashes many segments in one call (``_blake.c``);
+# PYPROFLAB_PURE_KEYS=1 forces hashlib. Both give the same ids
+# (tests/store/test_ids_fast.py).
+_blake = optional_extension("pyproflab.store._blake", "PYPROFLAB_PURE_KEYS")
 
 
 def _nonzero(ids: np.ndarray) -> np.ndarray:

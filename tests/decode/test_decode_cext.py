@@ -172,12 +172,23 @@ def test_the_extension_is_built_and_used(monkeypatch) -> None:
     assert {"split", "walk", "gather", "last_values"} <= set(calls)
 
 
-def test_pure_decode_switch(monkeypatch) -> None:
-    monkeypatch.setenv("PYPROFLAB_PURE_DECODE", "1")
-    assert fast._load_wire() is None
-    monkeypatch.setenv("PYPROFLAB_PURE_DECODE", "0")
-    built = importlib.util.find_spec("pyproflab.decode._wire") is not None
-    assert (fast._load_wire() is not None) == built
+@pytest.mark.parametrize(
+    ("module", "env"),
+    [
+        ("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE"),
+        ("pyproflab.store._blake", "PYPROFLAB_PURE_KEYS"),
+    ],
+)
+def test_pure_switch(monkeypatch, module, env) -> None:
+    """The environment switch forces the pure path; 0 or unset loads the
+    extension when it was built."""
+    from pyproflab.native import optional_extension
+
+    monkeypatch.setenv(env, "1")
+    assert optional_extension(module, env) is None
+    monkeypatch.setenv(env, "0")
+    built = importlib.util.find_spec(module) is not None
+    assert (optional_extension(module, env) is not None) == built
 
 
 @pytest.mark.skipif(
