@@ -63,7 +63,7 @@ def _over_time_rows(store) -> list[str]:
     from pyproflab.store.select import Selection
 
     out = []
-    for case, (window, size) in {"transient": (8, 0.30), "step": (8, 0.15)}.items():
+    for case, (window, size) in regdata.OVER_TIME.items():
         for per_name, (measure, per) in PER.items():
             res = over_time(store, Selection(service=f"regprog-{case}"), per=per, measure=measure)
             f = res.findings().to_pylist()
@@ -91,17 +91,8 @@ def aa_rate(
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store.select import Selection
 
-    ids = np.array(
-        store.profiles(Selection(instance=instance))
-        .sort_by("time_nanos")
-        .column("profile_id")
-        .to_pylist()
-    )
-    rng = np.random.default_rng(13)
     alarms, det = 0, []
-    for _ in range(splits):
-        pick = rng.permutation(len(ids))
-        a, b = sorted(ids[pick[:8]].tolist()), sorted(ids[pick[8:]].tolist())
+    for a, b in regdata.aa_splits(store, instance, splits):
         t = regressions(
             store,
             Selection(profile_ids=a),

@@ -22,6 +22,24 @@ PLANTED = {
     "helper": ("main.viaB", 0.30),
     "shift": ("main.shiftX", 0.30),
 }
+#: The over-time cases: main.ownWork's planted change and its first window.
+OVER_TIME = {"transient": (6, 0.30), "step": (8, 0.15)}
+
+
+def aa_splits(store, instance: str, splits: int, seed: int = 13):
+    """``splits`` random halvings of ``instance``'s windows (profile ids, by
+    time), as (a, b) lists of profile ids; the same splits for the same seed."""
+    import numpy as np
+
+    from pyproflab.store.select import Selection
+
+    rows = store.profiles(Selection(instance=instance)).sort_by("time_nanos")
+    ids = np.array(rows.column("profile_id").to_pylist())
+    rng = np.random.default_rng(seed)
+    for _ in range(splits):
+        pick = rng.permutation(len(ids))
+        half = len(ids) // 2
+        yield sorted(ids[pick[:half]].tolist()), sorted(ids[pick[half:]].tolist())
 
 
 def sidecars(case: str) -> list[tuple[Path, dict]]:

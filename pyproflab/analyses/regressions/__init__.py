@@ -389,9 +389,9 @@ def regressions(
     (a service instance's profiles summed: use it when profiles of one
     instance are correlated) or ``window`` (the profiles of a side taken
     together, summed; see ``time_windows``). ``test``: ``quasi-poisson``
-    (default), ``permutation`` or ``welch``; ``permutations``: at most this
-    many splits of the units. ``per``: a counter in ``metric_samples`` whose
-    increase over each profile is its denominator (cost per unit of work).
+    (default), ``permutation`` (at most ``permutations`` splits) or ``welch``.
+    ``measure``: auto, share or rate (rule 4); ``per``: a counter in
+    ``metric_samples``, its increase over each profile the denominator.
     """
     measure = resolve_measure(measure, per)
     _check(granularity, rank_by, fdr, confidence, unit, resamples, test, permutations)

@@ -230,8 +230,9 @@ def _went_away(out: list[dict], segs, phi: float, q: float) -> None:
                 break
 
 
-def _window_series(store, selection, sample_index, granularity, per):
-    """Profiles, their windows, and per (window, node) flat and cum."""
+def _window_series(store, selection, sample_index, granularity, per, measure):
+    """Profiles, their windows, per (window, node) flat and cum, and the
+    measure: (per-profile denominators, factor, shown unit) (rule 1)."""
     from pyproflab.store.regressions import selected_profiles
 
     sel = as_selection(selection)
@@ -246,7 +247,13 @@ def _window_series(store, selection, sample_index, granularity, per):
     if nw < 4:
         raise UsageError(f"over time needs at least 4 collection windows; the selection has {nw}")
     nv = node_values(store, sides, granularity, True)
-    den = per_work(store, sides.rows, per) if per else sides.durations
+    if measure == "share":
+        den = (nv.totals / sides.count_scale, 1.0 / sides.count_scale, "share")
+    elif per:
+        unit = f"{sides.rate_unit.removesuffix('/s')}/{per}"
+        den = (per_work(store, sides.rows, per), sides.factor, unit)
+    else:
+        den = (sides.durations, sides.factor, sides.rate_unit)
     return sel, sides, win, nw, nv, den
 
 
@@ -286,14 +293,12 @@ def over_time(
     if permutations < 99:
         raise UsageError("permutations must be at least 99")
     measure = resolve_measure(measure, per)
-    sel, sides, win, nw, nv, den = _window_series(store, selection, sample_index, granularity, per)
-    if measure == "share":
-        den = nv.totals / sides.count_scale
-        sides.factor, sides.rate_unit = 1.0 / sides.count_scale, "share"
+    args = (store, selection, sample_index, granularity, per, measure)
+    sel, sides, win, nw, nv, (den, factor, unit) = _window_series(*args)
     d = np.bincount(win, weights=den, minlength=nw)
-    unit_value = sides.count_scale * sides.factor
+    unit_value = sides.count_scale * factor
     rng = np.random.default_rng(seed)
-    chosen, series = _first_tests(nv, win, d, sides, min_share, permutations, rng)
+    chosen, series = _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng)
     q = stats.bh_adjust(np.array([t[3] for t in chosen])) if chosen else np.array([])
     windows = _windows_table(sides, win, nw)
     found = []
@@ -306,7 +311,6 @@ def over_time(
             c.update(label=nv.inc.labels[node], metric=metric, p=p, q=qv, _node=node)
             found.append(c)
     changes = _rank(found, nv.inc.paths, windows.column("start").to_pylist())
-    unit = sides.rate_unit if not per else f"{sides.rate_unit.removesuffix('/s')}/{per}"
     notes = [
         f"{nw} windows of {sel.describe()}; circular binary segmentation, Poisson "
         f"likelihood ratio, {permutations} permutations (seed {seed}); BH FDR {fdr:g} "
@@ -329,7 +333,7 @@ def over_time(
     )
 
 
-def _first_tests(nv, win, d, sides, min_share, permutations, rng):
+def _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng):
     """Per function above ``min_share`` of the total, the first arc test of its
     flat and of its cum series, keeping the one that changes more surely
     (smaller p; flat on a tie; rule 2): ``(node, metric, counts, p, i, j)``;
@@ -346,7 +350,7 @@ def _first_tests(nv, win, d, sides, min_share, permutations, rng):
             labels += [nv.inc.labels[node]] * nw
             metrics += [metric] * nw
             with np.errstate(divide="ignore", invalid="ignore"):  # an empty window's share
-                rates.append(y / d * count_scale * sides.factor)
+                rates.append(y / d * unit_value)
     best: dict[int, tuple] = {}
     for t in tests:
         if t[0] not in best or t[3] < best[t[0]][3]:
