@@ -16,11 +16,12 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,notebooks]'
+	$(PY) -m pip install --quiet -e '.[dev,notebooks,spark]'
 	touch $(STAMP)
 
-# System packages the tests use (Debian's prometheus); installs only what is
-# missing, and only as root; without them those tests skip and say why.
+# System packages the tests use (Debian's prometheus and chromium, a Java runtime
+# for Spark); installs only what is missing, and only as root; without them
+# those tests skip and say why.
 system-deps:
 	sh scripts/install-system-deps.sh
 

@@ -4,6 +4,8 @@
 # - prometheus (Debian's package, 2.42 on bookworm) for tests/sources/test_prometheus_server.py.
 # - chromium (Debian's package) for the headless browser tests of the HTML report
 #   (tests/reports/test_report_browser.py, tests/reports/test_untrusted_names.py).
+# - a Java runtime (Debian's default-jre-headless: OpenJDK 17 on bookworm, 21 on
+#   trixie; Spark 4 runs on either) for the Spark engine's tests (tests/engines/).
 #
 # The package's maintainer scripts would start a prometheus daemon (systemd or
 # /etc/init.d). The tests start their own on 127.0.0.1 and nothing may keep
@@ -25,6 +27,24 @@ else
         echo "install-system-deps: installed $(/usr/bin/chromium --version 2>/dev/null | head -n 1)"
     else
         echo "install-system-deps: installing chromium failed (browser tests will skip)" >&2
+    fi
+fi
+
+# java: only if missing, only as root, never fatal (the Spark tests skip without it).
+if command -v java >/dev/null 2>&1; then
+    echo "install-system-deps: java already installed ($(java -version 2>&1 | head -n 1))"
+elif [ "$(id -u)" != 0 ]; then
+    echo "install-system-deps: java missing and not root; skipping (Spark tests will skip)" >&2
+elif ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-system-deps: no apt-get; cannot install java (Spark tests will skip)" >&2
+else
+    echo "install-system-deps: installing Debian package default-jre-headless"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            default-jre-headless >/dev/null; then
+        echo "install-system-deps: installed $(java -version 2>&1 | head -n 1)"
+    else
+        echo "install-system-deps: installing java failed (Spark tests will skip)" >&2
     fi
 fi
 
