@@ -22,6 +22,7 @@ from pyproflab.model import Profile, ValueType
 
 if TYPE_CHECKING:
     from pyproflab.decode import decode_bytes, read_profile
+    from pyproflab.engines.spark_query import SparkDataset
     from pyproflab.lab import Lab
 
 __version__ = "0.1.0"
@@ -38,6 +39,7 @@ __all__ = [
     "merge_profiles",
     "notebook",
     "open",
+    "open_spark",
     "peek",
     "plotly_text",
     "read_profile",
@@ -54,6 +56,14 @@ def open(path: Any = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:  # 
     from pyproflab.lab import Lab
 
     return Lab.open(path, read_only=read_only)
+
+
+def open_spark(spark: Any, path: Any) -> SparkDataset:
+    """Questions on Spark over the Parquet dataset at ``path`` (``export --parquet``
+    or ``engines.spark_ingest``); answers are the store's result objects."""
+    from pyproflab.engines.spark_query import SparkDataset
+
+    return SparkDataset(spark, path)
 
 
 def from_connection(con: Any) -> Lab:

@@ -1,5 +1,5 @@
 """The package's layers import only downward (STYLE: sources -> decode -> store ->
-analyses -> workflows -> reports -> CLI/jobs/notebooks).
+analyses -> workflows/engines -> reports -> CLI/jobs/notebooks).
 
 Every ``import``/``from ... import`` of a pyproflab module, at any depth (lazy
 imports inside functions count), must name a layer at or below the importer's.
@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "store": 2,
     "analyses": 3,
     "workflows": 4,
+    # Other engines over the store's dataset (Spark): store rows in, analyses' results out.
+    "engines": 4,
     "reports": 5,
     "files": 6,
     "collect": 6,

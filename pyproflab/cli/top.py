@@ -51,13 +51,16 @@ class Command:
             action="store_true",
             help="text: print exact integers in the base unit instead of scaled values",
         )
+        add_engine_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.analyses.top import top
         from pyproflab.errors import UsageError
         from pyproflab.reports import render_top
 
-        profile = report_profile(args)
+        if args.dataset and args.engine != "spark":
+            raise UsageError("--dataset is read by --engine spark")
+        profile = spark_profile(args) if args.engine == "spark" else report_profile(args)
         sample_index = parse_sample_index(args.sample_index)
         nodecount = args.nodecount
         if nodecount is None and args.format == "text":
@@ -79,6 +82,43 @@ class Command:
         text = render_top(result, args.format, exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="spark: merge the selection of a Parquet dataset (--dataset) on Spark",
+    )
+    parser.add_argument(
+        "--dataset", metavar="PATH", help="with --engine spark: the dataset export/Spark wrote"
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --engine spark: a Spark setting of the session it starts (repeatable)",
+    )
+
+
+def spark_profile(args: argparse.Namespace):
+    """The merged selection of ``--dataset``, on Spark (engines.spark_query)."""
+    if args.files or args.db:
+        raise UsageError("--engine spark reads --dataset PATH, not files or --db")
+    if not args.dataset:
+        raise UsageError("--engine spark needs --dataset PATH")
+    conf = dict(kv.partition("=")[::2] for kv in args.spark_conf)
+    try:
+        from pyproflab.engines.spark_query import SparkDataset
+        from pyproflab.engines.spark_session import local_session
+    except ImportError as e:
+        raise UsageError(
+            f"--engine spark needs pyspark (pip install 'pyproflab[spark]'): {e}"
+        ) from None
+    dataset = SparkDataset(local_session(conf=conf), args.dataset)
+    return dataset.merged_profile(common.selection_from_args(args))
 
 
 def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -> None:

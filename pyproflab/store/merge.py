@@ -21,7 +21,8 @@ the first profile's main mapping first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -156,6 +157,12 @@ def _fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Tabl
     return t
 
 
+# Rows of a dedup table by id: (table, id column, wanted ids) -> the rows, one per
+# id found, in any order; an empty table of the table's schema for none. The store
+# reads its own tables (``_fetch``); other engines give their own (engines/spark_query).
+Fetch = Callable[[str, str, np.ndarray], pa.Table]
+
+
 def assemble(
     store: Store,
     stack_id: np.ndarray,
@@ -164,20 +171,35 @@ def assemble(
     header: dict[str, Any],
     main_mapping_id: int,
 ) -> Profile:
+    """A Profile from samples keyed by store ids (``assemble_rows`` over the store)."""
+    fetch = functools.partial(_fetch, store)
+    return assemble_rows(fetch, store.name, stack_id, label_set_id, values, header, main_mapping_id)
+
+
+def assemble_rows(
+    fetch: Fetch,
+    name: str,
+    stack_id: np.ndarray,
+    label_set_id: np.ndarray,
+    values: pa.Array,
+    header: dict[str, Any],
+    main_mapping_id: int,
+) -> Profile:
     """A Profile from samples keyed by store ids: fetch only what they reference,
-    renumber ids 1..n (first appearance), and build the PROFILE_* tables."""
-    s_flat, s_offsets = _sample_stacks(store, stack_id)
+    renumber ids 1..n (first appearance), and build the PROFILE_* tables. ``name``
+    names the rows' source in errors."""
+    s_flat, s_offsets = _sample_stacks(fetch, name, stack_id)
     # Locations, functions and mappings, each in first appearance over the samples.
     loc_order = _first_appearance(s_flat)
-    locs = _fetch_in_order(store, "locations", "location_id", loc_order)
+    locs = _fetch_in_order(fetch, "locations", "location_id", loc_order)
     lines_flat, line_offsets = ids._list_parts(locs.column("lines"))
     line_fn = ids._u64(lines_flat.field("function_id"))
     loc_mapping = ids._u64(locs.column("mapping_id"))
     fn_order = _first_appearance(line_fn[line_fn != 0])
-    fns = _fetch_in_order(store, "functions", "function_id", fn_order)
+    fns = _fetch_in_order(fetch, "functions", "function_id", fn_order)
     map_seq = np.concatenate([np.array([main_mapping_id], dtype=ids.U64), loc_mapping])
     map_order = _first_appearance(map_seq[map_seq != 0])
-    maps = _fetch(store, "mappings", "mapping_id", map_order)
+    maps = fetch("mappings", "mapping_id", map_order)
     map_cid = ids._u64(maps.column("mapping_id"))
     if len(map_cid) < len(map_order):  # an unknown main mapping only: drop it
         map_order = map_order[np.isin(map_order, map_cid)]
@@ -190,7 +212,7 @@ def assemble(
                 from_numpy(_renumber(s_flat, loc_order), pa.uint64()),
             ),
             values,
-            _sample_labels(store, label_set_id),
+            _sample_labels(fetch, label_set_id),
         ],
         schema=schema.PROFILE_SAMPLES,
     )
@@ -225,17 +247,17 @@ def assemble(
     )
 
 
-def _sample_stacks(store: Store, stack_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sample_stacks(fetch: Fetch, name: str, stack_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(location content ids of every sample's stack, flat; their list offsets), in
     sample order. ``StoreError`` when a stack is missing (an inconsistent store)."""
     uniq_stacks = np.unique(stack_id)
-    stacks = _fetch(store, "stacks", "stack_id", uniq_stacks)
+    stacks = fetch("stacks", "stack_id", uniq_stacks)
     st_ids = ids._u64(stacks.column("stack_id"))
     st_flat, st_offsets = ids._list_parts(stacks.column("location_ids"))
     st_flat = ids._u64(st_flat)
     if len(st_ids) != len(uniq_stacks):
         raise StoreError(
-            f"{store.name}: store is inconsistent: samples reference "
+            f"{name}: store is inconsistent: samples reference "
             f"{len(uniq_stacks) - len(st_ids)} missing stacks"
         )
     # Order stacks as the samples first use them, so location ids follow sample order.
@@ -255,17 +277,17 @@ def _sample_stacks(store: Store, stack_id: np.ndarray) -> tuple[np.ndarray, np.n
     return ids._u64(s_flat), s_offsets
 
 
-def _fetch_in_order(store: Store, table: str, id_col: str, order: np.ndarray) -> pa.Table:
+def _fetch_in_order(fetch: Fetch, table: str, id_col: str, order: np.ndarray) -> pa.Table:
     """The rows of ``table`` whose ids are ``order`` (distinct), in that order."""
-    rows = _fetch(store, table, id_col, np.sort(order))
+    rows = fetch(table, id_col, np.sort(order))
     cid = ids._u64(rows.column(id_col))
     return rows.take(from_numpy(np.argsort(cid)[np.searchsorted(np.sort(cid), order)]))
 
 
-def _sample_labels(store: Store, label_set_id: np.ndarray) -> pa.Array:
+def _sample_labels(fetch: Fetch, label_set_id: np.ndarray) -> pa.Array:
     """Each sample's labels (PROFILE_LABEL lists; empty for label set 0)."""
     wanted_sets = np.unique(label_set_id[label_set_id != 0])
-    sets = _fetch(store, "label_sets", "label_set_id", wanted_sets)
+    sets = fetch("label_sets", "label_set_id", wanted_sets)
     set_cid = ids._u64(sets.column("label_set_id"))
     # Interned before the take: a label set shared by many samples is not copied.
     set_lists = pa.concat_arrays(
@@ -373,4 +395,4 @@ def stored_profile(store: Store, profile_id: int) -> Profile:
     )
 
 
-__all__ = ["assemble", "merge_headers", "merged_profile", "stored_profile"]
+__all__ = ["assemble", "assemble_rows", "merge_headers", "merged_profile", "stored_profile"]

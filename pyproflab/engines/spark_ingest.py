@@ -1,0 +1,496 @@
+"""Profile files -> the Parquet dataset of ``pyproflab export --parquet``, on Spark.
+
+``ingest_dataset(spark, paths, directory)`` writes the layout of
+``store/parquet.py`` (hive-partitioned profiles and samples by service and date,
+the five dedup tables whole, the marker with counts and every file's sha256),
+equal to an export of a DuckDB store that ingested the same files in the same
+order with ``ingest_paths``. Rules:
+
+- Files are listed by ``expand_paths`` (local or shared paths; the same order
+  as ``pyproflab ingest``). Each Spark task reads, hashes, decodes and keys its
+  files with pyproflab's own ``prepare_file`` (same metadata rules: defaults,
+  path template, sidecar) and stages each keyed profile as one file.
+- Profile ids are given on the driver in file order, as the store gives them:
+  1, 2, ... to the first file of each content hash; a later file with a stored
+  hash is ``present``; a file that cannot be read is refused with its reason
+  and writes nothing. ``row_order`` (the store's sample rowid) counts samples in
+  profile id order.
+- Dedup rows (functions, mappings, locations, stacks, label sets) are shuffled
+  by content id; the first occurrence in (profile id, row) order is kept and
+  the table is written in that order. The same rows as the store's; its own
+  row order of these tables differs from one ingest to the next (an anti-join
+  inserts them), so they are equal as sets keyed by id.
+- The dataset is written in a hidden sibling folder holding ``PARTIAL`` and
+  renamed into place when whole; on any failure it is removed and one line is
+  raised: ``directory`` is a whole dataset or absent.
+
+Not done here (the store's ingest does it): refusing two different rows with
+one 64-bit content id (a collision); object-store prefixes (s3://...) as input
+or output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pyproflab import schema
+from pyproflab.engines import spark_arrow as sa
+from pyproflab.errors import StoreError, UsageError
+from pyproflab.store.connection import SCHEMA_VERSION
+from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
+from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL
+from pyproflab.store.parquet import FORMAT, FORMAT_VERSION
+
+# (table, id column, STORE schema), in the order export writes them.
+DEDUP = (
+    ("stacks", "stack_id", schema.STORE_STACKS),
+    ("locations", "location_id", schema.STORE_LOCATIONS),
+    ("functions", "function_id", schema.STORE_FUNCTIONS),
+    ("mappings", "mapping_id", schema.STORE_MAPPINGS),
+    ("label_sets", "label_set_id", schema.STORE_LABEL_SETS),
+)
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# Rows buffered per Parquet row group of samples (profiles are written per partition).
+ROW_GROUP = 1 << 17
+
+STAGED = pa.schema(
+    [
+        ("idx", pa.int64()),
+        ("content_hash", pa.string()),
+        ("reason", pa.string()),
+        ("num_samples", pa.int64()),
+        ("service", pa.string()),
+        ("service_dir", pa.string()),
+        ("date", pa.string()),
+        ("staged", pa.string()),
+    ]
+)
+FRESH = pa.schema(
+    [
+        ("profile_id", pa.int64()),
+        ("row_base", pa.int64()),
+        ("service", pa.string()),
+        ("service_dir", pa.string()),
+        ("date", pa.string()),
+        ("staged", pa.string()),
+    ]
+)
+WRITTEN = pa.schema(
+    [("path", pa.string()), ("bytes", pa.int64()), ("sha256", pa.string()), ("rows", pa.int64())]
+)
+# The files' schemas, as export writes them (profiles: service is the folder name).
+PROFILES_FILE = pa.schema(
+    [f for f in schema.STORE_PROFILES if f.name != "service"]
+    + [
+        pa.field("service", pa.string()),
+        pa.field("service_name", pa.string()),
+        pa.field("date", pa.string()),
+    ]
+)
+SAMPLES_FILE = pa.schema(
+    list(schema.STORE_SAMPLES) + [pa.field("row_order", pa.int64(), nullable=False)]
+)
+
+
+@dataclass
+class SparkIngestSummary:
+    """What ``ingest_dataset`` wrote: counts per table, and the files it refused."""
+
+    path: str
+    counts: dict[str, int]
+    present: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"wrote {self.counts['profiles']} profiles, {self.counts['samples']} samples to "
+            f"{self.path}; {self.present} already present, {len(self.refused)} refused"
+        )
+
+
+def ingest_dataset(
+    spark: Any,
+    paths: Iterable[str | os.PathLike],
+    directory: str | os.PathLike,
+    defaults: ProfileMeta | None = None,
+    *,
+    path_template: str | None = None,
+    max_bytes: int | None = None,
+) -> SparkIngestSummary:
+    """Decode and key ``paths`` on Spark and write the dataset at ``directory``
+    (new, or an empty folder); see the module docstring for the rules."""
+    from pyproflab.decode import DEFAULT_MAX_BYTES
+
+    files, datasets, refused = expand_paths(paths)
+    if datasets:
+        raise UsageError(f"{datasets[0]}: a Parquet dataset is not an input of a Spark ingest")
+    out = Path(directory).absolute()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StoreError(f"{out}: exists and is not an empty folder")
+    job = FileJob(
+        defaults or ProfileMeta(),
+        path_template,
+        max_bytes or DEFAULT_MAX_BYTES,
+        np.zeros(0, np.uint64),
+    )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=PARTIAL, dir=out.parent))
+        stage = Path(
+            tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=".staging", dir=out.parent)
+        )
+    except OSError as e:
+        raise StoreError(f"{out}: cannot create ({e.strerror or e})") from None
+    try:
+        (tmp / PARTIAL).write_text("a Spark ingest in progress or interrupted\n", encoding="utf-8")
+        staged = _stage(spark, files, job, str(stage))
+        summary = _assign_ids(staged, files, str(out))
+        summary.refused[:0] = list(refused)
+        written = _write_dedup(spark, summary.fresh, str(tmp)) + _write_partitions(
+            spark, summary.fresh, str(tmp)
+        )
+        _finish(tmp, out, summary, written)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt | SystemExit | UsageError):
+            raise
+        raise StoreError(f"{out}: Spark ingest failed, nothing written ({_reason(e)})") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return summary
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip()
+    for line in text.splitlines():  # a Python error in a task: its last line says what
+        if "Error" in line and ":" in line:
+            text = line.strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+# --- stage 1: every file read, decoded and keyed in a Spark task ------------------------
+
+
+def _stage(spark: Any, files: list[str], job: FileJob, stage: str) -> list[dict[str, Any]]:
+    """One STAGED row per file, in file order (an action: the files are keyed once)."""
+    if not files:
+        return []
+    sc = spark.sparkContext
+    n = max(1, min(len(files), sc.defaultParallelism * 4))
+    df = spark.createDataFrame(sc.parallelize(list(enumerate(files)), n), "idx long, path string")
+    now = datetime.now(UTC)
+    rows = df.mapInArrow(_stage_files(job, now, stage), sa.spark_type(STAGED)).toArrow()
+    return sorted(rows.to_pylist(), key=lambda r: r["idx"])
+
+
+def _stage_files(job: FileJob, now: datetime, stage: str):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for idx, path in zip(
+                batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
+            ):
+                yield pa.RecordBatch.from_pylist(
+                    [_stage_one(job, now, stage, idx, path)], schema=STAGED
+                )
+
+    return run
+
+
+def _stage_one(job: FileJob, now: datetime, stage: str, idx: int, path: str) -> dict[str, Any]:
+    out = prepare_file(job, path, now)
+    if not isinstance(out, KeyedProfile):
+        return {"idx": idx, "reason": getattr(out, "reason", "not keyed")}
+    row = dict(out.row, profile_id=0)
+    tables = {
+        "profile": pa.Table.from_pylist([row], schema=schema.STORE_PROFILES),
+        "samples": out.samples,
+        **{name: getattr(out, name) for name, _, _ in DEDUP},
+    }
+    staged = os.path.join(stage, f"{idx}.arrows")
+    sa.write_staged(staged, tables)
+    return {
+        "idx": idx,
+        "content_hash": out.content_hash,
+        "num_samples": out.samples.num_rows,
+        "service": row["service"],
+        "service_dir": service_dir(row["service"]),
+        "date": taken_date(row),
+        "staged": staged,
+    }
+
+
+def service_dir(service: str | None) -> str | None:
+    """The folder name of a service, as export's SERVICE_DIR: the name, or past 80
+    bytes ``sha256-<hex>``; None for none (the hive default partition)."""
+    if service is None:
+        return None
+    raw = service.encode()
+    if len(raw) <= 80:
+        return service
+    import hashlib
+
+    return "sha256-" + hashlib.sha256(raw).hexdigest()
+
+
+def taken_date(row: dict[str, Any]) -> str:
+    """The UTC day the profile was taken (select.TAKEN_AT): time, else window start, else ingest."""
+    t = row["time"] or row["window_start"] or row["ingested_at"]
+    return t.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+# --- on the driver: profile ids in file order --------------------------------------------
+
+
+@dataclass
+class _Plan(SparkIngestSummary):
+    fresh: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _assign_ids(staged: list[dict[str, Any]], files: list[str], path: str) -> _Plan:
+    """Ids 1, 2, ... to the first file of each content hash, as the store's ingest."""
+    plan = _Plan(path, {})
+    seen: set[str] = set()
+    row_base = 0
+    for r in staged:
+        if r["reason"] is not None:
+            plan.refused.append((files[r["idx"]], r["reason"]))
+        elif r["content_hash"] in seen:
+            plan.present += 1
+        else:
+            seen.add(r["content_hash"])
+            plan.fresh.append(
+                {
+                    **{k: r[k] for k in FRESH.names if k in r},
+                    "profile_id": len(seen),
+                    "row_base": row_base,
+                }
+            )
+            row_base += r["num_samples"]
+    plan.counts = {"profiles": len(plan.fresh), "samples": row_base}
+    return plan
+
+
+def _fresh_df(spark: Any, fresh: list[dict[str, Any]]) -> Any:
+    table = pa.Table.from_pylist(fresh, schema=FRESH)
+    n = max(1, min(len(fresh), spark.sparkContext.defaultParallelism * 4))
+    return spark.createDataFrame(table, schema=sa.spark_type(FRESH)).repartition(n)
+
+
+# --- the dedup tables: shuffled by id, first occurrence kept, one file each ----------------
+
+
+def _write_dedup(spark: Any, fresh: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    written: list[dict[str, Any]] = []
+    df = _fresh_df(spark, fresh).select("profile_id", "staged") if fresh else None
+    for name, id_col, table_schema in DEDUP:
+        rows: list[dict[str, Any]] = []
+        if df is not None:
+            exploded_schema = pa.schema(
+                [pa.field("profile_id", pa.int64()), pa.field("pos", pa.int64())]
+                + list(table_schema)
+            )
+            exploded = df.mapInArrow(
+                _explode(name, exploded_schema), sa.spark_type(exploded_schema)
+            )
+            first = Window.partitionBy(id_col).orderBy("profile_id", "pos")
+            kept = exploded.withColumn("_n", F.row_number().over(first)).where("_n = 1").drop("_n")
+            ordered = kept.repartition(1).sortWithinPartitions("profile_id", "pos")
+            target = f"{name}.parquet"
+            rows = (
+                ordered.mapInArrow(_write_one(root, target, table_schema), sa.spark_type(WRITTEN))
+                .toArrow()
+                .to_pylist()
+            )
+        if not rows:  # no rows reached a task: the file still exists, empty, as export's
+            rows = [_write_table(root, f"{name}.parquet", table_schema.empty_table())]
+        written += rows
+    return written
+
+
+def _explode(name: str, out_schema: pa.Schema):
+    signed = sa.signed_schema(out_schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for pid, staged in zip(
+                batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
+            ):
+                t = sa.read_staged(staged, (name,))[name]
+                if t.num_rows == 0:
+                    continue
+                t = t.add_column(0, "pos", pa.array(np.arange(t.num_rows, dtype=np.int64)))
+                t = t.add_column(
+                    0, "profile_id", pa.array(np.full(t.num_rows, pid, dtype=np.int64))
+                )
+                yield from sa.reinterpret(t, signed).to_batches()
+
+    return run
+
+
+def _write_one(root: str, target: str, table_schema: pa.Schema):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        path = os.path.join(root, target)
+        n = 0
+        with pq.ParquetWriter(path, table_schema) as w:
+            for batch in batches:
+                w.write_table(sa.reinterpret(pa.Table.from_batches([batch]), table_schema))
+                n += batch.num_rows
+        size, digest = sa.file_digest(path)
+        yield pa.RecordBatch.from_pylist(
+            [{"path": target, "bytes": size, "sha256": digest, "rows": n}], schema=WRITTEN
+        )
+
+    return run
+
+
+def _write_table(root: str, target: str, table: pa.Table) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    path = os.path.join(root, target)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path)
+    size, digest = sa.file_digest(path)
+    return {"path": target, "bytes": size, "sha256": digest, "rows": table.num_rows}
+
+
+# --- profiles and samples: one task per (service, date) partition, profile id order --------
+
+
+def _write_partitions(spark: Any, fresh: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
+    if not fresh:
+        return []
+    df = _fresh_df(spark, fresh)
+    n = max(1, min(len(fresh), spark.sparkContext.defaultParallelism * 4))
+    parts = df.repartition(n, "service_dir", "date").sortWithinPartitions(
+        "service_dir", "date", "profile_id"
+    )
+    return parts.mapInArrow(_partition_writer(root), sa.spark_type(WRITTEN)).toArrow().to_pylist()
+
+
+def partition_dir(service_dir: str | None, date: str) -> str:
+    """``service=S/date=D`` as DuckDB names hive partitions (percent-encoded, UTF-8)."""
+    s = HIVE_NULL if service_dir is None else urllib.parse.quote(service_dir, safe="")
+    return f"service={s}/date={urllib.parse.quote(date, safe='')}"
+
+
+def _partition_writer(root: str):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        part: _Partition | None = None
+        for batch in batches:
+            for r in batch.to_pylist():
+                if part is None or (r["service_dir"], r["date"]) != part.key:
+                    if part is not None:
+                        yield from part.close()
+                    part = _Partition(root, (r["service_dir"], r["date"]))
+                part.add(r)
+        if part is not None:
+            yield from part.close()
+
+    return run
+
+
+class _Partition:
+    """The profiles and samples files of one (service, date), written in profile id order."""
+
+    def __init__(self, root: str, key: tuple[str | None, str]):
+        self.root, self.key = root, key
+        self.sub = partition_dir(*key)
+        self.profiles: list[pa.Table] = []
+        self.samples: list[pa.Table] = []
+        self.buffered = 0
+        self.writer: Any = None
+        self.sample_rows = 0
+
+    def add(self, r: dict[str, Any]) -> None:
+        tables = sa.read_staged(r["staged"], ("profile", "samples"))
+        p = tables["profile"]
+        p = p.set_column(
+            p.schema.get_field_index("profile_id"),
+            "profile_id",
+            pa.array([r["profile_id"]], pa.int64()),
+        )
+        p = p.drop_columns(["service"]).append_column(
+            "service", pa.array([r["service_dir"]], pa.string())
+        )
+        p = p.append_column("service_name", pa.array([r["service"]], pa.string()))
+        self.profiles.append(p.append_column("date", pa.array([r["date"]], pa.string())))
+        s = tables["samples"]
+        if s.num_rows:
+            n = s.num_rows
+            s = s.add_column(0, "profile_id", pa.array(np.full(n, r["profile_id"], dtype=np.int64)))
+            s = s.append_column("row_order", pa.array(np.arange(n, dtype=np.int64) + r["row_base"]))
+            self.samples.append(s.cast(SAMPLES_FILE))
+            self.buffered += n
+            if self.buffered >= ROW_GROUP:
+                self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        if not self.samples:
+            return
+        if self.writer is None:
+            path = os.path.join(self.root, "samples", self.sub, "data_0.parquet")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self.writer = pq.ParquetWriter(path, SAMPLES_FILE)
+        table = pa.concat_tables(self.samples)
+        self.writer.write_table(table)
+        self.sample_rows += table.num_rows
+        self.samples, self.buffered = [], 0
+
+    def close(self) -> Iterator[pa.RecordBatch]:
+        self._flush()
+        out = []
+        if self.writer is not None:
+            self.writer.close()
+            target = f"samples/{self.sub}/data_0.parquet"
+            size, digest = sa.file_digest(os.path.join(self.root, target))
+            out.append({"path": target, "bytes": size, "sha256": digest, "rows": self.sample_rows})
+        profiles = pa.concat_tables(self.profiles).cast(PROFILES_FILE)
+        out.append(_write_table(self.root, f"profiles/{self.sub}/data_0.parquet", profiles))
+        yield pa.RecordBatch.from_pylist(out, schema=WRITTEN)
+
+
+# --- the marker, and the rename into place -------------------------------------------------
+
+
+def _finish(tmp: Path, out: Path, summary: _Plan, written: list[dict[str, Any]]) -> None:
+    counts = dict(summary.counts)
+    for name, _, _ in DEDUP:
+        counts[name] = sum(w["rows"] for w in written if w["path"] == f"{name}.parquet")
+    summary.counts = {k: counts[k] for k in ("profiles", "samples", *(n for n, _, _ in DEDUP))}
+    marker = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "counts": summary.counts,
+        "files": {
+            w["path"]: {"bytes": w["bytes"], "sha256": w["sha256"]}
+            for w in sorted(written, key=lambda w: w["path"])
+        },
+    }
+    (tmp / DATASET_MARKER).write_text(
+        json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    (tmp / PARTIAL).unlink()
+    if out.exists():
+        out.rmdir()  # empty, checked before
+    os.rename(tmp, out)

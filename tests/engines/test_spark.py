@@ -1,0 +1,244 @@
+"""The Spark engine (pyproflab/engines/spark_*): the same dataset and answers as DuckDB.
+
+One folder of profiles (the repo's recorded fleet of 64 CPU profiles with
+sidecars, the recorded Go profiles of other kinds under services with odd and
+over-long names or none, a duplicate and a file that is not a profile) is
+ingested twice: by the store (``ingest_paths`` then ``export_parquet``) and by
+Spark (``ingest_dataset``, local[2]). The datasets must hold the same files and
+the same rows (ingested_at aside), and the store must import the Spark one.
+Then top of the fleet on Spark must equal the store's and `go tool pprof -top`
+over the files. One Spark session serves the run (support/spark_helpers.py);
+without Java or pyspark these tests skip and say which is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from support.testenv import REPO, assert_same_rows, our_top_keys
+
+TESTDATA = REPO / "tests" / "testdata"
+FLEET = sorted((TESTDATA / "fleet_regressions").glob("*.pb.gz"))
+LONG_SERVICE = "a service/with=odd %chars é " + "x" * 80
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The profiles both engines ingest (see the module docstring)."""
+    root = tmp_path_factory.mktemp("profiles")
+    meta = {
+        p["file"]: p
+        for p in json.loads((TESTDATA / "fleet_regressions" / "recording.json").read_text())[
+            "profiles"
+        ]
+    }
+    (root / "fleet").mkdir()
+    for f in FLEET:
+        shutil.copy(f, root / "fleet" / f.name)
+        m = meta[f.name]
+        side = {"service": "notesd", "version": m["version"], "instance": m["instance"]}
+        (root / "fleet" / (f.name + ".json")).write_text(json.dumps(side))
+    shutil.copy(FLEET[0], root / "fleet" / "zz-duplicate.pb.gz")
+    (root / "go").mkdir()
+    for i, f in enumerate(sorted((TESTDATA / "go").glob("*.pb.gz"))):
+        shutil.copy(f, root / "go" / f.name)
+        service = [None, LONG_SERVICE, "go tests/€"][i % 3]
+        if service:
+            (root / "go" / (f.name + ".json")).write_text(json.dumps({"service": service}))
+    (root / "go" / "not-a-profile.pb.gz").write_bytes(b"\x1f\x8b this is not gzip")
+    return root
+
+
+@pytest.fixture(scope="module")
+def duck(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(store, its export) of the folder."""
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ingest_paths
+    from pyproflab.store.parquet import export_parquet
+
+    d = tmp_path_factory.mktemp("duck")
+    with Store.open(d / "store.duckdb") as store:
+        ingest_paths(store, [folder])
+        export_parquet(store, d / "dataset")
+    return d / "store.duckdb", d / "dataset"
+
+
+@pytest.fixture(scope="module")
+def sparked(spark, folder: Path, tmp_path_factory: pytest.TempPathFactory):
+    """(summary, dataset) of the folder ingested on Spark."""
+    from pyproflab.engines.spark_ingest import ingest_dataset
+
+    out = tmp_path_factory.mktemp("spark") / "dataset"
+    return ingest_dataset(spark, [folder], out), out
+
+
+def _files(d: Path) -> list[str]:
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*.parquet"))
+
+
+def test_spark_ingest_counts_and_refusals(sparked, duck):
+    summary, out = sparked
+    marker = json.loads((out / "_pyproflab_dataset.json").read_text())
+    want = json.loads((duck[1] / "_pyproflab_dataset.json").read_text())
+    assert marker["counts"] == want["counts"]
+    assert summary.counts == want["counts"]
+    assert summary.counts["profiles"] == len(FLEET) + 11
+    assert summary.present == 1
+    assert [Path(p).name for p, _ in summary.refused] == ["not-a-profile.pb.gz"]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary folders left"
+
+
+def test_spark_dataset_has_the_export_layout(sparked, duck):
+    _, out = sparked
+    files = _files(out)
+    assert files == _files(duck[1])
+    assert any("__HIVE_DEFAULT_PARTITION__" in f for f in files)
+    assert any("service=sha256-" in f for f in files)
+    assert any("service=go%20tests%2F%E2%82%AC" in f for f in files)
+
+
+DEDUP_IDS = {
+    "stacks": "stack_id",
+    "locations": "location_id",
+    "functions": "function_id",
+    "mappings": "mapping_id",
+    "label_sets": "label_set_id",
+}
+
+
+@pytest.mark.parametrize("table", [*DEDUP_IDS, "profiles", "samples"])
+def test_spark_rows_equal_the_export(table: str, sparked, duck):
+    """Every file: the same rows, ids included, ingested_at aside. Profiles and
+    samples in the same order (export orders them); a dedup table by its id,
+    since the store's insert order of those rows (an anti-join) is not fixed."""
+    _, out = sparked
+    names = [f for f in _files(out) if f.split("/")[0].removesuffix(".parquet") == table]
+    assert names
+    for name in names:
+        ours, theirs = pq.read_table(out / name), pq.read_table(duck[1] / name)
+        if table == "profiles":
+            ours, theirs = ours.drop_columns(["ingested_at"]), theirs.drop_columns(["ingested_at"])
+        if table in DEDUP_IDS:
+            ours, theirs = ours.sort_by(DEDUP_IDS[table]), theirs.sort_by(DEDUP_IDS[table])
+        assert ours.num_rows == theirs.num_rows, name
+        assert ours.schema.names == theirs.schema.names, name
+        for col in theirs.column_names:
+            assert ours.column(col).to_pylist() == theirs.column(col).to_pylist(), f"{name}: {col}"
+
+
+def test_store_imports_the_spark_dataset(sparked, duck, tmp_path: Path):
+    from pyproflab.store import Store
+    from pyproflab.store.parquet import import_parquet
+
+    _, out = sparked
+    with (
+        Store.open(tmp_path / "imported.duckdb") as store,
+        Store.open(duck[0], read_only=True) as ref,
+    ):
+        report = import_parquet(store, out)
+        assert report.new == ref.counts()["profiles"]
+        assert store.counts() == ref.counts()
+        again = import_parquet(store, out)
+        assert (again.new, again.present) == (0, report.new)
+
+
+def test_spark_ingest_refuses_a_used_folder(spark, folder: Path, tmp_path: Path):
+    from pyproflab.engines.spark_ingest import ingest_dataset
+    from pyproflab.errors import StoreError
+
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    with pytest.raises(StoreError, match="not an empty folder"):
+        ingest_dataset(spark, [folder], tmp_path / "used")
+
+
+# --- top on Spark -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cum", [False, True], ids=["flat", "cum"])
+@pytest.mark.parametrize("index", [0, 1], ids=["samples", "cpu"])
+def test_spark_top_equals_store_and_pprof(index: int, cum: bool, spark, sparked, duck, pprof):
+    from pyproflab import open_spark
+    from pyproflab.analyses.top import top
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    sel = Selection(service="notesd")
+    ours = open_spark(spark, sparked[1]).top(sel, sample_index=index, cum_sort=cum)
+    with Store.open(duck[0], read_only=True) as store:
+        want = top(store.merged_profile(sel), sample_index=index, cum_sort=cum)
+    assert ours.rows.equals(want.rows)
+    assert ours.total == want.total
+    assert_same_rows(our_top_keys(ours), pprof.top(FLEET, sample_index=index, cum=cum), "spark top")
+
+
+def test_spark_merged_profile_equals_the_store(spark, sparked, duck):
+    from pyproflab import open_spark
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    sel = Selection(service="notesd", version="v2")
+    ours = open_spark(spark, sparked[1]).merged_profile(sel)
+    with Store.open(duck[0], read_only=True) as store:
+        want = store.merged_profile(sel)
+    for name in ("samples", "locations", "functions", "mappings"):
+        assert getattr(ours, name).equals(getattr(want, name)), name
+    assert (ours.sample_types, ours.period, ours.duration_nanos, ours.time_nanos) == (
+        want.sample_types,
+        want.period,
+        want.duration_nanos,
+        want.time_nanos,
+    )
+
+
+def test_spark_refuses_a_mixed_selection(spark, sparked):
+    from pyproflab import open_spark
+    from pyproflab.errors import UsageError
+
+    with pytest.raises(UsageError, match="kinds of profile"):
+        open_spark(spark, sparked[1]).merged_profile()
+
+
+def test_cli_top_engine_spark(sparked, pprof):
+    """`pyproflab top --engine spark --dataset D --service notesd --format csv` (its own JVM)."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab",
+            "top",
+            "--engine",
+            "spark",
+            "--dataset",
+            str(sparked[1]),
+            "--service",
+            "notesd",
+            "--sample-index",
+            "1",
+            "--format",
+            "csv",
+            "--spark-conf",
+            "spark.sql.shuffle.partitions=2",
+            "--spark-conf",
+            "spark.ui.enabled=false",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    ours = [(r["name"], int(r["flat"]), int(r["cum"]), r.get("inline") or "") for r in rows]
+    assert_same_rows(ours, pprof.top(FLEET, sample_index=1), "CLI spark top")
