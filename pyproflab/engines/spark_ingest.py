@@ -189,7 +189,9 @@ def _stage(spark: Any, files: list[str], job: FileJob, stage: str) -> list[dict[
         return []
     sc = spark.sparkContext
     n = max(1, min(len(files), sc.defaultParallelism * 4))
-    df = spark.createDataFrame(sc.parallelize(list(enumerate(files)), n), "idx long, path string")
+    # Absolute: a task's working folder is not the driver's.
+    listed = [(i, os.path.abspath(f)) for i, f in enumerate(files)]
+    df = spark.createDataFrame(sc.parallelize(listed, n), "idx long, path string")
     now = datetime.now(UTC)
     rows = df.mapInArrow(_stage_files(job, now, stage), sa.spark_type(STAGED)).toArrow()
     return sorted(rows.to_pylist(), key=lambda r: r["idx"])

@@ -52,7 +52,7 @@ class SparkDataset:
 
     def __init__(self, spark: Any, path: str | os.PathLike):
         self.spark = spark
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # the JVM resolves relative paths from its own cwd
         _check_marker(self.path)
         self.name = str(self.path)
 

@@ -242,3 +242,23 @@ def test_cli_top_engine_spark(sparked, pprof):
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     ours = [(r["name"], int(r["flat"]), int(r["cum"]), r.get("inline") or "") for r in rows]
     assert_same_rows(ours, pprof.top(FLEET, sample_index=1), "CLI spark top")
+
+
+def test_readme_spark_example_runs(spark, tmp_path: Path, monkeypatch):
+    """The README's Spark example, as written, on the fleet under service ``api``
+    (its getOrCreate returns this run's session)."""
+    import re
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Spark: the dataset past one machine", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    (tmp_path / "profiles").mkdir()
+    for f in FLEET:
+        shutil.copy(f, tmp_path / "profiles" / f.name)
+        (tmp_path / "profiles" / (f.name + ".json")).write_text('{"service": "api"}')
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "readme"}
+    exec(compile(code, "README.md", "exec"), ns)  # noqa: S102
+    assert ns["result"].rows.num_rows > 0
+    assert ns["profile"].samples.num_rows > 0
+    assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()
