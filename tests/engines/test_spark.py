@@ -262,3 +262,40 @@ def test_readme_spark_example_runs(spark, tmp_path: Path, monkeypatch):
     assert ns["result"].rows.num_rows > 0
     assert ns["profile"].samples.num_rows > 0
     assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()
+
+
+def test_spark_merge_to_a_file_equals_pprof_proto(spark, sparked, pprof, tmp_path: Path):
+    """The merge written as a pprof file (write_profile of merged_profile on Spark)
+    equals `go tool pprof -proto` of the 64 files: sample types, default, header,
+    every table with its ids (one binary, so no mapping for pprof to unify), and
+    top at every sample index of pprof's merged file."""
+    from collections import Counter
+
+    from support import pprof_oracle as oracle
+    from support.testenv import api_read, api_top, describe_diff
+
+    import pyproflab
+    from pyproflab.store.select import Selection
+
+    merged = pyproflab.open_spark(spark, sparked[1]).merged_profile(Selection(service="notesd"))
+    pyproflab.write_profile(merged, tmp_path / "ours.pb.gz")
+    ours = api_read(tmp_path / "ours.pb.gz")
+    theirs = oracle.merge_proto(FLEET, tmp_path / "pprof.pb.gz")
+    raw = pprof.raw(theirs)
+    assert [(t.type, t.unit) for t in ours.sample_types] == raw.sample_types
+    assert (ours.default_sample_type or "") == raw.default_type
+    back = api_read(theirs)
+    assert (ours.period, ours.time_nanos, ours.duration_nanos) == (
+        back.period,
+        back.time_nanos,
+        back.duration_nanos,
+    )
+    for name in ("samples", "locations", "functions", "mappings"):
+        mine, want_rows = getattr(ours, name).to_pylist(), getattr(back, name).to_pylist()
+        for row in (*mine, *want_rows) if name == "samples" else ():
+            row["labels"] = sorted(row["labels"], key=repr)  # a map to pprof
+        assert mine == want_rows, name
+    for index in range(len(raw.sample_types)):
+        want = pprof.top(theirs, sample_index=index).multiset()
+        mine = Counter(our_top_keys(api_top(ours, sample_index=index)))
+        assert mine == want, f"index {index}: {describe_diff(mine, want, 5)}"
