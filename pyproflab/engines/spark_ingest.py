@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import tempfile
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +46,7 @@ import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
+from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
 from pyproflab.store.connection import SCHEMA_VERSION
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
@@ -61,10 +61,6 @@ DEDUP = (
     ("mappings", "mapping_id", schema.STORE_MAPPINGS),
     ("label_sets", "label_set_id", schema.STORE_LABEL_SETS),
 )
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-# Rows buffered per Parquet row group of samples (profiles are written per partition).
-ROW_GROUP = 1 << 17
-
 STAGED = pa.schema(
     [
         ("idx", pa.int64()),
@@ -86,21 +82,6 @@ FRESH = pa.schema(
         ("date", pa.string()),
         ("staged", pa.string()),
     ]
-)
-WRITTEN = pa.schema(
-    [("path", pa.string()), ("bytes", pa.int64()), ("sha256", pa.string()), ("rows", pa.int64())]
-)
-# The files' schemas, as export writes them (profiles: service is the folder name).
-PROFILES_FILE = pa.schema(
-    [f for f in schema.STORE_PROFILES if f.name != "service"]
-    + [
-        pa.field("service", pa.string()),
-        pa.field("service_name", pa.string()),
-        pa.field("date", pa.string()),
-    ]
-)
-SAMPLES_FILE = pa.schema(
-    list(schema.STORE_SAMPLES) + [pa.field("row_order", pa.int64(), nullable=False)]
 )
 
 
@@ -314,12 +295,14 @@ def _write_dedup(spark: Any, fresh: list[dict[str, Any]], root: str) -> list[dic
             ordered = kept.repartition(1).sortWithinPartitions("profile_id", "pos")
             target = f"{name}.parquet"
             rows = (
-                ordered.mapInArrow(_write_one(root, target, table_schema), sa.spark_type(WRITTEN))
+                ordered.mapInArrow(
+                    sf.write_one(root, target, table_schema), sa.spark_type(sf.WRITTEN)
+                )
                 .toArrow()
                 .to_pylist()
             )
         if not rows:  # no rows reached a task: the file still exists, empty, as export's
-            rows = [_write_table(root, f"{name}.parquet", table_schema.empty_table())]
+            rows = [sf.write_table(root, f"{name}.parquet", table_schema.empty_table())]
         written += rows
     return written
 
@@ -344,34 +327,6 @@ def _explode(name: str, out_schema: pa.Schema):
     return run
 
 
-def _write_one(root: str, target: str, table_schema: pa.Schema):
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.parquet as pq
-
-        path = os.path.join(root, target)
-        n = 0
-        with pq.ParquetWriter(path, table_schema) as w:
-            for batch in batches:
-                w.write_table(sa.reinterpret(pa.Table.from_batches([batch]), table_schema))
-                n += batch.num_rows
-        size, digest = sa.file_digest(path)
-        yield pa.RecordBatch.from_pylist(
-            [{"path": target, "bytes": size, "sha256": digest, "rows": n}], schema=WRITTEN
-        )
-
-    return run
-
-
-def _write_table(root: str, target: str, table: pa.Table) -> dict[str, Any]:
-    import pyarrow.parquet as pq
-
-    path = os.path.join(root, target)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path)
-    size, digest = sa.file_digest(path)
-    return {"path": target, "bytes": size, "sha256": digest, "rows": table.num_rows}
-
-
 # --- profiles and samples: one task per (service, date) partition, profile id order --------
 
 
@@ -383,91 +338,9 @@ def _write_partitions(spark: Any, fresh: list[dict[str, Any]], root: str) -> lis
     parts = df.repartition(n, "service_dir", "date").sortWithinPartitions(
         "service_dir", "date", "profile_id"
     )
-    return parts.mapInArrow(_partition_writer(root), sa.spark_type(WRITTEN)).toArrow().to_pylist()
-
-
-def partition_dir(service_dir: str | None, date: str) -> str:
-    """``service=S/date=D`` as DuckDB names hive partitions (percent-encoded, UTF-8)."""
-    s = HIVE_NULL if service_dir is None else urllib.parse.quote(service_dir, safe="")
-    return f"service={s}/date={urllib.parse.quote(date, safe='')}"
-
-
-def _partition_writer(root: str):
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        part: _Partition | None = None
-        for batch in batches:
-            for r in batch.to_pylist():
-                if part is None or (r["service_dir"], r["date"]) != part.key:
-                    if part is not None:
-                        yield from part.close()
-                    part = _Partition(root, (r["service_dir"], r["date"]))
-                part.add(r)
-        if part is not None:
-            yield from part.close()
-
-    return run
-
-
-class _Partition:
-    """The profiles and samples files of one (service, date), written in profile id order."""
-
-    def __init__(self, root: str, key: tuple[str | None, str]):
-        self.root, self.key = root, key
-        self.sub = partition_dir(*key)
-        self.profiles: list[pa.Table] = []
-        self.samples: list[pa.Table] = []
-        self.buffered = 0
-        self.writer: Any = None
-        self.sample_rows = 0
-
-    def add(self, r: dict[str, Any]) -> None:
-        tables = sa.read_staged(r["staged"], ("profile", "samples"))
-        p = tables["profile"]
-        p = p.set_column(
-            p.schema.get_field_index("profile_id"),
-            "profile_id",
-            pa.array([r["profile_id"]], pa.int64()),
-        )
-        p = p.drop_columns(["service"]).append_column(
-            "service", pa.array([r["service_dir"]], pa.string())
-        )
-        p = p.append_column("service_name", pa.array([r["service"]], pa.string()))
-        self.profiles.append(p.append_column("date", pa.array([r["date"]], pa.string())))
-        s = tables["samples"]
-        if s.num_rows:
-            n = s.num_rows
-            s = s.add_column(0, "profile_id", pa.array(np.full(n, r["profile_id"], dtype=np.int64)))
-            s = s.append_column("row_order", pa.array(np.arange(n, dtype=np.int64) + r["row_base"]))
-            self.samples.append(s.cast(SAMPLES_FILE))
-            self.buffered += n
-            if self.buffered >= ROW_GROUP:
-                self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow.parquet as pq
-
-        if not self.samples:
-            return
-        if self.writer is None:
-            path = os.path.join(self.root, "samples", self.sub, "data_0.parquet")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            self.writer = pq.ParquetWriter(path, SAMPLES_FILE)
-        table = pa.concat_tables(self.samples)
-        self.writer.write_table(table)
-        self.sample_rows += table.num_rows
-        self.samples, self.buffered = [], 0
-
-    def close(self) -> Iterator[pa.RecordBatch]:
-        self._flush()
-        out = []
-        if self.writer is not None:
-            self.writer.close()
-            target = f"samples/{self.sub}/data_0.parquet"
-            size, digest = sa.file_digest(os.path.join(self.root, target))
-            out.append({"path": target, "bytes": size, "sha256": digest, "rows": self.sample_rows})
-        profiles = pa.concat_tables(self.profiles).cast(PROFILES_FILE)
-        out.append(_write_table(self.root, f"profiles/{self.sub}/data_0.parquet", profiles))
-        yield pa.RecordBatch.from_pylist(out, schema=WRITTEN)
+    return (
+        parts.mapInArrow(sf.partition_writer(root), sa.spark_type(sf.WRITTEN)).toArrow().to_pylist()
+    )
 
 
 # --- the marker, and the rename into place -------------------------------------------------

@@ -7,7 +7,7 @@ ingested twice: by the store (``ingest_paths`` then ``export_parquet``) and by
 Spark (``ingest_dataset``, local[2]). The datasets must hold the same files and
 the same rows (ingested_at aside), and the store must import the Spark one.
 Then top of the fleet on Spark must equal the store's and `go tool pprof -top`
-over the files. One Spark session serves the run (support/spark_helpers.py);
+over the files. One Spark session serves the module (support/spark_helpers.py);
 without Java or pyspark these tests skip and say which is missing.
 """
 
@@ -253,7 +253,7 @@ def test_readme_spark_example_runs(spark, tmp_path: Path, monkeypatch):
     section = text.split("## Spark: the dataset past one machine", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
     (tmp_path / "profiles").mkdir()
-    for f in FLEET:
+    for f in FLEET[:8]:  # a few: the example's API is what is checked here
         shutil.copy(f, tmp_path / "profiles" / f.name)
         (tmp_path / "profiles" / (f.name + ".json")).write_text('{"service": "api"}')
     monkeypatch.chdir(tmp_path)

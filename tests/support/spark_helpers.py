@@ -1,4 +1,4 @@
-"""The Spark session of the engine tests (tests/engines/), shared by the whole run.
+"""The Spark session of the engine tests (tests/engines/), one per test module.
 
 Spark needs Java and pyspark: `make system-deps` installs Debian's JDK when java
 is missing, `make setup` installs the spark extra. Without either the tests skip
@@ -30,9 +30,10 @@ def spark_skip_reason() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
-    """One local[2] SparkSession for the run, stopped at its end."""
+    """One local[2] SparkSession per test module, stopped after it (so no idle JVM
+    holds memory while the rest of the suite runs)."""
     reason = spark_skip_reason()
     if reason:
         pytest.skip(reason)
