@@ -51,6 +51,7 @@ def write_one(root: str, target: str, table_schema: pa.Schema):
         n = 0
         with pq.ParquetWriter(path, table_schema) as w:
             for batch in batches:
+                _refuse_clash(batch, target)
                 w.write_table(sa.reinterpret(pa.Table.from_batches([batch]), table_schema))
                 n += batch.num_rows
         size, digest = sa.file_digest(path)
@@ -59,6 +60,19 @@ def write_one(root: str, target: str, table_schema: pa.Schema):
         )
 
     return run
+
+
+def _refuse_clash(batch: pa.RecordBatch, target: str) -> None:
+    """Raise when a row's ``_clash`` says its id names other content too."""
+    if "_clash" not in batch.schema.names:
+        return
+    clash = batch.column("_clash").to_numpy(zero_copy_only=False)
+    if clash.any():
+        bad = batch.column(2)[int(np.flatnonzero(clash)[0])].as_py()  # the id, after pos
+        raise ValueError(
+            f"{target}: id {bad & (2**64 - 1)} names two different rows (a 64-bit content "
+            "id collision); refused"
+        )
 
 
 def write_table(root: str, target: str, table: pa.Table) -> dict[str, Any]:

@@ -24,9 +24,10 @@ order with ``ingest_paths``. Rules:
   renamed into place when whole; on any failure it is removed and one line is
   raised: ``directory`` is a whole dataset or absent.
 
-Not done here (the store's ingest does it): refusing two different rows with
-one 64-bit content id (a collision); object-store prefixes (s3://...) as input
-or output.
+- Two different rows with one 64-bit content id (a collision) fail the whole
+  ingest, naming the id (the store refuses just the profile that collides).
+
+Not done here: object-store prefixes (s3://...) as input or output.
 """
 
 from __future__ import annotations
@@ -275,9 +276,6 @@ def _fresh_df(spark: Any, fresh: list[dict[str, Any]]) -> Any:
 
 
 def _write_dedup(spark: Any, fresh: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     written: list[dict[str, Any]] = []
     df = _fresh_df(spark, fresh).select("profile_id", "staged") if fresh else None
     for name, id_col, table_schema in DEDUP:
@@ -290,21 +288,34 @@ def _write_dedup(spark: Any, fresh: list[dict[str, Any]], root: str) -> list[dic
             exploded = df.mapInArrow(
                 _explode(name, exploded_schema), sa.spark_type(exploded_schema)
             )
-            first = Window.partitionBy(id_col).orderBy("profile_id", "pos")
-            kept = exploded.withColumn("_n", F.row_number().over(first)).where("_n = 1").drop("_n")
-            ordered = kept.repartition(1).sortWithinPartitions("profile_id", "pos")
-            target = f"{name}.parquet"
-            rows = (
-                ordered.mapInArrow(
-                    sf.write_one(root, target, table_schema), sa.spark_type(sf.WRITTEN)
-                )
-                .toArrow()
-                .to_pylist()
-            )
+            rows = write_first_rows(exploded, name, id_col, table_schema, root)
         if not rows:  # no rows reached a task: the file still exists, empty, as export's
             rows = [sf.write_table(root, f"{name}.parquet", table_schema.empty_table())]
         written += rows
     return written
+
+
+def write_first_rows(
+    exploded: Any, name: str, id_col: str, table_schema: pa.Schema, root: str
+) -> list[dict[str, Any]]:
+    """Write ``name.parquet``: per id, the row first in (profile_id, pos) order, in that
+    order. An id whose rows differ in content (a 64-bit collision; xxhash64 of the
+    content differs) fails the write, so the ingest, naming the id."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_id = Window.partitionBy(id_col)
+    content = F.xxhash64(*[c for c in table_schema.names if c != id_col])
+    kept = (
+        exploded.withColumn("_h", content)
+        .withColumn("_clash", F.min("_h").over(by_id) != F.max("_h").over(by_id))
+        .withColumn("_n", F.row_number().over(by_id.orderBy("profile_id", "pos")))
+        .where("_n = 1")
+        .drop("_n", "_h")
+    )
+    ordered = kept.repartition(1).sortWithinPartitions("profile_id", "pos")
+    writer = sf.write_one(root, f"{name}.parquet", table_schema)
+    return ordered.mapInArrow(writer, sa.spark_type(sf.WRITTEN)).toArrow().to_pylist()
 
 
 def _explode(name: str, out_schema: pa.Schema):

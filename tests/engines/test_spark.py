@@ -161,6 +161,37 @@ def test_spark_ingest_refuses_a_used_folder(spark, folder: Path, tmp_path: Path)
         ingest_dataset(spark, [folder], tmp_path / "used")
 
 
+def _functions_df(spark, names: list[str]):
+    """Exploded functions rows (profile_id, pos, STORE_FUNCTIONS), all with id 7."""
+    import pyarrow as pa
+
+    from pyproflab import schema
+    from pyproflab.engines import spark_arrow as sa
+
+    rows = [
+        {"function_id": 7, "name": n, "system_name": n, "filename": "f.go", "start_line": 1}
+        for n in names
+    ]
+    t = pa.Table.from_pylist(rows, schema=schema.STORE_FUNCTIONS)
+    t = t.add_column(0, "pos", pa.array(range(len(rows)), pa.int64()))
+    t = t.add_column(0, "profile_id", pa.array(range(1, len(rows) + 1), pa.int64()))
+    signed = sa.signed_schema(t.schema)
+    return spark.createDataFrame(sa.reinterpret(t, signed), schema=sa.spark_type(signed))
+
+
+def test_two_rows_with_one_id_fail_the_write(spark, tmp_path: Path):
+    """A forged collision (two functions, one id, different names) fails the write;
+    the same content twice is one row."""
+    from pyproflab import schema
+    from pyproflab.engines.spark_ingest import write_first_rows
+
+    args = ("functions", "function_id", schema.STORE_FUNCTIONS, str(tmp_path))
+    with pytest.raises(Exception, match="id 7 names two different rows"):
+        write_first_rows(_functions_df(spark, ["main.a", "main.b"]), *args)
+    (written,) = write_first_rows(_functions_df(spark, ["main.a", "main.a"]), *args)
+    assert written["rows"] == 1
+
+
 # --- top on Spark -----------------------------------------------------------------------
 
 
