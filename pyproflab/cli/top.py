@@ -9,6 +9,7 @@ csv and json; text scales them like pprof.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pyproflab.cli import common
 from pyproflab.errors import UsageError
@@ -110,9 +111,12 @@ def spark_profile(args: argparse.Namespace):
     if not args.dataset:
         raise UsageError("--engine spark needs --dataset PATH")
     conf = dict(kv.partition("=")[::2] for kv in args.spark_conf)
+    from pyproflab.engines.spark_query import SparkDataset, check_dataset
+    from pyproflab.engines.spark_session import local_session
+
+    check_dataset(Path(args.dataset))  # before a JVM starts
     try:
-        from pyproflab.engines.spark_query import SparkDataset
-        from pyproflab.engines.spark_session import local_session
+        import pyspark  # noqa: F401
     except ImportError as e:
         raise UsageError(
             f"--engine spark needs pyspark (pip install 'pyproflab[spark]'): {e}"

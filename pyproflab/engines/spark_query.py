@@ -53,7 +53,7 @@ class SparkDataset:
     def __init__(self, spark: Any, path: str | os.PathLike):
         self.spark = spark
         self.path = Path(path).absolute()  # the JVM resolves relative paths from its own cwd
-        _check_marker(self.path)
+        check_dataset(self.path)
         self.name = str(self.path)
 
     def _read(self, sub: str) -> Any:
@@ -170,7 +170,8 @@ def _u64(col: pa.ChunkedArray) -> np.ndarray:
     return col.to_numpy().astype(np.int64).view(np.uint64)
 
 
-def _check_marker(d: Path) -> None:
+def check_dataset(d: Path) -> None:
+    """Refuse, in one line, a folder that is not a dataset this pyproflab reads."""
     try:
         marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:

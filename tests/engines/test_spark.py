@@ -330,3 +330,17 @@ def test_spark_merge_to_a_file_equals_pprof_proto(spark, sparked, pprof, tmp_pat
         want = pprof.top(theirs, sample_index=index).multiset()
         mine = Counter(our_top_keys(api_top(ours, sample_index=index)))
         assert mine == want, f"index {index}: {describe_diff(mine, want, 5)}"
+
+
+def test_cli_spark_refuses_a_folder_that_is_no_dataset(tmp_path: Path):
+    """One line, exit 2, before any JVM starts."""
+    res = subprocess.run(
+        [sys.executable, "-m", "pyproflab", "top", "--engine", "spark", "--dataset", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "not a pyproflab Parquet dataset" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
