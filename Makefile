@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup system-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
+.PHONY: setup system-deps go-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
 
 setup: $(STAMP)
 
@@ -25,11 +25,17 @@ $(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c
 system-deps:
 	sh scripts/install-system-deps.sh
 
-test: setup system-deps
+# The Go modules of the demo fleet (tests/fleet: client_golang), from the Go
+# module proxy into the module cache, so that the tests' builds, which run with
+# GOPROXY=off, find them on a fresh machine.
+go-deps:
+	cd tests/fleet && go mod download
+
+test: setup system-deps go-deps
 	$(PY) -m pytest -q
 
 # Everything but the slow fleet-scale tests.
-test-fast: setup system-deps
+test-fast: setup system-deps go-deps
 	$(PY) -m pytest -q -m 'not slow'
 
 # Seeded mutation fuzzing of decode and ingest (tests/decode/test_fuzz_decode.py;

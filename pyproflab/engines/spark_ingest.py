@@ -32,7 +32,6 @@ Not done here: object-store prefixes (s3://...) as input or output.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -49,10 +48,9 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
-from pyproflab.store.connection import SCHEMA_VERSION
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
-from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL
-from pyproflab.store.parquet import FORMAT, FORMAT_VERSION
+from pyproflab.store.ingest_report import PARTIAL
+from pyproflab.store.parquet import finish_dataset
 
 # (table, id column, STORE schema), in the order export writes them.
 DEDUP = (
@@ -362,21 +360,8 @@ def _finish(tmp: Path, out: Path, summary: _Plan, written: list[dict[str, Any]])
     for name, _, _ in DEDUP:
         counts[name] = sum(w["rows"] for w in written if w["path"] == f"{name}.parquet")
     summary.counts = {k: counts[k] for k in ("profiles", "samples", *(n for n, _, _ in DEDUP))}
-    marker = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "schema_version": SCHEMA_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
-        "counts": summary.counts,
-        "files": {
-            w["path"]: {"bytes": w["bytes"], "sha256": w["sha256"]}
-            for w in sorted(written, key=lambda w: w["path"])
-        },
+    files = {
+        w["path"]: {"bytes": w["bytes"], "sha256": w["sha256"]}
+        for w in sorted(written, key=lambda w: w["path"])
     }
-    (tmp / DATASET_MARKER).write_text(
-        json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    (tmp / PARTIAL).unlink()
-    if out.exists():
-        out.rmdir()  # empty, checked before
-    os.rename(tmp, out)
+    finish_dataset(tmp, out, summary.counts, files)

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,9 +31,8 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.errors import StoreError, UsageError
 from pyproflab.model import Profile
-from pyproflab.store.ingest_report import DATASET_MARKER
 from pyproflab.store.merge import HEADER_COLUMNS, assemble_rows, merge_headers
-from pyproflab.store.parquet import FORMAT, FORMAT_VERSION
+from pyproflab.store.parquet import read_marker
 from pyproflab.store.select import Selection, parse_time
 
 DEDUP_SCHEMAS = {
@@ -171,20 +169,10 @@ def _u64(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def check_dataset(d: Path) -> None:
-    """Refuse, in one line, a folder that is not a dataset this pyproflab reads."""
-    try:
-        marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise StoreError(f"{d}: not a pyproflab Parquet dataset ({e})") from None
-    if (
-        not isinstance(marker, dict)
-        or marker.get("format") != FORMAT
-        or marker.get("format_version") != FORMAT_VERSION
-    ):
-        raise StoreError(
-            f"{d}: unsupported dataset format "
-            f"(this pyproflab reads {FORMAT} version {FORMAT_VERSION})"
-        )
+    """Refuse, in one line, a folder that is not a dataset this pyproflab reads
+    (the export's rule, ``read_marker``; the files' checksums are checked by
+    ``import_parquet``, not on every query)."""
+    read_marker(d)
 
 
 def _condition(sel: Selection) -> Any:

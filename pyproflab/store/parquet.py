@@ -91,21 +91,7 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
     try:
         (tmp / PARTIAL).write_text("an export in progress or interrupted\n", encoding="utf-8")
         counts = _write_tables(store, tmp)
-        marker = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "schema_version": SCHEMA_VERSION,
-            "exported_at": datetime.now(UTC).isoformat(),
-            "counts": counts,
-            "files": _manifest(tmp),
-        }
-        (tmp / DATASET_MARKER).write_text(
-            json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-        )
-        (tmp / PARTIAL).unlink()
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        os.rename(tmp, out)
+        finish_dataset(tmp, out, counts, _manifest(tmp))
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError | duckdb.Error | StoreError):
@@ -219,10 +205,30 @@ def _checked_rows(store: Store, d: Path, table: str, id_col: str) -> pa.Table:
     return rows
 
 
-def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
-    """Add a dataset's profiles that the store lacks (by content_hash), in one
-    transaction. Returns new/present counts like ``ingest_paths``."""
-    d = Path(directory)
+def finish_dataset(tmp: Path, out: Path, counts: dict, files: dict) -> None:
+    """Write the marker (format, counts, every file's bytes and sha256) into the
+    hidden folder ``tmp`` and rename it to ``out`` (absent, or an empty folder):
+    a dataset is whole once it has its marker and its name."""
+    marker = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "counts": counts,
+        "files": files,
+    }
+    (tmp / DATASET_MARKER).write_text(
+        json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    (tmp / PARTIAL).unlink()
+    if out.exists():
+        out.rmdir()  # empty, checked before writing
+    os.rename(tmp, out)
+
+
+def read_marker(d: Path) -> dict:
+    """The marker of dataset folder ``d``; a folder without one, or of another
+    format or version, is refused in one line."""
     try:
         marker = json.loads((d / DATASET_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -237,6 +243,14 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
             f"{d}: unsupported dataset format (version {got!r}; this pyproflab reads "
             f"{FORMAT} version {FORMAT_VERSION})"
         )
+    return marker
+
+
+def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
+    """Add a dataset's profiles that the store lacks (by content_hash), in one
+    transaction. Returns new/present counts like ``ingest_paths``."""
+    d = Path(directory)
+    marker = read_marker(d)
     verify(d, marker)
     report = IngestReport()
     profile_files = _files(d, "profiles")
