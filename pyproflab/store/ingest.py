@@ -213,7 +213,7 @@ def ingest(
     return store_keyed(store, keyed)
 
 
-def _read_raw(path: str, max_bytes: int) -> tuple[bytes, str]:
+def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
     """The decompressed protobuf bytes of a file and their sha256 (ProfileError if unreadable)."""
     from pyproflab.decode.pprof import decompress
     from pyproflab.errors import NotAProfileError, TooLargeError
