@@ -403,3 +403,72 @@ def test_spark_regressions_refuse_a_counter(spark, sparked):
     dataset = open_spark(spark, sparked[1])
     with pytest.raises(UsageError, match="metric samples"):
         dataset.regressions(Selection(version="v1"), Selection(version="v2"), per="requests")
+
+
+def _regressions_cli(*args: str) -> list[dict[str, str]]:
+    """The csv rows of `pyproflab regressions` with notesd v1 as base, v2 as new."""
+    sides = ["--base", "service=notesd", "version=v1", "--new", "service=notesd", "version=v2"]
+    res = subprocess.run(
+        [sys.executable, "-m", "pyproflab", "regressions", *sides, "--format", "csv", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return list(csv.DictReader(io.StringIO(res.stdout)))
+
+
+def test_cli_regressions_engine_spark(sparked, duck):
+    """`pyproflab regressions --engine spark --dataset D` prints the store's rows
+    (`--db`): every field equal, numbers within 1e-9 relative."""
+    ours = _regressions_cli(
+        "--engine",
+        "spark",
+        "--dataset",
+        str(sparked[1]),
+        "--spark-conf",
+        "spark.sql.shuffle.partitions=2",
+        "--spark-conf",
+        "spark.ui.enabled=false",
+    )
+    want = _regressions_cli("--db", str(duck[0]))
+    assert want and len(ours) == len(want)
+    for mine, theirs in zip(ours, want, strict=True):
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            try:
+                number = float(value)
+            except ValueError:
+                assert mine[key] == value, key
+                continue
+            assert float(mine[key]) == pytest.approx(number, rel=1e-9, nan_ok=True), key
+
+
+def test_cli_regressions_spark_refuses_store_options(tmp_path: Path):
+    """--per and --over-time need the store: one line, exit 2, before any JVM starts."""
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab",
+            "regressions",
+            "--engine",
+            "spark",
+            "--dataset",
+            str(tmp_path),
+            "--base",
+            "version=v1",
+            "--new",
+            "version=v2",
+            "--per",
+            "requests",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "need the store" in res.stderr and len(res.stderr.strip().splitlines()) == 1
