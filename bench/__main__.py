@@ -14,6 +14,8 @@ Sections (targets from the foundation issue):
   files    `pyproflab top|merge|pgo --all` of 50 large files vs `go tool pprof
            -top|-proto` of the same files, whole process       <= 0.5x, peak RSS <= pprof's
   fleet-10k  ingest of 1,000 then 10,000 small profiles: peak RSS within 10%
+  spark    Spark local[2] vs DuckDB on the same 1,000 small profiles: ingest
+           and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
 
@@ -32,9 +34,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from bench.bench_spark import section_spark
 from bench.common import (
     LARGE_CPU,
     REPO,
+    go_cpu_profiles,
     line,
     median_process,
     median_time,
@@ -88,22 +92,6 @@ def section_top(work: Path, runs: int) -> list[str]:
     ours = median_process(pyproflab_cmd("top", str(big), "--format", "csv"), repeat=runs)
     peer = median_process(pprof_cmd("-top", str(big)), repeat=runs)
     return [line("whole process: top FILE (200,000 samples)", ours, peer, 0.33)]
-
-
-def go_cpu_profiles(work: Path) -> list[Path]:
-    """Two real CPU profiles from the Go test program (tests/goprogs/profgen)."""
-    out = work / "profgen"
-    binary = work / "bin" / "profgen"
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["go", "build", "-o", str(binary), "./profgen"], cwd=REPO / "tests" / "goprogs", check=True
-    )
-    subprocess.run(
-        [str(binary), "-out", str(out), "-cpu-seconds", "2", "-cpu-profiles", "2"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return [out / "cpu.pb.gz", out / "cpu2.pb.gz"]
 
 
 def section_fleet(work: Path, runs: int, count: int = 1000) -> list[str]:
@@ -364,6 +352,7 @@ SECTIONS = {
     "fleet-large": section_fleet_large,
     "fleet-regressions": section_fleet_regressions,
     "hostile": section_hostile,
+    "spark": section_spark,
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,

@@ -81,3 +81,19 @@ def line(name: str, ours: float, peer: float, target: float | None, unit: str = 
     return (
         f"{name:<58} ours {ours:8.3f}{unit}  peer {peer:8.3f}{unit}  ratio {ratio:6.3f}x{verdict}"
     )
+
+
+def go_cpu_profiles(work: Path) -> list[Path]:
+    """Two real CPU profiles from the Go test program (tests/goprogs/profgen)."""
+    out = work / "profgen"
+    binary = work / "bin" / "profgen"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "build", "-o", str(binary), "./profgen"], cwd=REPO / "tests" / "goprogs", check=True
+    )
+    subprocess.run(
+        [str(binary), "-out", str(out), "-cpu-seconds", "2", "-cpu-profiles", "2"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return [out / "cpu.pb.gz", out / "cpu2.pb.gz"]
