@@ -318,7 +318,10 @@ class Writer:
     for an id collision: a trimmed profile (``KeyedProfile.relies_on``) that
     relies on one of them is keyed again in full from its file before it is
     stored, since the rows it left out were never stored, or stored as other
-    content under the same id (``sent``)."""
+    content under the same id (``sent``). The files a profile relies on came
+    before it, so each was stored, refused, or found present as a copy stored
+    earlier in this ingest (a file stored before the ingest is never keyed, so
+    never relied on; the store's lock keeps other writers out)."""
 
     store: Store
     job: FileJob

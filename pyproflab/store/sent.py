@@ -196,7 +196,9 @@ class SentMemory:
 
     @property
     def nbytes(self) -> int:
-        return sum(r.nbytes for r in self.rows.values())
+        """The remembered rows, and the senders' hashes (a 64-character str and
+        its list slot, ~128 bytes each), so the bound holds for any number of files."""
+        return sum(r.nbytes for r in self.rows.values()) + 128 * len(self.senders)
 
     def trim(self, keyed: KeyedProfile) -> KeyedProfile:
         """``keyed`` without the rows sent before with the same content, naming the
