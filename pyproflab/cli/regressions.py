@@ -20,6 +20,12 @@ the change points of its rate (circular binary segmentation with
 permutation tests), each with its time, size, interval and whether it
 persisted or went away. --fail-on-change exits 1 when a change that
 persisted is an increase.
+
+With --engine spark --dataset PATH, the two sides are read from a Parquet
+dataset (pyproflab export --parquet, or the Spark ingest) and summed on
+Spark, with the same result as the store's. Select one kind of profile
+(--type cpu): unlike the store, Spark does not narrow a mixed selection.
+--per and --over-time need the store.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+from pyproflab.cli.top import add_engine_options, spark_dataset
 
 _KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
 _NODES = ["functions", "lines", "files"]
@@ -143,12 +150,17 @@ class Command:
                 groups[group] = parser.add_argument_group(group)
             groups[group].add_argument(*flags, **kw)
         common.add_type_option(groups["analysis"], "profile type for both sides (e.g. cpu)")
+        add_engine_options(parser.add_argument_group("engine"), "sum the two sides")
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
 
         if args.top is not None and args.top < 0:
             raise UsageError("--top must be >= 0")
+        if args.dataset and args.engine != "spark":
+            raise UsageError("--dataset is read by --engine spark")
+        if args.engine == "spark" and (args.over_time or args.per):
+            raise UsageError("--over-time and --per need the store (--db), not --engine spark")
         if args.over_time:
             return self._over_time(args)
         if not args.base or not args.new:
@@ -194,15 +206,17 @@ class Command:
             sel.until = sel.until if until is None else until
             sel.profile_type = sel.profile_type or args.profile_type
             sides[side] = sel
-        kw = _keywords(args, COMMON_KW + TWO_SIDES_KW)
-        with Store.open(common.db_path(args), read_only=True) as store:
-            result = regressions(
-                store,
-                common.one_kind(store, sides["base"], kw["sample_index"]),
-                common.one_kind(store, sides["new"], kw["sample_index"]),
-                inlines=not args.noinlines,
-                **kw,
-            )
+        kw = _keywords(args, COMMON_KW + TWO_SIDES_KW) | {"inlines": not args.noinlines}
+        if args.engine == "spark":
+            result = spark_dataset(args).regressions(sides["base"], sides["new"], **kw)
+        else:
+            with Store.open(common.db_path(args), read_only=True) as store:
+                result = regressions(
+                    store,
+                    common.one_kind(store, sides["base"], kw["sample_index"]),
+                    common.one_kind(store, sides["new"], kw["sample_index"]),
+                    **kw,
+                )
         common.write_output(
             render_regressions(result, args.format, top=args.top or None), args.output
         )

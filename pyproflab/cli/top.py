@@ -85,12 +85,16 @@ class Command:
         return 0
 
 
-def add_engine_options(parser: argparse.ArgumentParser) -> None:
+def add_engine_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    spark_does: str = "merge the selection",
+) -> None:
+    """--engine, --dataset and --spark-conf; ``spark_does`` says what Spark does."""
     parser.add_argument(
         "--engine",
         choices=["duckdb", "spark"],
         default="duckdb",
-        help="spark: merge the selection of a Parquet dataset (--dataset) on Spark",
+        help=f"spark: {spark_does} of a Parquet dataset (--dataset) on Spark",
     )
     parser.add_argument(
         "--dataset", metavar="PATH", help="with --engine spark: the dataset export/Spark wrote"
@@ -104,9 +108,11 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def spark_profile(args: argparse.Namespace):
-    """The merged selection of ``--dataset``, on Spark (engines.spark_query)."""
-    if args.files or args.db:
+def spark_dataset(args: argparse.Namespace):
+    """The ``SparkDataset`` of ``--dataset`` (engines.spark_query) in a session
+    with ``--spark-conf``; a folder that is not a dataset, or files or --db
+    given too, are refused before a JVM starts."""
+    if getattr(args, "files", None) or args.db:
         raise UsageError("--engine spark reads --dataset PATH, not files or --db")
     if not args.dataset:
         raise UsageError("--engine spark needs --dataset PATH")
@@ -121,8 +127,12 @@ def spark_profile(args: argparse.Namespace):
         raise UsageError(
             f"--engine spark needs pyspark (pip install 'pyproflab[spark]'): {e}"
         ) from None
-    dataset = SparkDataset(local_session(conf=conf), args.dataset)
-    return dataset.merged_profile(common.selection_from_args(args))
+    return SparkDataset(local_session(conf=conf), args.dataset)
+
+
+def spark_profile(args: argparse.Namespace):
+    """The merged selection of ``--dataset``, on Spark."""
+    return spark_dataset(args).merged_profile(common.selection_from_args(args))
 
 
 def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -> None:

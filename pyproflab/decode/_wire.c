@@ -639,6 +639,133 @@ scan_fields(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* --- top-level unknown fields ----------------------------------------------------------- */
+
+/* One field at p: its number, wire type and the byte after it. 0 when the field is
+ * one upb and pprof read alike (a tag and payload inside the buffer, a wire type
+ * of 0, 1, 2 or 5, a number protobuf allows), -1 otherwise. */
+static int
+next_field(const uint8_t *p, const uint8_t *end, uint64_t *number, int *wire,
+           const uint8_t **after)
+{
+    uint64_t tag = 0, len = 0;
+    int n = 0;
+    for (;; n++) {
+        if (p >= end || n >= MAX_VARINT_BYTES)
+            return -1;
+        tag |= (uint64_t)(*p & 0x7F) << (7 * n);
+        if (!(*p++ & 0x80))
+            break;
+    }
+    *number = tag >> 3;
+    *wire = (int)(tag & 7);
+    if (*number > 0x1FFFFFFF)
+        return -1;
+    if (*wire == 0) {
+        for (n = 0;; n++) {
+            if (p >= end || n >= MAX_VARINT_BYTES)
+                return -1;
+            if (!(*p++ & 0x80))
+                break;
+        }
+    } else if (*wire == 1 || *wire == 5) {
+        Py_ssize_t w = *wire == 1 ? 8 : 4;
+        if (end - p < w)
+            return -1;
+        p += w;
+    } else if (*wire == 2) {
+        for (n = 0;; n++) {
+            if (p >= end || n >= MAX_VARINT_BYTES)
+                return -1;
+            len |= (uint64_t)(*p & 0x7F) << (7 * n);
+            if (!(*p++ & 0x80))
+                break;
+        }
+        if (len > (uint64_t)(end - p))
+            return -1;
+        p += len;
+    } else {
+        return -1;
+    }
+    *after = p;
+    return 0;
+}
+
+PyDoc_STRVAR(known_fields_doc,
+"known_fields(buf, allowed) -> None or bytes\n\n"
+"The fields of one message whose numbers the table knows (0 < n < len(allowed)\n"
+"and allowed[n] != 0), in order, without the others: so that upb, which keeps\n"
+"every unknown field it parses, never holds them. None when there is no unknown\n"
+"field, or when anything is unusual (a truncated field, a group or wire type 6\n"
+"or 7, a known number with a wire type allowed[n] does not permit, a number past\n"
+"2**29 - 1): the caller then parses buf itself and reports what it finds.");
+
+static PyObject *
+known_fields(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b, a;
+    if (!PyArg_ParseTuple(args, "y*y*", &b, &a))
+        return NULL;
+    const uint8_t *start = b.buf, *end = start + b.len, *p, *after;
+    const uint8_t *allowed = a.buf;
+    Py_ssize_t nallowed = a.len, kept = 0, unknown = 0;
+    uint64_t number;
+    int wire, status = 0;
+    PyObject *out = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (p = start; p < end; p = after) {
+        if (next_field(p, end, &number, &wire, &after) != 0) {
+            status = -1;
+            break;
+        }
+        int known = number > 0 && number < (uint64_t)nallowed && allowed[number] != 0;
+        if (known && !(allowed[number] >> wire & 1)) {
+            status = -1;
+            break;
+        }
+        if (known)
+            kept += after - p;
+        else
+            unknown += after - p;
+    }
+    Py_END_ALLOW_THREADS
+    if (status != 0 || unknown == 0) {
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&a);
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize(NULL, kept);
+    if (out != NULL) {
+        uint8_t *q = (uint8_t *)PyBytes_AS_STRING(out), *qend = q + kept;
+        Py_BEGIN_ALLOW_THREADS
+        for (p = start; p < end; p = after) {
+            /* Checked in the first pass; checked again, with the room left, so that
+             * nothing is written out of bounds whatever the buffer holds now. */
+            if (next_field(p, end, &number, &wire, &after) != 0) {
+                status = -1;
+                break;
+            }
+            if (number > 0 && number < (uint64_t)nallowed && allowed[number] != 0) {
+                if (after - p > qend - q) {
+                    status = -1;
+                    break;
+                }
+                memcpy(q, p, (size_t)(after - p));
+                q += after - p;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (status != 0 || q != qend)
+            Py_CLEAR(out);
+        if (out == NULL && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "buffer changed while it was read");
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&a);
+    return out;
+}
+
 /* --- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -649,6 +776,7 @@ static PyMethodDef methods[] = {
     {"last_values", last_values, METH_VARARGS, last_values_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
     {"scan_fields", scan_fields, METH_VARARGS, scan_fields_doc},
+    {"known_fields", known_fields, METH_VARARGS, known_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 

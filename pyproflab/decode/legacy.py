@@ -29,7 +29,7 @@ _TEXT_HEADER = re.compile(
 _PROFILE_FIRST_BYTES = frozenset((number << 3) | wire for number in range(1, 16) for wire in (0, 2))
 
 
-def legacy_kind(data: bytes) -> str | None:
+def legacy_kind(data: bytes | bytearray) -> str | None:
     """Name of the legacy format ``data`` is in, or None."""
     if _is_legacy_cpu(data):
         return "binary CPU profile"
@@ -40,7 +40,7 @@ def legacy_kind(data: bytes) -> str | None:
     return None
 
 
-def _is_legacy_cpu(data: bytes) -> bool:
+def _is_legacy_cpu(data: bytes | bytearray) -> bool:
     for fmt, size in (("<5Q", 40), (">5Q", 40), ("<5I", 20), (">5I", 20)):
         if len(data) >= size:
             n1, n2, n3, n4, n5 = struct.unpack(fmt, data[:size])
@@ -49,7 +49,7 @@ def _is_legacy_cpu(data: bytes) -> bool:
     return False
 
 
-def looks_like_text(data: bytes) -> bool:
+def looks_like_text(data: bytes | bytearray) -> bool:
     """Printable text with no NUL byte: JSON, logs, source code..."""
     head = data[:4096]
     if b"\x00" in head:
@@ -65,5 +65,5 @@ def looks_like_text(data: bytes) -> bool:
     return printable >= 0.95 * max(len(text), 1)
 
 
-def could_start_profile(data: bytes) -> bool:
+def could_start_profile(data: bytes | bytearray) -> bool:
     return bool(data) and data[0] in _PROFILE_FIRST_BYTES

@@ -8,6 +8,11 @@ Rules (pprof's, from its profile/proto.go and profile/encode.go):
   (pprof's "type mismatch" / "unknown wire type"); unknown fields with a
   varint, fixed or length-delimited wire type are skipped, field number 0
   included (upb refuses it, pprof skips it: it is stripped and parsed again).
+  upb keeps a copy of every unknown field it parses (its buffer doubling as it
+  grows: 64 MiB of them cost 128 MiB more), so with the C extension the
+  unknown top-level fields are dropped before upb sees the message
+  (``_wire.known_fields``); a message with anything unusual in it is parsed
+  whole, as before, and its error reported.
 - A second ``time_nanos`` after a non-zero one means two profiles were
   concatenated: an error, as in pprof.
 - ``string_table[0]`` must be ``""``. Strings that are not valid UTF-8 (pprof
@@ -27,6 +32,9 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pyproflab.errors import CorruptProfileError, InvalidProfileError
+from pyproflab.native import optional_extension
+
+_wire = optional_extension("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE")
 
 _F = descriptor_pb2.FieldDescriptorProto
 _REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
@@ -148,15 +156,11 @@ _PROFILE_WIRES = bytes(
 _ANY_WIRE_BUT_GROUPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 5)
 
 
-def _scan_fields(buf: bytes, allowed: bytes) -> tuple[int, int] | None:
+def _scan_fields(buf: bytes | bytearray, allowed: bytes) -> tuple[int, int] | None:
     """The first field of ``buf`` whose wire type ``allowed`` does not permit
     (numbers past the table: any but groups); one pass, no object per field."""
-    try:
-        from pyproflab.decode import _wire
-
+    if _wire is not None:
         return _wire.scan_fields(buf, allowed)
-    except ImportError:
-        pass
     pos, end = 0, len(buf)
     while pos < end:
         tag, pos = _varint(buf, pos)
@@ -174,7 +178,7 @@ def _scan_fields(buf: bytes, allowed: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     out = shift = 0
     while True:
         b = buf[pos]
@@ -185,13 +189,13 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             return out, pos
 
 
-def strip_field_zero(buf: bytes, nested: frozenset[int] = frozenset()) -> bytes | None:
+def strip_field_zero(buf: bytes | bytearray, nested: frozenset[int] = frozenset()) -> bytes | None:
     """``buf`` without its fields numbered 0, which upb refuses and pprof skips
     like any unknown field; fields numbered in ``nested`` are messages whose own
     fields are stripped too. None when ``buf`` is not a sequence of fields (or
     has no field 0): the parser's own error then stands. Only called after upb
     refused a message, so well-formed profiles never pay for it."""
-    out: list[bytes] = []
+    out: list[bytes | bytearray] = []
     pos, end, keep_from, changed = 0, len(buf), 0, False
     try:
         while pos < end:
@@ -235,7 +239,7 @@ def _encode_varint(x: int) -> bytes:
     return bytes(out)
 
 
-def check_unknown_top_level(msg, raw: bytes, *, source: str) -> None:
+def check_unknown_top_level(msg, raw: bytes | bytearray, *, source: str) -> None:
     """``check_unknown_fields`` for the top level, without materialising the
     unknown fields (a few bytes each, so millions fit in a small file): only
     when upb kept any (its size shrinks without them), the raw bytes are
@@ -265,8 +269,12 @@ def decode_strings(raw: list[bytes]) -> list[str]:
         return [s.decode("utf-8", "replace") for s in raw]
 
 
-def parse_top_level(raw: bytes, *, source: str) -> TopLevel:
+def parse_top_level(raw: bytes | bytearray, *, source: str) -> TopLevel:
     """Split the top level with upb and apply pprof's top-level rules."""
+    if _wire is not None:
+        known = _wire.known_fields(raw, _PROFILE_WIRES)
+        if known is not None:
+            raw = known  # the same message to pprof: its unknown fields are skipped
     msg = ProfileLite()
     try:
         msg.ParseFromString(raw)

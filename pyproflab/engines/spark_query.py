@@ -15,6 +15,10 @@
   Profile, and ``top`` of it, equal the DuckDB store's.
 - A selection of several kinds of profile (types or sample types) is refused
   with the kinds found; select one with profile_type.
+- ``regressions`` is the store's analysis (``analyses.regressions``) reading
+  through ``engines.spark_regressions``: Spark sums the samples per (profile,
+  stack) and per (profile, node), the driver runs the statistics, so the
+  RegressionsResult equals the store's.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +38,9 @@ from pyproflab.model import Profile
 from pyproflab.store.merge import HEADER_COLUMNS, assemble_rows, merge_headers
 from pyproflab.store.parquet import read_marker
 from pyproflab.store.select import Selection, parse_time
+
+if TYPE_CHECKING:
+    from pyproflab.analyses.regressions import RegressionsResult
 
 DEDUP_SCHEMAS = {
     "stacks": schema.STORE_STACKS,
@@ -59,6 +66,10 @@ class SparkDataset:
         # and date themselves (service_name is the real name), samples need none.
         return self.spark.read.option("recursiveFileLookup", "true").parquet(str(self.path / sub))
 
+    def samples(self) -> Any:
+        """Every sample row (a Spark DataFrame; ids as the files hold them)."""
+        return self._read("samples")
+
     def profiles(self, selection: Selection | None = None) -> Any:
         """The selected profiles' rows (a Spark DataFrame; ``service`` is the real name)."""
 
@@ -70,12 +81,19 @@ class SparkDataset:
         cond = _condition(selection or Selection())
         return p.where(cond) if cond is not None else p
 
+    def header_rows(
+        self, selection: Selection | None = None, extra: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """The selected profiles' ``store.merge.HEADER_COLUMNS`` and ``extra``
+        columns, one dict per profile by profile id (ids as Python ints)."""
+        return _header_rows(self.profiles(selection), extra)
+
     def merged_profile(
         self, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None
     ) -> Profile:
         """One profile merging the selected profiles, as ``Store.merged_profile``."""
         selection = selection or Selection()
-        rows = _header_rows(self.profiles(selection))
+        rows = self.header_rows(selection)
         if not rows:
             raise StoreError(f"no profiles match {selection.describe()}")
         _one_kind(self.profiles(selection))
@@ -89,7 +107,7 @@ class SparkDataset:
             pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)), pa.array(flat, pa.int64())
         )
         return assemble_rows(
-            self._fetch,
+            self.fetch,
             self.name,
             _u64(merged.column("stack_id")),
             _u64(merged.column("label_set_id")),
@@ -103,6 +121,17 @@ class SparkDataset:
         from pyproflab.analyses.top import top
 
         return top(self.merged_profile(selection), **options)
+
+    def regressions(self, base: Any, new: Any, **options: Any) -> RegressionsResult:
+        """``analyses.regressions.regressions`` of the ``base`` and ``new``
+        selections (``Selection``s or dicts of their fields) and its keyword
+        options, with its sums on Spark (``engines.spark_regressions``): the
+        store's RegressionsResult. ``per`` is refused (no metric samples)."""
+        from pyproflab.analyses.regressions import regressions
+        from pyproflab.engines.spark_regressions import SparkReads, refuse_per
+
+        refuse_per(options.get("per"))  # before any Spark job
+        return regressions(SparkReads(self), base, new, **options)
 
     def _merged_samples(self, rows: list[dict], index_lists: list[list[int]], k: int) -> pa.Table:
         """(stack_id, label_set_id, v0..vk-1) of the merge, in first-sample order."""
@@ -118,8 +147,7 @@ class SparkDataset:
             }
         )
         sel_df = self.spark.createDataFrame(sel)
-        s = self._read("samples")
-        s = s.select(
+        s = self.samples().select(
             "profile_id", sa.long_id("stack_id"), sa.long_id("label_set_id"), "values", "row_order"
         )
         joined = s.join(F.broadcast(sel_df), "profile_id")
@@ -135,8 +163,8 @@ class SparkDataset:
             nonzero = nonzero | (F.col(f"v{j}") != 0)
         return grouped.where(nonzero).orderBy("first_row").toArrow()
 
-    def _fetch(self, table: str, id_col: str, wanted: np.ndarray) -> pa.Table:
-        """The rows of a dedup table whose id is in ``wanted`` (assemble_rows' Fetch)."""
+    def fetch(self, table: str, id_col: str, wanted: np.ndarray) -> pa.Table:
+        """The rows of a dedup table whose id is in ``wanted`` (``store.merge.Fetch``)."""
         from pyspark.sql import functions as F
 
         target = DEDUP_SCHEMAS[table]
@@ -201,8 +229,8 @@ def _condition(sel: Selection) -> Any:
     return out
 
 
-def _header_rows(profiles: Any) -> list[dict[str, Any]]:
-    cols = [sa.long_id(c) if c == "main_mapping_id" else c for c in _HEADER]
+def _header_rows(profiles: Any, extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+    cols = [sa.long_id(c) if c == "main_mapping_id" else c for c in (*_HEADER, *extra)]
     t = profiles.select(*cols).orderBy("profile_id").toArrow()
     rows = t.to_pylist()
     for r in rows:

@@ -143,7 +143,7 @@ def _renumber(content_ids: np.ndarray, order: np.ndarray) -> np.ndarray:
     return ids.remap(content_ids, order, np.arange(1, len(order) + 1, dtype=ids.U64))
 
 
-def _fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Table:
+def store_fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Table:
     """The rows of a dedup table whose id is in ``wanted`` (one per id)."""
     if len(wanted) == 0:
         return store.sql(f"SELECT * FROM {table} LIMIT 0")
@@ -159,7 +159,7 @@ def _fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa.Tabl
 
 # Rows of a dedup table by id: (table, id column, wanted ids) -> the rows, one per
 # id found, in any order; an empty table of the table's schema for none. The store
-# reads its own tables (``_fetch``); other engines give their own (engines/spark_query).
+# reads its own tables (``store_fetch``); other engines give their own (engines/spark_query).
 Fetch = Callable[[str, str, np.ndarray], pa.Table]
 
 
@@ -172,7 +172,7 @@ def assemble(
     main_mapping_id: int,
 ) -> Profile:
     """A Profile from samples keyed by store ids (``assemble_rows`` over the store)."""
-    fetch = functools.partial(_fetch, store)
+    fetch = functools.partial(store_fetch, store)
     return assemble_rows(fetch, store.name, stack_id, label_set_id, values, header, main_mapping_id)
 
 

@@ -29,7 +29,7 @@ from pyproflab.store.paths import PathTemplate, compile_template, sidecar_meta, 
 from pyproflab.store.sent import SentMemory
 
 
-def _read_raw(path: str, max_bytes: int) -> tuple[bytes, str]:
+def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
     """The decompressed protobuf bytes of a file and their sha256 (ProfileError if unreadable)."""
     from pyproflab.decode.pprof import decompress
     from pyproflab.errors import NotAProfileError, TooLargeError

@@ -391,3 +391,57 @@ def test_arrays_that_do_not_fit_are_refused() -> None:
             np.array([1], dtype=i64),
             np.zeros((1, 1), dtype=u64),
         )
+
+
+# --- unknown top-level fields, dropped before upb parses (lite.py, _wire.known_fields) ----
+
+TOP_LEVEL_FIELDS = {
+    "varint": field(100, 0, 5),
+    "fixed64": field(101, 1, b"\x00" * 8),
+    "fixed32": field(102, 5, b"\x00" * 4),
+    "bytes": field(103, 2, b"abc"),
+    "field number 0": field(0, 0, 1),
+    "the largest field number": field(2**29 - 1, 0, 1),
+    "a field number past 2**29 - 1": varint(2**29 << 3) + varint(1),
+    "a group": varint(100 << 3 | 3) + varint(100 << 3 | 4),
+    "wire type 6": varint(100 << 3 | 6) + varint(1),
+    "a varint longer than 10 bytes": varint(100 << 3) + b"\xff" * 10 + b"\x01",
+    "bytes past the end": varint(100 << 3 | 2) + varint(5) + b"ab",
+    "a known field with the wrong wire type": field(12, 2, b"\x01"),
+    "a known field only": field(12, 0, 7),
+}
+
+
+@needs_wire
+@pytest.mark.parametrize("name", TOP_LEVEL_FIELDS)
+def test_top_level_fields_decode_alike_with_and_without_dropping(monkeypatch, name) -> None:
+    """Before, between and after the known fields: the same Profile or the same
+    error whether the unknown fields are dropped in C or parsed by upb."""
+    from pyproflab.decode import lite
+
+    known = minimal().SerializeToString()
+    extra = TOP_LEVEL_FIELDS[name]
+    middle = len(field(1, 2, minimal().sample_type[0].SerializeToString()))  # after one field
+    for data in (extra + known, known[:middle] + extra + known[middle:], known + extra):
+        c = outcome(decode_bytes, data)
+        with monkeypatch.context() as m:
+            m.setattr(lite, "_wire", None)
+            n = outcome(decode_bytes, data)
+        if isinstance(c, Exception) or isinstance(n, Exception):
+            assert type(c) is type(n) and str(c) == str(n), f"{c!r} vs {n!r}"
+        else:
+            same_profile(c, n)
+
+
+@needs_wire
+def test_known_fields_drops_only_unknown_ones() -> None:
+    from pyproflab.decode import lite
+
+    known = minimal().SerializeToString()
+    table = lite._PROFILE_WIRES
+    assert WIRE.known_fields(known, table) is None  # nothing to drop: no copy
+    unknown = field(100, 0, 1) * 1000 + field(0, 2, b"x" * 50)
+    assert WIRE.known_fields(unknown + known + unknown, table) == known
+    assert WIRE.known_fields(bytearray(known + unknown), table) == known
+    for odd in ("a group", "wire type 6", "bytes past the end", "a field number past 2**29 - 1"):
+        assert WIRE.known_fields(known + unknown + TOP_LEVEL_FIELDS[odd], table) is None

@@ -7,8 +7,9 @@ ingested twice: by the store (``ingest_paths`` then ``export_parquet``) and by
 Spark (``ingest_dataset``, local[2]). The datasets must hold the same files and
 the same rows (ingested_at aside), and the store must import the Spark one.
 Then top of the fleet on Spark must equal the store's and `go tool pprof -top`
-over the files. One Spark session serves the module (support/spark_helpers.py);
-without Java or pyspark these tests skip and say which is missing.
+over the files, and regressions of its v1 against v2 the store's, row for row.
+One Spark session serves the module (support/spark_helpers.py); without Java
+or pyspark these tests skip and say which is missing.
 """
 
 from __future__ import annotations
@@ -344,3 +345,142 @@ def test_cli_spark_refuses_a_folder_that_is_no_dataset(tmp_path: Path):
     assert res.returncode == 2, res.stderr[-2000:]
     assert "not a pyproflab Parquet dataset" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+# --- regressions on Spark ---------------------------------------------------------------
+
+
+def _assert_same_table(ours, want, what: str) -> None:
+    """Row for row: floats within 1e-9 relative (NaN where NaN), the rest exact."""
+    import numpy as np
+    import pyarrow as pa
+
+    assert ours.schema == want.schema, what
+    assert ours.num_rows == want.num_rows, what
+    for name in want.column_names:
+        a, b = ours.column(name), want.column(name)
+        if pa.types.is_floating(b.type):
+            np.testing.assert_allclose(
+                a.to_numpy(zero_copy_only=False),
+                b.to_numpy(zero_copy_only=False),
+                rtol=1e-9,
+                atol=0,
+                equal_nan=True,
+                err_msg=f"{what}: {name}",
+            )
+        else:
+            assert a.to_pylist() == b.to_pylist(), f"{what}: {name}"
+
+
+OTHER_OPTIONS = {
+    "granularity": "lines",
+    "measure": "rate",
+    "unit": "instance",
+    "test": "permutation",
+    "inlines": False,
+}
+
+
+@pytest.mark.parametrize("options", [{}, OTHER_OPTIONS], ids=["defaults", "others"])
+def test_spark_regressions_equal_the_store(options: dict, spark, sparked, duck):
+    """notesd v1 against v2 with the default options (shares, quasi-Poisson,
+    unit profile, functions), and with others: Spark's result equals the
+    store's, row for row."""
+    from pyproflab import open_spark
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    base, new = Selection(service="notesd", version="v1"), Selection(service="notesd", version="v2")
+    ours = open_spark(spark, sparked[1]).regressions(base, new, **options)
+    with Store.open(duck[0], read_only=True) as store:
+        want = regressions(store, base, new, **options)
+    assert want.statistics and want.rows.num_rows > 0
+    assert want.edges.num_rows > 0 or options  # 2 instances a side: no edge is significant
+    for name in ("rows", "edges", "per_profile", "profiles", "stacks"):
+        _assert_same_table(getattr(ours, name), getattr(want, name), name)
+    for name in ("labels", "notes", "sample_type", "sample_index", "rate_unit", "n_base", "n_new"):
+        assert getattr(ours, name) == getattr(want, name), name
+    for name in ("total_base", "total_new", "n_units_base", "n_units_new", "statistics"):
+        assert getattr(ours, name) == getattr(want, name), name
+    assert ours.rate_factor == pytest.approx(want.rate_factor, rel=1e-9)
+
+
+def test_spark_regressions_refuse_a_counter(spark, sparked):
+    """per=COUNTER needs metric samples, which the dataset has not: one line, no job."""
+    from pyproflab import open_spark
+    from pyproflab.errors import UsageError
+    from pyproflab.store.select import Selection
+
+    dataset = open_spark(spark, sparked[1])
+    with pytest.raises(UsageError, match="metric samples"):
+        dataset.regressions(Selection(version="v1"), Selection(version="v2"), per="requests")
+
+
+def _regressions_cli(*args: str) -> list[dict[str, str]]:
+    """The csv rows of `pyproflab regressions` with notesd v1 as base, v2 as new."""
+    sides = ["--base", "service=notesd", "version=v1", "--new", "service=notesd", "version=v2"]
+    res = subprocess.run(
+        [sys.executable, "-m", "pyproflab", "regressions", *sides, "--format", "csv", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return list(csv.DictReader(io.StringIO(res.stdout)))
+
+
+def test_cli_regressions_engine_spark(sparked, duck):
+    """`pyproflab regressions --engine spark --dataset D` prints the store's rows
+    (`--db`): every field equal, numbers within 1e-9 relative."""
+    ours = _regressions_cli(
+        "--engine",
+        "spark",
+        "--dataset",
+        str(sparked[1]),
+        "--spark-conf",
+        "spark.sql.shuffle.partitions=2",
+        "--spark-conf",
+        "spark.ui.enabled=false",
+    )
+    want = _regressions_cli("--db", str(duck[0]))
+    assert want and len(ours) == len(want)
+    for mine, theirs in zip(ours, want, strict=True):
+        assert mine.keys() == theirs.keys()
+        for key, value in theirs.items():
+            try:
+                number = float(value)
+            except ValueError:
+                assert mine[key] == value, key
+                continue
+            assert float(mine[key]) == pytest.approx(number, rel=1e-9, nan_ok=True), key
+
+
+def test_cli_regressions_spark_refuses_store_options(tmp_path: Path):
+    """--per and --over-time need the store: one line, exit 2, before any JVM starts."""
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab",
+            "regressions",
+            "--engine",
+            "spark",
+            "--dataset",
+            str(tmp_path),
+            "--base",
+            "version=v1",
+            "--new",
+            "version=v2",
+            "--per",
+            "requests",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "need the store" in res.stderr and len(res.stderr.strip().splitlines()) == 1

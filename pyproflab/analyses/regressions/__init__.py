@@ -5,8 +5,10 @@ selections node by node (functions, or lines with ``granularity="lines"``),
 as a pipeline of stages: ``selection`` (the sides), ``incidence`` (exact
 per-profile values), ``units`` (the independent units and denominators),
 ``inference`` (tests and intervals), ``attribution`` (order, grouping, cost
-shifts) and ``result``. ``over_time`` finds change points in one selection's
-series of collection windows.
+shifts) and ``result``. The stages read profiles through ``reads`` (the
+DuckDB store's queries, or another engine's: Spark over the Parquet
+dataset). ``over_time`` finds change points in one selection's series of
+collection windows.
 
 Rules:
 
@@ -88,11 +90,13 @@ from pyproflab.analyses.graph import GRANULARITIES
 from pyproflab.analyses.regressions import attribution, inference
 from pyproflab.analyses.regressions.incidence import NodeValues, node_values
 from pyproflab.analyses.regressions.measure import MEASURES, denominators_of, resolve_measure
+from pyproflab.analyses.regressions.reads import reads_of
 from pyproflab.analyses.regressions.result import (
     EDGES_SCHEMA,
     METRIC_COLUMNS,
     ROWS_SCHEMA,
     RegressionsResult,
+    detail_tables,
 )
 from pyproflab.analyses.regressions.selection import (
     NON_RATE_TYPES,
@@ -279,39 +283,6 @@ def _rows(nv: NodeValues, present, merged, cols, rank_by: str) -> pa.Table:
     return pa.table({f.name: table[f.name] for f in ROWS_SCHEMA}, schema=ROWS_SCHEMA)
 
 
-def _per_profile(sides: Sides, nv: NodeValues, denominators, factor) -> tuple[pa.Table, ...]:
-    """Long per-profile values, the profiles, and per stack the merged values."""
-    side = np.where(sides.is_new, "new", "base")
-    per_profile = pa.table(
-        {
-            "profile_id": sides.pids[nv.pp],
-            "side": side[nv.pp],
-            "node": nv.node,
-            "label": [nv.inc.labels[i] for i in nv.node.tolist()],
-            "flat": nv.flat,
-            "cum": nv.cum,
-            "flat_rate": nv.flat * factor / denominators[nv.pp],
-            "cum_rate": nv.cum * factor / denominators[nv.pp],
-        }
-    )
-    profiles = pa.table(
-        {
-            "profile_id": sides.pids,
-            "side": side,
-            "duration_s": sides.dur_ns / 1e9,
-            "total": nv.totals.astype(np.int64),
-        }
-    )
-    stacks = pa.table(
-        {
-            "path": pa.array(nv.inc.paths, pa.list_(pa.int64())),
-            "base": nv.stack_base,
-            "new": nv.stack_new,
-        }
-    )
-    return per_profile, profiles, stacks
-
-
 def _notes(notes, opts, facts, units: Units, unit: str, rows: pa.Table) -> None:
     """What the statistics were, and when they cannot find anything."""
     ub, un = units.n_base, units.n_new
@@ -382,13 +353,15 @@ def regressions(
 ) -> RegressionsResult:
     """Compare the profiles selected by ``base`` and ``new`` (``Selection``s) per node.
 
-    See the module docstring for the rules. ``sample_index``: number or name
-    (default: the profiles' default type). ``granularity``: functions, lines
-    or files. ``rank_by``: evidence (default), flat or cum. ``unit``: the
-    independent unit of the statistics, ``profile`` (default), ``instance``
-    (a service instance's profiles summed: use it when profiles of one
-    instance are correlated) or ``window`` (the profiles of a side taken
-    together, summed; see ``time_windows``). ``test``: ``quasi-poisson``
+    See the module docstring for the rules. ``store``: a DuckDB ``Store``, or
+    another engine's ``reads.ProfileReads`` (``SparkDataset.regressions``).
+    ``sample_index``: number or name (default: the profiles' default type).
+    ``granularity``: functions, lines or files. ``rank_by``: evidence
+    (default), flat or cum. ``unit``: the independent unit of the
+    statistics, ``profile`` (default), ``instance`` (a service instance's
+    profiles summed: use it when profiles of one instance are correlated) or
+    ``window`` (the profiles of a side taken together, summed; see
+    ``time_windows``). ``test``: ``quasi-poisson``
     (default), ``permutation`` (at most ``permutations`` splits) or ``welch``.
     ``measure``: auto, share or rate (rule 4); ``per``: a counter in
     ``metric_samples``, its increase over each profile the denominator.
@@ -409,18 +382,19 @@ def regressions(
         "test": test,
         "per": per,
     }
-    sides = select_sides(store, base, new, sample_index, measure)
-    nv = node_values(store, sides, granularity, inlines)
+    reads = reads_of(store)
+    sides = select_sides(reads, base, new, sample_index, measure)
+    nv = node_values(reads, sides, granularity, inlines)
     if measure == "share" and not (nv.totals > 0).all():
         sides = without_empty(sides, nv.totals > 0, sample_index, measure)
-        nv = node_values(store, sides, granularity, inlines)
-    return _compare(store, sides, nv, settings, permutations)
+        nv = node_values(reads, sides, granularity, inlines)
+    return _compare(reads, sides, nv, settings, permutations)
 
 
-def _compare(store, sides: Sides, nv: NodeValues, settings: dict, permutations: int):
+def _compare(reads, sides: Sides, nv: NodeValues, settings: dict, permutations: int):
     """The stages after the node values (rules 3-8), and the result."""
     denominators, factor, shown_unit = denominators_of(
-        store, sides, nv, settings["measure"], settings["per"]
+        reads, sides, nv, settings["measure"], settings["per"]
     )
     merged = _merged(nv, sides)
     present = np.flatnonzero(np.any([merged[k] != 0 for k in merged], axis=0))
@@ -440,7 +414,7 @@ def _compare(store, sides: Sides, nv: NodeValues, settings: dict, permutations: 
     cols, facts = _statistics(mats, units, merged, present, totals, opts)
     rows = _rows(nv, present, merged, cols, settings["rank_by"])
     edges = _edges(nv, mats, units, cols, present, opts)
-    per_profile, profiles, stacks = _per_profile(sides, nv, denominators, factor)
+    per_profile, profiles, stacks = detail_tables(sides, nv, denominators, factor)
     _notes(sides.notes, opts, facts, units, settings["unit"], rows)
     return RegressionsResult(
         **settings,

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from pyproflab.analyses import filters
 from pyproflab.analyses.graph import build_nodes, expand_frames
+from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.regressions.selection import count_scale
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
@@ -62,7 +63,7 @@ class NodeValues:
 
 
 def _incidence_table(stack_ids: np.ndarray, nodes: np.ndarray, leaf: np.ndarray) -> pa.Table:
-    """(stack_id, node, leaf) rows for ``store.regressions.node_sums``."""
+    """(stack_id, node, leaf) rows for ``ProfileReads.node_sums``."""
     return pa.table(
         {
             "stack_id": pa.array(stack_ids, pa.uint64()),
@@ -110,16 +111,25 @@ def _edges(paths: list[list[int]]) -> tuple[list[tuple[int, int]], np.ndarray, n
 
 
 def incidence(
-    store, stack_ids: np.ndarray, header: dict, main_mapping: int, granularity: str, inlines: bool
+    reads: ProfileReads,
+    stack_ids: np.ndarray,
+    header: dict,
+    main_mapping: int,
+    granularity: str,
+    inlines: bool,
 ) -> Incidence:
-    """Node paths of the distinct stacks, via ``analyses.graph``."""
-    from pyproflab.store.merge import assemble
+    """Node paths of the distinct stacks, via ``analyses.graph`` (their rows
+    fetched through ``reads``)."""
+    from pyproflab.store.merge import assemble_rows
 
     n = len(stack_ids)
     values = pa.ListArray.from_arrays(
         pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(np.ones(n, np.int64))
     )
-    prof = assemble(store, stack_ids, np.zeros(n, np.uint64), values, header, main_mapping)
+    no_labels = np.zeros(n, np.uint64)
+    prof = assemble_rows(
+        reads.fetch, reads.name, stack_ids, no_labels, values, header, main_mapping
+    )
     work = filters.remove_uninteresting(prof)
     if not inlines:
         work = noinlines(work)
@@ -160,13 +170,12 @@ def incidence(
     )
 
 
-def node_values(store, sides, granularity: str, inlines: bool) -> NodeValues:
+def node_values(reads: ProfileReads, sides, granularity: str, inlines: bool) -> NodeValues:
     """One pass over the selected samples: per (profile, node) flat and cum, and
-    per (profile, edge) the value through the edge, exact, in SQL."""
-    from pyproflab.store.regressions import node_sums, stack_sums
-
+    per (profile, edge) the value through the edge, exact, summed by the engine
+    behind ``reads`` (SQL in the store, or Spark)."""
     positions = [idx[sides.sample_index] + 1 for idx in sides.index_lists]
-    agg = stack_sums(store, sides.pids, positions)
+    agg = reads.stack_sums(sides.pids, positions)
     if agg.num_rows == 0:
         raise UsageError("the selected profiles have no samples")
     a_stack = agg.column("stack_id").to_numpy().astype(np.uint64)
@@ -175,14 +184,14 @@ def node_values(store, sides, granularity: str, inlines: bool) -> NodeValues:
     pos_of = {int(p): i for i, p in enumerate(sides.pids.tolist())}
     a_prof = np.array([pos_of[p] for p in agg.column("profile_id").to_pylist()], np.int64)
     totals = np.bincount(a_prof, weights=a_abs.astype(float), minlength=len(sides.pids))
-    sides.count_scale = count_scale(store, sides, float(totals.sum()))
+    sides.count_scale = count_scale(reads, sides, float(totals.sum()))
     nz = a_v != 0
     uniq, first = np.unique(a_stack[nz], return_index=True)
     stack_order = uniq[np.argsort(first, kind="stable")]
     one_type = dict(sides.header, sample_types=[sides.sample_type])
     one_type["default_sample_type"] = sides.sample_type.type
     inc = incidence(
-        store, stack_order, one_type, sides.rows[0]["main_mapping_id"], granularity, inlines
+        reads, stack_order, one_type, sides.rows[0]["main_mapping_id"], granularity, inlines
     )
     values = pa.table(
         {
@@ -192,9 +201,9 @@ def node_values(store, sides, granularity: str, inlines: bool) -> NodeValues:
         }
     )
     stacks = stack_order[inc.pair_stack], stack_order[inc.edge_stack]
-    pn = node_sums(store, values, _incidence_table(stacks[0], inc.pair_node, inc.pair_leaf))
+    pn = reads.node_sums(values, _incidence_table(stacks[0], inc.pair_node, inc.pair_leaf))
     no_leaf = np.zeros(len(inc.edge_index), bool)
-    pe = node_sums(store, values, _incidence_table(stacks[1], inc.edge_index, no_leaf))
+    pe = reads.node_sums(values, _incidence_table(stacks[1], inc.edge_index, no_leaf))
     spos = {int(s): i for i, s in enumerate(stack_order.tolist())}
     s_idx = np.array([spos[int(s)] for s in a_stack[nz].tolist()], np.int64)
     newmask = sides.is_new[a_prof[nz]]

@@ -7,6 +7,7 @@ import numpy as np
 
 from pyproflab.analyses.regressions import inference
 from pyproflab.analyses.regressions.incidence import NodeValues
+from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.regressions.selection import Sides
 from pyproflab.analyses.regressions.units import per_work
 from pyproflab.errors import UsageError
@@ -27,7 +28,9 @@ def resolve_measure(measure: str, per: str | None) -> str:
     return measure
 
 
-def denominators_of(store, sides: Sides, nv: NodeValues, measure: str, per: str | None):
+def denominators_of(
+    reads: ProfileReads, sides: Sides, nv: NodeValues, measure: str, per: str | None
+):
     """(per-profile denominators, factor, shown unit) of the rates (rule 4):
     each profile's total for shares, the counter's increase with ``per``, else
     its duration (1 when not a rate)."""
@@ -40,7 +43,7 @@ def denominators_of(store, sides: Sides, nv: NodeValues, measure: str, per: str 
         sides.notes.append(totals_change(sides, nv.totals))
         return nv.totals / sides.count_scale, 1.0 / sides.count_scale, "share"
     if per:
-        work = per_work(store, sides.rows, per)
+        work = per_work(reads, sides.rows, per)
         shown = sides.rate_unit.removesuffix("/s") if sides.rate else sides.rate_unit
         shown = {"cores": "s"}.get(shown, shown)
         sides.notes.append(f"rates are per unit of {per} (its increase over each profile)")

@@ -55,6 +55,7 @@ from pyproflab.analyses.regressions import attribution
 from pyproflab.analyses.regressions.incidence import node_values
 from pyproflab.analyses.regressions.inference import dispersion, log_ratio, rate_change
 from pyproflab.analyses.regressions.measure import resolve_measure
+from pyproflab.analyses.regressions.reads import reads_of
 from pyproflab.analyses.regressions.selection import as_selection, sides_of
 from pyproflab.analyses.regressions.units import per_work, time_windows
 from pyproflab.display import render
@@ -233,10 +234,9 @@ def _went_away(out: list[dict], segs, phi: float, q: float) -> None:
 def _window_series(store, selection, sample_index, granularity, per, measure):
     """Profiles, their windows, per (window, node) flat and cum, and the
     measure: (per-profile denominators, factor, shown unit) (rule 1)."""
-    from pyproflab.store.regressions import selected_profiles
-
+    reads = reads_of(store)
     sel = as_selection(selection)
-    rows = selected_profiles(store, sel)
+    rows = reads.selected_profiles(sel)
     if not rows:
         raise UsageError(f"no profiles match the selection {sel.describe()}")
     sides = sides_of(rows, [], sample_index, "rate", new_description=sel.describe())
@@ -246,12 +246,12 @@ def _window_series(store, selection, sample_index, granularity, per, measure):
     nw = int(win.max()) + 1
     if nw < 4:
         raise UsageError(f"over time needs at least 4 collection windows; the selection has {nw}")
-    nv = node_values(store, sides, granularity, True)
+    nv = node_values(reads, sides, granularity, True)
     if measure == "share":
         den = (nv.totals / sides.count_scale, 1.0 / sides.count_scale, "share")
     elif per:
         unit = f"{sides.rate_unit.removesuffix('/s')}/{per}"
-        den = (per_work(store, sides.rows, per), sides.factor, unit)
+        den = (per_work(reads, sides.rows, per), sides.factor, unit)
     else:
         den = (sides.durations, sides.factor, sides.rate_unit)
     return sel, sides, win, nw, nv, den

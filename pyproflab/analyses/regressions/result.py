@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from pyproflab.analyses.regressions.incidence import NodeValues
+from pyproflab.analyses.regressions.selection import Sides
 from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.display import render
 from pyproflab.model import ValueType
@@ -160,3 +163,37 @@ class RegressionsResult(RowsResult):
             f"base={self.n_base} profiles, new={self.n_new} profiles, "
             f"{self.rows.num_rows} rows)"
         )
+
+
+def detail_tables(sides: Sides, nv: NodeValues, denominators, factor) -> tuple[pa.Table, ...]:
+    """The result's detail tables: long per-profile values, the profiles, and
+    per stack the merged values of each side."""
+    side = np.where(sides.is_new, "new", "base")
+    per_profile = pa.table(
+        {
+            "profile_id": sides.pids[nv.pp],
+            "side": side[nv.pp],
+            "node": nv.node,
+            "label": [nv.inc.labels[i] for i in nv.node.tolist()],
+            "flat": nv.flat,
+            "cum": nv.cum,
+            "flat_rate": nv.flat * factor / denominators[nv.pp],
+            "cum_rate": nv.cum * factor / denominators[nv.pp],
+        }
+    )
+    profiles = pa.table(
+        {
+            "profile_id": sides.pids,
+            "side": side,
+            "duration_s": sides.dur_ns / 1e9,
+            "total": nv.totals.astype(np.int64),
+        }
+    )
+    stacks = pa.table(
+        {
+            "path": pa.array(nv.inc.paths, pa.list_(pa.int64())),
+            "base": nv.stack_base,
+            "new": nv.stack_new,
+        }
+    )
+    return per_profile, profiles, stacks

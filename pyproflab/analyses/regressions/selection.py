@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pyproflab.analyses.graph import resolve_sample_index
+from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.units import scale
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
@@ -68,7 +69,7 @@ def rate_unit_of(sample_type: ValueType, rate: bool) -> tuple[str, float]:
     return ((f"{base}/s" if base else "/s") if rate else (base or "count")), 1.0
 
 
-def count_scale(store, sides: Sides, totals_value: float) -> float:
+def count_scale(reads: ProfileReads, sides: Sides, totals_value: float) -> float:
     """The value one sample adds, so values / scale are sample counts.
 
     Rule: when the profiles have another sample type counted in ``count``
@@ -77,14 +78,12 @@ def count_scale(store, sides: Sides, totals_value: float) -> float:
     profiles' period when its unit is the sample type's; else 1.
     ``totals_value``: the chosen type's total over the selected profiles.
     """
-    from pyproflab.store.regressions import value_total
-
     st = sides.sample_type
     types = sides.header["sample_types"]
     counted = [i for i, t in enumerate(types) if t.unit == "count" and t != st]
     if st.unit != "count" and counted and totals_value > 0:
         positions = [idx[counted[0]] + 1 for idx in sides.index_lists]
-        n = value_total(store, sides.pids, positions)
+        n = reads.value_total(sides.pids, positions)
         if n > 0:
             return totals_value / n
     periods = [r["period"] or 0 for r in sides.rows if r["period_unit"] == st.unit]
@@ -100,12 +99,12 @@ def as_selection(selection):
     return selection if isinstance(selection, Selection) else Selection(**(selection or {}))
 
 
-def select_sides(store, base, new, sample_index: int | str | None, measure: str) -> Sides:
+def select_sides(
+    reads: ProfileReads, base, new, sample_index: int | str | None, measure: str
+) -> Sides:
     """Both sides' profiles, the chosen sample type and the rate rule."""
-    from pyproflab.store.regressions import selected_profiles
-
     base, new = as_selection(base), as_selection(new)
-    rows_b, rows_n = selected_profiles(store, base), selected_profiles(store, new)
+    rows_b, rows_n = reads.selected_profiles(base), reads.selected_profiles(new)
     for side, rows, sel in (("base", rows_b, base), ("new", rows_n, new)):
         if not rows:
             raise UsageError(f"no profiles match the {side} selection {sel.describe()}")

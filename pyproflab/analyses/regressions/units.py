@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.regressions.selection import TwoSided
 from pyproflab.errors import UsageError
 
@@ -39,7 +40,7 @@ def time_windows(rows: list[dict[str, Any]]) -> list[int]:
     return out
 
 
-def per_work(store, rows: list[dict[str, Any]], counter: str) -> np.ndarray:
+def per_work(reads: ProfileReads, rows: list[dict[str, Any]], counter: str) -> np.ndarray:
     """Per profile: the increase of counter ``counter`` over its window.
 
     Rule: the window is [time, time + duration] of the profile; the counter's
@@ -48,9 +49,7 @@ def per_work(store, rows: list[dict[str, Any]], counter: str) -> np.ndarray:
     need not line up with profiles but must bracket them. A profile without a
     positive increase is a UsageError naming it.
     """
-    from pyproflab.store.regressions import counter_samples
-
-    tab = counter_samples(store, counter, sorted({r["service"] for r in rows}, key=str))
+    tab = reads.counter_samples(counter, sorted({r["service"] for r in rows}, key=str))
     series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     keys = list(
         zip(tab.column("service").to_pylist(), tab.column("instance").to_pylist(), strict=True)
