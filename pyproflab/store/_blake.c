@@ -1,5 +1,6 @@
 /* BLAKE2b (RFC 7693) of many segments of one buffer in one call, for the
- * store's content ids (ids.py).
+ * store's content ids (ids.py); and the comparison of many segments of two
+ * buffers in one call (same_segments, for sent.py).
  *
  * Rules: segment k is data[bounds[k]:bounds[k+1]]; its hash is exactly what
  * hashlib.blake2b(segment, digest_size=8, person=person).digest() gives, read
@@ -313,6 +314,46 @@ hash_functions(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* same_segments(a, a_starts, b, b_starts, lengths, out): out[k] = 1 when the
+ * lengths[k] bytes at a + a_starts[k] equal the lengths[k] bytes at
+ * b + b_starts[k], else 0 (sent.py drops a row as sent before only when its bytes
+ * are equal). Starts and lengths are int64 byte counts, out one byte per k; every
+ * segment is checked to lie inside its buffer before anything is read. */
+static PyObject *
+same_segments(PyObject *self, PyObject *args)
+{
+    Py_buffer ab, asb, bb, bsb, lb, outb;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*", &ab, &asb, &bb, &bsb, &lb, &outb))
+        return NULL;
+    Py_ssize_t n = lb.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *as = (const int64_t *)asb.buf, *bs = (const int64_t *)bsb.buf;
+    const int64_t *len = (const int64_t *)lb.buf;
+    int ok = lb.len % (Py_ssize_t)sizeof(int64_t) == 0 && asb.len == lb.len &&
+             bsb.len == lb.len && outb.len >= n;
+    for (Py_ssize_t k = 0; ok && k < n; k++)
+        ok = len[k] >= 0 && as[k] >= 0 && bs[k] >= 0 && len[k] <= ab.len && len[k] <= bb.len &&
+             as[k] <= ab.len - len[k] && bs[k] <= bb.len - len[k];
+    if (ok) {
+        const uint8_t *a = (const uint8_t *)ab.buf, *b = (const uint8_t *)bb.buf;
+        uint8_t *out = (uint8_t *)outb.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++)
+            out[k] = memcmp(a + as[k], b + bs[k], (size_t)len[k]) == 0;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&ab);
+    PyBuffer_Release(&asb);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&bsb);
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&outb);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "segments do not fit their buffers");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"hash_segments", hash_segments, METH_VARARGS,
      "BLAKE2b-64 of each data[bounds[k]:bounds[k+1]] into out[k]."},
@@ -320,6 +361,8 @@ static PyMethodDef methods[] = {
      "BLAKE2b-64 of each list of uint64 as (length, values...) into out[k]."},
     {"hash_functions", hash_functions, METH_VARARGS,
      "BLAKE2b-64 of each function row as ids._function_id encodes it."},
+    {"same_segments", same_segments, METH_VARARGS,
+     "out[k] = whether two byte segments (a + a_starts[k], b + b_starts[k]) are equal."},
     {NULL, NULL, 0, NULL},
 };
 

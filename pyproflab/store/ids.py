@@ -285,8 +285,20 @@ def location_ids(
     mapping_id (0 for none) and of each line's function_id (flattened lines).
 
     blake2b of every field: (mapping id, address, is_folded, number of lines)
-    then (function id, line, column) per line in order, as 64-bit words.
+    then (function id, line, column) per line in order, as 64-bit words
+    (``location_words``).
     """
+    words, starts = location_words(locations, mapping_content, function_content)
+    return _blake_rows(words, starts, b"pyproflab-loc1")
+
+
+def location_words(
+    locations: pa.Table, mapping_content: np.ndarray, function_content: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(words, starts) of every location: row k is ``words[starts[k]:starts[k+1]]``,
+    the 64-bit words (mapping id, address, is_folded, number of lines) then
+    (function id, line, column) per line. Every field of a location is in them, so
+    two locations are equal exactly when their words are (``sent`` compares them)."""
     lines_values, offsets = _list_parts(locations.column("lines"))
     offsets = np.asarray(offsets, dtype=np.int64)
     base = offsets[0] if len(offsets) else 0
@@ -309,7 +321,7 @@ def location_ids(
         words[pos] = np.asarray(function_content, dtype=U64)
         words[pos + 1] = _u64(lines_values.field("line"))
         words[pos + 2] = _u64(lines_values.field("column"))
-    return _blake_rows(words, starts, b"pyproflab-loc1")
+    return words, starts
 
 
 _STACK_PERSON = b"pyproflab-stack1"

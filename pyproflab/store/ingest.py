@@ -11,6 +11,10 @@ Rules:
 - Functions, mappings, locations, stacks and label sets are keyed by
   content-derived ids (``ids``) and inserted only when new (an anti-join
   against the table), so each is stored once for the whole store.
+- A profile sent without rows its worker sent before (``sent``) is stored
+  only if the files it relies on were not refused; otherwise its file is
+  keyed again in full (``Writer``), so a refused file's rows never enter the
+  store through another profile.
 - ``ingest_paths`` refuses a file it cannot read (a ``ProfileError``, a bad
   sidecar, a path that does not match the template) with a one-line
   reason and still stores the others; a refused file writes nothing.
@@ -18,20 +22,18 @@ Rules:
 Metadata comes, lowest priority first, from the ``defaults`` given, a
 path template, and a sidecar ``FILE.json`` next to the profile.
 
-Keying one profile (no database) is ``keys.py``; which files a path names and
-the metadata of its template and sidecar, ``paths.py``. Their names callers
-take from here stay importable here (``ProfileMeta``, ``key_profile``,
-``expand_paths``, ``compile_template``, ``DATASET_MARKER``, ``PARTIAL``).
+Keying one profile (no database) is ``keys.py``; turning files into keyed
+rows in worker processes, ``prepare.py``; which files a path names and the
+metadata of its template and sidecar, ``paths.py``. Their names callers take
+from here stay importable here (``ProfileMeta``, ``key_profile``,
+``expand_paths``, ``compile_template``, ``FileJob``, ``prepare_file``,
+``DATASET_MARKER``, ``PARTIAL``).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import itertools
 import os
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -39,24 +41,29 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
-from pyproflab.errors import IdCollisionError, ProfileError, StoreError, UsageError
+from pyproflab.errors import IdCollisionError, StoreError, UsageError
 from pyproflab.model import Profile
 from pyproflab.store import ids
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport  # noqa: F401
 from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile, profile_digest
-from pyproflab.store.paths import (  # noqa: F401 (compile_template: re-exported)
-    PathTemplate,
-    compile_template,
-    expand_paths,
-    sidecar_meta,
-    template_meta,
+from pyproflab.store.paths import compile_template, expand_paths  # noqa: F401 (re-exported)
+from pyproflab.store.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_workers: re-exported)
+    POOL_MIN_FILES,
+    FileJob,
+    _Present,
+    _Refused,
+    default_workers,
+    prepare_file,
+    prepared,
 )
 from pyproflab.store.queries import refuse_collisions
 
 BATCH_SIZE = 64
 # A batch also closes at this many bytes of keyed rows (a large profile keys to ~7 MiB).
 BATCH_BYTES = 32 * 2**20
+# Each worker remembers up to this many bytes of the rows it has sent (``sent``).
+SENT_BYTES = BATCH_BYTES
 
 Progress = Callable[[int, int], None]
 
@@ -213,23 +220,6 @@ def ingest(
     return store_keyed(store, keyed)
 
 
-def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
-    """The decompressed protobuf bytes of a file and their sha256 (ProfileError if unreadable)."""
-    from pyproflab.decode.pprof import decompress
-    from pyproflab.errors import NotAProfileError, TooLargeError
-
-    try:
-        size = os.path.getsize(path)
-        if size > max_bytes:
-            raise TooLargeError(path, f"file is larger than the cap of {max_bytes} bytes")
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise NotAProfileError(path, f"cannot read: {e.strerror or e}") from None
-    raw = decompress(data, source=path, max_bytes=max_bytes)
-    return raw, hashlib.sha256(raw).hexdigest()
-
-
 def ingest_paths(
     store: Store,
     paths: Iterable[str | os.PathLike],
@@ -249,9 +239,12 @@ def ingest_paths(
     worker in flight (``window_size``), and stored by this process one
     transaction per batch. A batch closes at ``batch_size`` profiles or once its
     keyed rows reach ``batch_bytes`` (``Batch``), whichever comes first; a
-    profile is never split, so a batch holds at least one. Memory is bounded by
-    the batch and the window, whatever the number or size of the files, and each
-    worker holds one decompressed file at a time. ``progress(done, total)`` is
+    profile is never split, so a batch holds at least one. Each worker leaves out
+    of a profile the functions, locations and stacks it has already sent with
+    the same bytes (``sent.SentMemory``, at most ``SENT_BYTES`` remembered), so
+    the writer neither receives nor checks them again. Memory is bounded by the
+    batch, the window and that memory, whatever the number or size of the files,
+    and each worker holds one decompressed file at a time. ``progress(done, total)`` is
     called after every file. A file that cannot be read is refused with its
     one-line reason; the others are still stored.
     """
@@ -270,24 +263,26 @@ def ingest_paths(
         path_template,
         max_bytes or DEFAULT_MAX_BYTES,
         known_hash_prefixes(store),
+        SENT_BYTES,
     )
+    writer = Writer(store, job, report)
     with store.memory_limited(writer_memory(batch_bytes)):
         batch = Batch(batch_size, batch_bytes)
-        for done, (path, prepared) in enumerate(_prepared(files, job, workers), 1):
-            result: KeyedProfile | _Present | _Refused | None = prepared
+        for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
+            result: KeyedProfile | _Present | _Refused | None = ready
             if isinstance(result, _Present):
                 result = _check_present(store, job, path, result, batch.items, report)
             if isinstance(result, _Refused):
                 report.refused.append((path, result.reason))
             elif isinstance(result, KeyedProfile):
-                batch.add(result)
+                batch.add(result, path)
             if batch.full():
-                _store_batch(store, batch.items, report)
+                writer.write(batch)
                 batch = Batch(batch_size, batch_bytes)
             if progress:
                 progress(done, len(files))
         if batch.items:
-            _store_batch(store, batch.items, report)
+            writer.write(batch)
 
     for d in datasets:
         from pyproflab.store.parquet import import_parquet
@@ -305,52 +300,63 @@ class Batch:
     max_profiles: int
     max_bytes: int
     items: list[KeyedProfile] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     nbytes: int = 0
 
-    def add(self, keyed: KeyedProfile) -> None:
+    def add(self, keyed: KeyedProfile, path: str) -> None:
         self.items.append(keyed)
+        self.paths.append(path)
         self.nbytes += keyed.nbytes
 
     def full(self) -> bool:
         return len(self.items) >= self.max_profiles or self.nbytes >= self.max_bytes
 
 
-def _store_batch(store: Store, batch: list[KeyedProfile], report: IngestReport) -> None:
-    """One transaction for the batch; on an id collision, one per profile, so only
-    the profile that collides is refused."""
-    try:
-        report.add(store_keyed(store, batch))
-    except IdCollisionError:
-        for k in batch:
-            try:
-                report.add(store_keyed(store, [k]))
-            except IdCollisionError as e:
-                report.refused.append((str(k.row.get("source") or k.content_hash), str(e)))
-
-
-# --- preparing one file (in a worker process) ------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileJob:
-    """What turning a file into keyed rows needs (sent once to each worker)."""
-
-    defaults: ProfileMeta
-    path_template: str | None
-    max_bytes: int
-    known: np.ndarray  # sorted first 64 bits of the store's content hashes
-
-
 @dataclass
-class _Present:
-    """The file's content hash may be stored already: it was not decoded."""
+class Writer:
+    """Stores the batches of one ``ingest_paths``, remembering the files refused
+    for an id collision: a trimmed profile (``KeyedProfile.relies_on``) that
+    relies on one of them is keyed again in full from its file before it is
+    stored, since the rows it left out were never stored, or stored as other
+    content under the same id (``sent``). The files a profile relies on came
+    before it, so each was stored, refused, or found present as a copy stored
+    earlier in this ingest (a file stored before the ingest is never keyed, so
+    never relied on; the store's lock keeps other writers out)."""
 
-    digest: str
+    store: Store
+    job: FileJob
+    report: IngestReport
+    refused: set[str] = field(default_factory=set)
 
+    def write(self, batch: Batch) -> None:
+        """One transaction for the batch; on an id collision, one per profile, so
+        only the profile that collides is refused."""
+        items = self._whole(list(zip(batch.items, batch.paths, strict=True)))
+        try:
+            self.report.add(store_keyed(self.store, [k for k, _ in items]))
+        except IdCollisionError:
+            for item in items:
+                for k, path in self._whole([item]):
+                    try:
+                        self.report.add(store_keyed(self.store, [k]))
+                    except IdCollisionError as e:
+                        self.refused.add(k.content_hash)
+                        self.report.refused.append((str(k.row.get("source") or path), str(e)))
 
-@dataclass
-class _Refused:
-    reason: str
+    def _whole(self, items: list[tuple[KeyedProfile, str]]) -> list[tuple[KeyedProfile, str]]:
+        """The (profile, path) pairs, each profile that relies on a refused file keyed
+        again in full from its file (refused if it can no longer be read)."""
+        out = []
+        for keyed, path in items:
+            if keyed.relies_on & self.refused:
+                job = replace(self.job, known=np.zeros(0, np.uint64))
+                again = prepare_file(job, path, keyed.row["ingested_at"])
+                if not isinstance(again, KeyedProfile):  # the file changed under us
+                    self.report.refused.append((path, getattr(again, "reason", "changed")))
+                    continue
+                keyed = again
+            out.append((keyed, path))
+        return out
 
 
 def known_hash_prefixes(store: Store) -> np.ndarray:
@@ -364,53 +370,6 @@ def known_hash_prefixes(store: Store) -> np.ndarray:
         except (TypeError, ValueError):
             continue
     return np.sort(np.array(out, dtype=np.uint64))
-
-
-def _maybe_known(known: np.ndarray, digest: str) -> bool:
-    if not len(known):
-        return False
-    prefix = np.uint64(int(digest[:16], 16))
-    pos = int(np.searchsorted(known, prefix))
-    return pos < len(known) and known[pos] == prefix
-
-
-def prepare_file(job: FileJob, path: str, now: datetime) -> KeyedProfile | _Present | _Refused:
-    """Read, hash, decode and key one file (pure: no database). A file whose hash
-    may be stored already is not decoded; the writer checks the whole hash."""
-    from pyproflab.decode import decode_bytes
-
-    try:
-        meta, hint = _file_meta(job, path)
-        raw, digest = _read_raw(path, job.max_bytes)
-        if _maybe_known(job.known, digest):
-            return _Present(digest)
-        profile = decode_bytes(raw, source=path, max_bytes=job.max_bytes)
-        del raw  # the decompressed bytes go before keying allocates
-        return key_profile(profile, meta, digest, type_hint=hint, now=now)
-    except ProfileError as e:
-        return _Refused(e.problem)
-    except (StoreError, ValueError) as e:
-        return _Refused(str(e))
-
-
-def _file_meta(job: FileJob, path: str) -> tuple[ProfileMeta, str | None]:
-    """Metadata of one file: defaults, then its path template, then its sidecar."""
-    meta = job.defaults.updated({"source": os.path.abspath(path)})
-    hint = None
-    if job.path_template is not None:
-        tm = template_meta(_compiled(job.path_template), path)
-        if tm is None:
-            raise ValueError(f"path does not match the template {job.path_template!r}")
-        meta, hint = meta.updated(tm[0]), tm[1]
-    side = sidecar_meta(path)
-    if side is not None:
-        meta = meta.updated(side)
-    return meta, hint
-
-
-@functools.lru_cache(maxsize=8)
-def _compiled(template: str) -> PathTemplate:
-    return compile_template(template)
 
 
 def _check_present(
@@ -431,70 +390,3 @@ def _check_present(
     out = prepare_file(replace(job, known=np.zeros(0, np.uint64)), path, datetime.now(UTC))
     assert not isinstance(out, _Present)
     return out
-
-
-# --- the worker pool ---------------------------------------------------------------------
-
-# Below this many files a pool costs more to start than it saves.
-POOL_MIN_FILES = 8
-
-_JOB: FileJob | None = None
-
-
-def _init_worker(job: FileJob) -> None:
-    global _JOB
-    _JOB = job
-
-
-def _prepare_in_worker(path: str, now: datetime) -> KeyedProfile | _Present | _Refused:
-    assert _JOB is not None
-    return prepare_file(_JOB, path, now)
-
-
-def default_workers() -> int:
-    """One worker per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
-def window_size(workers: int) -> int:
-    """Files in flight with a pool: two per worker keep each busy while the writer
-    takes results in order, one more covers a slow file; not tied to the batch."""
-    return 3 * workers
-
-
-def _prepared(
-    files: list[str], job: FileJob, workers: int | None
-) -> Iterator[tuple[str, KeyedProfile | _Present | _Refused]]:
-    """(path, prepared result) for every file, in order. With a pool, at most
-    ``window_size(workers)`` files are in flight, so results waiting for the
-    writer stay bounded."""
-    now = datetime.now(UTC)
-    workers = default_workers() if workers is None else workers
-    if workers <= 1 or len(files) < POOL_MIN_FILES:
-        for path in files:
-            yield path, prepare_file(job, path, now)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # forkserver: workers do not inherit this process's DuckDB connection or threads.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["pyproflab.store.ingest"])
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,))
-    try:
-        pending: deque = deque()
-        todo = iter(files)
-        for path in itertools.islice(todo, window_size(workers)):
-            pending.append((path, pool.submit(_prepare_in_worker, path, now)))
-        while pending:
-            path, future = pending.popleft()
-            result = future.result()
-            nxt = next(todo, None)
-            if nxt is not None:
-                pending.append((nxt, pool.submit(_prepare_in_worker, nxt, now)))
-            yield path, result
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)

@@ -71,6 +71,9 @@ class KeyedProfile:
     locations: pa.Table
     stacks: pa.Table
     label_sets: pa.Table
+    #: content hashes of the earlier files whose rows this one relies on, its own
+    #: having been left out as sent already (``sent.SentMemory``); empty: none left out
+    relies_on: frozenset[str] = frozenset()
     #: bytes of the rows above (what a batch holds of the profile), measured where
     #: they are built: a worker's count travels with them, so batches are cut the
     #: same in a pool and in one process.

@@ -47,14 +47,19 @@ def dump(store: Store) -> dict[str, list]:
 
 
 @pytest.mark.corpus
-def test_pool_stores_what_one_process_stores(fleet: list[Path], tmp_path: Path) -> None:
+def test_pool_stores_what_one_process_stores(
+    fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same store from one process, from a pool, and with every row sent
+    (no worker leaving out what it sent before: ``SENT_BYTES`` 0)."""
     dumps = []
-    for workers in (1, 2):
-        with Store.open(tmp_path / f"w{workers}.duckdb") as store:
+    for workers, sent_bytes in ((1, ingest_mod.SENT_BYTES), (2, ingest_mod.SENT_BYTES), (2, 0)):
+        monkeypatch.setattr(ingest_mod, "SENT_BYTES", sent_bytes)
+        with Store.open(tmp_path / f"w{workers}-{sent_bytes}.duckdb") as store:
             report = ingest_paths(store, [fleet[0].parent], workers=workers, batch_size=5)
             assert (report.new, report.present, report.refused) == (len(fleet), 0, [])
             dumps.append(dump(store))
-    assert dumps[0] == dumps[1]
+    assert dumps[0] == dumps[1] == dumps[2]
     assert len(dumps[0]["profiles"]) == len(fleet)
 
 
@@ -126,7 +131,10 @@ def test_a_batch_closes_when_its_bytes_reach_the_budget(
 ) -> None:
     """With a byte budget of about three profiles and no count limit, each batch
     takes files in order until its keyed rows reach the budget: the batches are
-    exactly the ones the per-file sizes give, and every profile is stored once."""
+    exactly the ones the per-file sizes give, and every profile is stored once.
+    Every profile is sent whole here (no ``SentMemory``): with a pool, which rows
+    a worker leaves out depends on which files it took."""
+    monkeypatch.setattr(ingest_mod, "SENT_BYTES", 0)
     files = sorted(fleet)
     sizes_each = _keyed_bytes(files)
     budget = sum(sizes_each[:3]) - 1

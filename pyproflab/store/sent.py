@@ -1,0 +1,230 @@
+"""What one ingest process has sent the writer, so the rows of a later file that
+the writer already has are neither sent nor checked again.
+
+The writer checks every row it is given against the rows stored under the same
+id (``queries.refuse_collisions``); a fleet's profiles share most of their
+functions, locations and stacks, so without this memory the writer checked the
+same rows file after file and was the limit of ingest (issue 14).
+
+Rules:
+
+- Only functions, locations and stacks are remembered: they are most of a
+  keyed profile's bytes and repeat across a fleet. Mappings, label sets and
+  samples are always sent.
+- A row is dropped from a keyed profile only when the memory holds a row under
+  the same id, sent with an earlier file, whose content is the same byte for
+  byte (every field of the row, ``*_columns``): compared here, never taken
+  from the id. A row whose content differs is sent whole, so the writer sees
+  both contents and refuses the profile.
+- A trimmed profile names the files (content hashes) whose rows it relies on
+  (``KeyedProfile.relies_on``): the first file that sent each dropped row. The
+  writer stores it only if none of them was refused, and otherwise keys the
+  file again in full (``ingest.Writer``): a refused file's rows are never
+  taken on trust.
+- Memory is bounded: once the remembered content passes ``max_bytes`` it is
+  forgotten whole, and the next files are sent in full again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+
+from pyproflab.store import ids
+from pyproflab.store.keys import KeyedProfile
+
+#: One column of a table's rows: (values, int64 starts: n+1); row k is
+#: ``values[starts[k]:starts[k+1]]``.
+Column = tuple[np.ndarray, np.ndarray]
+
+
+def function_columns(functions: pa.Table) -> list[Column] | None:
+    """The bytes of a STORE_FUNCTIONS row's three strings, and its start line;
+    None when a string column has nulls (such rows are always sent)."""
+    strings = [ids._string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
+    if any(s is None for s in strings):
+        return None
+    start = ids._u64(functions.column("start_line"))
+    one_each = np.arange(functions.num_rows + 1, dtype=np.int64)
+    return [(data, off) for off, data in strings] + [(start, one_each)]  # type: ignore[misc]
+
+
+def location_columns(locations: pa.Table) -> list[Column]:
+    """The words of each STORE_LOCATIONS row (every field of it)."""
+    lines, _ = ids._list_parts(locations.column("lines"))
+    return [
+        ids.location_words(
+            locations,
+            ids._u64(locations.column("mapping_id")),
+            ids._u64(lines.field("function_id")),
+        )
+    ]
+
+
+def stack_columns(stacks: pa.Table) -> list[Column]:
+    """The location ids of each STORE_STACKS row."""
+    values, offsets = ids._list_parts(stacks.column("location_ids"))
+    offsets = np.asarray(offsets, dtype=np.int64)
+    return [(ids._u64(values)[offsets[0] : offsets[-1]], offsets - offsets[0])]
+
+
+# (KeyedProfile attribute, id column, the columns of its rows) of the remembered tables.
+_TABLES: tuple[tuple[str, str, Callable[[pa.Table], list[Column] | None]], ...] = (
+    ("functions", "function_id", function_columns),
+    ("locations", "location_id", location_columns),
+    ("stacks", "stack_id", stack_columns),
+)
+
+
+def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices of the segments ``[starts[i], starts[i] + lengths[i])``, end to end."""
+    if not len(lengths):
+        return np.zeros(0, np.int64)
+    begin = np.cumsum(lengths) - lengths
+    return np.repeat(starts - begin, lengths) + np.arange(int(lengths.sum()))
+
+
+def same_segments(
+    a: np.ndarray, a_starts: np.ndarray, b: np.ndarray, b_starts: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Per k: whether ``a[a_starts[k]:][:lengths[k]]`` equals ``b[b_starts[k]:][:lengths[k]]``
+    (``a`` and ``b`` of one dtype). One call of ``_blake.same_segments`` (memcmp) when
+    built; else every element gathered and compared."""
+    out = np.zeros(len(lengths), dtype=bool)
+    if not len(lengths):
+        return out
+    fast = getattr(ids._blake, "same_segments", None)
+    if fast is not None:
+        size = a.itemsize
+        fast(
+            np.ascontiguousarray(a),
+            np.ascontiguousarray(a_starts * size, dtype=np.int64),
+            np.ascontiguousarray(b),
+            np.ascontiguousarray(b_starts * size, dtype=np.int64),
+            np.ascontiguousarray(lengths * size, dtype=np.int64),
+            out,
+        )
+        return out
+    differ = a[_gather(a_starts, lengths)] != b[_gather(b_starts, lengths)]
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    return np.bincount(owner[differ], minlength=len(lengths)) == 0
+
+
+@dataclass
+class _Pool:
+    """The remembered rows' values of one column, each row a segment of ``values``."""
+
+    values: np.ndarray | None = None  # the first rows set the dtype
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+@dataclass
+class _Rows:
+    """Remembered rows of one table: sorted ids, each one's columns and first sender."""
+
+    width: int
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, ids.U64))
+    origin: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pools: list[_Pool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pools = [_Pool() for _ in range(self.width)]
+
+    @property
+    def nbytes(self) -> int:
+        held = sum(p.values.nbytes for p in self.pools if p.values is not None)
+        return held + (16 + 16 * self.width) * len(self.ids)
+
+    def known(self, row_ids: np.ndarray, columns: list[Column]) -> tuple[np.ndarray, np.ndarray]:
+        """(which rows are remembered with equal columns, the origin of each of those)."""
+        if not len(self.ids):
+            return np.zeros(len(row_ids), dtype=bool), np.zeros(0, np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, row_ids), len(self.ids) - 1)
+        same = self.ids[pos] == row_ids
+        for pool, (values, starts) in zip(self.pools, columns, strict=True):
+            hit = np.flatnonzero(same)
+            lengths = np.diff(starts)[hit]
+            ok = pool.lengths[pos[hit]] == lengths
+            assert pool.values is not None
+            ok[ok] = same_segments(
+                values, starts[hit[ok]], pool.values, pool.starts[pos[hit[ok]]], lengths[ok]
+            )
+            same[hit] = ok
+        return same, self.origin[pos[same]]
+
+    def add(
+        self, row_ids: np.ndarray, columns: list[Column], rows: np.ndarray, origin: int
+    ) -> None:
+        """Remember ``rows`` (indices) whose id is not remembered yet (the first of equal ids)."""
+        new_ids, first = np.unique(row_ids[rows], return_index=True)
+        if len(self.ids):
+            pos = np.minimum(np.searchsorted(self.ids, new_ids), len(self.ids) - 1)
+            fresh = self.ids[pos] != new_ids
+            new_ids, first = new_ids[fresh], first[fresh]
+        if not len(new_ids):
+            return
+        take = rows[first]
+        all_ids = np.concatenate([self.ids, new_ids])
+        order = np.argsort(all_ids, kind="stable")
+        self.ids = all_ids[order]
+        self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])[order]
+        for pool, (values, starts) in zip(self.pools, columns, strict=True):
+            lengths = np.diff(starts)[take]
+            new = values[_gather(starts[:-1][take], lengths)]
+            held = len(pool.values) if pool.values is not None else 0
+            pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])[order]
+            pool.lengths = np.concatenate([pool.lengths, lengths])[order]
+            pool.values = new if pool.values is None else np.concatenate([pool.values, new])
+
+
+class SentMemory:
+    """The functions, locations and stacks sent with earlier files of one ingest
+    (module docstring: what is dropped, and what a trimmed profile relies on).
+    ``max_bytes`` 0 remembers nothing."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._forget()
+
+    def _forget(self) -> None:
+        self.senders: list[str] = []
+        self.rows: dict[str, _Rows] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """The remembered rows, and the senders' hashes (a 64-character str and
+        its list slot, ~128 bytes each), so the bound holds for any number of files."""
+        return sum(r.nbytes for r in self.rows.values()) + 128 * len(self.senders)
+
+    def trim(self, keyed: KeyedProfile) -> KeyedProfile:
+        """``keyed`` without the rows sent before with the same content, naming the
+        files those were sent with; the rows it sends are remembered."""
+        if self.max_bytes <= 0:
+            return keyed
+        origin = len(self.senders)
+        self.senders.append(keyed.content_hash)
+        kept: dict[str, pa.Table] = {}
+        relied: set[int] = set()
+        for attr, id_col, columns_of in _TABLES:
+            table: pa.Table = getattr(keyed, attr)
+            columns = columns_of(table)
+            if columns is None:
+                continue
+            rows = self.rows.setdefault(attr, _Rows(len(columns)))
+            row_ids = ids._u64(table.column(id_col))
+            same, origins = rows.known(row_ids, columns)
+            rows.add(row_ids, columns, np.flatnonzero(~same), origin)
+            if same.any():
+                relied.update(np.unique(origins).tolist())
+                kept[attr] = table.filter(pa.array(~same))
+        out = keyed
+        if kept:
+            senders = frozenset(self.senders[i] for i in relied)
+            out = replace(keyed, relies_on=keyed.relies_on | senders, **kept)
+        if self.nbytes > self.max_bytes:
+            self._forget()
+        return out
