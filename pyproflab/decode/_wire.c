@@ -692,21 +692,29 @@ next_field(const uint8_t *p, const uint8_t *end, uint64_t *number, int *wire,
 }
 
 PyDoc_STRVAR(known_fields_doc,
-"known_fields(buf, allowed) -> None or bytes\n\n"
+"known_fields(buf, allowed) -> None, buf or bytes\n\n"
 "The fields of one message whose numbers the table knows (0 < n < len(allowed)\n"
 "and allowed[n] != 0), in order, without the others: so that upb, which keeps\n"
-"every unknown field it parses, never holds them. None when there is no unknown\n"
-"field, or when anything is unusual (a truncated field, a group or wire type 6\n"
-"or 7, a known number with a wire type allowed[n] does not permit, a number past\n"
-"2**29 - 1): the caller then parses buf itself and reports what it finds.");
+"every unknown field it parses, never holds them. buf itself when it has no\n"
+"other field. None when anything is unusual (a truncated field, a group or wire\n"
+"type 6 or 7, a known number with a wire type allowed[n] does not permit, a\n"
+"number past 2**29 - 1): the caller then parses buf itself and reports what it\n"
+"finds.");
 
 static PyObject *
 known_fields(PyObject *self, PyObject *args)
 {
     (void)self;
     Py_buffer b, a;
-    if (!PyArg_ParseTuple(args, "y*y*", &b, &a))
+    PyObject *buf, *table;
+    if (!PyArg_ParseTuple(args, "OO", &buf, &table))
         return NULL;
+    if (PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(table, &a, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
     const uint8_t *start = b.buf, *end = start + b.len, *p, *after;
     const uint8_t *allowed = a.buf;
     Py_ssize_t nallowed = a.len, kept = 0, unknown = 0;
@@ -733,7 +741,10 @@ known_fields(PyObject *self, PyObject *args)
     if (status != 0 || unknown == 0) {
         PyBuffer_Release(&b);
         PyBuffer_Release(&a);
-        Py_RETURN_NONE;
+        if (status != 0)
+            Py_RETURN_NONE;
+        Py_INCREF(buf);
+        return buf;
     }
     out = PyBytes_FromStringAndSize(NULL, kept);
     if (out != NULL) {

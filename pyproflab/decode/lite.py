@@ -11,8 +11,9 @@ Rules (pprof's, from its profile/proto.go and profile/encode.go):
   upb keeps a copy of every unknown field it parses (its buffer doubling as it
   grows: 64 MiB of them cost 128 MiB more), so with the C extension the
   unknown top-level fields are dropped before upb sees the message
-  (``_wire.known_fields``); a message with anything unusual in it is parsed
-  whole, as before, and its error reported.
+  (``_wire.known_fields``, which checks their wire types, so a message it
+  passes needs no check after upb); a message with anything unusual in it is
+  parsed whole, as before, and its error reported.
 - A second ``time_nanos`` after a non-zero one means two profiles were
   concatenated: an error, as in pprof.
 - ``string_table[0]`` must be ``""``. Strings that are not valid UTF-8 (pprof
@@ -271,10 +272,11 @@ def decode_strings(raw: list[bytes]) -> list[str]:
 
 def parse_top_level(raw: bytes | bytearray, *, source: str) -> TopLevel:
     """Split the top level with upb and apply pprof's top-level rules."""
-    if _wire is not None:
-        known = _wire.known_fields(raw, _PROFILE_WIRES)
-        if known is not None:
-            raw = known  # the same message to pprof: its unknown fields are skipped
+    # The same message to pprof, its unknown fields (already checked) dropped;
+    # None: parsed whole, and its unknown fields checked after.
+    known = _wire.known_fields(raw, _PROFILE_WIRES) if _wire is not None else None
+    if known is not None:
+        raw = known
     msg = ProfileLite()
     try:
         msg.ParseFromString(raw)
@@ -287,7 +289,8 @@ def parse_top_level(raw: bytes | bytearray, *, source: str) -> TopLevel:
             raw = stripped
         except DecodeError:
             raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
-    check_unknown_top_level(msg, raw, source=source)
+    if known is None:
+        check_unknown_top_level(msg, raw, source=source)
     times = list(msg.time_nanos)
     if any(times[:-1]):
         raise CorruptProfileError(source, "concatenated profiles detected (time_nanos set twice)")

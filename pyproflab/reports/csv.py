@@ -20,14 +20,14 @@ def csv_columns(result) -> list[str]:
 class CsvReporter(Reporter):
     def render(self, out: IO[str]) -> None:
         cols = csv_columns(self.result)
-        data = {c: self.result.rows.column(c).to_pylist() for c in cols}
         w = csv.writer(out, lineterminator="\n")
         w.writerow(cols)
-        for i in range(self.result.rows.num_rows):
-            row = []
-            for c in cols:
-                v = data[c][i]
-                if c.endswith("_pct"):
-                    v = f"{v:.4f}"
-                row.append("" if v is None else v)
-            w.writerow(row)
+        # Column by column, then one writerows: a Python step per cell cost 0.3 s
+        # on the 23,000 rows of a fleet's top.
+        w.writerows(zip(*(self._column(c) for c in cols), strict=True))
+
+    def _column(self, name: str) -> list:
+        values = self.result.rows.column(name).to_pylist()
+        if name.endswith("_pct"):
+            return [f"{v:.4f}" for v in values]
+        return ["" if v is None else v for v in values]
