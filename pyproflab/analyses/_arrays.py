@@ -4,10 +4,16 @@ them)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 
 from pyproflab.arrays import to_numpy
+from pyproflab.native import optional_extension
+
+# The C interner (PYPROFLAB_PURE_MERGE=1 forces Arrow's hash encoding, same numbers).
+_intern = optional_extension("pyproflab.analyses._intern", "PYPROFLAB_PURE_MERGE")
 
 
 def to_np(arr: pa.Array | pa.ChunkedArray, dtype=None) -> np.ndarray:
@@ -52,18 +58,29 @@ class IdIndex:
 class Numbering:
     """Distinct keys numbered 0, 1, … in order of first appearance, across batches.
 
-    The keys seen so far are kept once each and hashed again in front of every new
-    batch, so the numbering continues: memory grows with the distinct keys, not
-    with the batches."""
+    Each distinct key is kept once (its bytes), so memory grows with the distinct
+    keys, not with the batches. With the C extension (``_intern.c``) a batch
+    costs its own keys only; without it the keys seen so far are hashed again,
+    with Arrow's hash encoding, in front of every new batch. Keys are equal when
+    their bytes are: both give the same numbers."""
 
     def __init__(self) -> None:
         self.seen: pa.Array | None = None
+        self._interner = _intern.Interner(os.urandom(16)) if _intern is not None else None
 
     def __len__(self) -> int:
+        if self._interner is not None:
+            return len(self._interner)
         return 0 if self.seen is None else len(self.seen)
 
     def number(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(each key's number; positions in ``keys`` of keys never seen before)."""
+        if self._interner is not None:
+            data, offsets = key_bytes(keys)
+            codes = np.empty(len(keys), dtype=np.int64)
+            new = np.empty(len(keys), dtype=np.int64)
+            fresh = self._interner.number(data, offsets, codes, new)
+            return codes, new[:fresh]
         import pyarrow.compute as pc  # not at import: it costs CLI start-up time
 
         n0 = len(self)
@@ -77,6 +94,31 @@ class Numbering:
             return codes, np.zeros(0, np.int64)
         before = np.maximum.accumulate(np.concatenate([[n0 - 1], codes[:-1]]))
         return codes, np.flatnonzero(codes > before)
+
+
+def key_bytes(keys: pa.Array) -> tuple[pa.Buffer | bytes, np.ndarray]:
+    """(data, int64 offsets: len + 1) of an array's keys, each key its value's
+    bytes: strings and binaries as stored, fixed-size binaries and fixed-width
+    numbers as their bytes. Nulls are refused (no key column has them)."""
+    if keys.null_count:
+        raise ValueError("keys must not be null")
+    t, n, at = keys.type, len(keys), keys.offset
+    bufs = keys.buffers()
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or (pa.types.is_large_binary(t))
+    ):
+        wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        dtype = np.int64 if wide else np.int32
+        offsets = np.frombuffer(bufs[1], dtype=dtype, count=at + n + 1)[at:].astype(np.int64)
+        return (bufs[2] if bufs[2] is not None else b""), offsets
+    if pa.types.is_fixed_size_binary(t) or (pa.types.is_primitive(t) and t.bit_width % 8 == 0):
+        width = t.byte_width
+        offsets = (np.arange(n + 1, dtype=np.int64) + at) * width
+        return (bufs[1] if bufs[1] is not None else b""), offsets
+    raise TypeError(f"no byte keys for {t}")
 
 
 def row_keys(columns: list[np.ndarray]) -> pa.Array:
