@@ -36,55 +36,33 @@ import pyarrow as pa
 from pyproflab.store import ids
 from pyproflab.store.keys import KeyedProfile
 
-#: One column of a table's rows: (values, int64 starts: n+1); row k is
-#: ``values[starts[k]:starts[k+1]]``.
-Column = tuple[np.ndarray, np.ndarray]
-
-
-def function_columns(functions: pa.Table) -> list[Column] | None:
-    """The bytes of a STORE_FUNCTIONS row's three strings, and its start line;
-    None when a string column has nulls (such rows are always sent)."""
-    strings = [ids._string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
-    if any(s is None for s in strings):
-        return None
-    start = ids._u64(functions.column("start_line"))
-    one_each = np.arange(functions.num_rows + 1, dtype=np.int64)
-    return [(data, off) for off, data in strings] + [(start, one_each)]  # type: ignore[misc]
+Column = ids.Column
 
 
 def location_columns(locations: pa.Table) -> list[Column]:
     """The words of each STORE_LOCATIONS row (every field of it)."""
-    lines, _ = ids._list_parts(locations.column("lines"))
+    lines, _ = ids.list_values(locations.column("lines"))
     return [
         ids.location_words(
-            locations,
-            ids._u64(locations.column("mapping_id")),
-            ids._u64(lines.field("function_id")),
+            locations, ids.u64(locations.column("mapping_id")), ids.u64(lines.field("function_id"))
         )
     ]
 
 
 def stack_columns(stacks: pa.Table) -> list[Column]:
     """The location ids of each STORE_STACKS row."""
-    values, offsets = ids._list_parts(stacks.column("location_ids"))
+    values, offsets = ids.list_values(stacks.column("location_ids"))
     offsets = np.asarray(offsets, dtype=np.int64)
-    return [(ids._u64(values)[offsets[0] : offsets[-1]], offsets - offsets[0])]
+    return [(ids.u64(values)[offsets[0] : offsets[-1]], offsets - offsets[0])]
 
 
 # (KeyedProfile attribute, id column, the columns of its rows) of the remembered tables.
 _TABLES: tuple[tuple[str, str, Callable[[pa.Table], list[Column] | None]], ...] = (
-    ("functions", "function_id", function_columns),
+    # Functions with null strings (no columns) are always sent.
+    ("functions", "function_id", ids.function_columns),
     ("locations", "location_id", location_columns),
     ("stacks", "stack_id", stack_columns),
 )
-
-
-def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices of the segments ``[starts[i], starts[i] + lengths[i])``, end to end."""
-    if not len(lengths):
-        return np.zeros(0, np.int64)
-    begin = np.cumsum(lengths) - lengths
-    return np.repeat(starts - begin, lengths) + np.arange(int(lengths.sum()))
 
 
 def same_segments(
@@ -108,7 +86,7 @@ def same_segments(
             out,
         )
         return out
-    differ = a[_gather(a_starts, lengths)] != b[_gather(b_starts, lengths)]
+    differ = a[ids.gather(a_starts, lengths)] != b[ids.gather(b_starts, lengths)]
     owner = np.repeat(np.arange(len(lengths)), lengths)
     return np.bincount(owner[differ], minlength=len(lengths)) == 0
 
@@ -174,7 +152,7 @@ class _Rows:
         self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])[order]
         for pool, (values, starts) in zip(self.pools, columns, strict=True):
             lengths = np.diff(starts)[take]
-            new = values[_gather(starts[:-1][take], lengths)]
+            new = values[ids.gather(starts[:-1][take], lengths)]
             held = len(pool.values) if pool.values is not None else 0
             pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])[order]
             pool.lengths = np.concatenate([pool.lengths, lengths])[order]
@@ -202,7 +180,10 @@ class SentMemory:
 
     def trim(self, keyed: KeyedProfile) -> KeyedProfile:
         """``keyed`` without the rows sent before with the same content, naming the
-        files those were sent with; the rows it sends are remembered."""
+        files those were sent with; the rows it sends are remembered. The rows'
+        content comes from ``keyed.content`` (built while keying) when it is there,
+        and ``keyed`` leaves without it either way."""
+        content, keyed.content = keyed.content, None
         if self.max_bytes <= 0:
             return keyed
         origin = len(self.senders)
@@ -211,11 +192,13 @@ class SentMemory:
         relied: set[int] = set()
         for attr, id_col, columns_of in _TABLES:
             table: pa.Table = getattr(keyed, attr)
-            columns = columns_of(table)
+            columns = content[attr] if content is not None else columns_of(table)
+            if columns is not None and any(len(s) != table.num_rows + 1 for _, s in columns):
+                raise ValueError(f"the {attr} content kept while keying is not of its rows")
             if columns is None:
                 continue
             rows = self.rows.setdefault(attr, _Rows(len(columns)))
-            row_ids = ids._u64(table.column(id_col))
+            row_ids = ids.u64(table.column(id_col))
             same, origins = rows.known(row_ids, columns)
             rows.add(row_ids, columns, np.flatnonzero(~same), origin)
             if same.any():
