@@ -207,8 +207,8 @@ def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
     top = int(table_ids.max())
     if top <= 4 * len(table_ids) + 1024:
         mark = np.zeros(top + 1, dtype=bool)
-        mark[refs[refs <= top]] = True
-        return mark[table_ids]
+        mark[_index(refs) if int(refs.max()) <= top else refs[refs <= top]] = True
+        return mark[_index(table_ids)]
     refs = _distinct(refs)
     pos = np.minimum(np.searchsorted(refs, table_ids), len(refs) - 1)
     return refs[pos] == table_ids
@@ -219,10 +219,20 @@ def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> n
     profile's ids are small, as they are (1..n); a search otherwise."""
     if len(from_ids) and int(from_ids.max()) <= 4 * len(from_ids) + 1024:
         table = np.zeros(int(from_ids.max()) + 2, dtype=ids.U64)
-        table[from_ids] = to_ids
+        table[_index(from_ids)] = to_ids
         table[0] = 0
-        return table[np.minimum(np.asarray(local_ids, dtype=ids.U64), len(table) - 1)]
+        local_ids = np.asarray(local_ids, dtype=ids.U64)
+        if len(local_ids) and int(local_ids.max()) < len(table):
+            return table[_index(local_ids)]
+        return table[np.minimum(local_ids, len(table) - 1)]
     return ids.remap(local_ids, from_ids, to_ids)
+
+
+def _index(small: np.ndarray) -> np.ndarray:
+    """uint64 values known to be below 2**63 as int64 (no copy): numpy indexes with
+    int64 directly, but checks and converts every uint64 index first (7 ms of
+    380,000 stack entries)."""
+    return np.asarray(small, dtype=ids.U64).view(np.int64)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
