@@ -27,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -102,12 +103,19 @@ class _Pool:
 
 @dataclass
 class _Rows:
-    """Remembered rows of one table: sorted ids, each one's columns and first sender."""
+    """Remembered rows of one table, in the order they were remembered: ids, each
+    one's columns and first sender. A hash table (open addressing, linear probing,
+    at most half full) finds a row by id: ``slot_ids`` holds an id or 0 (ids are
+    never 0), ``slot_rows`` its row. Slots come from the id mixed with a key of
+    this process, so ids chosen to share low bits do not share slots."""
 
     width: int
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, ids.U64))
     origin: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     pools: list[_Pool] = field(default_factory=list)
+    slot_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, ids.U64))
+    slot_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    key: np.uint64 = field(default_factory=lambda: ids.U64(secrets.randbits(64)))
 
     def __post_init__(self) -> None:
         self.pools = [_Pool() for _ in range(self.width)]
@@ -115,24 +123,64 @@ class _Rows:
     @property
     def nbytes(self) -> int:
         held = sum(p.values.nbytes for p in self.pools if p.values is not None)
-        return held + (16 + 16 * self.width) * len(self.ids)
+        table = self.slot_ids.nbytes + self.slot_rows.nbytes
+        return held + table + (16 + 16 * self.width) * len(self.ids)
+
+    def _first_slots(self, row_ids: np.ndarray) -> np.ndarray:
+        mask = ids.U64(len(self.slot_ids) - 1)
+        return (ids.mix(row_ids ^ self.key) & mask).view(np.int64)
+
+    def find(self, row_ids: np.ndarray) -> np.ndarray:
+        """The remembered row of each id, -1 for an id not remembered."""
+        out = np.full(len(row_ids), -1, np.int64)
+        if not len(self.ids):
+            return out
+        mask = len(self.slot_ids) - 1
+        slot = self._first_slots(row_ids)
+        held = self.slot_ids[slot]
+        hit = held == row_ids  # most ids are found in their first slot, or not at all
+        out[hit] = self.slot_rows[slot[hit]]
+        todo = np.flatnonzero(~hit & (held != 0))
+        slot = (slot[todo] + 1) & mask
+        while len(todo):
+            held = self.slot_ids[slot]
+            hit = held == row_ids[todo]
+            out[todo[hit]] = self.slot_rows[slot[hit]]
+            going = ~hit & (held != 0)
+            todo, slot = todo[going], (slot[going] + 1) & mask
+        return out
+
+    def _place(self, new_ids: np.ndarray, rows: np.ndarray) -> None:
+        """Put ``new_ids`` (distinct, none in the table) in free slots, with their rows."""
+        mask = len(self.slot_ids) - 1
+        todo, slot = np.arange(len(new_ids)), self._first_slots(new_ids)
+        while len(todo):
+            free = np.flatnonzero(self.slot_ids[slot] == 0)
+            _, first = np.unique(slot[free], return_index=True)
+            win = free[first]  # one id per free slot; the others probe on
+            self.slot_ids[slot[win]] = new_ids[todo[win]]
+            self.slot_rows[slot[win]] = rows[todo[win]]
+            on = np.ones(len(todo), dtype=bool)
+            on[win] = False
+            todo, slot = todo[on], (slot[on] + 1) & mask
 
     def known(self, row_ids: np.ndarray, columns: list[Column]) -> tuple[np.ndarray, np.ndarray]:
         """(which rows are remembered with equal columns, the origin of each of those)."""
-        if not len(self.ids):
-            return np.zeros(len(row_ids), dtype=bool), np.zeros(0, np.int64)
-        pos = np.minimum(np.searchsorted(self.ids, row_ids), len(self.ids) - 1)
-        same = self.ids[pos] == row_ids
+        found = self.find(row_ids)
+        hit = np.flatnonzero(found >= 0)
+        at = found[hit]
+        ok = np.ones(len(hit), dtype=bool)
         for pool, (values, starts) in zip(self.pools, columns, strict=True):
-            hit = np.flatnonzero(same)
-            lengths = np.diff(starts)[hit]
-            ok = pool.lengths[pos[hit]] == lengths
-            assert pool.values is not None
-            ok[ok] = same_segments(
-                values, starts[hit[ok]], pool.values, pool.starts[pos[hit[ok]]], lengths[ok]
+            lengths = starts[1:][hit] - starts[:-1][hit]
+            ok &= pool.lengths[at] == lengths
+            check = np.flatnonzero(ok)
+            held = pool.values if pool.values is not None else values[:0]  # none: no hits
+            ok[check] = same_segments(
+                values, starts[hit[check]], held, pool.starts[at[check]], lengths[check]
             )
-            same[hit] = ok
-        return same, self.origin[pos[same]]
+        same = np.zeros(len(row_ids), dtype=bool)
+        same[hit[ok]] = True
+        return same, self.origin[at[ok]]
 
     def add(
         self, row_ids: np.ndarray, columns: list[Column], rows: np.ndarray, origin: int
@@ -140,23 +188,29 @@ class _Rows:
         """Remember ``rows`` (indices) whose id is not remembered yet (the first of equal ids)."""
         new_ids, first = np.unique(row_ids[rows], return_index=True)
         if len(self.ids):
-            pos = np.minimum(np.searchsorted(self.ids, new_ids), len(self.ids) - 1)
-            fresh = self.ids[pos] != new_ids
+            fresh = self.find(new_ids) < 0
             new_ids, first = new_ids[fresh], first[fresh]
         if not len(new_ids):
             return
         take = rows[first]
-        all_ids = np.concatenate([self.ids, new_ids])
-        order = np.argsort(all_ids, kind="stable")
-        self.ids = all_ids[order]
-        self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])[order]
+        base = len(self.ids)
+        self.ids = np.concatenate([self.ids, new_ids])
+        self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])
         for pool, (values, starts) in zip(self.pools, columns, strict=True):
             lengths = np.diff(starts)[take]
             new = values[ids.gather(starts[:-1][take], lengths)]
             held = len(pool.values) if pool.values is not None else 0
-            pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])[order]
-            pool.lengths = np.concatenate([pool.lengths, lengths])[order]
+            pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])
+            pool.lengths = np.concatenate([pool.lengths, lengths])
             pool.values = new if pool.values is None else np.concatenate([pool.values, new])
+        if 2 * len(self.ids) <= len(self.slot_ids):
+            self._place(new_ids, np.arange(base, len(self.ids)))
+            return
+        size = 1024
+        while size < 4 * len(self.ids):
+            size *= 2
+        self.slot_ids, self.slot_rows = np.zeros(size, ids.U64), np.zeros(size, np.int64)
+        self._place(self.ids, np.arange(len(self.ids)))
 
 
 class SentMemory:
@@ -202,7 +256,7 @@ class SentMemory:
             same, origins = rows.known(row_ids, columns)
             rows.add(row_ids, columns, np.flatnonzero(~same), origin)
             if same.any():
-                relied.update(np.unique(origins).tolist())
+                relied.update(np.flatnonzero(np.bincount(origins)).tolist())
                 kept[attr] = table.filter(pa.array(~same))
         out = keyed
         if kept:

@@ -190,3 +190,34 @@ def test_the_memory_changes_nothing_stored(tmp_path: Path, monkeypatch) -> None:
             )
     assert dumps[0] == dumps[1]
     assert sent.SentMemory(1 << 20).max_bytes == 1 << 20
+
+
+def test_remembered_rows_are_found_by_id_and_compared_by_content() -> None:
+    """_Rows (a hash table by id) against a dict: ids shared by other content,
+    repeated ids, ids equal in their low bits, and the table's growth."""
+    rng = np.random.default_rng(5)
+    universe = rng.integers(1, 2**64, 3000, dtype=np.uint64)
+    universe[:200] = (universe[:200] << np.uint64(20)) | np.uint64(7)  # low bits all equal
+    content = {
+        int(u): rng.integers(0, 255, int(rng.integers(0, 20)), dtype=np.uint8) for u in universe
+    }
+    rows, remembered = sent._Rows(1), {}
+    for step in range(40):
+        row_ids = rng.choice(universe, int(rng.integers(0, 400)))
+        parts = [
+            content[int(r)] if rng.random() > 0.05 else np.append(content[int(r)], np.uint8(1))
+            for r in row_ids
+        ]
+        starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+        values = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        same, origins = rows.known(row_ids, [(values, starts)])
+        want = [
+            int(r) in remembered and remembered[int(r)][0] == p.tobytes()
+            for r, p in zip(row_ids, parts, strict=True)
+        ]
+        assert same.tolist() == want
+        assert origins.tolist() == [remembered[int(r)][1] for r in row_ids[same]]
+        rows.add(row_ids, [(values, starts)], np.flatnonzero(~same), step)
+        for r, p in zip(row_ids, parts, strict=True):
+            remembered.setdefault(int(r), (p.tobytes(), step))
+    assert len(rows.ids) == len(remembered) and len(rows.slot_ids) >= 2 * len(rows.ids)
