@@ -43,13 +43,25 @@ rotr(uint64_t x, int n)
     return (x >> n) | (x << (64 - n));
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LITTLE_ENDIAN_HOST 1
+#else
+#define LITTLE_ENDIAN_HOST 0
+#endif
+
 static inline uint64_t
 load_le64(const uint8_t *p)
 {
+#if LITTLE_ENDIAN_HOST
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
+#endif
 }
 
 #define G(a, b, c, d, x, y)           \
@@ -64,33 +76,53 @@ load_le64(const uint8_t *p)
         b = rotr(b ^ c, 63);          \
     } while (0)
 
-/* One compression of a 128-byte block; t is the byte count so far (< 2**64). */
+/* One round with its message schedule as constants (SIGMA[r] is folded at
+ * compile time): the state stays in the sixteen local variables v0..v15. */
+#define ROUND(r)                                                      \
+    do {                                                              \
+        G(v0, v4, v8, v12, m[SIGMA[r][0]], m[SIGMA[r][1]]);           \
+        G(v1, v5, v9, v13, m[SIGMA[r][2]], m[SIGMA[r][3]]);           \
+        G(v2, v6, v10, v14, m[SIGMA[r][4]], m[SIGMA[r][5]]);          \
+        G(v3, v7, v11, v15, m[SIGMA[r][6]], m[SIGMA[r][7]]);          \
+        G(v0, v5, v10, v15, m[SIGMA[r][8]], m[SIGMA[r][9]]);          \
+        G(v1, v6, v11, v12, m[SIGMA[r][10]], m[SIGMA[r][11]]);        \
+        G(v2, v7, v8, v13, m[SIGMA[r][12]], m[SIGMA[r][13]]);         \
+        G(v3, v4, v9, v14, m[SIGMA[r][14]], m[SIGMA[r][15]]);         \
+    } while (0)
+
+/* One compression of a 128-byte block; t is the byte count so far (< 2**64).
+ * RFC 7693's F, its twelve rounds written out so that the compiler keeps the
+ * working vector in registers and every message index is a constant. */
 static void
 compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last)
 {
-    uint64_t m[16], v[16];
+    uint64_t m[16];
     for (int i = 0; i < 16; i++)
         m[i] = load_le64(block + 8 * i);
-    for (int i = 0; i < 8; i++) {
-        v[i] = h[i];
-        v[i + 8] = IV[i];
-    }
-    v[12] ^= t;
-    if (last)
-        v[14] = ~v[14];
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = SIGMA[r];
-        G(v[0], v[4], v[8], v[12], m[s[0]], m[s[1]]);
-        G(v[1], v[5], v[9], v[13], m[s[2]], m[s[3]]);
-        G(v[2], v[6], v[10], v[14], m[s[4]], m[s[5]]);
-        G(v[3], v[7], v[11], v[15], m[s[6]], m[s[7]]);
-        G(v[0], v[5], v[10], v[15], m[s[8]], m[s[9]]);
-        G(v[1], v[6], v[11], v[12], m[s[10]], m[s[11]]);
-        G(v[2], v[7], v[8], v[13], m[s[12]], m[s[13]]);
-        G(v[3], v[4], v[9], v[14], m[s[14]], m[s[15]]);
-    }
-    for (int i = 0; i < 8; i++)
-        h[i] ^= v[i] ^ v[i + 8];
+    uint64_t v0 = h[0], v1 = h[1], v2 = h[2], v3 = h[3];
+    uint64_t v4 = h[4], v5 = h[5], v6 = h[6], v7 = h[7];
+    uint64_t v8 = IV[0], v9 = IV[1], v10 = IV[2], v11 = IV[3];
+    uint64_t v12 = IV[4] ^ t, v13 = IV[5], v14 = last ? ~IV[6] : IV[6], v15 = IV[7];
+    ROUND(0);
+    ROUND(1);
+    ROUND(2);
+    ROUND(3);
+    ROUND(4);
+    ROUND(5);
+    ROUND(6);
+    ROUND(7);
+    ROUND(8);
+    ROUND(9);
+    ROUND(10);
+    ROUND(11);
+    h[0] ^= v0 ^ v8;
+    h[1] ^= v1 ^ v9;
+    h[2] ^= v2 ^ v10;
+    h[3] ^= v3 ^ v11;
+    h[4] ^= v4 ^ v12;
+    h[5] ^= v5 ^ v13;
+    h[6] ^= v6 ^ v14;
+    h[7] ^= v7 ^ v15;
 }
 
 /* The first 8 bytes of BLAKE2b-64 of data[0:n], as a little-endian integer;
@@ -119,8 +151,12 @@ hash64(const uint64_t start[8], const uint8_t *data, size_t n)
 static inline void
 put_le64(uint8_t *p, uint64_t v)
 {
+#if LITTLE_ENDIAN_HOST
+    memcpy(p, &v, 8);
+#else
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+#endif
 }
 
 /* The state after the parameter block: digest size 8, no key, fanout and depth

@@ -105,13 +105,13 @@ def list_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> np.nd
         return mix(acc ^ mix(lengths.astype(U64) + seed))
 
 
-def _list_parts(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+def list_values(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """(flat values, offsets) of a list array, slices and chunks handled."""
     offsets, values = list_parts(arr)
     return values, offsets
 
 
-def _u64(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def u64(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     return to_numpy(arr).astype(U64, copy=False)
@@ -179,14 +179,14 @@ def _function_id(name: str, system_name: str, filename: str, start_line: int) ->
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") or 1
 
 
-def function_ids(functions: pa.Table) -> np.ndarray:
+def function_ids(functions: pa.Table, columns: list[Column] | None = None) -> np.ndarray:
     """Ids of a PROFILE_FUNCTIONS table's rows: pprof's function key
-    (name, system_name, filename, start_line), encoded as ``_function_id`` does."""
+    (name, system_name, filename, start_line), encoded as ``_function_id`` does.
+    ``columns``: the table's ``function_columns`` when the caller has them."""
     if _blake is not None and functions.num_rows:
-        strings = [_string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
-        if all(s is not None for s in strings):
-            start = _u64(functions.column("start_line"))
-            return _function_ids_fast(strings, start)  # type: ignore[arg-type]
+        columns = columns if columns is not None else function_columns(functions)
+        if columns is not None:
+            return _function_ids_fast([(off, data) for data, off in columns[:3]], columns[3][0])
     cols = [
         functions.column(c).to_pylist() for c in ("name", "system_name", "filename", "start_line")
     ]
@@ -203,9 +203,24 @@ def function_ids(functions: pa.Table) -> np.ndarray:
 
 
 StringParts = tuple[np.ndarray, np.ndarray]  # (int64 offsets, n+1; uint8 bytes)
+#: One column of a table's rows: (values, int64 starts: n+1); row k is
+#: ``values[starts[k]:starts[k+1]]`` (what ``sent`` compares byte for byte).
+Column = tuple[np.ndarray, np.ndarray]
 
 
-def _string_parts(arr: pa.Array | pa.ChunkedArray) -> StringParts | None:
+def function_columns(functions: pa.Table) -> list[Column] | None:
+    """Every field of each function row as Columns: the bytes of its three strings
+    (name, system_name, filename), then its start line (one uint64 word); None when
+    a string column has nulls (``function_ids`` then takes the per-row path)."""
+    strings = [string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
+    if any(s is None for s in strings):
+        return None
+    start = u64(functions.column("start_line"))
+    one_each = np.arange(functions.num_rows + 1, dtype=np.int64)
+    return [(data, off) for off, data in strings] + [(start, one_each)]  # type: ignore[misc]
+
+
+def string_parts(arr: pa.Array | pa.ChunkedArray) -> StringParts | None:
     """(offsets, bytes) of a string column without nulls, offsets rebased to 0;
     None for anything else (the caller takes the per-row path)."""
     if isinstance(arr, pa.ChunkedArray):
@@ -288,18 +303,22 @@ def location_ids(
     then (function id, line, column) per line in order, as 64-bit words
     (``location_words``).
     """
-    words, starts = location_words(locations, mapping_content, function_content)
+    return location_ids_of_words(*location_words(locations, mapping_content, function_content))
+
+
+def location_ids_of_words(words: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``location_ids`` from the locations' ``location_words``."""
     return _blake_rows(words, starts, b"pyproflab-loc1")
 
 
 def location_words(
     locations: pa.Table, mapping_content: np.ndarray, function_content: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Column:
     """(words, starts) of every location: row k is ``words[starts[k]:starts[k+1]]``,
     the 64-bit words (mapping id, address, is_folded, number of lines) then
     (function id, line, column) per line. Every field of a location is in them, so
     two locations are equal exactly when their words are (``sent`` compares them)."""
-    lines_values, offsets = _list_parts(locations.column("lines"))
+    lines_values, offsets = list_values(locations.column("lines"))
     offsets = np.asarray(offsets, dtype=np.int64)
     base = offsets[0] if len(offsets) else 0
     n = locations.num_rows
@@ -311,17 +330,25 @@ def location_words(
     words = np.empty(int(starts[-1]), dtype=U64)
     head = starts[:-1]
     words[head] = np.asarray(mapping_content, dtype=U64)
-    words[head + 1] = _u64(locations.column("address"))
-    words[head + 2] = _u64(locations.column("is_folded"))
+    words[head + 1] = u64(locations.column("address"))
+    words[head + 2] = u64(locations.column("is_folded"))
     words[head + 3] = lengths.astype(U64)
     if len(lines_values):
         owner = np.repeat(np.arange(n), lengths)
         rank = np.arange(len(owner)) - np.repeat(offsets[:-1] - base, lengths)
         pos = head[owner] + 4 + 3 * rank
         words[pos] = np.asarray(function_content, dtype=U64)
-        words[pos + 1] = _u64(lines_values.field("line"))
-        words[pos + 2] = _u64(lines_values.field("column"))
+        words[pos + 1] = u64(lines_values.field("line"))
+        words[pos + 2] = u64(lines_values.field("column"))
     return words, starts
+
+
+def gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices of the segments ``[starts[i], starts[i] + lengths[i])``, end to end."""
+    if not len(lengths):
+        return np.zeros(0, np.int64)
+    begin = np.cumsum(lengths) - lengths
+    return np.repeat(starts - begin, lengths) + np.arange(int(lengths.sum()))
 
 
 _STACK_PERSON = b"pyproflab-stack1"
@@ -433,7 +460,7 @@ def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     meaningful within one profile; 0 for no labels."""
     import pyarrow.compute as pc  # ingest only; a query run does without its 30 ms
 
-    values, offsets = _list_parts(labels_col)
+    values, offsets = list_values(labels_col)
     n = len(offsets) - 1
     if len(values) == 0:
         return np.zeros(n, dtype=U64)
@@ -462,11 +489,11 @@ def store_row_ids(table_name: str, rows: pa.Table) -> np.ndarray:
     if table_name == "mappings":
         return mapping_ids(rows)
     if table_name == "locations":
-        lines, _ = _list_parts(rows.column("lines"))
-        return location_ids(rows, _u64(rows.column("mapping_id")), _u64(lines.field("function_id")))
+        lines, _ = list_values(rows.column("lines"))
+        return location_ids(rows, u64(rows.column("mapping_id")), u64(lines.field("function_id")))
     if table_name == "stacks":
-        values, offsets = _list_parts(rows.column("location_ids"))
-        return stack_ids(_u64(values), offsets)
+        values, offsets = list_values(rows.column("location_ids"))
+        return stack_ids(u64(values), offsets)
     if table_name == "label_sets":
         out = [label_set_id(canonical_labels(x)) for x in rows.column("labels").to_pylist()]
         return np.array(out, dtype=U64)

@@ -89,7 +89,7 @@ DEDUP_TABLES = (
 def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]) -> pa.Table:
     """The rows of ``tables`` (one per profile) whose id is neither in the store
     nor earlier in the batch: ids are compared first, so only new rows are copied."""
-    id_arrays = [ids._u64(t.column(id_col)) for t in tables]
+    id_arrays = [ids.u64(t.column(id_col)) for t in tables]
     all_ids = np.concatenate(id_arrays) if id_arrays else np.zeros(0, ids.U64)
     uniq, first = np.unique(all_ids, return_index=True)
     if len(uniq):
@@ -98,7 +98,7 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
             fresh = store.sql(
                 f"SELECT k.{id_col} FROM _pyproflab_ids k ANTI JOIN {table_name} t USING ({id_col})"
             )
-        keep = np.isin(uniq, ids._u64(fresh.column(0)))
+        keep = np.isin(uniq, ids.u64(fresh.column(0)))
         first = np.sort(first[keep])
     bounds = np.cumsum([0] + [len(a) for a in id_arrays])
     owner = np.searchsorted(bounds, first, side="right") - 1
@@ -214,7 +214,7 @@ def ingest(
         raise ValueError("content_hashes must have one entry per profile")
     now = datetime.now(UTC)
     keyed = [
-        key_profile(p, m, h or profile_digest(p), now=now)
+        key_profile(p, m, h or profile_digest(p), now=now, with_content=False)
         for (p, m), h in zip(items, hashes, strict=True)
     ]
     return store_keyed(store, keyed)

@@ -152,7 +152,7 @@ def store_fetch(store: Store, table: str, id_col: str, wanted: np.ndarray) -> pa
         t = store.sql(f"SELECT t.* FROM {table} t SEMI JOIN _pyproflab_ids k USING ({id_col})")
     # Duplicates cannot be inserted by ingest, but stay safe for hand-edited stores.
     if t.num_rows != len(wanted):
-        _, first = np.unique(ids._u64(t.column(id_col)), return_index=True)
+        _, first = np.unique(ids.u64(t.column(id_col)), return_index=True)
         t = t.take(from_numpy(first))
     return t
 
@@ -192,15 +192,15 @@ def assemble_rows(
     # Locations, functions and mappings, each in first appearance over the samples.
     loc_order = _first_appearance(s_flat)
     locs = _fetch_in_order(fetch, "locations", "location_id", loc_order)
-    lines_flat, line_offsets = ids._list_parts(locs.column("lines"))
-    line_fn = ids._u64(lines_flat.field("function_id"))
-    loc_mapping = ids._u64(locs.column("mapping_id"))
+    lines_flat, line_offsets = ids.list_values(locs.column("lines"))
+    line_fn = ids.u64(lines_flat.field("function_id"))
+    loc_mapping = ids.u64(locs.column("mapping_id"))
     fn_order = _first_appearance(line_fn[line_fn != 0])
     fns = _fetch_in_order(fetch, "functions", "function_id", fn_order)
     map_seq = np.concatenate([np.array([main_mapping_id], dtype=ids.U64), loc_mapping])
     map_order = _first_appearance(map_seq[map_seq != 0])
     maps = fetch("mappings", "mapping_id", map_order)
-    map_cid = ids._u64(maps.column("mapping_id"))
+    map_cid = ids.u64(maps.column("mapping_id"))
     if len(map_cid) < len(map_order):  # an unknown main mapping only: drop it
         map_order = map_order[np.isin(map_order, map_cid)]
     maps = maps.take(from_numpy(np.argsort(map_cid)[np.searchsorted(np.sort(map_cid), map_order)]))
@@ -252,9 +252,9 @@ def _sample_stacks(fetch: Fetch, name: str, stack_id: np.ndarray) -> tuple[np.nd
     sample order. ``StoreError`` when a stack is missing (an inconsistent store)."""
     uniq_stacks = np.unique(stack_id)
     stacks = fetch("stacks", "stack_id", uniq_stacks)
-    st_ids = ids._u64(stacks.column("stack_id"))
-    st_flat, st_offsets = ids._list_parts(stacks.column("location_ids"))
-    st_flat = ids._u64(st_flat)
+    st_ids = ids.u64(stacks.column("stack_id"))
+    st_flat, st_offsets = ids.list_values(stacks.column("location_ids"))
+    st_flat = ids.u64(st_flat)
     if len(st_ids) != len(uniq_stacks):
         raise StoreError(
             f"{name}: store is inconsistent: samples reference "
@@ -273,14 +273,14 @@ def _sample_stacks(fetch: Fetch, name: str, stack_id: np.ndarray) -> tuple[np.nd
     sample_stacks = (
         stack_lists.take(from_numpy(stack_pos)) if len(stack_id) else empty_lists(0, pa.uint64())
     )
-    s_flat, s_offsets = ids._list_parts(sample_stacks)
-    return ids._u64(s_flat), s_offsets
+    s_flat, s_offsets = ids.list_values(sample_stacks)
+    return ids.u64(s_flat), s_offsets
 
 
 def _fetch_in_order(fetch: Fetch, table: str, id_col: str, order: np.ndarray) -> pa.Table:
     """The rows of ``table`` whose ids are ``order`` (distinct), in that order."""
     rows = fetch(table, id_col, np.sort(order))
-    cid = ids._u64(rows.column(id_col))
+    cid = ids.u64(rows.column(id_col))
     return rows.take(from_numpy(np.argsort(cid)[np.searchsorted(np.sort(cid), order)]))
 
 
@@ -288,7 +288,7 @@ def _sample_labels(fetch: Fetch, label_set_id: np.ndarray) -> pa.Array:
     """Each sample's labels (PROFILE_LABEL lists; empty for label set 0)."""
     wanted_sets = np.unique(label_set_id[label_set_id != 0])
     sets = fetch("label_sets", "label_set_id", wanted_sets)
-    set_cid = ids._u64(sets.column("label_set_id"))
+    set_cid = ids.u64(sets.column("label_set_id"))
     # Interned before the take: a label set shared by many samples is not copied.
     set_lists = pa.concat_arrays(
         [
@@ -352,8 +352,8 @@ def merged_profile(
     )
     return assemble(
         store,
-        ids._u64(merged.column("stack_id")),
-        ids._u64(merged.column("label_set_id")),
+        ids.u64(merged.column("stack_id")),
+        ids.u64(merged.column("label_set_id")),
         values,
         header,
         rows[0]["main_mapping_id"],
@@ -387,8 +387,8 @@ def stored_profile(store: Store, profile_id: int) -> Profile:
     values = s.column("values").combine_chunks().cast(pa.list_(pa.int64()))
     return assemble(
         store,
-        ids._u64(s.column("stack_id")),
-        ids._u64(s.column("label_set_id")),
+        ids.u64(s.column("stack_id")),
+        ids.u64(s.column("label_set_id")),
         values,
         header,
         r["main_mapping_id"],

@@ -198,7 +198,7 @@ def _checked_rows(store: Store, d: Path, table: str, id_col: str) -> pa.Table:
         computed = ids.store_row_ids(table, rows)
     except (OSError, KeyError, ValueError, pa.ArrowException) as e:
         raise StoreError(f"{d}: {table}.parquet cannot be read ({e})") from None
-    if not np.array_equal(computed, ids._u64(rows.column(id_col))):
+    if not np.array_equal(computed, ids.u64(rows.column(id_col))):
         raise StoreError(f"{d}: {table}.parquet: ids do not match their rows' content; refused")
     if rows.num_rows:
         refuse_collisions(store, table, id_col, [rows])

@@ -27,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -36,55 +37,33 @@ import pyarrow as pa
 from pyproflab.store import ids
 from pyproflab.store.keys import KeyedProfile
 
-#: One column of a table's rows: (values, int64 starts: n+1); row k is
-#: ``values[starts[k]:starts[k+1]]``.
-Column = tuple[np.ndarray, np.ndarray]
-
-
-def function_columns(functions: pa.Table) -> list[Column] | None:
-    """The bytes of a STORE_FUNCTIONS row's three strings, and its start line;
-    None when a string column has nulls (such rows are always sent)."""
-    strings = [ids._string_parts(functions.column(c)) for c in ("name", "system_name", "filename")]
-    if any(s is None for s in strings):
-        return None
-    start = ids._u64(functions.column("start_line"))
-    one_each = np.arange(functions.num_rows + 1, dtype=np.int64)
-    return [(data, off) for off, data in strings] + [(start, one_each)]  # type: ignore[misc]
+Column = ids.Column
 
 
 def location_columns(locations: pa.Table) -> list[Column]:
     """The words of each STORE_LOCATIONS row (every field of it)."""
-    lines, _ = ids._list_parts(locations.column("lines"))
+    lines, _ = ids.list_values(locations.column("lines"))
     return [
         ids.location_words(
-            locations,
-            ids._u64(locations.column("mapping_id")),
-            ids._u64(lines.field("function_id")),
+            locations, ids.u64(locations.column("mapping_id")), ids.u64(lines.field("function_id"))
         )
     ]
 
 
 def stack_columns(stacks: pa.Table) -> list[Column]:
     """The location ids of each STORE_STACKS row."""
-    values, offsets = ids._list_parts(stacks.column("location_ids"))
+    values, offsets = ids.list_values(stacks.column("location_ids"))
     offsets = np.asarray(offsets, dtype=np.int64)
-    return [(ids._u64(values)[offsets[0] : offsets[-1]], offsets - offsets[0])]
+    return [(ids.u64(values)[offsets[0] : offsets[-1]], offsets - offsets[0])]
 
 
 # (KeyedProfile attribute, id column, the columns of its rows) of the remembered tables.
 _TABLES: tuple[tuple[str, str, Callable[[pa.Table], list[Column] | None]], ...] = (
-    ("functions", "function_id", function_columns),
+    # Functions with null strings (no columns) are always sent.
+    ("functions", "function_id", ids.function_columns),
     ("locations", "location_id", location_columns),
     ("stacks", "stack_id", stack_columns),
 )
-
-
-def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices of the segments ``[starts[i], starts[i] + lengths[i])``, end to end."""
-    if not len(lengths):
-        return np.zeros(0, np.int64)
-    begin = np.cumsum(lengths) - lengths
-    return np.repeat(starts - begin, lengths) + np.arange(int(lengths.sum()))
 
 
 def same_segments(
@@ -108,7 +87,7 @@ def same_segments(
             out,
         )
         return out
-    differ = a[_gather(a_starts, lengths)] != b[_gather(b_starts, lengths)]
+    differ = a[ids.gather(a_starts, lengths)] != b[ids.gather(b_starts, lengths)]
     owner = np.repeat(np.arange(len(lengths)), lengths)
     return np.bincount(owner[differ], minlength=len(lengths)) == 0
 
@@ -124,12 +103,19 @@ class _Pool:
 
 @dataclass
 class _Rows:
-    """Remembered rows of one table: sorted ids, each one's columns and first sender."""
+    """Remembered rows of one table, in the order they were remembered: ids, each
+    one's columns and first sender. A hash table (open addressing, linear probing,
+    at most half full) finds a row by id: ``slot_ids`` holds an id or 0 (ids are
+    never 0), ``slot_rows`` its row. Slots come from the id mixed with a key of
+    this process, so ids chosen to share low bits do not share slots."""
 
     width: int
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, ids.U64))
     origin: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     pools: list[_Pool] = field(default_factory=list)
+    slot_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, ids.U64))
+    slot_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    key: np.uint64 = field(default_factory=lambda: ids.U64(secrets.randbits(64)))
 
     def __post_init__(self) -> None:
         self.pools = [_Pool() for _ in range(self.width)]
@@ -137,24 +123,64 @@ class _Rows:
     @property
     def nbytes(self) -> int:
         held = sum(p.values.nbytes for p in self.pools if p.values is not None)
-        return held + (16 + 16 * self.width) * len(self.ids)
+        table = self.slot_ids.nbytes + self.slot_rows.nbytes
+        return held + table + (16 + 16 * self.width) * len(self.ids)
+
+    def _first_slots(self, row_ids: np.ndarray) -> np.ndarray:
+        mask = ids.U64(len(self.slot_ids) - 1)
+        return (ids.mix(row_ids ^ self.key) & mask).view(np.int64)
+
+    def find(self, row_ids: np.ndarray) -> np.ndarray:
+        """The remembered row of each id, -1 for an id not remembered."""
+        out = np.full(len(row_ids), -1, np.int64)
+        if not len(self.ids):
+            return out
+        mask = len(self.slot_ids) - 1
+        slot = self._first_slots(row_ids)
+        held = self.slot_ids[slot]
+        hit = held == row_ids  # most ids are found in their first slot, or not at all
+        out[hit] = self.slot_rows[slot[hit]]
+        todo = np.flatnonzero(~hit & (held != 0))
+        slot = (slot[todo] + 1) & mask
+        while len(todo):
+            held = self.slot_ids[slot]
+            hit = held == row_ids[todo]
+            out[todo[hit]] = self.slot_rows[slot[hit]]
+            going = ~hit & (held != 0)
+            todo, slot = todo[going], (slot[going] + 1) & mask
+        return out
+
+    def _place(self, new_ids: np.ndarray, rows: np.ndarray) -> None:
+        """Put ``new_ids`` (distinct, none in the table) in free slots, with their rows."""
+        mask = len(self.slot_ids) - 1
+        todo, slot = np.arange(len(new_ids)), self._first_slots(new_ids)
+        while len(todo):
+            free = np.flatnonzero(self.slot_ids[slot] == 0)
+            _, first = np.unique(slot[free], return_index=True)
+            win = free[first]  # one id per free slot; the others probe on
+            self.slot_ids[slot[win]] = new_ids[todo[win]]
+            self.slot_rows[slot[win]] = rows[todo[win]]
+            on = np.ones(len(todo), dtype=bool)
+            on[win] = False
+            todo, slot = todo[on], (slot[on] + 1) & mask
 
     def known(self, row_ids: np.ndarray, columns: list[Column]) -> tuple[np.ndarray, np.ndarray]:
         """(which rows are remembered with equal columns, the origin of each of those)."""
-        if not len(self.ids):
-            return np.zeros(len(row_ids), dtype=bool), np.zeros(0, np.int64)
-        pos = np.minimum(np.searchsorted(self.ids, row_ids), len(self.ids) - 1)
-        same = self.ids[pos] == row_ids
+        found = self.find(row_ids)
+        hit = np.flatnonzero(found >= 0)
+        at = found[hit]
+        ok = np.ones(len(hit), dtype=bool)
         for pool, (values, starts) in zip(self.pools, columns, strict=True):
-            hit = np.flatnonzero(same)
-            lengths = np.diff(starts)[hit]
-            ok = pool.lengths[pos[hit]] == lengths
-            assert pool.values is not None
-            ok[ok] = same_segments(
-                values, starts[hit[ok]], pool.values, pool.starts[pos[hit[ok]]], lengths[ok]
+            lengths = starts[1:][hit] - starts[:-1][hit]
+            ok &= pool.lengths[at] == lengths
+            check = np.flatnonzero(ok)
+            held = pool.values if pool.values is not None else values[:0]  # none: no hits
+            ok[check] = same_segments(
+                values, starts[hit[check]], held, pool.starts[at[check]], lengths[check]
             )
-            same[hit] = ok
-        return same, self.origin[pos[same]]
+        same = np.zeros(len(row_ids), dtype=bool)
+        same[hit[ok]] = True
+        return same, self.origin[at[ok]]
 
     def add(
         self, row_ids: np.ndarray, columns: list[Column], rows: np.ndarray, origin: int
@@ -162,23 +188,29 @@ class _Rows:
         """Remember ``rows`` (indices) whose id is not remembered yet (the first of equal ids)."""
         new_ids, first = np.unique(row_ids[rows], return_index=True)
         if len(self.ids):
-            pos = np.minimum(np.searchsorted(self.ids, new_ids), len(self.ids) - 1)
-            fresh = self.ids[pos] != new_ids
+            fresh = self.find(new_ids) < 0
             new_ids, first = new_ids[fresh], first[fresh]
         if not len(new_ids):
             return
         take = rows[first]
-        all_ids = np.concatenate([self.ids, new_ids])
-        order = np.argsort(all_ids, kind="stable")
-        self.ids = all_ids[order]
-        self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])[order]
+        base = len(self.ids)
+        self.ids = np.concatenate([self.ids, new_ids])
+        self.origin = np.concatenate([self.origin, np.full(len(new_ids), origin)])
         for pool, (values, starts) in zip(self.pools, columns, strict=True):
             lengths = np.diff(starts)[take]
-            new = values[_gather(starts[:-1][take], lengths)]
+            new = values[ids.gather(starts[:-1][take], lengths)]
             held = len(pool.values) if pool.values is not None else 0
-            pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])[order]
-            pool.lengths = np.concatenate([pool.lengths, lengths])[order]
+            pool.starts = np.concatenate([pool.starts, held + np.cumsum(lengths) - lengths])
+            pool.lengths = np.concatenate([pool.lengths, lengths])
             pool.values = new if pool.values is None else np.concatenate([pool.values, new])
+        if 2 * len(self.ids) <= len(self.slot_ids):
+            self._place(new_ids, np.arange(base, len(self.ids)))
+            return
+        size = 1024
+        while size < 4 * len(self.ids):
+            size *= 2
+        self.slot_ids, self.slot_rows = np.zeros(size, ids.U64), np.zeros(size, np.int64)
+        self._place(self.ids, np.arange(len(self.ids)))
 
 
 class SentMemory:
@@ -202,7 +234,10 @@ class SentMemory:
 
     def trim(self, keyed: KeyedProfile) -> KeyedProfile:
         """``keyed`` without the rows sent before with the same content, naming the
-        files those were sent with; the rows it sends are remembered."""
+        files those were sent with; the rows it sends are remembered. The rows'
+        content comes from ``keyed.content`` (built while keying) when it is there,
+        and ``keyed`` leaves without it either way."""
+        content, keyed.content = keyed.content, None
         if self.max_bytes <= 0:
             return keyed
         origin = len(self.senders)
@@ -211,15 +246,17 @@ class SentMemory:
         relied: set[int] = set()
         for attr, id_col, columns_of in _TABLES:
             table: pa.Table = getattr(keyed, attr)
-            columns = columns_of(table)
+            columns = content[attr] if content is not None else columns_of(table)
+            if columns is not None and any(len(s) != table.num_rows + 1 for _, s in columns):
+                raise ValueError(f"the {attr} content kept while keying is not of its rows")
             if columns is None:
                 continue
             rows = self.rows.setdefault(attr, _Rows(len(columns)))
-            row_ids = ids._u64(table.column(id_col))
+            row_ids = ids.u64(table.column(id_col))
             same, origins = rows.known(row_ids, columns)
             rows.add(row_ids, columns, np.flatnonzero(~same), origin)
             if same.any():
-                relied.update(np.unique(origins).tolist())
+                relied.update(np.flatnonzero(np.bincount(origins)).tolist())
                 kept[attr] = table.filter(pa.array(~same))
         out = keyed
         if kept:

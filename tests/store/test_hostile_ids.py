@@ -120,7 +120,9 @@ def test_a_forged_address_does_not_take_another_services_location() -> None:
 
 def test_a_colliding_id_is_refused_and_the_store_left_as_before(monkeypatch) -> None:
     # Force every location of every profile onto one id: what a found collision does.
-    monkeypatch.setattr(ids, "location_ids", lambda locs, m, f: np.full(locs.num_rows, 42, ids.U64))
+    monkeypatch.setattr(
+        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
+    )
     with Store.open(":memory:") as store:
         ingest(store, [(make_profile([(["a.first"], [1, 10])]), ProfileMeta(service="a"))])
         before = {
@@ -138,7 +140,9 @@ def test_a_colliding_id_is_refused_and_the_store_left_as_before(monkeypatch) -> 
 
 
 def test_a_collision_inside_one_batch_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(ids, "location_ids", lambda locs, m, f: np.full(locs.num_rows, 42, ids.U64))
+    monkeypatch.setattr(
+        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
+    )
     with Store.open(":memory:") as store:
         with pytest.raises(IdCollisionError):
             ingest(store, [(make_profile([(["a.first", "a.main"], [1, 10])]), ProfileMeta())])

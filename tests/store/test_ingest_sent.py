@@ -6,6 +6,7 @@ merged), the memory is bounded, and the store is the one a full send gives."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +41,39 @@ def test_only_rows_sent_before_are_left_out_and_their_sender_named() -> None:
     assert trimmed.nbytes < second.nbytes
 
 
+def test_the_content_kept_while_keying_is_what_trimming_builds_and_is_not_sent() -> None:
+    profiles = [
+        [(["main.a", "main.main"], [1, 10])],
+        [(["main.a", "main.main"], [2, 20]), (["main.b"], [3, 30])],
+        [(["main.b", "main.main"], [4, 40])],
+    ]
+    keyed = [_keyed(rows, t) for t, rows in enumerate(profiles, 1)]
+    for k in keyed:
+        assert k.content is not None
+        for attr, _, columns_of in sent._TABLES:
+            want = columns_of(getattr(k, attr))
+            assert want is not None
+            got = k.content[attr]
+            assert got is not None and len(got) == len(want)
+            for (gv, gs), (wv, ws) in zip(got, want, strict=True):
+                assert gv.tobytes() == wv.tobytes() and gs.tolist() == ws.tolist()
+        assert pickle.loads(pickle.dumps(k)).content is None
+    with_content, rebuilt = SentMemory(1 << 20), SentMemory(1 << 20)
+    for t, rows in enumerate(profiles, 1):
+        a = with_content.trim(_keyed(rows, t))
+        bare = _keyed(rows, t)
+        bare.content = None
+        b = rebuilt.trim(bare)
+        assert a.content is None and a.relies_on == b.relies_on
+        for attr in ("functions", "locations", "stacks"):
+            assert getattr(a, attr).equals(getattr(b, attr))
+
+
 def test_a_sent_id_with_other_content_is_sent_again(monkeypatch) -> None:
     # Every location on one id: what a found collision does.
-    monkeypatch.setattr(ids, "location_ids", lambda locs, m, f: np.full(locs.num_rows, 42, ids.U64))
+    monkeypatch.setattr(
+        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
+    )
     memory = SentMemory(1 << 20)
     memory.trim(_keyed([(["a.first"], [1, 10])], 1))
     other = memory.trim(_keyed([(["b.second"], [2, 20])], 2))
@@ -102,14 +133,14 @@ def test_a_profile_relying_on_a_refused_file_is_keyed_again(
     it is refused too (not stored on rows that were never stored, nor merged into
     the stored location). f3 shares only a function with f1: keyed again, stored."""
     victim = make_profile([(["a.first"], [1, 10])])
-    real = ids.location_ids
+    real = ids.location_ids_of_words
     target = int(key_profile(victim, ProfileMeta(), "v").locations.column(0)[0].as_py())
     forged = make_profile([(["b.second"], [1, 1]), (["c.common"], [1, 1])])
     source = int(key_profile(forged, ProfileMeta(), "f").locations.column(0)[0].as_py())
     monkeypatch.setattr(
         ids,
-        "location_ids",
-        lambda locs, m, f: np.where((out := real(locs, m, f)) == source, target, out),
+        "location_ids_of_words",
+        lambda words, starts: np.where((out := real(words, starts)) == source, target, out),
     )
     files = tmp_path / "files"
     files.mkdir()
@@ -159,3 +190,34 @@ def test_the_memory_changes_nothing_stored(tmp_path: Path, monkeypatch) -> None:
             )
     assert dumps[0] == dumps[1]
     assert sent.SentMemory(1 << 20).max_bytes == 1 << 20
+
+
+def test_remembered_rows_are_found_by_id_and_compared_by_content() -> None:
+    """_Rows (a hash table by id) against a dict: ids shared by other content,
+    repeated ids, ids equal in their low bits, and the table's growth."""
+    rng = np.random.default_rng(5)
+    universe = rng.integers(1, 2**64, 3000, dtype=np.uint64)
+    universe[:200] = (universe[:200] << np.uint64(20)) | np.uint64(7)  # low bits all equal
+    content = {
+        int(u): rng.integers(0, 255, int(rng.integers(0, 20)), dtype=np.uint8) for u in universe
+    }
+    rows, remembered = sent._Rows(1), {}
+    for step in range(40):
+        row_ids = rng.choice(universe, int(rng.integers(0, 400)))
+        parts = [
+            content[int(r)] if rng.random() > 0.05 else np.append(content[int(r)], np.uint8(1))
+            for r in row_ids
+        ]
+        starts = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+        values = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        same, origins = rows.known(row_ids, [(values, starts)])
+        want = [
+            int(r) in remembered and remembered[int(r)][0] == p.tobytes()
+            for r, p in zip(row_ids, parts, strict=True)
+        ]
+        assert same.tolist() == want
+        assert origins.tolist() == [remembered[int(r)][1] for r in row_ids[same]]
+        rows.add(row_ids, [(values, starts)], np.flatnonzero(~same), step)
+        for r, p in zip(row_ids, parts, strict=True):
+            remembered.setdefault(int(r), (p.tobytes(), step))
+    assert len(rows.ids) == len(remembered) and len(rows.slot_ids) >= 2 * len(rows.ids)
