@@ -323,11 +323,34 @@ class Store:
         try:
             yield
         finally:
-            # RESET restores DuckDB's default exactly; a limit set by hand is shown
-            # rounded (0.1 GiB), so it comes back as shown.
-            self.execute("RESET memory_limit")
-            if self._memory_limit() != before:
-                self.execute("SET memory_limit = '{}'".format(str(before).replace("'", "''")))
+            self._restore_memory_limit(before)
+
+    def _restore_memory_limit(self, before: str) -> None:
+        """Put back the memory limit ``before`` (as ``_memory_limit`` showed it).
+        RESET restores DuckDB's default exactly; a limit set by hand is shown
+        rounded (0.1 GiB), so it comes back as shown."""
+        self.execute("RESET memory_limit")
+        if self._memory_limit() != before:
+            self.execute("SET memory_limit = '{}'".format(before.replace("'", "''")))
+
+    def drop_cached_blocks(self) -> None:
+        """Let DuckDB drop the blocks it keeps cached, outside a transaction.
+
+        Under ``memory_limited`` the cache still grows to the limit as the store
+        grows, so an ingest of 10,000 small profiles ended 23% above one of 1,000
+        (the writer's peak RSS). Lowering the limit to almost nothing evicts every
+        block not in use (they are on disk); what DuckDB cannot drop stays (the
+        error that says so is expected). The limit is then put back as it was.
+        """
+        if self.name == MEMORY:
+            return
+        before = self._memory_limit()
+        try:
+            self.con.execute("SET memory_limit = '1MiB'")
+        except duckdb.Error:
+            pass
+        finally:
+            self._restore_memory_limit(before)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -298,3 +298,31 @@ def test_progress_is_quiet_for_a_short_run_off_a_terminal(capsys) -> None:
     for done in range(1, 4):
         p(done, 3)
     assert capsys.readouterr().err == ""
+
+
+def _cached_table_bytes(store: Store) -> int:
+    rows = store.sql(
+        "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+    )
+    return int(rows.column(0)[0].as_py())
+
+
+def test_cached_blocks_are_dropped_and_the_limit_kept(tmp_path: Path) -> None:
+    """drop_cached_blocks (after each batch of an ingest) lets DuckDB evict the table
+    blocks it cached, keeps the data and puts the memory limit back as it was."""
+    with Store.open(tmp_path / "s.duckdb") as store:
+        store.execute(
+            "CREATE TABLE t AS SELECT range AS a, md5(range::VARCHAR) AS b FROM range(400000)"
+        )
+        store.execute("CHECKPOINT")
+        total = store.sql("SELECT sum(a), count(b) FROM t").to_pylist()
+        before = _memory_limit(store)
+        assert _cached_table_bytes(store) > 1 << 20  # the scan left blocks cached
+        store.drop_cached_blocks()
+        assert _cached_table_bytes(store) < 1 << 20
+        assert _memory_limit(store) == before
+        assert store.sql("SELECT sum(a), count(b) FROM t").to_pylist() == total
+    with Store.open(":memory:") as store:  # its data lives in that memory: left alone
+        store.execute("CREATE TABLE t AS SELECT range AS a FROM range(1000)")
+        store.drop_cached_blocks()
+        assert store.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 1000}]
