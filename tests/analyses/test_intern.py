@@ -13,8 +13,6 @@ C source compiles without warnings under -Wall -Wextra.
 from __future__ import annotations
 
 import os
-import subprocess
-import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.testenv import assert_compiles_without_warnings
 
 from pyproflab.analyses import _arrays
 from pyproflab.analyses._arrays import Numbering, key_bytes, ragged_keys, row_keys
@@ -131,9 +130,4 @@ def test_null_keys_are_refused() -> None:
 
 
 def test_the_source_compiles_without_warnings() -> None:
-    include = sysconfig.get_paths()["include"]
-    if not (Path(include) / "Python.h").exists():
-        pytest.skip(f"Python.h not found in {include}")
-    cmd = ["cc", "-Wall", "-Wextra", "-Werror", "-O2", "-fsyntax-only", f"-I{include}"]
-    proc = subprocess.run([*cmd, str(SOURCE)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    assert_compiles_without_warnings(SOURCE)

@@ -381,3 +381,16 @@ def api_store_merged(db: Path):
 
     with Store.open(db, read_only=True) as store:
         return store.merged_profile(Selection())
+
+
+def assert_compiles_without_warnings(source: Path) -> None:
+    """A C extension's source compiles with -Wall -Wextra -Werror against this
+    Python's headers (skipped where there is no C compiler or no Python.h)."""
+    import sysconfig
+
+    include = sysconfig.get_paths().get("include") or ""
+    if shutil.which("cc") is None or not (Path(include) / "Python.h").exists():
+        pytest.skip(f"no C compiler, or Python.h not found in {include!r}")
+    cmd = ["cc", "-Wall", "-Wextra", "-Werror", "-O2", "-fsyntax-only", f"-I{include}"]
+    proc = subprocess.run([*cmd, str(source)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
