@@ -13,7 +13,7 @@ setup: $(STAMP)
 
 # Reinstall only when the project's own dependency list or a C extension
 # changes (the editable install compiles them).
-$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/analyses/_intern.c
+$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/_intern.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,notebooks,spark]'

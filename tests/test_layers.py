@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "display": 0,
     "arrays": 0,
     "native": 0,
+    "_intern": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

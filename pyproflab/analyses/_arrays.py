@@ -13,7 +13,7 @@ from pyproflab.arrays import to_numpy
 from pyproflab.native import optional_extension
 
 # The C interner (PYPROFLAB_PURE_MERGE=1 forces Arrow's hash encoding, same numbers).
-_intern = optional_extension("pyproflab.analyses._intern", "PYPROFLAB_PURE_MERGE")
+_intern = optional_extension("pyproflab._intern", "PYPROFLAB_PURE_MERGE")
 
 
 def to_np(arr: pa.Array | pa.ChunkedArray, dtype=None) -> np.ndarray:

@@ -8,7 +8,9 @@
  * equal the ids made by hashlib, and keep its resistance to chosen content.
  * Python allocates every array and passes it through the buffer protocol; C
  * checks the bounds against the buffers' sizes before it reads anything. The
- * loop runs without the GIL.
+ * loop runs without the GIL. Each hash_* takes an optional last argument
+ * ``rows`` (int64 row numbers): only those rows are hashed and the others of
+ * ``out`` are left as they are (ids.py's digest cache knows them already).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -170,15 +172,46 @@ start_state(uint64_t start[8], const uint8_t person[16])
     start[7] ^= load_le64(person + 8);
 }
 
-/* hash_segments(data, bounds, person, out): out[k] = BLAKE2b-64 of
+/* The rows to hash: all n (rows->buf NULL) or the int64 row numbers in ``rows``,
+ * each checked to be below n. */
+typedef struct {
+    const int64_t *at;
+    Py_ssize_t n;
+} RowSet;
+
+static int
+row_set(RowSet *set, const Py_buffer *rows, Py_ssize_t n)
+{
+    set->at = NULL;
+    set->n = n;
+    if (rows->buf == NULL)
+        return 1;
+    if (rows->len % (Py_ssize_t)sizeof(int64_t))
+        return 0;
+    set->at = (const int64_t *)rows->buf;
+    set->n = rows->len / (Py_ssize_t)sizeof(int64_t);
+    for (Py_ssize_t i = 0; i < set->n; i++)
+        if (set->at[i] < 0 || set->at[i] >= n)
+            return 0;
+    return 1;
+}
+
+static inline Py_ssize_t
+row_at(const RowSet *set, Py_ssize_t i)
+{
+    return set->at ? (Py_ssize_t)set->at[i] : i;
+}
+
+/* hash_segments(data, bounds, person, out[, rows]): out[k] = BLAKE2b-64 of
  * data[bounds[k]:bounds[k+1]] with ``person`` (at most 16 bytes); bounds are
  * int64 byte offsets, non-decreasing, within data; out is uint64 with at least
  * len(bounds) - 1 entries. Returns None; ValueError when the arrays do not fit. */
 static PyObject *
 hash_segments(PyObject *self, PyObject *args)
 {
-    Py_buffer db, bb, pb, ob;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*", &db, &bb, &pb, &ob))
+    Py_buffer db, bb, pb, ob, rb = {0};
+    RowSet set;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*|y*", &db, &bb, &pb, &ob, &rb))
         return NULL;
     const char *err = NULL;
     Py_ssize_t nb = bb.len / (Py_ssize_t)sizeof(int64_t);
@@ -191,6 +224,8 @@ hash_segments(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; err == NULL && k < n; k++)
         if (bounds[k] < 0 || bounds[k] > bounds[k + 1] || bounds[k + 1] > db.len)
             err = "bounds outside the data or decreasing";
+    if (err == NULL && !row_set(&set, &rb, n))
+        err = "rows outside the segments";
     if (err == NULL && n > 0) {
         uint8_t person[16] = {0};
         uint64_t start[8];
@@ -199,10 +234,13 @@ hash_segments(PyObject *self, PyObject *args)
         const uint8_t *data = (const uint8_t *)db.buf;
         uint64_t *out = (uint64_t *)ob.buf;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++)
+        for (Py_ssize_t i = 0; i < set.n; i++) {
+            Py_ssize_t k = row_at(&set, i);
             out[k] = hash64(start, data + bounds[k], (size_t)(bounds[k + 1] - bounds[k]));
+        }
         Py_END_ALLOW_THREADS
     }
+    PyBuffer_Release(&rb);
     PyBuffer_Release(&db);
     PyBuffer_Release(&bb);
     PyBuffer_Release(&pb);
@@ -226,21 +264,22 @@ offsets_fit(const int64_t *offs, Py_ssize_t n, Py_ssize_t len)
     return offs[n] <= len;
 }
 
-/* hash_lists(values, offsets, person, out): out[k] = BLAKE2b-64 with ``person``
+/* hash_lists(values, offsets, person, out[, rows]): out[k] = BLAKE2b-64 with ``person``
  * of list k written as its length then its values, each an 8-byte little-endian
  * word (ids.stack_ids); values are uint64, offsets int64 (n+1) into them. */
 static PyObject *
 hash_lists(PyObject *self, PyObject *args)
 {
-    Py_buffer vb, ob, pb, outb;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*", &vb, &ob, &pb, &outb))
+    Py_buffer vb, ob, pb, outb, rb = {0};
+    RowSet set;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*|y*", &vb, &ob, &pb, &outb, &rb))
         return NULL;
     Py_ssize_t n = ob.len / (Py_ssize_t)sizeof(int64_t) - 1;
     const int64_t *off = (const int64_t *)ob.buf;
     int ok = pb.len <= 16 && n >= 0 && ob.len % (Py_ssize_t)sizeof(int64_t) == 0 &&
              vb.len % (Py_ssize_t)sizeof(uint64_t) == 0 &&
              outb.len >= n * (Py_ssize_t)sizeof(uint64_t) &&
-             offsets_fit(off, n, vb.len / (Py_ssize_t)sizeof(uint64_t));
+             offsets_fit(off, n, vb.len / (Py_ssize_t)sizeof(uint64_t)) && row_set(&set, &rb, n);
     int64_t longest = 0;
     for (Py_ssize_t k = 0; ok && k < n; k++)
         longest = off[k + 1] - off[k] > longest ? off[k + 1] - off[k] : longest;
@@ -253,7 +292,8 @@ hash_lists(PyObject *self, PyObject *args)
         memcpy(person, pb.buf, (size_t)pb.len);
         start_state(start, person);
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++) {
+        for (Py_ssize_t i = 0; i < set.n; i++) {
+            Py_ssize_t k = row_at(&set, i);
             size_t len = (size_t)(off[k + 1] - off[k]);
             put_le64(row, (uint64_t)len);
             for (size_t i = 0; i < len; i++)
@@ -263,6 +303,7 @@ hash_lists(PyObject *self, PyObject *args)
         Py_END_ALLOW_THREADS
         PyMem_RawFree(row);
     }
+    PyBuffer_Release(&rb);
     PyBuffer_Release(&vb);
     PyBuffer_Release(&ob);
     PyBuffer_Release(&pb);
@@ -295,15 +336,16 @@ function_row(uint8_t *dst, const int64_t *off[3], const uint8_t *data[3], int64_
     return at;
 }
 
-/* hash_functions(off0, data0, off1, data1, off2, data2, start_line, out):
+/* hash_functions(off0, data0, off1, data1, off2, data2, start_line, out[, rows]):
  * out[k] = BLAKE2b-64 (no person) of function row k as ids._function_id encodes
  * it; offsets are int64 (n+1 each) into their data, start_line int64 (n). */
 static PyObject *
 hash_functions(PyObject *self, PyObject *args)
 {
-    Py_buffer ob_[3], db_[3], lb, outb;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*", &ob_[0], &db_[0], &ob_[1], &db_[1], &ob_[2],
-                          &db_[2], &lb, &outb))
+    Py_buffer ob_[3], db_[3], lb, outb, rb = {0};
+    RowSet set;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*|y*", &ob_[0], &db_[0], &ob_[1], &db_[1],
+                          &ob_[2], &db_[2], &lb, &outb, &rb))
         return NULL;
     Py_ssize_t n = lb.len / (Py_ssize_t)sizeof(int64_t);
     const int64_t *off[3];
@@ -316,6 +358,7 @@ hash_functions(PyObject *self, PyObject *args)
         data[c] = (const uint8_t *)db_[c].buf;
         ok = ob_[c].len == (n + 1) * (Py_ssize_t)sizeof(int64_t) && offsets_fit(off[c], n, db_[c].len);
     }
+    ok = ok && row_set(&set, &rb, n);
     for (Py_ssize_t k = 0; ok && k < n; k++) {
         size_t w = 34;
         for (int c = 0; c < 3; c++)
@@ -330,11 +373,14 @@ hash_functions(PyObject *self, PyObject *args)
         uint64_t *out = (uint64_t *)outb.buf;
         start_state(start, person);
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++)
+        for (Py_ssize_t i = 0; i < set.n; i++) {
+            Py_ssize_t k = row_at(&set, i);
             out[k] = hash64(start, row, function_row(row, off, data, line[k], k));
+        }
         Py_END_ALLOW_THREADS
         PyMem_RawFree(row);
     }
+    PyBuffer_Release(&rb);
     for (int c = 0; c < 3; c++) {
         PyBuffer_Release(&ob_[c]);
         PyBuffer_Release(&db_[c]);

@@ -19,6 +19,10 @@ could steer a location onto any id):
   first by a fast numpy hash and checked element by element, so blake2b runs
   once per distinct stack.
 
+With the C extensions the ids of content this process hashed before come from
+a cache that compares the content byte for byte (``digests``): the same ids,
+blake2b run once per distinct content.
+
 64 bits still collide by chance (~n^2/2^65 for n distinct items) and could be
 searched for; the store therefore checks every id it already holds against the
 content it is given (``ingest.refuse_collisions``) and refuses a mismatch.
@@ -26,6 +30,7 @@ content it is given (``ingest.refuse_collisions``) and refuses a mismatch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import struct
@@ -36,34 +41,13 @@ import pyarrow as pa
 
 from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.native import optional_extension
+from pyproflab.store.digests import DigestCache, Entries
+from pyproflab.store.quick_hash import combine, list_hash, same_lists
 
 U64 = np.uint64
-_M1 = U64(0xBF58476D1CE4E5B9)
-_M2 = U64(0x94D049BB133111EB)
-_GOLDEN = U64(0x9E3779B97F4A7C15)
-# Odd multiplier of the stack polynomial; any odd constant is a unit mod 2^64.
-_P = U64(0xD6E8FEB86659FD93)
 # Seeds of the fast in-profile grouping hashes (never stored).
 _SEED_LINES = U64(0x4C494E4553000000)  # "LINES"
 _SEED_STACK = U64(0x535441434B000000)  # "STACK"
-
-
-def mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise on uint64 (wraps mod 2^64 by design)."""
-    x = np.asarray(x, dtype=U64)
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> U64(30))
-        x = x * _M1
-        x = x ^ (x >> U64(27))
-        x = x * _M2
-        x = x ^ (x >> U64(31))
-    return x
-
-
-def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Fold ``v`` into running hashes ``h`` (order matters)."""
-    with np.errstate(over="ignore"):
-        return mix(np.asarray(h, dtype=U64) * _GOLDEN + mix(np.asarray(v).astype(U64)))
 
 
 # The C extension that hashes many segments in one call (``_blake.c``);
@@ -71,38 +55,13 @@ def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
 # (tests/store/test_ids_fast.py).
 _blake = optional_extension("pyproflab.store._blake", "PYPROFLAB_PURE_KEYS")
 
+#: This process's ids of content it has hashed (``digests``), consulted on the C
+#: path only: hashlib's path hashes every row, to the same ids.
+CACHE = DigestCache()
+
 
 def _nonzero(ids: np.ndarray) -> np.ndarray:
     return np.where(ids == 0, U64(1), ids)
-
-
-def list_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> np.ndarray:
-    """One hash per list of a flattened list column: sum_i mix(v_i)·P^(n-1-i) mod 2^64,
-    then mixed with the list length and ``seed``. ``offsets`` has n_lists+1 entries."""
-    offsets = np.asarray(offsets, dtype=np.int64)
-    starts, ends = offsets[:-1], offsets[1:]
-    lengths = ends - starts
-    n_lists = len(lengths)
-    acc = np.zeros(n_lists, dtype=U64)
-    if len(values):
-        vals = mix(np.asarray(values, dtype=U64)[offsets[0] : offsets[-1]])
-        rel_starts = starts - offsets[0]
-        # Exponent of each element: distance from the end of its own list.
-        exps = (np.repeat(rel_starts + lengths, lengths) - 1) - np.arange(len(vals))
-        max_len = int(lengths.max()) if n_lists else 0
-        powers = np.ones(max(max_len, 1), dtype=U64)
-        with np.errstate(over="ignore"):
-            for i in range(1, max_len):
-                powers[i] = powers[i - 1] * _P
-            terms = vals * powers[exps]
-        nonempty = lengths > 0
-        if nonempty.any():
-            # reduceat sums each nonempty list: the elements from its start to the
-            # next nonempty list's start are exactly its own (empty lists have none).
-            sums = np.add.reduceat(terms, rel_starts[nonempty])
-            acc[nonempty] = sums
-    with np.errstate(over="ignore"):
-        return mix(acc ^ mix(lengths.astype(U64) + seed))
 
 
 def list_values(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
@@ -183,10 +142,24 @@ def function_ids(functions: pa.Table, columns: list[Column] | None = None) -> np
     """Ids of a PROFILE_FUNCTIONS table's rows: pprof's function key
     (name, system_name, filename, start_line), encoded as ``_function_id`` does.
     ``columns``: the table's ``function_columns`` when the caller has them."""
+    return function_keys(functions, columns)[0]
+
+
+def function_keys(
+    functions: pa.Table, columns: list[Column] | None = None
+) -> tuple[np.ndarray, Entries | None]:
+    """(``function_ids``, the rows' ``CACHE`` entries or None when not cached)."""
     if _blake is not None and functions.num_rows:
         columns = columns if columns is not None else function_columns(functions)
         if columns is not None:
-            return _function_ids_fast([(off, data) for data, off in columns[:3]], columns[3][0])
+            strings = [(off, data) for data, off in columns[:3]]
+            start = columns[3][0]
+            return CACHE.ids("functions", columns, lambda r: _function_ids_fast(strings, start, r))
+    return _function_ids_slow(functions), None
+
+
+def _function_ids_slow(functions: pa.Table) -> np.ndarray:
+    """``function_ids`` row by row (null strings, or no C extension)."""
     cols = [
         functions.column(c).to_pylist() for c in ("name", "system_name", "filename", "start_line")
     ]
@@ -239,13 +212,21 @@ def string_parts(arr: pa.Array | pa.ChunkedArray) -> StringParts | None:
     return offsets - offsets[0], data[offsets[0] : offsets[-1]]
 
 
-def _function_ids_fast(strings: list[StringParts], start_line: np.ndarray) -> np.ndarray:
-    """``_function_id`` of every row in one call of ``_blake`` (it lays out each
-    row's bytes as ``_function_id`` does, in a scratch buffer)."""
+def _function_ids_fast(
+    strings: list[StringParts], start_line: np.ndarray, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """``_function_id`` of every row (or of ``rows``) in one call of ``_blake`` (it
+    lays out each row's bytes as ``_function_id`` does, in a scratch buffer)."""
     out = np.empty(len(start_line), dtype=U64)
     parts = [x for off, data in strings for x in (off, np.ascontiguousarray(data))]
-    _blake.hash_functions(*parts, np.ascontiguousarray(start_line.view(np.int64)), out)
-    return _nonzero(out)
+    line = np.ascontiguousarray(start_line.view(np.int64))
+    _blake.hash_functions(*parts, line, out, *_rows_arg(rows))
+    return _nonzero(out if rows is None else out[rows])
+
+
+def _rows_arg(rows: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """The optional ``rows`` argument of ``_blake``'s hash_* (none: every row)."""
+    return () if rows is None else (np.ascontiguousarray(rows, dtype=np.int64),)
 
 
 MAPPING_COLUMNS = (
@@ -271,17 +252,22 @@ def mapping_ids(mappings: pa.Table) -> np.ndarray:
     return out
 
 
-def _blake_rows(words: np.ndarray, bounds: np.ndarray, person: bytes) -> np.ndarray:
+def _blake_rows(
+    words: np.ndarray, bounds: np.ndarray, person: bytes, rows: np.ndarray | None = None
+) -> np.ndarray:
     """blake2b (8 bytes, little endian, never 0) of each slice ``words[bounds[k]:
-    bounds[k+1]]`` of a uint64 array, its words little endian. All rows in one
-    call of the C extension when built; else hashlib per row, each row's hasher a
-    copy of one set up with the digest size and personalisation (half the time of
-    passing those keywords to a new hasher per row, measured on 15,000 stacks)."""
+    bounds[k+1]]`` of a uint64 array (or of the slices ``rows``, C only), its
+    words little endian. All rows in one call of the C extension when built; else
+    hashlib per row, each row's hasher a copy of one set up with the digest size
+    and personalisation (half the time of passing those keywords to a new hasher
+    per row, measured on 15,000 stacks)."""
     if _blake is not None:
         out = np.empty(len(bounds) - 1, dtype=U64)
         data = np.ascontiguousarray(words, dtype="<u8")
-        _blake.hash_segments(data, np.asarray(bounds, dtype=np.int64) * 8, person, out)
-        return _nonzero(out)
+        byte_bounds = np.asarray(bounds, dtype=np.int64) * 8
+        _blake.hash_segments(data, byte_bounds, person, out, *_rows_arg(rows))
+        return _nonzero(out if rows is None else out[rows])
+    assert rows is None, "a subset of rows is hashed on the C path only"
     buf = memoryview(np.ascontiguousarray(words, dtype="<u8").tobytes())
     b = (np.asarray(bounds, dtype=np.int64) * 8).tolist()
     base = hashlib.blake2b(digest_size=8, person=person)
@@ -308,7 +294,20 @@ def location_ids(
 
 def location_ids_of_words(words: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """``location_ids`` from the locations' ``location_words``."""
-    return _blake_rows(words, starts, b"pyproflab-loc1")
+    return location_keys(words, starts)[0]
+
+
+_LOCATION_PERSON = b"pyproflab-loc1"
+
+
+def location_keys(words: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, Entries | None]:
+    """(``location_ids_of_words``, the rows' ``CACHE`` entries or None when not cached)."""
+    if _blake is None:
+        return _blake_rows(words, starts, _LOCATION_PERSON), None
+    words = np.ascontiguousarray(words, dtype="<u8")
+    starts = np.asarray(starts, dtype=np.int64)
+    hash_rows = functools.partial(_blake_rows, words, starts, _LOCATION_PERSON)
+    return CACHE.ids("locations", [(words, starts)], hash_rows)
 
 
 def location_words(
@@ -352,62 +351,54 @@ def gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 _STACK_PERSON = b"pyproflab-stack1"
-# Samples verified per step when grouping equal stacks (bounds the index arrays).
-_VERIFY_CHUNK = 1 << 22
-
-
-def _same_as(flat: np.ndarray, offsets: np.ndarray, rep: np.ndarray) -> np.ndarray:
-    """Per list i: is list i element-for-element equal to list rep[i]?"""
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    same = lengths == lengths[rep]
-    todo = np.flatnonzero(same & (lengths > 0) & (rep != np.arange(len(rep))))
-    # Chunks of lists bounded by element count, so memory stays O(chunk).
-    cum = np.cumsum(lengths[todo])
-    cuts = (
-        np.searchsorted(cum, np.arange(_VERIFY_CHUNK, int(cum[-1]), _VERIFY_CHUNK))
-        if len(todo)
-        else np.zeros(0, np.int64)
-    )
-    for part in np.split(todo, cuts):
-        if not len(part):
-            continue
-        ln = lengths[part]
-        owner = np.repeat(np.arange(len(part)), ln)
-        rank = np.arange(len(owner)) - np.repeat(np.cumsum(ln) - ln, ln)
-        a = flat[starts[part][owner] + rank]
-        b = flat[starts[rep[part]][owner] + rank]
-        bad = np.bincount(owner[a != b], minlength=len(part)) > 0
-        same[part[bad]] = False
-    return same
 
 
 def stack_ids(location_content_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Ids of stacks given their location content ids (flattened, leaf first).
 
     blake2b of the list of location ids (the length first), as 64-bit words.
-    With the C extension every list is hashed in one call. Without it, equal
-    lists are grouped by a fast polynomial hash and hashed once; a group's
-    members are checked element by element against its first list, and a member
-    that differs (a fast-hash collision) is hashed on its own.
+    With the C extension every list is looked up in ``CACHE`` and the others
+    hashed in one call. Without it, equal lists are grouped by a fast polynomial
+    hash and hashed once; a group's members are checked element by element
+    against its first list, and a member that differs (a fast-hash collision) is
+    hashed on its own.
     """
+    return stack_keys(location_content_flat, offsets)[0]
+
+
+def stack_keys(
+    location_content_flat: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, Entries | None]:
+    """(``stack_ids``, the lists' ``CACHE`` entries or None when not cached)."""
     flat = np.asarray(location_content_flat, dtype=U64)
     offsets = np.asarray(offsets, dtype=np.int64)
     flat = flat[offsets[0] : offsets[-1]] if len(offsets) else flat[:0]
     offsets = offsets - (offsets[0] if len(offsets) else 0)
     n = len(offsets) - 1
     if n <= 0:
-        return np.zeros(0, dtype=U64)
+        return np.zeros(0, dtype=U64), None
     if _blake is not None:
-        # Every list hashed, equal ones too: the same ids (blake2b is a function of
-        # the bytes), and cheaper than finding them first when most lists are
-        # distinct, as a CPU profile's stacks are.
-        out = np.empty(n, dtype=U64)
-        _blake.hash_lists(np.ascontiguousarray(flat, dtype="<u8"), offsets, _STACK_PERSON, out)
-        return _nonzero(out)
+        # Equal lists are not grouped first: blake2b is a function of the bytes, and
+        # the cache answers repeats more cheaply than a grouping would.
+        flat = np.ascontiguousarray(flat, dtype="<u8")
+        return CACHE.ids("stacks", [(flat, offsets)], functools.partial(_c_lists, flat, offsets))
+    return _stack_ids_grouped(flat, offsets), None
+
+
+def _c_lists(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``stack_ids`` of every list (or of ``rows``) in one call of ``_blake``."""
+    out = np.empty(len(offsets) - 1, dtype=U64)
+    _blake.hash_lists(flat, offsets, _STACK_PERSON, out, *_rows_arg(rows))
+    return _nonzero(out if rows is None else out[rows])
+
+
+def _stack_ids_grouped(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``stack_ids`` by hashlib, each distinct list once (``stack_ids``' rule)."""
+    n = len(offsets) - 1
     quick = list_hash(flat, offsets, _SEED_STACK)
     _, first, inverse = np.unique(quick, return_index=True, return_inverse=True)
     rep = first[inverse.reshape(-1)]
-    alone = ~_same_as(flat, offsets, rep)
+    alone = ~same_lists(flat, offsets, rep)
     rep = np.where(alone, np.arange(n), rep)
     todo = np.unique(rep)
     lengths = np.diff(offsets)

@@ -25,6 +25,7 @@ from pyproflab import schema
 from pyproflab.errors import StoreError
 from pyproflab.model import Profile
 from pyproflab.store import ids
+from pyproflab.store.digests import Entries
 from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
 
 
@@ -85,9 +86,13 @@ class KeyedProfile:
     content: dict[str, list[ids.Column] | None] | None = field(
         default=None, repr=False, compare=False
     )
+    #: the functions, locations and stacks rows' entries in this process's digest
+    #: cache (``digests.Entries``; None for a table not cached), kept with
+    #: ``content`` and dropped as it is: ``SentMemory.trim`` matches rows by them.
+    entries: dict[str, Entries | None] | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "content": None}
+        return {**self.__dict__, "content": None, "entries": None}
 
     def __post_init__(self) -> None:
         tables = (
@@ -273,13 +278,14 @@ def key_profile(
     """
     locs, functions, mappings = _referenced(profile)
     fn_columns = ids.function_columns(functions)
-    fn_local, fn_ids = ids.u64(functions.column("id")), ids.function_ids(functions, fn_columns)
+    fn_ids, fn_entries = ids.function_keys(functions, fn_columns)
+    fn_local = ids.u64(functions.column("id"))
     map_local, map_ids = ids.u64(mappings.column("id")), ids.mapping_ids(mappings)
-    loc_local, loc_ids, locations, loc_words = _key_locations(
+    loc_local, loc_ids, locations, (loc_words, loc_entries) = _key_locations(
         locs, (fn_local, fn_ids), (map_local, map_ids)
     )
     samples = profile.samples
-    stack_of, stacks, stack_locs = _key_stacks(samples, loc_local, loc_ids)
+    stack_of, stacks, (stack_locs, stack_entries) = _key_stacks(samples, loc_local, loc_ids)
     label_of, label_sets = _key_label_sets(samples)
     out_samples = pa.table(
         {
@@ -304,24 +310,27 @@ def key_profile(
     )
     if with_content:
         keyed.content = {"functions": fn_columns, "locations": [loc_words], "stacks": [stack_locs]}
+        keyed.entries = {"functions": fn_entries, "locations": loc_entries, "stacks": stack_entries}
     return keyed
 
 
 IdMap = tuple[np.ndarray, np.ndarray]  # (a profile's own ids, their content ids)
+#: the content of a table's rows as ``sent`` compares it, and their cache entries
+Content = tuple[ids.Column, Entries | None]
 
 
 def _key_locations(
     locs: pa.Table, fns: IdMap, maps: IdMap
-) -> tuple[np.ndarray, np.ndarray, pa.Table, ids.Column]:
-    """(local ids, content ids, STORE_LOCATIONS rows, their ``ids.location_words``)
-    of ``locs``: their mapping and function references rewritten to content ids
-    first, so equal content hashes equal."""
+) -> tuple[np.ndarray, np.ndarray, pa.Table, Content]:
+    """(local ids, content ids, STORE_LOCATIONS rows, their ``ids.location_words``
+    and cache entries) of ``locs``: their mapping and function references
+    rewritten to content ids first, so equal content hashes equal."""
     loc_local = ids.u64(locs.column("id"))
     loc_mapping = _remap(ids.u64(locs.column("mapping_id")), *maps)
     lines_values, line_offsets = ids.list_values(locs.column("lines"))
     line_fn = _remap(ids.u64(lines_values.field("function_id")), *fns)
     words = ids.location_words(locs, loc_mapping, line_fn)
-    loc_ids = ids.location_ids_of_words(*words)
+    loc_ids, entries = ids.location_keys(*words)
     lines = pa.StructArray.from_arrays(
         [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
         fields=list(schema.LINE),
@@ -336,17 +345,20 @@ def _key_locations(
         ],
         schema=schema.STORE_LOCATIONS,
     )
-    return loc_local, loc_ids, locations, words
+    return loc_local, loc_ids, locations, (words, entries)
 
 
 def _key_stacks(
     samples: pa.Table, loc_local: np.ndarray, loc_ids: np.ndarray
-) -> tuple[np.ndarray, pa.Table, ids.Column]:
+) -> tuple[np.ndarray, pa.Table, Content]:
     """(each sample's stack id, STORE_STACKS rows of the distinct stacks, their
-    location ids as an ``ids.Column``): blake2b of each sample's location content ids."""
+    location ids as an ``ids.Column`` and their cache entries): blake2b of each
+    sample's location content ids."""
     loc_values, loc_offsets = ids.list_values(samples.column("location_ids"))
     flat = _remap(ids.u64(loc_values), loc_local, loc_ids)
-    stack_of = ids.stack_ids(flat, loc_offsets) if samples.num_rows else np.zeros(0, ids.U64)
+    stack_of, entries = (
+        ids.stack_keys(flat, loc_offsets) if samples.num_rows else (np.zeros(0, ids.U64), None)
+    )
     uniq_stacks, first = _first_rows(stack_of)
     starts = loc_offsets[:-1][first]
     lengths = loc_offsets[1:][first] - starts
@@ -359,7 +371,8 @@ def _key_stacks(
         ],
         schema=schema.STORE_STACKS,
     )
-    return stack_of, stacks, (uniq_flat, uniq_offsets)
+    row_entries = entries.take(first) if entries is not None else None
+    return stack_of, stacks, ((uniq_flat, uniq_offsets), row_entries)
 
 
 def _key_label_sets(samples: pa.Table) -> tuple[np.ndarray, pa.Table]:

@@ -16,6 +16,12 @@ Rules:
   byte (every field of the row, ``*_columns``): compared here, never taken
   from the id. A row whose content differs is sent whole, so the writer sees
   both contents and refuses the profile.
+- Rows keyed with this process's digest cache (``KeyedProfile.entries``) are
+  matched by their entries instead: the cache compared their bytes already,
+  and equal entries of one generation are equal content (``digests``), so a
+  row is dropped when a row of its entry was sent; entries of a generation
+  the memory has not seen (the cache was cleared) are new to it. Rows without
+  entries are compared here.
 - A trimmed profile names the files (content hashes) whose rows it relies on
   (``KeyedProfile.relies_on``): the first file that sent each dropped row. The
   writer stores it only if none of them was refused, and otherwise keys the
@@ -34,7 +40,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from pyproflab.store import ids
+from pyproflab.store import ids, quick_hash
+from pyproflab.store.digests import Entries
 from pyproflab.store.keys import KeyedProfile
 
 Column = ids.Column
@@ -128,7 +135,7 @@ class _Rows:
 
     def _first_slots(self, row_ids: np.ndarray) -> np.ndarray:
         mask = ids.U64(len(self.slot_ids) - 1)
-        return (ids.mix(row_ids ^ self.key) & mask).view(np.int64)
+        return (quick_hash.mix(row_ids ^ self.key) & mask).view(np.int64)
 
     def find(self, row_ids: np.ndarray) -> np.ndarray:
         """The remembered row of each id, -1 for an id not remembered."""
@@ -213,6 +220,34 @@ class _Rows:
         self._place(self.ids, np.arange(len(self.ids)))
 
 
+@dataclass
+class _Entries:
+    """The first sender of each cache entry of one generation, -1 for none yet."""
+
+    generation: int = 0
+    origin: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.origin.nbytes
+
+    def known(self, entries: Entries, origin: int) -> tuple[np.ndarray, np.ndarray]:
+        """(which rows' entries were sent, the origin of each of those); the others
+        are remembered as sent now, by ``origin``."""
+        if entries.generation != self.generation:
+            self.generation, self.origin = entries.generation, np.zeros(0, np.int64)
+        codes = entries.codes
+        top = int(codes.max()) + 1 if len(codes) else 0
+        if top > len(self.origin):
+            grown = np.full(max(top, 2 * len(self.origin)), -1, np.int64)
+            grown[: len(self.origin)] = self.origin
+            self.origin = grown
+        held = self.origin[codes]
+        same = held >= 0
+        self.origin[codes[~same]] = origin
+        return same, held[same]
+
+
 class SentMemory:
     """The functions, locations and stacks sent with earlier files of one ingest
     (module docstring: what is dropped, and what a trimmed profile relies on).
@@ -225,19 +260,25 @@ class SentMemory:
     def _forget(self) -> None:
         self.senders: list[str] = []
         self.rows: dict[str, _Rows] = {}
+        self.entries: dict[str, _Entries] = {}
 
     @property
     def nbytes(self) -> int:
-        """The remembered rows, and the senders' hashes (a 64-character str and
-        its list slot, ~128 bytes each), so the bound holds for any number of files."""
-        return sum(r.nbytes for r in self.rows.values()) + 128 * len(self.senders)
+        """The remembered rows and entries, and the senders' hashes (a 64-character
+        str and its list slot, ~128 bytes each), so the bound holds for any number
+        of files."""
+        held = sum(r.nbytes for r in self.rows.values())
+        held += sum(e.nbytes for e in self.entries.values())
+        return held + 128 * len(self.senders)
 
     def trim(self, keyed: KeyedProfile) -> KeyedProfile:
         """``keyed`` without the rows sent before with the same content, naming the
-        files those were sent with; the rows it sends are remembered. The rows'
-        content comes from ``keyed.content`` (built while keying) when it is there,
-        and ``keyed`` leaves without it either way."""
+        files those were sent with; the rows it sends are remembered. Rows are
+        matched by ``keyed.entries`` where keying had them, else by their content,
+        from ``keyed.content`` (built while keying) when it is there; ``keyed``
+        leaves without either."""
         content, keyed.content = keyed.content, None
+        entries, keyed.entries = keyed.entries or {}, None
         if self.max_bytes <= 0:
             return keyed
         origin = len(self.senders)
@@ -246,15 +287,13 @@ class SentMemory:
         relied: set[int] = set()
         for attr, id_col, columns_of in _TABLES:
             table: pa.Table = getattr(keyed, attr)
-            columns = content[attr] if content is not None else columns_of(table)
-            if columns is not None and any(len(s) != table.num_rows + 1 for _, s in columns):
-                raise ValueError(f"the {attr} content kept while keying is not of its rows")
-            if columns is None:
+            found = self._known(attr, table, entries.get(attr), origin)
+            if found is None:
+                columns = content[attr] if content is not None else columns_of(table)
+                found = self._compared(attr, table, id_col, columns, origin)
+            if found is None:
                 continue
-            rows = self.rows.setdefault(attr, _Rows(len(columns)))
-            row_ids = ids.u64(table.column(id_col))
-            same, origins = rows.known(row_ids, columns)
-            rows.add(row_ids, columns, np.flatnonzero(~same), origin)
+            same, origins = found
             if same.any():
                 relied.update(np.flatnonzero(np.bincount(origins)).tolist())
                 kept[attr] = table.filter(pa.array(~same))
@@ -265,3 +304,33 @@ class SentMemory:
         if self.nbytes > self.max_bytes:
             self._forget()
         return out
+
+    def _known(
+        self, attr: str, table: pa.Table, entries: Entries | None, origin: int
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``_Entries.known`` of the table's rows by their cache entries; None without."""
+        if entries is None:
+            return None
+        if len(entries.codes) != table.num_rows:
+            raise ValueError(f"the {attr} entries kept while keying are not of its rows")
+        return self.entries.setdefault(attr, _Entries()).known(entries, origin)
+
+    def _compared(
+        self,
+        attr: str,
+        table: pa.Table,
+        id_col: str,
+        columns: list[Column] | None,
+        origin: int,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``_Rows.known`` of the table's rows by id and content (remembering those
+        not known); None for a table without columns (sent whole)."""
+        if columns is None:
+            return None
+        if any(len(s) != table.num_rows + 1 for _, s in columns):
+            raise ValueError(f"the {attr} content kept while keying is not of its rows")
+        rows = self.rows.setdefault(attr, _Rows(len(columns)))
+        row_ids = ids.u64(table.column(id_col))
+        same, origins = rows.known(row_ids, columns)
+        rows.add(row_ids, columns, np.flatnonzero(~same), origin)
+        return same, origins

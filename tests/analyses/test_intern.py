@@ -1,4 +1,4 @@
-"""The merge's C interner (pyproflab/analyses/_intern.c) against Arrow's hash encoding.
+"""The merge's C interner (pyproflab/_intern.c) against Arrow's hash encoding.
 
 Rules checked: the extension is built and used in this installation (unless
 ``PYPROFLAB_PURE_MERGE`` is set); ``Numbering`` gives the same numbers and the
@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.testenv import assert_compiles_without_warnings
 
+import pyproflab
 from pyproflab.analyses import _arrays
 from pyproflab.analyses._arrays import Numbering, key_bytes, ragged_keys, row_keys
 
-SOURCE = Path(_arrays.__file__).with_name("_intern.c")
+SOURCE = Path(pyproflab.__file__).with_name("_intern.c")
 needs_intern = pytest.mark.skipif(
     _arrays._intern is None, reason="the _intern C extension is not built"
 )
@@ -49,7 +50,7 @@ def _same(batches: list[pa.Array]) -> None:
 def test_the_extension_is_used_here() -> None:
     if os.environ.get("PYPROFLAB_PURE_MERGE", "") not in ("", "0"):
         pytest.skip("PYPROFLAB_PURE_MERGE forces the Arrow path")
-    assert _arrays._intern is not None, "pyproflab.analyses._intern was not built"
+    assert _arrays._intern is not None, "pyproflab._intern was not built"
     assert Numbering()._interner is not None
 
 

@@ -118,11 +118,14 @@ def test_a_forged_address_does_not_take_another_services_location() -> None:
         assert store.counts()["locations"] == 2
 
 
+def _every_location_on_42(words: np.ndarray, starts: np.ndarray):
+    """``ids.location_keys`` with every location on one id (no cache entries)."""
+    return np.full(len(starts) - 1, 42, ids.U64), None
+
+
 def test_a_colliding_id_is_refused_and_the_store_left_as_before(monkeypatch) -> None:
     # Force every location of every profile onto one id: what a found collision does.
-    monkeypatch.setattr(
-        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
-    )
+    monkeypatch.setattr(ids, "location_keys", _every_location_on_42)
     with Store.open(":memory:") as store:
         ingest(store, [(make_profile([(["a.first"], [1, 10])]), ProfileMeta(service="a"))])
         before = {
@@ -140,9 +143,7 @@ def test_a_colliding_id_is_refused_and_the_store_left_as_before(monkeypatch) -> 
 
 
 def test_a_collision_inside_one_batch_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(
-        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
-    )
+    monkeypatch.setattr(ids, "location_keys", _every_location_on_42)
     with Store.open(":memory:") as store:
         with pytest.raises(IdCollisionError):
             ingest(store, [(make_profile([(["a.first", "a.main"], [1, 10])]), ProfileMeta())])

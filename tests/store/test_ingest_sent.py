@@ -69,11 +69,16 @@ def test_the_content_kept_while_keying_is_what_trimming_builds_and_is_not_sent()
             assert getattr(a, attr).equals(getattr(b, attr))
 
 
-def test_a_sent_id_with_other_content_is_sent_again(monkeypatch) -> None:
-    # Every location on one id: what a found collision does.
-    monkeypatch.setattr(
-        ids, "location_ids_of_words", lambda words, starts: np.full(len(starts) - 1, 42, ids.U64)
-    )
+@pytest.mark.parametrize("entries", [True, False], ids=["by-cache-entries", "by-content"])
+def test_a_sent_id_with_other_content_is_sent_again(monkeypatch, entries: bool) -> None:
+    # Every location on one id: what a found collision does. Its cache entries (the
+    # digest cache's, by content) are kept, or left out so that trim compares.
+    real = ids.location_keys
+
+    def on_42(words, starts):
+        return np.full(len(starts) - 1, 42, ids.U64), real(words, starts)[1] if entries else None
+
+    monkeypatch.setattr(ids, "location_keys", on_42)
     memory = SentMemory(1 << 20)
     memory.trim(_keyed([(["a.first"], [1, 10])], 1))
     other = memory.trim(_keyed([(["b.second"], [2, 20])], 2))
@@ -133,15 +138,16 @@ def test_a_profile_relying_on_a_refused_file_is_keyed_again(
     it is refused too (not stored on rows that were never stored, nor merged into
     the stored location). f3 shares only a function with f1: keyed again, stored."""
     victim = make_profile([(["a.first"], [1, 10])])
-    real = ids.location_ids_of_words
+    real = ids.location_keys
     target = int(key_profile(victim, ProfileMeta(), "v").locations.column(0)[0].as_py())
     forged = make_profile([(["b.second"], [1, 1]), (["c.common"], [1, 1])])
     source = int(key_profile(forged, ProfileMeta(), "f").locations.column(0)[0].as_py())
-    monkeypatch.setattr(
-        ids,
-        "location_ids_of_words",
-        lambda words, starts: np.where((out := real(words, starts)) == source, target, out),
-    )
+
+    def forged_keys(words, starts):  # the digest cache's entries kept: trim goes by them
+        out, entries = real(words, starts)
+        return np.where(out == source, target, out), entries
+
+    monkeypatch.setattr(ids, "location_keys", forged_keys)
     files = tmp_path / "files"
     files.mkdir()
     for i, rows in enumerate(

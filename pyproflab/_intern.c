@@ -1,5 +1,7 @@
-/* Numbering of byte keys in order of first appearance, across batches, for the
- * merge of many profiles (analyses/_arrays.Numbering).
+/* Numbering of byte keys in order of first appearance, across batches: the
+ * merge of many profiles numbers its keys with it (analyses/_arrays.Numbering),
+ * the store's digest cache finds content it has hashed before (store/digests.py).
+ * Shared by both layers, so it sits at the package's top, below them.
  *
  * Rules: an Interner holds every distinct key it was given once (its bytes in
  * one arena) and numbers them 0, 1, ... in the order they first appeared. Keys
@@ -26,13 +28,36 @@ rotl(uint64_t x, int b)
     return (x << b) | (x >> (64 - b));
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LITTLE_ENDIAN_HOST 1
+#else
+#define LITTLE_ENDIAN_HOST 0
+#endif
+
 static inline uint64_t
 load_le64(const uint8_t *p)
 {
+#if LITTLE_ENDIAN_HOST
+    uint64_t v; /* one load; the byte loop below is the portable form */
+    memcpy(&v, p, 8);
+    return v;
+#else
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
+#endif
+}
+
+static inline void
+put_le64(uint8_t *p, uint64_t v)
+{
+#if LITTLE_ENDIAN_HOST
+    memcpy(p, &v, 8);
+#else
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+#endif
 }
 
 #define SIPROUND                      \
@@ -148,16 +173,15 @@ grow_arena(Interner *self, size_t need)
     return 0;
 }
 
-/* The number of key p[0:len] (0-based), added as the next number if new (*added
- * set to 1); -1 when memory ran out (nothing added). */
+/* The number of key p[0:len] (0-based), its hash h, added as the next number if
+ * new (*added set to 1); -1 when memory ran out (nothing added). */
 static Py_ssize_t
-intern_one(Interner *self, const uint8_t *p, size_t len, int *added)
+intern_hashed(Interner *self, const uint8_t *p, size_t len, uint64_t h, int *added)
 {
     *added = 0;
     /* Grown before probing, so the table always has an empty slot to stop at. */
     if (2 * (self->n + 1) > self->mask + 1 && grow_slots(self) < 0)
         return -1;
-    uint64_t h = siphash13(self->k0, self->k1, p, len);
     Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)self->mask);
     for (;;) {
         Slot slot = self->slots[i];
@@ -184,6 +208,53 @@ intern_one(Interner *self, const uint8_t *p, size_t len, int *added)
     self->n++;
     *added = 1;
     return k;
+}
+
+static Py_ssize_t
+intern_one(Interner *self, const uint8_t *p, size_t len, int *added)
+{
+    return intern_hashed(self, p, len, siphash13(self->k0, self->k1, p, len), added);
+}
+
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+/* Prefetching a group's lookups in three steps, each a step ahead of the next:
+ * the slot a hash probes first, then the offsets of the key it holds (when its
+ * hash matches), then that key's bytes. Hints only: nothing is decided here. */
+static inline void
+prefetch_slot(const Interner *self, uint64_t h)
+{
+    PREFETCH(&self->slots[h & (uint64_t)self->mask]);
+}
+
+static inline Py_ssize_t
+first_candidate(const Interner *self, uint64_t h)
+{
+    Slot slot = self->slots[h & (uint64_t)self->mask];
+    return slot.number1 && slot.hash == h ? (Py_ssize_t)slot.number1 - 1 : -1;
+}
+
+static inline void
+prefetch_offsets(const Interner *self, uint64_t h)
+{
+    Py_ssize_t k = first_candidate(self, h);
+    if (k >= 0)
+        PREFETCH(&self->offsets[k]);
+}
+
+static inline void
+prefetch_key(const Interner *self, uint64_t h)
+{
+    Py_ssize_t k = first_candidate(self, h);
+    if (k < 0)
+        return;
+    const uint8_t *at = self->arena + self->offsets[k], *end = self->arena + self->offsets[k + 1];
+    for (int line = 0; line < 4 && at + 64 * line < end; line++)
+        PREFETCH(at + 64 * line);
 }
 
 static void
@@ -285,14 +356,198 @@ Interner_number(Interner *self, PyObject *args)
     return PyLong_FromSsize_t(fresh);
 }
 
+/* True when offs (n+1 int64) are non-decreasing from 0 and end within len. */
+static int
+offsets_fit(const int64_t *offs, Py_ssize_t n, Py_ssize_t len)
+{
+    if (offs[0] < 0)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (offs[k] > offs[k + 1])
+            return 0;
+    return offs[n] <= len;
+}
+
+#define MAX_COLUMNS 8
+#define ROW_GROUP 16
+
+/* The columns of number_rows, their buffers held until columns_release. */
+typedef struct {
+    int n;
+    Py_buffer data[MAX_COLUMNS], offsets[MAX_COLUMNS];
+} Columns;
+
+static void
+columns_release(Columns *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        PyBuffer_Release(&c->data[i]);
+        PyBuffer_Release(&c->offsets[i]);
+    }
+    c->n = 0;
+}
+
+/* Takes the (data, offsets) pairs of ``seq``; the rows they share in *rows.
+ * NULL on success, else the reason (a Python error may be set: *rows is -2). */
+static const char *
+columns_get(Columns *c, PyObject *seq, Py_ssize_t *rows)
+{
+    PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
+    c->n = 0;
+    *rows = -1;
+    if (fast == NULL)
+        return "";
+    const char *err = NULL;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(fast);
+    if (m < 1 || m > MAX_COLUMNS)
+        err = "from 1 to 8 columns";
+    for (Py_ssize_t i = 0; err == NULL && i < m; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyArg_ParseTuple(pair, "y*y*", &c->data[i], &c->offsets[i])) {
+            err = "";
+            break;
+        }
+        c->n++;
+        Py_ssize_t len = c->offsets[i].len;
+        Py_ssize_t n = len / (Py_ssize_t)sizeof(int64_t) - 1;
+        if (len % (Py_ssize_t)sizeof(int64_t) || n < 0 || (*rows >= 0 && n != *rows))
+            err = "every column's offsets must be int64, rows + 1 of them";
+        else if (!offsets_fit((const int64_t *)c->offsets[i].buf, n, c->data[i].len))
+            err = "offsets outside their data or decreasing";
+        *rows = n;
+    }
+    Py_DECREF(fast);
+    return err;
+}
+
+/* Row k of the columns laid out as its key: each column's byte length (8 bytes,
+ * little endian), then each column's bytes. Returns the key's length. */
+static size_t
+row_key(uint8_t *dst, const Columns *c, Py_ssize_t k)
+{
+    size_t at = 8 * (size_t)c->n;
+    for (int i = 0; i < c->n; i++) {
+        const int64_t *offs = (const int64_t *)c->offsets[i].buf;
+        size_t len = (size_t)(offs[k + 1] - offs[k]);
+        put_le64(dst + 8 * i, (uint64_t)len);
+        memcpy(dst + at, (const uint8_t *)c->data[i].buf + offs[k], len);
+        at += len;
+    }
+    return at;
+}
+
+/* The longest key of the rows (row_key). */
+static size_t
+widest_row(const Columns *c, Py_ssize_t rows)
+{
+    size_t widest = 0;
+    for (Py_ssize_t k = 0; k < rows; k++) {
+        size_t w = 8 * (size_t)c->n;
+        for (int i = 0; i < c->n; i++) {
+            const int64_t *offs = (const int64_t *)c->offsets[i].buf;
+            w += (size_t)(offs[k + 1] - offs[k]);
+        }
+        widest = w > widest ? w : widest;
+    }
+    return widest;
+}
+
+PyDoc_STRVAR(number_rows_doc,
+             "number_rows(columns, codes, new) -> int\n\n"
+             "number() over rows of several columns: columns is a sequence of (data,\n"
+             "offsets) pairs (offsets: int64 byte offsets, rows + 1 of them, the same\n"
+             "rows in every column); row k's key is each column's byte length (8 bytes,\n"
+             "little endian), then each column's bytes, so two rows are one key exactly\n"
+             "when every column's bytes are equal. Writes codes and new as number() does\n"
+             "and returns how many new keys there were.");
+
+static PyObject *
+Interner_number_rows(Interner *self, PyObject *args)
+{
+    PyObject *seq;
+    Py_buffer cb, nb;
+    Columns c;
+    if (!PyArg_ParseTuple(args, "Ow*w*", &seq, &cb, &nb))
+        return NULL;
+    Py_ssize_t rows;
+    const char *err = columns_get(&c, seq, &rows);
+    if (err == NULL && (cb.len < rows * (Py_ssize_t)sizeof(int64_t) ||
+                        nb.len < rows * (Py_ssize_t)sizeof(int64_t)))
+        err = "codes or new shorter than the rows";
+    if (err == NULL && self->slots == NULL)
+        err = "Interner not initialised";
+    /* Rows go in groups of ROW_GROUP: each group's keys are laid out and hashed and
+     * their slots prefetched, then looked up in order (so numbers are handed out
+     * as one by one); a lookup is otherwise mostly a wait for its slot. */
+    size_t stride = err == NULL ? widest_row(&c, rows) + 1 : 0;
+    uint8_t *keys = NULL;
+    if (err == NULL && (keys = PyMem_Malloc(ROW_GROUP * stride)) == NULL)
+        err = "";
+    Py_ssize_t fresh = 0;
+    int64_t *codes = (int64_t *)cb.buf, *news = (int64_t *)nb.buf;
+    for (Py_ssize_t base = 0; err == NULL && base < rows; base += ROW_GROUP) {
+        int m = rows - base < ROW_GROUP ? (int)(rows - base) : ROW_GROUP;
+        size_t lens[ROW_GROUP];
+        uint64_t hashes[ROW_GROUP];
+        for (int j = 0; j < m; j++) {
+            lens[j] = row_key(keys + j * stride, &c, base + j);
+            hashes[j] = siphash13(self->k0, self->k1, keys + j * stride, lens[j]);
+            prefetch_slot(self, hashes[j]);
+        }
+        for (int j = 0; j < m; j++)
+            prefetch_offsets(self, hashes[j]);
+        for (int j = 0; j < m; j++)
+            prefetch_key(self, hashes[j]);
+        for (int j = 0; err == NULL && j < m; j++) {
+            int added;
+            Py_ssize_t code = intern_hashed(self, keys + j * stride, lens[j], hashes[j], &added);
+            if (code < 0)
+                err = "";
+            codes[base + j] = code;
+            if (added)
+                news[fresh++] = base + j;
+        }
+    }
+    PyMem_Free(keys);
+    columns_release(&c);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&nb);
+    if (err != NULL) {
+        if (*err)
+            PyErr_SetString(PyExc_ValueError, err);
+        else if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return NULL;
+    }
+    return PyLong_FromSsize_t(fresh);
+}
+
 static Py_ssize_t
 Interner_len(Interner *self)
 {
     return self->n;
 }
 
+/* The bytes the Interner holds: its key arena, key offsets and slots (allocated). */
+static PyObject *
+Interner_nbytes(Interner *self, void *Py_UNUSED(closure))
+{
+    if (self->slots == NULL)
+        return PyLong_FromLong(0);
+    size_t n = self->arena_cap + (size_t)(self->cap + 1) * sizeof(int64_t) +
+               (size_t)(self->mask + 1) * sizeof(Slot);
+    return PyLong_FromSize_t(n);
+}
+
+static PyGetSetDef Interner_getset[] = {
+    {"nbytes", (getter)Interner_nbytes, NULL,
+     "Bytes held: the keys' arena, their offsets and the slots.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMethodDef Interner_methods[] = {
     {"number", (PyCFunction)Interner_number, METH_VARARGS, number_doc},
+    {"number_rows", (PyCFunction)Interner_number_rows, METH_VARARGS, number_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -301,7 +556,7 @@ static PySequenceMethods Interner_as_sequence = {
 };
 
 static PyTypeObject InternerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pyproflab.analyses._intern.Interner",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pyproflab._intern.Interner",
     .tp_doc = PyDoc_STR("Interner(seed: 16 bytes): byte keys numbered in order of first appearance."),
     .tp_basicsize = sizeof(Interner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -309,13 +564,14 @@ static PyTypeObject InternerType = {
     .tp_init = (initproc)Interner_init,
     .tp_dealloc = (destructor)Interner_dealloc,
     .tp_methods = Interner_methods,
+    .tp_getset = Interner_getset,
     .tp_as_sequence = &Interner_as_sequence,
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "_intern",
-    "Byte keys numbered in order of first appearance (analyses/_arrays.Numbering).",
+    "Byte keys numbered in order of first appearance (see _intern.c).",
     -1,
     NULL,
     NULL,

@@ -1,9 +1,0 @@
-# Type stub of the C extension pyproflab/analyses/_intern.c (optional: without a C
-# compiler _arrays.Numbering numbers keys with Arrow's hash encoding, in the same
-# order). See _intern.c.
-from typing import Any
-
-class Interner:
-    def __init__(self, seed: bytes) -> None: ...
-    def __len__(self) -> int: ...
-    def number(self, data: Any, offsets: Any, codes: Any, new: Any) -> int: ...
