@@ -6,7 +6,8 @@ One input is one decompressed-or-gzipped profile. ``check`` decodes it three way
   copy built with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's
   edge counters, named by ``PYPROFLAB_FUZZ_WIRE``);
 - ``numpy``: the fast decoder with the extension switched off;
-- ``reference``: the protobuf-runtime decoder.
+- ``reference``: the protobuf-runtime decoder, its top level split by upb too
+  (so ``c`` against ``reference`` also checks ``_wire.split_top``).
 
 ``make fuzz`` compares ``c`` with ``reference`` (``PYPROFLAB_FUZZ_PATHS``, e.g.
 ``c,numpy,reference`` for all three, at about half the speed); ``make test``
@@ -53,6 +54,18 @@ def _use_sanitized_wire() -> None:
 
 
 @contextlib.contextmanager
+def _upb_top_level():
+    """The top level split by upb, not by the extension's split_top."""
+    from pyproflab.decode import lite
+
+    saved, lite._split_top = lite._split_top, None
+    try:
+        yield
+    finally:
+        lite._split_top = saved
+
+
+@contextlib.contextmanager
 def _without_extension():
     from pyproflab.decode import fast
 
@@ -69,7 +82,8 @@ def _decode(data: bytes, path: str):
     from pyproflab.errors import ProfileError
 
     method = "reference" if path == "reference" else "fast"
-    switch = _without_extension() if path == "numpy" else contextlib.nullcontext()
+    switches = {"numpy": _without_extension, "reference": _upb_top_level}
+    switch = switches.get(path, contextlib.nullcontext)()
     try:
         with switch:
             return decode_bytes(data, source="<fuzz>", max_bytes=MAX_BYTES, method=method)

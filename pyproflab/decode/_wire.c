@@ -1,12 +1,15 @@
-/* The hot loops of the fast decoder (fast.py), in C: varints of many messages,
- * fields of many messages, runs of packed varints.
+/* The hot loops of the fast decoder (fast.py), in C: the top level's fields
+ * (lite.py), varints of many messages, fields of many messages, runs of packed
+ * varints.
  *
  * Rules: each function gives exactly what its numpy counterpart in fast.py
- * gives, and says "hand over" (a negative code, mapped to _HandToReference in
- * fast.py) under the same conditions. Python allocates every array and passes
- * it through the buffer protocol; C checks every index it reads or writes
- * against the buffers' sizes, whatever the arrays hold. Values wrap modulo
- * 2**64 as in upb. The loops run without the GIL.
+ * gives (split_top: what upb gives, see lite.py), and says "hand over" (a
+ * negative code, mapped to _HandToReference in fast.py) under the same
+ * conditions. Python allocates every array and passes it through the buffer
+ * protocol (only join, known_fields and split_top return new bytes); C checks
+ * every index it reads or writes against the buffers' sizes, whatever the
+ * arrays hold, segments of a buffer included. Values wrap modulo 2**64 as in
+ * upb. The loops run without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -54,7 +57,126 @@ bad_arrays(void)
     return NULL;
 }
 
+/* --- messages: bytes objects, or segments of one buffer --------------------------------- */
+
+/* The messages count_ends, split and join read: either a tuple of bytes objects
+ * (tuple != NULL), or segments of one buffer, message i being
+ * buf[start[i] : start[i] + length[i]] (what split_top finds). */
+typedef struct {
+    PyObject *tuple;
+    const unsigned char *buf;
+    Py_ssize_t size;
+    const int64_t *start, *length;
+    Py_ssize_t count;
+} Messages;
+
+/* Message i (0 <= i < ms->count): its first byte and size. -1 when a segment
+ * lies outside the buffer (the arrays hold anything: checked on every read). */
+static int
+message_at(const Messages *ms, Py_ssize_t i, const unsigned char **p, Py_ssize_t *len)
+{
+    if (ms->tuple != NULL) {
+        PyObject *item = PyTuple_GET_ITEM(ms->tuple, i);
+        *p = (const unsigned char *)PyBytes_AS_STRING(item);
+        *len = PyBytes_GET_SIZE(item);
+        return 0;
+    }
+    int64_t s = ms->start[i], n = ms->length[i];
+    if (s < 0 || n < 0 || s > ms->size || n > ms->size - s)
+        return -1;
+    *p = ms->buf + s;
+    *len = (Py_ssize_t)n;
+    return 0;
+}
+
+/* Messages from a Python sequence of bytes (a new tuple in ms->tuple: the caller
+ * releases it with messages_release). */
+static int
+messages_from_sequence(PyObject *seq, Messages *ms)
+{
+    *ms = (Messages){0};
+    ms->tuple = bytes_tuple(seq);
+    if (ms->tuple == NULL)
+        return -1;
+    ms->count = PyTuple_GET_SIZE(ms->tuple);
+    return 0;
+}
+
+/* Messages from a buffer and its start and length arrays (int64, of one size),
+ * held in b[0..2] (the caller releases them). */
+static int
+messages_from_segments(Py_buffer *b, Messages *ms)
+{
+    *ms = (Messages){0};
+    if (b[1].len % 8 || b[1].len != b[2].len) {
+        bad_arrays();
+        return -1;
+    }
+    ms->buf = b[0].buf;
+    ms->size = b[0].len;
+    ms->start = b[1].buf;
+    ms->length = b[2].buf;
+    ms->count = b[1].len / 8;
+    return 0;
+}
+
+static void
+messages_release(Messages *ms)
+{
+    Py_CLEAR(ms->tuple);
+}
+
 /* --- count_ends ---------------------------------------------------------------------- */
+
+/* The bytes below 0x80 in p[0:len]: each ends a varint. */
+static long long
+count_low_bytes(const unsigned char *p, Py_ssize_t len)
+{
+    long long c = 0;
+    Py_ssize_t j = 0;
+    /* Eight bytes at a time: the high bit of each, inverted, summed by a multiply
+     * (each byte of `low` is 0 or 1, so the sum fits in the top byte). */
+    for (; j + 8 <= len; j += 8) {
+        uint64_t x;
+        memcpy(&x, p + j, 8);
+        uint64_t low = (~x & UINT64_C(0x8080808080808080)) >> 7;
+        c += (long long)((low * UINT64_C(0x0101010101010101)) >> 56);
+    }
+    for (; j < len; j++)
+        c += (p[j] >> 7) ^ 1;
+    return c;
+}
+
+/* Total size and varint ends of the messages; BAD_ARRAYS for a segment outside
+ * its buffer. */
+static int
+count_ends_core(const Messages *ms, long long *size, long long *ends)
+{
+    *size = *ends = 0;
+    for (Py_ssize_t i = 0; i < ms->count; i++) {
+        const unsigned char *p;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0)
+            return BAD_ARRAYS;
+        *size += len;
+        *ends += count_low_bytes(p, len);
+    }
+    return 0;
+}
+
+static PyObject *
+counted(Messages *ms)
+{
+    long long size, ends;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = count_ends_core(ms, &size, &ends);
+    Py_END_ALLOW_THREADS
+    messages_release(ms);
+    if (status)
+        return bad_arrays();
+    return Py_BuildValue("LL", size, ends);
+}
 
 PyDoc_STRVAR(count_ends_doc,
              "count_ends(messages) -> (bytes, ends)\n\n"
@@ -65,34 +187,31 @@ static PyObject *
 count_ends(PyObject *self, PyObject *messages)
 {
     (void)self;
-    PyObject *t = bytes_tuple(messages);
-    if (t == NULL)
+    Messages ms;
+    if (messages_from_sequence(messages, &ms) < 0)
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(t);
-    long long size = 0, ends = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(t, i);
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(item);
-        Py_ssize_t len = PyBytes_GET_SIZE(item);
-        long long c = 0;
-        Py_ssize_t j = 0;
-        /* Eight bytes at a time: the high bit of each, inverted, summed by a multiply
-         * (each byte of `low` is 0 or 1, so the sum fits in the top byte). */
-        for (; j + 8 <= len; j += 8) {
-            uint64_t x;
-            memcpy(&x, p + j, 8);
-            uint64_t low = (~x & UINT64_C(0x8080808080808080)) >> 7;
-            c += (long long)((low * UINT64_C(0x0101010101010101)) >> 56);
-        }
-        for (; j < len; j++)
-            c += (p[j] >> 7) ^ 1;
-        size += len;
-        ends += c;
-    }
-    Py_END_ALLOW_THREADS
-    Py_DECREF(t);
-    return Py_BuildValue("LL", size, ends);
+    return counted(&ms);
+}
+
+PyDoc_STRVAR(count_ends_at_doc,
+             "count_ends_at(buf, start, length) -> (bytes, ends)\n\n"
+             "count_ends of the messages buf[start[i] : start[i] + length[i]] (int64\n"
+             "arrays). ValueError when a segment lies outside buf.");
+
+static PyObject *
+count_ends_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b[3];
+    Messages ms;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &b[0], &b[1], &b[2]))
+        return NULL;
+    if (messages_from_segments(b, &ms) == 0)
+        result = counted(&ms);
+    for (int i = 0; i < 3; i++)
+        PyBuffer_Release(&b[i]);
+    return result;
 }
 
 /* --- walking messages ----------------------------------------------------------------- */
@@ -201,26 +320,29 @@ walked(int status, Py_ssize_t k, Py_ssize_t m)
 
 /* --- split: tokenize and walk top-level sub-messages ------------------------------------ */
 
-/* Messages m0... of the tuple: tokenized as if joined (values, ends: the varints,
- * ends[k] the joined buffer's index of its last byte; first[i]: the index of message
- * i's first varint; offsets[i]: of its first byte, offsets[n] = the size), each
- * walked right after (its varints still in cache) into out from *k on. Resuming
- * at m0 > 0 reads first[m0] and offsets[m0] as a previous call left them.
- * A message that ends inside a varint is handed over: the next one would start
- * inside it (numpy's index_at refuses that) or the buffer would end inside it. */
+/* Messages m0...: tokenized as if joined (values, ends: the varints, ends[k] the
+ * joined buffer's index of its last byte, cap entries each; first[i]: the index
+ * of message i's first varint; offsets[i]: of its first byte, offsets[n] = the
+ * size), each walked right after (its varints still in cache) into out from *k
+ * on; *ntok: the varints so far. Resuming at m0 > 0 reads first[m0] and
+ * offsets[m0] as a previous call left them. A message that ends inside a varint
+ * is handed over: the next one would start inside it (numpy's index_at refuses
+ * that) or the buffer would end inside it. */
 static int
-split_core(PyObject *t, Py_ssize_t m0, uint64_t *values, int64_t *ends, Py_ssize_t cap,
-           int64_t *first, int64_t *offsets, FieldsOut *out, Py_ssize_t *k, Py_ssize_t *m)
+split_core(const Messages *ms, Py_ssize_t m0, uint64_t *values, int64_t *ends, Py_ssize_t cap,
+           int64_t *first, int64_t *offsets, FieldsOut *out, Py_ssize_t *k, Py_ssize_t *m,
+           Py_ssize_t *ntok)
 {
-    Py_ssize_t count = PyTuple_GET_SIZE(t);
+    Py_ssize_t count = ms->count;
     Py_ssize_t n = m0 ? first[m0] : 0;
     int64_t base = m0 ? offsets[m0] : 0;
     if (n < 0 || n > cap || base < 0)
         return BAD_ARRAYS;
     for (*m = m0; *m < count; (*m)++) {
-        PyObject *item = PyTuple_GET_ITEM(t, *m);
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(item);
-        Py_ssize_t size = PyBytes_GET_SIZE(item);
+        const unsigned char *p;
+        Py_ssize_t size;
+        if (message_at(ms, *m, &p, &size) < 0)
+            return BAD_ARRAYS;
         Py_ssize_t start = n;
         first[*m] = n;
         offsets[*m] = base;
@@ -230,7 +352,8 @@ split_core(PyObject *t, Py_ssize_t m0, uint64_t *values, int64_t *ends, Py_ssize
          * every byte writes the varint in progress at n, and a last byte moves n on. */
         for (Py_ssize_t j = 0; j < size; j++) {
             if (n == cap) {
-                /* cap is the number of last bytes: only continuation bytes are left. */
+                /* cap is at least the number of last bytes (count_ends): only
+                 * continuation bytes are left, or cap is short of it. */
                 return HAND_ENDS_INSIDE_VARINT;
             }
             uint64_t b = p[j];
@@ -249,26 +372,54 @@ split_core(PyObject *t, Py_ssize_t m0, uint64_t *values, int64_t *ends, Py_ssize
         if (shift)
             return HAND_ENDS_INSIDE_VARINT;
         base += size;
+        *ntok = n;
         int status = walk_message(values, ends, *m, start, n, base, out, k);
         if (status)
             return status;
     }
-    if (n != cap)
-        return BAD_ARRAYS;
     offsets[count] = base;
     return 0;
 }
 
+/* split's work once the messages are known: b[0..3] the token and offset arrays,
+ * o[0..4] the field arrays (all held by the caller). */
+static PyObject *
+split_messages(const Messages *ms, Py_buffer *b, Py_buffer *o, Py_ssize_t m0, Py_ssize_t k0)
+{
+    Py_ssize_t count = ms->count;
+    Py_ssize_t cap = b[0].len / 8;
+    FieldsOut out;
+    if (!fields_out(o, &out) || b[1].len / 8 != cap || b[2].len / 8 != count ||
+        b[3].len / 8 != count + 1 || m0 < 0 || m0 > count || k0 < 0 || k0 > out.cap)
+        return bad_arrays();
+    Py_ssize_t k = k0, m = m0, ntok = m0 < count ? ((int64_t *)b[2].buf)[m0] : 0;
+    int status = 0;
+    if (m0 < count) {
+        Py_BEGIN_ALLOW_THREADS
+        status = split_core(ms, m0, b[0].buf, b[1].buf, cap, b[2].buf, b[3].buf, &out, &k, &m,
+                            &ntok);
+        Py_END_ALLOW_THREADS
+    }
+    else if (m0 == 0) {
+        ((int64_t *)b[3].buf)[0] = 0; /* no messages */
+    }
+    if (status == BAD_ARRAYS)
+        return bad_arrays();
+    return Py_BuildValue("nnn", status < 0 && status != FIELDS_FULL ? (Py_ssize_t)status : k, m,
+                         ntok);
+}
+
 PyDoc_STRVAR(split_doc,
              "split(messages, values, ends, first, offsets, message, number, wire, tag, next,\n"
-             "      m, k) -> (k, m)\n\n"
+             "      m, k) -> (k, m, tokens)\n\n"
              "Tokenize the messages (bytes) as if joined, into values (uint64) and ends\n"
-             "(int64) sized by count_ends, first (int64, a message's first varint) and\n"
-             "offsets (int64, where each starts; messages + 1), and walk each into the five\n"
-             "field arrays (int64, uint64, int8, int64, int64) from field k on, message by\n"
-             "message. Returns the fields written and len(messages), or, when the field\n"
-             "arrays are full, the fields written before message m: call again with larger\n"
-             "arrays, m and k. k < 0: hand over.");
+             "(int64) of one size, at least count_ends' (the bytes will do), first (int64,\n"
+             "a message's first varint) and offsets (int64, where each starts; messages +\n"
+             "1), and walk each into the five field arrays (int64, uint64, int8, int64,\n"
+             "int64) from field k on, message by message. Returns the fields written,\n"
+             "len(messages) and the varints written, or, when the field arrays are full,\n"
+             "the fields written before message m: call again with larger arrays, m and k.\n"
+             "k < 0: hand over.");
 
 static PyObject *
 split(PyObject *self, PyObject *args)
@@ -277,35 +428,45 @@ split(PyObject *self, PyObject *args)
     PyObject *messages;
     Py_buffer b[4], o[5];
     Py_ssize_t m0, k0;
+    Messages ms;
     if (!PyArg_ParseTuple(args, "Ow*w*w*w*w*w*w*w*w*nn", &messages, &b[0], &b[1], &b[2], &b[3],
                           &o[0], &o[1], &o[2], &o[3], &o[4], &m0, &k0))
         return NULL;
     PyObject *result = NULL;
-    PyObject *t = bytes_tuple(messages);
-    if (t == NULL)
-        goto done;
-    Py_ssize_t count = PyTuple_GET_SIZE(t);
-    Py_ssize_t cap = b[0].len / 8;
-    FieldsOut out;
-    if (!fields_out(o, &out) || b[1].len / 8 != cap || b[2].len / 8 != count ||
-        b[3].len / 8 != count + 1 || m0 < 0 || m0 > count || k0 < 0 || k0 > out.cap) {
-        bad_arrays();
-        goto done;
+    if (messages_from_sequence(messages, &ms) == 0) {
+        result = split_messages(&ms, b, o, m0, k0);
+        messages_release(&ms);
     }
-    Py_ssize_t k = k0, m = m0;
-    int status = 0;
-    if (m0 < count) {
-        Py_BEGIN_ALLOW_THREADS
-        status = split_core(t, m0, b[0].buf, b[1].buf, cap, b[2].buf, b[3].buf, &out, &k, &m);
-        Py_END_ALLOW_THREADS
-    }
-    else if (m0 == 0) {
-        ((int64_t *)b[3].buf)[0] = 0; /* no messages */
-    }
-    result = walked(status, k, m);
-done:
-    Py_XDECREF(t);
     for (int i = 0; i < 5; i++) {
+        if (i < 4)
+            PyBuffer_Release(&b[i]);
+        PyBuffer_Release(&o[i]);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(split_at_doc,
+             "split_at(buf, start, length, values, ends, first, offsets, message, number,\n"
+             "         wire, tag, next, m, k) -> (k, m, tokens)\n\n"
+             "split of the messages buf[start[i] : start[i] + length[i]] (int64 arrays),\n"
+             "read in place. ValueError when a segment lies outside buf.");
+
+static PyObject *
+split_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer s[3], b[4], o[5];
+    Py_ssize_t m0, k0;
+    Messages ms;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*nn", &s[0], &s[1], &s[2], &b[0], &b[1],
+                          &b[2], &b[3], &o[0], &o[1], &o[2], &o[3], &o[4], &m0, &k0))
+        return NULL;
+    PyObject *result = NULL;
+    if (messages_from_segments(s, &ms) == 0)
+        result = split_messages(&ms, b, o, m0, k0);
+    for (int i = 0; i < 5; i++) {
+        if (i < 3)
+            PyBuffer_Release(&s[i]);
         if (i < 4)
             PyBuffer_Release(&b[i]);
         PyBuffer_Release(&o[i]);
@@ -367,6 +528,55 @@ done:
 
 /* --- join ------------------------------------------------------------------------------ */
 
+/* The messages joined into a new bytes object; offsets (count + 1) filled. */
+static PyObject *
+join_messages(const Messages *ms, Py_buffer *ob)
+{
+    Py_ssize_t n = ms->count;
+    if (ob->len / 8 != n + 1)
+        return bad_arrays();
+    int64_t *offsets = ob->buf;
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0)
+            return bad_arrays();
+        offsets[i] = size;
+        if (len > PY_SSIZE_T_MAX - size)
+            return PyErr_NoMemory();
+        size += len;
+    }
+    offsets[n] = size;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL)
+        return NULL;
+    char *out = PyBytes_AS_STRING(result);
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* Positions recounted, not read back from offsets, which another thread could
+     * change; each copy checked against the room left, since a buffer's segment
+     * arrays could change too. */
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0 || len > size - pos) {
+            status = -1;
+            break;
+        }
+        if (len)
+            memcpy(out + pos, p, (size_t)len);
+        pos += len;
+    }
+    Py_END_ALLOW_THREADS
+    if (status != 0) {
+        Py_DECREF(result);
+        return bad_arrays();
+    }
+    return result;
+}
+
 PyDoc_STRVAR(join_doc,
              "join(messages, offsets) -> bytes\n\n"
              "The messages joined; offsets (int64, messages + 1) filled with where each\n"
@@ -378,46 +588,36 @@ join(PyObject *self, PyObject *args)
     (void)self;
     PyObject *messages;
     Py_buffer ob;
+    Messages ms;
     if (!PyArg_ParseTuple(args, "Ow*", &messages, &ob))
         return NULL;
     PyObject *result = NULL;
-    PyObject *t = bytes_tuple(messages);
-    if (t == NULL)
-        goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(t);
-    if (ob.len / 8 != n + 1) {
-        bad_arrays();
-        goto done;
+    if (messages_from_sequence(messages, &ms) == 0) {
+        result = join_messages(&ms, &ob);
+        messages_release(&ms);
     }
-    int64_t *offsets = ob.buf;
-    Py_ssize_t size = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, i));
-        offsets[i] = size;
-        if (len > PY_SSIZE_T_MAX - size) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        size += len;
-    }
-    offsets[n] = size;
-    result = PyBytes_FromStringAndSize(NULL, size);
-    if (result == NULL)
-        goto done;
-    char *out = PyBytes_AS_STRING(result);
-    Py_BEGIN_ALLOW_THREADS
-    /* Positions recounted, not read back from offsets, which another thread could change. */
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(t, i);
-        Py_ssize_t len = PyBytes_GET_SIZE(item);
-        if (len)
-            memcpy(out + pos, PyBytes_AS_STRING(item), (size_t)len);
-        pos += len;
-    }
-    Py_END_ALLOW_THREADS
-done:
-    Py_XDECREF(t);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+PyDoc_STRVAR(join_at_doc,
+             "join_at(buf, start, length, offsets) -> bytes\n\n"
+             "join of the messages buf[start[i] : start[i] + length[i]] (int64 arrays).\n"
+             "ValueError when a segment lies outside buf.");
+
+static PyObject *
+join_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer s[3], ob;
+    Messages ms;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &s[0], &s[1], &s[2], &ob))
+        return NULL;
+    PyObject *result = NULL;
+    if (messages_from_segments(s, &ms) == 0)
+        result = join_messages(&ms, &ob);
+    for (int i = 0; i < 3; i++)
+        PyBuffer_Release(&s[i]);
     PyBuffer_Release(&ob);
     return result;
 }
@@ -553,6 +753,95 @@ done:
     return result;
 }
 
+/* --- repeated: a repeated varint field, gathered ------------------------------------- */
+
+/* The values of field `field` (packed, unpacked or mixed) of each message, fields
+ * in message order: offsets[j] = where message j's start in out (nowners + 1);
+ * out (cap) written only when cap > 0. Returns the values in all, a hand-over
+ * (a field of that number that is neither a varint nor length-delimited) or
+ * BAD_ARRAYS (messages decreasing, runs past the values, out too small). */
+static Py_ssize_t
+repeated_core(const uint64_t *values, Py_ssize_t ntok, const FieldsOut *f, Py_ssize_t nfields,
+              uint64_t field, int64_t *offsets, Py_ssize_t nowners, uint64_t *out, Py_ssize_t cap)
+{
+    Py_ssize_t total = 0, filled = 0; /* offsets[0..filled] are written */
+    offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < nfields; i++) {
+        if (f->number[i] != field)
+            continue;
+        int64_t m = f->message[i], t = f->tag[i], first, count;
+        if (f->wire[i] == 0) {
+            first = t + 1;
+            count = 1;
+        }
+        else if (f->wire[i] == 2) {
+            first = t + 2;
+            count = f->next[i] - first;
+        }
+        else {
+            return HAND_WIRE_TYPE;
+        }
+        if (m < filled || m >= nowners || t < 0 || t > ntok || first > ntok || count < 0 ||
+            count > ntok - first || total > PY_SSIZE_T_MAX - count)
+            return BAD_ARRAYS;
+        while (filled < m)
+            offsets[++filled] = total;
+        if (cap > 0) {
+            if (count > cap - total)
+                return BAD_ARRAYS;
+            memcpy(out + total, values + first, (size_t)count * sizeof *out);
+        }
+        total += count;
+    }
+    while (filled < nowners)
+        offsets[++filled] = total;
+    return total;
+}
+
+PyDoc_STRVAR(repeated_doc,
+             "repeated(values, message, number, wire, tag, next, field, offsets, out) -> n\n\n"
+             "The repeated varint field `field` (packed, unpacked or mixed) of every\n"
+             "message, from the five field arrays (messages not decreasing, as split and\n"
+             "walk give them): offsets (int64, messages + 1) filled with where each\n"
+             "message's values start, and the values written to out (uint64) unless it is\n"
+             "empty: call with an empty one for n, then with one of n. n < 0: hand over.\n"
+             "ValueError when the arrays do not fit.");
+
+static PyObject *
+repeated(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer v, o[5], offb, outb;
+    unsigned long long field;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*Kw*w*", &v, &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &field, &offb, &outb))
+        return NULL;
+    PyObject *result = NULL;
+    FieldsOut f;
+    Py_ssize_t nowners = offb.len / 8 - 1;
+    if (!fields_out(o, &f) || nowners < 0) {
+        bad_arrays();
+        goto done;
+    }
+    Py_ssize_t n;
+    Py_BEGIN_ALLOW_THREADS
+    n = repeated_core(v.buf, v.len / 8, &f, f.cap, field, offb.buf, nowners, outb.buf,
+                      outb.len / 8);
+    Py_END_ALLOW_THREADS
+    if (n == BAD_ARRAYS || (n >= 0 && outb.len > 0 && n != outb.len / 8)) {
+        bad_arrays();
+        goto done;
+    }
+    result = PyLong_FromSsize_t(n);
+done:
+    PyBuffer_Release(&v);
+    for (int i = 0; i < 5; i++)
+        PyBuffer_Release(&o[i]);
+    PyBuffer_Release(&offb);
+    PyBuffer_Release(&outb);
+    return result;
+}
+
 /* --- top-level field scan -------------------------------------------------------------- */
 
 PyDoc_STRVAR(scan_fields_doc,
@@ -641,15 +930,27 @@ scan_fields(PyObject *self, PyObject *args)
 
 /* --- top-level unknown fields ----------------------------------------------------------- */
 
-/* One field at p: its number, wire type and the byte after it. 0 when the field is
- * one upb and pprof read alike (a tag and payload inside the buffer, a wire type
- * of 0, 1, 2 or 5, a number protobuf allows), -1 otherwise. */
+/* One field at p: its number, wire type, payload (after the tag, and after the
+ * length for wire type 2) and the byte after it. 0 when the field is one upb and
+ * pprof read alike (a tag and payload inside the buffer, a wire type of 0, 1, 2
+ * or 5, a number protobuf allows), -1 otherwise. */
 static int
 next_field(const uint8_t *p, const uint8_t *end, uint64_t *number, int *wire,
-           const uint8_t **after)
+           const uint8_t **payload, const uint8_t **after)
 {
     uint64_t tag = 0, len = 0;
     int n = 0;
+    /* The common field first: a one-byte tag, and a one-byte varint or length
+     * (the same answer as the loops below, without them). */
+    if (end - p >= 2 && p[0] < 0x80 && p[1] < 0x80 && ((p[0] & 7) == 0 || (p[0] & 7) == 2)) {
+        *number = p[0] >> 3;
+        *wire = p[0] & 7;
+        *payload = p + 1 + (*wire == 2);
+        if (*wire == 2 && p[1] > end - p - 2)
+            return -1;
+        *after = *wire == 2 ? p + 2 + p[1] : p + 2;
+        return 0;
+    }
     for (;; n++) {
         if (p >= end || n >= MAX_VARINT_BYTES)
             return -1;
@@ -659,6 +960,7 @@ next_field(const uint8_t *p, const uint8_t *end, uint64_t *number, int *wire,
     }
     *number = tag >> 3;
     *wire = (int)(tag & 7);
+    *payload = p;
     if (*number > 0x1FFFFFFF)
         return -1;
     if (*wire == 0) {
@@ -683,6 +985,7 @@ next_field(const uint8_t *p, const uint8_t *end, uint64_t *number, int *wire,
         }
         if (len > (uint64_t)(end - p))
             return -1;
+        *payload = p;
         p += len;
     } else {
         return -1;
@@ -715,7 +1018,7 @@ known_fields(PyObject *self, PyObject *args)
         PyBuffer_Release(&b);
         return NULL;
     }
-    const uint8_t *start = b.buf, *end = start + b.len, *p, *after;
+    const uint8_t *start = b.buf, *end = start + b.len, *p, *payload, *after;
     const uint8_t *allowed = a.buf;
     Py_ssize_t nallowed = a.len, kept = 0, unknown = 0;
     uint64_t number;
@@ -723,7 +1026,7 @@ known_fields(PyObject *self, PyObject *args)
     PyObject *out = NULL;
     Py_BEGIN_ALLOW_THREADS
     for (p = start; p < end; p = after) {
-        if (next_field(p, end, &number, &wire, &after) != 0) {
+        if (next_field(p, end, &number, &wire, &payload, &after) != 0) {
             status = -1;
             break;
         }
@@ -753,7 +1056,7 @@ known_fields(PyObject *self, PyObject *args)
         for (p = start; p < end; p = after) {
             /* Checked in the first pass; checked again, with the room left, so that
              * nothing is written out of bounds whatever the buffer holds now. */
-            if (next_field(p, end, &number, &wire, &after) != 0) {
+            if (next_field(p, end, &number, &wire, &payload, &after) != 0) {
                 status = -1;
                 break;
             }
@@ -777,6 +1080,229 @@ known_fields(PyObject *self, PyObject *args)
     return out;
 }
 
+/* --- split_top: the top level in one pass ------------------------------------------- */
+
+#define MAX_SLOTS 16
+
+/* What split_top's passes share: the tables, and per slot the fields found. */
+typedef struct {
+    const uint8_t *allowed, *slots;
+    Py_ssize_t nallowed, nslots;
+    Py_ssize_t count[MAX_SLOTS]; /* fields of each slot */
+    Py_ssize_t bytes[MAX_SLOTS]; /* and their payloads' bytes */
+    Py_ssize_t rest;             /* bytes of the known fields without a slot */
+} TopTables;
+
+/* How split_top takes one field: -1 refuse the message (the caller parses it
+ * with upb), 0 drop it (an unknown field: pprof skips it), 1 keep it in the rest,
+ * 2 + s a segment of slot s. The rules of known_fields, plus: a slot's field is
+ * length-delimited. */
+static int
+top_field_kind(const TopTables *t, uint64_t number, int wire)
+{
+    int known = number > 0 && number < (uint64_t)t->nallowed && t->allowed[number] != 0;
+    if (!known)
+        return 0;
+    if (!(t->allowed[number] >> wire & 1))
+        return -1;
+    int slot = number < (uint64_t)t->nslots ? t->slots[number] : 0;
+    if (slot == 0)
+        return 1;
+    return wire == 2 ? 1 + slot : -1;
+}
+
+/* Pass one: count each slot's fields and payload bytes, and the rest's bytes.
+ * -1: refused. */
+static int
+top_count(const uint8_t *p, const uint8_t *end, TopTables *t)
+{
+    const uint8_t *payload, *after;
+    uint64_t number;
+    int wire;
+    for (; p < end; p = after) {
+        if (next_field(p, end, &number, &wire, &payload, &after) != 0)
+            return -1;
+        int kind = top_field_kind(t, number, wire);
+        if (kind < 0)
+            return -1;
+        if (kind == 1) {
+            t->rest += after - p;
+        }
+        else if (kind >= 2) {
+            t->count[kind - 2]++;
+            t->bytes[kind - 2] += after - payload;
+        }
+    }
+    return 0;
+}
+
+/* Where pass two writes: per slot, the next field's index and data offset, and
+ * the ends pass one set for them. */
+typedef struct {
+    Py_ssize_t at[MAX_SLOTS], stop[MAX_SLOTS], byte[MAX_SLOTS], stop_byte[MAX_SLOTS];
+} TopCursor;
+
+static void
+top_cursor(const TopTables *t, TopCursor *c)
+{
+    Py_ssize_t fields = 0, bytes = 0;
+    for (int s = 0; s < MAX_SLOTS; s++) {
+        c->at[s] = fields;
+        c->byte[s] = bytes;
+        fields += t->count[s];
+        bytes += t->bytes[s];
+        c->stop[s] = fields;
+        c->stop_byte[s] = bytes;
+    }
+}
+
+/* Pass two: copy each slot field's payload into data (slot by slot, each slot's
+ * in order: a copy of only the known payloads, so the caller can free buf at
+ * once, as it freed upb's input), its start there and length into start and
+ * length, and the other known fields into rest. Every write is checked against
+ * the room pass one found, so a buffer that changed in between gives -1, never
+ * a write out of bounds. */
+static int
+top_fill(const uint8_t *begin, const uint8_t *end, const TopTables *t, uint8_t *data,
+         int64_t *start, int64_t *length, uint8_t *rest)
+{
+    TopCursor c;
+    top_cursor(t, &c);
+    Py_ssize_t used = 0;
+    const uint8_t *p, *payload, *after;
+    uint64_t number;
+    int wire;
+    for (p = begin; p < end; p = after) {
+        if (next_field(p, end, &number, &wire, &payload, &after) != 0)
+            return -1;
+        int kind = top_field_kind(t, number, wire);
+        if (kind < 0)
+            return -1;
+        if (kind == 1) {
+            if (after - p > t->rest - used)
+                return -1;
+            memcpy(rest + used, p, (size_t)(after - p));
+            used += after - p;
+        }
+        else if (kind >= 2) {
+            int s = kind - 2;
+            Py_ssize_t len = after - payload;
+            if (c.at[s] >= c.stop[s] || len > c.stop_byte[s] - c.byte[s])
+                return -1;
+            if (len)
+                memcpy(data + c.byte[s], payload, (size_t)len);
+            start[c.at[s]] = c.byte[s];
+            length[c.at[s]] = len;
+            c.at[s]++;
+            c.byte[s] += len;
+        }
+    }
+    return used == t->rest ? 0 : -1;
+}
+
+/* The tables of split_top (a bytes-like allowed and slots); -1 with ValueError
+ * when a slot is past MAX_SLOTS. */
+static int
+top_tables(Py_buffer *a, Py_buffer *sl, TopTables *t)
+{
+    *t = (TopTables){.allowed = a->buf, .nallowed = a->len, .slots = sl->buf, .nslots = sl->len};
+    for (Py_ssize_t n = 0; n < t->nslots; n++) {
+        if (t->slots[n] > MAX_SLOTS) {
+            PyErr_SetString(PyExc_ValueError, "a slot past 16");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* (data, positions, counts, rest) for a buffer top_count passed (see split_top).
+ * None when pass two refuses. */
+static PyObject *
+top_result(Py_buffer *b, const TopTables *t)
+{
+    Py_ssize_t total = 0, ndata = 0;
+    for (int s = 0; s < MAX_SLOTS; s++) {
+        total += t->count[s];
+        ndata += t->bytes[s];
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, ndata);
+    PyObject *positions = PyBytes_FromStringAndSize(NULL, 16 * total);
+    PyObject *rest = PyBytes_FromStringAndSize(NULL, t->rest);
+    PyObject *counts = PyTuple_New(MAX_SLOTS);
+    PyObject *result = NULL;
+    if (data == NULL || positions == NULL || rest == NULL || counts == NULL)
+        goto done;
+    for (Py_ssize_t s = 0; s < MAX_SLOTS; s++) {
+        PyObject *c = PyLong_FromSsize_t(t->count[s]);
+        if (c == NULL)
+            goto done;
+        PyTuple_SET_ITEM(counts, s, c);
+    }
+    uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
+    int64_t *start = (int64_t *)PyBytes_AS_STRING(positions);
+    uint8_t *r = (uint8_t *)PyBytes_AS_STRING(rest);
+    const uint8_t *p = b->buf;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = top_fill(p, p + b->len, t, d, start, start + total, r);
+    Py_END_ALLOW_THREADS
+    if (status != 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = PyTuple_Pack(4, data, positions, counts, rest);
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(positions);
+    Py_XDECREF(rest);
+    Py_XDECREF(counts);
+    return result;
+}
+
+PyDoc_STRVAR(split_top_doc,
+"split_top(buf, allowed, slots) -> None or (data, positions, counts, rest)\n\n"
+"The top level of one message in two passes, no object per field. Fields are\n"
+"taken as known_fields takes them (allowed: the wire types of each known number;\n"
+"the others dropped); a known field n with slots[n] = s > 0 (s <= 16; n <\n"
+"len(slots)) must be length-delimited, and its payload is copied to data, slot by\n"
+"slot, each slot's in order. positions: int64 starts (into data) then lengths,\n"
+"each sum(counts) long, in the same order; counts: the fields of each of the 16\n"
+"slots; rest: the other known fields, in order, as bytes. None when known_fields\n"
+"would give None, a slot's field is not length-delimited, or buf is 2 GiB or\n"
+"more: the caller then parses buf itself and reports what it finds.");
+
+static PyObject *
+split_top(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b, a, sl;
+    TopTables t;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &b, &a, &sl))
+        return NULL;
+    PyObject *result = NULL;
+    if (top_tables(&a, &sl, &t) == 0) {
+        int status = -1;
+        if (b.len < INT32_MAX) {
+            const uint8_t *p = b.buf;
+            Py_BEGIN_ALLOW_THREADS
+            status = top_count(p, p + b.len, &t);
+            Py_END_ALLOW_THREADS
+        }
+        if (status == 0) {
+            result = top_result(&b, &t);
+        }
+        else {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&sl);
+    return result;
+}
+
 /* --- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -786,8 +1312,13 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"last_values", last_values, METH_VARARGS, last_values_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
+    {"repeated", repeated, METH_VARARGS, repeated_doc},
     {"scan_fields", scan_fields, METH_VARARGS, scan_fields_doc},
     {"known_fields", known_fields, METH_VARARGS, known_fields_doc},
+    {"split_top", split_top, METH_VARARGS, split_top_doc},
+    {"count_ends_at", count_ends_at, METH_VARARGS, count_ends_at_doc},
+    {"split_at", split_at, METH_VARARGS, split_at_doc},
+    {"join_at", join_at, METH_VARARGS, join_at_doc},
     {NULL, NULL, 0, NULL},
 };
 

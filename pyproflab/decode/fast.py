@@ -9,8 +9,9 @@ at once (``Tokens``), then every message is walked field by field
 
 Two paths give the same arrays. The C extension ``_wire`` (our own
 ``_wire.c``, built by ``pip install`` when a C compiler is present) reads the
-sub-messages in place, walks each right after decoding its varints, message
-by message, and gathers packed runs and singular fields in one pass each.
+sub-messages in place (``lite.RawMessages``: segments of one buffer of their
+payloads), walks each right after decoding its varints, message by message, and
+gathers packed runs and singular fields in one pass each.
 Without it (no compiler, or ``PYPROFLAB_PURE_DECODE=1``) numpy does it: it
 joins the sub-messages, decodes all varints with array operations and walks
 the messages *all together* (step k reads the k-th field of every message
@@ -33,6 +34,7 @@ would cut along.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +43,7 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.arrays import from_numpy
 from pyproflab.decode.common import malformed, metadata
-from pyproflab.decode.lite import TopLevel
+from pyproflab.decode.lite import RawMessages, TopLevel
 from pyproflab.model import Profile
 from pyproflab.native import optional_extension
 
@@ -53,6 +55,9 @@ MAX_VARINT_BYTES = 10
 # are walked one field at a time (see ``walk``).
 SCALAR_AFTER_STEPS = 32
 SCALAR_MAX_LIVE = 16
+# Sub-messages of up to this many bytes in all are tokenized into arrays of one
+# entry per byte (see ``walk_messages``).
+TOKENS_PER_BYTE_MAX = 16 << 20
 
 
 class _HandToReference(Exception):
@@ -165,12 +170,17 @@ def _fold(data: np.ndarray, starts: np.ndarray, length: np.ndarray, out: np.ndar
         rest = rest[length[rest] > j]
 
 
-def join(messages: list[bytes]) -> tuple[bytes, np.ndarray]:
+def join(messages: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
     """One buffer and the byte offsets (n+1) of the messages in it."""
     if _wire is not None:
         offsets = np.empty(len(messages) + 1, dtype=I64)
+        if isinstance(messages, RawMessages):
+            return _wire.join_at(*_segments(messages), offsets), offsets
         return _wire.join(messages, offsets), offsets
-    lengths = np.fromiter(map(len, messages), dtype=I64, count=len(messages))
+    if isinstance(messages, RawMessages):
+        lengths = messages.length
+    else:
+        lengths = np.fromiter(map(len, messages), dtype=I64, count=len(messages))
     offsets = np.zeros(len(messages) + 1, dtype=I64)
     np.cumsum(lengths, out=offsets[1:])
     return b"".join(messages), offsets
@@ -234,7 +244,17 @@ class Fields:
         return list(out)
 
     def repeated_varints(self, tok: Tokens, number: int) -> tuple[np.ndarray, np.ndarray]:
-        """A repeated varint field (packed or not, even mixed): list offsets and values."""
+        """A repeated varint field (packed or not, even mixed): list offsets and values.
+        Fields in message order (the C walk's) are gathered by the C extension in
+        one pass, without the selections and run arrays of the numpy way."""
+        if _wire is not None and self.ordered:
+            offsets = np.empty(self.count + 1, dtype=I64)
+            cols = (self.message, self.number, self.wire, self.tag, self.next)
+            total = _handed_over(_wire.repeated(tok.values, *cols, number, offsets, _NO_VALUES))
+            out = np.empty(total, dtype=U64)
+            if total:
+                _wire.repeated(tok.values, *cols, number, offsets, out)
+            return offsets, out
         sel = self.select(number, None)
         wire = self.wire[sel]
         if sel.size and ((wire != WIRE_VARINT) & (wire != WIRE_BYTES)).any():
@@ -331,6 +351,8 @@ def _fill_fields(step, count: int, bound: int) -> Fields:
     head = [c[:k] for c in cols]
     return Fields(*head, count=count, ordered=True)  # type: ignore[misc, arg-type]
 
+
+_NO_VALUES = np.empty(0, dtype=U64)  # _wire.repeated's "count only"
 
 # The dtypes of Fields' columns: message, number, wire, tag, next.
 FIELD_DTYPES = (I64, U64, np.int8, I64, I64)
@@ -444,26 +466,47 @@ def _walk_scalar(
     return tuple(np.array(c, dtype=t) for c, t in zip(columns, FIELD_DTYPES, strict=True))
 
 
-def walk_messages(messages: list[bytes]) -> tuple[Tokens, Fields]:
+def _segments(messages: RawMessages) -> tuple:
+    """The arguments the ``_wire.*_at`` functions read messages in place from."""
+    return messages.buf, messages.start, messages.length
+
+
+def walk_messages(messages: Sequence[bytes]) -> tuple[Tokens, Fields]:
     """``tokenize`` the messages as if joined and ``walk`` them all; a message that
     starts inside a varint is handed over. The C extension reads the messages in
-    place (no joined copy) and walks each right after tokenizing it."""
+    place (no joined copy: bytes objects, or ``RawMessages`` segments of the
+    profile's buffer) and walks each right after tokenizing it."""
     if _wire is None:
         buf, offsets = join(messages)
         tok = tokenize(buf)
         first = tok.index_at(offsets[:-1]) if tok.ends.size else np.zeros(len(messages), I64)
         end = np.append(first[1:], tok.ends.size) if len(messages) else first
         return tok, walk(tok, first, end, offsets[1:])
-    size, count = _wire.count_ends(messages)
-    tok = Tokens(values=np.empty(count, dtype=U64), ends=np.empty(count, dtype=I64), size=size)
+    if isinstance(messages, RawMessages):
+        segments = _segments(messages)
+        size = int(messages.length.sum())
+        split = lambda *args: _wire.split_at(*segments, *args)  # noqa: E731
+        count = lambda: _wire.count_ends_at(*segments)[1]  # noqa: E731
+    else:
+        size = sum(map(len, messages))
+        split = lambda *args: _wire.split(messages, *args)  # noqa: E731
+        count = lambda: _wire.count_ends(messages)[1]  # noqa: E731
+    # Room for a varint per byte: no pass to count them, and the pages past the
+    # last varint are never touched. Only large inputs are counted first, so that
+    # ten-byte varints never reserve ten times the memory they need.
+    cap = size if size <= TOKENS_PER_BYTE_MAX else count()
+    values, ends = np.empty(cap, dtype=U64), np.empty(cap, dtype=I64)
     first = np.empty(len(messages), dtype=I64)
     offsets = np.empty(len(messages) + 1, dtype=I64)
-    fields = _fill_fields(
-        lambda cols, m, k: _wire.split(messages, tok.values, tok.ends, first, offsets, *cols, m, k),
-        len(messages),
-        count // 2,
-    )
-    return tok, fields
+    ntok = 0
+
+    def step(cols, m, k):
+        nonlocal ntok
+        k, m, ntok = split(values, ends, first, offsets, *cols, m, k)
+        return k, m
+
+    fields = _fill_fields(step, len(messages), cap // 2)
+    return Tokens(values=values[:ntok], ends=ends[:ntok], size=size), fields
 
 
 # --- lookups and checks -------------------------------------------------------------------
@@ -481,6 +524,13 @@ class IdIndex:
         else:
             self.sorted = np.sort(ids)
 
+    def all_unique(self, n: int) -> bool:
+        """Whether the ``n`` ids it was built from are all different: from the
+        table or the sorted copy it holds, so no second sort."""
+        if self.dense:
+            return int(np.count_nonzero(self.table)) == n
+        return not (self.sorted[1:] == self.sorted[:-1]).any()
+
     def contains(self, query: np.ndarray) -> np.ndarray:
         if self.dense:
             # take() with int64 indexes: 3x faster than indexing with uint64 ones,
@@ -497,15 +547,19 @@ class IdIndex:
         return (self.sorted[pos] == query) if self.sorted.size else np.zeros(query.size, bool)
 
 
-def check_ids(ids: np.ndarray, what: str, zero_message: str, *, source: str) -> IdIndex:
+def check_ids(
+    ids: np.ndarray, what: str, zero_message: str, *, source: str, index: IdIndex | None = None
+) -> IdIndex:
+    """The index of ``ids`` (``index`` when already built), which must be
+    non-zero and unique (the error names the smallest id that repeats)."""
     if ids.size and (ids == 0).any():
         raise malformed(source, zero_message)
-    if ids.size > 1:
+    index = index if index is not None else IdIndex(ids)
+    if ids.size > 1 and not index.all_unique(ids.size):
         ordered = np.sort(ids)
         dup = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if dup.size:
-            raise malformed(source, f"multiple {what} with same id: {ordered[dup[0]]}")
-    return IdIndex(ids)
+        raise malformed(source, f"multiple {what} with same id: {ordered[dup[0]]}")
+    return index
 
 
 def check_strings(index: np.ndarray, nstrings: int, what: str, *, source: str) -> None:
@@ -521,7 +575,7 @@ def check_strings(index: np.ndarray, nstrings: int, what: str, *, source: str) -
 # --- Arrow ----------------------------------------------------------------------------------
 
 
-def string_array(raw: list[bytes], top: TopLevel) -> pa.Array:
+def string_array(raw: Sequence[bytes], top: TopLevel) -> pa.Array:
     buf, offsets = join(raw)
     if offsets[-1] < 2**31:
         arr = pa.StringArray.from_buffers(
@@ -706,7 +760,10 @@ def _check_valid(
             )
     mappings = check_ids(m[1], "mappings", "found mapping with reserved ID=0", source=source)
     functions = check_ids(f[1], "functions", "found function with reserved ID=0", source=source)
-    check_ids(loc[1], "locations", "found location with reserved id=0", source=source)
+    check_ids(
+        loc[1], "locations", "found location with reserved id=0",
+        source=source, index=known_locations,
+    )  # fmt: skip
     line_fn = locs.line_fn
     if line_fn.size:
         found = functions.contains(line_fn) if f[1].size else np.zeros(line_fn.size, bool)

@@ -18,6 +18,13 @@ Rules (pprof's, from its profile/proto.go and profile/encode.go):
   concatenated: an error, as in pprof.
 - ``string_table[0]`` must be ``""``. Strings that are not valid UTF-8 (pprof
   does not check) are kept with U+FFFD replacing the bad bytes.
+- With the C extension, a top level that ``known_fields`` would pass is split
+  by ``_wire.split_top`` instead: the payloads of the repeated message and
+  string fields are copied into one buffer (``RawMessages``: a start and a
+  length each, no object per message), and upb parses only the few scalar
+  fields left. Anything else, or a rest that upb refuses, goes the upb way
+  above, so both ways give the same TopLevel and the same errors
+  (``PYPROFLAB_UPB_TOP_LEVEL=1`` forces the upb way, for tests that compare).
 
 The descriptor is built here at run time instead of committing protoc output
 (which would not pass ruff); tests/decode/test_proto_bindings.py checks it equals
@@ -26,8 +33,11 @@ protoc's reading of proto/profile_lite.proto.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -36,6 +46,12 @@ from pyproflab.errors import CorruptProfileError, InvalidProfileError
 from pyproflab.native import optional_extension
 
 _wire = optional_extension("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE")
+# The one-pass split of the top level (None: upb splits it; see the module rules).
+_split_top = (
+    _wire.split_top
+    if _wire is not None and os.environ.get("PYPROFLAB_UPB_TOP_LEVEL", "") in ("", "0")
+    else None
+)
 
 _F = descriptor_pb2.FieldDescriptorProto
 _REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
@@ -86,16 +102,40 @@ ProfileLite = message_factory.GetMessageClass(
 )
 
 
+class RawMessages(Sequence[bytes]):
+    """The payloads of one repeated field as segments of one buffer: message i
+    is ``buf[start[i] : start[i] + length[i]]`` (int64 arrays). Reading one
+    makes a bytes object; the fast decoder reads them all in place
+    (``_wire.*_at``)."""
+
+    def __init__(self, buf: bytes | bytearray, start: np.ndarray, length: np.ndarray):
+        self.buf, self.start, self.length = buf, start, length
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        start = int(self.start[index])
+        return bytes(self.buf[start : start + int(self.length[index])])
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = self.buf
+        for start, length in zip(self.start.tolist(), self.length.tolist(), strict=True):
+            yield bytes(buf[start : start + length])
+
+
 @dataclass
 class TopLevel:
     """The top level of one profile: raw sub-messages, resolved strings, scalars."""
 
-    sample_types: list[bytes]
-    samples: list[bytes]
-    mappings: list[bytes]
-    locations: list[bytes]
-    functions: list[bytes]
-    raw_strings: list[bytes]
+    sample_types: Sequence[bytes]
+    samples: Sequence[bytes]
+    mappings: Sequence[bytes]
+    locations: Sequence[bytes]
+    functions: Sequence[bytes]
+    raw_strings: Sequence[bytes]
     drop_frames: int
     keep_frames: int
     time_nanos: int
@@ -263,14 +303,59 @@ def check_unknown_top_level(msg, raw: bytes | bytearray, *, source: str) -> None
     )
 
 
-def decode_strings(raw: list[bytes]) -> list[str]:
+def decode_strings(raw: Sequence[bytes]) -> list[str]:
     try:
         return [s.decode() for s in raw]
     except UnicodeDecodeError:
         return [s.decode("utf-8", "replace") for s in raw]
 
 
+# The repeated fields split_top copies out, by field number (slot 1 to 6):
+# sample_type, sample, mapping, location, function, string_table.
+REPEATED_IN_PLACE = (
+    "sample_types", "samples", "mappings", "locations", "functions", "raw_strings",
+)  # fmt: skip
+_SLOTS = bytes(range(len(REPEATED_IN_PLACE) + 1))
+
+
 def parse_top_level(raw: bytes | bytearray, *, source: str) -> TopLevel:
+    """Split the top level and apply pprof's top-level rules: in one pass in C
+    when it can, else with upb (see the module rules)."""
+    top = _split_in_place(raw, source=source) if _split_top is not None else None
+    return top if top is not None else _parse_with_upb(raw, source=source)
+
+
+def _split_in_place(raw: bytes | bytearray, *, source: str) -> TopLevel | None:
+    """The top level with ``split_top``: the repeated message and string fields
+    as ``RawMessages`` of one copy of their payloads (not of ``raw``, so the
+    caller frees it at once, unknown fields and all, and the allocator reuses
+    it: holding a decompressed bytearray through the decode made every later
+    file's arrays fault their pages in again, +4 ms a file), the rest (scalars)
+    parsed by upb. None when split_top declines or upb refuses the rest (a
+    malformed packed time_nanos or comment): the upb way then reports it as it
+    always has."""
+    assert _split_top is not None
+    split = _split_top(raw, _PROFILE_WIRES, _SLOTS)
+    if split is None:
+        return None
+    data, positions, counts, rest = split
+    msg = ProfileLite()
+    try:
+        msg.ParseFromString(rest)
+    except DecodeError:
+        return None
+    pos = np.frombuffer(positions, dtype=np.int64).reshape(2, -1)
+    bounds = np.cumsum((0, *counts)).tolist()
+    repeated = {
+        name: RawMessages(
+            data, pos[0, bounds[i] : bounds[i + 1]], pos[1, bounds[i] : bounds[i + 1]]
+        )
+        for i, name in enumerate(REPEATED_IN_PLACE)
+    }
+    return _top_level(msg, repeated, source=source)
+
+
+def _parse_with_upb(raw: bytes | bytearray, *, source: str) -> TopLevel:
     """Split the top level with upb and apply pprof's top-level rules."""
     # The same message to pprof, its unknown fields (already checked) dropped;
     # None: parsed whole, and its unknown fields checked after.
@@ -291,18 +376,33 @@ def parse_top_level(raw: bytes | bytearray, *, source: str) -> TopLevel:
             raise CorruptProfileError(source, f"not a valid pprof protobuf ({e})") from None
     if known is None:
         check_unknown_top_level(msg, raw, source=source)
+    repeated = {
+        "sample_types": list(msg.sample_type),
+        "samples": list(msg.sample),
+        "mappings": list(msg.mapping),
+        "locations": list(msg.location),
+        "functions": list(msg.function),
+        "raw_strings": list(msg.string_table),
+    }
+    return _top_level(msg, repeated, source=source)
+
+
+def _top_level(msg, repeated: Mapping[str, Sequence[bytes]], *, source: str) -> TopLevel:
+    """The TopLevel of ``msg``'s scalars and the ``repeated`` fields, after
+    pprof's top-level rules (in this order: both ways report the same first
+    error)."""
     times = list(msg.time_nanos)
     if any(times[:-1]):
         raise CorruptProfileError(source, "concatenated profiles detected (time_nanos set twice)")
-    raw_strings = list(msg.string_table)
+    raw_strings = repeated["raw_strings"]
     if not raw_strings or raw_strings[0] != b"":
         raise InvalidProfileError(source, "malformed profile: string_table[0] must be ''")
     return TopLevel(
-        sample_types=list(msg.sample_type),
-        samples=list(msg.sample),
-        mappings=list(msg.mapping),
-        locations=list(msg.location),
-        functions=list(msg.function),
+        sample_types=repeated["sample_types"],
+        samples=repeated["samples"],
+        mappings=repeated["mappings"],
+        locations=repeated["locations"],
+        functions=repeated["functions"],
         raw_strings=raw_strings,
         drop_frames=msg.drop_frames,
         keep_frames=msg.keep_frames,

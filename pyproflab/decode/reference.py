@@ -12,6 +12,8 @@ a label with neither is dropped, as pprof does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
@@ -37,7 +39,7 @@ _KNOWN = {
 _NESTED = {"Sample": frozenset({3}), "Location": frozenset({4})}
 
 
-def _parse_all(raws: list[bytes], cls, nested: str | None, *, source: str) -> list:
+def _parse_all(raws: Sequence[bytes], cls, nested: str | None, *, source: str) -> list:
     name = cls.DESCRIPTOR.name
     out = []
     for i, raw in enumerate(raws):

@@ -120,6 +120,14 @@ def assert_same_walks(monkeypatch, messages: list[bytes]) -> None:
         for k, a, b in zip(numbers, cvals, nvals, strict=True):
             assert np.array_equal(a, b)
             assert np.array_equal(cf.last_value(ctok, k), b)
+    for number in (1, 2):
+        crep = outcome(cf.repeated_varints, ctok, number)
+        nrep = outcome(numpy_path, monkeypatch, nf.repeated_varints, ntok, number)
+        if isinstance(crep, Exception) or isinstance(nrep, Exception):
+            assert type(crep) is type(nrep), f"{crep!r} vs {nrep!r}"
+        else:
+            for a, b in zip(crep, nrep, strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
     for number in (3, 4):
         ckids = outcome(cf.children, ctok, number)
         nkids = outcome(numpy_path, monkeypatch, nf.children, ntok, number)
@@ -170,9 +178,13 @@ def test_the_extension_is_built_and_used(monkeypatch) -> None:
             calls.append(name)
             return getattr(IN_USE, name)
 
+    from pyproflab.decode import lite
+
     monkeypatch.setattr(fast, "_wire", Spy())
     decode_bytes(minimal().SerializeToString())
-    assert {"split", "walk", "gather", "last_values"} <= set(calls)
+    # The top level split in place (lite.split_top) is read in place too.
+    split = "split_at" if lite._split_top is not None else "split"
+    assert {split, "walk", "repeated", "last_values"} <= set(calls)
 
 
 @pytest.mark.parametrize(
@@ -354,9 +366,15 @@ def test_arrays_that_do_not_fit_are_refused() -> None:
     with pytest.raises(TypeError):
         WIRE.count_ends([b"ok", "text"])
     size, count = WIRE.count_ends([b"\x08\x01"])
-    vals, ends = np.empty(count + 1, dtype=u64), np.empty(count + 1, dtype=i64)
-    with pytest.raises(ValueError):  # more room than varints: the list changed
+    vals, ends = np.empty(count, dtype=u64), np.empty(count + 1, dtype=i64)
+    with pytest.raises(ValueError):  # values and ends of different sizes
         WIRE.split([b"\x08\x01"], vals, ends, np.empty(1, i64), np.empty(2, i64), *cols, 0, 0)
+    k, m, n = WIRE.split([b"\x08\x01"], vals, ends[:count], np.empty(1, i64), np.empty(2, i64),
+                         *cols, 0, 0)  # fmt: skip
+    assert (k, m, n) == (1, 1, count)
+    short = np.empty(count - 1, dtype=u64), np.empty(count - 1, dtype=i64)
+    k, _, _ = WIRE.split([b"\x08\x01"], *short, np.empty(1, i64), np.empty(2, i64), *cols, 0, 0)
+    assert k < 0  # room for fewer varints than there are: never written past
     with pytest.raises(ValueError):  # runs past the values
         WIRE.gather(
             tok.values,
@@ -366,6 +384,20 @@ def test_arrays_that_do_not_fit_are_refused() -> None:
             np.empty(2, dtype=i64),
             np.empty(5, dtype=u64),
         )
+    fcols = (np.array([1, 0], dtype=i64), np.array([1, 1], dtype=u64), np.zeros(2, np.int8))
+    fcols += (np.array([0, 0], dtype=i64), np.array([2, 2], dtype=i64))
+    for bad_cols, offsets, out in (
+        (fcols, np.empty(3, dtype=i64), np.empty(0, dtype=u64)),  # messages decreasing
+        (fcols, np.empty(0, dtype=i64), np.empty(0, dtype=u64)),  # no offsets
+        ((*fcols[:3], np.array([0, 99], dtype=i64), fcols[4]), np.empty(3, i64), np.empty(0, u64)),
+        (fcols[:4] + (fcols[4][:1],), np.empty(3, dtype=i64), np.empty(0, dtype=u64)),
+    ):
+        with pytest.raises(ValueError):
+            WIRE.repeated(tok.values, *bad_cols, 1, offsets, out)
+    ok_cols = (np.array([0, 1], dtype=i64), *fcols[1:])
+    assert WIRE.repeated(tok.values, *ok_cols, 1, np.empty(3, i64), np.empty(0, u64)) == 2
+    with pytest.raises(ValueError):  # out too small
+        WIRE.repeated(tok.values, *ok_cols, 1, np.empty(3, i64), np.empty(1, u64))
     with pytest.raises(ValueError):  # owners decreasing
         WIRE.gather(
             tok.values,
