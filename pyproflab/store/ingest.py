@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -237,13 +238,14 @@ def ingest_paths(
     Files are read, hashed, decoded and keyed by ``workers`` processes (default:
     one per core; in this process when there are few files), a few files per
     worker in flight (``window_size``), and stored by this process one
-    transaction per batch. A batch closes at ``batch_size`` profiles or once its
+    transaction per batch, on a thread of its own while the next batch fills
+    (``BackgroundWrites``). A batch closes at ``batch_size`` profiles or once its
     keyed rows reach ``batch_bytes`` (``Batch``), whichever comes first; a
     profile is never split, so a batch holds at least one. Each worker leaves out
     of a profile the functions, locations and stacks it has already sent with
     the same bytes (``sent.SentMemory``, at most ``SENT_BYTES`` remembered), so
-    the writer neither receives nor checks them again. Memory is bounded by the
-    batch, the window and that memory, whatever the number or size of the files,
+    the writer neither receives nor checks them again. Memory is bounded by two
+    batches, the window and that memory, whatever the number or size of the files,
     and each worker holds one decompressed file at a time. ``progress(done, total)`` is
     called after every file. A file that cannot be read is refused with its
     one-line reason; the others are still stored.
@@ -265,25 +267,26 @@ def ingest_paths(
         known_hash_prefixes(store),
         SENT_BYTES,
     )
-    writer = Writer(store, job, report)
-    with store.memory_limited(writer_memory(batch_bytes)):
+    writes = BackgroundWrites(Writer(store, job, report))
+    with store.memory_limited(writer_memory(batch_bytes)), writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
             result: KeyedProfile | _Present | _Refused | None = ready
             if isinstance(result, _Present):
+                writes.wait()  # the store is the writing thread's until its batch is in
                 result = _check_present(store, job, path, result, batch.items, report)
             if isinstance(result, _Refused):
                 report.refused.append((path, result.reason))
             elif isinstance(result, KeyedProfile):
                 batch.add(result, path)
             if batch.full():
-                writer.write(batch)
-                store.drop_cached_blocks()  # memory follows the batch, not the store
+                writes.submit(batch)
                 batch = Batch(batch_size, batch_bytes)
             if progress:
                 progress(done, len(files))
         if batch.items:
-            writer.write(batch)
+            writes.submit(batch)
+        writes.wait()
         if store.name != MEMORY:
             # The last changes folded into the file here, under the limit: closing
             # the store would do it after the limit is lifted (a 45 MiB peak after
@@ -363,6 +366,44 @@ class Writer:
                 keyed = again
             out.append((keyed, path))
         return out
+
+
+class BackgroundWrites:
+    """Stores batches on one thread while the caller goes on reading files, so the
+    workers keep decoding while a batch is written (before, they stopped once the
+    files in flight were done). Rules: at most one batch is being written while
+    the next one fills, so memory holds two batches, not one; ``submit`` waits
+    for the batch before; the store is the thread's while a batch is written, so
+    the caller ``wait``s before using it; an error of a write is raised by the
+    next ``submit``, ``wait`` or the end of the ``with`` block, which always waits
+    for the write under way (a batch is never left half written)."""
+
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="pyproflab-writer")
+        self._pending: Future | None = None
+
+    def submit(self, batch: Batch) -> None:
+        self.wait()
+        self._pending = self._thread.submit(self._write, batch)
+
+    def _write(self, batch: Batch) -> None:
+        self.writer.write(batch)
+        self.writer.store.drop_cached_blocks()  # memory follows the batches, not the store
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> BackgroundWrites:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.wait()
+        finally:
+            self._thread.shutdown(wait=True)
 
 
 def known_hash_prefixes(store: Store) -> np.ndarray:

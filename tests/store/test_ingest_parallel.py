@@ -326,3 +326,47 @@ def test_cached_blocks_are_dropped_and_the_limit_kept(tmp_path: Path) -> None:
         store.execute("CREATE TABLE t AS SELECT range AS a FROM range(1000)")
         store.drop_cached_blocks()
         assert store.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 1000}]
+
+
+class _Recorder:
+    """A Writer stand-in: records batches, fails on the batch named ``fail``."""
+
+    def __init__(self, fail: object = None) -> None:
+        self.written: list[object] = []
+        self.fail = fail
+        self.store = Store.open(":memory:")
+
+    def write(self, batch: object) -> None:
+        if batch is self.fail:
+            raise RuntimeError("disk full")
+        self.written.append(batch)
+
+
+def test_background_writes_keep_order_and_wait_for_the_batch_before() -> None:
+    rec = _Recorder()
+    with ingest_mod.BackgroundWrites(rec) as writes:  # type: ignore[arg-type]
+        for n in range(5):
+            writes.submit(n)  # type: ignore[arg-type]
+            # every batch before is in; this one may be, or may still be written
+            assert rec.written in (list(range(n)), list(range(n + 1)))
+        writes.wait()
+        assert rec.written == list(range(5))
+
+
+def test_a_failed_background_write_is_raised_and_stops_the_rest() -> None:
+    rec = _Recorder(fail=1)
+    with pytest.raises(RuntimeError, match="disk full"):
+        with ingest_mod.BackgroundWrites(rec) as writes:  # type: ignore[arg-type]
+            writes.submit(0)  # type: ignore[arg-type]
+            writes.submit(1)  # type: ignore[arg-type]
+            writes.submit(2)  # type: ignore[arg-type]  # raises: 1 failed, 2 never starts
+    assert rec.written == [0]
+
+
+def test_the_end_of_the_block_waits_for_the_write_under_way() -> None:
+    rec = _Recorder()
+    with pytest.raises(KeyboardInterrupt):
+        with ingest_mod.BackgroundWrites(rec) as writes:  # type: ignore[arg-type]
+            writes.submit(0)  # type: ignore[arg-type]
+            raise KeyboardInterrupt
+    assert rec.written == [0]
