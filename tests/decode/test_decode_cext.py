@@ -20,14 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.decode_helpers import same_profile
-from support.fuzz_decode_helpers import (
-    bit_flips,
-    corrupt_varint,
-    huge_length,
-    junk,
-    splice,
-    truncate,
-)
+from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import field, minimal, varint
 from support.testenv import (
     CORPUS,
@@ -235,19 +228,10 @@ def _seeds() -> list[bytes]:
     return out[:16]
 
 
-MUTATORS = [bit_flips, truncate, splice, corrupt_varint, huge_length, junk]
-
-
 @needs_wire
 @pytest.mark.parametrize("seed", range(4))
 def test_mutated_inputs_walk_and_decode_alike(monkeypatch, seed: int) -> None:
-    r = random.Random(seed)
-    seeds = _seeds()
-    for case in range(150):
-        a, b = r.choice(seeds), r.choice(seeds)
-        data = a
-        for _ in range(r.choice([1, 1, 2, 3])):
-            data = r.choice(MUTATORS)(r, data or a, b)
+    for case, data in mutated_cases(seed, _seeds()):
         try:
             assert_same(monkeypatch, data)
         except AssertionError as e:

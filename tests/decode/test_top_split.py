@@ -12,20 +12,12 @@ refused by every ``_wire.*_at`` function with ValueError, never a crash.
 from __future__ import annotations
 
 import gzip
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.decode_helpers import same_profile
-from support.fuzz_decode_helpers import (
-    bit_flips,
-    corrupt_varint,
-    huge_length,
-    junk,
-    splice,
-    truncate,
-)
+from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import HEADER_FIELDS, PROFILE_TABLES, field, minimal, varint
 from support.testenv import CORPUS, corpus_files, corpus_id
 
@@ -202,18 +194,9 @@ def _seeds() -> list[bytes]:
     return out[:24]
 
 
-MUTATORS = [bit_flips, truncate, splice, corrupt_varint, huge_length, junk]
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_mutated_top_levels_split_alike(monkeypatch, seed: int) -> None:
-    r = random.Random(seed)
-    seeds = _seeds()
-    for case in range(150):
-        a, b = r.choice(seeds), r.choice(seeds)
-        data = a
-        for _ in range(r.choice([1, 1, 2, 3])):
-            data = r.choice(MUTATORS)(r, data or a, b)
+    for case, data in mutated_cases(seed, _seeds()):
         try:
             assert_same(monkeypatch, data)
         except AssertionError as e:

@@ -94,3 +94,18 @@ def huge_length(r: random.Random, a: bytes, _b: bytes) -> bytes:
 def junk(r: random.Random, a: bytes, _b: bytes) -> bytes:
     i = r.randrange(len(a) + 1)
     return a[:i] + r.randbytes(r.randint(1, 64)) + a[i:]
+
+
+MUTATORS = [bit_flips, truncate, splice, corrupt_varint, huge_length, junk]
+
+
+def mutated_cases(seed: int, seeds: list[bytes], count: int = 150):
+    """(case number, input) pairs: each a seed input put through one to three
+    mutations (the second input of a splice also from ``seeds``); deterministic."""
+    r = random.Random(seed)
+    for case in range(count):
+        a, b = r.choice(seeds), r.choice(seeds)
+        data = a
+        for _ in range(r.choice([1, 1, 2, 3])):
+            data = r.choice(MUTATORS)(r, data or a, b)
+        yield case, data
