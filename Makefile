@@ -12,8 +12,10 @@ DB     ?= pyproflab.duckdb
 setup: $(STAMP)
 
 # Reinstall only when the project's own dependency list or a C extension
-# changes (the editable install compiles them).
-$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/_intern.c
+# changes (the editable install compiles them, after the headers they use).
+$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/_intern.c \
+		pyproflab/decode/_inflate.c
+	sh scripts/install-build-deps.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,notebooks,spark]'

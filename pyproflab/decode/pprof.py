@@ -44,6 +44,12 @@ from pyproflab.errors import (
     TooLargeError,
 )
 from pyproflab.model import Profile
+from pyproflab.native import optional_extension
+
+# libdeflate inflates a whole one-member file in one call, a third faster than
+# zlib-ng's stream (5.6 against 8.3 ms for a 2.2 MB CPU profile); our _inflate.c,
+# built where Debian's libdeflate-dev is (scripts/install-system-deps.sh).
+_inflate = optional_extension("pyproflab.decode._inflate", "PYPROFLAB_PURE_INFLATE")
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of decompressed protobuf
 
@@ -135,6 +141,9 @@ def decompress(
         if len(data) > max_bytes:
             raise TooLargeError(source, f"profile is larger than the cap of {max_bytes} bytes")
         return data
+    whole = _inflate_whole(data, max_bytes)
+    if whole is not None:
+        return whole
     out = bytearray()
     rest = data
     while True:
@@ -150,6 +159,23 @@ def decompress(
 
 
 INFLATE_CHUNK = 1 << 20
+#: DEFLATE's densest code (a 258-byte match in under two bits, plus block
+#: headers): no stream of n bytes inflates to more than about 1032 * n.
+DEFLATE_MAX_RATIO = 1032
+
+
+def _inflate_whole(data: bytes | bytearray, max_bytes: int) -> bytes | None:
+    """``data`` inflated in one call when it is one gzip member (``_inflate.c``'s
+    rule), else None: ``decompress`` then streams it and gives the exact error.
+    The buffer is the size the trailer states (ISIZE), tried only when that is
+    within the cap and within what the compressed bytes can inflate to, so a
+    lying trailer costs at most what streaming would."""
+    if _inflate is None or len(data) < 18:
+        return None
+    stated = int.from_bytes(data[-4:], "little")
+    if not 0 < stated <= min(max_bytes, DEFLATE_MAX_RATIO * len(data)):
+        return None
+    return _inflate.whole(data, stated)
 
 
 def _inflate_member(
