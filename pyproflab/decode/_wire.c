@@ -1322,9 +1322,15 @@ static inline int
 read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
     const uint8_t *p = *pp;
+    /* One and two bytes first: most ids, lengths and tags. */
     if (p < end && *p < 0x80) {
         *v = *p;
         *pp = p + 1;
+        return 0;
+    }
+    if (end - p >= 2 && p[1] < 0x80) {
+        *v = (p[0] & 0x7F) | (uint64_t)p[1] << 7;
+        *pp = p + 2;
         return 0;
     }
     uint64_t acc = 0;
@@ -1362,10 +1368,31 @@ static inline int
 read_packed(const uint8_t *p, const uint8_t *end, uint64_t *out, Py_ssize_t *n, Py_ssize_t cap)
 {
     Py_ssize_t k = *n;
-    while (p < end) {
-        if (k >= cap || read_varint(&p, end, &out[k]) < 0)
+    if (cap - k >= end - p) {
+        /* Room for a varint per byte: branch-free per byte, as split_core (ids of
+         * one and two bytes mix unpredictably): every byte writes the varint in
+         * progress at k, and a last byte moves k on. */
+        uint64_t acc = 0, shift = 0;
+        for (; p < end; p++) {
+            uint64_t b = *p;
+            uint64_t more = b >> 7;
+            acc |= (b & 0x7F) << shift;
+            out[k] = acc;
+            k += (Py_ssize_t)(more ^ 1);
+            acc &= -more;
+            shift = (shift + 7) & -more;
+            if (shift == 7 * MAX_VARINT_BYTES)
+                return -1;
+        }
+        if (shift)
             return -1;
-        k++;
+    }
+    else {
+        while (p < end) {
+            if (k >= cap || read_varint(&p, end, &out[k]) < 0)
+                return -1;
+            k++;
+        }
     }
     *n = k;
     return 0;
@@ -1374,50 +1401,14 @@ read_packed(const uint8_t *p, const uint8_t *end, uint64_t *out, Py_ssize_t *n, 
 #define DIRECT_DECLINE (-1)
 
 /* Samples: location_id (1) and value (2), each packed or not (repeated fields
- * concatenate, as repeated_core does). Pass one counts both; -1 declines (a
- * label, another field, a bad run). */
-static int
-sample_sizes_core(const Messages *ms, Py_ssize_t *nloc, Py_ssize_t *nval)
-{
-    for (Py_ssize_t i = 0; i < ms->count; i++) {
-        const unsigned char *p, *end, *run_end;
-        Py_ssize_t len;
-        if (message_at(ms, i, &p, &len) < 0)
-            return BAD_ARRAYS;
-        for (end = p + len; p < end;) {
-            uint64_t tag, v;
-            if (read_varint(&p, end, &tag) < 0)
-                return DIRECT_DECLINE;
-            Py_ssize_t *n = tag >> 3 == 1 ? nloc : tag >> 3 == 2 ? nval : NULL;
-            if (n == NULL)
-                return DIRECT_DECLINE;
-            if ((tag & 7) == 0) {
-                if (read_varint(&p, end, &v) < 0)
-                    return DIRECT_DECLINE;
-                (*n)++;
-            }
-            else if ((tag & 7) == 2) {
-                if (read_run(&p, end, &run_end) < 0)
-                    return DIRECT_DECLINE;
-                *n += (Py_ssize_t)count_low_bytes(p, run_end - p);
-                p = run_end;
-            }
-            else {
-                return DIRECT_DECLINE;
-            }
-        }
-    }
-    return 0;
-}
-
+ * concatenate, as repeated_core does), into loc and val with offsets. -1
+ * declines: a label, another field, a bad varint or run, or no room left. */
 typedef struct {
     int64_t *offsets; /* messages + 1 */
     uint64_t *out;
     Py_ssize_t n, cap;
 } Repeated;
 
-/* Pass two: both fields gathered, with offsets. -1 declines (the messages are
- * read again with every check: nothing is taken from pass one but the room). */
 static int
 samples_core(const Messages *ms, Repeated *loc, Repeated *val)
 {
@@ -1452,23 +1443,22 @@ samples_core(const Messages *ms, Repeated *loc, Repeated *val)
         loc->offsets[i + 1] = loc->n;
         val->offsets[i + 1] = val->n;
     }
-    return loc->n == loc->cap && val->n == val->cap ? 0 : DIRECT_DECLINE;
+    return 0;
 }
 
 /* Locations: id (1), mapping_id (2), address (3) and is_folded (5) varints,
  * the last of each number winning, into rows 0 to 3 of scalars (zeroed: an
  * absent field stays 0); lines (4), each a Line of function_id (1), line (2)
- * and column (3) varints, the last winning, into rows 0 to 2 of lines, with
- * offsets. lines NULL: count them only (pass one). -1 declines. */
+ * and column (3) varints, the last winning, into rows 0 to 2 of lines (cap
+ * each, zeroed), with offsets; *nlines: how many. -1 declines (as samples). */
 static const signed char LOCATION_ROW[8] = {-1, 0, 1, 2, -1, 3, -1, -1};
 
 static int
 locations_core(const Messages *ms, uint64_t *scalars, int64_t *offsets, uint64_t *lines,
-               Py_ssize_t *nlines, Py_ssize_t cap)
+               Py_ssize_t cap, Py_ssize_t *nlines)
 {
     Py_ssize_t count = ms->count, k = 0;
-    if (offsets != NULL)
-        offsets[0] = 0;
+    offsets[0] = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         const unsigned char *p, *end, *run_end;
         Py_ssize_t len;
@@ -1480,38 +1470,30 @@ locations_core(const Messages *ms, uint64_t *scalars, int64_t *offsets, uint64_t
                 return DIRECT_DECLINE;
             number = tag >> 3;
             if (tag == (4 << 3 | 2)) {
-                if (read_run(&p, end, &run_end) < 0)
+                if (read_run(&p, end, &run_end) < 0 || k >= cap)
                     return DIRECT_DECLINE;
-                if (lines != NULL) {
-                    if (k >= cap)
+                while (p < run_end) {
+                    uint64_t line_tag;
+                    if (read_varint(&p, run_end, &line_tag) < 0 || (line_tag & 7) != 0 ||
+                        line_tag >> 3 < 1 || line_tag >> 3 > 3 || read_varint(&p, run_end, &v) < 0)
                         return DIRECT_DECLINE;
-                    while (p < run_end) {
-                        uint64_t line_tag;
-                        if (read_varint(&p, run_end, &line_tag) < 0 || (line_tag & 7) != 0 ||
-                            line_tag >> 3 < 1 || line_tag >> 3 > 3 ||
-                            read_varint(&p, run_end, &v) < 0)
-                            return DIRECT_DECLINE;
-                        lines[(Py_ssize_t)(line_tag >> 3) * cap - cap + k] = v;
-                    }
+                    lines[(Py_ssize_t)(line_tag >> 3) * cap - cap + k] = v;
                 }
                 k++;
-                p = run_end;
             }
             else if ((tag & 7) == 0 && number < 8 && LOCATION_ROW[number] >= 0) {
                 if (read_varint(&p, end, &v) < 0)
                     return DIRECT_DECLINE;
-                if (scalars != NULL)
-                    scalars[LOCATION_ROW[number] * count + i] = v;
+                scalars[LOCATION_ROW[number] * count + i] = v;
             }
             else {
                 return DIRECT_DECLINE;
             }
         }
-        if (offsets != NULL)
-            offsets[i + 1] = k;
+        offsets[i + 1] = k;
     }
     *nlines = k;
-    return lines == NULL || k == cap ? 0 : DIRECT_DECLINE;
+    return 0;
 }
 
 /* Functions: id, name, system_name, filename, start_line (1 to 5), varints, the
@@ -1537,23 +1519,8 @@ functions_core(const Messages *ms, uint64_t *out)
 }
 
 /* The direct functions' arguments: buf, start, length (into s[0..2], read as
- * messages), then the writable arrays the format names (into o). -1 with an
- * exception, else 0: the caller releases them with direct_release. */
-static int
-direct_args(PyObject *args, const char *format, Py_buffer *s, Py_buffer *o, int n, Messages *ms)
-{
-    if (!PyArg_ParseTuple(args, format, &s[0], &s[1], &s[2], &o[0], &o[1], &o[2], &o[3]))
-        return -1;
-    if (messages_from_segments(s, ms) < 0) {
-        for (int i = 0; i < 3; i++)
-            PyBuffer_Release(&s[i]);
-        for (int i = 0; i < n; i++)
-            PyBuffer_Release(&o[i]);
-        return -1;
-    }
-    return 0;
-}
-
+ * messages), then the n writable arrays the format names (into o). -1 with an
+ * exception; else 0, and the caller releases them with direct_release. */
 static void
 direct_release(Py_buffer *s, Py_buffer *o, int n)
 {
@@ -1563,41 +1530,34 @@ direct_release(Py_buffer *s, Py_buffer *o, int n)
         PyBuffer_Release(&o[i]);
 }
 
-PyDoc_STRVAR(sample_sizes_at_doc,
-             "sample_sizes_at(buf, start, length) -> None or (location_ids, values)\n\n"
-             "How many location ids and values the samples buf[start[i] : start[i] +\n"
-             "length[i]] (int64 arrays) hold; None when one has a field samples_at\n"
-             "declines (see _wire.c). ValueError when a segment lies outside buf.");
-
-static PyObject *
-sample_sizes_at(PyObject *self, PyObject *args)
+static int
+direct_args(PyObject *args, const char *format, Py_buffer *s, Py_buffer *o, int n, Messages *ms)
 {
-    (void)self;
-    Py_buffer s[3], o[4];
-    Messages ms;
-    Py_ssize_t nloc = 0, nval = 0;
-    int status;
-    if (direct_args(args, "y*y*y*", s, o, 0, &ms) < 0)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    status = sample_sizes_core(&ms, &nloc, &nval);
-    Py_END_ALLOW_THREADS
-    direct_release(s, o, 0);
-    if (status == BAD_ARRAYS)
-        return bad_arrays();
-    if (status != 0)
-        Py_RETURN_NONE;
-    return Py_BuildValue("nn", nloc, nval);
+    if (!PyArg_ParseTuple(args, format, &s[0], &s[1], &s[2], &o[0], &o[1], &o[2], &o[3]))
+        return -1;
+    int ok = messages_from_segments(s, ms) == 0;
+    for (int i = 0; ok && i < n; i++)
+        ok = o[i].len % 8 == 0;
+    if (!ok) {
+        if (!PyErr_Occurred())
+            bad_arrays();
+        direct_release(s, o, n);
+        return -1;
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(samples_at_doc,
              "samples_at(buf, start, length, loc_offsets, loc_ids, val_offsets, values)\n"
-             "    -> bool\n\n"
-             "The samples' location ids (field 1) and values (field 2), packed or not, as\n"
-             "Fields.repeated_varints gives them: offsets (int64, samples + 1) and values\n"
-             "(uint64, of the sizes sample_sizes_at gave). False when a sample has a field\n"
-             "it declines (a label, another number or wire type, a bad varint or run):\n"
-             "the arrays then hold nothing of use. ValueError when arrays do not fit.");
+             "    -> None or (location ids, values)\n\n"
+             "The location ids (field 1) and values (field 2), packed or not, of the\n"
+             "samples buf[start[i] : start[i] + length[i]] (int64 arrays), as\n"
+             "Fields.repeated_varints gives them: offsets (int64, samples + 1) and the\n"
+             "values (uint64; room for the samples' bytes will do) at the head of each\n"
+             "array, how many returned. None when a sample has a field it declines (a\n"
+             "label, another number or wire type, a bad varint or run) or there is no\n"
+             "room left: the arrays then hold nothing of use. ValueError when a segment\n"
+             "lies outside buf or arrays do not fit.");
 
 static PyObject *
 samples_at(PyObject *self, PyObject *args)
@@ -1618,44 +1578,21 @@ samples_at(PyObject *self, PyObject *args)
     direct_release(s, o, 4);
     if (status == BAD_ARRAYS)
         return bad_arrays();
-    return PyBool_FromLong(status == 0);
-}
-
-PyDoc_STRVAR(location_lines_at_doc,
-             "location_lines_at(buf, start, length) -> None or lines\n\n"
-             "How many lines the locations buf[start[i] : start[i] + length[i]] (int64\n"
-             "arrays) hold; None when one has a field locations_at declines (see\n"
-             "_wire.c). ValueError when a segment lies outside buf.");
-
-static PyObject *
-location_lines_at(PyObject *self, PyObject *args)
-{
-    (void)self;
-    Py_buffer s[3], o[4];
-    Messages ms;
-    Py_ssize_t nlines = 0;
-    int status;
-    if (direct_args(args, "y*y*y*", s, o, 0, &ms) < 0)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    status = locations_core(&ms, NULL, NULL, NULL, &nlines, 0);
-    Py_END_ALLOW_THREADS
-    direct_release(s, o, 0);
-    if (status == BAD_ARRAYS)
-        return bad_arrays();
     if (status != 0)
         Py_RETURN_NONE;
-    return PyLong_FromSsize_t(nlines);
+    return Py_BuildValue("nn", loc.n, val.n);
 }
 
 PyDoc_STRVAR(locations_at_doc,
-             "locations_at(buf, start, length, scalars, line_offsets, lines) -> bool\n\n"
-             "The locations' fields 1, 2, 3 and 5 into the rows of scalars (uint64, 4 x\n"
-             "locations, zeroed), and their lines (field 4) into line_offsets (int64,\n"
-             "locations + 1) and the rows of lines (uint64, 3 x location_lines_at's count,\n"
-             "zeroed: function_id, line, column), each the last of its number, as\n"
-             "Fields.last_values and children give them. False when a location has a\n"
-             "field it declines; ValueError when arrays do not fit.");
+             "locations_at(buf, start, length, scalars, line_offsets, lines) -> None or n\n\n"
+             "The fields 1, 2, 3 and 5 of the locations buf[start[i] : start[i] +\n"
+             "length[i]] (int64 arrays) into the rows of scalars (uint64, 4 x locations,\n"
+             "zeroed), and their lines (field 4) into line_offsets (int64, locations + 1)\n"
+             "and the heads of the rows of lines (uint64, 3 x room, zeroed; room for\n"
+             "half the locations' bytes will do: function_id, line, column), each the\n"
+             "last of its number, as Fields.last_values and children give them; n: the\n"
+             "lines. None when a location has a field it declines or there is no room\n"
+             "left; ValueError when a segment lies outside buf or arrays do not fit.");
 
 static PyObject *
 locations_at(PyObject *self, PyObject *args)
@@ -1670,21 +1607,24 @@ locations_at(PyObject *self, PyObject *args)
     Py_ssize_t cap = o[2].len / 24;
     if (o[0].len / 8 == 4 * ms.count && o[1].len / 8 == ms.count + 1 && o[2].len == 24 * cap) {
         Py_BEGIN_ALLOW_THREADS
-        status = locations_core(&ms, o[0].buf, o[1].buf, o[2].buf, &nlines, cap);
+        status = locations_core(&ms, o[0].buf, o[1].buf, o[2].buf, cap, &nlines);
         Py_END_ALLOW_THREADS
     }
     direct_release(s, o, 3);
     if (status == BAD_ARRAYS)
         return bad_arrays();
-    return PyBool_FromLong(status == 0);
+    if (status != 0)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(nlines);
 }
 
 PyDoc_STRVAR(functions_at_doc,
              "functions_at(buf, start, length, out) -> bool\n\n"
-             "The functions' fields 1 to 5 (buf[start[i] : start[i] + length[i]], int64\n"
-             "arrays) into the rows of out (uint64, 5 x functions, zeroed), each the last\n"
-             "of its number, as Fields.last_values gives them. False when a function has\n"
-             "another field (see _wire.c); ValueError when arrays do not fit.");
+             "The fields 1 to 5 of the functions buf[start[i] : start[i] + length[i]]\n"
+             "(int64 arrays) into the rows of out (uint64, 5 x functions, zeroed), each\n"
+             "the last of its number, as Fields.last_values gives them. False when a\n"
+             "function has another field (see above); ValueError when a segment lies\n"
+             "outside buf or arrays do not fit.");
 
 static PyObject *
 functions_at(PyObject *self, PyObject *args)
@@ -1695,7 +1635,7 @@ functions_at(PyObject *self, PyObject *args)
     int status = BAD_ARRAYS;
     if (direct_args(args, "y*y*y*w*", s, o, 1, &ms) < 0)
         return NULL;
-    if (o[0].len / 8 == 5 * ms.count && o[0].len % 8 == 0) {
+    if (o[0].len / 8 == 5 * ms.count) {
         Py_BEGIN_ALLOW_THREADS
         status = functions_core(&ms, o[0].buf);
         Py_END_ALLOW_THREADS
@@ -1722,9 +1662,7 @@ static PyMethodDef methods[] = {
     {"count_ends_at", count_ends_at, METH_VARARGS, count_ends_at_doc},
     {"split_at", split_at, METH_VARARGS, split_at_doc},
     {"join_at", join_at, METH_VARARGS, join_at_doc},
-    {"sample_sizes_at", sample_sizes_at, METH_VARARGS, sample_sizes_at_doc},
     {"samples_at", samples_at, METH_VARARGS, samples_at_doc},
-    {"location_lines_at", location_lines_at, METH_VARARGS, location_lines_at_doc},
     {"locations_at", locations_at, METH_VARARGS, locations_at_doc},
     {"functions_at", functions_at, METH_VARARGS, functions_at_doc},
     {NULL, NULL, 0, NULL},

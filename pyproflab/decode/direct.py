@@ -13,9 +13,10 @@ gives for the kind, or None when the kind has anything but its plain shape
 (labels, an unknown field, a wrong wire type, a bad varint or run; see
 ``_wire.c``): the caller then walks the kind as before, which gives the same
 arrays, hands over to the reference decoder, or raises the same error as
-without this module. Arrays are sized exactly (a counting pass finds how many
-packed values and lines there are): the results and nothing more, where the
-walk reserves 16 bytes per input byte for its tokens.
+without this module. Arrays are allocated once, from what bounds them (a
+varint has one byte at least, a line two): at most 8 bytes (ids) and 12
+(lines) per byte of the kind, where the walk reserves 16 for its tokens; pages
+past the results are never written, so never held in memory.
 """
 
 from __future__ import annotations
@@ -35,39 +36,36 @@ def _segments(messages: RawMessages) -> tuple:
 
 
 def samples(
-    wire: ModuleType, messages: RawMessages
+    wire: ModuleType, messages: RawMessages, ntypes: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(loc_offsets, loc_ids, val_offsets, values) of samples without labels, as
-    ``Fields.repeated_varints`` gives fields 1 and 2; None: walk them."""
-    segments = _segments(messages)
-    sizes = wire.sample_sizes_at(*segments)
-    if sizes is None:
-        return None
+    ``Fields.repeated_varints`` gives fields 1 and 2 (a varint has a byte at
+    least: the bytes bound the ids; ``ntypes`` values a sample, or the walk
+    reports the mismatch); None: walk them."""
     n = len(messages)
     loc_offsets, val_offsets = np.empty(n + 1, dtype=I64), np.empty(n + 1, dtype=I64)
-    loc_ids, values = np.empty(sizes[0], dtype=U64), np.empty(sizes[1], dtype=U64)
-    if not wire.samples_at(*segments, loc_offsets, loc_ids, val_offsets, values):
+    loc_ids = np.empty(int(messages.length.sum()), dtype=U64)
+    values = np.empty(n * ntypes, dtype=U64)
+    got = wire.samples_at(*_segments(messages), loc_offsets, loc_ids, val_offsets, values)
+    if got is None:
         return None
-    return loc_offsets, loc_ids, val_offsets, values
+    return loc_offsets, loc_ids[: got[0]], val_offsets, values[: got[1]]
 
 
 def locations(
     wire: ModuleType, messages: RawMessages
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(scalars, line_offsets, lines): rows of fields 1, 2, 3 and 5, and of the
-    lines' fields 1, 2 and 3, as ``Fields.last_values`` gives them; None: walk
-    them."""
-    segments = _segments(messages)
-    nlines = wire.location_lines_at(*segments)
-    if nlines is None:
-        return None
+    lines' fields 1, 2 and 3 (a line has two bytes at least: half the bytes
+    bound them), as ``Fields.last_values`` gives them; None: walk them."""
     n = len(messages)
     scalars = np.zeros((4, n), dtype=U64)
     line_offsets = np.empty(n + 1, dtype=I64)
-    lines = np.zeros((3, nlines), dtype=U64)
-    if not wire.locations_at(*segments, scalars, line_offsets, lines):
+    lines = np.zeros((3, int(messages.length.sum()) // 2), dtype=U64)
+    got = wire.locations_at(*_segments(messages), scalars, line_offsets, lines)
+    if got is None:
         return None
-    return scalars, line_offsets, lines
+    return scalars, line_offsets, lines[:, :got]
 
 
 def functions(wire: ModuleType, messages: RawMessages) -> np.ndarray | None:

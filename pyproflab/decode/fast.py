@@ -717,7 +717,7 @@ def _walk_samples(top: TopLevel, nstr: int, ntypes: int, *, source: str) -> _Sam
     """The samples and their labels, strings checked, each sample with one value
     per sample type."""
     count = len(top.samples)
-    got = _read_direct(direct.samples, top.samples)
+    got = _read_direct(lambda w, m: direct.samples(w, m, ntypes), top.samples)
     if got is not None:  # no labels
         loc_offsets, loc_ids, val_offsets, values = got
         label_offsets = np.zeros(count + 1, dtype=I64)

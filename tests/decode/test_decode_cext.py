@@ -180,7 +180,7 @@ def test_the_extension_is_built_and_used(monkeypatch) -> None:
     assert {split, "walk", "repeated", "last_values"} <= set(calls)
     # Locations and functions read in one pass each (direct.py); samples tried
     # first, and walked since they have labels.
-    assert {"locations_at", "functions_at", "sample_sizes_at"} <= set(calls)
+    assert {"samples_at", "locations_at", "functions_at"} <= set(calls)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ segments outside their buffer and arrays that do not fit give ValueError.
 from __future__ import annotations
 
 import gzip
+import random
 from pathlib import Path
 
 import numpy as np
@@ -146,9 +147,9 @@ def test_go_profiles_take_the_direct_path() -> None:
         raw = gzip.decompress((TESTDATA / "go" / name).read_bytes())
         top = lite.parse_top_level(raw, source=name)
         assert len(top.samples) and len(top.locations) and len(top.functions)
-        assert direct.samples(WIRE, top.samples) is not None, name
-        assert direct.locations(WIRE, top.locations) is not None, name
-        assert direct.functions(WIRE, top.functions) is not None, name
+        assert _direct(top, "samples") is not None, name
+        assert _direct(top, "locations") is not None, name
+        assert _direct(top, "functions") is not None, name
 
 
 # --- hand-made sub-messages -----------------------------------------------------------------
@@ -276,8 +277,11 @@ KINDS = {2: ("samples", SAMPLES), 4: ("locations", LOCATIONS), 5: ("functions", 
 CASES = [(number, name) for number, (_, cases) in KINDS.items() for name in cases]
 
 
-def _direct(kind: str, messages):
-    return getattr(direct, kind)(WIRE, messages)
+def _direct(top: lite.TopLevel, kind: str):
+    """What direct.py reads of one kind (None: declined)."""
+    if kind == "samples":
+        return direct.samples(WIRE, top.samples, len(top.sample_types))
+    return getattr(direct, kind)(WIRE, getattr(top, kind))
 
 
 @pytest.mark.parametrize(("number", "name"), CASES, ids=[f"{n}-{c}" for n, c in CASES])
@@ -291,20 +295,20 @@ def test_odd_sub_messages_decode_alike(monkeypatch, number: int, name: str) -> N
     for data in (BASE + extra, extra + BASE, BASE + extra + extra):
         assert_same(monkeypatch, data)
         top = lite.parse_top_level(data, source="<test>")
-        assert (_direct(kind, getattr(top, kind)) is not None) == taken, data.hex()
+        assert (_direct(top, kind) is not None) == taken, data.hex()
 
 
 def test_the_base_profile_takes_the_direct_path() -> None:
     top = lite.parse_top_level(BASE, source="<test>")
     for kind in ("samples", "locations", "functions"):
-        assert _direct(kind, getattr(top, kind)) is not None, kind
+        assert _direct(top, kind) is not None, kind
     labelled = lite.parse_top_level(minimal().SerializeToString(), source="<test>")
-    assert _direct("samples", labelled.samples) is None
+    assert _direct(labelled, "samples") is None
 
 
 def test_no_messages() -> None:
     empty = lite.RawMessages(b"", np.zeros(0, I64), np.zeros(0, I64))
-    got = direct.samples(WIRE, empty)
+    got = direct.samples(WIRE, empty, 2)
     assert got is not None
     for a, want in zip(got, (np.zeros(1, I64), np.zeros(0, U64)) * 2, strict=True):
         same_array(a, want, "samples")
@@ -341,6 +345,70 @@ def test_mutated_profiles_decode_alike(monkeypatch, seed: int) -> None:
             raise AssertionError(f"seed {seed} case {case}: {e}") from None
 
 
+VALUES = [0, 1, 2, 5, 127, 128, 300, 2**35, 2**63, -1]
+# The field numbers of each kind, often; others sometimes.
+NUMBERS = {
+    "samples": [1, 1, 2, 2, 3],
+    "locations": [1, 2, 3, 4, 4, 5],
+    "functions": [1, 2, 3, 4, 5],
+}
+
+
+def _random_field(r: random.Random, kind: str) -> bytes:
+    number = r.choice(NUMBERS[kind]) if r.random() < 0.97 else r.choice([0, 6, 2**29 - 1])
+    if r.random() < 0.03:
+        return field(number, r.choice([1, 5]), b"\x01" * r.choice([4, 8]))
+    if r.random() < (0.4 if kind == "samples" else 0.9 if number != 4 else 0.1):
+        return field(number, 0, r.choice(VALUES))
+    if kind == "samples" and number != 3:  # packed values
+        payload = b"".join(varint(r.choice(VALUES)) for _ in range(r.randint(0, 4)))
+    else:  # a nested message (a label or a line)
+        fields = [field(r.randint(1, 4), 0, r.choice(VALUES)) for _ in range(r.randint(0, 3))]
+        payload = b"".join(fields)
+    return field(number, 2, payload)
+
+
+def _random_message(r: random.Random, kind: str) -> bytes:
+    data = b"".join(_random_field(r, kind) for _ in range(r.randint(0, 4)))
+    if data and r.random() < 0.2:  # a byte changed, or cut off
+        i = r.randrange(len(data))
+        data = r.choice((data[:i] + bytes([r.randrange(256)]) + data[i + 1 :], data[:i]))
+    return data
+
+
+def _random_top(r: random.Random, kind: str) -> lite.TopLevel:
+    """Random sub-messages of a kind (segments of a buffer with bytes before and
+    after) in a top level."""
+    messages = [_random_message(r, kind) for _ in range(r.randint(1, 4))]
+    lengths = np.array([len(m) for m in messages], dtype=I64)
+    starts = np.cumsum(lengths) - lengths
+    raw = lite.RawMessages(b"junk" + b"".join(messages) + b"junk", starts + 4, lengths)
+    types = [b"\x08\x01\x10\x02"] * r.randint(0, 3)
+    return lite.TopLevel(
+        sample_types=types, samples=raw, mappings=[], locations=raw, functions=raw,
+        raw_strings=[b""] + [b"s"] * 8, drop_frames=0, keep_frames=0, time_nanos=0,
+        duration_nanos=0, period_type=None, period=0, comments=[], default_sample_type=0,
+        doc_url=0,
+    )  # fmt: skip
+
+
+def test_random_sub_messages_read_alike(monkeypatch) -> None:
+    """Random sub-messages of each kind: the same arrays or error both ways, and
+    the direct path takes a good share of them."""
+    r = random.Random(14)
+    taken = dict.fromkeys(("samples", "locations", "functions"), 0)
+    for case in range(1000):
+        for i, kind in enumerate(taken):
+            top = _random_top(r, kind)
+            on, off = both_ways(monkeypatch, walks(top)[i])
+            try:
+                same_error_or(on, off, same_fields)
+            except AssertionError as e:
+                raise AssertionError(f"case {case} {kind}: {e}") from None
+            taken[kind] += _direct(top, kind) is not None and int(top.samples.length.sum()) > 0
+    assert min(taken.values()) > 120, taken
+
+
 # --- arrays that do not fit -------------------------------------------------------------------
 
 
@@ -350,22 +418,21 @@ def test_segments_outside_the_buffer_are_refused() -> None:
         segs = (buf, np.array([0, start], dtype=I64), np.array([2, length], dtype=I64))
         offsets = np.empty(3, I64)
         with pytest.raises(ValueError):
-            WIRE.sample_sizes_at(*segs)
+            WIRE.samples_at(*segs, offsets, np.empty(4, U64), offsets.copy(), np.empty(4, U64))
         with pytest.raises(ValueError):
-            WIRE.samples_at(*segs, offsets, np.empty(2, U64), offsets.copy(), np.empty(2, U64))
-        with pytest.raises(ValueError):
-            WIRE.location_lines_at(*segs)
-        with pytest.raises(ValueError):
-            WIRE.locations_at(*segs, np.zeros(8, U64), offsets, np.zeros(3, U64))
+            WIRE.locations_at(*segs, np.zeros(8, U64), offsets, np.zeros(6, U64))
         with pytest.raises(ValueError):
             WIRE.functions_at(*segs, np.zeros(10, U64))
     with pytest.raises(ValueError):
         WIRE.functions_at(buf, np.zeros(2, I64), np.zeros(3, I64), np.zeros(10, U64))
 
 
+def _one(message: bytes) -> tuple:
+    return message, np.array([0], dtype=I64), np.array([len(message)], dtype=I64)
+
+
 def test_arrays_of_the_wrong_size_are_refused() -> None:
-    buf = field(1, 0, 1) + field(4, 2, LINE)
-    segs = (buf, np.array([0], dtype=I64), np.array([len(buf)], dtype=I64))
+    segs = _one(field(1, 0, 1) + field(4, 2, LINE))
     with pytest.raises(ValueError):
         WIRE.samples_at(*segs, np.empty(1, I64), np.empty(1, U64), np.empty(2, I64), U64_NONE)
     with pytest.raises(ValueError):
@@ -374,11 +441,25 @@ def test_arrays_of_the_wrong_size_are_refused() -> None:
         WIRE.locations_at(*segs, np.zeros(4, U64), np.empty(2, I64), np.zeros(4, U64))
     with pytest.raises(ValueError):
         WIRE.functions_at(*segs, np.zeros(4, U64))
-    # Room for fewer values or lines than the messages hold: declined, never a write past it.
-    assert WIRE.locations_at(*segs, np.zeros(4, U64), np.empty(2, I64), np.zeros(0, U64)) is False
-    sample = (field(1, 2, b"\x01\x02"),)
-    one = (sample[0], np.array([0], dtype=I64), np.array([len(sample[0])], dtype=I64))
-    assert WIRE.sample_sizes_at(*one) == (2, 0)
-    for room in (1, 3):
-        ids = np.empty(room, U64)
-        assert WIRE.samples_at(*one, np.empty(2, I64), ids, np.empty(2, I64), ids[:0]) is False
+    with pytest.raises(ValueError):
+        WIRE.functions_at(*segs, np.zeros(41, np.uint8))
+
+
+def test_room_for_fewer_values_or_lines_declines() -> None:
+    """Never a write past the arrays: too little room declines; just enough does."""
+    segs = _one(field(1, 0, 1) + field(4, 2, LINE) + field(4, 2, LINE))
+    for room, want in ((0, None), (1, None), (2, 2), (5, 2)):
+        lines = np.zeros((3, room), U64)
+        got = WIRE.locations_at(*segs, np.zeros(4, U64), np.empty(2, I64), lines)
+        assert got == want, room
+    two_ids = _one(field(1, 2, b"\x81\x01\x02") + field(2, 0, 7))  # 3 bytes, 2 ids
+    for room, want in ((0, None), (1, None), (2, (2, 1)), (3, (2, 1))):
+        ids = np.zeros(room, U64)
+        got = WIRE.samples_at(*two_ids, np.empty(2, I64), ids, np.empty(2, I64), np.zeros(1, U64))
+        assert got == want, room
+        if want:
+            assert ids[:2].tolist() == [129, 2]
+    no_room = WIRE.samples_at(
+        *two_ids, np.empty(2, I64), np.zeros(2, U64), np.empty(2, I64), U64_NONE
+    )
+    assert no_room is None
