@@ -1362,8 +1362,7 @@ read_run(const uint8_t **pp, const uint8_t *end, const uint8_t **run_end)
 }
 
 /* The varints of a packed run [p, end) appended to out[*n...] (cap entries).
- * -1: a varint too long, or no room (a buffer that changed since it was
- * counted). */
+ * -1: a varint too long or cut by end, or no room left. */
 static inline int
 read_packed(const uint8_t *p, const uint8_t *end, uint64_t *out, Py_ssize_t *n, Py_ssize_t cap)
 {
@@ -1450,7 +1449,7 @@ samples_core(const Messages *ms, Repeated *loc, Repeated *val)
  * the last of each number winning, into rows 0 to 3 of scalars (zeroed: an
  * absent field stays 0); lines (4), each a Line of function_id (1), line (2)
  * and column (3) varints, the last winning, into rows 0 to 2 of lines (cap
- * each, zeroed), with offsets; *nlines: how many. -1 declines (as samples). */
+ * each), with offsets; *nlines: how many. -1 declines (as samples). */
 static const signed char LOCATION_ROW[8] = {-1, 0, 1, 2, -1, 3, -1, -1};
 
 static int
@@ -1472,6 +1471,8 @@ locations_core(const Messages *ms, uint64_t *scalars, int64_t *offsets, uint64_t
             if (tag == (4 << 3 | 2)) {
                 if (read_run(&p, end, &run_end) < 0 || k >= cap)
                     return DIRECT_DECLINE;
+                /* Zeroed here, line by line: the room past the lines is never touched. */
+                lines[k] = lines[cap + k] = lines[2 * cap + k] = 0;
                 while (p < run_end) {
                     uint64_t line_tag;
                     if (read_varint(&p, run_end, &line_tag) < 0 || (line_tag & 7) != 0 ||
@@ -1588,8 +1589,8 @@ PyDoc_STRVAR(locations_at_doc,
              "The fields 1, 2, 3 and 5 of the locations buf[start[i] : start[i] +\n"
              "length[i]] (int64 arrays) into the rows of scalars (uint64, 4 x locations,\n"
              "zeroed), and their lines (field 4) into line_offsets (int64, locations + 1)\n"
-             "and the heads of the rows of lines (uint64, 3 x room, zeroed; room for\n"
-             "half the locations' bytes will do: function_id, line, column), each the\n"
+             "and the heads of the rows of lines (uint64, 3 x room; room for half the\n"
+             "locations' bytes will do: function_id, line, column), each the\n"
              "last of its number, as Fields.last_values and children give them; n: the\n"
              "lines. None when a location has a field it declines or there is no room\n"
              "left; ValueError when a segment lies outside buf or arrays do not fit.");

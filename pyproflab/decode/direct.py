@@ -40,12 +40,12 @@ def samples(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(loc_offsets, loc_ids, val_offsets, values) of samples without labels, as
     ``Fields.repeated_varints`` gives fields 1 and 2 (a varint has a byte at
-    least: the bytes bound the ids; ``ntypes`` values a sample, or the walk
-    reports the mismatch); None: walk them."""
-    n = len(messages)
+    least: the bytes bound the ids and the values; ``ntypes`` values a sample
+    too, or the walk reports the mismatch); None: walk them."""
+    n, size = len(messages), int(messages.length.sum())
     loc_offsets, val_offsets = np.empty(n + 1, dtype=I64), np.empty(n + 1, dtype=I64)
-    loc_ids = np.empty(int(messages.length.sum()), dtype=U64)
-    values = np.empty(n * ntypes, dtype=U64)
+    loc_ids = np.empty(size, dtype=U64)
+    values = np.empty(min(n * ntypes, size), dtype=U64)  # never more than the bytes either
     got = wire.samples_at(*_segments(messages), loc_offsets, loc_ids, val_offsets, values)
     if got is None:
         return None
@@ -61,7 +61,7 @@ def locations(
     n = len(messages)
     scalars = np.zeros((4, n), dtype=U64)
     line_offsets = np.empty(n + 1, dtype=I64)
-    lines = np.zeros((3, int(messages.length.sum()) // 2), dtype=U64)
+    lines = np.empty((3, int(messages.length.sum()) // 2), dtype=U64)  # zeroed in C
     got = wire.locations_at(*_segments(messages), scalars, line_offsets, lines)
     if got is None:
         return None

@@ -409,6 +409,23 @@ def test_random_sub_messages_read_alike(monkeypatch) -> None:
     assert min(taken.values()) > 120, taken
 
 
+def test_memory_is_bounded_by_the_bytes() -> None:
+    """Many sample types and many empty samples: room for values is bounded by
+    the samples' bytes, not samples x types."""
+    import tracemalloc
+
+    n = 100_000
+    empty = lite.RawMessages(b"", np.zeros(n, I64), np.zeros(n, I64))
+    tracemalloc.start()
+    try:
+        got = direct.samples(WIRE, empty, n)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got is not None and got[3].size == 0
+    assert peak < 8 << 20, peak  # the offsets (2 x 0.8 MB); not 80 GB of values
+
+
 # --- arrays that do not fit -------------------------------------------------------------------
 
 
@@ -449,9 +466,12 @@ def test_room_for_fewer_values_or_lines_declines() -> None:
     """Never a write past the arrays: too little room declines; just enough does."""
     segs = _one(field(1, 0, 1) + field(4, 2, LINE) + field(4, 2, LINE))
     for room, want in ((0, None), (1, None), (2, 2), (5, 2)):
-        lines = np.zeros((3, room), U64)
+        lines = np.full((3, room), 7, U64)  # each line zeroed before it is read
         got = WIRE.locations_at(*segs, np.zeros(4, U64), np.empty(2, I64), lines)
         assert got == want, room
+        if want:
+            assert lines[:, :2].tolist() == [[1, 1], [5, 5], [0, 0]]
+            assert (lines[:, 2:] == 7).all()
     two_ids = _one(field(1, 2, b"\x81\x01\x02") + field(2, 0, 7))  # 3 bytes, 2 ids
     for room, want in ((0, None), (1, None), (2, (2, 1)), (3, (2, 1))):
         ids = np.zeros(room, U64)
