@@ -1303,6 +1303,350 @@ split_top(PyObject *self, PyObject *args)
     return result;
 }
 
+/* --- direct: samples, locations and functions read straight into their arrays -------- */
+
+/* The common kinds of sub-message in one pass each, message by message in place,
+ * into the arrays the walk above and repeated / children / last_values would
+ * give (fast.py, direct.py). They take only the plain shapes: fields of the
+ * numbers and wire types the kind has, every varint of at most 10 bytes and
+ * inside its message, each packed run or nested message ending on a varint's
+ * end. Anything else (labels, an unknown field, a wrong wire type, a field
+ * number 0, a truncated field) is declined, and the walk above decodes the
+ * kind, with its hand-overs and errors. Every byte of a message they take is
+ * part of a varint they read, so the walk would read the same varints from the
+ * same bytes. */
+
+/* A varint at *pp, inside [*pp, end), read as split_core reads one (wrapping
+ * modulo 2**64). -1: it runs past end or past 10 bytes. */
+static inline int
+read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *p = *pp;
+    /* One and two bytes first: most ids, lengths and tags. */
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 0;
+    }
+    if (end - p >= 2 && p[1] < 0x80) {
+        *v = (p[0] & 0x7F) | (uint64_t)p[1] << 7;
+        *pp = p + 2;
+        return 0;
+    }
+    uint64_t acc = 0;
+    for (int i = 0; i < MAX_VARINT_BYTES && p < end; i++) {
+        uint64_t b = *p++;
+        acc |= (b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *v = acc;
+            *pp = p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A length-delimited field's payload at *pp: [*pp, *run_end) once its length is
+ * read, which must fit before end, and whose last byte must end a varint (the
+ * walk's "a field ends inside a varint"). -1 otherwise. */
+static inline int
+read_run(const uint8_t **pp, const uint8_t *end, const uint8_t **run_end)
+{
+    uint64_t len;
+    if (read_varint(pp, end, &len) < 0 || len > (uint64_t)(end - *pp))
+        return -1;
+    *run_end = *pp + len;
+    if (len && (*run_end)[-1] >= 0x80)
+        return -1;
+    return 0;
+}
+
+/* The varints of a packed run [p, end) appended to out[*n...] (cap entries).
+ * -1: a varint too long or cut by end, or no room left. */
+static inline int
+read_packed(const uint8_t *p, const uint8_t *end, uint64_t *out, Py_ssize_t *n, Py_ssize_t cap)
+{
+    Py_ssize_t k = *n;
+    if (cap - k >= end - p) {
+        /* Room for a varint per byte: branch-free per byte, as split_core (ids of
+         * one and two bytes mix unpredictably): every byte writes the varint in
+         * progress at k, and a last byte moves k on. */
+        uint64_t acc = 0, shift = 0;
+        for (; p < end; p++) {
+            uint64_t b = *p;
+            uint64_t more = b >> 7;
+            acc |= (b & 0x7F) << shift;
+            out[k] = acc;
+            k += (Py_ssize_t)(more ^ 1);
+            acc &= -more;
+            shift = (shift + 7) & -more;
+            if (shift == 7 * MAX_VARINT_BYTES)
+                return -1;
+        }
+        if (shift)
+            return -1;
+    }
+    else {
+        while (p < end) {
+            if (k >= cap || read_varint(&p, end, &out[k]) < 0)
+                return -1;
+            k++;
+        }
+    }
+    *n = k;
+    return 0;
+}
+
+#define DIRECT_DECLINE (-1)
+
+/* Samples: location_id (1) and value (2), each packed or not (repeated fields
+ * concatenate, as repeated_core does), into loc and val with offsets. -1
+ * declines: a label, another field, a bad varint or run, or no room left. */
+typedef struct {
+    int64_t *offsets; /* messages + 1 */
+    uint64_t *out;
+    Py_ssize_t n, cap;
+} Repeated;
+
+static int
+samples_core(const Messages *ms, Repeated *loc, Repeated *val)
+{
+    loc->offsets[0] = val->offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < ms->count; i++) {
+        const unsigned char *p, *end, *run_end;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0)
+            return BAD_ARRAYS;
+        for (end = p + len; p < end;) {
+            uint64_t tag;
+            if (read_varint(&p, end, &tag) < 0)
+                return DIRECT_DECLINE;
+            Repeated *r = tag >> 3 == 1 ? loc : tag >> 3 == 2 ? val : NULL;
+            if (r == NULL)
+                return DIRECT_DECLINE;
+            if ((tag & 7) == 0) {
+                if (r->n >= r->cap || read_varint(&p, end, &r->out[r->n]) < 0)
+                    return DIRECT_DECLINE;
+                r->n++;
+            }
+            else if ((tag & 7) == 2) {
+                if (read_run(&p, end, &run_end) < 0 ||
+                    read_packed(p, run_end, r->out, &r->n, r->cap) < 0)
+                    return DIRECT_DECLINE;
+                p = run_end;
+            }
+            else {
+                return DIRECT_DECLINE;
+            }
+        }
+        loc->offsets[i + 1] = loc->n;
+        val->offsets[i + 1] = val->n;
+    }
+    return 0;
+}
+
+/* Locations: id (1), mapping_id (2), address (3) and is_folded (5) varints,
+ * the last of each number winning, into rows 0 to 3 of scalars (zeroed: an
+ * absent field stays 0); lines (4), each a Line of function_id (1), line (2)
+ * and column (3) varints, the last winning, into rows 0 to 2 of lines (cap
+ * each), with offsets; *nlines: how many. -1 declines (as samples). */
+static const signed char LOCATION_ROW[8] = {-1, 0, 1, 2, -1, 3, -1, -1};
+
+static int
+locations_core(const Messages *ms, uint64_t *scalars, int64_t *offsets, uint64_t *lines,
+               Py_ssize_t cap, Py_ssize_t *nlines)
+{
+    Py_ssize_t count = ms->count, k = 0;
+    offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const unsigned char *p, *end, *run_end;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0)
+            return BAD_ARRAYS;
+        for (end = p + len; p < end;) {
+            uint64_t tag, v, number;
+            if (read_varint(&p, end, &tag) < 0)
+                return DIRECT_DECLINE;
+            number = tag >> 3;
+            if (tag == (4 << 3 | 2)) {
+                if (read_run(&p, end, &run_end) < 0 || k >= cap)
+                    return DIRECT_DECLINE;
+                /* Zeroed here, line by line: the room past the lines is never touched. */
+                lines[k] = lines[cap + k] = lines[2 * cap + k] = 0;
+                while (p < run_end) {
+                    uint64_t line_tag;
+                    if (read_varint(&p, run_end, &line_tag) < 0 || (line_tag & 7) != 0 ||
+                        line_tag >> 3 < 1 || line_tag >> 3 > 3 || read_varint(&p, run_end, &v) < 0)
+                        return DIRECT_DECLINE;
+                    lines[(Py_ssize_t)(line_tag >> 3) * cap - cap + k] = v;
+                }
+                k++;
+            }
+            else if ((tag & 7) == 0 && number < 8 && LOCATION_ROW[number] >= 0) {
+                if (read_varint(&p, end, &v) < 0)
+                    return DIRECT_DECLINE;
+                scalars[LOCATION_ROW[number] * count + i] = v;
+            }
+            else {
+                return DIRECT_DECLINE;
+            }
+        }
+        offsets[i + 1] = k;
+    }
+    *nlines = k;
+    return 0;
+}
+
+/* Functions: id, name, system_name, filename, start_line (1 to 5), varints, the
+ * last of each winning, into rows 0 to 4 of out (zeroed). -1 declines. */
+static int
+functions_core(const Messages *ms, uint64_t *out)
+{
+    Py_ssize_t count = ms->count;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const unsigned char *p, *end;
+        Py_ssize_t len;
+        if (message_at(ms, i, &p, &len) < 0)
+            return BAD_ARRAYS;
+        for (end = p + len; p < end;) {
+            uint64_t tag, v;
+            if (read_varint(&p, end, &tag) < 0 || (tag & 7) != 0 || tag >> 3 < 1 ||
+                tag >> 3 > 5 || read_varint(&p, end, &v) < 0)
+                return DIRECT_DECLINE;
+            out[(Py_ssize_t)(tag >> 3) * count - count + i] = v;
+        }
+    }
+    return 0;
+}
+
+/* The direct functions' arguments: buf, start, length (into s[0..2], read as
+ * messages), then the n writable arrays the format names (into o). -1 with an
+ * exception; else 0, and the caller releases them with direct_release. */
+static void
+direct_release(Py_buffer *s, Py_buffer *o, int n)
+{
+    for (int i = 0; i < 3; i++)
+        PyBuffer_Release(&s[i]);
+    for (int i = 0; i < n; i++)
+        PyBuffer_Release(&o[i]);
+}
+
+static int
+direct_args(PyObject *args, const char *format, Py_buffer *s, Py_buffer *o, int n, Messages *ms)
+{
+    if (!PyArg_ParseTuple(args, format, &s[0], &s[1], &s[2], &o[0], &o[1], &o[2], &o[3]))
+        return -1;
+    int ok = messages_from_segments(s, ms) == 0;
+    for (int i = 0; ok && i < n; i++)
+        ok = o[i].len % 8 == 0;
+    if (!ok) {
+        if (!PyErr_Occurred())
+            bad_arrays();
+        direct_release(s, o, n);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(samples_at_doc,
+             "samples_at(buf, start, length, loc_offsets, loc_ids, val_offsets, values)\n"
+             "    -> None or (location ids, values)\n\n"
+             "The location ids (field 1) and values (field 2), packed or not, of the\n"
+             "samples buf[start[i] : start[i] + length[i]] (int64 arrays), as\n"
+             "Fields.repeated_varints gives them: offsets (int64, samples + 1) and the\n"
+             "values (uint64; room for the samples' bytes will do) at the head of each\n"
+             "array, how many returned. None when a sample has a field it declines (a\n"
+             "label, another number or wire type, a bad varint or run) or there is no\n"
+             "room left: the arrays then hold nothing of use. ValueError when a segment\n"
+             "lies outside buf or arrays do not fit.");
+
+static PyObject *
+samples_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer s[3], o[4];
+    Messages ms;
+    int status = BAD_ARRAYS;
+    if (direct_args(args, "y*y*y*w*w*w*w*", s, o, 4, &ms) < 0)
+        return NULL;
+    Repeated loc = {o[0].buf, o[1].buf, 0, o[1].len / 8};
+    Repeated val = {o[2].buf, o[3].buf, 0, o[3].len / 8};
+    if (o[0].len / 8 == ms.count + 1 && o[2].len / 8 == ms.count + 1) {
+        Py_BEGIN_ALLOW_THREADS
+        status = samples_core(&ms, &loc, &val);
+        Py_END_ALLOW_THREADS
+    }
+    direct_release(s, o, 4);
+    if (status == BAD_ARRAYS)
+        return bad_arrays();
+    if (status != 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("nn", loc.n, val.n);
+}
+
+PyDoc_STRVAR(locations_at_doc,
+             "locations_at(buf, start, length, scalars, line_offsets, lines) -> None or n\n\n"
+             "The fields 1, 2, 3 and 5 of the locations buf[start[i] : start[i] +\n"
+             "length[i]] (int64 arrays) into the rows of scalars (uint64, 4 x locations,\n"
+             "zeroed), and their lines (field 4) into line_offsets (int64, locations + 1)\n"
+             "and the heads of the rows of lines (uint64, 3 x room; room for half the\n"
+             "locations' bytes will do: function_id, line, column), each the\n"
+             "last of its number, as Fields.last_values and children give them; n: the\n"
+             "lines. None when a location has a field it declines or there is no room\n"
+             "left; ValueError when a segment lies outside buf or arrays do not fit.");
+
+static PyObject *
+locations_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer s[3], o[4];
+    Messages ms;
+    Py_ssize_t nlines = 0;
+    int status = BAD_ARRAYS;
+    if (direct_args(args, "y*y*y*w*w*w*", s, o, 3, &ms) < 0)
+        return NULL;
+    Py_ssize_t cap = o[2].len / 24;
+    if (o[0].len / 8 == 4 * ms.count && o[1].len / 8 == ms.count + 1 && o[2].len == 24 * cap) {
+        Py_BEGIN_ALLOW_THREADS
+        status = locations_core(&ms, o[0].buf, o[1].buf, o[2].buf, cap, &nlines);
+        Py_END_ALLOW_THREADS
+    }
+    direct_release(s, o, 3);
+    if (status == BAD_ARRAYS)
+        return bad_arrays();
+    if (status != 0)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(nlines);
+}
+
+PyDoc_STRVAR(functions_at_doc,
+             "functions_at(buf, start, length, out) -> bool\n\n"
+             "The fields 1 to 5 of the functions buf[start[i] : start[i] + length[i]]\n"
+             "(int64 arrays) into the rows of out (uint64, 5 x functions, zeroed), each\n"
+             "the last of its number, as Fields.last_values gives them. False when a\n"
+             "function has another field (see above); ValueError when a segment lies\n"
+             "outside buf or arrays do not fit.");
+
+static PyObject *
+functions_at(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer s[3], o[4];
+    Messages ms;
+    int status = BAD_ARRAYS;
+    if (direct_args(args, "y*y*y*w*", s, o, 1, &ms) < 0)
+        return NULL;
+    if (o[0].len / 8 == 5 * ms.count) {
+        Py_BEGIN_ALLOW_THREADS
+        status = functions_core(&ms, o[0].buf);
+        Py_END_ALLOW_THREADS
+    }
+    direct_release(s, o, 1);
+    if (status == BAD_ARRAYS)
+        return bad_arrays();
+    return PyBool_FromLong(status == 0);
+}
+
 /* --- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1319,6 +1663,9 @@ static PyMethodDef methods[] = {
     {"count_ends_at", count_ends_at, METH_VARARGS, count_ends_at_doc},
     {"split_at", split_at, METH_VARARGS, split_at_doc},
     {"join_at", join_at, METH_VARARGS, join_at_doc},
+    {"samples_at", samples_at, METH_VARARGS, samples_at_doc},
+    {"locations_at", locations_at, METH_VARARGS, locations_at_doc},
+    {"functions_at", functions_at, METH_VARARGS, functions_at_doc},
     {NULL, NULL, 0, NULL},
 };
 

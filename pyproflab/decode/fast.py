@@ -16,6 +16,10 @@ Without it (no compiler, or ``PYPROFLAB_PURE_DECODE=1``) numpy does it: it
 joins the sub-messages, decodes all varints with array operations and walks
 the messages *all together* (step k reads the k-th field of every message
 still open), which costs numpy calls per field position, not per message.
+With the C extension, samples without labels, locations and functions (most
+of a profile) skip the tokens altogether: ``direct.py`` reads each kind in one
+pass straight into the same arrays, and declines any but the plain shapes to
+the walk.
 
 Rules: the same as the reference decoder (``reference`` and ``validate``),
 and the same Profile comes out. Anything the walk cannot take in stride (a
@@ -34,14 +38,17 @@ would cut along.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.arrays import from_numpy
+from pyproflab.decode import direct
 from pyproflab.decode.common import malformed, metadata
 from pyproflab.decode.lite import RawMessages, TopLevel
 from pyproflab.model import Profile
@@ -66,6 +73,12 @@ class _HandToReference(Exception):
 
 # The C extension (PYPROFLAB_PURE_DECODE=1 forces the numpy path).
 _wire = optional_extension("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE")
+
+# Samples, locations and functions read by direct.py first, when the C extension
+# has it (tests switch it off to compare).
+DIRECT = True
+
+_T = TypeVar("_T")
 
 # The C extension's hand-over codes (keep in step with _wire.c).
 _HAND_OVER = {
@@ -609,6 +622,14 @@ def decode_fast(top: TopLevel, *, source: str) -> Profile:
         return decode_reference(top, source=source)
 
 
+def _read_direct(read: Callable[[ModuleType, RawMessages], _T | None], messages) -> _T | None:
+    """``read`` (a function of direct.py) of ``messages`` when it can read them
+    (the C extension in use, messages in place); None: walk them."""
+    if not DIRECT or _wire is None or not isinstance(messages, RawMessages):
+        return None
+    return read(_wire, messages) if hasattr(_wire, "samples_at") else None
+
+
 def _decode(top: TopLevel, *, source: str) -> Profile:
     """The bulk decode of one profile, in stages: each sub-message kind walked
     and its strings checked, pprof's CheckValid on the ids, then the Arrow tables."""
@@ -621,9 +642,7 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     check_strings(m[5], nstr, "mapping filename", source=source)
     check_strings(m[6], nstr, "mapping build_id", source=source)
 
-    # Functions.
-    ftok, ff = walk_messages(top.functions)
-    f = dict(zip(range(1, 6), ff.last_values(ftok, (1, 2, 3, 4, 5)), strict=True))
+    f = _walk_functions(top)
     for k, what in ((2, "name"), (3, "system_name"), (4, "filename")):
         check_strings(f[k], nstr, f"function {what}", source=source)
 
@@ -667,6 +686,15 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     )
 
 
+def _walk_functions(top: TopLevel) -> dict[int, np.ndarray]:
+    """The functions' fields 1 to 5 (id, name, system_name, filename, start_line)."""
+    rows = _read_direct(direct.functions, top.functions)
+    if rows is not None:
+        return dict(zip(range(1, 6), rows, strict=True))
+    ftok, ff = walk_messages(top.functions)
+    return dict(zip(range(1, 6), ff.last_values(ftok, (1, 2, 3, 4, 5)), strict=True))
+
+
 @dataclass
 class _SampleFields:
     """A profile's samples, walked: location ids and values as flat arrays with
@@ -688,12 +716,19 @@ class _SampleFields:
 def _walk_samples(top: TopLevel, nstr: int, ntypes: int, *, source: str) -> _SampleFields:
     """The samples and their labels, strings checked, each sample with one value
     per sample type."""
-    stok, sf = walk_messages(top.samples)
-    loc_offsets, loc_ids = sf.repeated_varints(stok, 1)
-    val_offsets, values = sf.repeated_varints(stok, 2)
-    label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
-    lf = walk(stok, label_first, label_end, label_end_byte)
-    key, lstr, lnum, lunit = lf.last_values(stok, (1, 2, 3, 4))
+    count = len(top.samples)
+    got = _read_direct(lambda w, m: direct.samples(w, m, ntypes), top.samples)
+    if got is not None:  # no labels
+        loc_offsets, loc_ids, val_offsets, values = got
+        label_offsets = np.zeros(count + 1, dtype=I64)
+        key, lstr, lnum, lunit = np.zeros((4, 0), dtype=U64)
+    else:
+        stok, sf = walk_messages(top.samples)
+        loc_offsets, loc_ids = sf.repeated_varints(stok, 1)
+        val_offsets, values = sf.repeated_varints(stok, 2)
+        label_offsets, label_first, label_end, label_end_byte = sf.children(stok, 3)
+        lf = walk(stok, label_first, label_end, label_end_byte)
+        key, lstr, lnum, lunit = lf.last_values(stok, (1, 2, 3, 4))
     check_strings(key, nstr, "label key", source=source)
     check_strings(lstr[lstr != 0], nstr, "label str", source=source)
     numeric = (lstr == 0) & ((lnum != 0) | (lunit != 0))
@@ -707,7 +742,7 @@ def _walk_samples(top: TopLevel, nstr: int, ntypes: int, *, source: str) -> _Sam
             f"mismatch: sample {bad[0]} has {counts[bad[0]]} values vs. {ntypes} types",
         )
     return _SampleFields(
-        sf.count, loc_offsets, loc_ids, val_offsets, values, label_offsets,
+        count, loc_offsets, loc_ids, val_offsets, values, label_offsets,
         key, lstr, lnum, lunit, numeric,
     )  # fmt: skip
 
@@ -725,6 +760,11 @@ class _LocationFields:
 
 
 def _walk_locations(top: TopLevel) -> _LocationFields:
+    got = _read_direct(direct.locations, top.locations)
+    if got is not None:
+        scalars, line_offsets, (line_fn, line_no, line_col) = got
+        loc = dict(zip((1, 2, 3, 5), scalars, strict=True))
+        return _LocationFields(loc, line_offsets, line_fn, line_no, line_col)
     ltok, lof = walk_messages(top.locations)
     loc = dict(zip((1, 2, 3, 5), lof.last_values(ltok, (1, 2, 3, 5)), strict=True))
     line_offsets, line_first, line_end, line_end_byte = lof.children(ltok, 4)

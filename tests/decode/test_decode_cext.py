@@ -178,6 +178,9 @@ def test_the_extension_is_built_and_used(monkeypatch) -> None:
     # The top level split in place (lite.split_top) is read in place too.
     split = "split_at" if lite._split_top is not None else "split"
     assert {split, "walk", "repeated", "last_values"} <= set(calls)
+    # Locations and functions read in one pass each (direct.py); samples tried
+    # first, and walked since they have labels.
+    assert {"samples_at", "locations_at", "functions_at"} <= set(calls)
 
 
 @pytest.mark.parametrize(
