@@ -32,6 +32,7 @@ from here stay importable here (``ProfileMeta``, ``key_profile``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -268,7 +269,11 @@ def ingest_paths(
         SENT_BYTES,
     )
     writes = BackgroundWrites(Writer(store, job, report))
-    with store.memory_limited(writer_memory(batch_bytes)), writes:
+    # With a pool the workers take the cores (``prepared``'s rule for one).
+    n_workers = default_workers() if workers is None else workers
+    pooled = n_workers > 1 and len(files) >= POOL_MIN_FILES
+    threads = store.single_threaded() if pooled else contextlib.nullcontext()
+    with store.memory_limited(writer_memory(batch_bytes)), threads, writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
             result: KeyedProfile | _Present | _Refused | None = ready

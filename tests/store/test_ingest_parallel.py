@@ -228,6 +228,35 @@ def test_duckdb_memory_is_limited_while_batches_are_stored(
             assert _memory_limit(store) == before
 
 
+@pytest.mark.corpus
+def test_duckdb_runs_on_one_thread_while_workers_take_the_cores(
+    fleet: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a pool, every batch is stored with DuckDB on one thread, and its
+    setting is put back after; without one, DuckDB keeps its threads."""
+    seen: list[int] = []
+    real = ingest_mod.store_keyed
+
+    def spy(store, keyed):
+        seen.append(_threads(store))
+        return real(store, keyed)
+
+    monkeypatch.setattr(ingest_mod, "store_keyed", spy)
+    with Store.open(tmp_path / "s.duckdb") as store:
+        store.execute("SET threads = 3")
+        ingest_paths(store, fleet, workers=2, batch_size=4)
+        assert _threads(store) == 3 and set(seen) == {1}
+    seen.clear()
+    with Store.open(tmp_path / "t.duckdb") as store:
+        store.execute("SET threads = 3")
+        ingest_paths(store, fleet, workers=1, batch_size=4)
+        assert set(seen) == {3}
+
+
+def _threads(store: Store) -> int:
+    return int(store.sql("SELECT current_setting('threads')").column(0)[0].as_py())
+
+
 def test_bad_batch_bytes_is_refused(tmp_path: Path) -> None:
     from pyproflab.errors import StoreError
 
