@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import platform
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -251,6 +252,17 @@ def test_duckdb_runs_on_one_thread_while_workers_take_the_cores(
         store.execute("SET threads = 3")
         ingest_paths(store, fleet, workers=1, batch_size=4)
         assert set(seen) == {3}
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="the workers' heap setting is glibc's (mallopt)",
+)
+def test_a_worker_keeps_freed_memory_for_the_next_file() -> None:
+    """In a process like a worker (the setting is process-wide), glibc takes both values."""
+    code = "from pyproflab.store import prepare; print(prepare._keep_freed_memory())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "True", out.stderr
 
 
 def _threads(store: Store) -> int:
