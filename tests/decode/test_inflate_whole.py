@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import minimal
+from support.testenv import assert_compiles_without_warnings
 
 from pyproflab.decode import pprof
 from pyproflab.errors import ProfileError
@@ -116,3 +117,7 @@ def test_mutated_files_give_the_streams_answer() -> None:
     for case, data in mutated_cases(11, seeds, 400):
         a, b = both_ways(bytes(data))
         assert a == b, case
+
+
+def test_the_source_compiles_without_warnings() -> None:
+    assert_compiles_without_warnings(Path(pprof.__file__).with_name("_inflate.c"))
