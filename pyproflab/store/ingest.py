@@ -269,10 +269,7 @@ def ingest_paths(
         SENT_BYTES,
     )
     writes = BackgroundWrites(Writer(store, job, report))
-    # With a pool the workers take the cores (``prepared``'s rule for one).
-    n_workers = default_workers() if workers is None else workers
-    pooled = n_workers > 1 and len(files) >= POOL_MIN_FILES
-    threads = store.single_threaded() if pooled else contextlib.nullcontext()
+    threads = _writer_threads(store, workers, len(files))
     with store.memory_limited(writer_memory(batch_bytes)), threads, writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
@@ -303,6 +300,15 @@ def ingest_paths(
 
         report.add(import_parquet(store, d))
     return report
+
+
+def _writer_threads(
+    store: Store, workers: int | None, files: int
+) -> contextlib.AbstractContextManager[None]:
+    """DuckDB on one thread while a worker pool takes the cores (``prepared``'s rule
+    for a pool), else as it is."""
+    pooled = (default_workers() if workers is None else workers) > 1 and files >= POOL_MIN_FILES
+    return store.single_threaded() if pooled else contextlib.nullcontext()
 
 
 @dataclass
