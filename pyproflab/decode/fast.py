@@ -602,6 +602,13 @@ def string_array(raw: Sequence[bytes], top: TopLevel) -> pa.Array:
     return pa.array(top.strings, pa.string())
 
 
+def signed(values: np.ndarray) -> np.ndarray:
+    """uint64 values as the int64 columns hold them: a view of the same bits,
+    which is what the cast ``from_numpy`` would otherwise copy them through
+    gives (both wrap modulo 2**64), without the copy."""
+    return values.view(I64) if values.dtype == U64 else values
+
+
 def list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), values)
 
@@ -653,15 +660,19 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     strings = string_array(top.raw_strings, top)
 
     def text(index: np.ndarray) -> pa.Array:
-        return strings.take(from_numpy(index, pa.int64()))
+        return strings.take(from_numpy(signed(index), pa.int64()))
 
+    name = text(f[2])
+    # Go writes every system name equal to the name: one take for both (the
+    # same strings; Arrow arrays are immutable, so sharing one is safe).
+    system_name = name if np.array_equal(f[3], f[2]) else text(f[3])
     functions_table = pa.Table.from_arrays(
         [
             from_numpy(f[1], pa.uint64()),
-            text(f[2]),
-            text(f[3]),
+            name,
+            system_name,
             text(f[4]),
-            from_numpy(f[5], pa.int64()),
+            from_numpy(signed(f[5]), pa.int64()),
         ],
         schema=schema.PROFILE_FUNCTIONS,
     )
@@ -848,7 +859,7 @@ def _samples_table(s: _SampleFields, strings: pa.Array) -> pa.Table:
         [
             interned(key),
             interned(lstr, ~numeric),
-            from_numpy(lnum, pa.int64(), mask=~numeric),
+            from_numpy(signed(lnum), pa.int64(), mask=~numeric),
             interned(lunit, numeric & (lunit != 0)),
         ],
         fields=struct_fields(schema.PROFILE_LABEL),
@@ -856,7 +867,7 @@ def _samples_table(s: _SampleFields, strings: pa.Array) -> pa.Table:
     return pa.Table.from_arrays(
         [
             list_array(s.loc_offsets, from_numpy(s.loc_ids, pa.uint64())),
-            list_array(s.val_offsets, from_numpy(s.values, pa.int64())),
+            list_array(s.val_offsets, from_numpy(signed(s.values), pa.int64())),
             list_array(kept_offsets, labels),
         ],
         schema=schema.PROFILE_SAMPLES,
@@ -868,8 +879,8 @@ def _locations_table(locs: _LocationFields, mapping_id: np.ndarray) -> pa.Table:
     lines = pa.StructArray.from_arrays(
         [
             from_numpy(locs.line_fn, pa.uint64()),
-            from_numpy(locs.line_no, pa.int64()),
-            from_numpy(locs.line_col, pa.int64()),
+            from_numpy(signed(locs.line_no), pa.int64()),
+            from_numpy(signed(locs.line_col), pa.int64()),
         ],
         fields=struct_fields(schema.LINE),
     )
