@@ -526,12 +526,22 @@ def walk_messages(messages: Sequence[bytes]) -> tuple[Tokens, Fields]:
 
 
 class IdIndex:
-    """Membership of ids (non-zero, unique): a dense table when ids are small."""
+    """Membership of ids (non-zero, unique): a range test when they are 1 to n
+    in order, else a dense table when ids are small, else a sorted copy.
+
+    Why the range test: Go numbers locations and functions 1 to n in order, and
+    a large profile's samples hold hundreds of thousands of location ids; two
+    reductions over them (``contains_all``) cost less than a gather into a
+    table, and the table need not be built."""
 
     def __init__(self, ids: np.ndarray):
-        self.top = int(ids.max()) if ids.size else 0
-        self.dense = self.top <= 4 * ids.size + 1024
-        if self.dense:
+        n = ids.size
+        self.top = int(ids.max()) if n else 0
+        self.sequential = self.top == n > 0 and np.array_equal(ids, np.arange(1, n + 1, dtype=U64))
+        self.dense = self.top <= 4 * n + 1024
+        if self.sequential:
+            pass
+        elif self.dense:
             self.table = np.zeros(self.top + 1, dtype=bool)
             self.table[ids] = True
         else:
@@ -540,11 +550,26 @@ class IdIndex:
     def all_unique(self, n: int) -> bool:
         """Whether the ``n`` ids it was built from are all different: from the
         table or the sorted copy it holds, so no second sort."""
+        if self.sequential:
+            return True
         if self.dense:
             return int(np.count_nonzero(self.table)) == n
         return not (self.sorted[1:] == self.sorted[:-1]).any()
 
+    def contains_all(self, query: np.ndarray) -> bool:
+        """Whether ``contains`` is True for every query: for 1..n ids, whether
+        none is 0 and none passes n, without an array per query."""
+        if not self.sequential:
+            return bool(self.contains(query).all())
+        query = np.asarray(query, dtype=U64)
+        return not query.size or bool(
+            np.count_nonzero(query) == query.size and query.max() <= U64(self.top)
+        )
+
     def contains(self, query: np.ndarray) -> np.ndarray:
+        if self.sequential:
+            query = np.asarray(query, dtype=U64)
+            return (query != 0) & (query <= U64(self.top))
         if self.dense:
             # take() with int64 indexes: 3x faster than indexing with uint64 ones,
             # which numpy first converts; ids up to top read the same as int64.
@@ -602,6 +627,13 @@ def string_array(raw: Sequence[bytes], top: TopLevel) -> pa.Array:
     return pa.array(top.strings, pa.string())
 
 
+def signed(values: np.ndarray) -> np.ndarray:
+    """uint64 values as the int64 columns hold them: a view of the same bits,
+    which is what the cast ``from_numpy`` would otherwise copy them through
+    gives (both wrap modulo 2**64), without the copy."""
+    return values.view(I64) if values.dtype == U64 else values
+
+
 def list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), values)
 
@@ -653,15 +685,19 @@ def _decode(top: TopLevel, *, source: str) -> Profile:
     strings = string_array(top.raw_strings, top)
 
     def text(index: np.ndarray) -> pa.Array:
-        return strings.take(from_numpy(index, pa.int64()))
+        return strings.take(from_numpy(signed(index), pa.int64()))
 
+    name = text(f[2])
+    # Go writes every system name equal to the name: one take for both (the
+    # same strings; Arrow arrays are immutable, so sharing one is safe).
+    system_name = name if np.array_equal(f[3], f[2]) else text(f[3])
     functions_table = pa.Table.from_arrays(
         [
             from_numpy(f[1], pa.uint64()),
-            text(f[2]),
-            text(f[3]),
+            name,
+            system_name,
             text(f[4]),
-            from_numpy(f[5], pa.int64()),
+            from_numpy(signed(f[5]), pa.int64()),
         ],
         schema=schema.PROFILE_FUNCTIONS,
     )
@@ -786,7 +822,7 @@ def _check_valid(
     mapping that does not exist dropped (0) as pprof drops it."""
     loc = locs.fields
     known_locations = IdIndex(loc[1]) if loc[1].size else None
-    if s.loc_ids.size:
+    if s.loc_ids.size and (known_locations is None or not known_locations.contains_all(s.loc_ids)):
         found = (
             known_locations.contains(s.loc_ids)
             if known_locations is not None
@@ -805,7 +841,7 @@ def _check_valid(
         source=source, index=known_locations,
     )  # fmt: skip
     line_fn = locs.line_fn
-    if line_fn.size:
+    if line_fn.size and not (f[1].size and functions.contains_all(line_fn)):
         found = functions.contains(line_fn) if f[1].size else np.zeros(line_fn.size, bool)
         if not found.all():
             i = int(np.flatnonzero(~found)[0])
@@ -848,7 +884,7 @@ def _samples_table(s: _SampleFields, strings: pa.Array) -> pa.Table:
         [
             interned(key),
             interned(lstr, ~numeric),
-            from_numpy(lnum, pa.int64(), mask=~numeric),
+            from_numpy(signed(lnum), pa.int64(), mask=~numeric),
             interned(lunit, numeric & (lunit != 0)),
         ],
         fields=struct_fields(schema.PROFILE_LABEL),
@@ -856,7 +892,7 @@ def _samples_table(s: _SampleFields, strings: pa.Array) -> pa.Table:
     return pa.Table.from_arrays(
         [
             list_array(s.loc_offsets, from_numpy(s.loc_ids, pa.uint64())),
-            list_array(s.val_offsets, from_numpy(s.values, pa.int64())),
+            list_array(s.val_offsets, from_numpy(signed(s.values), pa.int64())),
             list_array(kept_offsets, labels),
         ],
         schema=schema.PROFILE_SAMPLES,
@@ -868,8 +904,8 @@ def _locations_table(locs: _LocationFields, mapping_id: np.ndarray) -> pa.Table:
     lines = pa.StructArray.from_arrays(
         [
             from_numpy(locs.line_fn, pa.uint64()),
-            from_numpy(locs.line_no, pa.int64()),
-            from_numpy(locs.line_col, pa.int64()),
+            from_numpy(signed(locs.line_no), pa.int64()),
+            from_numpy(signed(locs.line_col), pa.int64()),
         ],
         fields=struct_fields(schema.LINE),
     )
