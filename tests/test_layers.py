@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "arrays": 0,
     "native": 0,
     "_intern": 0,
+    "forkserver": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

@@ -130,12 +130,12 @@ def _in_pool(
     chunks: list[list[str]], prepare: Prepare | None, max_bytes: int, workers: int
 ) -> list[_Chunk]:
     """Chunk 0 here, the others in worker processes, results in order."""
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from pyproflab import forkserver
+
     # forkserver: workers inherit neither this process's threads nor its open stores.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["pyproflab.analyses.merge_files"])
+    ctx = forkserver.context(["pyproflab.analyses.merge_files"])
     with ProcessPoolExecutor(workers - 1, mp_context=ctx) as pool:
         futures = [pool.submit(_merge_chunk, c, prepare, max_bytes) for c in chunks[1:]]
         first = _merge_chunk(chunks[0], prepare, max_bytes)

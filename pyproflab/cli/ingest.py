@@ -77,7 +77,12 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         import sys
 
+        from pyproflab import forkserver
         from pyproflab.errors import UsageError
+
+        if args.workers != 1:
+            # The workers' server imports on another core while this process does.
+            forkserver.start(forkserver.INGEST_PRELOAD)
         from pyproflab.lab import Lab
 
         if args.max_bytes is not None and args.max_bytes < 1:

@@ -198,12 +198,12 @@ def prepared(files: list[str], job: FileJob, workers: int | None) -> Iterator[tu
         for path in files:
             yield path, _trimmed(sent, prepare_file(job, path, now))
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from pyproflab import forkserver
+
     # forkserver: workers do not inherit this process's DuckDB connection or threads.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["pyproflab.store.prepare"])
+    ctx = forkserver.context(forkserver.INGEST_PRELOAD)
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,))
     try:
         pending: deque = deque()
