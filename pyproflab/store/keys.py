@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyproflab import schema
+from pyproflab.arrays import from_numpy
 from pyproflab.errors import StoreError
 from pyproflab.model import Profile
 from pyproflab.store import ids
@@ -188,19 +189,19 @@ def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
     if locs.num_rows:
         used = _used(ids.u64(locs.column("id")), ids.u64(loc_values))
         if not used.all():
-            locs = locs.filter(pa.array(used))
+            locs = locs.filter(from_numpy(used))
     lines, _ = ids.list_values(locs.column("lines"))
     functions = profile.functions
     if functions.num_rows:
         used = _used(ids.u64(functions.column("id")), ids.u64(lines.field("function_id")))
         if not used.all():
-            functions = functions.filter(pa.array(used))
+            functions = functions.filter(from_numpy(used))
     mappings = profile.mappings
     if mappings.num_rows:
         used = _used(ids.u64(mappings.column("id")), ids.u64(locs.column("mapping_id")))
         used[0] = True
         if not used.all():
-            mappings = mappings.filter(pa.array(used))
+            mappings = mappings.filter(from_numpy(used))
     return locs, functions, mappings
 
 
@@ -255,7 +256,7 @@ def _first_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), values)
+    return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32), pa.int32()), values)
 
 
 def key_profile(
@@ -289,8 +290,8 @@ def key_profile(
     label_of, label_sets = _key_label_sets(samples)
     out_samples = pa.table(
         {
-            "stack_id": pa.array(stack_of, pa.uint64()),
-            "label_set_id": pa.array(label_of, pa.uint64()),
+            "stack_id": from_numpy(stack_of, pa.uint64()),
+            "label_set_id": from_numpy(label_of, pa.uint64()),
             "values": samples.column("values"),
         },
     )
@@ -299,10 +300,10 @@ def key_profile(
         _profile_row(profile, meta, content_hash, type_hint, now),
         out_samples,
         pa.table(
-            [pa.array(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
+            [from_numpy(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
         ),
         pa.table(
-            [pa.array(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
+            [from_numpy(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
         ),
         locations,
         stacks,
@@ -332,13 +333,17 @@ def _key_locations(
     words = ids.location_words(locs, loc_mapping, line_fn)
     loc_ids, entries = ids.location_keys(*words)
     lines = pa.StructArray.from_arrays(
-        [pa.array(line_fn, pa.uint64()), lines_values.field("line"), lines_values.field("column")],
+        [
+            from_numpy(line_fn, pa.uint64()),
+            lines_values.field("line"),
+            lines_values.field("column"),
+        ],
         fields=list(schema.LINE),
     )
     locations = pa.table(
         [
-            pa.array(loc_ids, pa.uint64()),
-            pa.array(loc_mapping, pa.uint64()),
+            from_numpy(loc_ids, pa.uint64()),
+            from_numpy(loc_mapping, pa.uint64()),
             locs.column("address"),
             locs.column("is_folded"),
             _list_array(line_offsets, lines),
@@ -372,8 +377,8 @@ def _key_stacks(
         row_entries = entries.take(first) if entries is not None else None
     stacks = pa.table(
         [
-            pa.array(uniq_stacks, pa.uint64()),
-            _list_array(uniq_offsets, pa.array(uniq_flat, pa.uint64())),
+            from_numpy(uniq_stacks, pa.uint64()),
+            _list_array(uniq_offsets, from_numpy(uniq_flat, pa.uint64())),
         ],
         schema=schema.STORE_STACKS,
     )
@@ -420,6 +425,11 @@ def _key_label_sets(samples: pa.Table) -> tuple[np.ndarray, pa.Table]:
                     [dict(zip(("key", "str", "num", "num_unit"), c, strict=True)) for c in canon]
                 )
         label_of = set_of_raw[np.searchsorted(uniq_raw, raw)]
+    if not set_ids:
+        # Built from nulls: pa.array of Python lists, and Schema.empty_table, make
+        # pyarrow import pandas, half a second of a worker's first file.
+        empty = [pa.nulls(0, f.type) for f in schema.STORE_LABEL_SETS]
+        return label_of, pa.table(empty, schema=schema.STORE_LABEL_SETS)
     label_sets = pa.table(
         [pa.array(set_ids, pa.uint64()), pa.array(set_labels, pa.list_(schema.LABEL))],
         schema=schema.STORE_LABEL_SETS,

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
+from pyproflab.arrays import from_numpy
 from pyproflab.store import ids, quick_hash
 from pyproflab.store.digests import Entries
 from pyproflab.store.keys import KeyedProfile
@@ -296,7 +297,7 @@ class SentMemory:
             same, origins = found
             if same.any():
                 relied.update(np.flatnonzero(np.bincount(origins)).tolist())
-                kept[attr] = table.filter(pa.array(~same))
+                kept[attr] = table.filter(from_numpy(~same))
         out = keyed
         if kept:
             senders = frozenset(self.senders[i] for i in relied)

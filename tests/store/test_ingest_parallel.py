@@ -265,6 +265,32 @@ def test_a_worker_keeps_freed_memory_for_the_next_file() -> None:
     assert out.stdout.strip() == "True", out.stderr
 
 
+_KEY_PROBE = """
+import sys
+from datetime import UTC, datetime
+import numpy as np
+from pyproflab.store.keys import ProfileMeta
+from pyproflab.store.prepare import FileJob, _trimmed, prepare_file
+from pyproflab.store.sent import SentMemory
+job = FileJob(ProfileMeta(), None, 1 << 30, np.zeros(0, np.uint64), 1 << 25)
+sent = SentMemory(1 << 25)
+kinds = {type(_trimmed(sent, prepare_file(job, f, datetime.now(UTC)))).__name__
+         for f in sys.argv[1:]}
+print(sorted(kinds), "pandas" in sys.modules)
+"""
+
+
+@pytest.mark.corpus
+def test_a_worker_keys_profiles_without_loading_pandas(fleet: list[Path]) -> None:
+    """pyarrow imports pandas on its first pa.array (half a second of each worker's
+    first file): reading, keying and trimming profiles without labels never do."""
+    files = [str(f) for f in fleet[:3]]
+    out = subprocess.run(
+        [sys.executable, "-c", _KEY_PROBE, *files], capture_output=True, text=True, cwd=REPO
+    )
+    assert out.stdout.split() == ["['KeyedProfile']", "False"], out.stderr[-2000:]
+
+
 def _threads(store: Store) -> int:
     return int(store.sql("SELECT current_setting('threads')").column(0)[0].as_py())
 
