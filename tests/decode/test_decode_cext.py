@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.decode_helpers import same_profile
+from support.decode_helpers import assert_each_file, same_profile
 from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import field, minimal, varint
 from support.testenv import (
@@ -213,13 +213,8 @@ def test_the_source_compiles_without_warnings() -> None:
 @needs_corpus
 @pytest.mark.corpus
 def test_corpus_profiles_walk_and_decode_alike(monkeypatch) -> None:
-    files = corpus_proto_files()
-    assert files
-    for path in files:
-        try:
-            assert_same(monkeypatch, path.read_bytes())
-        except AssertionError as e:
-            raise AssertionError(f"{corpus_id(path)}: {e}") from None
+    check = lambda data: assert_same(monkeypatch, data)  # noqa: E731
+    assert_each_file(corpus_proto_files(), check, corpus_id)
 
 
 def _seeds() -> list[bytes]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.decode_helpers import same_profile
+from support.decode_helpers import assert_each_file, data_files, same_profile
 from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import HEADER_FIELDS, PROFILE_TABLES, field, minimal, varint
 from support.testenv import CORPUS, corpus_files, corpus_id
@@ -90,33 +90,18 @@ def assert_same(monkeypatch, data: bytes) -> None:
     assert_same_error_or(c, u, same_tables)
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".md", ".txt"))
-
-
 # --- every profile we have ------------------------------------------------------------
 
 
 def test_repo_test_data_splits_alike(monkeypatch) -> None:
-    files = _files(TESTDATA)
-    assert files
-    for path in files:
-        try:
-            assert_same(monkeypatch, path.read_bytes())
-        except AssertionError as e:
-            raise AssertionError(f"{path.relative_to(TESTDATA)}: {e}") from None
+    check = lambda data: assert_same(monkeypatch, data)  # noqa: E731
+    assert_each_file(data_files(TESTDATA), check, lambda path: path.relative_to(TESTDATA))
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the public corpus is not beside the repo")
 @pytest.mark.corpus
 def test_corpus_splits_alike(monkeypatch) -> None:
-    files = corpus_files()
-    assert files
-    for path in files:
-        try:
-            assert_same(monkeypatch, path.read_bytes())
-        except AssertionError as e:
-            raise AssertionError(f"{corpus_id(path)}: {e}") from None
+    assert_each_file(corpus_files(), lambda data: assert_same(monkeypatch, data), corpus_id)
 
 
 def test_well_formed_profiles_are_split_in_c(monkeypatch) -> None:
@@ -183,7 +168,7 @@ def test_odd_top_level_fields_split_alike(monkeypatch, name) -> None:
 
 def _seeds() -> list[bytes]:
     out = [KNOWN]
-    for path in _files(TESTDATA / "go") + _files(TESTDATA / "fuzz"):
+    for path in data_files(TESTDATA / "go") + data_files(TESTDATA / "fuzz"):
         data = path.read_bytes()
         try:
             data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from pyproflab.arrays import uninterned
 from pyproflab.model import Profile
 from support.profile_builders import HEADER_FIELDS, PROFILE_TABLES
@@ -16,3 +19,19 @@ def same_profile(a: Profile, b: Profile) -> None:
         assert uninterned(ta).equals(uninterned(tb)), name
     for name in HEADER_FIELDS:
         assert getattr(a, name) == getattr(b, name), name
+
+
+def data_files(root: Path) -> list[Path]:
+    """Every file under ``root`` but notes (.md, .txt), sorted."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".md", ".txt"))
+
+
+def assert_each_file(files: list[Path], check: Callable[[bytes], None], name=str) -> None:
+    """``check`` the bytes of every file (there must be some); a failure names the
+    file by ``name(path)``."""
+    assert files
+    for path in files:
+        try:
+            check(path.read_bytes())
+        except AssertionError as e:
+            raise AssertionError(f"{name(path)}: {e}") from None
