@@ -11,12 +11,11 @@ refused by every ``_wire.*_at`` function with ValueError, never a crash.
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support.decode_helpers import assert_each_file, data_files, same_profile
+from support.decode_helpers import assert_each_file, data_files, same_profile, small_recordings
 from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import HEADER_FIELDS, PROFILE_TABLES, field, minimal, varint
 from support.testenv import CORPUS, corpus_files, corpus_id
@@ -167,16 +166,7 @@ def test_odd_top_level_fields_split_alike(monkeypatch, name) -> None:
 
 
 def _seeds() -> list[bytes]:
-    out = [KNOWN]
-    for path in data_files(TESTDATA / "go") + data_files(TESTDATA / "fuzz"):
-        data = path.read_bytes()
-        try:
-            data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-        except (OSError, EOFError):
-            continue
-        if 0 < len(data) < 64 << 10:
-            out.append(data)
-    return out[:24]
+    return ([KNOWN] + small_recordings(TESTDATA))[:24]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,3 +36,18 @@ def assert_each_file(files: list[Path], check: Callable[[bytes], None], name=str
             check(path.read_bytes())
         except AssertionError as e:
             raise AssertionError(f"{name(path)}: {e}") from None
+
+
+def small_recordings(testdata: Path) -> list[bytes]:
+    """The decompressed bytes of the recorded Go and fuzz profiles under 64 KiB
+    (seeds of the both-ways mutation tests), in file order."""
+    out = []
+    for path in data_files(testdata / "go") + data_files(testdata / "fuzz"):
+        data = path.read_bytes()
+        try:
+            data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        except (OSError, EOFError):
+            continue
+        if 0 < len(data) < 64 << 10:
+            out.append(data)
+    return out
