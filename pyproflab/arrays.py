@@ -10,12 +10,16 @@ Rules: ``to_numpy`` is a zero-copy, read-only view for integer and float
 columns without nulls (as pyarrow's own zero-copy conversion is), a fresh array
 for booleans; anything else (nulls, strings, nested types) goes through
 pyarrow's ``to_numpy``. ``from_numpy`` copies only when the input is not a
-contiguous array of the target type.
+contiguous array of the target type. ``from_rows`` builds a table from Python
+rows (the store's profile rows) as ``pa.Table.from_pylist`` does, for the
+types it lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -146,3 +150,72 @@ def uninterned(table: pa.Table) -> pa.Table:
     For comparisons and small outputs only: it copies every shared string."""
     target = pa.schema([f.with_type(_plain_type(f.type)) for f in table.schema])
     return table if target.equals(table.schema) else table.cast(target)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNIT = {"s": timedelta(seconds=1), "ms": timedelta(milliseconds=1)}
+_UNIT |= {"us": timedelta(microseconds=1)}
+
+
+def from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema)`` without pandas, for the types store rows
+    use: integers, strings, timestamps (s, ms, us; a naive datetime is UTC, as in
+    pyarrow), and lists, structs and maps of them. A missing key is null; a type
+    not listed is a ``TypeError`` (add it here, and to the test, on purpose)."""
+    return pa.table(
+        [from_values([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema
+    )
+
+
+def from_values(values: Sequence[Any], type: pa.DataType) -> pa.Array:  # noqa: A002
+    """Python values (None: null) as an Arrow array of ``type`` (``from_rows``' types)."""
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    if pa.types.is_string(type):
+        return from_strings(values)
+    if pa.types.is_integer(type):
+        dtype = type.to_pandas_dtype()
+        data = np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=len(values))
+        return from_numpy(data, type, mask=nulls)
+    if pa.types.is_timestamp(type) and type.unit in _UNIT:
+        ticks = [0 if v is None else _ticks(v, _UNIT[type.unit]) for v in values]
+        return from_numpy(np.array(ticks, dtype=np.int64), pa.int64(), mask=nulls).view(type)
+    if pa.types.is_struct(type):
+        children = [
+            from_values([None if v is None else v.get(f.name) for v in values], f.type)
+            for f in type
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(type), mask=_mask(nulls))
+    if pa.types.is_map(type):
+        pairs = [
+            [] if v is None else list(v.items() if isinstance(v, Mapping) else v) for v in values
+        ]
+        offsets = _offsets(pairs, nulls)
+        keys = from_values([k for p in pairs for k, _ in p], type.key_type)
+        items = from_values([x for p in pairs for _, x in p], type.item_type)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=type)
+    if pa.types.is_list(type):
+        lists = [[] if v is None else list(v) for v in values]
+        flat = from_values([x for v in lists for x in v], type.value_type)
+        return pa.ListArray.from_arrays(_offsets(lists, nulls), flat, type=type)
+    raise TypeError(f"from_values does not build {type}")
+
+
+def _ticks(value: datetime, unit: timedelta) -> int:
+    """Whole ``unit``s since the epoch, exactly (no float), naive meaning UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // unit
+
+
+def _offsets(lists: Sequence[Sequence[Any]], nulls: np.ndarray) -> pa.Array:
+    """int32 list offsets, null where the list is null (a null offset marks a null list)."""
+    ends = np.cumsum(np.fromiter(map(len, lists), dtype=np.int64, count=len(lists)))
+    offsets = np.concatenate([[0], ends])
+    if offsets[-1] >= 2**31:
+        raise ValueError("from_values: over 2**31 list items do not fit an Arrow list")
+    mask = np.concatenate([nulls, [False]])
+    return from_numpy(offsets.astype(np.int32), pa.int32(), mask=mask)
+
+
+def _mask(nulls: np.ndarray) -> pa.Array | None:
+    return from_numpy(nulls, pa.bool_()) if nulls.any() else None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -74,3 +77,87 @@ def test_empty_lists():
     out = arrays.empty_lists(3, pa.uint64())
     assert out.to_pylist() == [[], [], []]
     assert out.type == pa.list_(pa.uint64())
+
+
+# --- from_rows: Python rows as a table, as pa.Table.from_pylist builds it ---------------
+
+NESTED = pa.schema(
+    [
+        pa.field("n", pa.int64()),
+        pa.field("u", pa.uint64()),
+        pa.field("s", pa.string()),
+        pa.field("t", pa.timestamp("us", tz="UTC")),
+        pa.field("t_ms", pa.timestamp("ms")),
+        pa.field("words", pa.list_(pa.string())),
+        pa.field("pairs", pa.list_(pa.struct([("type", pa.string()), ("unit", pa.string())]))),
+        pa.field("labels", pa.map_(pa.string(), pa.string())),
+        pa.field("nums", pa.list_(pa.int64())),
+    ]
+)
+
+
+def _random_row(rng: random.Random) -> dict:
+    def maybe(value):
+        return None if rng.random() < 0.2 else value
+
+    def text():
+        return rng.choice(["", "cpu", "nanoseconds", "ünï", "a" * rng.randint(0, 40)])
+
+    when = datetime(1969, 12, 31, tzinfo=UTC) + timedelta(microseconds=rng.randint(0, 2**50))
+    row = {
+        "n": maybe(rng.randint(-(2**63), 2**63 - 1)),
+        "u": maybe(rng.randint(0, 2**64 - 1)),
+        "s": maybe(text()),
+        "t": maybe(when if rng.random() < 0.5 else when.replace(tzinfo=None)),
+        "t_ms": maybe(when.replace(tzinfo=None, microsecond=when.microsecond // 1000 * 1000)),
+        "words": maybe([maybe(text()) for _ in range(rng.randint(0, 3))]),
+        "pairs": maybe([maybe({"type": text(), "unit": maybe(text())}) for _ in range(2)]),
+        "labels": maybe(
+            dict((text(), text()) for _ in range(rng.randint(0, 3)))
+            if rng.random() < 0.5
+            else [(text(), maybe(text())) for _ in range(rng.randint(0, 3))]
+        ),
+        "nums": maybe([rng.randint(-5, 5) for _ in range(rng.randint(0, 4))]),
+    }
+    return {k: v for k, v in row.items() if rng.random() < 0.95}  # a missing key is null
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_from_rows_equals_from_pylist(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = [_random_row(rng) for _ in range(rng.randint(0, 30))]
+    ours = arrays.from_rows(rows, NESTED)
+    ours.validate(full=True)
+    assert ours.equals(pa.Table.from_pylist(rows, schema=NESTED))
+
+
+def test_from_rows_builds_the_store_profile_rows() -> None:
+    from pyproflab import schema
+
+    row = {
+        "profile_id": 1,
+        "content_hash": "ab" * 32,
+        "profile_type": "cpu",
+        "labels": [("env", "prod")],
+        "time": datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=UTC),
+        "time_nanos": 1,
+        "duration_nanos": 2,
+        "period": 3,
+        "sample_types": [{"type": "cpu", "unit": "nanoseconds"}],
+        "default_sample_type": "",
+        "comments": ["derived"],
+        "drop_frames": "",
+        "keep_frames": "",
+        "doc_url": "",
+        "ingested_at": datetime(2026, 11, 27, tzinfo=UTC),
+        "num_samples": 4,
+        "main_mapping_id": 2**64 - 1,
+    }
+    rows = [row, {**row, "profile_id": 2, "labels": None, "time": None}]
+    expected = pa.Table.from_pylist(rows, schema=schema.STORE_PROFILES)
+    assert arrays.from_rows(rows, schema.STORE_PROFILES).equals(expected)
+
+
+def test_from_rows_refuses_a_type_it_does_not_build() -> None:
+    with pytest.raises(TypeError, match="does not build"):
+        arrays.from_rows([{"x": 1.5}], pa.schema([("x", pa.float64())]))

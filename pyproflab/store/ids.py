@@ -71,8 +71,8 @@ def list_values(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
 
 
 def u64(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    """An integer column as uint64 (a view when it is one chunk of uint64). Not
+    through ``combine_chunks``, which imports pandas for a column of no chunks."""
     return to_numpy(arr).astype(U64, copy=False)
 
 

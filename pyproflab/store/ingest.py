@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
+from pyproflab.arrays import from_numpy, from_rows
 from pyproflab.errors import IdCollisionError, StoreError, UsageError
 from pyproflab.model import Profile
 from pyproflab.store import ids
@@ -96,7 +97,7 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     uniq, first = np.unique(all_ids, return_index=True)
     if len(uniq):
         refuse_collisions(store, table_name, id_col, tables)
-        with store.registered(_pyproflab_ids=pa.table({id_col: pa.array(uniq, pa.uint64())})):
+        with store.registered(_pyproflab_ids=pa.table({id_col: from_numpy(uniq, pa.uint64())})):
             fresh = store.sql(
                 f"SELECT k.{id_col} FROM _pyproflab_ids k ANTI JOIN {table_name} t USING ({id_col})"
             )
@@ -104,8 +105,8 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
         first = np.sort(first[keep])
     bounds = np.cumsum([0] + [len(a) for a in id_arrays])
     owner = np.searchsorted(bounds, first, side="right") - 1
-    pieces = [tables[o].take(pa.array(first[owner == o] - bounds[o])) for o in np.unique(owner)]
-    return pa.concat_tables(pieces) if pieces else tables[0].schema.empty_table()
+    pieces = [tables[o].take(from_numpy(first[owner == o] - bounds[o])) for o in np.unique(owner)]
+    return pa.concat_tables(pieces) if pieces else tables[0].slice(0, 0)
 
 
 def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> None:
@@ -172,7 +173,7 @@ def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
             _insert_new(store, table_name, id_col, rows)
         samples = pa.table(
             [
-                pa.array(
+                from_numpy(
                     np.concatenate(
                         [
                             np.full(k.samples.num_rows, k.row["profile_id"], dtype=np.int64)
@@ -194,7 +195,7 @@ def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
             schema=schema.STORE_SAMPLES,
         )
         _insert_samples(store, samples)
-        profiles = pa.Table.from_pylist([k.row for k in fresh], schema=schema.STORE_PROFILES)
+        profiles = from_rows([k.row for k in fresh], schema.STORE_PROFILES)
         _insert_profiles(store, profiles)
     return report
 

@@ -223,14 +223,14 @@ def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
 def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
     """``ids.remap`` (local ids to content ids, 0 stays 0) by a table when the
     profile's ids are small, as they are (1..n); a search otherwise."""
-    if len(from_ids) and int(from_ids.max()) <= 4 * len(from_ids) + 1024:
-        table = np.zeros(int(from_ids.max()) + 2, dtype=ids.U64)
+    top = int(from_ids.max()) if len(from_ids) else 0
+    if len(from_ids) and top <= 4 * len(from_ids) + 1024:
+        table = np.zeros(top + 2, dtype=ids.U64)
         table[_index(from_ids)] = to_ids
         table[0] = 0
-        local_ids = np.asarray(local_ids, dtype=ids.U64)
-        if len(local_ids) and int(local_ids.max()) < len(table):
-            return table[_index(local_ids)]
-        return table[np.minimum(local_ids, len(table) - 1)]
+        # One pass, no max first: "clip" sends an id past the table (a uint64 from
+        # 2**63 up reads as negative, and goes to 0) to a slot that holds 0.
+        return np.take(table, _index(local_ids), mode="clip")
     return ids.remap(local_ids, from_ids, to_ids)
 
 

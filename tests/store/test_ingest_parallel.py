@@ -291,6 +291,28 @@ def test_a_worker_keys_profiles_without_loading_pandas(fleet: list[Path]) -> Non
     assert out.stdout.split() == ["['KeyedProfile']", "False"], out.stderr[-2000:]
 
 
+_INGEST_PROBE = """
+import sys
+from pyproflab.store.connection import Store
+from pyproflab.store.ingest import ingest_paths
+with Store.open(sys.argv[1]) as store:
+    report = ingest_paths(store, sys.argv[2:], workers=1)
+print(report.new, "pandas" in sys.modules)
+"""
+
+
+@pytest.mark.corpus
+def test_ingest_stores_profiles_without_loading_pandas(fleet: list[Path], tmp_path: Path) -> None:
+    """The writer's side too (ids of the batch, the profiles' rows, the samples):
+    an ingest of profiles without labels never makes pyarrow import pandas."""
+    files = [str(f) for f in fleet[:3]]
+    db = str(tmp_path / "p.duckdb")
+    out = subprocess.run(
+        [sys.executable, "-c", _INGEST_PROBE, db, *files], capture_output=True, text=True, cwd=REPO
+    )
+    assert out.stdout.split() == ["3", "False"], out.stderr[-2000:]
+
+
 def _threads(store: Store) -> int:
     return int(store.sql("SELECT current_setting('threads')").column(0)[0].as_py())
 
