@@ -319,7 +319,6 @@ def location_words(
     two locations are equal exactly when their words are (``sent`` compares them)."""
     lines_values, offsets = list_values(locations.column("lines"))
     offsets = np.asarray(offsets, dtype=np.int64)
-    base = offsets[0] if len(offsets) else 0
     n = locations.num_rows
     lengths = np.diff(offsets)
     # Row k starts at word 4k + 3*(lines before it): a 4-word head, then 3 per line.
@@ -333,9 +332,9 @@ def location_words(
     words[head + 2] = u64(locations.column("is_folded"))
     words[head + 3] = lengths.astype(U64)
     if len(lines_values):
-        owner = np.repeat(np.arange(n), lengths)
-        rank = np.arange(len(owner)) - np.repeat(offsets[:-1] - base, lengths)
-        pos = head[owner] + 4 + 3 * rank
+        # Line j of row k is at 4k + 3*(lines before row k) + 4 + 3*(j - lines
+        # before row k) = 4(k + 1) + 3j.
+        pos = 4 * np.repeat(np.arange(1, n + 1), lengths) + 3 * np.arange(len(lines_values))
         words[pos] = np.asarray(function_content, dtype=U64)
         words[pos + 1] = u64(lines_values.field("line"))
         words[pos + 2] = u64(lines_values.field("column"))
