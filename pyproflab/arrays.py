@@ -153,8 +153,11 @@ def uninterned(table: pa.Table) -> pa.Table:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_UNIT = {"s": timedelta(seconds=1), "ms": timedelta(milliseconds=1)}
-_UNIT |= {"us": timedelta(microseconds=1)}
+_UNIT = {
+    "s": timedelta(seconds=1),
+    "ms": timedelta(milliseconds=1),
+    "us": timedelta(microseconds=1),
+}
 
 
 def from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -169,9 +172,9 @@ def from_rows(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
 
 def from_values(values: Sequence[Any], type: pa.DataType) -> pa.Array:  # noqa: A002
     """Python values (None: null) as an Arrow array of ``type`` (``from_rows``' types)."""
-    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     if pa.types.is_string(type):
         return from_strings(values)
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     if pa.types.is_integer(type):
         dtype = type.to_pandas_dtype()
         data = np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=len(values))
