@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.decode_helpers import assert_each_file, data_files, small_recordings
 from support.fuzz_decode_helpers import mutated_cases
 from support.profile_builders import field, minimal, varint
 from support.testenv import CORPUS, corpus_files, corpus_id
@@ -102,10 +103,6 @@ def assert_as_modelled(buf: bytes) -> None:
     assert (bytes(data), bytes(positions), counts, bytes(rest)) == want
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".md", ".txt"))
-
-
 def _raw(data: bytes) -> bytes:
     if data[:2] == b"\x1f\x8b":
         try:
@@ -115,26 +112,18 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
+def _check(data: bytes) -> None:
+    assert_as_modelled(_raw(data))
+
+
 def test_repo_test_data_splits_as_modelled() -> None:
-    files = _files(TESTDATA)
-    assert files
-    for path in files:
-        try:
-            assert_as_modelled(_raw(path.read_bytes()))
-        except AssertionError as e:
-            raise AssertionError(f"{path.relative_to(TESTDATA)}: {e}") from None
+    assert_each_file(data_files(TESTDATA), _check, name=lambda p: p.relative_to(TESTDATA))
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the public corpus is not beside the repo")
 @pytest.mark.corpus
 def test_corpus_splits_as_modelled() -> None:
-    files = corpus_files()
-    assert files
-    for path in files:
-        try:
-            assert_as_modelled(_raw(path.read_bytes()))
-        except AssertionError as e:
-            raise AssertionError(f"{corpus_id(path)}: {e}") from None
+    assert_each_file(corpus_files(), _check, name=corpus_id)
 
 
 # Payload lengths around the fast path's edges: one-byte lengths (< 128), the
@@ -202,12 +191,7 @@ def test_odd_tags_split_as_modelled() -> None:
 
 
 def _seeds() -> list[bytes]:
-    out = [minimal().SerializeToString()]
-    for path in _files(TESTDATA / "go") + _files(TESTDATA / "fuzz"):
-        data = _raw(path.read_bytes())
-        if 0 < len(data) < 64 << 10:
-            out.append(data)
-    return out[:24]
+    return ([minimal().SerializeToString()] + small_recordings(TESTDATA))[:24]
 
 
 @pytest.mark.parametrize("seed", range(8))
