@@ -7,9 +7,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup system-deps go-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
+.PHONY: setup helper system-deps go-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
 
-setup: $(STAMP)
+setup: $(STAMP) helper
+
+# pyproflab's helper in Go (pyproflab/_go: traces, PGO source checks), built into the
+# cache where pyproflab/gohelper.py looks; skipped, with one line, without Go.
+helper: $(STAMP)
+	$(PY) -m pyproflab.gohelper build
 
 # Reinstall only when the project's own dependency list or a C extension
 # changes (the editable install compiles them, after the headers they use).
@@ -32,6 +37,7 @@ system-deps:
 # GOPROXY=off, find them on a fresh machine.
 go-deps:
 	cd tests/fleet && go mod download
+	cd pyproflab/_go && go mod download
 
 test: setup system-deps go-deps
 	$(PY) -m pytest -q

@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "native": 0,
     "_intern": 0,
     "forkserver": 0,
+    "gohelper": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

@@ -1,0 +1,3 @@
+module pyproflab/helper
+
+go 1.24
