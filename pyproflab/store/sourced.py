@@ -64,6 +64,7 @@ from pyproflab.store.ingest import (
 )
 from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
+from pyproflab.store.prepare import _read_raw
 
 Progress = Callable[[int, int], None]
 
@@ -254,9 +255,11 @@ class _Run:
         where = item.what
         profile, digest = item.profile, item.content_hash
         if profile is None or digest is None:
-            data = item.data if item.data is not None else _read(item.path or "", self.max_bytes)
-            raw = decompress(data, source=where, max_bytes=self.max_bytes)
-            digest = hashlib.sha256(raw).hexdigest()
+            if item.data is not None:
+                raw = decompress(item.data, source=where, max_bytes=self.max_bytes)
+                digest = hashlib.sha256(raw).hexdigest()
+            else:
+                raw, digest = _read_raw(item.path or "", self.max_bytes)
             item.content_hash = digest
             if existing_hashes(self.store, [digest]):
                 return None
@@ -315,18 +318,3 @@ class _Run:
         self.report.add(rep)
         self.report.present += len(batch.present)
         self.report.metric_rows += sum(added)
-
-
-def _read(path: str, max_bytes: int) -> bytes:
-    """A local file's bytes, refusing one larger than the cap before reading it."""
-    import os
-
-    from pyproflab.errors import NotAProfileError, TooLargeError
-
-    try:
-        if os.path.getsize(path) > max_bytes:
-            raise TooLargeError(path, f"file is larger than the cap of {max_bytes} bytes")
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise NotAProfileError(path, f"cannot read: {e.strerror or e}") from None

@@ -97,9 +97,12 @@ def test_profiles_are_stored_once_with_their_keys_and_outcomes(store: Store) -> 
 
 def test_same_bytes_from_another_source_are_present(store: Store) -> None:
     ingest_source(store, ListSource(_profile_items()))
-    other = [ProfileItem(ItemMeta(), data=gzip.decompress(FILES[0].read_bytes()), key="x")]
+    other = [
+        ProfileItem(ItemMeta(), data=gzip.decompress(FILES[0].read_bytes()), key="x"),
+        ProfileItem(ItemMeta(), path=str(FILES[1]), key="y"),
+    ]
     rep = ingest_source(store, ListSource(other, name="test:other"))
-    assert (rep.new, rep.present) == (0, 1)
+    assert (rep.new, rep.present) == (0, 2)
     assert other[0].outcome is not None and other[0].outcome.status == "present"
     assert other[0].outcome.profile_id == 1
 
