@@ -1,21 +1,15 @@
 """Profiles straight from files or URLs, without a store: read several and merge them.
 
-Rules for URLs (as ``go tool pprof http://host:port/debug/pprof/profile`` reads them):
-
-- A source starting with ``http://`` or ``https://`` is fetched with
-  ``sources.http.http_get`` (collect's bounded GET: no proxy, same-host
-  redirects, whole bodies only). ``seconds`` (pprof's -seconds) is set as the
-  query's ``seconds`` parameter, and the deadline is that plus 60 s.
-- The body is capped at the decoder's limit; a non-200 answer, a network error,
-  a timeout or a larger body is a one-line ``UsageError`` naming the URL
-  without its credentials or query.
+A source starting with ``http://`` or ``https://`` is fetched through the
+source ``sources.url.UrlSource`` (its rules: pprof's -seconds, the deadline,
+the cap); its failure is a one-line ``UsageError`` naming the URL without its
+credentials or query.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import urllib.parse
 from collections.abc import Iterable
 
 from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes, read_profile
@@ -85,17 +79,15 @@ def is_url(source: str) -> bool:
 def fetch_profile(
     url: str, *, seconds: float | None = None, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> Profile:
-    """The profile a URL serves (see the module rules)."""
-    from pyproflab.sources.http import FetchError, http_get, shown
+    """The profile a URL serves (``sources.url.UrlSource``'s rules), decoded."""
+    from pyproflab.sources.base import Request, SourceError, nothing_known
+    from pyproflab.sources.http import shown
+    from pyproflab.sources.url import UrlSource
 
-    if seconds is not None:
-        parts = urllib.parse.urlsplit(url)
-        query = urllib.parse.parse_qsl(parts.query)
-        query = [(k, v) for k, v in query if k != "seconds"] + [("seconds", f"{seconds:g}")]
-        url = parts._replace(query=urllib.parse.urlencode(query)).geturl()
-    timeout = (seconds or 0) + 60
+    source = UrlSource(url, seconds=seconds, max_bytes=max_bytes)
     try:
-        data = http_get(url, authorization=None, timeout=timeout, max_bytes=max_bytes)
-    except FetchError as e:
-        raise UsageError(str(e)) from None
-    return decode_bytes(data, source=shown(url), max_bytes=max_bytes)
+        (item,) = source.items(Request(), nothing_known)
+    except SourceError as e:
+        raise UsageError(e.problem.removeprefix("GET: ")) from None
+    assert item.data is not None
+    return decode_bytes(item.data, source=shown(url), max_bytes=max_bytes)

@@ -11,7 +11,7 @@ pprof behind a bearer token) are scraped every second by a real Prometheus
 (Debian's ``/usr/bin/prometheus`` on 127.0.0.1, stopped by PID) while loadgen
 drives a ramp of load at them for about 20 s; ``collect`` takes profiles and
 /metrics from both meanwhile. Then Prometheus' ``query_range`` is imported
-with ``import_prometheus`` (its ``instance`` label mapped to ours) and the
+through ``PrometheusSource`` (its ``instance`` label mapped to ours) and the
 gctrace logs are ingested, and the stored numbers are checked against the
 services' own:
 

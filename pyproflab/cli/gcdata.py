@@ -20,6 +20,7 @@ store are counted, not stored again. One summary line.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from pyproflab.cli import common
 
@@ -89,72 +90,43 @@ class Command:
         return self._from_files(args)
 
     def _from_files(self, args: argparse.Namespace) -> int:
-        import os
         import sys
 
-        import pyarrow as pa
-
-        from pyproflab import schema
-        from pyproflab.errors import MetricsError, UsageError
-        from pyproflab.sources.gctrace import read_gctrace
-        from pyproflab.sources.prometheus import read_exposition
-        from pyproflab.store.connection import Store
-        from pyproflab.store.metrics import ingest_gc_rows, ingest_metric_rows, with_meta
+        from pyproflab.errors import UsageError
+        from pyproflab.sources.base import ItemMeta
+        from pyproflab.sources.metric_files import MetricFileSource
         from pyproflab.store.select import parse_time
 
         if args.format == "prom" and args.process_start:
             raise UsageError("--process-start is for --format gctrace")
         if args.format == "gctrace" and args.time:
             raise UsageError("--time is for --format prom")
-        when = parse_time(args.time) if args.time else None
-        start = parse_time(args.process_start) if args.process_start else None
-        meta = {"service": args.service, "version": args.meta_version, "instance": args.instance}
-
-        pieces: list[pa.Table] = []
-        skipped: list[MetricsError] = []
-        for path in args.files:
-            if not os.path.isfile(path):
-                raise UsageError(f"{path}: no such file")
-            source = os.path.abspath(path)
-            if args.format == "prom":
-                t = read_exposition(path, default_time=when, source=path)
-            else:
-                t = read_gctrace(
-                    path, process_start=start, source=path, errors=skipped if args.lenient else None
-                )
-            pieces.append(with_meta(t, source=source, **meta))
-        target = schema.STORE_METRIC_SAMPLES if args.format == "prom" else schema.STORE_GC_CYCLES
-        rows = pa.concat_tables(pieces) if pieces else target.empty_table()
-
-        with Store.open(common.db_path(args)) as store:
-            if args.format == "prom":
-                added = ingest_metric_rows(store, rows)
-                what = "metric samples"
-            else:
-                added = ingest_gc_rows(store, rows)
-                what = "gc cycles"
-        for e in skipped:
+        source = MetricFileSource(
+            args.files,
+            args.format,
+            ItemMeta(service=args.service, version=args.meta_version, instance=args.instance),
+            default_time=parse_time(args.time) if args.time else None,
+            process_start=parse_time(args.process_start) if args.process_start else None,
+            lenient=args.lenient,
+        )
+        added = _store_all(args, source, None)
+        for e in source.skipped:
             print(f"skipped {e}", file=sys.stderr)
-        tail = f", {len(skipped)} malformed lines skipped" if args.lenient else ""
+        what = "metric samples" if args.format == "prom" else "gc cycles"
+        tail = f", {len(source.skipped)} malformed lines skipped" if args.lenient else ""
         files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
         print(
-            f"{files}, {rows.num_rows} {what}: {added} new, "
-            f"{rows.num_rows - added} already present{tail}"
+            f"{files}, {source.rows} {what}: {added} new, {source.rows - added} already present"
+            f"{tail}"
         )
         return 0
 
     def _from_server(self, args: argparse.Namespace) -> int:
         from datetime import UTC, datetime
 
-        import pyarrow as pa
-
         from pyproflab.errors import UsageError
-        from pyproflab.store.connection import Store
-        from pyproflab.store.metrics import (
-            DEFAULT_GC_QUERIES,
-            fetch_prometheus,
-            ingest_metric_rows,
-        )
+        from pyproflab.sources.base import Request
+        from pyproflab.sources.prometheus_server import DEFAULT_GC_QUERIES, PrometheusSource
         from pyproflab.store.select import parse_time
 
         if args.format or args.time or args.process_start or args.lenient:
@@ -167,31 +139,33 @@ class Command:
         end = parse_time(args.until) if args.until else datetime.now(UTC)
         if end <= start:
             raise UsageError("--until must be after --since")
-        mapping = common.parse_kv(args.map, "--map")
-        rows = fetch_prometheus(
+        source = PrometheusSource(
             args.prometheus,
-            start,
-            end,
             args.step,
             queries=args.query or DEFAULT_GC_QUERIES,
-            instances=mapping,
+            instances=common.parse_kv(args.map, "--map"),
             timeout=args.timeout,
+            service=args.service,
+            version=args.meta_version,
         )
-        n = rows.num_rows
-        for col, value in (("service", args.service), ("version", args.meta_version)):
-            if value is not None:
-                i = rows.schema.get_field_index(col)
-                rows = rows.set_column(i, rows.schema.field(i), pa.array([value] * n, pa.string()))
-        with Store.open(common.db_path(args)) as store:
-            added = ingest_metric_rows(store, rows)
-        series = len(
-            set(
-                zip(
-                    rows.column("metric").to_pylist(),
-                    map(tuple, rows.column("labels").to_pylist()),
-                    strict=True,
-                )
-            )
-        )
+        added = _store_all(args, source, Request(since=start, until=end))
+        n, series = source.rows, len(source.series)
         print(f"{series} series, {n} metric samples: {added} new, {n - added} already present")
         return 0
+
+
+def _store_all(args: argparse.Namespace, source: Any, request: Any) -> int:
+    """Every item of ``source``, all read first, then stored in ONE transaction
+    (nothing is stored if any fails); returns the rows added."""
+    from pyproflab.errors import UsageError
+    from pyproflab.sources.base import prefetch
+    from pyproflab.store.connection import Store
+    from pyproflab.store.sourced import ingest_source
+
+    fetched = prefetch(source, request)  # before the store is opened: a failure creates none
+    with Store.open(common.db_path(args)) as store:
+        report = ingest_source(store, fetched, batch_size=2**62, batch_bytes=2**62)
+    if report.refused:
+        what, why = report.refused[0]
+        raise UsageError(f"{what}: {why}")
+    return report.metric_rows

@@ -1,4 +1,5 @@
-"""One bounded HTTP GET for collect: a total deadline, a size cap, whole bodies only.
+"""One bounded HTTP request for every network source: a total deadline, a size cap,
+whole bodies only, and retries with backoff.
 
 Rules:
 
@@ -18,7 +19,15 @@ Rules:
 - No proxies: collect talks to the services directly.
 - Every failure is a ``FetchError``: one line naming the URL without
   credentials or query, never a header; ``transient`` says whether a retry
-  may help (connection refused or reset, timeout, HTTP 408/429/5xx).
+  may help (connection refused or reset, timeout, HTTP 408/429/5xx), and
+  ``retry_after`` holds the seconds an HTTP 429 or 503 asked to wait
+  (``Retry-After``, in seconds or as an HTTP date).
+- ``secret_headers`` (API keys) go, like the Authorization value, to the
+  first URL only and are written nowhere.
+- ``retrying`` calls a request again after a transient failure, up to
+  ``Retries.retries`` times, waiting ``backoff_delay`` or the Retry-After the
+  server asked for, whichever is longer; a Retry-After longer than
+  ``Retries.max_wait`` is not waited for: the failure is reported at once.
 
 httpx does the HTTP (h11 checks framing and Content-Length for us); this
 module adds the deadline, the cap and the redirect policy.
@@ -26,9 +35,14 @@ module adds the deadline, the cap and the redirect policy.
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -38,6 +52,10 @@ from pyproflab.sources.targets import redact_url
 USER_AGENT = "pyproflab-collect"
 MAX_BODY = 512 << 20
 MAX_REDIRECTS = 5
+DEFAULT_BACKOFF = 0.5
+BACKOFF_CAP = 8.0
+
+T = TypeVar("T")
 
 
 class FetchError(Exception):
@@ -50,11 +68,88 @@ class FetchError(Exception):
         transient: bool,
         status: int | None = None,
         redirected: bool = False,
+        retry_after: float | None = None,
     ):
         super().__init__(message)
         self.transient = transient
         self.status = status
         self.redirected = redirected
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A whole response: status, content type (lower case, without parameters), body."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How a transient failure is retried (see the module rules)."""
+
+    retries: int = 3
+    backoff: float = DEFAULT_BACKOFF
+    max_wait: float = 60.0
+
+
+def backoff_delay(attempt: int, base: float) -> float:
+    """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, capped,
+    with "equal jitter" so that many clients retrying at once spread out."""
+    d = min(BACKOFF_CAP, base * 2 ** (attempt - 1))
+    return d / 2 + random.uniform(0, d / 2)
+
+
+def retrying(
+    call: Callable[[], T],
+    retries: Retries,
+    *,
+    stop: threading.Event | None = None,
+    on_retry: Callable[[int, FetchError, float], None] | None = None,
+) -> T:
+    """``call()``, called again after each transient ``FetchError`` (module rules).
+    The last failure is raised with " (after N attempts)" when there were several;
+    ``on_retry(attempt, error, wait)`` is told before each wait."""
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except FetchError as e:
+            wait = max(backoff_delay(attempt, retries.backoff), e.retry_after or 0.0)
+            if e.retry_after is not None and e.retry_after > retries.max_wait:
+                e.args = (f"{e} (asked to retry after {e.retry_after:g} s; not waiting)",)
+                raise
+            if not e.transient or attempt > retries.retries or (stop and stop.is_set()):
+                if attempt > 1:
+                    e.args = (f"{e} (after {attempt} attempts)",)
+                raise
+            if on_retry is not None:
+                on_retry(attempt, e, wait)
+            if stop is not None:
+                if stop.wait(wait):
+                    raise
+            else:
+                time.sleep(wait)
+            attempt += 1
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """The seconds a Retry-After header asks for (a number, or an HTTP date); None
+    when absent or unreadable; never negative."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
 
 
 def shown(url: str) -> str:
@@ -94,16 +189,46 @@ def http_get(
 
     ``timeout`` bounds each wait (connect, each read); ``deadline`` the total.
     """
+    secret = {"Authorization": authorization} if authorization is not None else None
+    reply = http_request(
+        "GET",
+        url,
+        secret_headers=secret,
+        timeout=timeout,
+        deadline=deadline,
+        max_bytes=max_bytes,
+        other_hosts=other_hosts,
+    )
+    return reply.body
+
+
+def http_request(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    secret_headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    timeout: float,
+    deadline: float | None = None,
+    max_bytes: int = MAX_BODY,
+    other_hosts: bool = False,
+) -> Reply:
+    """One request and its whole response (see the module's rules): ``headers`` go
+    to every hop, ``secret_headers`` to the first URL only. A 307/308 redirect
+    repeats the method and body; 301/302/303 follow with a GET."""
     deadline = time.monotonic() + timeout if deadline is None else deadline
     first = url
     client = _client()
     for hop in range(MAX_REDIRECTS + 1):
-        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-        if hop == 0 and authorization is not None:
-            headers["Authorization"] = authorization
-        location = _get_once(client, url, headers, timeout, deadline, max_bytes, hop > 0)
-        if isinstance(location, bytes):
-            return location
+        sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **(headers or {})}
+        if hop == 0 and secret_headers:
+            sent.update(secret_headers)
+        call = _Call(method, url, sent, body, timeout, deadline, max_bytes, hop > 0)
+        got = _once(client, call)
+        if isinstance(got, Reply):
+            return got
+        status, location = got
         nxt = urljoin(url, location)
         if urlsplit(nxt).scheme not in ("http", "https"):
             raise FetchError(f"redirect to a non-HTTP URL from {shown(url)}", transient=False)
@@ -113,33 +238,46 @@ def http_get(
                 "(set allow_redirects_to_other_hosts on the target to follow it)",
                 transient=False,
             )
+        if status in (301, 302, 303):
+            method, body = "GET", None
         url = nxt
     raise FetchError(f"more than {MAX_REDIRECTS} redirects from {shown(first)}", transient=False)
 
 
-def _get_once(
-    client: httpx.Client,
-    url: str,
-    headers: dict[str, str],
-    timeout: float,
-    deadline: float,
-    max_bytes: int,
-    redirected: bool,
-) -> bytes | str:
-    """The body of one response, or the Location of a redirect."""
-    where = shown(url)
-    late = FetchError(f"timed out after {timeout:g} s waiting for {where}", transient=True)
-    if time.monotonic() >= deadline:
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+    timeout: float
+    deadline: float
+    max_bytes: int
+    redirected: bool
+
+
+def _once(client: httpx.Client, call: _Call) -> Reply | tuple[int, str]:
+    """The response to one request, or (status, Location) of a redirect."""
+    where = shown(call.url)
+    late = FetchError(f"timed out after {call.timeout:g} s waiting for {where}", transient=True)
+    if time.monotonic() >= call.deadline:
         raise late
     expired = threading.Event()
     try:
-        with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(timeout)) as resp:
+        with client.stream(
+            call.method,
+            call.url,
+            headers=call.headers,
+            content=call.body,
+            timeout=httpx.Timeout(call.timeout),
+        ) as resp:
             # The watchdog: closing the stream makes a blocked read return.
-            timer = threading.Timer(max(0.0, deadline - time.monotonic()), _expire, (resp, expired))
+            wait = max(0.0, call.deadline - time.monotonic())
+            timer = threading.Timer(wait, _expire, (resp, expired))
             timer.daemon = True
             timer.start()
             try:
-                return _read(resp, where, max_bytes, redirected, late, expired)
+                return _read(resp, where, call.max_bytes, call.redirected, late, expired)
             finally:
                 timer.cancel()
     except FetchError:
@@ -172,16 +310,19 @@ def _read(
     redirected: bool,
     late: FetchError,
     expired: threading.Event,
-) -> bytes | str:
+) -> Reply | tuple[int, str]:
     code = resp.status_code
     if code in (301, 302, 303, 307, 308) and resp.headers.get("location"):
-        return resp.headers["location"]
+        return code, resp.headers["location"]
     if code >= 400:
         transient = code in (408, 429) or code >= 500
         msg = f"HTTP {code} from {where}"
         if redirected and code in (401, 403):
             msg += " after a redirect (no token is sent to a redirect)"
-        raise FetchError(msg, transient=transient, status=code, redirected=redirected)
+        wait = retry_after_seconds(resp.headers.get("retry-after")) if transient else None
+        raise FetchError(
+            msg, transient=transient, status=code, redirected=redirected, retry_after=wait
+        )
     declared = resp.headers.get("content-length")
     length = int(declared) if declared and declared.isdigit() else None
     if length is not None and length > max_bytes:
@@ -202,7 +343,8 @@ def _read(
             f"short body from {where} ({total} of {length} bytes; the connection closed early)",
             transient=True,
         )
-    return b"".join(chunks)
+    kind = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return Reply(code, kind, b"".join(chunks))
 
 
 def _is_transient(e: BaseException) -> bool:

@@ -9,8 +9,8 @@ Rules:
   duplicates inside one batch are stored once (the first wins). ``instance``
   may be null; null equals null here.
 - The functions return the number of rows added.
-- ``import_prometheus`` runs its queries first (no transaction is open while
-  the network is used) and then stores every series in one transaction.
+- No network here: a Prometheus server is a source
+  (``sources/prometheus_server.py``), stored through ``store/sourced.py``.
 
 Tables are ``schema.STORE_METRIC_SAMPLES`` and ``schema.STORE_GC_CYCLES`` (DDL:
 ``tables.py``); rows arrive as ``schema.METRIC_SAMPLES`` and ``schema.GC_CYCLES``
@@ -19,34 +19,13 @@ Tables are ``schema.STORE_METRIC_SAMPLES`` and ``schema.STORE_GC_CYCLES`` (DDL:
 
 from __future__ import annotations
 
-import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
 
 import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.errors import StoreError
 from pyproflab.store.connection import Store
-
-# The GC set of a Go service's /metrics (client_golang with the runtime/metrics
-# GC collectors on, plus the default memstats), as one selector per family group.
-DEFAULT_GC_QUERIES: tuple[str, ...] = (
-    '{__name__=~"go_gc_.+"}',
-    '{__name__=~"go_cpu_classes_.+"}',
-    '{__name__=~"go_sched_pauses_total_.+"}',
-    '{__name__=~"go_memstats_next_gc_bytes|go_memstats_last_gc_time_seconds"}',
-)
-
-
-@dataclass(frozen=True)
-class InstanceInfo:
-    """Who a Prometheus target is, in pyproflab's terms."""
-
-    service: str | None = None
-    version: str | None = None
-    instance: str | None = None
 
 
 def _conform(table: pa.Table, target: pa.Schema, what: str) -> pa.Table:
@@ -211,107 +190,6 @@ def with_meta(
         instance=instance,
         source=source,
     )
-
-
-# --- from a Prometheus server --------------------------------------------------------
-
-
-def fetch_prometheus(
-    base_url: str,
-    start: datetime | float,
-    end: datetime | float,
-    step: timedelta | float | str,
-    *,
-    queries: Iterable[str] = DEFAULT_GC_QUERIES,
-    instances: Mapping[str, InstanceInfo | str] | None = None,
-    only_mapped: bool = False,
-    types: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-) -> pa.Table:
-    """``schema.STORE_METRIC_SAMPLES`` rows for ``queries`` over a window (no store).
-
-    Each series' Prometheus ``instance`` label is looked up in ``instances``
-    (a value of ``str`` is our instance name; an ``InstanceInfo`` gives
-    service, version and instance). A series whose label is not there keeps
-    ``instance`` = the label and ``service`` = its ``job`` label, or is dropped
-    when ``only_mapped``. ``types`` (metric family -> type) defaults to the
-    server's ``/api/v1/metadata``. ``source`` is the query's URL.
-    """
-    from pyproflab.sources.prometheus_api import metric_metadata, query_range
-
-    if types is None:
-        types = metric_metadata(base_url, timeout=timeout)
-    mapping: dict[str, InstanceInfo] = {
-        k: v if isinstance(v, InstanceInfo) else InstanceInfo(instance=v)
-        for k, v in (instances or {}).items()
-    }
-    base = base_url.rstrip("/")
-    pieces: list[pa.Table] = []
-    for query in queries:
-        got = query_range(base_url, query, start, end, step, timeout=timeout, types=types)
-        if got.num_rows == 0:
-            continue
-        source = f"{base}/api/v1/query_range?query={urllib.parse.quote(query, safe='')}"
-        who: list[InstanceInfo | None] = []
-        for pairs in got.column("labels").to_pylist():
-            lab = dict(pairs)
-            prom_instance = lab.get("instance")
-            info = mapping.get(prom_instance) if prom_instance is not None else None
-            if info is None and not only_mapped:
-                info = InstanceInfo(service=lab.get("job"), instance=prom_instance)
-            who.append(info)
-        keep = pa.array([w is not None for w in who])
-        kept = [w for w in who if w is not None]
-        got = got.filter(keep)
-        n = got.num_rows
-        cols = {
-            "service": pa.array([w.service for w in kept], pa.string()),
-            "version": pa.array([w.version for w in kept], pa.string()),
-            "instance": pa.array([w.instance for w in kept], pa.string()),
-            "source": pa.array([source] * n, pa.string()),
-        }
-        pieces.append(
-            pa.table(
-                [
-                    cols[f.name] if f.name in cols else got.column(f.name)
-                    for f in schema.STORE_METRIC_SAMPLES
-                ],
-                schema=schema.STORE_METRIC_SAMPLES,
-            )
-        )
-    if not pieces:
-        return schema.STORE_METRIC_SAMPLES.empty_table()
-    return pa.concat_tables(pieces)
-
-
-def import_prometheus(
-    store: Store,
-    base_url: str,
-    start: datetime | float,
-    end: datetime | float,
-    step: timedelta | float | str,
-    *,
-    queries: Iterable[str] = DEFAULT_GC_QUERIES,
-    instances: Mapping[str, InstanceInfo | str] | None = None,
-    only_mapped: bool = False,
-    types: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-) -> int:
-    """Fetch ``queries`` from a Prometheus server over ``[start, end]`` every
-    ``step`` (``fetch_prometheus``) and store them in ``metric_samples`` in one
-    transaction; returns the number of rows added."""
-    rows = fetch_prometheus(
-        base_url,
-        start,
-        end,
-        step,
-        queries=queries,
-        instances=instances,
-        only_mapped=only_mapped,
-        types=types,
-        timeout=timeout,
-    )
-    return ingest_metric_rows(store, rows)
 
 
 # --- reading GC rows back (the GOGC model's inputs) -----------------------------------

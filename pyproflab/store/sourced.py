@@ -266,7 +266,8 @@ class _Run:
             profile = decode_bytes(raw, source=where, max_bytes=self.max_bytes)
         elif existing_hashes(self.store, [digest]):
             return None
-        keyed = key_profile(profile, profile_meta(item.meta), digest, now=self.now)
+        meta = profile_meta(item.meta)
+        keyed = key_profile(profile, meta, digest, now=self.now, with_content=False)
         if keyed.row.get("time") is None and item.meta.time is not None:
             keyed.row["time"] = item.meta.time
         return keyed

@@ -26,10 +26,12 @@ from support.prometheus_server_helpers import (
 
 from pyproflab.cli import main
 from pyproflab.errors import MetricsError
+from pyproflab.sources.base import Request
 from pyproflab.sources.prometheus import parse_exposition
 from pyproflab.sources.prometheus_api import metric_metadata, query_range
+from pyproflab.sources.prometheus_server import InstanceInfo, PrometheusSource
 from pyproflab.store.connection import Store
-from pyproflab.store.metrics import InstanceInfo, import_prometheus
+from pyproflab.store.sourced import ingest_source
 
 # --- a tiny HTTP server ------------------------------------------------------------
 
@@ -183,14 +185,12 @@ def test_real_prometheus_query_range(tmp_path):
         # Import into the store, our instance name mapped from Prometheus'.
         mapping = {ep.removeprefix("http://"): InstanceInfo("fake", "v1", "fake-1")}
         queries = ["pyproflab_test_heap_bytes", '{__name__=~"pyproflab_test_pause.+"}']
+        source = PrometheusSource(base, "1s", queries=queries, instances=mapping)
+        window = Request(since=start, until=end)
         with Store.open(tmp_path / "s.duckdb") as store:
-            added = import_prometheus(
-                store, base, start, end, "1s", queries=queries, instances=mapping
-            )
+            added = ingest_source(store, source, window).metric_rows
             assert added > 0
-            again = import_prometheus(
-                store, base, start, end, "1s", queries=queries, instances=mapping
-            )
+            again = ingest_source(store, source, window).metric_rows
             assert again == 0
             who = store.sql(
                 "SELECT DISTINCT service, version, instance, type FROM metric_samples "

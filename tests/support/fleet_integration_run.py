@@ -80,15 +80,16 @@ def wait_scraped(base: str, n: int, timeout: float = 20.0) -> None:
 def live_run(tmp: Path) -> Run:
     """One live run into ``tmp`` (see the module docstring)."""
     from pyproflab.collect import collect
-    from pyproflab.sources.gctrace import read_gctrace
-    from pyproflab.sources.targets import Target
-    from pyproflab.store.connection import Store
-    from pyproflab.store.metrics import (
+    from pyproflab.sources.base import ItemMeta, Request
+    from pyproflab.sources.metric_files import MetricFileSource
+    from pyproflab.sources.prometheus_server import (
         DEFAULT_GC_QUERIES,
         InstanceInfo,
-        import_prometheus,
-        ingest_gc_cycles,
+        PrometheusSource,
     )
+    from pyproflab.sources.targets import Target
+    from pyproflab.store.connection import Store
+    from pyproflab.store.sourced import ingest_source
     from support import fleet_harness as fh
 
     bins = fh.build_fleet()
@@ -133,34 +134,28 @@ def live_run(tmp: Path) -> Run:
             time.sleep(2.5)  # Prometheus' last scrapes, committed
             end = datetime.now(UTC)
             mapping = {i.addr: InstanceInfo(SERVICE, i.version, i.instance) for i in fleet}
-            imported = import_prometheus(
-                store,
+            prom_source = PrometheusSource(
                 prom,
-                start,
-                end,
                 "1s",
                 queries=(*DEFAULT_GC_QUERIES, STAMP_Q),
                 instances=mapping,
                 only_mapped=True,
             )
+            imported = ingest_source(
+                store, prom_source, Request(since=start, until=end), batch_size=2**62
+            ).metric_rows
             fleet.stop()  # the gctrace logs are complete once the processes are gone
             for inst in fleet:
-                errors: list = []
-                rows = read_gctrace(
-                    inst.stderr,
+                logs = MetricFileSource(
+                    [str(inst.stderr)],
+                    "gctrace",
+                    ItemMeta(service=SERVICE, version=inst.version, instance=inst.instance),
                     process_start=datetime.fromtimestamp(inst.started_at, UTC),
-                    errors=errors,
+                    lenient=True,
                 )
-                if errors:  # a split line would lose a cycle
-                    raise RuntimeError(f"{inst.stderr}: {errors}")
-                ingest_gc_cycles(
-                    store,
-                    rows,
-                    service=SERVICE,
-                    version=inst.version,
-                    instance=inst.instance,
-                    source=str(inst.stderr),
-                )
+                ingest_source(store, logs)
+                if logs.skipped:  # a split line would lose a cycle
+                    raise RuntimeError(f"{inst.stderr}: {logs.skipped}")
             instances = [(i.version, i.instance, i.addr) for i in fleet]
     finally:
         os.environ.pop(AUTH_ENV, None)
