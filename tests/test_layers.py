@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "files": 6,
     "collect": 6,
     "lab": 6,
+    "serve": 6,
     "jobs": 7,
     "cli": 8,
     "__init__": 9,
