@@ -5,7 +5,7 @@ Layers, each importing only those before it (as ARCHITECTURE.md):
 ```
 errors, schema, model, arrays, display, native, forkserver, gohelper, version
   ->  sources, decode, encode  ->  store  ->  analyses  ->  workflows, engines
-  ->  reports  ->  files, collect, lab  ->  jobs  ->  cli
+  ->  reports  ->  files, collect, lab, serve  ->  jobs  ->  cli
 ```
 
 Quick start::

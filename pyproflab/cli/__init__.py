@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),
     "job": ("pyproflab.cli.job", "run a scheduled job: ingest, analyse, write outputs, once"),
     "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
+    "serve": ("pyproflab.cli.serve", "receive profiles pushed by dd-trace-go and pyroscope-go"),
+    "spool-ingest": ("pyproflab.cli.spool_ingest", "move the spool of serve into a store"),
 }
 # The commands that decode profiles take the decode limits as flags.
 # (`job run` adds them to its own subcommand.)
