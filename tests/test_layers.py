@@ -222,3 +222,66 @@ def test_importing_pyproflab_registers_nothing() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# --- ways in: the source interface -------------------------------------------------
+
+# The store's writers: only the store itself calls them; everything else brings
+# data in through a source and store.sourced.ingest_source.
+STORE_WRITERS = {
+    "pyproflab.store.ingest": {"ingest", "ingest_paths", "store_keyed", "write_keyed"},
+    "pyproflab.store.parquet": {"import_parquet"},
+    "pyproflab.store.metrics": {
+        "ingest_metric_samples",
+        "ingest_metric_rows",
+        "ingest_gc_cycles",
+        "ingest_gc_rows",
+        "write_rows",
+    },
+}
+# (socket is not here: the store's lock asks it for the host name only.)
+NETWORK = ("httpx", "urllib.request", "http.client", "requests")
+
+
+def _from_imports(path: Path) -> list[tuple[str, str, int]]:
+    """(module, name, line) of every ``from M import name``, lazy ones included."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        (node.module, a.name, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for a in node.names
+    ]
+
+
+def test_every_way_in_goes_through_the_source_interface() -> None:
+    """Outside store/, no module calls the store's writers: files, Parquet
+    datasets, collect, Prometheus, gctrace logs, pulls and jobs all hand a
+    source to ``store.sourced.ingest_source``."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}: {module}.{name}"
+        for path in _modules()
+        if path.relative_to(PACKAGE).parts[0] != "store"
+        for module, name, line in _from_imports(path)
+        if name in STORE_WRITERS.get(module, ())
+    ]
+    assert not found, f"store writers called outside the store: {found}"
+
+
+def test_the_store_does_no_network_io() -> None:
+    """Network I/O is a source's (layer below the store), never the store's."""
+    found = []
+    for path in sorted((PACKAGE / "store").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [
+                f"{path.relative_to(PACKAGE)}:{node.lineno}: {n}"
+                for n in names
+                if n.startswith(NETWORK) or n in ("pyproflab.sources.http",)
+            ]
+    assert not found, f"network imports in store/: {found}"

@@ -1,6 +1,7 @@
 """Profile files -> the Parquet dataset of ``pyproflab export --parquet``, on Spark.
 
-``ingest_dataset(spark, paths, directory)`` writes the layout of
+``ingest_dataset(spark, source, directory)`` reads the files of a file source
+(``sources.local.FileSource``, or paths) and writes the layout of
 ``store/parquet.py`` (hive-partitioned profiles and samples by service and date,
 the five dedup tables whole, the marker with counts and every file's sha256),
 equal to an export of a DuckDB store that ingested the same files in the same
@@ -48,9 +49,12 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
+from pyproflab.sources.base import FileSet, ItemMeta, Request, Source, nothing_known
+from pyproflab.sources.local import FileSource
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
 from pyproflab.store.ingest_report import PARTIAL
 from pyproflab.store.parquet import finish_dataset
+from pyproflab.store.sourced import item_meta, profile_meta
 
 # (table, id column, STORE schema), in the order export writes them.
 DEDUP = (
@@ -102,20 +106,25 @@ class SparkIngestSummary:
 
 def ingest_dataset(
     spark: Any,
-    paths: Iterable[str | os.PathLike],
+    paths: Source | Iterable[str | os.PathLike],
     directory: str | os.PathLike,
     defaults: ProfileMeta | None = None,
     *,
     path_template: str | None = None,
     max_bytes: int | None = None,
 ) -> SparkIngestSummary:
-    """Decode and key ``paths`` on Spark and write the dataset at ``directory``
-    (new, or an empty folder); see the module docstring for the rules."""
+    """Decode and key the files of ``paths`` (a file source, ``sources.local.FileSource``,
+    or the paths of one) on Spark and write the dataset at ``directory`` (new, or
+    an empty folder); see the module docstring for the rules."""
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
-    files, datasets, refused = expand_paths(paths)
+    file_set = _file_set(paths, defaults, path_template, max_bytes)
+    files, datasets, refused = expand_paths(file_set.paths)
     if datasets:
         raise UsageError(f"{datasets[0]}: a Parquet dataset is not an input of a Spark ingest")
+    defaults = profile_meta(file_set.defaults)
+    path_template = file_set.path_template
+    max_bytes = file_set.max_bytes
     out = Path(directory).absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StoreError(f"{out}: exists and is not an empty folder")
@@ -150,6 +159,23 @@ def ingest_dataset(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return summary
+
+
+def _file_set(
+    paths: Source | Iterable[str | os.PathLike],
+    defaults: ProfileMeta | None,
+    path_template: str | None,
+    max_bytes: int | None,
+) -> FileSet:
+    """The one ``FileSet`` a file source gives (paths make a ``FileSource``); any
+    other source is a ``UsageError``: Spark reads local or shared files only."""
+    if not isinstance(paths, Source):
+        meta = item_meta(defaults) if defaults else ItemMeta()
+        paths = FileSource([str(p) for p in paths], meta, path_template, max_bytes)
+    got = list(paths.items(Request(), nothing_known))
+    if len(got) != 1 or not isinstance(got[0], FileSet):
+        raise UsageError(f"{paths.name}: a Spark ingest reads profile files only")
+    return got[0]
 
 
 def _reason(e: BaseException) -> str:

@@ -11,6 +11,10 @@ Rules:
 - ``collect``: one collection window from the targets file's live services,
   archived beside the store unless ``archive`` says where.
 - One source failing does not stop the others; it is reported in the summary.
+
+Each kind is a row of ``source_kinds.KINDS`` (its keys, their types and
+ranges) naming its runner here; every runner stores through the source
+interface (``store.sourced.ingest_source``).
 """
 
 from __future__ import annotations
@@ -23,26 +27,24 @@ from typing import Any
 
 from pyproflab.errors import ProflabError, StoreError, UsageError
 from pyproflab.jobs import state
-from pyproflab.jobs.spec import JobSpec, SourceSpec
+from pyproflab.jobs.source_kinds import KINDS, SourceSpec
+from pyproflab.jobs.spec import JobSpec
 from pyproflab.store.connection import Store
 
 Log = Callable[[str], None]
 
 
 def run_sources(store: Store, spec: JobSpec, summary: dict[str, Any], log: Log) -> bool:
-    """Ingest each source on its own, appending its report (or its error) to
-    ``summary["sources"]``: a source that fails (a ProflabError or OSError) is
-    logged and the others still run. A busy store is not a source's fault and
-    propagates. True when a source failed."""
+    """Ingest each source on its own, by its kind's runner (``source_kinds.KINDS``),
+    appending its report (or its error) to ``summary["sources"]``: a source
+    that fails (a ProflabError or OSError) is logged and the others still run.
+    A busy store is not a source's fault and propagates. True when a source
+    failed."""
     source_failed = False
     for src in spec.sources:
+        runner = globals()[KINDS[src.kind].runner]
         try:
-            if src.kind == "drop":
-                summary["sources"].append(_drop_source(store, spec.name, src, log))
-            elif src.kind == "parquet":
-                summary["sources"].append(_parquet_source(store, src))
-            else:
-                summary["sources"].append(_collect_source(store, src, log))
+            summary["sources"].append(runner(store, spec.name, src, log))
         except (ProflabError, OSError) as e:
             if isinstance(e, StoreError) and "busy" in str(e):
                 raise
@@ -52,8 +54,11 @@ def run_sources(store: Store, spec: JobSpec, summary: dict[str, Any], log: Log) 
     return source_failed
 
 
-def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
-    from pyproflab.store.ingest import ProfileMeta, expand_paths, ingest_paths
+def drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
+    from pyproflab.sources.base import ItemMeta
+    from pyproflab.sources.local import FileSource
+    from pyproflab.store.ingest import expand_paths
+    from pyproflab.store.sourced import ingest_source
 
     if not src.path or not os.path.isdir(src.path):
         raise UsageError(f"drop folder {src.path} does not exist")
@@ -78,18 +83,13 @@ def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str,
         "present": 0,
         "refused": [],
     }
-    defaults = ProfileMeta(
+    defaults = ItemMeta(
         service=src.service, version=src.version, instance=src.instance, labels=dict(src.labels)
     )
     for start in range(0, len(todo), src.batch_size):
         chunk = todo[start : start + src.batch_size]
-        rep = ingest_paths(
-            store,
-            [c[0] for c in chunk],
-            defaults,
-            path_template=src.path_template,
-            batch_size=src.batch_size,
-        )
+        files = FileSource([c[0] for c in chunk], defaults, path_template=src.path_template)
+        rep = ingest_source(store, files, batch_size=src.batch_size)
         out["new"] += rep.new
         out["present"] += rep.present
         refused = {os.path.abspath(p): why for p, why in rep.refused}
@@ -104,14 +104,15 @@ def _drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str,
     return out
 
 
-def _parquet_source(store: Store, src: SourceSpec) -> dict[str, Any]:
-    from pyproflab.store.parquet import import_parquet
+def parquet_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
+    from pyproflab.sources.local import DatasetSource
+    from pyproflab.store.sourced import ingest_source
 
-    rep = import_parquet(store, src.path or "")
+    rep = ingest_source(store, DatasetSource(src.path))
     return {"kind": "parquet", "path": src.path, "new": rep.new, "present": rep.present}
 
 
-def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
+def collect_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
     from pyproflab.collect import COLLECT_TYPES, collect
     from pyproflab.sources.targets import load_targets, parse_types
 

@@ -16,7 +16,7 @@ Example (see ``examples/job.toml``)::
     output = "out"
 
     [[source]]
-    kind = "drop"            # drop | collect | parquet
+    kind = "drop"            # a kind of jobs/source_kinds.py: drop, collect, parquet ...
     path = "incoming"
 
     [selection]
@@ -47,34 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from pyproflab.errors import UsageError
+from pyproflab.jobs.source_kinds import KINDS, SourceSpec, check, resolve
 
-SOURCE_KINDS = ("drop", "collect", "parquet")
+SOURCE_KINDS = tuple(KINDS)
 ORDERS = ("ingest", "time")
-
-
-@dataclass
-class SourceSpec:
-    """One source of profiles. ``drop``: new files in a folder (``path``, optional
-    ``path_template``, metadata defaults, ``min_age_seconds`` to leave files still
-    being written alone); ``collect``: live targets (``targets`` TOML, ``seconds``,
-    ``types``, ``archive``); ``parquet``: an exported dataset folder (``path``)."""
-
-    kind: str
-    path: str | None = None
-    path_template: str | None = None
-    service: str | None = None
-    version: str | None = None
-    instance: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    min_age_seconds: float = 0.0
-    batch_size: int = 64
-    targets: str | None = None
-    seconds: int = 10
-    types: list[str] | None = None
-    archive: str | None = None
-    metrics_interval: float = 2.0
-    timeout: float = 10.0
-    retries: int = 2
 
 
 @dataclass
@@ -192,32 +168,7 @@ def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
 
 
 def _resolve(base: Path, value: str | None) -> str | None:
-    if value is None:
-        return None
-    p = Path(os.path.expandvars(os.path.expanduser(value)))
-    return str(p if p.is_absolute() else base / p)
-
-
-def _source(raw: Any, where: str, base: Path) -> SourceSpec:
-    """One [[source]] table, checked: a known kind; drop and parquet need a path,
-    collect needs targets; batch_size >= 1. Its paths resolved against ``base``."""
-    if not isinstance(raw, dict):
-        raise UsageError(f"{where}: must be a table")
-    s = _take(raw, SourceSpec, where)
-    if s.kind not in SOURCE_KINDS:
-        raise UsageError(f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}, not {s.kind!r}")
-    if s.kind in ("drop", "parquet") and not s.path:
-        raise UsageError(f"{where}: a {s.kind} source needs path")
-    if s.kind == "collect" and not s.targets:
-        raise UsageError(f"{where}: a collect source needs targets (a targets TOML)")
-    if s.batch_size < 1:
-        raise UsageError(f"{where}: batch_size must be >= 1")
-    s.path, s.targets, s.archive = (
-        _resolve(base, s.path),
-        _resolve(base, s.targets),
-        _resolve(base, s.archive),
-    )
-    return s
+    return None if value is None else resolve(base, value)
 
 
 def _check_regressions(reg: RegressionsSpec, source: str) -> None:
@@ -264,7 +215,7 @@ def job_from_dict(
     if isinstance(raw_sources, dict):
         raw_sources = [raw_sources]
     sources = [
-        _source(raw, f"{source} [[source]] #{i + 1}", base) for i, raw in enumerate(raw_sources)
+        check(raw, f"{source} [[source]] #{i + 1}", base) for i, raw in enumerate(raw_sources)
     ]
     selection = data.get("selection", {})
     if not isinstance(selection, dict):

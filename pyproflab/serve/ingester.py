@@ -32,12 +32,14 @@ from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.decode.pprof import decompress
 from pyproflab.errors import ProfileError
 from pyproflab.model import Profile
+from pyproflab.sources.base import Prefetched, ProfileItem
 from pyproflab.sources.push import Attachment, Push, cut, pprof_bytes, push_meta
 from pyproflab.sources.spool import Entry, Spool, SpoolError
 from pyproflab.store.connection import Store
-from pyproflab.store.ingest import ingest
+from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.keys import ProfileMeta
 from pyproflab.store.lock import StoreBusyError
+from pyproflab.store.sourced import ingest_source, item_meta
 
 log = logging.getLogger("pyproflab.serve")
 
@@ -106,6 +108,16 @@ def decode_entry(spool: Spool, entry: Entry, push: Push, max_bytes: int, out: De
     return traces
 
 
+def _store(store: Store, decoded: Decoded) -> IngestReport:
+    """The decoded profiles in ONE transaction, through the store's entry point."""
+    items = [
+        ProfileItem(item_meta(meta), profile=profile, content_hash=digest)
+        for (profile, meta), digest in zip(decoded.profiles, decoded.hashes, strict=True)
+    ]
+    whole = max(1, len(items))
+    return ingest_source(store, Prefetched("serve", items), batch_size=whole, batch_bytes=2**62)
+
+
 def run_batch(
     spool: Spool,
     db: str,
@@ -139,7 +151,7 @@ def run_batch(
             bad.append((entry, "; ".join(decoded.problems[before:])))
     try:
         with Store.open(db, wait=wait) as store:
-            report = ingest(store, decoded.profiles, content_hashes=decoded.hashes)
+            report = _store(store, decoded)
     except StoreBusyError as e:
         log.warning("ingest: %s (the batch stays in the spool)", e)
         out.busy = True

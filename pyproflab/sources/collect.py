@@ -46,25 +46,21 @@ Rules:
   failures never stop the others. Items are yielded on the calling thread, in
   arrival order, so the store writes happen there too.
 
-The report types and the archive are ``sources/collect_report.py``; the HTTP
-client is ``sources/http.py``.
+The fetches and scrapes are ``sources/collect_fetch.py``, the report types and
+the archive ``sources/collect_report.py``, the HTTP client ``sources/http.py``.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pyproflab.errors import MetricsError, ProfileError
 from pyproflab.sources.base import (
     METRIC_SAMPLES,
     PROFILES,
@@ -75,6 +71,7 @@ from pyproflab.sources.base import (
     Request,
     TableItem,
 )
+from pyproflab.sources.collect_fetch import ENDPOINTS, Fetched, Scraped, fetch_profile, scrape
 from pyproflab.sources.collect_report import (
     CollectReport,
     FetchResult,
@@ -82,24 +79,9 @@ from pyproflab.sources.collect_report import (
     TargetReport,
     archive_body,
 )
-from pyproflab.sources.http import DEFAULT_BACKOFF, FetchError, backoff_delay, http_get
-from pyproflab.sources.http import shown as _shown
+from pyproflab.sources.http import DEFAULT_BACKOFF
 from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from pyproflab.model import Profile
-
-# type -> (endpoint under /debug/pprof/, windowed with ?seconds=N)
-ENDPOINTS: dict[str, tuple[str, bool]] = {
-    "cpu": ("profile", True),
-    "heap": ("heap", False),
-    "allocs": ("allocs", True),
-    "goroutine": ("goroutine", False),
-    "mutex": ("mutex", True),
-    "block": ("block", True),
-}
 assert tuple(ENDPOINTS) == COLLECT_TYPES
 
 DEFAULT_SECONDS = 10
@@ -109,137 +91,6 @@ DEFAULT_RETRIES = 2
 DEFAULT_CONCURRENCY = 16
 
 Progress = Callable[[int, int], None]
-
-
-# --- work done on the pool threads --------------------------------------------------
-
-
-@dataclass
-class _Fetched:
-    """A decoded body, ready for the archive and the store (built on a pool thread)."""
-
-    result: FetchResult
-    target: Target
-    profile: Profile | None = None
-    gz: bytes | None = None
-
-
-def _profile_url(target: Target, profile_type: str, seconds: int) -> str:
-    endpoint, windowed = ENDPOINTS[profile_type]
-    query = f"?seconds={seconds}" if windowed else ""
-    return f"{target.url}/debug/pprof/{endpoint}{query}"
-
-
-def _fetch_profile(
-    target: Target,
-    profile_type: str,
-    *,
-    seconds: int,
-    timeout: float,
-    retries: int,
-    backoff: float,
-    stop: threading.Event,
-) -> _Fetched:
-    from pyproflab.decode import decode_bytes, decompress
-
-    url = _profile_url(target, profile_type, seconds)
-    result = FetchResult(target.name, profile_type, redact_url(url))
-    windowed = ENDPOINTS[profile_type][1]
-    # A windowed request answers only after `seconds`: give it that on top.
-    sock_timeout = timeout + (seconds if windowed else 0)
-    for attempt in range(1, retries + 2):
-        result.attempts = attempt
-        try:
-            auth = target.authorization()
-        except LookupError as e:
-            result.error = str(e)
-            return _Fetched(result, target)
-        start = datetime.now(UTC)
-        try:
-            body = http_get(
-                url,
-                authorization=auth,
-                timeout=sock_timeout,
-                deadline=time.monotonic() + sock_timeout,
-                other_hosts=target.allow_redirects_to_other_hosts,
-            )
-        except FetchError as e:
-            result.error = str(e)
-            if e.transient and attempt <= retries and not stop.is_set():
-                if stop.wait(backoff_delay(attempt, backoff)):
-                    break
-                continue
-            if attempt > 1:
-                result.error += f" (after {attempt} attempts)"
-            elif e.status in (401, 403) and not e.redirected:
-                # Name the variable, never its value.
-                result.error += (
-                    f" (check the value of ${target.auth_env})"
-                    if target.auth_env
-                    else " (the target has no auth_env)"
-                )
-            return _Fetched(result, target)
-        end = datetime.now(UTC)
-        result.window_start, result.window_end, result.size = start, end, len(body)
-        try:
-            raw = decompress(body, source=result.url)
-            profile = decode_bytes(raw, source=result.url)
-        except ProfileError as e:
-            result.error = f"{e.problem} from {_shown(url)}"
-            return _Fetched(result, target)
-        result.content_hash = hashlib.sha256(raw).hexdigest()
-        # The archive holds gzip (.pb.gz): Go's bytes as sent, else gzipped here.
-        gz = body if body[:2] == b"\x1f\x8b" else gzip.compress(raw, mtime=0)
-        result.error = None
-        return _Fetched(result, target, profile, gz)
-    result.error = (result.error or "stopped") + " (interrupted)"
-    return _Fetched(result, target)
-
-
-@dataclass
-class _Scraped:
-    target: Target
-    url: str
-    when: datetime
-    table: pa.Table | None = None
-    error: str | None = None
-
-
-def _scrape(target: Target, *, timeout: float) -> _Scraped:
-    from pyproflab.sources.prometheus import parse_exposition
-
-    url = f"{target.url}/metrics"
-    shown = redact_url(url)
-    when = datetime.now(UTC)
-    try:
-        auth = target.authorization()
-        body = http_get(
-            url,
-            authorization=auth,
-            timeout=timeout,
-            deadline=time.monotonic() + timeout,
-            other_hosts=target.allow_redirects_to_other_hosts,
-        )
-    except LookupError as e:
-        return _Scraped(target, shown, when, error=str(e))
-    except FetchError as e:
-        return _Scraped(target, shown, when, error=str(e))
-    try:
-        text = body.decode("utf-8")
-        table = parse_exposition(text, default_time=when, source=shown)
-    except MetricsError as e:
-        at = f"line {e.line}: " if e.line is not None else ""
-        return _Scraped(
-            target, shown, when, error=f"not a Prometheus exposition from {shown} ({at}{e.problem})"
-        )
-    except (UnicodeDecodeError, ValueError) as e:
-        return _Scraped(
-            target,
-            shown,
-            when,
-            error=f"not a Prometheus exposition from {shown} ({type(e).__name__})",
-        )
-    return _Scraped(target, shown, when, table=table)
 
 
 class _Pool:
@@ -359,7 +210,7 @@ class _Window:
         return sorted(events)
 
     def _fetch(self, t: Target, pt: str) -> None:
-        call = lambda: _fetch_profile(  # noqa: E731
+        call = lambda: fetch_profile(  # noqa: E731
             t,
             pt,
             seconds=self.seconds,
@@ -388,13 +239,13 @@ class _Window:
                     assert stats is not None
                     stats.skipped += 1
                     continue
-                fut = self.scrape_pool.submit(lambda t=t: _scrape(t, timeout=self.timeout))
+                fut = self.scrape_pool.submit(lambda t=t: scrape(t, timeout=self.timeout))
                 self.scraping[t.name] = fut
                 self.pending[fut] = "scrape"
 
     def _finished(self, fut: Future, kind: str) -> Iterator[ProfileItem | TableItem]:
         if kind == "fetch":
-            fetched: _Fetched = fut.result()
+            fetched: Fetched = fut.result()
             self.reports[fetched.target.name].fetches.append(fetched.result)
             if fetched.profile is not None:
                 item = _profile_item(fetched, self.archive)
@@ -408,7 +259,7 @@ class _Window:
             if self.progress:
                 self.progress(self.done, self.total)
         else:
-            s: _Scraped = fut.result()
+            s: Scraped = fut.result()
             stats = self.reports[s.target.name].scrapes
             assert stats is not None
             if s.error is not None or s.table is None:
@@ -446,7 +297,7 @@ class _Window:
 # --- from results to items and back ----------------------------------------------------
 
 
-def _profile_item(fetched: _Fetched, archive_dir: Path) -> ProfileItem | None:
+def _profile_item(fetched: Fetched, archive_dir: Path) -> ProfileItem | None:
     """The archived body as an item for the store; None (the fetch failed) when the
     archive cannot be written."""
     r, t = fetched.result, fetched.target
@@ -484,7 +335,7 @@ def _scrape_failed(stats: ScrapeStats, message: str) -> None:
         stats.errors.append(message)
 
 
-def _scrape_outcome(stats: ScrapeStats, s: _Scraped, item: TableItem) -> None:
+def _scrape_outcome(stats: ScrapeStats, s: Scraped, item: TableItem) -> None:
     out = item.outcome
     if out is None or out.status == "refused":
         reason = out.reason if out else "not stored"

@@ -87,6 +87,20 @@ def profile_meta(meta: ItemMeta) -> ProfileMeta:
     )
 
 
+def item_meta(meta: ProfileMeta) -> ItemMeta:
+    """The store's metadata as a source's (the inverse of ``profile_meta``)."""
+    return ItemMeta(
+        service=meta.service,
+        version=meta.version,
+        instance=meta.instance,
+        profile_type=meta.profile_type,
+        window_start=meta.window_start,
+        window_end=meta.window_end,
+        labels=dict(meta.labels),
+        source=meta.source,
+    )
+
+
 @dataclass
 class _Batch:
     """Items waiting for one transaction: keyed profiles and metric rows."""

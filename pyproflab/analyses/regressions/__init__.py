@@ -455,20 +455,22 @@ def regressions_of_profiles(
 ) -> RegressionsResult:
     """``regressions`` of two lists of in-memory profiles (via a throw-away store);
     ``*_instances`` name each profile's instance (for ``unit="instance"``)."""
+    from pyproflab.sources.base import ItemMeta, Prefetched, ProfileItem
     from pyproflab.store import Store
-    from pyproflab.store.ingest import ProfileMeta, ingest
     from pyproflab.store.select import Selection
+    from pyproflab.store.sourced import ingest_source
 
     if not base or not new:
         raise UsageError("both sides need at least one profile")
     with Store.open(":memory:") as store:
         bi = base_instances or [None] * len(base)
         ni = new_instances or [None] * len(new)
-        items = [
-            (p, ProfileMeta(version="base", instance=i)) for p, i in zip(base, bi, strict=True)
-        ]
-        items += [(p, ProfileMeta(version="new", instance=i)) for p, i in zip(new, ni, strict=True)]
+        sides = [("base", p, i) for p, i in zip(base, bi, strict=True)]
+        sides += [("new", p, i) for p, i in zip(new, ni, strict=True)]
         # Distinct identities: equal profiles on a side are still separate observations.
-        hashes = [f"regressions-{i}" for i in range(len(items))]
-        ingest(store, items, content_hashes=hashes)
+        items = [
+            ProfileItem(ItemMeta(version=v, instance=i), profile=p, content_hash=f"regressions-{n}")
+            for n, (v, p, i) in enumerate(sides)
+        ]
+        ingest_source(store, Prefetched("profiles", items), batch_size=len(items))
         return regressions(store, Selection(version="base"), Selection(version="new"), **options)

@@ -1,0 +1,198 @@
+"""The kinds of a job's ``[[source]]`` tables: one table, each kind with its keys.
+
+Rules:
+
+- ``KINDS`` maps a kind's name to its ``Kind``: the keys a ``[[source]]`` of
+  that kind may have (``Key``: type, default, required, range, choices, and
+  whether it is a path, resolved against the job file's folder) and the
+  function that runs it (``jobs/sources.py``).
+- ``check(raw, where, base)`` turns one ``[[source]]`` table into a
+  ``SourceSpec``: a known kind; no key the kind does not declare (a typo must
+  not silently disable a setting); every required key; each value of its
+  type (an int is not a bool, a float may be written as an int) and within
+  its range or choices; defaults filled; paths resolved. Every problem is one
+  ``UsageError`` naming the file, the table and the key.
+- Secrets are never keys: a kind that needs one names the environment
+  variable holding it (``*_env`` keys), read when the source runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyproflab.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a ``[[source]]`` table. ``type``: str, int, float, bool, list
+    (of strings) or dict (string to string)."""
+
+    name: str
+    type: type
+    default: Any = None
+    required: bool = False
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] | None = None
+    path: bool = False
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of source: its name, what it reads, its keys and its runner (the
+    name of a function of ``jobs/sources.py``, looked up when it runs)."""
+
+    name: str
+    help: str
+    keys: tuple[Key, ...]
+    runner: str
+
+    def key(self, name: str) -> Key | None:
+        return next((k for k in self.keys if k.name == name), None)
+
+
+@dataclass
+class SourceSpec:
+    """One checked ``[[source]]`` table: its kind and the value of every key the
+    kind declares (defaults filled). Keys read as attributes: ``spec.path``."""
+
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "options":  # not set yet (unpickling): never look it up in itself
+            raise AttributeError(name)
+        try:
+            return self.options[name]
+        except KeyError:
+            raise AttributeError(f"a {self.kind} source has no key {name!r}") from None
+
+
+# Keys several kinds share.
+_META = (
+    Key("service", str, help="service of every profile (a path template may set it)"),
+    Key("version", str),
+    Key("instance", str),
+    Key("labels", dict, default={}),
+)
+_BATCH = Key("batch_size", int, 64, low=1, high=100_000, help="profiles per transaction")
+_PULL = (
+    Key("since", str, "24h", help="how far back each run looks: 90m, 24h, 7d, or an ISO time"),
+    Key("timeout", float, 30.0, low=0.1, high=3600, help="seconds per request"),
+    Key("retries", int, 3, low=0, high=20, help="retries of a 429, 5xx or network fault"),
+    Key("max_mib", int, 256, low=1, high=4096, help="largest response body, MiB"),
+    _BATCH,
+)
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind(
+            "drop",
+            "new files in a folder (files handled before are skipped)",
+            (
+                Key("path", str, required=True, path=True),
+                Key("path_template", str),
+                *_META,
+                Key("min_age_seconds", float, 0.0, low=0, high=86_400 * 365),
+                _BATCH,
+            ),
+            "drop_source",
+        ),
+        Kind(
+            "parquet",
+            "an exported dataset (pyproflab export --parquet)",
+            (Key("path", str, required=True, path=True),),
+            "parquet_source",
+        ),
+        Kind(
+            "collect",
+            "one collection window from live Go services (pyproflab collect)",
+            (
+                Key("targets", str, required=True, path=True),
+                Key("seconds", int, 10, low=1, high=3600),
+                Key("types", list),
+                Key("archive", str, path=True),
+                Key("metrics_interval", float, 2.0, low=0, high=3600),
+                Key("timeout", float, 10.0, low=0.1, high=3600),
+                Key("retries", int, 2, low=0, high=20),
+            ),
+            "collect_source",
+        ),
+    )
+}
+
+
+def _typed(key: Key, value: Any, where: str) -> Any:
+    """``value`` checked against ``key`` (module rules)."""
+    bad = UsageError(f"{where}: {key.name} must be {_type_name(key.type)}, not {value!r}")
+    if key.type is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        value = float(value)
+    elif key.type is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif key.type is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad
+    elif key.type is dict:
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise bad
+    elif not isinstance(value, key.type):
+        raise bad
+    if key.low is not None and value < key.low or key.high is not None and value > key.high:
+        raise UsageError(f"{where}: {key.name} must be between {key.low:g} and {key.high:g}")
+    if key.choices is not None and value not in key.choices:
+        names = ", ".join(map(str, key.choices))
+        raise UsageError(f"{where}: {key.name} must be one of {names}, not {value!r}")
+    return value
+
+
+def _type_name(t: type) -> str:
+    return {
+        str: "a string",
+        int: "a whole number",
+        float: "a number",
+        bool: "true or false",
+        list: "a list of strings",
+        dict: "a table of strings",
+    }[t]
+
+
+def resolve(base: Path, value: str) -> str:
+    """``value`` (``~`` and ``$VARS`` expanded) as a path; a relative one under ``base``."""
+    p = Path(os.path.expandvars(os.path.expanduser(value)))
+    return str(p if p.is_absolute() else base / p)
+
+
+def check(raw: Any, where: str, base: Path) -> SourceSpec:
+    """One ``[[source]]`` table as a ``SourceSpec`` (see the module rules)."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: must be a table")
+    kind = KINDS.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
+    if kind is None:
+        raise UsageError(
+            f"{where}: kind must be one of {', '.join(KINDS)}, not {raw.get('kind')!r}"
+        )
+    extra = sorted(set(raw) - {"kind"} - {k.name for k in kind.keys})
+    if extra:
+        known = ", ".join(k.name for k in kind.keys)
+        raise UsageError(f"{where}: unknown key {extra[0]!r} for a {kind.name} source ({known})")
+    options: dict[str, Any] = {}
+    for key in kind.keys:
+        if key.name not in raw:
+            if key.required:
+                raise UsageError(f"{where}: a {kind.name} source needs {key.name}")
+            options[key.name] = key.default.copy() if isinstance(key.default, dict) else key.default
+            continue
+        value = _typed(key, raw[key.name], where)
+        options[key.name] = resolve(base, value) if key.path else value
+    return SourceSpec(kind.name, options)
