@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest-gc": ("pyproflab.cli.gcdata", "read GC metrics (Prometheus text or API, gctrace logs)"),
     "gc": ("pyproflab.cli.gc", "GC cost per profile and instance: profile view vs runtime view"),
     "collect": ("pyproflab.cli.collect", "fetch profiles and /metrics from live Go services"),
+    "pull": ("pyproflab.cli.pull", "pull profiles from Datadog, Pyroscope or Parca into a store"),
     "regressions": ("pyproflab.cli.regressions", "what got slower between two selections"),
     "pgo": ("pyproflab.cli.pgo", "write a checked default.pgo for go build -pgo; pgo diff OLD NEW"),
     "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),

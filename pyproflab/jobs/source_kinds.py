@@ -124,6 +124,48 @@ KINDS: dict[str, Kind] = {
             ),
             "collect_source",
         ),
+        Kind(
+            "datadog",
+            "the profiles of a Datadog query (keys from DD_API_KEY, DD_APP_KEY)",
+            (
+                Key("query", str, required=True),
+                Key("site", str),
+                Key("top", int, low=1, high=10_000),
+                Key("types", list, ["cpu"]),
+                Key("instance_tag", str, "host"),
+                Key("any_runtime", bool, False),
+                Key("base_url", str),
+                *_PULL,
+            ),
+            "pull_source",
+        ),
+        Kind(
+            "pyroscope",
+            "merged profiles per series and window from Grafana Pyroscope",
+            (
+                Key("url", str, required=True),
+                Key("query", str, required=True),
+                Key("step", str, "1h", help="one profile per series per window"),
+                Key("tenant", str),
+                Key("auth_env", str),
+                Key("go_pgo", int, low=1, high=1000),
+                Key("legacy", bool, False),
+                *_PULL,
+            ),
+            "pull_source",
+        ),
+        Kind(
+            "parca",
+            "merged profiles per series and window from Parca",
+            (
+                Key("url", str, required=True),
+                Key("query", str, required=True),
+                Key("step", str, "1h"),
+                Key("auth_env", str),
+                *_PULL,
+            ),
+            "pull_source",
+        ),
     )
 }
 

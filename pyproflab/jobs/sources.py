@@ -10,6 +10,9 @@ Rules:
   are skipped).
 - ``collect``: one collection window from the targets file's live services,
   archived beside the store unless ``archive`` says where.
+- ``datadog``, ``pyroscope``, ``parca``: what the service holds since
+  ``since`` ago (incremental: what an earlier run stored is not fetched
+  again); a refused profile is listed, the others are stored.
 - One source failing does not stop the others; it is reported in the summary.
 
 Each kind is a row of ``source_kinds.KINDS`` (its keys, their types and
@@ -145,4 +148,38 @@ def collect_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[st
         "present": rep.present,
         "failed": rep.failed,
         "errors": rep.errors(),
+    }
+
+
+def pull_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, Any]:
+    """A Datadog, Pyroscope or Parca source: what it holds since ``since`` ago
+    (incremental: what an earlier run stored is not fetched again)."""
+    from datetime import UTC, datetime
+
+    from pyproflab.sources.base import Request
+    from pyproflab.sources.http import Retries
+    from pyproflab.sources.pull import PullOptions, pull_source
+    from pyproflab.store.select import parse_duration, parse_time
+    from pyproflab.store.sourced import ingest_source
+
+    values = dict(src.options)
+    if "step" in values:
+        values["step"] = parse_duration(values["step"]).total_seconds()
+    options = PullOptions(
+        timeout=src.timeout,
+        max_bytes=src.max_mib << 20,
+        retries=Retries(retries=src.retries),
+        on_retry=lambda line: log(f"{src.kind}: {line}"),
+    )
+    source = pull_source(src.kind, values, options)
+    request = Request(since=parse_time(src.since), until=datetime.now(UTC))
+    rep = ingest_source(store, source, request, batch_size=src.batch_size)
+    for what, why in rep.refused:
+        log(f"refused {what}: {why}")
+    return {
+        "kind": src.kind,
+        "source": source.name,
+        "new": rep.new,
+        "present": rep.present,
+        "refused": [{"what": w, "why": y} for w, y in rep.refused],
     }

@@ -21,6 +21,8 @@ Items:
   and Parquet sources keep the store's bulk paths.
 - ``Refused``: something the source could not get (one line naming it and why);
   the run goes on.
+- ``Seen``: a key the source looked at and found nothing to store for (an
+  empty window): remembered with the next batch, so a re-run skips it.
 - ``Expect``: how many more items the source means to yield (for progress).
 
 Rules a source follows:
@@ -228,13 +230,21 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """The source looked at ``key`` and found nothing to store (an empty window, an
+    event without the wanted files): remember it, so a re-run does not ask again."""
+
+    key: str
+
+
+@dataclass(frozen=True)
 class Expect:
     """The source means to yield about ``items`` more items (for progress)."""
 
     items: int
 
 
-Item = ProfileItem | TableItem | TraceItem | FileSet | Dataset | Refused | Expect
+Item = ProfileItem | TableItem | TraceItem | FileSet | Dataset | Refused | Seen | Expect
 
 #: Asked with item keys, the keys this source already delivered into the store.
 Known = Callable[[Sequence[str]], set[str]]

@@ -30,6 +30,17 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 StrOrList = str | Sequence[str] | None
 
 
+def parse_duration(value: str) -> timedelta:
+    """A duration written ``90s``, ``5m``, ``2h``, ``7d`` or ``1w``; UsageError otherwise."""
+    m = _AGO.match(value)
+    if not m:
+        raise UsageError(f"bad duration {value!r}: expected a number and s, m, h, d or w (90s, 1h)")
+    try:
+        return timedelta(**{_UNITS[m.group(2)]: float(m.group(1))})
+    except OverflowError:
+        raise UsageError(f"bad duration {value!r}: too long") from None
+
+
 def parse_time(value: datetime | str, *, now: datetime | None = None) -> datetime:
     """An aware UTC datetime from a datetime, an ISO string, or a duration ago (``72h``)."""
     if isinstance(value, datetime):

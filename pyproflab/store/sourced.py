@@ -23,7 +23,8 @@ stores them. Rules:
   the batch being filled is dropped, the error propagates. Batches stored
   before it stay.
 - Each item's ``outcome`` is set once its batch is stored (new, present or
-  refused), so a source can report per item after the run.
+  refused), so a source can report per item after the run. A ``Seen`` key is
+  recorded (status ``empty``) with the batch it arrives in.
 - ``TraceItem``: stored by the writer registered for it in ``WRITERS`` (the
   traces' store module); without one, refused with a reason.
 """
@@ -49,6 +50,7 @@ from pyproflab.sources.base import (
     ProfileItem,
     Refused,
     Request,
+    Seen,
     Source,
     TableItem,
     TraceItem,
@@ -108,10 +110,11 @@ class _Batch:
     profiles: list[tuple[ProfileItem, KeyedProfile]] = field(default_factory=list)
     present: list[ProfileItem] = field(default_factory=list)
     tables: list[tuple[TableItem, pa.Table]] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
     nbytes: int = 0
 
     def __len__(self) -> int:
-        return len(self.profiles) + len(self.present) + len(self.tables)
+        return len(self.profiles) + len(self.present) + len(self.tables) + len(self.seen)
 
 
 def ingest_source(
@@ -160,6 +163,8 @@ def _take(run: _Run, items: Iterable[Item], progress: Progress | None, workers: 
             run.report.add(import_parquet(store, item.path))
         elif isinstance(item, Refused):
             run.report.refused.append((item.what, item.why))
+        elif isinstance(item, Seen):
+            run.seen(item.key)
         else:
             run.add(item)
         if not isinstance(item, Expect):
@@ -209,6 +214,11 @@ class _Run:
         else:
             self._profile(item)
         if len(self.batch) >= self.batch_size or self.batch.nbytes >= self.batch_bytes:
+            self.flush()
+
+    def seen(self, key: str) -> None:
+        self.batch.seen.append(key)
+        if len(self.batch) >= self.batch_size:
             self.flush()
 
     def _refuse(self, item: ProfileItem | TableItem | TraceItem, why: str) -> None:
@@ -300,14 +310,15 @@ class _Run:
                     self._write(_Batch(profiles=[(item, keyed)]), [keyed])
                 except IdCollisionError as e:
                     self._refuse(item, str(e))
-            self._write(_Batch(present=batch.present, tables=batch.tables), [])
+            rest = _Batch(present=batch.present, tables=batch.tables, seen=batch.seen)
+            self._write(rest, [])
 
     def _write(self, batch: _Batch, keyed: list[KeyedProfile]) -> None:
         from pyproflab.store.metrics import write_rows
 
         store = self.store
         keys = [i.key for i, _ in batch.profiles] + [i.key for i in batch.present]
-        keys += [i.key for i, _ in batch.tables]
+        keys += [i.key for i, _ in batch.tables] + list(batch.seen)
         if any(k is not None for k in keys):
             queries.create_source_tables(store)
         with store.transaction():
@@ -329,6 +340,7 @@ class _Run:
                 if item.key is not None and item.outcome is not None:
                     digest = getattr(item, "content_hash", None)
                     records.append((item.key, digest, item.outcome.status))
+            records += [(key, None, "empty") for key in batch.seen]
             queries.record_source_items(store, self.name, records, self.now)
         self.report.add(rep)
         self.report.present += len(batch.present)

@@ -1,0 +1,146 @@
+"""The HTTP client of the pull sources (Datadog, Pyroscope, Parca): bounded, retried,
+one line per failure, no secret anywhere.
+
+Rules:
+
+- Every request goes through ``sources.http.http_request``: a deadline of
+  ``timeout`` seconds for the whole exchange (connect, headers, the last byte),
+  a cap of ``max_bytes`` on the body, redirects to the same host only, no
+  proxy. A slow body is cut at the deadline; a short one (the connection
+  closed early) is an error, never half a body.
+- Transient failures (connection refused or reset, timeouts, short bodies,
+  HTTP 408, 429 and 5xx) are retried with backoff (``http.retrying``),
+  honouring the server's Retry-After; others fail at once.
+- ``secrets()`` gives the headers holding credentials (read from the
+  environment when a request is made); they go to the API's own URL only,
+  never to a redirect, and are never written: errors name the source, the
+  method and the path (no query, no header).
+- A reply whose content type is not one the caller accepts (a proxy's HTML
+  login page instead of JSON or pprof) is an error, not retried.
+- A failure is an ``ApiError``: a ``SourceError`` whose line is
+  ``SOURCE: METHOD PATH: reason``; ``transient`` and ``status`` say what
+  happened, so a source can skip one item and go on.
+- ``on_retry`` (the CLI: a line on stderr) is told of each retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyproflab.sources.base import SourceError
+from pyproflab.sources.http import FetchError, Reply, Retries, http_request, retrying
+
+JSON = ("application/json",)
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MAX_BYTES = 256 << 20
+
+OnRetry = Callable[[str], None]
+
+
+class ApiError(SourceError):
+    """One request of a source failed (after its retries)."""
+
+    def __init__(self, source: str, problem: str, *, transient: bool, status: int | None):
+        super().__init__(source, problem)
+        self.transient = transient
+        self.status = status
+
+
+@dataclass
+class Api:
+    """Requests to one service's API (see the module rules)."""
+
+    source: str
+    base_url: str
+    secrets: Callable[[], Mapping[str, str]] = dict
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    max_bytes: int = DEFAULT_MAX_BYTES
+    retries: Retries = field(default_factory=Retries)
+    on_retry: OnRetry | None = None
+    requests: int = 0
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        body: Any = None,
+        accept: Sequence[str] = JSON,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """One request (JSON ``body`` when given), retried; the whole reply."""
+        url = self.base_url.rstrip("/") + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        data = None if body is None else json.dumps(body).encode()
+        sent = {"Accept": ", ".join(accept), **self.headers, **(headers or {})}
+        if data is not None:
+            sent["Content-Type"] = "application/json"
+        where = f"{method} {path}"
+
+        def once() -> Reply:
+            self.requests += 1
+            return http_request(
+                method,
+                url,
+                headers=sent,
+                secret_headers=self._secrets(),
+                body=data,
+                timeout=self.timeout,
+                deadline=time.monotonic() + self.timeout,
+                max_bytes=self.max_bytes,
+            )
+
+        def told(attempt: int, e: FetchError, wait: float) -> None:
+            if self.on_retry is not None:
+                self.on_retry(f"{self.source}: {where}: {e}; retry {attempt} in {wait:.1f} s")
+
+        try:
+            reply = retrying(once, self.retries, on_retry=told)
+        except FetchError as e:
+            raise ApiError(
+                self.source, f"{where}: {e}", transient=e.transient, status=e.status
+            ) from None
+        if accept and reply.content_type not in accept:
+            got = reply.content_type or "no content type"
+            raise ApiError(
+                self.source,
+                f"{where}: expected {' or '.join(accept)}, got {got}",
+                transient=False,
+                status=reply.status,
+            )
+        return reply
+
+    def json(self, method: str, path: str, **kw: Any) -> Any:
+        """The JSON document a request answers (see ``call``)."""
+        reply = self.call(method, path, **kw)
+        try:
+            return json.loads(reply.body)
+        except ValueError:
+            raise ApiError(
+                self.source, f"{method} {path}: the reply is not JSON", transient=False, status=200
+            ) from None
+
+    def _secrets(self) -> dict[str, str]:
+        try:
+            return dict(self.secrets())
+        except LookupError as e:
+            raise SourceError(self.source, str(e).strip("'\"")) from None
+
+
+def env_secret(name: str, what: str) -> str:
+    """The value of environment variable ``name`` (stripped), read now; ``LookupError``
+    naming the variable (never a value) when it is unset or empty."""
+    import os
+
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise LookupError(f"environment variable {name} ({what}) is not set")
+    return value

@@ -1,0 +1,229 @@
+"""What the pull sources (Datadog, Pyroscope, Parca) share: their limits, time
+windows, and (Pyroscope, Parca) one merged profile per series and window.
+
+- ``PullOptions``: per request, a deadline (``timeout``), a body cap
+  (``max_bytes``) and retries (``retries``, with backoff and Retry-After);
+  ``on_retry`` is told of each retry (the CLI prints a line).
+- ``windows(since, until, step)``: the half-open windows ``[a, a + step)`` of
+  ``step`` seconds, aligned to multiples of ``step`` since the Unix epoch, that
+  lie wholly inside ``[since, until)``. So two runs over overlapping ranges
+  ask for the same windows and a window's key names the same data. A window
+  that has not ended ``settle`` seconds before now is left for a later run
+  (its data may still be arriving): a pull never stores part of a window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyproflab.sources.api import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, Api, ApiError, OnRetry
+from pyproflab.sources.base import (
+    Expect,
+    ItemMeta,
+    Known,
+    ProfileItem,
+    Refused,
+    Request,
+    Seen,
+    SourceError,
+)
+from pyproflab.sources.http import Retries
+
+#: seconds a window must have ended before it is pulled
+SETTLE = 60.0
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """Limits of every request of a pull (see the module rules)."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    max_bytes: int = DEFAULT_MAX_BYTES
+    retries: Retries = field(default_factory=Retries)
+    on_retry: OnRetry | None = None
+
+    def api(self, source: str, base_url: str, **kw) -> Api:
+        return Api(
+            source,
+            base_url,
+            timeout=self.timeout,
+            max_bytes=self.max_bytes,
+            retries=self.retries,
+            on_retry=self.on_retry,
+            **kw,
+        )
+
+
+def utc(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def ms(t: datetime) -> int:
+    """Milliseconds since the Unix epoch."""
+    return round(utc(t).timestamp() * 1000)
+
+
+def windows(
+    since: datetime,
+    until: datetime,
+    step: float,
+    *,
+    now: datetime | None = None,
+    settle: float = SETTLE,
+) -> Iterator[tuple[datetime, datetime]]:
+    """The whole aligned windows inside ``[since, until)`` (see the module rules)."""
+    if step <= 0:
+        raise ValueError("the window step must be positive")
+    step_ms = round(step * 1000)
+    latest = ms(utc(now or datetime.now(UTC)) - timedelta(seconds=settle))
+    a = -(-ms(since) // step_ms) * step_ms  # the first multiple at or after since
+    end = min(ms(until), latest)
+    while a + step_ms <= end:
+        yield _at(a), _at(a + step_ms)
+        a += step_ms
+
+
+def _at(t_ms: int) -> datetime:
+    return datetime.fromtimestamp(t_ms / 1000, UTC)
+
+
+# --- merged profiles per (series, window): Pyroscope and Parca ---------------------------
+
+Work = list[tuple[dict[str, str], datetime, datetime]]
+
+
+class WindowedMerges:
+    """A source of one merged profile per (series, window) with data (Pyroscope's
+    and Parca's pulls). A subclass gives ``name``, ``type_id``, ``step`` and
+    ``*_label`` (which series labels are service, version and instance), and
+    implements ``check_type()``, ``work(spans)`` (the (labels, start, end) of
+    the windows that may hold data), ``merge(labels, start, end)`` (pprof bytes
+    or None when the window has no samples) and ``series_text(labels)``.
+
+    Rules: only whole windows (``windows``); a profile's key is the profile
+    type, the series, the window and ``key_extra``, so a re-run asks only for
+    windows not stored (or found empty: ``Seen``) before; a failed merge is
+    one ``Refused`` line and the next window is fetched; the series' labels
+    (not the server's own ``__`` ones) are kept as the profile's labels, its
+    window as its window."""
+
+    name: str
+    type_id: str
+    step: float
+    service_label: str
+    version_label: str
+    instance_label: str
+    merge_path: str = ""
+
+    def check_type(self) -> None:
+        raise NotImplementedError
+
+    def work(self, spans: list[tuple[datetime, datetime]]) -> Work:
+        raise NotImplementedError
+
+    def merge(self, labels: dict[str, str], a: datetime, b: datetime) -> bytes | None:
+        raise NotImplementedError
+
+    def series_text(self, labels: dict[str, str]) -> str:
+        raise NotImplementedError
+
+    def key_extra(self) -> str:
+        return ""
+
+    def items(self, request: Request, known: Known) -> Iterator[ProfileItem | Refused | Expect]:
+        if request.since is None:
+            raise SourceError(self.name, "a time range is needed (since)")
+        spans = list(windows(request.since, request.until or datetime.now(UTC), self.step))
+        if not spans:
+            return
+        self.check_type()
+        keyed = {
+            f"{self.type_id}|{self.series_text(labels)}|{ms(a)}-{ms(b)}{self.key_extra()}": (
+                labels,
+                a,
+                b,
+            )
+            for labels, a, b in self.work(spans)
+        }
+        done = known(list(keyed))
+        todo = [k for k in keyed if k not in done]
+        yield Expect(len(todo))
+        for key in todo:
+            yield from self._fetch(*keyed[key], key)
+
+    def _fetch(
+        self, labels: dict[str, str], a: datetime, b: datetime, key: str
+    ) -> Iterator[ProfileItem | Refused | Seen]:
+        series = self.series_text(labels)
+        what = f"{self.name} {self.type_id}{series} [{a:%Y-%m-%dT%H:%M:%SZ}, {b:%H:%M:%SZ})"
+        try:
+            data = self.merge(labels, a, b)
+        except ApiError as e:
+            yield Refused(what, e.problem)
+            return
+        except ValueError as e:
+            yield Refused(what, str(e))
+            return
+        if data is None:  # no samples in the window: remembered, not asked again
+            yield Seen(key)
+            return
+        meta = ItemMeta(
+            service=labels.get(self.service_label),
+            version=labels.get(self.version_label),
+            instance=labels.get(self.instance_label),
+            time=a,
+            window_start=a,
+            window_end=b,
+            labels={k: v for k, v in labels.items() if not k.startswith("__")},
+            source=f"{self.name}{self.merge_path}?{self.type_id}{series}@{ms(a)}-{ms(b)}",
+        )
+        yield ProfileItem(meta, data=data, key=key)
+
+
+def candidates(
+    spans: list[tuple[datetime, datetime]], points: list[int], step: float, *, ends: bool = False
+) -> list[tuple[datetime, datetime]]:
+    """The windows a series may have data in, from its totals per step. ``ends``:
+    a point at ``T`` sums exactly the window ending at ``T`` (Pyroscope's series
+    on the windows' grid); otherwise a point may stand for the step before or
+    after it, and each window it touches is a candidate."""
+    if ends:
+        at = set(points)
+        return [(a, b) for a, b in spans if ms(b) in at]
+    width = round(step * 1000)
+    return [(a, b) for a, b in spans if any(ms(a) <= t < ms(b) + width for t in points)]
+
+
+def exact_selector(labels: dict[str, str]) -> str:
+    """A label selector matching exactly ``labels`` (sorted, values escaped)."""
+
+    def q(v: str) -> str:
+        return v.replace("\\", "\\\\").replace('"', '\\"')
+
+    return "{" + ",".join(f'{k}="{q(v)}"' for k, v in sorted(labels.items())) + "}"
+
+
+# name -> the module:class of its source; each class has ``from_options(values, options)``
+PULLS = {
+    "datadog": "pyproflab.sources.datadog:DatadogSource",
+    "pyroscope": "pyproflab.sources.pyroscope:PyroscopeSource",
+    "parca": "pyproflab.sources.parca:ParcaSource",
+}
+
+
+def pull_source(kind: str, values: dict, options: PullOptions) -> Any:
+    """The pull source ``kind`` (a key of ``PULLS``) from option values: those of
+    ``pyproflab pull KIND`` or a job's ``[[source]]`` (``step`` in seconds);
+    missing values take the source's defaults."""
+    import importlib
+
+    module, cls = PULLS[kind].split(":")
+    return getattr(importlib.import_module(module), cls).from_options(values, options)
+
+
+def given(values: dict, *names: str) -> dict:
+    """The values of ``names`` that are set (not None), for a source's constructor."""
+    return {n: values[n] for n in names if values.get(n) is not None}

@@ -1,0 +1,259 @@
+"""Grafana Pyroscope as a source: its Connect query API, JSON protocol.
+
+Requests (``POST BASE/querier.v1.QuerierService/METHOD``, a JSON body, the
+``Connect-Protocol-Version: 1`` header, and ``X-Scope-OrgID`` when a tenant is
+given; times are Unix milliseconds):
+
+- ``ProfileTypes``: the profile types the server holds (``profileTypes[].ID``).
+- ``Series`` (``matchers``, ``start``, ``end``): the series (label sets) of
+  the selection.
+- ``SelectSeries`` (``profileTypeID``, ``labelSelector``, ``start``, ``end``,
+  ``step`` in seconds): a series' totals per step; a point at ``T`` sums the
+  profiles of ``(T - step, T]``.
+- ``SelectMergeProfile`` (``profileTypeID``, ``labelSelector``, ``start``,
+  ``end``, optional ``stackTraceSelector.goPgo`` with ``keepLocations`` and
+  ``aggregateCallees``): the merged profile, as a ``google.v1.Profile`` in
+  JSON (the pprof message; it becomes pprof bytes here).
+- ``GET BASE/pyroscope/render?query=TYPE{SELECTOR}&from=S&until=S&format=json``
+  (``legacy``, or when the server has no Connect API): the merged flame
+  graph as a flamebearer, turned into pprof (``sources/flamebearer.py``).
+
+Rules:
+
+- ``query`` is ``PROFILE_TYPE_ID{selector}`` (``process_cpu:cpu:nanoseconds:
+  cpu:nanoseconds{service_name="api"}``); the type must be one the server
+  lists.
+- One profile per (series, window): the request's range is cut into the
+  aligned windows of ``step`` seconds (``pull.windows``: whole windows only,
+  ended a minute ago). Pyroscope's series put a point at each window's end
+  summing ``(start, end]``, so a window is ``(start, end]`` here too: each one
+  a series has a point for is merged with the series' exact selector over
+  ``[start + 1 ms, end]`` (the server's bounds are inclusive milliseconds; a
+  profile stamped within the window's first millisecond, off a whole
+  millisecond, falls in none). The legacy path merges the whole selector per
+  window over whole seconds (it cannot list series).
+- A profile's key is the profile type, the series' labels, the window and the
+  goPgo settings: a re-run asks only for windows not stored before.
+- Labels map to metadata: ``service_name`` (or ``service_label``) to service,
+  ``version`` to version, ``instance`` (or ``instance_label``) to instance; the
+  series' other labels (not the server's ``__`` ones) are kept as labels; the
+  window is the profile's window.
+- ``auth_env`` names a variable holding the Authorization value (a reverse
+  proxy's, Grafana Cloud's), read when a request is made and sent to the
+  server's own host only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pyproflab.sources.api import ApiError, env_secret
+from pyproflab.sources.base import PROFILES, Offer, Request, SourceError
+from pyproflab.sources.pull import (
+    PullOptions,
+    WindowedMerges,
+    Work,
+    candidates,
+    exact_selector,
+    given,
+    ms,
+)
+
+QUERIER = "/querier.v1.QuerierService/"
+RENDER = "/pyroscope/render"
+_QUERY = re.compile(r"\s*([^{\s]+)\s*(\{.*\})?\s*$", re.S)
+_MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+@dataclass
+class PyroscopeSource(WindowedMerges):
+    """Merged profiles from a Pyroscope server (see the module rules)."""
+
+    base_url: str
+    query: str
+    step: float = 3600.0
+    tenant: str | None = None
+    auth_env: str | None = None
+    go_pgo: int | None = None
+    legacy: bool | None = None
+    service_label: str = "service_name"
+    version_label: str = "version"
+    instance_label: str = "instance"
+    options: PullOptions = field(default_factory=PullOptions)
+
+    def __post_init__(self) -> None:
+        m = _QUERY.match(self.query)
+        if not m or m.group(1).count(":") < 4:
+            raise SourceError(
+                self.name, f"query must be PROFILE_TYPE_ID{{selector}}, not {self.query!r}"
+            )
+        self.type_id, self.selector = m.group(1), m.group(2) or "{}"
+        self.matchers = _matchers(self.selector, self.name)
+        headers = {"Connect-Protocol-Version": "1"}
+        if self.tenant:
+            headers["X-Scope-OrgID"] = self.tenant
+        self.api = self.options.api(self.name, self.base_url, headers=headers)
+        self.api.secrets = self._auth
+
+    @classmethod
+    def from_options(cls, values: dict[str, Any], options: PullOptions) -> PyroscopeSource:
+        """From ``pyproflab pull pyroscope``'s or a job's values (``step`` in seconds)."""
+        keys = ("step", "tenant", "auth_env", "go_pgo")
+        legacy = True if values.get("legacy") else None
+        return cls(
+            values["url"], values["query"], legacy=legacy, options=options, **given(values, *keys)
+        )
+
+    @property
+    def name(self) -> str:
+        from pyproflab.sources.targets import redact_url
+
+        return f"pyroscope:{redact_url(self.base_url.rstrip('/'))}"
+
+    def _auth(self) -> dict[str, str]:
+        if not self.auth_env:
+            return {}
+        return {"Authorization": env_secret(self.auth_env, "the Authorization value")}
+
+    def _rpc(self, method: str, body: dict[str, Any]) -> Any:
+        return self.api.json("POST", QUERIER + method, body=body)
+
+    def offer(self, request: Request) -> Offer:
+        return Offer(kinds=(PROFILES,), profile_types=tuple(self.profile_types()))
+
+    def profile_types(self) -> list[str]:
+        doc = self._rpc("ProfileTypes", {})
+        return [t.get("ID", "") for t in (doc.get("profileTypes") or []) if isinstance(t, dict)]
+
+    def check_type(self) -> None:
+        """The server lists the query's profile type; an older server without the
+        Connect API (HTTP 404) is asked through the legacy render instead."""
+        if self.legacy:
+            return
+        try:
+            types = self.profile_types()
+        except ApiError as e:
+            if e.status != 404 or self.legacy is False:
+                raise
+            self.legacy = True
+            return
+        self.legacy = False
+        if self.type_id not in types:
+            raise SourceError(self.name, f"the server has no profile type {self.type_id}")
+
+    @property
+    def merge_path(self) -> str:  # type: ignore[override]
+        return RENDER if self.legacy else QUERIER + "SelectMergeProfile"
+
+    def key_extra(self) -> str:
+        return f"|gopgo={self.go_pgo}" if self.go_pgo else ""
+
+    def series_text(self, labels: dict[str, str]) -> str:
+        return f"render{self.selector}" if self.legacy else exact_selector(labels)
+
+    def work(self, spans: list[tuple[datetime, datetime]]) -> Work:
+        """(series labels, window start, end) of every window a series may have
+        data in; the legacy render cannot list series: every window of the selector."""
+        if self.legacy:
+            labels = {k: v for k, (op, v) in self.matchers.items() if op == "="}
+            return [(labels, a, b) for a, b in spans]
+        start, end = spans[0][0], spans[-1][1]
+        matchers = [_with_type(self.selector, self.type_id)]
+        doc = self._rpc("Series", {"matchers": matchers, "start": ms(start), "end": ms(end)})
+        out: Work = []
+        for entry in doc.get("labelsSet") or []:
+            labels = {p["name"]: p["value"] for p in entry.get("labels") or []}
+            user = {k: v for k, v in labels.items() if not k.startswith("__")}
+            points = self._points(user, start, end)
+            out += [(user, a, b) for a, b in candidates(spans, points, self.step, ends=True)]
+        return out
+
+    def _points(self, labels: dict[str, str], start: datetime, end: datetime) -> list[int]:
+        body = {
+            "profileTypeID": self.type_id,
+            "labelSelector": exact_selector(labels),
+            "start": ms(start),
+            "end": ms(end),
+            "step": self.step,
+        }
+        doc = self._rpc("SelectSeries", body)
+        return [
+            int(p.get("timestamp", 0))
+            for s in doc.get("series") or []
+            for p in s.get("points") or []
+            if float(p.get("value") or 0) != 0
+        ]
+
+    def merge(self, labels: dict[str, str], a: datetime, b: datetime) -> bytes | None:
+        return self._render(a, b) if self.legacy else self._merge(labels, a, b)
+
+    def _merge(self, labels: dict[str, str], a: datetime, b: datetime) -> bytes | None:
+        from google.protobuf import json_format
+
+        from pyproflab._proto import profile_pb2
+
+        body: dict[str, Any] = {
+            "profileTypeID": self.type_id,
+            "labelSelector": exact_selector(labels),
+            "start": ms(a) + 1,
+            "end": ms(b),
+        }
+        if self.go_pgo:
+            body["stackTraceSelector"] = {
+                "goPgo": {"keepLocations": self.go_pgo, "aggregateCallees": True}
+            }
+        doc = self._rpc("SelectMergeProfile", body)
+        if not isinstance(doc, dict):
+            raise ValueError("the merged profile is not a JSON object")
+        if not doc.get("sample"):
+            return None
+        try:
+            message = json_format.ParseDict(doc, profile_pb2.Profile(), ignore_unknown_fields=True)
+        except json_format.ParseError as e:
+            raise ValueError(f"the merged profile is not a pprof message ({e})") from None
+        return message.SerializeToString(deterministic=True)
+
+    def _render(self, a: datetime, b: datetime) -> bytes | None:
+        from pyproflab.sources.flamebearer import to_pprof
+
+        params = {
+            "query": f"{self.type_id}{self.selector}",
+            "from": str(int(a.timestamp())),
+            "until": str(int(b.timestamp()) - 1),  # whole seconds, both ends inclusive
+            "format": "json",
+        }
+        doc = self.api.json("GET", RENDER, params=params)
+        fb = doc.get("flamebearer") if isinstance(doc, dict) else None
+        if not fb or not fb.get("numTicks"):
+            return None
+        parts = self.type_id.split(":")
+        return to_pprof(
+            doc,
+            sample_type=(parts[1], parts[2]),
+            period_type=(parts[3], parts[4]),
+            time_nanos=int(a.timestamp() * 1e9),
+            duration_nanos=int((b - a) / timedelta(microseconds=1)) * 1000,
+        )
+
+
+def _matchers(selector: str, source: str) -> dict[str, tuple[str, str]]:
+    """``{a="x", b=~"y"}`` as name -> (operator, value); SourceError if malformed."""
+    inner = selector.strip()[1:-1]
+    out: dict[str, tuple[str, str]] = {}
+    pos = 0
+    while pos < len(inner.strip()):
+        m = _MATCHER.match(inner, pos)
+        if not m:
+            raise SourceError(source, f"bad label selector {selector!r}")
+        out[m.group(1)] = (m.group(2), m.group(3))
+        pos = m.end()
+    return out
+
+
+def _with_type(selector: str, type_id: str) -> str:
+    inner = selector.strip()[1:-1].strip().rstrip(",")
+    typed = f'__profile_type__="{type_id}"'
+    return "{" + (f"{inner},{typed}" if inner else typed) + "}"

@@ -1,0 +1,237 @@
+"""``pyproflab pull datadog`` against a protocol-faithful Datadog test server
+(tests/support/fake_datadog.py: the API datadog-pgo uses, serving real Go
+CPU profiles recorded in tests/testdata/go).
+
+Exact (the range's profiles, no others; top equals go tool pprof over the
+served files), idempotent (a second pull downloads nothing), kill-safe (a
+pull killed mid-way leaves whole profiles; a re-run completes), the faults
+(pagination, 429 with Retry-After, 5xx, slow and truncated bodies, HTML
+instead of JSON, a body over the cap, a hanging listing), secrets never
+written, a job source kind, and pull + pgo equal to pgo over the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.fake_services import serve
+from support.pull_helpers import (
+    CPU_FILES,
+    HEAP_FILE,
+    assert_no_secret,
+    cli,
+    oracle_top,
+    pgo_pair,
+    profile_count,
+    served_hashes,
+    store_top,
+    stored,
+)
+from support.testenv import REPO, assert_same_rows
+
+pytestmark = pytest.mark.go
+
+API_KEY = "dd-api-Zq8sSECRETkey1"
+APP_KEY = "dd-app-Wx3vSECRETkey2"
+KEYS = {"DD_API_KEY": API_KEY, "DD_APP_KEY": APP_KEY, "DD_SITE": ""}
+QUERY = "service:notes-api env:prod"
+HOUR = 3_600_000
+HEAP = {"delta-heap.pprof": str(HEAP_FILE)}
+
+
+def _manifest(page_size: int = 2) -> dict:
+    now = int(time.time() * 1000)
+    tags = ["service:notes-api", "env:prod", "version:v1.2", "runtime:go"]
+    events = [
+        {
+            "event": f"ev-{i}",
+            "profile": f"pr-{i}",
+            "time_ms": now - (i + 1) * HOUR,
+            "tags": [*tags, f"host:h{i % 2}", f"runtime-id:rt-{i}"],
+            "cpu_cores": float(i + 1),
+            "files": {
+                "cpu.pprof": str(f),
+                **({"delta-heap.pprof": str(HEAP_FILE)} if i == 0 else {}),
+            },
+        }
+        for i, f in enumerate(CPU_FILES)
+    ]
+    outside = [  # too old, another service
+        {**events[0], "event": "ev-old", "profile": "pr-old", "time_ms": now - 100 * HOUR},
+        {**events[1], "event": "ev-other", "profile": "pr-other",
+         "tags": ["service:other", "env:prod", "runtime:go", "host:h9"]},
+    ]  # fmt: skip
+    return {"api_key": API_KEY, "app_key": APP_KEY, "page_size": page_size,
+            "profiles": events + outside}  # fmt: skip
+
+
+def _pull(url: str, db: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args = ["pull", "datadog", "--query", QUERY, "--since", "72h", "--db", str(db)]
+    return cli(*args, "--base-url", url, "--retries", "2", *extra, env={**KEYS, **(env or {})})
+
+
+def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        first = _pull(s.url, db)
+        assert first.returncode == 0, first.stderr
+        assert "datadog:datadoghq.com: 5 new, 0 already present, 0 refused" in first.stdout
+        log = s.log()
+        assert sum(e["path"].endswith("/list") for e in log) == 3  # pages of 2
+        assert sum(e["path"].endswith("/download") for e in log) == 5
+        assert all(e["api_key"] and e["app_key"] for e in log)
+        second = _pull(s.url, db)
+        assert second.returncode == 0, second.stderr
+        assert "0 new, 0 already present, 0 refused" in second.stdout
+        assert s.requests("/download") == 5  # nothing downloaded again
+    assert profile_count(db) == len(CPU_FILES)
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "datadog pull")
+    rows = stored(db)
+    assert {(r["service"], r["version"], r["instance"]) for r in rows} == {
+        ("notes-api", "v1.2", "h0"),
+        ("notes-api", "v1.2", "h1"),
+    }
+    wal = [p for p in tmp_path.glob("dd.duckdb*") if p.is_file()]
+    texts = [first.stdout, first.stderr, second.stdout, second.stderr]
+    for secret in (API_KEY, APP_KEY):
+        assert_no_secret(secret, texts, wal)
+
+
+def test_top_n_by_cpu_and_all_types(tmp_path):
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        res = _pull(s.url, db, "--top", "2", "--types", "all")
+        assert res.returncode == 0, res.stderr
+        assert s.requests("/list") == 1
+    # The two with most CPU cores (ev-4, ev-3); ev-0's heap is not among them.
+    assert profile_count(db) == 2
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES[3:]), "datadog --top 2")
+
+
+def test_kill_part_way_leaves_whole_profiles_and_a_rerun_completes(tmp_path):
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        s.faults([{"path": "/download", "kind": "hang", "after": 2, "times": 1}])
+        args = ["pull", "datadog", "--query", QUERY, "--since", "72h", "--db", str(db),
+                "--base-url", s.url, "--batch-size", "1", "--timeout", "120"]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pyproflab", *args],
+            cwd=REPO,
+            env={**os.environ, **KEYS},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while s.requests("/download") < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert s.requests("/download") == 3, "the pull never reached its third download"
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        # Two profiles committed, whole: their content is exactly two served files'.
+        rows = stored(db)
+        assert len(rows) == 2 and {r["content_hash"] for r in rows} <= served_hashes(CPU_FILES)
+        s.faults([])
+        again = _pull(s.url, db)
+        assert again.returncode == 0, again.stderr
+        assert "3 new, 0 already present" in again.stdout
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "datadog pull after a kill")
+
+
+def test_faults_retry_or_one_line_naming_the_source_and_request(tmp_path):
+    with serve("datadog", _manifest(page_size=100), tmp_path) as s:
+        # 429 with Retry-After and 503s: retried, then everything lands.
+        s.faults([
+            {"path": "/list", "kind": "status", "status": 429, "retry_after": "1"},
+            {"path": "/download", "kind": "status", "status": 503, "times": 2},
+        ])  # fmt: skip
+        t0 = time.monotonic()
+        res = _pull(s.url, tmp_path / "a.duckdb")
+        assert res.returncode == 0, res.stderr
+        assert time.monotonic() - t0 >= 1.0
+        assert "HTTP 429" in res.stderr and "retry 1" in res.stderr
+        assert s.requests("/list") == 2 and s.requests("/download") == 7
+
+        # A proxy's HTML login page instead of JSON: one line, exit 2, no retry.
+        s.faults([{"path": "/list", "kind": "html"}])
+        res = _pull(s.url, tmp_path / "b.duckdb")
+        assert res.returncode == 2
+        assert res.stderr.strip().splitlines()[-1] == (
+            "pyproflab: error: datadog:datadoghq.com: POST /api/unstable/profiles/list: "
+            "expected application/json, got text/html"
+        )
+
+        # Truncated, slow and oversized downloads: each one line, the rest stored.
+        s.faults([
+            {"path": "/pr-0/download", "kind": "truncate", "times": 10},
+            {"path": "/pr-1/download", "kind": "slow", "times": 10},
+            {"path": "/pr-2/download", "kind": "huge", "bytes": 3 << 20, "times": 10},
+        ])  # fmt: skip
+        t0 = time.monotonic()
+        res = _pull(s.url, tmp_path / "c.duckdb", "--timeout", "2", "--max-mib", "1")
+        took = time.monotonic() - t0
+        assert res.returncode == 1, res.stderr
+        refused = sorted(ln for ln in res.stderr.splitlines() if ln.startswith("refused "))
+        assert len(refused) == 3, res.stderr
+        assert "pr-0/download: short body from" in refused[0] and "(after 3 attempts)" in refused[0]
+        assert "pr-1/download: timed out after 2 s" in refused[1]
+        assert "pr-2/download: body larger than 1048576 bytes" in refused[2]
+        assert "2 new, 0 already present, 3 refused" in res.stdout
+        assert took < 60, f"the slow body held the pull {took:.0f} s"
+
+        # A listing that never answers: bounded by --timeout and the retries.
+        s.faults([{"path": "/list", "kind": "hang", "times": 5}])
+        t0 = time.monotonic()
+        res = _pull(s.url, tmp_path / "d.duckdb", "--timeout", "1", "--retries", "1")
+        assert res.returncode == 2 and time.monotonic() - t0 < 30
+        assert "POST /api/unstable/profiles/list: timed out after 1 s" in res.stderr
+        assert "(after 2 attempts)" in res.stderr
+
+
+def test_missing_keys_are_one_line_naming_the_variable(tmp_path):
+    res = cli(
+        "pull", "datadog", "--query", QUERY, "--since", "1h", "--db", str(tmp_path / "x.duckdb"),
+        "--base-url", "http://127.0.0.1:9", env={"DD_API_KEY": "", "DD_APP_KEY": ""},
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        "pyproflab: error: datadog:datadoghq.com: environment variable DD_API_KEY "
+        "(the Datadog API key) is not set"
+    )
+
+
+def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        assert _pull(s.url, db).returncode == 0
+    pulled, files = pgo_pair(db, CPU_FILES, tmp_path, "--service", "notes-api")
+    assert pulled == files
+
+
+def test_a_job_pulls_incrementally(tmp_path):
+    with serve("datadog", _manifest(), tmp_path) as s:
+        job = tmp_path / "job.toml"
+        job.write_text(
+            f'[job]\nname = "dd"\nstore = "s.duckdb"\noutput = "out"\n'
+            f'[[source]]\nkind = "datadog"\nquery = "{QUERY}"\nsince = "72h"\n'
+            f'base_url = "{s.url}"\n'
+        )
+        first = cli("job", "run", str(job), env=KEYS)
+        assert first.returncode == 0, first.stderr
+        second = cli("job", "run", str(job), env=KEYS)
+        assert second.returncode == 0, second.stderr
+        assert s.requests("/download") == len(CPU_FILES)
+    summaries = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("*.json"))]
+    texts = [first.stdout, first.stderr, second.stdout, second.stderr]
+    texts += [json.dumps(x) for x in summaries]
+    assert any('"new": 5' in t for t in texts), texts
+    for secret in (API_KEY, APP_KEY):
+        assert_no_secret(secret, texts, [tmp_path / "s.duckdb"])

@@ -1,0 +1,177 @@
+"""``pyproflab pull parca`` against a protocol-faithful Parca test server
+(tests/support/fake_parca.py: QueryService over Connect with JSON), serving
+real Go CPU profiles recorded in tests/testdata/go and one of Parca's own
+(../shared/corpus).
+
+Exact (one profile per series and window, byte-for-byte the served files;
+top equals go tool pprof over them), idempotent, kill-safe, faults, a bearer
+token from the environment written nowhere, pull + pgo equal to pgo over the
+files, and a job kind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.fake_services import serve
+from support.pull_helpers import (
+    CPU_FILES,
+    assert_no_secret,
+    cli,
+    oracle_top,
+    pgo_pair,
+    profile_count,
+    served_hashes,
+    store_top,
+    stored,
+)
+from support.testenv import CORPUS, REPO, assert_same_rows
+
+pytestmark = pytest.mark.go
+
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds:delta"
+QUERY = CPU + '{job="notes-api"}'
+STEP = 600_000
+TOKEN = "Bearer parca-SECRET-token-31"
+
+
+def _manifest(files: list[Path] = CPU_FILES, **settings) -> dict:
+    base = (int(time.time() * 1000) // STEP - 12) * STEP
+    profiles = [
+        {
+            "file": str(f),
+            "type": CPU,
+            "labels": {"job": "notes-api", "instance": f"i-{i % 2}", "version": "v3"},
+            "time_ms": base + i * STEP + STEP // 3,
+        }
+        for i, f in enumerate(files)
+    ]
+    outside = [{**profiles[0], "labels": {"job": "other", "instance": "i-9"}}]
+    return {"profiles": profiles + outside, **settings}
+
+
+def _pull(url: str, db: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args = ["pull", "parca", url, "--query", QUERY, "--since", "6h", "--step", "10m"]
+    return cli(*args, "--db", str(db), "--retries", "2", *extra, env=env)
+
+
+def test_pull_is_exact_and_idempotent(tmp_path):
+    files = list(CPU_FILES)
+    corpus = CORPUS / "parca/pkg/query/testdata/profile1.pb.gz"
+    if corpus.is_file():
+        files.append(corpus)  # Parca's own recording, when ../shared is there
+    db = tmp_path / "p.duckdb"
+    with serve("parca", _manifest(files), tmp_path) as s:
+        first = _pull(s.url, db)
+        assert first.returncode == 0, first.stderr
+        assert f"{len(files)} new, 0 already present, 0 refused" in first.stdout
+        asked = s.requests("/Query")  # the windows with data, and empty neighbours
+        second = _pull(s.url, db)
+        assert second.returncode == 0 and "0 new, 0 already present" in second.stdout
+        assert s.requests("/Query") == asked  # no window asked again, empty ones neither
+    rows = stored(db)
+    assert {r["content_hash"] for r in rows} == served_hashes(files)
+    assert {(r["service"], r["version"]) for r in rows} == {(None, "v3")}
+    assert_same_rows(store_top(db), oracle_top(files), "parca pull")
+
+
+def test_token_from_the_environment_is_written_nowhere(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("parca", _manifest(authorization=TOKEN), tmp_path) as s:
+        res = _pull(s.url, db, "--auth-env", "PARCA_TOKEN", env={"PARCA_TOKEN": TOKEN})
+        assert res.returncode == 0, res.stderr
+        assert all(e["auth"] for e in s.log())
+        bad = _pull(s.url, tmp_path / "b.duckdb")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == (
+        f"pyproflab: error: parca:{s.url}: POST /parca.query.v1alpha1.QueryService/"
+        f"ProfileTypes: HTTP 401 from {s.url}/parca.query.v1alpha1.QueryService/ProfileTypes"
+    )
+    wal = [p for p in tmp_path.glob("*.duckdb*") if p.is_file()]
+    assert_no_secret(TOKEN.split()[1], [res.stdout, res.stderr, bad.stderr], wal)
+
+
+def test_kill_part_way_then_rerun(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("parca", _manifest(), tmp_path) as s:
+        s.faults([{"path": "/Query", "kind": "hang", "after": 3, "times": 1}])
+        args = ["pull", "parca", s.url, "--query", QUERY, "--since", "6h", "--step", "10m",
+                "--db", str(db), "--batch-size", "2", "--timeout", "120"]  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "pyproflab", *args], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while s.requests("/Query") < 4 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert s.requests("/Query") == 4
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        # Whole batches only: what is stored is whole served profiles.
+        rows = stored(db)
+        assert {r["content_hash"] for r in rows} <= served_hashes(CPU_FILES)
+        assert len(rows) < len(CPU_FILES)
+        s.faults([])
+        again = _pull(s.url, db)
+        assert again.returncode == 0, again.stderr
+        assert f"{len(CPU_FILES) - len(rows)} new, 0 already present" in again.stdout
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "parca pull after a kill")
+
+
+def test_faults(tmp_path):
+    with serve("parca", _manifest(), tmp_path) as s:
+        s.faults([
+            {"path": "QueryRange", "kind": "status", "status": 429, "retry_after": "1"},
+            {"path": "/Query", "kind": "status", "status": 500, "times": 2},
+        ])  # fmt: skip
+        res = _pull(s.url, tmp_path / "a.duckdb")
+        assert res.returncode == 0, res.stderr
+        assert "HTTP 429" in res.stderr and "HTTP 500" in res.stderr and "5 new" in res.stdout
+
+        s.faults([{"path": "/Query", "kind": "html", "times": 1}])
+        res = _pull(s.url, tmp_path / "b.duckdb")
+        assert res.returncode == 1
+        refused = [ln for ln in res.stderr.splitlines() if ln.startswith("refused ")]
+        assert len(refused) == 1
+        assert refused[0].endswith(
+            "POST /parca.query.v1alpha1.QueryService/Query: expected application/json, "
+            "got text/html"
+        )
+        assert "4 new" in res.stdout
+
+        s.faults([{"path": "QueryRange", "kind": "slow", "times": 3}])
+        t0 = time.monotonic()
+        res = _pull(s.url, tmp_path / "c.duckdb", "--timeout", "1")
+        assert res.returncode == 2 and time.monotonic() - t0 < 60
+        assert "QueryRange: timed out after 1 s" in res.stderr
+
+
+def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("parca", _manifest(), tmp_path) as s:
+        assert _pull(s.url, db).returncode == 0
+    pulled, files = pgo_pair(db, CPU_FILES, tmp_path, "--version", "v3")
+    assert pulled == files
+
+
+def test_a_job_pulls_incrementally(tmp_path):
+    with serve("parca", _manifest(), tmp_path) as s:
+        job = tmp_path / "job.toml"
+        job.write_text(
+            '[job]\nname = "parca"\nstore = "s.duckdb"\noutput = "out"\n'
+            f'[[source]]\nkind = "parca"\nurl = "{s.url}"\nquery = \'{QUERY}\'\n'
+            'since = "6h"\nstep = "10m"\n'
+        )
+        asked = []
+        for _ in range(2):
+            res = cli("job", "run", str(job))
+            assert res.returncode == 0, res.stderr
+            asked.append(s.requests("/Query"))
+        assert asked[0] == asked[1] >= len(CPU_FILES)
+    assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)

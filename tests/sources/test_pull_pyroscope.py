@@ -1,0 +1,217 @@
+"""``pyproflab pull pyroscope`` against a protocol-faithful Pyroscope test server
+(tests/support/fake_pyroscope.py: the Connect query API with JSON, and the
+legacy render), serving real Go CPU profiles recorded in tests/testdata/go.
+
+Exact (one profile per series and window: the range's, no others; top equals
+go tool pprof over the served files), idempotent, kill-safe, the goPgo
+selector, the tenant header, an Authorization value from the environment
+written nowhere, the legacy render for an older server, faults, a job kind,
+and pull + pgo equal to pgo over the files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from support.fake_services import serve
+from support.pull_helpers import (
+    CPU_FILES,
+    assert_no_secret,
+    cli,
+    oracle_top,
+    pgo_pair,
+    profile_count,
+    served_hashes,
+    store_top,
+    stored,
+)
+from support.testenv import REPO, assert_same_rows
+
+pytestmark = pytest.mark.go
+
+CPU = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+QUERY = CPU + '{service_name="notes-api"}'
+STEP = 600_000  # ms: the pulls' --step 10m
+TOKEN = "Bearer pyro-SECRET-token-77"
+
+
+def _manifest(**settings) -> dict:
+    base = (int(time.time() * 1000) // STEP - 12) * STEP  # two hours ago, aligned
+    series = [("v1", "i-1"), ("v1", "i-1"), ("v1", "i-1"), ("v2", "i-2"), ("v2", "i-2")]
+    profiles = [
+        {
+            "file": str(f),
+            "type": CPU,
+            "labels": {"service_name": "notes-api", "version": v, "instance": inst},
+            "time_ms": base + i * STEP + STEP // 2,
+        }
+        for i, (f, (v, inst)) in enumerate(zip(CPU_FILES, series, strict=True))
+    ]
+    outside = [
+        {**profiles[0], "labels": {"service_name": "other", "instance": "i-9"}},
+        {**profiles[1], "time_ms": base - 100 * STEP},
+    ]
+    return {"profiles": profiles + outside, "tenant": "acme", **settings}
+
+
+def _pull(url: str, db: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    args = ["pull", "pyroscope", url, "--query", QUERY, "--since", "6h", "--step", "10m"]
+    return cli(*args, "--db", str(db), "--tenant", "acme", "--retries", "2", *extra, env=env)
+
+
+def test_pull_is_exact_idempotent_and_tenant_scoped(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        first = _pull(s.url, db)
+        assert first.returncode == 0, first.stderr
+        assert "5 new, 0 already present, 0 refused" in first.stdout
+        assert s.requests("SelectMergeProfile") == 5
+        assert all(e["tenant"] for e in s.log())
+        second = _pull(s.url, db)
+        assert second.returncode == 0 and "0 new, 0 already present" in second.stdout
+        assert s.requests("SelectMergeProfile") == 5  # no window asked again
+        untenanted = cli("pull", "pyroscope", s.url, "--query", QUERY, "--since", "6h",
+                         "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+        assert untenanted.returncode == 2
+        assert "POST /querier.v1.QuerierService/ProfileTypes: HTTP 401" in untenanted.stderr
+    assert profile_count(db) == len(CPU_FILES)
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "pyroscope pull")
+    rows = stored(db)
+    assert sorted((r["version"], r["instance"]) for r in rows) == [
+        ("v1", "i-1"), ("v1", "i-1"), ("v1", "i-1"), ("v2", "i-2"), ("v2", "i-2")
+    ]  # fmt: skip
+    # Each profile is its window's: the served file's own content.
+    assert {r["content_hash"] for r in rows} == served_hashes(CPU_FILES)
+
+
+def test_go_pgo_selector_and_authorization_from_the_environment(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(authorization=TOKEN), tmp_path) as s:
+        res = _pull(s.url, db, "--go-pgo", "2", "--auth-env", "PYRO_AUTH", env={"PYRO_AUTH": TOKEN})
+        assert res.returncode == 0, res.stderr
+        assert all(e["auth"] for e in s.log())
+        missing = _pull(
+            s.url, tmp_path / "y.duckdb", "--auth-env", "PYRO_AUTH", env={"PYRO_AUTH": ""}
+        )
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith(
+        "environment variable PYRO_AUTH (the Authorization value) is not set"
+    )
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        longest = con.execute("SELECT max(len(location_ids)) FROM stacks").fetchone()[0]
+        leaf_lines = con.execute(
+            "SELECT DISTINCT l.lines[1].line FROM stacks s "
+            "JOIN locations l ON l.location_id = s.location_ids[1]"
+        ).fetchall()
+    finally:
+        con.close()
+    assert longest == 2 and leaf_lines == [(0,)]
+    wal = [p for p in tmp_path.glob("p.duckdb*") if p.is_file()]
+    assert_no_secret(TOKEN.split()[1], [res.stdout, res.stderr, missing.stderr], wal)
+
+
+def test_an_older_server_is_read_through_the_legacy_render(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(legacy=True), tmp_path) as s:
+        res = _pull(s.url, db)
+        assert res.returncode == 0, res.stderr
+        assert s.requests("/pyroscope/render") >= 5
+    assert profile_count(db) == len(CPU_FILES)
+    # The flame graph keeps function names only: flat and cum per function still equal
+    # pprof's (the inline markers a flame graph cannot carry aside).
+    ours = sorted((n, f, c) for n, f, c, _ in store_top(db))
+    theirs = sorted((r.name, r.flat, r.cum) for r in oracle_top(CPU_FILES).rows)
+    assert ours == theirs
+
+
+def test_kill_part_way_then_rerun(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        s.faults([{"path": "SelectMergeProfile", "kind": "hang", "after": 2, "times": 1}])
+        args = ["pull", "pyroscope", s.url, "--query", QUERY, "--since", "6h", "--step", "10m",
+                "--tenant", "acme", "--db", str(db), "--batch-size", "1",
+                "--timeout", "120"]  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "pyproflab", *args], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while s.requests("SelectMergeProfile") < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert s.requests("SelectMergeProfile") == 3
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert profile_count(db) == 2
+        s.faults([])
+        again = _pull(s.url, db)
+        assert again.returncode == 0 and "3 new, 0 already present" in again.stdout, again.stderr
+    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "pyroscope pull after a kill")
+
+
+def test_faults(tmp_path):
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        s.faults([
+            {"path": "ProfileTypes", "kind": "status", "status": 429, "retry_after": "1"},
+            {"path": "SelectMergeProfile", "kind": "status", "status": 503, "times": 2},
+            {"path": "SelectMergeProfile", "kind": "truncate", "after": 1, "times": 1},
+        ])  # fmt: skip
+        res = _pull(s.url, tmp_path / "a.duckdb")
+        assert res.returncode == 0, res.stderr
+        assert "HTTP 429" in res.stderr and "HTTP 503" in res.stderr and "short body" in res.stderr
+        assert "5 new" in res.stdout
+
+        s.faults([{"path": "Series", "kind": "html"}])
+        res = _pull(s.url, tmp_path / "b.duckdb")
+        assert res.returncode == 2
+        assert (
+            res.stderr.strip()
+            .splitlines()[-1]
+            .endswith(
+                "POST /querier.v1.QuerierService/Series: expected application/json, got text/html"
+            )
+        )
+
+        s.faults([
+            {"path": "SelectMergeProfile", "kind": "huge", "bytes": 3 << 20, "times": 1},
+            {"path": "SelectMergeProfile", "kind": "slow", "times": 3},
+        ])  # fmt: skip
+        t0 = time.monotonic()
+        res = _pull(s.url, tmp_path / "c.duckdb", "--max-mib", "1", "--timeout", "2")
+        assert res.returncode == 1, res.stderr
+        refused = [ln for ln in res.stderr.splitlines() if ln.startswith("refused ")]
+        assert len(refused) == 2, res.stderr
+        assert "body larger than 1048576 bytes" in refused[0]
+        assert "timed out after 2 s" in refused[1] and "(after 3 attempts)" in refused[1]
+        assert "3 new, 0 already present, 2 refused" in res.stdout
+        assert time.monotonic() - t0 < 90
+
+
+def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        assert _pull(s.url, db).returncode == 0
+    pulled, files = pgo_pair(db, CPU_FILES, tmp_path, "--service", "notes-api")
+    assert pulled == files
+
+
+def test_a_job_pulls_incrementally(tmp_path):
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        job = tmp_path / "job.toml"
+        job.write_text(
+            '[job]\nname = "pyro"\nstore = "s.duckdb"\noutput = "out"\n'
+            f'[[source]]\nkind = "pyroscope"\nurl = "{s.url}"\nquery = \'{QUERY}\'\n'
+            'since = "6h"\nstep = "10m"\ntenant = "acme"\n'
+        )
+        for _ in range(2):
+            res = cli("job", "run", str(job))
+            assert res.returncode == 0, res.stderr
+        assert s.requests("SelectMergeProfile") == len(CPU_FILES)
+    assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)

@@ -1,0 +1,117 @@
+"""Helpers for the pull tests (Datadog, Pyroscope, Parca against their test servers).
+
+- ``cli(...)``: ``python -m pyproflab`` in a subprocess (with an environment);
+  ``pull(...)``: a ``pyproflab pull`` in one, killed past its deadline.
+- ``store_top(db)`` / ``oracle_top(files)``: the store's ``top --db`` and
+  ``go tool pprof -top`` of the served files, as comparable rows.
+- ``assert_no_secret``: a secret appears in none of the texts and files given.
+- ``CPU_FILES``: real Go CPU profiles recorded once (tests/testdata/go).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from support import pprof_oracle as oracle
+from support.testenv import REPO
+
+GO = REPO / "tests" / "testdata" / "go"
+CPU_FILES = [GO / n for n in ("cpu.pb.gz", "cpu2.pb.gz", "gcload.cpu.pb.gz", "notesd-cpu0.pb.gz",
+                              "notesd-cpu1.pb.gz")]  # fmt: skip
+HEAP_FILE = GO / "heap.pb.gz"
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pyproflab", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def top_rows(csv_text: str) -> list[tuple[str, int, int, str]]:
+    """(name, flat, cum, inline marker) of ``pyproflab top --format csv``'s rows."""
+    ours = []
+    for row in csv.DictReader(io.StringIO(csv_text)):
+        name = row.get("label") or row["name"]
+        marker = row.get("inline") or ""
+        for m in ("(partial-inline)", "(inline)"):
+            if name.endswith(" " + m):
+                name, marker = name[: -len(m) - 1], m
+        ours.append((name, int(row["flat"]), int(row["cum"]), marker))
+    return ours
+
+
+def store_top(db: Path, *extra: str, sample_index: int = 1) -> list[tuple[str, int, int, str]]:
+    res = cli("top", "--db", str(db), "--sample-index", str(sample_index), "--format", "csv",
+              *extra)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    return top_rows(res.stdout)
+
+
+def oracle_top(files: list[Path], sample_index: int = 1) -> oracle.TopReport:
+    return oracle.top([str(f) for f in files], sample_index=sample_index, unit="nanoseconds")
+
+
+def assert_no_secret(secret: str, texts: list[str], files: list[Path]) -> None:
+    """``secret`` is in none of ``texts`` and none of ``files`` (read as bytes)."""
+    for i, text in enumerate(texts):
+        assert secret not in text, f"the secret appears in text #{i}"
+    for f in files:
+        assert secret.encode() not in f.read_bytes(), f"the secret appears in {f}"
+
+
+def stored(db: Path) -> list[dict]:
+    """The store's profiles: content_hash, service, version, instance, profile_type."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(
+            "SELECT content_hash, service, version, instance, profile_type FROM profiles "
+            "ORDER BY profile_id"
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def profile_count(db: Path) -> int:
+    return len(stored(db))
+
+
+def served_hashes(files: list[Path]) -> set[str]:
+    """The store's content hashes of ``files``: sha256 of their decompressed bytes."""
+    import gzip
+    import hashlib
+
+    out = set()
+    for f in files:
+        data = f.read_bytes()
+        out.add(
+            hashlib.sha256(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).hexdigest()
+        )
+    return out
+
+
+def pgo_pair(db: Path, files: list[Path], tmp: Path, *selection: str) -> tuple[bytes, bytes]:
+    """default.pgo from the store's selection (every CPU profile, any time) and from
+    the files themselves."""
+    a, b = tmp / "pulled.pgo", tmp / "files.pgo"
+    res = cli("pgo", "--db", str(db), *selection, "--since", "2000-01-01T00:00", "--all",
+              "-o", str(a))  # fmt: skip
+    assert res.returncode == 0 and a.is_file(), res.stderr
+    res = cli("pgo", *map(str, files), "-o", str(b))
+    assert res.returncode == 0 and b.is_file(), res.stderr
+    return a.read_bytes(), b.read_bytes()
