@@ -26,9 +26,9 @@ from support.pull_helpers import (
     CPU_FILES,
     HEAP_FILE,
     assert_no_secret,
+    assert_pgo_equal,
     cli,
     oracle_top,
-    pgo_pair,
     profile_count,
     served_hashes,
     store_top,
@@ -94,6 +94,7 @@ def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
     assert profile_count(db) == len(CPU_FILES)
     assert_same_rows(store_top(db), oracle_top(CPU_FILES), "datadog pull")
     rows = stored(db)
+    assert {r["content_hash"] for r in rows} == served_hashes(CPU_FILES)  # byte for byte
     assert {(r["service"], r["version"], r["instance"]) for r in rows} == {
         ("notes-api", "v1.2", "h0"),
         ("notes-api", "v1.2", "h1"),
@@ -212,8 +213,7 @@ def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
     db = tmp_path / "dd.duckdb"
     with serve("datadog", _manifest(), tmp_path) as s:
         assert _pull(s.url, db).returncode == 0
-    pulled, files = pgo_pair(db, CPU_FILES, tmp_path, "--service", "notes-api")
-    assert pulled == files
+    assert_pgo_equal(db, CPU_FILES, tmp_path, "--service", "notes-api")
 
 
 def test_a_job_pulls_incrementally(tmp_path):

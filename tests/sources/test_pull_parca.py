@@ -23,9 +23,9 @@ from support.fake_services import serve
 from support.pull_helpers import (
     CPU_FILES,
     assert_no_secret,
+    assert_pgo_equal,
     cli,
     oracle_top,
-    pgo_pair,
     profile_count,
     served_hashes,
     store_top,
@@ -71,10 +71,10 @@ def test_pull_is_exact_and_idempotent(tmp_path):
         first = _pull(s.url, db)
         assert first.returncode == 0, first.stderr
         assert f"{len(files)} new, 0 already present, 0 refused" in first.stdout
-        asked = s.requests("/Query")  # the windows with data, and empty neighbours
+        asked = s.requests("/Query", end=True)  # the windows with data, and empty neighbours
         second = _pull(s.url, db)
         assert second.returncode == 0 and "0 new, 0 already present" in second.stdout
-        assert s.requests("/Query") == asked  # no window asked again, empty ones neither
+        assert s.requests("/Query", end=True) == asked  # no window asked again, empty ones neither
     rows = stored(db)
     assert {r["content_hash"] for r in rows} == served_hashes(files)
     assert {(r["service"], r["version"]) for r in rows} == {(None, "v3")}
@@ -100,16 +100,16 @@ def test_token_from_the_environment_is_written_nowhere(tmp_path):
 def test_kill_part_way_then_rerun(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("parca", _manifest(), tmp_path) as s:
-        s.faults([{"path": "/Query", "kind": "hang", "after": 3, "times": 1}])
+        s.faults([{"path": "/Query", "end": True, "kind": "hang", "after": 3, "times": 1}])
         args = ["pull", "parca", s.url, "--query", QUERY, "--since", "6h", "--step", "10m",
                 "--db", str(db), "--batch-size", "2", "--timeout", "120"]  # fmt: skip
         proc = subprocess.Popen([sys.executable, "-m", "pyproflab", *args], cwd=REPO,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
             deadline = time.monotonic() + 120
-            while s.requests("/Query") < 4 and time.monotonic() < deadline:
+            while s.requests("/Query", end=True) < 4 and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert s.requests("/Query") == 4
+            assert s.requests("/Query", end=True) == 4
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
@@ -128,13 +128,13 @@ def test_faults(tmp_path):
     with serve("parca", _manifest(), tmp_path) as s:
         s.faults([
             {"path": "QueryRange", "kind": "status", "status": 429, "retry_after": "1"},
-            {"path": "/Query", "kind": "status", "status": 500, "times": 2},
+            {"path": "/Query", "end": True, "kind": "status", "status": 500, "times": 2},
         ])  # fmt: skip
         res = _pull(s.url, tmp_path / "a.duckdb")
         assert res.returncode == 0, res.stderr
         assert "HTTP 429" in res.stderr and "HTTP 500" in res.stderr and "5 new" in res.stdout
 
-        s.faults([{"path": "/Query", "kind": "html", "times": 1}])
+        s.faults([{"path": "/Query", "end": True, "kind": "html", "times": 1}])
         res = _pull(s.url, tmp_path / "b.duckdb")
         assert res.returncode == 1
         refused = [ln for ln in res.stderr.splitlines() if ln.startswith("refused ")]
@@ -156,8 +156,7 @@ def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("parca", _manifest(), tmp_path) as s:
         assert _pull(s.url, db).returncode == 0
-    pulled, files = pgo_pair(db, CPU_FILES, tmp_path, "--version", "v3")
-    assert pulled == files
+    assert_pgo_equal(db, CPU_FILES, tmp_path, "--version", "v3")
 
 
 def test_a_job_pulls_incrementally(tmp_path):
@@ -172,6 +171,6 @@ def test_a_job_pulls_incrementally(tmp_path):
         for _ in range(2):
             res = cli("job", "run", str(job))
             assert res.returncode == 0, res.stderr
-            asked.append(s.requests("/Query"))
+            asked.append(s.requests("/Query", end=True))
         assert asked[0] == asked[1] >= len(CPU_FILES)
     assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)

@@ -16,8 +16,9 @@ The manifest (JSON) lists the profiles the server holds: each with ``file``
 server's settings (expected keys, page size ...).
 
 Faults, set by ``POST /__test__/faults`` (a JSON list, applied in order, each
-to the requests whose path contains ``path``; ``after``: let that many
-matching requests through first; ``times``: how many requests it hits):
+to the requests whose path contains ``path``, or ends with it with ``"end":
+true``; ``after``: let that many matching requests through first; ``times``:
+how many requests it hits):
 
 - ``{"kind": "status", "status": 429, "retry_after": "1"}``: that status (with a
   JSON error body and Retry-After when given);
@@ -100,7 +101,7 @@ class State:
     def fault_for(self, path: str) -> dict[str, Any] | None:
         with self.lock:
             for f in self.faults:
-                if f.get("path", "") not in path or f.get("times", 1) <= 0:
+                if not _hits(f, path) or f.get("times", 1) <= 0:
                     continue
                 if f.get("after", 0) > 0:
                     f["after"] -= 1
@@ -108,6 +109,11 @@ class State:
                 f["times"] = f.get("times", 1) - 1
                 return dict(f)
         return None
+
+
+def _hits(rule: dict[str, Any], path: str) -> bool:
+    """A rule's ``path`` is a part of the request's path, or its end (``"end": true``)."""
+    return path.endswith(rule["path"]) if rule.get("end") else rule.get("path", "") in path
 
 
 def make_handler(route: Handler, state: State, creds: Callable[[dict[str, str]], dict]) -> type:
@@ -240,8 +246,10 @@ class Served:
         with urllib.request.urlopen(self.url + "/__test__/log", timeout=10) as r:
             return json.loads(r.read())
 
-    def requests(self, path_part: str) -> int:
-        return sum(path_part in e["path"] for e in self.log())
+    def requests(self, path_part: str, *, end: bool = False) -> int:
+        """Requests whose path holds ``path_part`` (``end``: ends with it)."""
+        rule = {"path": path_part, "end": end}
+        return sum(_hits(rule, e["path"]) for e in self.log())
 
 
 def _post(url: str, doc: Any) -> None:

@@ -1,0 +1,212 @@
+"""The pull sources' parts on their own: windows, Retry-After and retries, the
+flamebearer conversion, Datadog's zips and query, selectors, job source kinds,
+and a URL read through its source."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import zipfile
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from support.pull_helpers import CPU_FILES, HEAP_FILE
+
+from pyproflab.errors import UsageError
+from pyproflab.jobs.source_kinds import KINDS, check
+from pyproflab.sources.datadog import DatadogSource, _pprof_files
+from pyproflab.sources.flamebearer import to_pprof
+from pyproflab.sources.http import FetchError, Retries, retry_after_seconds, retrying
+from pyproflab.sources.pull import candidates, exact_selector, windows
+
+T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+
+
+def test_windows_are_whole_aligned_and_settled():
+    got = list(
+        windows(
+            T0 + timedelta(minutes=5), T0 + timedelta(hours=2), 3600, now=T0 + timedelta(days=1)
+        )
+    )
+    assert got == [(T0 + timedelta(hours=1), T0 + timedelta(hours=2))]
+    # A window that ended less than a minute ago waits for the next run.
+    now = T0 + timedelta(hours=2, seconds=30)
+    assert list(windows(T0, T0 + timedelta(hours=2), 3600, now=now)) == [
+        (T0, T0 + timedelta(hours=1))
+    ]
+    with pytest.raises(ValueError):
+        list(windows(T0, T0, 0))
+
+
+def test_candidates_from_series_points():
+    spans = [
+        (T0 + timedelta(minutes=10 * i), T0 + timedelta(minutes=10 * (i + 1))) for i in range(4)
+    ]
+    end_of_first = int(spans[0][1].timestamp() * 1000)
+    assert candidates(spans, [end_of_first], 600, ends=True) == [spans[0]]
+    # Without the grid's meaning, a point stands for either side of it.
+    assert candidates(spans, [end_of_first], 600) == spans[:2]
+
+
+def test_retry_after_in_seconds_or_as_a_date():
+    assert retry_after_seconds("7") == 7.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    now = time.time()
+    date = format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
+    assert 28 <= retry_after_seconds(date, now=now) <= 31
+    assert retry_after_seconds("-5") == 0.0
+
+
+def test_retrying_waits_what_the_server_asks_and_gives_up_in_one_line():
+    calls: list[float] = []
+
+    def busy() -> str:
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise FetchError(
+                "HTTP 429 from http://x/y", transient=True, status=429, retry_after=0.3
+            )
+        return "ok"
+
+    assert retrying(busy, Retries(retries=3, backoff=0.01)) == "ok"
+    assert calls[1] - calls[0] >= 0.3 and calls[2] - calls[1] >= 0.3
+
+    def down() -> str:
+        raise FetchError("HTTP 503 from http://x/y", transient=True, status=503)
+
+    with pytest.raises(FetchError, match=r"^HTTP 503 from http://x/y \(after 3 attempts\)$"):
+        retrying(down, Retries(retries=2, backoff=0.01))
+
+    def later() -> str:
+        raise FetchError("HTTP 429 from http://x/y", transient=True, status=429, retry_after=3600)
+
+    with pytest.raises(FetchError, match=r"asked to retry after 3600 s; not waiting"):
+        retrying(later, Retries(retries=5, max_wait=60))
+
+
+def test_flamebearer_becomes_the_stacks_it_draws():
+    from pyproflab.decode import decode_bytes
+
+    # total(10) -> main(10, self 2) -> {a (5, self 5), b (3, self 1) -> c (2, self 2)}
+    doc = {
+        "flamebearer": {
+            "names": ["total", "main", "a", "b", "c"],
+            "levels": [[0, 10, 0, 0], [0, 10, 2, 1], [0, 5, 5, 2, 0, 3, 1, 3], [5, 2, 2, 4]],
+            "numTicks": 10,
+        },
+        "metadata": {"format": "single"},
+    }
+    raw = to_pprof(doc, sample_type=("cpu", "nanoseconds"), period_type=("cpu", "nanoseconds"),
+                   time_nanos=1, duration_nanos=2)  # fmt: skip
+    profile = decode_bytes(raw, source="fb")
+    names = dict(zip(profile.functions.column("id").to_pylist(),
+                     profile.functions.column("name").to_pylist(), strict=True))  # fmt: skip
+    loc_fn = {loc["id"]: names[loc["lines"][0]["function_id"]]
+              for loc in profile.locations.to_pylist()}  # fmt: skip
+    stacks = sorted(
+        (tuple(loc_fn[i] for i in s["location_ids"]), s["values"][0])
+        for s in profile.samples.to_pylist()
+    )
+    assert stacks == [
+        (("a", "main"), 5),
+        (("b", "main"), 1),
+        (("c", "b", "main"), 2),
+        (("main",), 2),
+    ]
+    with pytest.raises(ValueError, match="no parent"):
+        bad = {"flamebearer": {"names": ["total", "x"], "levels": [[0, 1, 0, 0], [5, 1, 1, 1]]}}
+        to_pprof(bad, sample_type=("a", "b"), period_type=("a", "b"), time_nanos=0,
+                 duration_nanos=0)  # fmt: skip
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_datadog_zip_members_by_type_and_cap():
+    cpu, heap = CPU_FILES[0].read_bytes(), HEAP_FILE.read_bytes()
+    body = _zip({"p/cpu.pprof": cpu, "p/delta-heap.pprof": heap, "p/metrics.json": b"{}"})
+    assert _pprof_files(body, ("cpu",), 1 << 20) == [("cpu.pprof", cpu)]
+    assert [n for n, _ in _pprof_files(body, ("all",), 1 << 20)] == [
+        "cpu.pprof",
+        "delta-heap.pprof",
+    ]
+    with pytest.raises(ValueError, match="delta-heap.pprof is larger than the cap of 10000 bytes"):
+        _pprof_files(body, ("all",), 10_000)
+    bomb = _zip({"cpu.pprof": b"\0" * (5 << 20)})  # small compressed, large inside
+    with pytest.raises(ValueError, match="larger than the cap"):
+        _pprof_files(bomb, ("cpu",), 1 << 20)
+    with pytest.raises(ValueError, match="not a zip archive"):
+        _pprof_files(b"<html>", ("cpu",), 1 << 20)
+
+
+def test_datadog_query_gets_runtime_go_as_datadog_pgo_does():
+    assert DatadogSource("service:a").full_query() == "service:a runtime:go"
+    assert DatadogSource("service:a language:go").full_query() == "service:a language:go"
+    assert DatadogSource("service:a", any_runtime=True).full_query() == "service:a"
+
+
+def test_exact_selector_escapes_values():
+    assert exact_selector({"b": 'x"y', "a": "c\\d"}) == '{a="c\\\\d",b="x\\"y"}'
+
+
+def test_job_source_kinds_check_their_keys(tmp_path: Path):
+    where = "job.toml [[source]] #1"
+    spec = check(
+        {"kind": "pyroscope", "url": "http://p:4040", "query": "x:y:z:u:v{}"}, where, tmp_path
+    )
+    assert spec.step == "1h" and spec.retries == 3 and spec.tenant is None
+    assert check({"kind": "drop", "path": "in"}, where, tmp_path).path == str(tmp_path / "in")
+    bad = [
+        ({"kind": "ftp"}, "kind must be one of drop, parquet, collect, datadog"),
+        ({"kind": "datadog"}, "a datadog source needs query"),
+        ({"kind": "datadog", "query": "q", "api_key": "x"}, "unknown key 'api_key'"),
+        ({"kind": "datadog", "query": "q", "top": True}, "top must be a whole number"),
+        ({"kind": "datadog", "query": "q", "top": 0}, "top must be between 1 and 10000"),
+        ({"kind": "collect", "targets": "t", "timeout": "fast"}, "timeout must be a number"),
+        ({"kind": "drop", "path": "in", "labels": {"a": 1}}, "labels must be a table of strings"),
+    ]
+    for raw, message in bad:
+        with pytest.raises(UsageError, match=message):
+            check(raw, where, tmp_path)
+    # Every kind declares its keys with types (the job schema validates against them).
+    assert all(
+        k.type in (str, int, float, bool, list, dict) for kind in KINDS.values() for k in kind.keys
+    )
+
+
+def test_a_url_is_read_through_its_source_like_a_file(tmp_path: Path):
+    from support.pull_helpers import cli
+
+    body = CPU_FILES[0].read_bytes()
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/debug/pprof/profile"
+        from_url = cli("top", url, "--format", "csv")
+        from_file = cli("top", str(CPU_FILES[0]), "--format", "csv")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert from_url.returncode == 0, from_url.stderr
+    assert from_url.stdout == from_file.stdout
