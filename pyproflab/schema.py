@@ -314,3 +314,18 @@ JOB_FILES = pa.schema(
         pa.field("seen_at", TIMESTAMP_UTC, nullable=False),
     ]
 )
+
+# --- sources (pyproflab/store/sourced.py) -----------------------------------------------
+
+# One row per item a source delivered into the store (its own key: a Datadog event
+# id, a Pyroscope series and window), so a re-run of the source fetches only what
+# is new. content_hash: the profile's (null for metric rows); status: new or present.
+SOURCE_ITEMS = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("item", pa.string(), nullable=False),
+        pa.field("content_hash", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("stored_at", TIMESTAMP_UTC, nullable=False),
+    ]
+)
