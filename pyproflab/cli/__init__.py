@@ -50,7 +50,7 @@ DECODING = ("ingest", "top", "traces", "tree", "peek", "list", "merge", "collect
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pyproflab import __version__
+    from pyproflab.version import __version__
 
     parser = OneLineParser(
         prog="pyproflab",
