@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "_intern": 0,
     "forkserver": 0,
     "gohelper": 0,
+    "newfiles": 0,
     "sources": 1,
     "decode": 1,
     "encode": 1,

@@ -165,6 +165,18 @@ def has_selection(args: argparse.Namespace) -> bool:
     )
 
 
+def warn_unmatched(profile, options: dict[str, str | None]) -> None:
+    """pprof's warning on stderr for each filter that matched nothing in ``profile``
+    (``options``: focus, ignore and pprof's filters by name), e.g. "TagShow
+    expression matched no samples"; the report is printed all the same."""
+    if not any(options.values()):
+        return
+    from pyproflab.analyses.pprof_filters import unmatched
+
+    for name in unmatched(profile, **options):
+        print(f"{name} expression matched no samples", file=sys.stderr)
+
+
 def write_output(text: str, path: str | None) -> None:
     """Write report text to ``path`` (atomically) or stdout."""
     if path in (None, "-"):
