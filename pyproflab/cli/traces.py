@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.top import add_base_options, add_pprof_filters
+from pyproflab.cli.common import add_base_options, add_pprof_filters
 
 
 class Command:
@@ -28,7 +28,7 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.cli.top import load_profile, parse_sample_index, pprof_filters
+        from pyproflab.cli.common import load_profile, parse_sample_index, pprof_filters
         from pyproflab.reports.traces import render_traces
 
         profile = load_profile(args)
