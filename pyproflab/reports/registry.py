@@ -50,4 +50,6 @@ RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
     (A + "pgo_edges.EdgeDiff", "text"): (R + "pgo", "diff_text", {}),
     (A + "pgo_check.PgoCheckResult", "html"): (R + "pgo_check", "render_html", {}),
     (A + "pgo_check.PgoCheckResult", "text"): (R + "pgo_check", "render_text", {}),
+    (A + "pgo_weights.WeightComparison", "html"): (R + "pgo_weights", "render_html", {}),
+    (A + "pgo_weights.WeightComparison", "text"): (R + "pgo_weights", "render_text", {}),
 }
