@@ -25,17 +25,18 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
+        from pyproflab.analyses.traces import traces
         from pyproflab.cli.common import parse_sample_index, pprof_filters
         from pyproflab.files import read_and_merge
-        from pyproflab.reports.traces import render_traces
 
         profile = read_and_merge(args.files)
-        text = render_traces(
+        result = traces(
             profile,
             parse_sample_index(args.sample_index),
             focus=args.focus,
             ignore=args.ignore,
             **pprof_filters(args),
         )
-        common.write_output(text, args.output)
+        common.write_output(reports.render(result, "text"), args.output)
         return 0
