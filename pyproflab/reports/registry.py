@@ -78,6 +78,13 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
     ),
     **_rows(A + "pgo.PgoResult", "pgo", text="render_text", json="render_json", html="render_html"),
     **_rows(A + "pgo_edges.EdgeDiff", "pgo", text="diff_text", json="render_diff_json"),
+    **_rows(
+        A + "pgo_check.PgoCheckResult",
+        "pgo_check",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
     # Plain Arrow tables (the store's profile list, ...).
     **_rows(
         "pyarrow.lib.Table", "tables", text="render_text", json="render_json", csv="render_csv"
