@@ -185,17 +185,13 @@ class Command:
     def finish(self, result, args: argparse.Namespace) -> int:
         import sys
 
+        from pyproflab import reports
         from pyproflab.analyses.pgo import PgoRefusedError
-        from pyproflab.reports import pgo as report
 
         if result.ok:
             gz = not args.output.endswith((".pb", ".pprof"))
             result.write(args.output, verify=not args.no_verify, gzip=gz)
-        text = (
-            report.render_json(result)
-            if args.format == "json"
-            else report.render_text(result, edges=args.edges)
-        )
+        text = reports.render(result, args.format, edges=args.edges)
         if result.ok:
             common.write_output(text, None)
             if result.verify_note and result.verify_note.startswith("MISMATCH"):
@@ -210,21 +206,17 @@ class Command:
         return 0
 
     def diff(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
         from pyproflab.errors import UsageError
-        from pyproflab.reports import pgo as report
 
         paths = args.files[1:]
         if len(paths) != 2:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
         d = diff_edges(old, new, min_change=args.min_change)
-        text = (
-            report.render_diff_json(d)
-            if args.format == "json"
-            else report.render_diff_text(d, old=paths[0], new=paths[1])
-        )
-        common.write_output(text, args.output)
+        d.old_name, d.new_name = paths
+        common.write_output(reports.render(d, args.format), args.output)
         return 0
 
 

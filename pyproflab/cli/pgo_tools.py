@@ -11,20 +11,15 @@ from pyproflab.cli import common
 
 def run_check(args: argparse.Namespace) -> int:
     """``pgo check PROFILE --source DIR``: exit 1 under --fail-under."""
+    from pyproflab import reports
     from pyproflab.analyses.pgo_check import check
     from pyproflab.errors import UsageError
-    from pyproflab.reports import pgo_check as report
 
     paths = args.files[1:]
     if len(paths) != 1 or not args.source:
         raise UsageError("pgo check takes one profile and --source DIR (a Go module's root)")
     result = check(paths[0], args.source)
-    text = (
-        report.render_json(result)
-        if args.format == "json"
-        else report.render_text(result, edges=args.edges)
-    )
-    common.write_output(text, args.output)
+    common.write_output(reports.render(result, args.format, edges=args.edges), args.output)
     if args.fail_under is not None and (result.share or 0.0) < args.fail_under:
         return 1
     return 0
@@ -32,8 +27,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_weights(args: argparse.Namespace) -> int:
     """``pgo weights FILE...`` or ``pgo weights --db DB SELECTION``."""
+    from pyproflab import reports
     from pyproflab.analyses.pgo_weights import compare_weights
-    from pyproflab.reports import pgo_weights as report
 
     options = merge_options(args)
     paths = args.files[1:]
@@ -51,8 +46,7 @@ def run_weights(args: argparse.Namespace) -> int:
                 min_change=args.min_change,
                 **options,
             )
-    text = report.render_json(result) if args.format == "json" else report.render_text(result)
-    common.write_output(text, args.output)
+    common.write_output(reports.render(result, args.format), args.output)
     return 0
 
 
