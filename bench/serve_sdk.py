@@ -68,6 +68,7 @@ def cli_top(db: Path, service: str, ptype: str, index: int) -> Counter:
             ptype,
             "--sample-index",
             str(index),
+            "--no-trim",
             "--format",
             "csv",
         ],
