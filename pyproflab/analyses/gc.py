@@ -307,7 +307,8 @@ def _runtime_view(
         kinds = "/".join(sorted({types[k] for k in bare}))
         one = len(bare) == 1
         notes.add(
-            f"{len(bare)} {kinds} snapshot{'' if one else 's'} ({'an' if one else 'each an'} instant) "
+            f"{len(bare)} {kinds} snapshot{'' if one else 's'} "
+            f"({'an' if one else 'each an'} instant) "
             f"hold{'s' if one else ''} no /metrics scrape: no runtime view in "
             f"{'its' if one else 'their'} per-profile row{'' if one else 's'}; "
             "the instance rows, over all of an instance's profiles, have it"
