@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from pyproflab.newfiles import create_temp_file
 from pyproflab.sources.targets import Target
 
 # --- results ------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def archive_body(archive_dir: str | os.PathLike, content_hash: str, gz: bytes) -
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pb.gz")
+    fd, tmp = create_temp_file(path.parent, ".tmp-", ".pb.gz")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(gz)

@@ -47,7 +47,9 @@ class MetricFileSource:
     process_start: datetime | None = None
     lenient: bool = False
     skipped: list[MetricsError] = field(default_factory=list)
+    #: what the items held: rows, and the (file, process run) pairs of gctrace logs
     rows: int = 0
+    runs: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -79,6 +81,8 @@ class MetricFileSource:
                 )
                 kind = GC_CYCLES
             self.rows += table.num_rows
+            if "run" in table.schema.names:
+                self.runs |= {(path, r) for r in table.column("run").to_pylist()}
             meta = ItemMeta(
                 service=self.meta.service,
                 version=self.meta.version,

@@ -62,11 +62,12 @@ from pyproflab.store.ingest import (
     BATCH_SIZE,
     existing_hashes,
     ingest_paths,
+    known_hash_prefixes,
     write_keyed,
 )
 from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.store.prepare import _read_raw
+from pyproflab.store.prepare import _maybe_known, _read_raw
 
 Progress = Callable[[int, int], None]
 
@@ -104,8 +105,9 @@ def item_meta(meta: ProfileMeta) -> ItemMeta:
 
 
 @dataclass
-class _Batch:
-    """Items waiting for one transaction: keyed profiles and metric rows."""
+class ItemBatch:
+    """Items waiting for one transaction (``store_batch``): keyed profiles, profiles
+    found present, metric rows, and the keys of what was seen empty."""
 
     profiles: list[tuple[ProfileItem, KeyedProfile]] = field(default_factory=list)
     present: list[ProfileItem] = field(default_factory=list)
@@ -198,9 +200,11 @@ class _Run:
         self.store, self.name = store, name
         self.batch_size, self.batch_bytes, self.max_bytes = batch_size, batch_bytes, max_bytes
         self.report = IngestReport()
-        self.batch = _Batch()
+        self.batch = ItemBatch()
         self.done = 0
         self.now = datetime.now(UTC)
+        self.prefixes = known_hash_prefixes(store)
+        self.hashes: set[str] = set()  # keyed in this run (present ones are skipped)
 
     def known(self, keys: Sequence[str]) -> set[str]:
         return queries.known_source_items(self.store, self.name, list(keys))
@@ -270,78 +274,113 @@ class _Run:
         self.batch.nbytes += keyed.nbytes
 
     def _keyed(self, item: ProfileItem) -> KeyedProfile | None:
-        """The item keyed for the store; None when its content is stored already."""
-        import hashlib
-
-        from pyproflab.decode import decode_bytes
-        from pyproflab.decode.pprof import decompress
-
-        where = item.what
-        profile, digest = item.profile, item.content_hash
-        if profile is None or digest is None:
-            if item.data is not None:
-                raw = decompress(item.data, source=where, max_bytes=self.max_bytes)
-                digest = hashlib.sha256(raw).hexdigest()
-            else:
-                raw, digest = _read_raw(item.path or "", self.max_bytes)
-            item.content_hash = digest
-            if existing_hashes(self.store, [digest]):
-                return None
-            profile = decode_bytes(raw, source=where, max_bytes=self.max_bytes)
-        elif existing_hashes(self.store, [digest]):
+        """The item keyed for the store; None when its content is stored already
+        (the store's hashes are asked only when the first 64 bits are among the
+        stored ones: ``known_hash_prefixes``, read once per run)."""
+        digest = item.content_hash if item.profile is not None else None
+        if digest is None:
+            raw, digest = item_bytes(item, self.max_bytes)
+        else:
+            raw = None
+        item.content_hash = digest
+        if digest in self.hashes or (
+            _maybe_known(self.prefixes, digest) and existing_hashes(self.store, [digest])
+        ):
             return None
-        meta = profile_meta(item.meta)
-        keyed = key_profile(profile, meta, digest, now=self.now, with_content=False)
-        if keyed.row.get("time") is None and item.meta.time is not None:
-            keyed.row["time"] = item.meta.time
-        return keyed
+        self.hashes.add(digest)
+        return key_item(item, raw, max_bytes=self.max_bytes, now=self.now)
 
     def flush(self) -> None:
         """Store the batch in one transaction (see the module rules)."""
-        batch, self.batch = self.batch, _Batch()
-        if not len(batch):
-            return
-        try:
-            self._write(batch, [k for _, k in batch.profiles])
-        except IdCollisionError:
-            # One transaction per profile, so only the one that collides is refused.
-            for item, keyed in batch.profiles:
-                try:
-                    self._write(_Batch(profiles=[(item, keyed)]), [keyed])
-                except IdCollisionError as e:
-                    self._refuse(item, str(e))
-            rest = _Batch(present=batch.present, tables=batch.tables, seen=batch.seen)
-            self._write(rest, [])
+        batch, self.batch = self.batch, ItemBatch()
+        if len(batch):
+            self.report.add(store_batch(self.store, self.name, batch, self.now))
 
-    def _write(self, batch: _Batch, keyed: list[KeyedProfile]) -> None:
-        from pyproflab.store.metrics import write_rows
 
-        store = self.store
-        keys = [i.key for i, _ in batch.profiles] + [i.key for i in batch.present]
-        keys += [i.key for i, _ in batch.tables] + list(batch.seen)
-        if any(k is not None for k in keys):
-            queries.create_source_tables(store)
-        with store.transaction():
-            rep = write_keyed(store, keyed)  # sets profile_id in the rows of new profiles
-            hashes = [k.content_hash for k in keyed] + [i.content_hash or "" for i in batch.present]
-            ids = existing_hashes(store, hashes)
-            added = [write_rows(store, rows) for _, rows in batch.tables]
-            records: list[tuple[str, str | None, str]] = []
-            for item, k in batch.profiles:
-                new = k.row.get("profile_id") is not None
-                item.outcome = Outcome("new" if new else "present", ids.get(k.content_hash))
-            for item in batch.present:
-                item.outcome = Outcome("present", ids.get(item.content_hash or ""))
-            for (item, _), n in zip(batch.tables, added, strict=True):
-                item.outcome = Outcome("new" if n else "present", rows=n)
-            every: list[ProfileItem | TableItem] = [i for i, _ in batch.profiles]
-            every += batch.present + [i for i, _ in batch.tables]
-            for item in every:
-                if item.key is not None and item.outcome is not None:
-                    digest = getattr(item, "content_hash", None)
-                    records.append((item.key, digest, item.outcome.status))
-            records += [(key, None, "empty") for key in batch.seen]
-            queries.record_source_items(store, self.name, records, self.now)
-        self.report.add(rep)
-        self.report.present += len(batch.present)
-        self.report.metric_rows += sum(added)
+def store_batch(store: Store, name: str, batch: ItemBatch, now: datetime) -> IngestReport:
+    """One batch of a source named ``name`` in one transaction (the module rules);
+    on a 64-bit id collision, one transaction per profile, so only the profile
+    that collides is refused. Sets each item's outcome."""
+    try:
+        return _write(store, name, batch, now)
+    except IdCollisionError:
+        report = IngestReport()
+        for item, keyed in batch.profiles:
+            try:
+                report.add(_write(store, name, ItemBatch(profiles=[(item, keyed)]), now))
+            except IdCollisionError as e:
+                item.outcome = Outcome("refused", reason=str(e))
+                report.refused.append((item.what, str(e)))
+        rest = ItemBatch(present=batch.present, tables=batch.tables, seen=batch.seen)
+        report.add(_write(store, name, rest, now))
+        return report
+
+
+def _write(store: Store, name: str, batch: ItemBatch, now: datetime) -> IngestReport:
+    from pyproflab.store.metrics import write_rows
+
+    keyed = [k for _, k in batch.profiles]
+    keys = [i.key for i, _ in batch.profiles] + [i.key for i in batch.present]
+    keys += [i.key for i, _ in batch.tables] + list(batch.seen)
+    if any(k is not None for k in keys):
+        queries.create_source_tables(store)
+    with store.transaction():
+        rep = write_keyed(store, keyed)  # sets profile_id in the rows of new profiles
+        hashes = [k.content_hash for k in keyed] + [i.content_hash or "" for i in batch.present]
+        ids = existing_hashes(store, hashes)
+        added = [write_rows(store, rows) for _, rows in batch.tables]
+        records: list[tuple[str, str | None, str]] = []
+        for item, k in batch.profiles:
+            new = k.row.get("profile_id") is not None
+            item.outcome = Outcome("new" if new else "present", ids.get(k.content_hash))
+        for item in batch.present:
+            item.outcome = Outcome("present", ids.get(item.content_hash or ""))
+        for (item, _), n in zip(batch.tables, added, strict=True):
+            item.outcome = Outcome("new" if n else "present", rows=n)
+        every: list[ProfileItem | TableItem] = [i for i, _ in batch.profiles]
+        every += batch.present + [i for i, _ in batch.tables]
+        for item in every:
+            if item.key is not None and item.outcome is not None:
+                digest = getattr(item, "content_hash", None)
+                records.append((item.key, digest, item.outcome.status))
+        records += [(key, None, "empty") for key in batch.seen]
+        queries.record_source_items(store, name, records, now)
+    rep.present += len(batch.present)
+    rep.metric_rows += sum(added)
+    return rep
+
+
+def item_bytes(item: ProfileItem, max_bytes: int) -> tuple[bytes | bytearray, str]:
+    """A profile item's decompressed protobuf bytes and their sha256 (ProfileError
+    when they cannot be read, are not gzip or pprof, or pass ``max_bytes``)."""
+    import hashlib
+
+    from pyproflab.decode.pprof import decompress
+
+    if item.data is None:
+        return _read_raw(item.path or "", max_bytes)
+    raw = decompress(item.data, source=item.what, max_bytes=max_bytes)
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
+def key_item(
+    item: ProfileItem, raw: bytes | bytearray | None, *, max_bytes: int, now: datetime
+) -> KeyedProfile:
+    """A profile item as the store's rows (pure: no database): its ``profile``, or
+    ``raw`` (its decompressed bytes, ``item_bytes``) decoded; the item's
+    ``content_hash`` must be set. The item's time fills a profile without one.
+    Raises ``ProfileError`` (with its reason), ``StoreError`` or ``ValueError``."""
+    from pyproflab.decode import decode_bytes
+
+    assert item.content_hash is not None
+    profile = item.profile
+    if profile is None:
+        if raw is None:
+            raw, _ = item_bytes(item, max_bytes)
+        profile = decode_bytes(raw, source=item.what, max_bytes=max_bytes)
+        del raw  # the decompressed bytes go before keying allocates
+    meta = profile_meta(item.meta)
+    keyed = key_profile(profile, meta, item.content_hash, now=now, with_content=False)
+    if keyed.row.get("time") is None and item.meta.time is not None:
+        keyed.row["time"] = item.meta.time
+    return keyed

@@ -10,8 +10,9 @@ store refuses a null its Arrow shape admits (``Table.column_sql``,
 
 Four groups, created at different times: ``CORE`` with a new store,
 ``METRICS`` on every writable open when missing (a store made before they
-existed gets them), ``JOBS`` by the first job that runs, ``SOURCES`` by the
-first ingest of a source whose items have keys (``store/sourced.py``).
+existed gets them, and the columns added since: ``UPGRADES``), ``JOBS`` by
+the first job that runs, ``SOURCES`` by the first ingest of a source whose
+items have keys (``store/sourced.py``).
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ METRICS: tuple[Table, ...] = (
     Table("metric_samples", schema.STORE_METRIC_SAMPLES),
     # source may be null in Arrow rows: ingest_gc_rows refuses them with its own message.
     Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
+)
+
+# Columns added to a table after stores were made with it, each with the value
+# its existing rows take; run on every writable open, after METRICS.
+UPGRADES: tuple[str, ...] = (
+    # gctrace cycles stored before runs existed were keyed without them, so
+    # their log's later runs were dropped: the rows kept are each run 1.
+    "ALTER TABLE gc_cycles ADD COLUMN IF NOT EXISTS run BIGINT DEFAULT 1",
 )
 
 JOBS: tuple[Table, ...] = (
