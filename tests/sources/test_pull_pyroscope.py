@@ -128,7 +128,7 @@ def test_an_older_server_is_read_through_the_legacy_render(tmp_path):
     # The flame graph keeps function names only: flat and cum per function still equal
     # pprof's (the inline markers a flame graph cannot carry aside).
     ours = sorted((n, f, c) for n, f, c, _ in store_top(db, sample_index=0))
-    theirs = sorted((r.name, r.flat, r.cum) for r in oracle_top(CPU_FILES).rows)
+    theirs = sorted((r.label, r.flat, r.cum) for r in oracle_top(CPU_FILES).rows)
     assert ours == theirs
 
 
