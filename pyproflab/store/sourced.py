@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from pyproflab.errors import IdCollisionError, ProfileError, StoreError
@@ -203,7 +204,7 @@ class _Run:
         self.batch = ItemBatch()
         self.done = 0
         self.now = datetime.now(UTC)
-        self.prefixes = known_hash_prefixes(store)
+        self._prefixes: np.ndarray | None = None  # read when the first profile comes
         self.hashes: set[str] = set()  # keyed in this run (present ones are skipped)
 
     def known(self, keys: Sequence[str]) -> set[str]:
@@ -283,8 +284,10 @@ class _Run:
         else:
             raw = None
         item.content_hash = digest
+        if self._prefixes is None:
+            self._prefixes = known_hash_prefixes(self.store)
         if digest in self.hashes or (
-            _maybe_known(self.prefixes, digest) and existing_hashes(self.store, [digest])
+            _maybe_known(self._prefixes, digest) and existing_hashes(self.store, [digest])
         ):
             return None
         self.hashes.add(digest)

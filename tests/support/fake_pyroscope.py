@@ -117,14 +117,18 @@ def go_pgo(msg: Any, keep: int, aggregate: bool) -> Any:
     return out
 
 
-def flamebearer(msg: Any) -> dict[str, Any]:
-    """A single-format flamebearer of the first sample type (function names only)."""
+def flamebearer(msg: Any, type_id: str) -> dict[str, Any]:
+    """A single-format flamebearer of the profile type's sample type (function names
+    only)."""
     strings = list(msg.string_table)
+    _, st, su = type_id.split(":")[:3]
+    kinds = [(strings[t.type], strings[t.unit]) for t in msg.sample_type]
+    index = kinds.index((st, su))
     fn = {f.id: strings[f.name] for f in msg.function}
     locs = {loc.id: [fn[ln.function_id] for ln in reversed(loc.line)] for loc in msg.location}
     root: dict[str, Any] = {"name": "total", "self": 0, "total": 0, "kids": {}}
     for s in msg.sample:
-        v = s.value[0]
+        v = s.value[index]
         node = root
         node["total"] += v
         for lid in reversed(s.location_id):
@@ -218,7 +222,7 @@ def routes(manifest: dict[str, Any]):
         hits = select(type_id, selector, lo, hi)
         if not hits:
             return json_answer({"flamebearer": {"names": [], "levels": [], "numTicks": 0}})
-        return json_answer(flamebearer(merged([p["file"] for p in hits])))
+        return json_answer(flamebearer(merged([p["file"] for p in hits]), type_id))
 
     def route(req: Request) -> Answer:
         bad = check(req)

@@ -54,8 +54,8 @@ def top_rows(csv_text: str) -> list[tuple[str, int, int, str]]:
 
 
 def store_top(db: Path, *extra: str, sample_index: int = 1) -> list[tuple[str, int, int, str]]:
-    res = cli("top", "--db", str(db), "--sample-index", str(sample_index), "--format", "csv",
-              *extra)  # fmt: skip
+    res = cli("top", "--db", str(db), "--sample-index", str(sample_index), "--no-trim",
+              "--format", "csv", *extra)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     return top_rows(res.stdout)
 
