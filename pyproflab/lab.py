@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.model import Profile
+from pyproflab.sources.base import Request, Source
 from pyproflab.store import Store
 from pyproflab.store.select import Selection
 
@@ -100,7 +101,7 @@ class Lab:
             batch_bytes=batch_bytes or BATCH_BYTES,
         )
 
-    def pull(self, source, request=None, **options: Any):
+    def pull(self, source: Source, request: Request | None = None, **options: Any):
         """Store what a source (``pyproflab.sources``: files, a Parquet dataset, live
         targets, Datadog, Pyroscope, Parca ...) gives for ``request`` (a
         ``sources.base.Request``: selection and time range), one transaction per

@@ -22,16 +22,17 @@ import pytest
 from support.fake_services import serve
 from support.pull_helpers import (
     CPU_FILES,
+    VERSIONS,
     assert_no_secret,
     assert_pgo_equal,
+    assert_top_per_version,
     cli,
-    oracle_top,
     profile_count,
     served_hashes,
-    store_top,
     stored,
+    version_of,
 )
-from support.testenv import CORPUS, REPO, assert_same_rows
+from support.testenv import CORPUS, REPO
 
 pytestmark = pytest.mark.go
 
@@ -42,12 +43,18 @@ TOKEN = "Bearer parca-SECRET-token-31"
 
 
 def _manifest(files: list[Path] = CPU_FILES, **settings) -> dict:
+    """CPU_FILES labelled by version (v1, v2), any further file v3."""
     base = (int(time.time() * 1000) // STEP - 12) * STEP
     profiles = [
         {
             "file": str(f),
             "type": CPU,
-            "labels": {"job": "notes-api", "instance": f"i-{i % 2}", "version": "v3"},
+            "labels": {
+                "job": "notes-api",
+                "service": "notes-api",
+                "instance": f"i-{i % 2}",
+                "version": version_of(i) if i < len(CPU_FILES) else "v3",
+            },
             "time_ms": base + i * STEP + STEP // 3,
         }
         for i, f in enumerate(files)
@@ -77,8 +84,12 @@ def test_pull_is_exact_and_idempotent(tmp_path):
         assert s.requests("/Query", end=True) == asked  # no window asked again, empty ones neither
     rows = stored(db)
     assert {r["content_hash"] for r in rows} == served_hashes(files)
-    assert {(r["service"], r["version"]) for r in rows} == {(None, "v3")}
-    assert_same_rows(store_top(db), oracle_top(files), "parca pull")
+    groups = {
+        **VERSIONS,
+        **({"v3": files[len(CPU_FILES) :]} if len(files) > len(CPU_FILES) else {}),
+    }
+    assert {(r["service"], r["version"]) for r in rows} == {("notes-api", v) for v in groups}
+    assert_top_per_version(db, "parca pull", groups)
 
 
 def test_token_from_the_environment_is_written_nowhere(tmp_path):
@@ -121,7 +132,7 @@ def test_kill_part_way_then_rerun(tmp_path):
         again = _pull(s.url, db)
         assert again.returncode == 0, again.stderr
         assert f"{len(CPU_FILES) - len(rows)} new, 0 already present" in again.stdout
-    assert_same_rows(store_top(db), oracle_top(CPU_FILES), "parca pull after a kill")
+    assert_top_per_version(db, "parca pull after a kill")
 
 
 def test_faults(tmp_path):
@@ -160,7 +171,7 @@ def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("parca", _manifest(), tmp_path) as s:
         assert _pull(s.url, db).returncode == 0
-    assert_pgo_equal(db, CPU_FILES, tmp_path, "--version", "v3")
+    assert_pgo_equal(db, CPU_FILES, tmp_path, "--service", "notes-api")
 
 
 def test_a_job_pulls_incrementally(tmp_path):
