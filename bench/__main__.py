@@ -19,6 +19,8 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+  pgo-size build seconds against PGO profile edges: go build -a with -pgo=off
+           and with 1,000, 10,000, 100,000 edges (bench/bench_pgo.py)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -326,6 +328,12 @@ def section_fleet_10k(work: Path, runs: int) -> list[str]:
     return out
 
 
+def section_pgo_size(work: Path, runs: int) -> list[str]:
+    from bench.bench_pgo import section_size
+
+    return section_size(work / "pgo-size", runs=1)
+
+
 def section_fleet_integration(work: Path, runs: int) -> list[str]:
     """tests/test_fleet_integration.py's checks on a fresh live run (the tests
     check one recorded run): whether this machine, now, passes each."""
@@ -365,6 +373,7 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+    "pgo-size": section_pgo_size,
 }
 
 
