@@ -157,3 +157,24 @@ def test_effect_without_profiles_says_so(tmp_path):
     with pyproflab.open(tmp_path / "e.duckdb") as lab:
         e = pgo_effect(lab.store, BEFORE, AFTER, EffectOptions())
     assert e.cpu is None and any("no CPU profiles" in n for n in e.notes)
+
+
+@pytest.mark.go
+@pytest.mark.slow
+def test_safeguard_keeps_scratch_out_of_walk(effect, go_bin, tmp_path):
+    """The guard of golang/go#65532, in the compiler's own words: with main.scratch
+    safeguarded, the build no longer inlines it into the recursive walk (whose
+    frames it grew), and the other PGO decisions stay."""
+    from pyproflab.analyses.pgo import pgo_files
+
+    res = pgo_files([DATA / "effect.pgo"], safeguards=["main.scratch"])
+    assert res.safeguarded["main.scratch"] > 0
+    guarded = parse_build_log(build_log(SOURCE, res.write(tmp_path / "g.pgo"), ".", go=go_bin))
+    into_walk = {("inline", "main.scratch", "main.walk")}
+    keys = {(d.kind, d.callee, d.caller) for d in effect.decisions}
+    assert into_walk <= keys
+    assert not into_walk & {(d.kind, d.callee, d.caller) for d in guarded}
+    def devirt(ds):
+        return {(d.file, d.line, d.callee, d.target) for d in ds if d.target is not None}
+
+    assert devirt(effect.decisions) and devirt(effect.decisions) == devirt(guarded)
