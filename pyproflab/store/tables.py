@@ -8,9 +8,9 @@ added are what Arrow cannot say: keys, defaults, and NOT NULL where the
 store refuses a null its Arrow shape admits (``Table.column_sql``,
 ``Table.primary_key``). Views and macros stay in ``sql/macros.sql``.
 
-Three groups, created at different times: ``CORE`` with a new store,
-``METRICS`` on every writable open when missing (a store made before they
-existed gets them), ``JOBS`` by the first job that runs.
+Four groups, created at different times: ``CORE`` with a new store,
+``METRICS`` and ``TRACES`` on every writable open when missing (a store made
+before they existed gets them), ``JOBS`` by the first job that runs.
 """
 
 from __future__ import annotations
@@ -103,12 +103,19 @@ METRICS: tuple[Table, ...] = (
     Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
 )
 
+# Go execution traces: one row per trace, and its tables keyed by trace_id;
+# created, as METRICS, on every writable open when missing.
+TRACES: tuple[Table, ...] = (
+    Table("traces", schema.STORE_TRACES, {"trace_id": "PRIMARY KEY", "content_hash": "UNIQUE"}),
+    *(Table(f"trace_{name}", s) for name, s in schema.STORE_TRACE_TABLES.items()),
+)
+
 JOBS: tuple[Table, ...] = (
     Table("job_runs", schema.JOB_RUNS, primary_key=("job", "run_id")),
     Table("job_files", schema.JOB_FILES, primary_key=("job", "path", "size", "mtime_ns")),
 )
 
-ALL: tuple[Table, ...] = CORE + METRICS + JOBS
+ALL: tuple[Table, ...] = CORE + METRICS + TRACES + JOBS
 
 
 def ddl(tables: tuple[Table, ...] = ALL) -> str:
