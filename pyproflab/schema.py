@@ -311,6 +311,7 @@ JOB_FILES = pa.schema(
     ]
 )
 
+<<<<<<< HEAD
 # --- Go execution traces (pyproflab-go trace; pyproflab/store/traces.py) --------------
 
 # One row per stored trace: who and when, as profiles are keyed. ``time`` is the
@@ -421,3 +422,19 @@ STORE_TRACE_TABLES: dict[str, pa.Schema] = {
     name: pa.schema([pa.field("trace_id", pa.int64(), nullable=False), *s])
     for name, s in TRACE_TABLES.items()
 }
+=======
+# --- sources (pyproflab/store/sourced.py) -----------------------------------------------
+
+# One row per item a source delivered into the store (its own key: a Datadog event
+# id, a Pyroscope series and window), so a re-run of the source fetches only what
+# is new. content_hash: the profile's (null for metric rows); status: new or present.
+SOURCE_ITEMS = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("item", pa.string(), nullable=False),
+        pa.field("content_hash", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("stored_at", TIMESTAMP_UTC, nullable=False),
+    ]
+)
+>>>>>>> main

@@ -146,6 +146,7 @@ def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
 def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     """Write keyed profiles in one transaction; those whose content_hash is
     present (in the store, or earlier in ``keyed``) are skipped."""
+<<<<<<< HEAD
     if not keyed:
         return IngestReport()
     with store.transaction():
@@ -156,6 +157,20 @@ def store_keyed_in(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     """``store_keyed`` inside the caller's transaction (a trace stores its
     blocking profiles in the transaction of its tables)."""
     report = IngestReport()
+=======
+    if not keyed:
+        return IngestReport()
+    with store.transaction():
+        return write_keyed(store, keyed)
+
+
+def write_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
+    """``store_keyed`` inside the caller's transaction (a batch that also writes
+    other rows, ``store/sourced.py``)."""
+    report = IngestReport()
+    if not keyed:
+        return report
+>>>>>>> main
     present = existing_hashes(store, [k.content_hash for k in keyed])
     next_id = (
         int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py()) + 1

@@ -176,6 +176,19 @@ def ingest_gc_rows(store: Store, rows: pa.Table) -> int:
         return _insert_new(store, rows, "gc_cycles", GC_KEY)
 
 
+def write_rows(store: Store, rows: pa.Table) -> int:
+    """Store ``STORE_METRIC_SAMPLES`` or ``STORE_GC_CYCLES`` rows (``with_meta``'s)
+    inside the caller's transaction (a source's batch, ``store/sourced.py``);
+    returns the rows added."""
+    if "gc_num" in rows.schema.names:
+        rows = _conform(rows, schema.STORE_GC_CYCLES, "gc cycles")
+        if rows.column("source").null_count:
+            raise StoreError("gc cycles: every row needs a source (the log's name)")
+        return _insert_new(store, rows, "gc_cycles", GC_KEY)
+    rows = _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples")
+    return _insert_new(store, rows, "metric_samples", METRIC_KEY)
+
+
 def with_meta(
     table: pa.Table,
     *,

@@ -8,9 +8,10 @@ added are what Arrow cannot say: keys, defaults, and NOT NULL where the
 store refuses a null its Arrow shape admits (``Table.column_sql``,
 ``Table.primary_key``). Views and macros stay in ``sql/macros.sql``.
 
-Four groups, created at different times: ``CORE`` with a new store,
+Five groups, created at different times: ``CORE`` with a new store,
 ``METRICS`` and ``TRACES`` on every writable open when missing (a store made
-before they existed gets them), ``JOBS`` by the first job that runs.
+before they existed gets them), ``JOBS`` by the first job that runs, ``SOURCES`` by the
+first ingest of a source whose items have keys (``store/sourced.py``).
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ JOBS: tuple[Table, ...] = (
     Table("job_files", schema.JOB_FILES, primary_key=("job", "path", "size", "mtime_ns")),
 )
 
-ALL: tuple[Table, ...] = CORE + METRICS + TRACES + JOBS
+SOURCES: tuple[Table, ...] = (
+    Table("source_items", schema.SOURCE_ITEMS, primary_key=("source", "item")),
+)
+
+ALL: tuple[Table, ...] = CORE + METRICS + TRACES + JOBS + SOURCES
 
 
 def ddl(tables: tuple[Table, ...] = ALL) -> str:
