@@ -106,6 +106,7 @@ class Lab:
         ``sources.base.Request``: selection and time range), one transaction per
         batch; returns an ``IngestReport``. ``options``: those of
         ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
+        import pyproflab.store.traces  # noqa: F401 (registers the writers of trace files and items)
         from pyproflab.store.sourced import ingest_source
 
         return ingest_source(self.store, source, request, **options)

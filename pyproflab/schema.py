@@ -311,7 +311,6 @@ JOB_FILES = pa.schema(
     ]
 )
 
-<<<<<<< HEAD
 # --- Go execution traces (pyproflab-go trace; pyproflab/store/traces.py) --------------
 
 # One row per stored trace: who and when, as profiles are keyed. ``time`` is the
@@ -422,7 +421,7 @@ STORE_TRACE_TABLES: dict[str, pa.Schema] = {
     name: pa.schema([pa.field("trace_id", pa.int64(), nullable=False), *s])
     for name, s in TRACE_TABLES.items()
 }
-=======
+
 # --- sources (pyproflab/store/sourced.py) -----------------------------------------------
 
 # One row per item a source delivered into the store (its own key: a Datadog event
@@ -437,4 +436,3 @@ SOURCE_ITEMS = pa.schema(
         pa.field("stored_at", TIMESTAMP_UTC, nullable=False),
     ]
 )
->>>>>>> main

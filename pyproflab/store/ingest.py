@@ -54,6 +54,7 @@ from pyproflab.store.paths import compile_template, expand_paths  # noqa: F401 (
 from pyproflab.store.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_workers: re-exported)
     POOL_MIN_FILES,
     FileJob,
+    Trace,
     _Present,
     _Refused,
     default_workers,
@@ -69,6 +70,10 @@ BATCH_BYTES = 32 * 2**20
 SENT_BYTES = BATCH_BYTES
 
 Progress = Callable[[int, int], None]
+
+#: Stores one execution trace file (path, metadata); set by ``store.traces``
+#: when imported, so the bulk reader hands it the trace files it meets.
+TRACE_WRITER: Callable[[Store, str, ProfileMeta], IngestReport] | None = None
 
 
 def writer_memory(batch_bytes: int) -> int:
@@ -146,18 +151,6 @@ def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
 def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     """Write keyed profiles in one transaction; those whose content_hash is
     present (in the store, or earlier in ``keyed``) are skipped."""
-<<<<<<< HEAD
-    if not keyed:
-        return IngestReport()
-    with store.transaction():
-        return store_keyed_in(store, keyed)
-
-
-def store_keyed_in(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
-    """``store_keyed`` inside the caller's transaction (a trace stores its
-    blocking profiles in the transaction of its tables)."""
-    report = IngestReport()
-=======
     if not keyed:
         return IngestReport()
     with store.transaction():
@@ -170,7 +163,6 @@ def write_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     report = IngestReport()
     if not keyed:
         return report
->>>>>>> main
     present = existing_hashes(store, [k.content_hash for k in keyed])
     next_id = (
         int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py()) + 1
@@ -291,15 +283,18 @@ def ingest_paths(
     )
     writes = BackgroundWrites(Writer(store, job, report))
     threads = _writer_threads(store, workers, len(files))
+    traces: list[tuple[str, ProfileMeta]] = []
     with store.memory_limited(writer_memory(batch_bytes)), threads, writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
-            result: KeyedProfile | _Present | _Refused | None = ready
+            result: KeyedProfile | _Present | _Refused | Trace | None = ready
             if isinstance(result, _Present):
                 writes.wait()  # the store is the writing thread's until its batch is in
                 result = _check_present(store, job, path, result, batch.items, report)
             if isinstance(result, _Refused):
                 report.refused.append((path, result.reason))
+            elif isinstance(result, Trace):
+                traces.append((path, result.meta))
             elif isinstance(result, KeyedProfile):
                 batch.add(result, path)
             if batch.full():
@@ -320,6 +315,11 @@ def ingest_paths(
         from pyproflab.store.parquet import import_parquet
 
         report.add(import_parquet(store, d))
+    for path, meta in traces:
+        if TRACE_WRITER is None:
+            report.refused.append((path, "a Go execution trace: this program stores no traces"))
+        else:
+            report.add(TRACE_WRITER(store, path, meta))
     return report
 
 

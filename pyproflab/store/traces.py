@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,9 +32,15 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.decode import decode_bytes
 from pyproflab.decode.gotrace import BATCH_ROWS, check_trace_file, meta_of, trace_parts
+from pyproflab.errors import TraceError
+from pyproflab.gohelper import GoUnavailableError
+from pyproflab.sources.base import Outcome, TraceItem
+from pyproflab.store import ingest, sourced
 from pyproflab.store.connection import Store
-from pyproflab.store.ingest import store_keyed_in
+from pyproflab.store.ingest import write_keyed
+from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.keys import ProfileMeta, key_profile
+from pyproflab.store.sourced import profile_meta
 
 PROFILE_TYPE = {k: f"trace-{k}" for k in ("net", "sync", "syscall", "sched")}
 
@@ -153,5 +160,49 @@ def _store_profiles(
         m = dataclasses.replace(meta, profile_type=PROFILE_TYPE[kind], labels=dict(meta.labels))
         h = hashlib.sha256(f"{digest}:{kind}".encode()).hexdigest()
         keyed.append(key_profile(p, m, h, now=now, with_content=False))
-    report = store_keyed_in(store, keyed)
+    report = write_keyed(store, keyed)
     return report.profile_ids
+
+
+def write_trace_file(store: Store, path: str, meta: ProfileMeta) -> IngestReport:
+    """One trace file as an ingest report: stored (its profiles new), present,
+    or refused with its one line (the bulk file reader's ``TRACE_WRITER``)."""
+    report = IngestReport()
+    try:
+        done = ingest_trace(store, path, meta)
+    except (TraceError, GoUnavailableError) as e:
+        report.refused.append((path, e.problem if isinstance(e, TraceError) else str(e)))
+        return report
+    if done.present:
+        report.present += 1
+    else:
+        report.traces += 1
+        report.new += len(done.profile_ids)
+        report.profile_ids += done.profile_ids
+    return report
+
+
+def write_trace_items(store: Store, items: list[TraceItem]) -> IngestReport:
+    """Store a source's trace items (``sourced.WRITERS``): files as they are,
+    bytes through a temporary file the helper reads; each item's outcome set."""
+    report = IngestReport()
+    for item in items:
+        meta = profile_meta(item.meta)
+        if item.path is not None:
+            one = write_trace_file(store, item.path, meta)
+        else:
+            with tempfile.TemporaryDirectory(prefix="pyproflab-trace-") as d:
+                tmp = os.path.join(d, "trace.out")
+                Path(tmp).write_bytes(item.data or b"")
+                one = write_trace_file(store, tmp, replace(meta, source=item.what))
+                one.refused = [(item.what, why) for _, why in one.refused]
+        if one.refused:
+            item.outcome = Outcome("refused", reason=one.refused[0][1])
+        else:
+            item.outcome = Outcome("present" if one.present else "new")
+        report.add(one)
+    return report
+
+
+ingest.TRACE_WRITER = write_trace_file
+sourced.WRITERS[TraceItem] = write_trace_items
