@@ -375,7 +375,7 @@ TRACE_TABLES: dict[str, pa.Schema] = {
         *[("created_ns", _I, True), ("started_ns", _I, True), ("ended_ns", _I, True)],
         *[("creation_stack_id", _U, False), ("start_stack_id", _U, False)],
         *[(f"{s}_ns", _I, False) for s in ("running", "runnable", "syscall", "waiting")],
-        ("waiting", pa.list_(_WAIT), False),
+        *[("waiting", pa.list_(_WAIT), False), ("end_state", _S, False)],
     ),
     "transitions": _trace_table(
         *[("t_ns", _I, False), ("g", _I, False), ("from_state", _S, False)],

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),
     "job": ("pyproflab.cli.job", "run a scheduled job: ingest, analyse, write outputs, once"),
     "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
+    "trace": ("pyproflab.cli.trace", "Go execution traces: blocking profiles, scheduler latency"),
 }
 # The commands that decode profiles take the decode limits as flags.
 # (`job run` adds them to its own subcommand.)

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
 from pyproflab.store.paths import PathTemplate, compile_template, sidecar_meta, template_meta
 from pyproflab.store.sent import SentMemory
 

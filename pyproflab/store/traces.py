@@ -32,14 +32,15 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.decode import decode_bytes
 from pyproflab.decode.gotrace import BATCH_ROWS, check_trace_file, meta_of, trace_parts
-from pyproflab.errors import TraceError
+from pyproflab.errors import TraceError, UsageError
 from pyproflab.gohelper import GoUnavailableError
 from pyproflab.sources.base import Outcome, TraceItem
-from pyproflab.store import ingest, sourced
+from pyproflab.store import ingest, queries, sourced
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest import write_keyed
 from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.keys import ProfileMeta, key_profile
+from pyproflab.store.select import Selection
 from pyproflab.store.sourced import profile_meta
 
 PROFILE_TYPE = {k: f"trace-{k}" for k in ("net", "sync", "syscall", "sched")}
@@ -206,3 +207,58 @@ def write_trace_items(store: Store, items: list[TraceItem]) -> IngestReport:
 
 ingest.TRACE_WRITER = write_trace_file
 sourced.WRITERS[TraceItem] = write_trace_items
+
+
+TRACE_KEYS = "p.trace_id, p.service, p.version, p.instance, p.time, p.duration_ns, p.source"
+
+
+def select_traces(store: Store, selection: Selection | None = None) -> pa.Table:
+    """The selected traces' key rows (``TRACE_KEYS``), by trace_id. The selection's
+    service, version, instance, since/until (on the trace's time) and labels
+    apply; a profile type or profile ids do not name traces and are refused."""
+    sel = selection or Selection()
+    if sel.profile_type is not None or sel.profile_ids is not None:
+        raise UsageError("traces are selected by service, version, instance, time and labels")
+    where, params = sel.where()
+    return store.sql(f"SELECT {TRACE_KEYS} FROM traces p WHERE {where} ORDER BY p.trace_id", params)
+
+
+def trace_tables(store: Store, trace_ids: list[int], names: list[str]) -> dict[str, pa.Table]:
+    """The trace_NAME tables' rows of these traces, each by trace_id then in stored order."""
+    out = {}
+    for name in names:
+        if name not in schema.TRACE_TABLES:
+            raise ValueError(f"no trace table {name!r}")
+        out[name] = store.sql(
+            f"SELECT * FROM trace_{name} WHERE list_contains(?::BIGINT[], trace_id)", [trace_ids]
+        )
+    return out
+
+
+def window_gctrace(store: Store, windows: pa.Table) -> pa.Table:
+    """(key, gc_num, time, stw_ms, mark_ms, heap_goal_mb) of the gctrace cycles of
+    each window's instance inside it (``windows``: key, service, instance,
+    w_start, w_end); stw_ms is the two stop-the-world phases' wall clock."""
+    if "gc_cycles" not in queries.table_names(store):
+        return pa.table({"key": pa.array([], pa.int64())})
+    with store.registered(gc_windows=windows):
+        return store.sql(
+            "SELECT DISTINCT w.key, m.gc_num, m.time, "
+            "m.clock_sweep_term_ms + m.clock_mark_term_ms AS stw_ms, m.clock_mark_ms AS mark_ms, "
+            "m.heap_goal_mb FROM gc_windows w JOIN gc_cycles m ON m.instance = w.instance "
+            "AND (w.service IS NULL OR m.service IS NULL OR m.service = w.service) "
+            "AND m.time >= w.w_start AND m.time < w.w_end ORDER BY w.key, m.time"
+        )
+
+
+def window_counter_deltas(store: Store, windows: pa.Table, metrics: list[str]) -> pa.Table:
+    """(key, metric, delta): last minus first sample of each counter scraped from
+    each window's instance within it (e.g. cgroup throttled periods)."""
+    with store.registered(gc_windows=windows):
+        return store.sql(
+            "SELECT w.key, m.metric, max(m.value) - min(m.value) AS delta "
+            "FROM gc_windows w JOIN metric_samples m ON m.instance = w.instance "
+            "AND m.time >= w.w_start AND m.time <= w.w_end "
+            "WHERE list_contains(?::VARCHAR[], m.metric) GROUP BY w.key, m.metric",
+            [metrics],
+        )

@@ -68,7 +68,7 @@ func (c *converter) run(r *exptrace.Reader) error {
 			break
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("damaged or truncated trace: %w", err)
 		}
 		if c.events == 0 {
 			c.first = ev.Time()
@@ -148,7 +148,7 @@ func (c *converter) goTransition(ev *exptrace.Event, st *exptrace.StateTransitio
 		dur = int64(t - g.since)
 		g.addTime(t)
 	} else {
-		g.state, g.since = to, g.since
+		g.state = to
 		g.addTime(t)
 	}
 	if g.name == "" {

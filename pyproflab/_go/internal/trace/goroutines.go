@@ -66,7 +66,7 @@ func goroutinesTable(o *out) *table {
 		i64f("g"), strf("name"), ni64f("parent_g"), ni64f("created_ns"), ni64f("started_ns"),
 		ni64f("ended_ns"), u64f("creation_stack_id"), u64f("start_stack_id"),
 		i64f("running_ns"), i64f("runnable_ns"), i64f("syscall_ns"), i64f("waiting_ns"),
-		arrow.Field{Name: "waiting", Type: arrow.ListOf(reasonType)},
+		arrow.Field{Name: "waiting", Type: arrow.ListOf(reasonType)}, strf("end_state"),
 	)
 }
 
@@ -100,6 +100,11 @@ func (c *converter) writeGoroutine(g *gstate, ended exptrace.Time) {
 		sb.Append(true)
 		sb.FieldBuilder(0).(*array.StringBuilder).Append(r)
 		sb.FieldBuilder(1).(*array.Int64Builder).Append(g.waitByReason[r])
+	}
+	if ended != 0 {
+		t.str(13).Append("notexist")
+	} else {
+		t.str(13).Append(stateName(g.state))
 	}
 	t.done()
 }

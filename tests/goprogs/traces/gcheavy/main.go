@@ -27,8 +27,8 @@ var live []*node
 
 func main() {
 	debug.SetGCPercent(25)
-	for i := 0; i < 16; i++ {
-		live = append(live, tree(14))
+	for i := 0; i < 4; i++ {
+		live = append(live, tree(12))
 	}
 	rec.Run(func(deadline time.Time) {
 		var wg sync.WaitGroup
@@ -37,7 +37,7 @@ func main() {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(deadline) {
-					_ = tree(10)
+					_ = tree(8)
 				}
 			}()
 		}
