@@ -32,12 +32,14 @@ $(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pypro
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The Go modules of the demo fleet (tests/fleet: client_golang), of the tests'
-# Go programs (tests/goprogs: golang.org/x/exp/trace) and of the helper, from
-# the Go module proxy into the module cache, so that the tests' builds, which
-# run with GOPROXY=off, find them on a fresh machine.
+# The Go modules of the demo fleet (tests/fleet: client_golang), of the SDK
+# pushers (tests/pushers: dd-trace-go's profiler, pyroscope-go) and of the
+# tests' Go programs (tests/goprogs: golang.org/x/exp/trace), from the Go
+# module proxy into the module cache, so that the tests' builds, which run with
+# GOPROXY=off, find them on a fresh machine.
 go-deps:
 	cd tests/fleet && go mod download
+	cd tests/pushers && go mod download
 	cd tests/goprogs && go mod download
 	cd pyproflab/_go && go mod download
 

@@ -11,5 +11,6 @@ pytest_plugins = [
     "support.testenv",
     "support.gc_categories_helpers",
     "support.spark_helpers",
+    "support.push_helpers",
     "support.trace_helpers",
 ]

@@ -296,18 +296,22 @@ def _infer_gogc(samples: list[dict[str, float]]) -> float | None:
 
 
 def _instance_samples(cycles: pa.Table) -> tuple[list[list[dict[str, float]]], list[str]]:
-    """Samples per instance (3 or more unforced cycles each), and notes on the rest."""
+    """Samples per process run of an instance (3 or more unforced cycles each;
+    a log's runs are its restarts and interleaved processes: ``run``, with
+    ``source``), and notes on the rest."""
     by_inst: dict[Any, list[dict[str, Any]]] = {}
     for r in cycles.to_pylist():
         if not r["forced"]:
-            by_inst.setdefault(r.get("instance"), []).append(r)
+            key = (r.get("instance"), r.get("source"), r.get("run"))
+            by_inst.setdefault(key, []).append(r)
     out: list[list[dict[str, float]]] = []
     notes: list[str] = []
-    for inst, rs in by_inst.items():
+    for (inst, _, run), rs in by_inst.items():
         rs.sort(key=lambda r: r["gc_num"])
         span = rs[-1]["seconds"] - rs[0]["seconds"] if len(rs) >= 3 else 0.0
         if span <= 0:
-            notes.append(f"instance {inst or '(unnamed)'}: fewer than 3 cycles: skipped")
+            which = f" run {run}" if run is not None and run != 1 else ""
+            notes.append(f"instance {inst or '(unnamed)'}{which}: fewer than 3 cycles: skipped")
             continue
         n = (rs[-1]["gc_num"] - rs[0]["gc_num"]) / span
         got = []

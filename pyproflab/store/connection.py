@@ -210,6 +210,8 @@ class Store:
             with self._translate("cannot create views"):
                 # GC metric and trace tables (IF NOT EXISTS)
                 self._run(tables.ddl(tables.METRICS + tables.TRACES))
+                for stmt in tables.UPGRADES:
+                    self._run(stmt)
                 self._run(load_sql("macros.sql"))
 
     def _create_schema(self) -> None:

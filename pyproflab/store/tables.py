@@ -10,8 +10,9 @@ store refuses a null its Arrow shape admits (``Table.column_sql``,
 
 Five groups, created at different times: ``CORE`` with a new store,
 ``METRICS`` and ``TRACES`` on every writable open when missing (a store made
-before they existed gets them), ``JOBS`` by the first job that runs, ``SOURCES`` by the
-first ingest of a source whose items have keys (``store/sourced.py``).
+before they existed gets them, and the columns added since: ``UPGRADES``),
+``JOBS`` by the first job that runs, ``SOURCES`` by the first ingest of a
+source whose items have keys (``store/sourced.py``).
 """
 
 from __future__ import annotations
@@ -109,6 +110,14 @@ METRICS: tuple[Table, ...] = (
 TRACES: tuple[Table, ...] = (
     Table("traces", schema.STORE_TRACES, {"trace_id": "PRIMARY KEY", "content_hash": "UNIQUE"}),
     *(Table(f"trace_{name}", s) for name, s in schema.STORE_TRACE_TABLES.items()),
+)
+
+# Columns added to a table after stores were made with it, each with the value
+# its existing rows take; run on every writable open, after METRICS.
+UPGRADES: tuple[str, ...] = (
+    # gctrace cycles stored before runs existed were keyed without them, so
+    # their log's later runs were dropped: the rows kept are each run 1.
+    "ALTER TABLE gc_cycles ADD COLUMN IF NOT EXISTS run BIGINT DEFAULT 1",
 )
 
 JOBS: tuple[Table, ...] = (
