@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
+
 from pyproflab.analyses import gotrace, gotrace_stw
 from pyproflab.analyses.gotrace_data import TraceData
 from pyproflab.errors import UsageError
@@ -76,8 +78,6 @@ def throttling(store: Store, data: TraceData) -> dict[int, tuple[int, int]]:
     """trace_id -> (throttled CFS periods, periods) the store has for each
     trace's instance over the trace, give or take ``SLACK`` (the counters are
     read just before and after it; cAdvisor's names)."""
-    import pyarrow as pa
-
     from pyproflab.store.traces import window_counter_deltas
 
     keys = data.traces
@@ -93,8 +93,8 @@ def throttling(store: Store, data: TraceData) -> dict[int, tuple[int, int]]:
             "key": keys.column("trace_id"),
             "service": keys.column("service"),
             "instance": keys.column("instance"),
-            "w_start": keys.column("time"),
-            "w_end": pa.array(ends, keys.schema.field("time").type),
+            "w_start": pa.array([t - SLACK for t in keys.column("time").to_pylist()], when),
+            "w_end": pa.array([t + SLACK for t in ends], when),
         }
     )
     got: dict[int, dict[str, float]] = {}

@@ -266,12 +266,7 @@ def ingest_paths(
     """
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
-    if max_bytes is not None and max_bytes < 1:
-        raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
-    if batch_size < 1:
-        raise StoreError(f"batch size must be at least 1 (got {batch_size})")
-    if batch_bytes < 1:
-        raise StoreError(f"batch bytes must be at least 1 (got {batch_bytes})")
+    _check_sizes(max_bytes, batch_size, batch_bytes)
     files, datasets, refused = expand_paths(paths)
     report = IngestReport(refused=list(refused))
     job = FileJob(
@@ -315,12 +310,28 @@ def ingest_paths(
         from pyproflab.store.parquet import import_parquet
 
         report.add(import_parquet(store, d))
+    _store_traces(store, traces, report)
+    return report
+
+
+def _check_sizes(max_bytes: int | None, batch_size: int, batch_bytes: int) -> None:
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
+    if batch_size < 1:
+        raise StoreError(f"batch size must be at least 1 (got {batch_size})")
+    if batch_bytes < 1:
+        raise StoreError(f"batch bytes must be at least 1 (got {batch_bytes})")
+
+
+def _store_traces(
+    store: Store, traces: list[tuple[str, ProfileMeta]], report: IngestReport
+) -> None:
+    """Hand the trace files met to the trace writer (``TRACE_WRITER``)."""
     for path, meta in traces:
         if TRACE_WRITER is None:
             report.refused.append((path, "a Go execution trace: this program stores no traces"))
         else:
             report.add(TRACE_WRITER(store, path, meta))
-    return report
 
 
 def _writer_threads(

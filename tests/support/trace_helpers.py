@@ -96,3 +96,46 @@ def damaged_traces(tmp: Path) -> dict[str, Path]:
         p.write_bytes(b)
         paths[name] = p
     return paths
+
+
+def cpulimit_store(path: Path):
+    """A store holding the CPU-limit story's two recorded runs, instances
+    ``quota`` and ``free`` of service ``cpulimit``, each with its cgroup's
+    cpu.stat counters around the run as cAdvisor's metric samples."""
+    import json
+    from datetime import datetime
+
+    import pyarrow as pa
+
+    from pyproflab import schema
+    from pyproflab.store import Store
+    from pyproflab.store.keys import ProfileMeta
+    from pyproflab.store.metrics import ingest_metric_samples
+    from pyproflab.store.traces import ingest_trace
+
+    runs = json.loads((TRACES / "cpulimit.json").read_text())
+    store = Store.open(path)
+    for name, run in runs.items():
+        meta = ProfileMeta(service="cpulimit", instance=name)
+        ingest_trace(store, TRACES / f"cpulimit-{name}.trace", meta)
+        rows = []
+        for key, when in (("cpu_stat_start", "start"), ("cpu_stat_end", "end")):
+            t = datetime.fromisoformat(run[when])
+            for metric, field in (
+                ("container_cpu_cfs_periods_total", "nr_periods"),
+                ("container_cpu_cfs_throttled_periods_total", "nr_throttled"),
+            ):
+                rows.append(
+                    {
+                        "metric": metric,
+                        "labels": [],
+                        "type": "counter",
+                        "time": t,
+                        "value": float(run[key][field]),
+                    }
+                )
+        table = pa.Table.from_pylist(rows, schema.METRIC_SAMPLES)
+        ingest_metric_samples(
+            store, table, service="cpulimit", version=None, instance=name, source="cpu.stat"
+        )
+    return store
