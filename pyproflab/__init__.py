@@ -3,7 +3,8 @@
 Layers, each importing only those before it (as ARCHITECTURE.md):
 
 ```
-errors, schema, model, arrays, display, native, forkserver, gohelper, version
+errors, schema, model, arrays, display, native, forkserver, gohelper, version,
+  newfiles
   ->  sources, decode, encode  ->  store  ->  analyses  ->  workflows, engines
   ->  reports  ->  files, collect, lab, serve  ->  jobs  ->  cli
 ```

@@ -249,7 +249,7 @@ def test_cli_top(source, name, index, lines, fmt, pprof: Pprof, go_profiles_lazy
     """`python -m pyproflab top FILE --format csv|json` prints pprof's numbers."""
     path = resolve(source, name, go_profiles_lazy)
     report = pprof.top(path, sample_index=index, lines=lines)
-    args = ["top", str(path), "--sample-index", str(index), "--format", fmt]
+    args = ["top", str(path), "--sample-index", str(index), "--format", fmt, "--nodefraction", "0"]
     if lines:
         args += ["--granularity", "lines"]
     res = run_cli(*args)
