@@ -8,7 +8,8 @@ Rules:
 - Sections, in order: fleet summary, top CPU functions, flame graph of the
   merged CPU and of alloc_space, regressions (the newest version against the
   one before it, ``workflows.comparison``), GC share over time per
-  instance, the GOGC curve and recommendation, the PGO summary. A section that
+  instance, execution traces (CPU starvation, scheduler latency, STW:
+  ``report_traces``), the GOGC curve and recommendation, the PGO summary. A section that
   has nothing to show (no CPU profiles, one version, no GC tables or data, no
   Go) stays in the file with a note saying why.
 - Every section names the command that gives the same data as text or JSON.
@@ -57,6 +58,7 @@ from pyproflab.reports.report_sections import (
     regressions_section,
     top_section,
 )
+from pyproflab.reports.report_traces import traces_section
 from pyproflab.store.select import Selection
 
 
@@ -114,6 +116,7 @@ def build_report(
         (flame_section, ()),
         (regressions_section, ()),
         (gc_section, ()),
+        (traces_section, ()),
         (gogc_section, (budget,)),
         (pgo_section, ()),
     ]
