@@ -14,6 +14,7 @@ import (
 	"os"
 	"sort"
 
+	"pyproflab/helper/internal/pgocheck"
 	"pyproflab/helper/internal/trace"
 )
 
@@ -26,6 +27,7 @@ type command struct {
 // commands is the table of subcommands; each package adds its row here.
 var commands = map[string]command{
 	"version": {runVersion, "print the helper's protocol version"},
+	"pgo":     {pgocheck.Run, "pgo index -source DIR: a Go module's functions and calls as JSON"},
 	"trace":   {trace.Run, "a Go execution trace as framed Arrow IPC: tables and blocking profiles"},
 }
 

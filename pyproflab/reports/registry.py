@@ -48,4 +48,6 @@ RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
     ),
     (A + "pgo.PgoResult", "html"): (R + "pgo", "render_html", {}),
     (A + "pgo_edges.EdgeDiff", "text"): (R + "pgo", "diff_text", {}),
+    (A + "pgo_check.PgoCheckResult", "html"): (R + "pgo_check", "render_html", {}),
+    (A + "pgo_check.PgoCheckResult", "text"): (R + "pgo_check", "render_text", {}),
 }
