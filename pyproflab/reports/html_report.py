@@ -9,7 +9,8 @@ Rules:
   merged CPU and of alloc_space, regressions (the newest version against the
   one before it, ``workflows.comparison``), GC share over time per
   instance, execution traces (CPU starvation, scheduler latency, STW:
-  ``report_traces``), the GOGC curve and recommendation, the PGO summary. A section that
+  ``report_traces``; left out of a store that holds no trace), the GOGC
+  curve and recommendation, the PGO summary. A section that
   has nothing to show (no CPU profiles, one version, no GC tables or data, no
   Go) stays in the file with a note saying why.
 - Every section names the command that gives the same data as text or JSON.
@@ -58,7 +59,7 @@ from pyproflab.reports.report_sections import (
     regressions_section,
     top_section,
 )
-from pyproflab.reports.report_traces import traces_section
+from pyproflab.reports.report_traces import has_traces, traces_section
 from pyproflab.store.select import Selection
 
 
@@ -116,7 +117,7 @@ def build_report(
         (flame_section, ()),
         (regressions_section, ()),
         (gc_section, ()),
-        (traces_section, ()),
+        *([(traces_section, ())] if has_traces(store) else []),
         (gogc_section, (budget,)),
         (pgo_section, ()),
     ]

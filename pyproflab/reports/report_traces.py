@@ -6,8 +6,8 @@ traces (the selection's service, version, instance and time apply); its
 first lines are their findings, one line each: CPU starvation per starved
 instance (scheduler latency, throttled periods when stored), and none for
 the others; then the STW and GC line per trace, the scheduler latency over
-time (p99 per window and instance) and the longest waits. Without traces it
-is skipped with a note.
+time (p99 per window and instance) and the longest waits. A store without
+any trace has no such section; a selection without traces skips it with a note.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def traces_section(store, sel: Selection, db: str) -> Section:
         ],
     )
     tsel = _trace_selection(sel)
-    if "traces" not in _tables(store) or not select_traces(store, tsel).num_rows:
+    if not select_traces(store, tsel).num_rows:
         return s.skip("no execution traces stored for this selection (pyproflab ingest TRACE)")
     sched = answer("sched", store=store, selection=tsel, options=SchedOptions(window_s=1.0))
     stw = answer("stw", store=store, selection=tsel, options=StwOptions(window_s=1.0))
@@ -58,10 +58,11 @@ def traces_section(store, sel: Selection, db: str) -> Section:
     return s
 
 
-def _tables(store) -> set[str]:
+def has_traces(store) -> bool:
+    """Whether the store holds any execution trace (else the report leaves the section out)."""
     from pyproflab.store import queries
 
-    return queries.table_names(store)
+    return "traces" in queries.table_names(store) and bool(select_traces(store).num_rows)
 
 
 def _p99_figure(windows: list[dict]):
