@@ -227,6 +227,23 @@ class Lab:
 
         return one_kind_warn(self.store, selection, sample=sample)
 
+    def trace(self, question: str, selection: Selection | None = None, **kwargs: Any):
+        """A question about the store's execution traces (``goroutines``,
+        ``sched``, ``stw``, ``tasks``, ``leaks``: ``analyses.gotrace_answers``)
+        over the selected traces; ``path=FILE`` asks one trace file instead.
+        Other keywords are the question's options (``window_s``, ``top`` ...)."""
+        from pyproflab.analyses.gotrace_answers import ANSWERS, answer
+
+        path = kwargs.pop("path", None)
+        sel = _selection(selection, kwargs)
+        if question not in ANSWERS:
+            raise ValueError(f"unknown trace question {question!r}; one of {', '.join(ANSWERS)}")
+        options_class = ANSWERS[question][2]
+        options = options_class(**kwargs) if kwargs else None
+        if path is not None:
+            return answer(question, path=path, options=options)
+        return answer(question, store=self.store, selection=sel, options=options)
+
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
         return self.store.sql(query, params)

@@ -361,17 +361,22 @@ def _trace_table(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
     return pa.schema([pa.field(n, t, nullable=nullable) for n, t, nullable in fields])
 
 
-_I, _U, _S = pa.int64(), pa.uint64(), pa.string()
+_I, _U, _S, _B = pa.int64(), pa.uint64(), pa.string(), pa.int8()
+
+GO_STATES = ("undetermined", "notexist", "runnable", "running", "waiting", "syscall")
 
 # The tables of one trace as the helper writes them (pyproflab/_go/internal/trace;
 # a test holds the two equal). Stack ids number the trace's distinct stacks (0:
 # none); goroutine, P and M ids are the runtime's (-1: none); task ids -1: none.
-# States: notexist runnable running waiting syscall undetermined. In transitions,
-# duration_ns is the time spent in from_state (null when it came from
-# undetermined/notexist); from_reason/from_stack_id are the reason and the
-# event stack of the transition into from_state (the stack `go tool trace
-# -pprof` charges that time to); stack_id is the goroutine's own stack at the
-# transition, ev_stack_id the stack of whoever caused it (ev_g/ev_p/ev_m).
+# In transitions, from_state/to_state are x/exp/trace's GoState codes, named by
+# GO_STATES (the SQL macro go_state(code) names them too): a byte, not a
+# string, because transitions are most of a trace's rows and strings most of
+# their cost to store. duration_ns is the time spent in from_state (null when
+# it came from undetermined/notexist); from_stack_id is the event stack of the
+# transition into from_state (the stack `go tool trace -pprof` charges that
+# time to; its reason is the goroutine's previous row's); stack_id is the
+# goroutine's own stack at the transition, ev_stack_id the stack of whoever
+# caused it (ev_g/ev_p/ev_m).
 TRACE_TABLES: dict[str, pa.Schema] = {
     "stacks": _trace_table(("stack_id", _U, False), ("frames", pa.list_(_TRACE_FRAME), False)),
     "goroutines": _trace_table(
@@ -382,9 +387,9 @@ TRACE_TABLES: dict[str, pa.Schema] = {
         *[("waiting", pa.list_(_WAIT), False), ("end_state", _S, False)],
     ),
     "transitions": _trace_table(
-        *[("t_ns", _I, False), ("g", _I, False), ("from_state", _S, False)],
-        *[("to_state", _S, False), ("reason", _S, False), ("duration_ns", _I, True)],
-        *[("from_reason", _S, False), ("from_stack_id", _U, False), ("stack_id", _U, False)],
+        *[("t_ns", _I, False), ("g", _I, False), ("from_state", _B, False)],
+        *[("to_state", _B, False), ("reason", _S, False), ("duration_ns", _I, True)],
+        *[("from_stack_id", _U, False), ("stack_id", _U, False)],
         *[("ev_stack_id", _U, False), ("ev_g", _I, False), ("ev_p", _I, False)],
         ("ev_m", _I, False),
     ),

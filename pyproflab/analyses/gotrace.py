@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyproflab.analyses.gotrace_data import TraceData
+from pyproflab.schema import GO_STATES
 
 PERCENTILES = (50, 90, 99)
 
@@ -144,8 +145,9 @@ class SchedLatency:
 
 def _waits(data: TraceData) -> pa.Table:
     t = data.tables["transitions"]
+    runnable, running = GO_STATES.index("runnable"), GO_STATES.index("running")
     mask = pc.and_(
-        pc.equal(t.column("from_state"), "runnable"), pc.equal(t.column("to_state"), "running")
+        pc.equal(t.column("from_state"), runnable), pc.equal(t.column("to_state"), running)
     )
     w = t.filter(pc.and_(mask, pc.is_valid(t.column("duration_ns"))))
     return w.select(["trace_id", "t_ns", "g", "duration_ns", "from_stack_id"])

@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyproflab import schema
 
 _SCALARS: dict[pa.DataType, str] = {
+    pa.int8(): "TINYINT",
     pa.int32(): "INTEGER",
     pa.int64(): "BIGINT",
     pa.uint64(): "UBIGINT",

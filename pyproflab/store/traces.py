@@ -8,8 +8,9 @@ Rules:
   1.25+; else the collection window's start; else the file's mtime). Its id
   is its content: a file whose sha256 is stored already is skipped.
 - Everything is written in ONE transaction: the tables batch by batch as the
-  helper streams them (memory bounded by the batch), then the blocking
-  profiles, then the ``traces`` row. A trace the helper cannot read to its
+  helper streams them, then the blocking profiles, then the ``traces`` row.
+  Memory is bounded by the batch and ``WRITER_MEMORY`` (DuckDB's limit while
+  it writes), not by the trace. A trace the helper cannot read to its
   end leaves nothing behind.
 - The blocking profiles (``trace-net``, ``trace-sync``, ``trace-syscall``,
   ``trace-sched``) are stored as profiles, with the trace's time and duration,
@@ -44,6 +45,9 @@ from pyproflab.store.select import Selection
 from pyproflab.store.sourced import profile_meta
 
 PROFILE_TYPE = {k: f"trace-{k}" for k in ("net", "sync", "syscall", "sched")}
+# DuckDB's memory while a trace is stored: the transaction's rows go to the
+# file past it, so a large trace costs its batches, not its size.
+WRITER_MEMORY = 256 << 20
 
 
 @dataclass
@@ -94,7 +98,7 @@ def ingest_trace(
     present = stored_trace_id(store, digest)
     if present is not None:
         return TraceIngest(name, present, present=True)
-    with store.transaction():
+    with store.memory_limited(WRITER_MEMORY), store.transaction():
         trace_id = int(store.sql("SELECT coalesce(max(trace_id), 0) + 1 FROM traces")[0][0].as_py())
         out = TraceIngest(name, trace_id)
         profiles: dict[str, bytes] = {}

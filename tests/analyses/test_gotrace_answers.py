@@ -24,7 +24,7 @@ def test_sched_latency_matches_the_runnable_waits() -> None:
     data = load("sched", path=trace_path("chan"))
     t = data.tables["transitions"]
     waits = t.filter(
-        pc.and_(pc.equal(t["from_state"], "runnable"), pc.equal(t["to_state"], "running"))
+        pc.and_(pc.equal(t["from_state"], 2), pc.equal(t["to_state"], 3))  # runnable, running
     )["duration_ns"].to_numpy()
     res = gotrace.sched_latency(data, gotrace.SchedOptions(window_s=0.05, top=3))
     row = res.per_trace.to_pylist()[0]

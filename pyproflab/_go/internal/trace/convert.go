@@ -42,8 +42,8 @@ func newConverter(o *out) *converter {
 	}
 	c.goroutines = goroutinesTable(o)
 	c.transitions = o.table("transitions",
-		i64f("t_ns"), i64f("g"), strf("from_state"), strf("to_state"), strf("reason"),
-		ni64f("duration_ns"), strf("from_reason"), u64f("from_stack_id"), u64f("stack_id"),
+		i64f("t_ns"), i64f("g"), i8f("from_state"), i8f("to_state"), strf("reason"),
+		ni64f("duration_ns"), u64f("from_stack_id"), u64f("stack_id"),
 		u64f("ev_stack_id"), i64f("ev_g"), i64f("ev_p"), i64f("ev_m"))
 	c.procs = o.table("procs", i64f("p"), strf("state"), i64f("start_ns"), i64f("end_ns"), i64f("m"))
 	c.rangesT = o.table("ranges", strf("name"), strf("scope"), i64f("resource"),
@@ -176,22 +176,20 @@ func (c *converter) writeTransition(ev *exptrace.Event, g *gstate, from, to expt
 	tt := c.transitions
 	tt.i64(0).Append(c.rel(ev.Time()))
 	tt.i64(1).Append(int64(g.id))
-	tt.str(2).Append(stateName(from))
-	tt.str(3).Append(stateName(to))
+	tt.i8(2).Append(int8(from))
+	tt.i8(3).Append(int8(to))
 	tt.str(4).Append(reason)
 	tt.optI64(5, dur, known)
 	if known {
-		tt.str(6).Append(g.reason)
-		tt.u64(7).Append(g.fromStack)
+		tt.u64(6).Append(g.fromStack)
 	} else {
-		tt.str(6).Append("")
-		tt.u64(7).Append(0)
+		tt.u64(6).Append(0)
 	}
-	tt.u64(8).Append(stack)
-	tt.u64(9).Append(evStack)
-	tt.i64(10).Append(int64(ev.Goroutine()))
-	tt.i64(11).Append(int64(ev.Proc()))
-	tt.i64(12).Append(int64(ev.Thread()))
+	tt.u64(7).Append(stack)
+	tt.u64(8).Append(evStack)
+	tt.i64(9).Append(int64(ev.Goroutine()))
+	tt.i64(10).Append(int64(ev.Proc()))
+	tt.i64(11).Append(int64(ev.Thread()))
 	tt.done()
 }
 

@@ -151,3 +151,6 @@ func ni64f(name string) arrow.Field {
 }
 func strf(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.BinaryTypes.String} }
 func u64f(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Uint64} }
+
+func (t *table) i8(i int) *array.Int8Builder { return t.b.Field(i).(*array.Int8Builder) }
+func i8f(name string) arrow.Field            { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int8} }
