@@ -41,9 +41,9 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.gogc import GcInputs, gogc, parse_limit, parse_size
         from pyproflab.errors import UsageError
-        from pyproflab.reports.gogc import render_gogc
 
         files = bool(args.gctrace or args.metrics)
         figures = [n for n in _FIGURES if getattr(args, n) is not None]
@@ -105,7 +105,7 @@ class Command:
                 )
             with Store.open(path, read_only=True) as store:
                 result = gogc(store, common.selection_from_args(args), **opts)
-        common.write_output(render_gogc(result, args.format), args.output)
+        common.write_output(reports.output(result, args.format, title="gogc"), args.output)
         return 0
 
 

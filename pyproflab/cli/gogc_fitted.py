@@ -54,9 +54,9 @@ def _budget(args: argparse.Namespace, obs) -> tuple[float | None, float]:
 
 
 def run_fitted(args: argparse.Namespace) -> int:
+    from pyproflab import reports
     from pyproflab.analyses.gogc import parse_candidates, parse_limit
     from pyproflab.analyses.gogc_model import advise
-    from pyproflab.reports.gogc_fitted import render_fitted
 
     obs = _observation(args)
     if args.peak_rss:
@@ -75,5 +75,5 @@ def run_fitted(args: argparse.Namespace) -> int:
     advice = advise(
         obs, parse_candidates(args.candidates), limits, budget=budget, headroom=headroom
     )
-    common.write_output(render_fitted(advice, args.format), args.output)
+    common.write_output(reports.output(advice, args.format, title="gogc"), args.output)
     return 0

@@ -4,6 +4,7 @@
   pyproflab pgo FILE... -o OUT
   pyproflab pgo diff OLD NEW        (hot edges added, removed, re-weighted)
   pyproflab pgo check PROFILE --source DIR   (is the profile still true of the source?)
+  pyproflab pgo weights FILE... | --db DB ...  (the hot edges under each --weight)
 
 Only samples/count and cpu/nanoseconds are kept, labels and all-zero samples
 dropped; functions on the safeguard list are renamed so the compiler cannot
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import common, pgo_tools
 
 _SAFEGUARD_HELP = "do not rename runtime.gopark and grpc's loopyWriter.processData"
 
@@ -142,7 +143,7 @@ class Command:
             "files",
             nargs="*",
             metavar="FILE",
-            help="pprof CPU profiles (or: diff OLD NEW, check PROFILE)",
+            help="pprof CPU profiles (or: diff OLD NEW, check PROFILE, weights FILE...)",
         )
         common.add_db_option(parser)
         common.add_selection_options(parser)
@@ -158,26 +159,13 @@ class Command:
 
         if args.files and args.files[0] == "diff":
             return self.diff(args)
-        if args.files and args.files[0] == "check":
-            return self.check(args)
+        if args.files and args.files[0] in pgo_tools.TOOLS:
+            return pgo_tools.TOOLS[args.files[0]](args)
         if not args.output:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
             raise UsageError("give profile files or --db with a selection, not both")
-        safeguards: list | None = [] if args.no_default_safeguards else None
-        if args.safeguard:
-            from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
-
-            safeguards = [
-                *(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
-                *args.safeguard,
-            ]
-        options = {
-            "weight": args.weight,
-            "safeguards": safeguards,
-            "trim_leaf": args.trim_leaf,
-            "fold_preempt": not args.keep_preempt,
-        }
+        options = {"weight": args.weight, **pgo_tools.merge_options(args)}
         if args.files:
             from pyproflab.analyses.pgo import pgo_files
 
@@ -197,17 +185,13 @@ class Command:
     def finish(self, result, args: argparse.Namespace) -> int:
         import sys
 
+        from pyproflab import reports
         from pyproflab.analyses.pgo import PgoRefusedError
-        from pyproflab.reports import pgo as report
 
         if result.ok:
             gz = not args.output.endswith((".pb", ".pprof"))
             result.write(args.output, verify=not args.no_verify, gzip=gz)
-        text = (
-            report.render_json(result)
-            if args.format == "json"
-            else report.render_text(result, edges=args.edges)
-        )
+        text = reports.render(result, args.format, edges=args.edges)
         if result.ok:
             common.write_output(text, None)
             if result.verify_note and result.verify_note.startswith("MISMATCH"):
@@ -221,46 +205,19 @@ class Command:
         print(f"pyproflab: warning: {message} (exit 0 without --fail)", file=sys.stderr)
         return 0
 
-    def check(self, args: argparse.Namespace) -> int:
-        return _check(args)
-
     def diff(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
         from pyproflab.errors import UsageError
-        from pyproflab.reports import pgo as report
 
         paths = args.files[1:]
         if len(paths) != 2:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
         d = diff_edges(old, new, min_change=args.min_change)
-        text = (
-            report.render_diff_json(d)
-            if args.format == "json"
-            else report.render_diff_text(d, old=paths[0], new=paths[1])
-        )
-        common.write_output(text, args.output)
+        d.old_name, d.new_name = paths
+        common.write_output(reports.render(d, args.format), args.output)
         return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from pyproflab.analyses.pgo_check import check
-    from pyproflab.errors import UsageError
-    from pyproflab.reports import pgo_check as report
-
-    paths = args.files[1:]
-    if len(paths) != 1 or not args.source:
-        raise UsageError("pgo check takes one profile and --source DIR (a Go module's root)")
-    result = check(paths[0], args.source)
-    text = (
-        report.render_json(result)
-        if args.format == "json"
-        else report.render_text(result, edges=args.edges)
-    )
-    common.write_output(text, args.output)
-    if args.fail_under is not None and (result.share or 0.0) < args.fail_under:
-        return 1
-    return 0
 
 
 def _has_store_selection(args: argparse.Namespace) -> bool:

@@ -61,8 +61,8 @@ class Command:
         common.add_engine_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.top import top
-        from pyproflab.reports import render_top
 
         if args.dataset and args.engine != "spark":
             raise UsageError("--dataset is read by --engine spark")
@@ -84,7 +84,7 @@ class Command:
             **trimming(args),
             **common.pprof_filters(args),
         )
-        text = render_top(result, args.format, exact=args.exact, unit=args.unit)
+        text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
 

@@ -28,12 +28,13 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
+        from pyproflab.analyses.traces import traces
         from pyproflab.cli.common import load_profile, parse_sample_index, pprof_filters
-        from pyproflab.reports.traces import render_traces
 
         profile = load_profile(args)
         options = {"focus": args.focus, "ignore": args.ignore, **pprof_filters(args)}
         common.warn_unmatched(profile, options)
-        text = render_traces(profile, parse_sample_index(args.sample_index), **options)
-        common.write_output(text, args.output)
+        result = traces(profile, parse_sample_index(args.sample_index), **options)
+        common.write_output(reports.render(result, "text"), args.output)
         return 0

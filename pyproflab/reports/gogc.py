@@ -17,9 +17,8 @@ import json
 import math
 from typing import Any
 
-from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import plotly_text
 
-FORMATS = ("text", "json", "csv", "html")
 MiB = float(1 << 20)
 
 
@@ -227,31 +226,12 @@ def render_gogc_html(result) -> str:
     return "".join(parts)
 
 
-def render_gogc(result, fmt: str = "text") -> str:
-    """Render a ``GogcResult`` as text, json, csv or html."""
-    if fmt == "text":
-        return render_text(result)
-    if fmt == "json":
-        return render_json(result)
-    if fmt == "csv":
-        return render_csv(result)
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gogc</title>'
-            "</head><body>" + render_gogc_html(result) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-
-
 def gogc_figure(result):
     """Predicted GC CPU share against peak memory, one line per memory limit, with the
     current point, the recommendation and the budget. Unbounded settings are left out."""
     import plotly.graph_objects as go
 
-    # Plotly decodes &lt; &gt; &amp; and numeric entities but not &quot;: keep quotes as is.
-    def esc(text: str) -> str:
-        return html.escape(text, quote=False)
-
+    esc = plotly_text
     hk, ck = result.inputs.heap_known, result.inputs.cpu_known
     scale = MiB if hk else 1.0
     xunit = "MiB" if hk else "× current marked heap"

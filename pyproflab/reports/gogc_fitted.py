@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import plotly_text
 
 MiB = float(1 << 20)
 
@@ -167,22 +167,6 @@ def render_html_div(advice) -> str:
     return "".join(parts) + "</div>"
 
 
-def render_fitted(advice, fmt: str = "text") -> str:
-    """Render a ``FittedAdvice`` as text, json, csv or html."""
-    if fmt == "text":
-        return render_text(advice)
-    if fmt == "json":
-        return render_json(advice)
-    if fmt == "csv":
-        return render_csv(advice)
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gogc</title>'
-            "</head><body>" + render_html_div(advice) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of text, json, csv, html")
-
-
 def fitted_figure(advice):
     """Two panels: left, each observed cycle's marked heap and goal beside the
     model's fit at the observed setting; right, predicted GC CPU share against
@@ -270,7 +254,7 @@ def _tradeoff_panel(fig, advice) -> None:
                 "array": [100 * (r["gc_share_hi"] - r["gc_share"]) for r in rows],
                 "arrayminus": [100 * (r["gc_share"] - r["gc_share_lo"]) for r in rows],
             },
-            text=[html.escape(r["gogc_label"]) for r in rows],
+            text=[plotly_text(r["gogc_label"]) for r in rows],
             mode="markers+text",
             textposition="top center",
             name=f"limit {'off' if lim is None else _mib(lim) + 'MiB'}",

@@ -54,7 +54,7 @@ from pyproflab.store.sourced import WRITERS, profile_meta
 
 log = logging.getLogger("pyproflab.serve")
 
-BATCH_FILES = 128
+BATCH_FILES = 64
 BATCH_BYTES = 8 << 20
 
 

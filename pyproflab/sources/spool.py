@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyproflab.errors import ProfileError
+from pyproflab.errors import ProfileError, ProflabError
 from pyproflab.sources.base import (
     PROFILES,
     TRACES,
@@ -59,8 +59,8 @@ SUFFIX = ".push"
 MAX_HEADER = 1 << 20
 
 
-class SpoolError(Exception):
-    """A spool file cannot be read (damaged), or the spool cannot be used."""
+class SpoolError(ProflabError):
+    """A spool file cannot be read (damaged), or the spool cannot be used (one line)."""
 
 
 class SpoolFull(SpoolError):

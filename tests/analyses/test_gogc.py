@@ -27,7 +27,7 @@ from pyproflab.analyses.gogc import (
 )
 from pyproflab.cli import main
 from pyproflab.errors import UsageError
-from pyproflab.reports.gogc import render_gogc
+from pyproflab.reports import render
 
 MiB = float(1 << 20)
 
@@ -156,7 +156,7 @@ def test_off_and_limits_are_handled_gracefully() -> None:
     assert lim["peak_heap_bytes"] < 400 * MiB
     assert t[("100", 50 * MiB)]["status"] == "continuous-gc"
     out = json.loads(
-        render_gogc(
+        render(
             gogc(inputs=inp, candidates=[100, "off"], memory_limits="off,50MiB", budget="1GiB"),
             "json",
         )
@@ -473,6 +473,6 @@ def test_a_recommended_raise_carries_a_memory_limit() -> None:
     assert rec["gogc"] == 400 and rec["memory_limit_bytes"] is None
     assert rec["paired_memory_limit_bytes"] == pytest.approx(0.9 * 1024 * MiB)
     assert any("GOMEMLIMIT=922MiB" in n for n in res.notes)
-    assert "memory limit 921.6MiB" in render_gogc(res, "text")
+    assert "memory limit 921.6MiB" in render(res, "text")
     lower = gogc(inputs=_inputs(), candidates=[50, 100], budget="1GiB")
     assert lower.recommendation["paired_memory_limit_bytes"] is None  # not a raise

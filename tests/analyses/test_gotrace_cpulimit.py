@@ -36,10 +36,12 @@ def test_the_quota_run_is_starved_and_the_free_run_is_not(tmp_path: Path) -> Non
 
 
 def test_the_report_names_the_starvation_in_one_line(tmp_path: Path) -> None:
-    from pyproflab.reports.html_report import build_report
+    from pyproflab.reports.html_report import render_report
+    from pyproflab.workflows.report import sections
 
+    sel = Selection(service="cpulimit")
     with cpulimit_store(tmp_path / "s.duckdb") as store:
-        page = build_report(store, Selection(service="cpulimit")).html
+        page = render_report(sections(store, sel, "s.duckdb")).html
     lines = [ln for ln in page.split("<li>") if ln.startswith("CPU starvation")]
     assert len(lines) == 1 and lines[0].startswith("CPU starvation on quota:"), lines
     assert "throttled in" in lines[0] and "CPU starvation on free" not in page

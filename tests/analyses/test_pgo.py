@@ -530,3 +530,33 @@ def test_preemption_is_not_a_call_edge(cpu_files):
     text = report.render_text(res)
     assert "preemption:" in text and "not call edges" in text
     assert "runtime.asyncPreempt counted" in report.render_html(res)
+
+
+def test_weightings_compared(cpu_files, tmp_path, capsys):
+    """pgo weights: one merge per weighting, each instance's share of it, and
+    how the hot edge sets differ (a 10x longer instance under none and instance)."""
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    p = pyproflab.read_profile(cpu_files[0])
+    files = [
+        _write(_as_instance(p, "a", times=10), tmp_path / "a.pb.gz"),
+        _write(_as_instance(p, "b"), tmp_path / "b.pb.gz"),
+    ]
+    cmp = compare_weights(files=files)
+    assert set(cmp.results) == {"none", "duration", "instance"}
+    assert cmp.instance_shares("none")[str(files[0])] == pytest.approx(100 * 10 / 11)
+    assert cmp.instance_shares("instance")[str(files[0])] == pytest.approx(50, abs=0.1)
+    pairs = {(a, b): (d, j) for a, b, d, j in cmp.diffs}
+    d, jaccard = pairs["none", "instance"]
+    hot_none = {e.key for e in cmp.results["none"].edges.hot}
+    hot_inst = {e.key for e in cmp.results["instance"].edges.hot}
+    assert {c.key for c in d.added} == hot_inst - hot_none
+    assert {c.key for c in d.removed} == hot_none - hot_inst
+    assert jaccard == pytest.approx(len(hot_none & hot_inst) / len(hot_none | hot_inst))
+    assert d.added  # b's edges under 1% of the plain sum become hot when b counts half
+    assert cli_main(["pgo", "weights", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "instance against none" in out and "overlap" in out
+    assert cli_main(["pgo", "weights", *map(str, files), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["comparisons"]) == 3 and doc["weightings"]["instance"]["hot"] == len(hot_inst)

@@ -289,8 +289,8 @@ def test_traces_are_pprofs_on_the_corpus(corpus_dir, go_bin):
     locations, profiles without any header line)."""
     from support.testenv import corpus_proto_files
 
+    from pyproflab.analyses.traces import traces
     from pyproflab.errors import ProflabError
-    from pyproflab.reports.traces import render_traces
 
     compared = 0
     for path in corpus_proto_files():
@@ -299,7 +299,7 @@ def test_traces_are_pprofs_on_the_corpus(corpus_dir, go_bin):
         except oracle.OracleError:
             continue  # pprof refuses it
         try:
-            ours = render_traces(api_read(path))
+            ours = str(traces(api_read(path)))
         except ProflabError:
             continue  # we refuse it (checked by the decoder's tests)
         assert ours == theirs, f"{path}: traces differ from go tool pprof -traces"
