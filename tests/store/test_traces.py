@@ -82,8 +82,8 @@ def test_ingest_recognises_trace_files_by_header(tmp_path: Path) -> None:
         assert _counts(store)["traces"] == 1
         assert store.sql("SELECT count(*) FROM profiles")[0][0].as_py() == 5  # cpu + 4
     bad = damaged_traces(tmp_path)
-    res = run_cli("ingest", bad["truncated"], "--db", db)
-    assert res.returncode == 0 and "refused" in res.stderr and "truncated" in res.stderr
+    res = run_cli("ingest", bad["truncated"], "--db", db)  # every input refused: exit 2
+    assert res.returncode == 2 and "refused" in res.stderr and "truncated" in res.stderr
 
 
 def test_an_old_trace_names_its_version(tmp_path: Path) -> None:

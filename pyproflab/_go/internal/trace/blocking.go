@@ -172,7 +172,7 @@ func (b *blocking) end() {
 		sort.Slice(recs, func(i, j int) bool { return recs[i].stack < recs[j].stack })
 		if b.t.on {
 			for _, r := range recs {
-				b.t.str(0).Append(k.name)
+				b.t.s(0, k.name)
 				b.t.u64(1).Append(r.stack)
 				b.t.i64(2).Append(r.count)
 				b.t.i64(3).Append(r.ns)

@@ -178,7 +178,7 @@ func (c *converter) writeTransition(ev *exptrace.Event, g *gstate, from, to expt
 	tt.i64(1).Append(int64(g.id))
 	tt.i8(2).Append(int8(from))
 	tt.i8(3).Append(int8(to))
-	tt.str(4).Append(reason)
+	tt.s(4, reason)
 	tt.optI64(5, dur, known)
 	if known {
 		tt.u64(6).Append(g.fromStack)

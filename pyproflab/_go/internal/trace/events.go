@@ -42,7 +42,7 @@ func (c *converter) writeProc(id exptrace.ProcID, p *pstate, end exptrace.Time) 
 		return
 	}
 	t.i64(0).Append(int64(id))
-	t.str(1).Append(p.state.String())
+	t.s(1, p.state.String())
 	t.i64(2).Append(c.rel(p.since))
 	t.i64(3).Append(c.rel(end))
 	t.i64(4).Append(int64(p.m))
@@ -119,8 +119,8 @@ func (c *converter) writeRange(k rangeKey, r *openRange, end exptrace.Time) {
 	if !t.on {
 		return
 	}
-	t.str(0).Append(k.name)
-	t.str(1).Append(scopeName(k.kind))
+	t.s(0, k.name)
+	t.s(1, scopeName(k.kind))
 	t.i64(2).Append(k.id)
 	t.i64(3).Append(c.rel(r.start))
 	t.optI64(4, c.rel(end), end != 0)
@@ -136,7 +136,7 @@ func (c *converter) metric(ev *exptrace.Event) {
 		return
 	}
 	c.metrics.i64(0).Append(c.rel(ev.Time()))
-	c.metrics.str(1).Append(m.Name)
+	c.metrics.s(1, m.Name)
 	c.metrics.i64(2).Append(int64(m.Value.Uint64()))
 	c.metrics.done()
 }
@@ -169,7 +169,7 @@ func (c *converter) writeTask(tk *openTask, end exptrace.Time, endG exptrace.GoI
 	}
 	t.i64(0).Append(int64(tk.id))
 	t.optI64(1, int64(tk.parent), tk.parent != exptrace.NoTask)
-	t.str(2).Append(tk.typ)
+	t.s(2, tk.typ)
 	t.optI64(3, c.rel(tk.start), tk.start != 0)
 	t.optI64(4, c.rel(end), end != 0)
 	t.i64(5).Append(int64(tk.g))
@@ -214,7 +214,7 @@ func (c *converter) writeRegion(g exptrace.GoID, r *openRegion, end exptrace.Tim
 	}
 	t.i64(0).Append(int64(g))
 	t.i64(1).Append(int64(r.task))
-	t.str(2).Append(r.typ)
+	t.s(2, r.typ)
 	t.optI64(3, c.rel(r.start), r.start != 0)
 	t.optI64(4, c.rel(end), end != 0)
 	t.u64(5).Append(r.stack)
@@ -230,7 +230,7 @@ func (c *converter) logEvent(ev *exptrace.Event) {
 	t.i64(0).Append(c.rel(ev.Time()))
 	t.i64(1).Append(int64(ev.Goroutine()))
 	t.i64(2).Append(int64(l.Task))
-	t.str(3).Append(l.Category)
-	t.str(4).Append(l.Message)
+	t.s(3, l.Category)
+	t.s(4, l.Message)
 	t.done()
 }

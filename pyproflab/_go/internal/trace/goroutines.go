@@ -77,7 +77,7 @@ func (c *converter) writeGoroutine(g *gstate, ended exptrace.Time) {
 		return
 	}
 	t.i64(0).Append(int64(g.id))
-	t.str(1).Append(g.name)
+	t.s(1, g.name)
 	t.optI64(2, int64(g.parent), g.parent != exptrace.NoGoroutine)
 	t.optI64(3, c.rel(g.created), g.created != 0)
 	t.optI64(4, c.rel(g.started), g.started != 0)
@@ -102,9 +102,9 @@ func (c *converter) writeGoroutine(g *gstate, ended exptrace.Time) {
 		sb.FieldBuilder(1).(*array.Int64Builder).Append(g.waitByReason[r])
 	}
 	if ended != 0 {
-		t.str(13).Append("notexist")
+		t.s(13, "notexist")
 	} else {
-		t.str(13).Append(stateName(g.state))
+		t.s(13, stateName(g.state))
 	}
 	t.done()
 }

@@ -69,8 +69,19 @@ type table struct {
 	schema *arrow.Schema
 	b      *array.RecordBuilder
 	rows   int
+	bytes  int // of the strings appended since the last flush
 	on     bool
 	err    error
+}
+
+// batchBytes also closes a batch: long strings (a huge string table's) keep a
+// batch small in bytes, not only in rows.
+const batchBytes = 8 << 20
+
+// s appends a string to column i, counting its bytes.
+func (t *table) s(i int, v string) {
+	t.str(i).Append(v)
+	t.bytes += len(v)
 }
 
 func (o *out) table(name string, fields ...arrow.Field) *table {
@@ -95,7 +106,7 @@ func (t *table) optI64(i int, v int64, ok bool) {
 // done counts one appended row and flushes a full batch.
 func (t *table) done() {
 	t.rows++
-	if t.rows >= t.o.batchRows {
+	if t.rows >= t.o.batchRows || t.bytes >= batchBytes {
 		t.flush()
 	}
 }
@@ -106,7 +117,7 @@ func (t *table) flush() {
 	}
 	rec := t.b.NewRecordBatch()
 	defer rec.Release()
-	t.rows = 0
+	t.rows, t.bytes = 0, 0
 	o := t.o
 	o.buf.Reset()
 	w := ipc.NewWriter(&o.buf, ipc.WithSchema(t.schema), ipc.WithAllocator(o.mem))

@@ -79,6 +79,7 @@ func (s *stacks) write(id uint64) {
 		sb.Append(true)
 		sb.FieldBuilder(0).(*array.StringBuilder).Append(f.Func)
 		sb.FieldBuilder(1).(*array.StringBuilder).Append(f.File)
+		t.bytes += len(f.Func) + len(f.File)
 		sb.FieldBuilder(2).(*array.Int64Builder).Append(int64(f.Line))
 		sb.FieldBuilder(3).(*array.Uint64Builder).Append(f.PC)
 	}
