@@ -24,8 +24,6 @@ RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
     (A + "gc_categories.GcCategoriesResult", "html"): (R + "gc", "categories_html", {}),
     (A + "gogc.GogcResult", "html"): (R + "gogc", "render_gogc_html", {}),
     (A + "gogc.GogcResult", "figure"): (R + "gogc", "gogc_figure", {}),
-    (A + "gogc_model.FittedAdvice", "html"): (R + "gogc_fitted", "render_html_div", {}),
-    (A + "gogc_model.FittedAdvice", "figure"): (R + "gogc_fitted", "fitted_figure", {}),
     (A + "regressions.result.RegressionsResult", "html"): (
         R + "regressions",
         "render_html",

@@ -1,0 +1,437 @@
+"""The model's parameters from every observed setting at once (``pacer.Params``).
+
+Rules (each figure a weighted mean over its samples, a sample weighing the
+seconds it stands for; ``S = H + R`` the scan work):
+
+1. Truly live heap ``L``: ``H − B`` per setting (the marked heap less what
+   was allocated black while marking), averaged over settings by weight.
+   Roots ``R``: their mean.
+2. Floating garbage ``B_nat`` (``pacer`` rule 3). A setting whose mark-time
+   allocation stayed below 70 % of the widest runway, ``(19/64)·D``, shows it
+   unhurried: ``B_nat`` is its ``B``. Any other setting was hurried by
+   assists; the share of that runway its marks used is ``hurry`` (the mean
+   over hurried settings, 1 when none; ``pacer`` rule 3 stops ``B`` there). A
+   hurried setting's ``B_nat`` is estimated as the mark workers' CPU ``W`` done at
+   the background workers' 25 % of P plus the CPU idle workers found,
+   ``T_nat = W/(P/4 + idle_rate)``, times the mark-time allocation rate
+   ``B/T``. Unhurried settings, when any, decide it (identified); else the
+   estimate is the point and the range runs from the largest ``B`` seen
+   (floating garbage does not shrink when the runway grows) to
+   ``B_NAT_RANGE`` × the estimate. Each setting's figure is scaled to the
+   reference allocation rate (the current setting's).
+3. GC CPU per cycle ``C = c0 + c1·S + c2·goal``: weighted least squares over
+   samples, non-negative (a negative coefficient is dropped and the rest
+   refitted). ``c2`` is identified when ``goal/S`` varies across samples by
+   10 % or more (two settings). Otherwise the per-byte part of ``C`` splits
+   between ``c1`` and ``c2`` with a share ``θ`` of it per heap byte: point
+   ``THETA``, range ``[0, THETA_MAX]``.
+4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
+   regressor ``n·goal``. CPU-bound: ``N = A/α + s·n·goal``; paced: ``N = N0 +
+   s·n·goal``, least squares over settings when two or more are seen (``s``
+   identified, at least 0); else ``s`` has point ``SWEEP`` and range
+   ``[0, SWEEP_MAX]`` (core-seconds per heap byte per cycle), with ``α`` or
+   ``N0`` then taken from the observed setting.
+5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
+   saturated``). ``cap``: GOMAXPROCS, or a container's CPU quota when lower.
+6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
+   cons/mark ratios (gctrace), else the runway the Prometheus intervals
+   show.
+7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
+   heap from RSS − heap in use (Prometheus) or the peak RSS given less the
+   peak heap; what a limit counts beside the heap from sys − heap sys.
+8. Residuals: at each observed setting the point parameters' prediction is
+   compared with what was seen (goal, cycles per minute, GC cores, process
+   cores, peak memory); a prediction elsewhere is multiplied by the ratio
+   interpolated over ``u = log(goal/S)`` between observed settings, held
+   at the nearest one beyond them. Observed settings are then reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyproflab.analyses.gogc.samples import Observation, Setting
+from pyproflab.analyses.gogc.pacer import (
+    BACKGROUND_UTILIZATION,
+    MIN_TRIGGER,
+    RSS_PER_GOAL_UNKNOWN,
+    Params,
+    solve,
+)
+
+# Priors for terms one setting does not identify (rules 2-4); see the module notes
+# in ``predict`` for the workloads they were set on.
+THETA, THETA_MAX = 0.1, 0.6
+SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
+B_NAT_RANGE = 1.5
+HURRIED = 0.7  # of the widest runway: a mark hurried by assists
+RESIDUAL_KEYS = ("goal", "cycles_per_min", "gc_cores", "process_cores", "peak_memory")
+
+
+@dataclass
+class Term:
+    """One model term: its point, its range, and whether the data identify it."""
+
+    name: str
+    point: float
+    lo: float
+    hi: float
+    identified: bool
+    how: str
+
+
+@dataclass
+class SettingFigures:
+    """What one observed setting showed (weighted means), for the fit and the report."""
+
+    setting: Setting
+    weight: float
+    cycles: int
+    runs: int
+    figures: dict[str, float]
+
+
+@dataclass
+class Fit:
+    """Point parameters, the terms with their ranges, the observed settings and
+    the residual ratios at each (module rules)."""
+
+    params: Params
+    terms: dict[str, Term]
+    observed: list[SettingFigures]
+    residuals: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    current: dict[str, float] = field(default_factory=dict)
+
+    def with_terms(self, **values: float) -> Params:
+        """The point parameters with some unidentified terms at other values."""
+        return params_with(self, values)
+
+
+def _wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
+    num = den = 0.0
+    for s in ss:
+        v = s.get(key)
+        if v is not None and math.isfinite(v):
+            num += s["w"] * v
+            den += s["w"]
+    return num / den if den > 0 else math.nan
+
+
+def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict[str, float]:
+    """One setting's weighted means, and what follows from them. A CPU-bound
+    process's mutator holds every P the GC leaves (gctrace's estimate, the CPU
+    the workers leave while marking, misses the time between marks)."""
+    f = {
+        k: _wmean(ss, k)
+        for k in (
+            "n",
+            "alloc",
+            "marked",
+            "goal",
+            "mark_alloc",
+            "roots",
+            "cost",
+            "work",
+            "idle_mark",
+            "mark_s",
+            "mutator",
+            "idle",
+            "per_cycle",
+        )
+    }
+    f["gc_cores"] = f["n"] * f["cost"]
+    if saturated:
+        f["mutator"] = max(procs - f["gc_cores"], 1e-3)
+    f["cycles_per_min"] = 60 * f["n"]
+    f["process_cores"] = f["mutator"] + f["gc_cores"]
+    f["scan"] = f["marked"] + f["roots"]
+    f["u"] = math.log(max(f["goal"] / f["scan"], 1.0 + 1e-9)) if f["scan"] > 0 else 0.0
+    f["runway"] = f["goal"] - f["marked"]
+    b, t = f["mark_alloc"], f["mark_s"]
+    f["hurry"] = b / ((1 - MIN_TRIGGER) * f["runway"]) if f["runway"] > 0 else math.nan
+    f["hurried"] = float(f["hurry"] >= HURRIED)
+    idle_rate = f["idle_mark"] / t if t > 0 and math.isfinite(f["idle_mark"]) else 0.0
+    t_nat = f["work"] / (BACKGROUND_UTILIZATION * procs + idle_rate) if t > 0 else math.nan
+    f["b_nat"] = b if not f["hurried"] else (b / t) * t_nat if t > 0 else math.nan
+    f["sweep_x"] = f["n"] * f["goal"]
+    return f
+
+
+def _lstsq(rows: list[tuple[float, list[float], float]]) -> list[float] | None:
+    """Weighted least squares ``y = Σ b_j·x_j`` (rows: weight, x, y), by the
+    normal equations; None when singular."""
+    k = len(rows[0][1])
+    a = [[0.0] * k for _ in range(k)]
+    v = [0.0] * k
+    for w, x, y in rows:
+        for i in range(k):
+            v[i] += w * x[i] * y
+            for j in range(k):
+                a[i][j] += w * x[i] * x[j]
+    # Gaussian elimination with partial pivoting.
+    m = [row[:] + [v[i]] for i, row in enumerate(a)]
+    for c in range(k):
+        piv = max(range(c, k), key=lambda r: abs(m[r][c]))
+        if abs(m[piv][c]) < 1e-30 * max(1.0, abs(m[c][c])):
+            return None
+        m[c], m[piv] = m[piv], m[c]
+        for r in range(k):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
+    return [m[i][k] / m[i][i] for i in range(k)]
+
+
+def nonneg_fit(rows: list[tuple[float, list[float], float]], names: list[str]) -> dict[str, float]:
+    """Least squares with every coefficient at least 0: terms with a negative
+    coefficient are dropped, one at a time, and the rest refitted."""
+    keep = list(range(len(names)))
+    while keep:
+        sol = _lstsq([(w, [x[i] for i in keep], y) for w, x, y in rows])
+        if sol is None:
+            keep.pop(0)
+            continue
+        worst = min(range(len(keep)), key=lambda i: sol[i])
+        if sol[worst] >= 0:
+            out = dict.fromkeys(names, 0.0)
+            out.update({names[i]: c for i, c in zip(keep, sol, strict=True)})
+            return out
+        keep.pop(worst)
+    return dict.fromkeys(names, 0.0)
+
+
+def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
+    """Weighted coefficient of variation."""
+    tot = sum(ws)
+    mean = sum(w * x for w, x in zip(ws, xs, strict=True)) / tot
+    var = sum(w * (x - mean) ** 2 for w, x in zip(ws, xs, strict=True)) / tot
+    return math.sqrt(var) / mean if mean > 0 else 0.0
+
+
+def _cost_terms(obs: Observation, cur: dict[str, float]) -> dict[str, Term]:
+    """Rule 3: c0, c1 and c2 (or c1/c2 split by θ)."""
+    ss = [s for s in obs.samples if math.isfinite(s["cost"]) and s["cost"] > 0]
+    rows = [(s["w"], [1.0, s["marked"] + s["roots"], s["goal"]], s["cost"]) for s in ss]
+    ws = [r[0] for r in rows]
+    ratio = [s["goal"] / (s["marked"] + s["roots"]) for s in ss]
+    scans = [r[1][1] for r in rows]
+    if rows and _spread(ratio, ws) >= 0.1:
+        c = nonneg_fit(rows, ["c0", "c1", "c2"])
+        how = f"fitted over {len(rows)} samples at {len(obs.settings)} settings"
+        return {
+            "c0": Term("c0", c["c0"], c["c0"], c["c0"], True, how),
+            "c1": Term("c1", c["c1"], c["c1"], c["c1"], True, how),
+            "c2": Term("c2", c["c2"], c["c2"], c["c2"], True, how),
+            "theta": Term("theta", math.nan, math.nan, math.nan, True, how),
+        }
+    c0 = 0.0
+    if rows and _spread(scans, ws) >= 0.05:
+        c0 = nonneg_fit([(w, [1.0, x[1]], y) for w, x, y in rows], ["c0", "c1"])["c0"]
+    per_byte = max(cur["cost"] - c0, 0.0)
+    how = "one setting: the per-byte cost split between marked and heap bytes is not identified"
+    return {
+        "c0": Term("c0", c0, c0, c0, True, "fitted" if c0 else "taken as 0"),
+        "per_byte": Term("per_byte", per_byte, per_byte, per_byte, True, "observed"),
+        "theta": Term("theta", THETA, 0.0, THETA_MAX, False, how),
+    }
+
+
+def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -> dict[str, Term]:
+    """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``."""
+    use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
+    if len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
+        if saturated:
+            rows = [(1.0, [f["alloc"], f["sweep_x"]], f["mutator"]) for f in use]
+            c = nonneg_fit(rows, ["inv_alpha", "s"])
+            alpha = 1 / c["inv_alpha"] if c["inv_alpha"] > 0 else cur["alloc"] / cur["mutator"]
+            base = Term("alpha", alpha, alpha, alpha, True, f"fitted over {len(use)} settings")
+        else:
+            rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
+            c = nonneg_fit(rows, ["n0", "s"])
+            base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, f"fitted over {len(use)} settings")
+        s = c["s"]
+        return {base.name: base, "sweep": Term("sweep", s, s, s, True, base.how)}
+    how = "one setting: the mutator's CPU per heap byte swept is not identified"
+    return {"sweep": Term("sweep", SWEEP, 0.0, SWEEP_MAX, False, how)}
+
+
+def _b_nat_term(groups: list[dict[str, float]], ref_alloc: float) -> Term:
+    """Rule 2."""
+    scaled = [
+        (f["b_nat"] * ref_alloc / f["alloc"], f) for f in groups if math.isfinite(f["b_nat"])
+    ]
+    if not scaled or ref_alloc <= 0:
+        return Term("b_nat", 0.0, 0.0, 0.0, False, "no mark time: no floating garbage modelled")
+    calm = [b for b, f in scaled if not f["hurried"]]
+    if calm:
+        b = sum(calm) / len(calm)
+        return Term("b_nat", b, b, b, True, f"seen unhurried at {len(calm)} setting(s)")
+    est = sum(b for b, _ in scaled) / len(scaled)
+    seen = max(f["mark_alloc"] * ref_alloc / f["alloc"] for _, f in scaled)
+    how = "every setting seen was hurried by assists: estimated from the mark workers' CPU"
+    return Term("b_nat", max(est, seen), seen, max(est, seen) * B_NAT_RANGE, False, how)
+
+
+def expected_max(values: Sequence[float], k: int) -> float:
+    """The expected largest of ``k`` values drawn without replacement from
+    ``values`` (all of them when fewer): deterministic, no sampling."""
+    xs = sorted(values)
+    n = len(xs)
+    if n <= k:
+        return xs[-1]
+    return sum(x * math.comb(i, k - 1) for i, x in enumerate(xs)) / math.comb(n, k)
+
+
+def _runway_k(obs: Observation, scan: float) -> float:
+    """Rule 6."""
+    cons = [s["cons_mark"] for s in obs.samples if math.isfinite(s.get("cons_mark", math.nan))]
+    if cons:
+        return 3 * expected_max(cons, 5)
+    seen = [s["pacer_runway"] for s in obs.samples if math.isfinite(s.get("pacer_runway", math.nan))]
+    return (sum(seen) / len(seen)) / scan if seen and scan > 0 else 0.0
+
+
+def _memory(obs: Observation) -> dict[str, float]:
+    """Rule 7: peak heap/goal, RSS/goal, the memory beyond the heap, and what a
+    limit counts beside it."""
+    ss = obs.samples
+    peak_ratio = max(max(s["peak_heap"] / s["goal"] for s in ss if s["goal"] > 0), 1.0)
+    rss = [s["rss_per_goal"] for s in ss if math.isfinite(s.get("rss_per_goal", math.nan))]
+    roots = _wmean(ss, "roots")
+    non_heap = [s["non_heap"] for s in ss if math.isfinite(s.get("non_heap", math.nan))]
+    overhead = max(max(non_heap), roots) if non_heap else roots
+    memory_ratio = max(rss) if rss else 0.0
+    peaks = obs.peak_rss.get(obs.current)  # type: ignore[arg-type]
+    if not rss and peaks:
+        cur = obs.settings.get(obs.current, ss)  # type: ignore[arg-type]
+        overhead = max(max(peaks) - max(s["peak_heap"] for s in cur), roots)
+    elif not rss:
+        memory_ratio = RSS_PER_GOAL_UNKNOWN
+    lim = [s["runtime_non_heap"] for s in ss if math.isfinite(s.get("runtime_non_heap", math.nan))]
+    return dict(
+        peak_ratio=peak_ratio,
+        memory_ratio=memory_ratio,
+        overhead=overhead,
+        limit_overhead=sum(lim) / len(lim) if lim else overhead,
+    )
+
+
+def _hurry(groups: list[dict[str, float]]) -> float:
+    """Rule 2: the share of the widest runway hurried marks used (1 when none was seen)."""
+    got = [f["hurry"] for f in groups if f["hurried"] and math.isfinite(f["hurry"])]
+    return min(max(sum(got) / len(got), 0.5), 1.2) if got else 1.0
+
+
+def _slow_mark(ss: Sequence[dict[str, Any]]) -> float:
+    """``pacer`` rule 7: all the workers' CPU over the unassisted workers'."""
+    work, assist = _wmean(ss, "work"), _wmean(ss, "assist")
+    if not (math.isfinite(work) and math.isfinite(assist)) or work - assist <= 0:
+        return 1.0
+    return max(work / (work - assist), 1.0)
+
+
+def params_with(fit: Fit, values: dict[str, float]) -> Params:
+    """The fit's parameters with the unidentified terms (``theta``, ``sweep``,
+    ``b_nat``) at the given values (their points when not given)."""
+    t = {k: values.get(k, term.point) for k, term in fit.terms.items()}
+    cur = fit.current
+    p = fit.params
+    c1, c2 = p.c1, p.c2
+    if "per_byte" in fit.terms:
+        c2 = t["theta"] * t["per_byte"] / cur["goal"]
+        c1 = (1 - t["theta"]) * t["per_byte"] / cur["scan"]
+    s = t["sweep"]
+    alpha, mut0 = p.alpha, p.mutator0
+    if "alpha" not in fit.terms and "mutator0" not in fit.terms:
+        base = cur["mutator"] - s * cur["sweep_x"]
+        if base <= 0:  # more sweeping than the mutator's CPU: none of it
+            s, base = 0.0, cur["mutator"]
+        alpha = cur["alloc"] / base if base > 0 else 0.0
+        mut0 = base
+    return replace(p, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
+
+
+def fit(obs: Observation, cap: float | None = None) -> Fit:
+    """The model's parameters from every setting in ``obs`` (module rules)."""
+    saturated = obs.saturated()
+    groups = {k: figures(v, obs.procs, saturated) for k, v in obs.settings.items()}
+    weights = {k: sum(s["w"] for s in v) for k, v in obs.settings.items()}
+    cur = groups.get(obs.current) or max(groups.values(), key=lambda f: f["n"])  # type: ignore[arg-type]
+    tot = sum(weights.values())
+    avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
+    live = avg("marked") - avg("mark_alloc")
+    roots = avg("roots")
+    terms = _cost_terms(obs, cur)
+    terms.update(_mutator_terms(list(groups.values()), saturated, cur))
+    terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
+    c = {k: terms[k].point for k in ("c0", "c1", "c2") if k in terms}
+    base = Params(
+        live=max(live, 0.05 * avg("marked")),
+        roots=roots,
+        procs=obs.procs,
+        cap=min(obs.procs, cap) if cap else obs.procs,
+        b_nat=terms["b_nat"].point,
+        alloc=cur["alloc"],
+        runway_k=_runway_k(obs, cur["scan"]),
+        c0=c.get("c0", 0.0),
+        c1=c.get("c1", 0.0),
+        c2=c.get("c2", 0.0),
+        saturated=saturated,
+        alpha=terms["alpha"].point if "alpha" in terms else 0.0,
+        mutator0=terms["mutator0"].point if "mutator0" in terms else 0.0,
+        sweep=terms["sweep"].point,
+        slow_mark=_slow_mark(obs.samples),
+        hurry=_hurry(list(groups.values())),
+        **_memory(obs),
+    )
+    observed = [
+        SettingFigures(
+            k,
+            weights[k],
+            int(round(sum(s["w"] * s["n"] for s in v))),
+            len({s["run"] for s in v}),
+            groups[k],
+        )
+        for k, v in obs.settings.items()
+    ]
+    out = Fit(base, terms, observed)
+    out.current = cur
+    out.params = params_with(out, {})
+    out.residuals = _residuals(out, obs)
+    return out
+
+
+def _residuals(f: Fit, obs: Observation) -> list[tuple[float, dict[str, float]]]:
+    """Rule 8: (u, observed/predicted per key) at each observed setting, by u."""
+    out = []
+    for sf in f.observed:
+        pred = solve(f.params, *sf.setting)
+        seen = dict(sf.figures)
+        peaks = obs.peak_rss.get(sf.setting)
+        seen["peak_memory"] = max(peaks) if peaks else math.nan
+        ratios = {}
+        for k in RESIDUAL_KEYS:
+            a, b = seen.get(k, math.nan), pred.get(k, math.nan)
+            ok = math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0
+            ratios[k] = a / b if ok else 1.0
+        out.append((sf.figures["u"], ratios))
+    return sorted(out, key=lambda x: x[0])
+
+
+def residual_at(f: Fit, u: float) -> dict[str, float]:
+    """The residual ratios interpolated at ``u`` (rule 8)."""
+    rs = f.residuals
+    if not rs:
+        return dict.fromkeys(RESIDUAL_KEYS, 1.0)
+    if u <= rs[0][0]:
+        return rs[0][1]
+    if u >= rs[-1][0]:
+        return rs[-1][1]
+    for (u0, r0), (u1, r1) in zip(rs, rs[1:], strict=False):
+        if u0 <= u <= u1:
+            x = (u - u0) / (u1 - u0) if u1 > u0 else 0.0
+            return {k: r0[k] + x * (r1[k] - r0[k]) for k in RESIDUAL_KEYS}
+    return rs[-1][1]
