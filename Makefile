@@ -32,11 +32,13 @@ $(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pypro
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The Go modules of the demo fleet (tests/fleet: client_golang), from the Go
+# The Go modules of the demo fleet (tests/fleet: client_golang) and of the SDK
+# pushers (tests/pushers: dd-trace-go's profiler, pyroscope-go), from the Go
 # module proxy into the module cache, so that the tests' builds, which run with
 # GOPROXY=off, find them on a fresh machine.
 go-deps:
 	cd tests/fleet && go mod download
+	cd tests/pushers && go mod download
 	cd pyproflab/_go && go mod download
 
 test: setup system-deps go-deps

@@ -1,7 +1,12 @@
 """pyproflab: a lab for pprof profiles from fleets of Go services.
 
-Layers, each importing only those before it:
-decode/encode -> store -> analyses -> reports -> cli, jobs, notebooks.
+Layers, each importing only those before it (as ARCHITECTURE.md):
+
+```
+errors, schema, model, arrays, display, native, forkserver, gohelper, version
+  ->  sources, decode, encode  ->  store  ->  analyses  ->  workflows, engines
+  ->  reports  ->  files, collect, lab, serve  ->  jobs  ->  cli
+```
 
 Quick start::
 
@@ -19,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyproflab.errors import ProflabError
 from pyproflab.model import Profile, ValueType
+from pyproflab.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from pyproflab.decode import decode_bytes, read_profile
     from pyproflab.engines.spark_query import SparkDataset
     from pyproflab.lab import Lab
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Lab",

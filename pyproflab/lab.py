@@ -80,25 +80,35 @@ class Lab:
         Returns an ``IngestReport``: counts of new, already present and refused
         profiles, with each refusal's reason.
         """
-        from pyproflab.decode import DEFAULT_MAX_BYTES
-        from pyproflab.store.ingest import BATCH_BYTES, BATCH_SIZE, ProfileMeta, ingest_paths
+        from pyproflab.sources.base import ItemMeta
+        from pyproflab.sources.local import FileSource
+        from pyproflab.store.ingest import BATCH_BYTES, BATCH_SIZE
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        meta = ProfileMeta(
+        meta = ItemMeta(
             service=service, version=version, instance=instance, labels=dict(labels or {})
         )
-        return ingest_paths(
-            self.store,
-            [str(p) for p in paths],
-            meta,
-            path_template=path_template,
-            max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+        source = FileSource(
+            [str(p) for p in paths], meta, path_template=path_template, max_bytes=max_bytes
+        )
+        return self.pull(
+            source,
             progress=progress,
             workers=workers,
             batch_size=batch_size or BATCH_SIZE,
             batch_bytes=batch_bytes or BATCH_BYTES,
         )
+
+    def pull(self, source, request=None, **options: Any):
+        """Store what a source (``pyproflab.sources``: files, a Parquet dataset, live
+        targets, Datadog, Pyroscope, Parca ...) gives for ``request`` (a
+        ``sources.base.Request``: selection and time range), one transaction per
+        batch; returns an ``IngestReport``. ``options``: those of
+        ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
+        from pyproflab.store.sourced import ingest_source
+
+        return ingest_source(self.store, source, request, **options)
 
     # --- questions -----------------------------------------------------------
 

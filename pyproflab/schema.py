@@ -244,8 +244,11 @@ STORE_METRIC_SAMPLES = pa.schema(
 # runtime prints them (bytes >> 20, floored); times are milliseconds; cpu_pct
 # is the integer cumulative GC CPU percentage since the process started.
 # stacks_mb / globals_mb are null for Go < 1.21 logs, which do not print them.
+# run numbers the process runs of one log (1, 2, ...: a restart, or another
+# process writing to the same stream, is another run; sources/gctrace_runs.py).
 GC_CYCLES = pa.schema(
     [
+        pa.field("run", pa.int64(), nullable=False),
         pa.field("gc_num", pa.int64(), nullable=False),
         pa.field("seconds", pa.float64(), nullable=False),  # since process start
         pa.field("time", TIMESTAMP_UTC),  # process_start + seconds, when known
@@ -271,7 +274,8 @@ GC_CYCLES = pa.schema(
 
 # The store's gc_cycles rows: GC_CYCLES plus who and where from (source: the log
 # file's or stream's name; ingest refuses a row without one in its own words).
-# A cycle is stored once per (instance, source, gc_num).
+# A cycle is stored once per (instance, source, run, gc_num): the same line of
+# the same process run of the same log.
 STORE_GC_CYCLES = pa.schema(
     [
         pa.field("service", pa.string()),
@@ -308,5 +312,20 @@ JOB_FILES = pa.schema(
         pa.field("mtime_ns", pa.int64(), nullable=False),
         pa.field("status", pa.string(), nullable=False),
         pa.field("seen_at", TIMESTAMP_UTC, nullable=False),
+    ]
+)
+
+# --- sources (pyproflab/store/sourced.py) -----------------------------------------------
+
+# One row per item a source delivered into the store (its own key: a Datadog event
+# id, a Pyroscope series and window), so a re-run of the source fetches only what
+# is new. content_hash: the profile's (null for metric rows); status: new or present.
+SOURCE_ITEMS = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("item", pa.string(), nullable=False),
+        pa.field("content_hash", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("stored_at", TIMESTAMP_UTC, nullable=False),
     ]
 )

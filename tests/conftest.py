@@ -7,4 +7,9 @@ import pytest
 # Helpers get pytest's assert messages too (they are imported, not collected).
 pytest.register_assert_rewrite("support")
 
-pytest_plugins = ["support.testenv", "support.gc_categories_helpers", "support.spark_helpers"]
+pytest_plugins = [
+    "support.testenv",
+    "support.gc_categories_helpers",
+    "support.spark_helpers",
+    "support.push_helpers",
+]

@@ -1,5 +1,5 @@
-"""The package's layers import only downward (STYLE: sources -> decode -> store ->
-analyses -> workflows/engines -> reports -> CLI/jobs/notebooks).
+"""The package's layers import only downward, in the order of ARCHITECTURE.md's
+layer line (read from there; ``pyproflab/__init__.py`` states the same line).
 
 Every ``import``/``from ... import`` of a pyproflab module, at any depth (lazy
 imports inside functions count), must name a layer at or below the importer's.
@@ -15,35 +15,27 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pyproflab"
 
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+
+
+def layer_line(text: str) -> str:
+    """The first fenced block of ``text`` (ARCHITECTURE.md's layer line), one line."""
+    return " ".join(text.split("```")[1].split())
+
+
+def layers(line: str) -> dict[str, int]:
+    """Top-level module or subpackage -> layer, from a line ``a, b -> c -> ...``;
+    private modules (``_proto``, C extensions) sit below the first layer, the
+    package's ``__init__``/``__main__`` above the last."""
+    groups = [[n.strip() for n in g.split(",")] for g in line.split("->")]
+    table = {n: i + 1 for i, g in enumerate(groups) for n in g}
+    private = {p.name.split(".")[0] for p in PACKAGE.iterdir() if p.name.startswith("_")}
+    table |= {n: 0 for n in private} | {"__init__": len(groups) + 1, "__main__": len(groups) + 1}
+    return table
+
+
 # Top-level module or subpackage -> layer; a module may import its own layer and below.
-LAYERS: dict[str, int] = {
-    "_proto": 0,
-    "errors": 0,
-    "schema": 0,
-    "model": 0,
-    "display": 0,
-    "arrays": 0,
-    "native": 0,
-    "_intern": 0,
-    "forkserver": 0,
-    "gohelper": 0,
-    "sources": 1,
-    "decode": 1,
-    "encode": 1,
-    "store": 2,
-    "analyses": 3,
-    "workflows": 4,
-    # Other engines over the store's dataset (Spark): store rows in, analyses' results out.
-    "engines": 4,
-    "reports": 5,
-    "files": 6,
-    "collect": 6,
-    "lab": 6,
-    "jobs": 7,
-    "cli": 8,
-    "__init__": 9,
-    "__main__": 9,
-}
+LAYERS: dict[str, int] = layers(layer_line(ARCHITECTURE.read_text()))
 
 
 def _imported(tree: ast.AST) -> list[tuple[str, int]]:
@@ -75,12 +67,24 @@ def test_imports_go_downward(path: Path) -> None:
     assert top in LAYERS, f"{top}: add it to LAYERS"
     upward = []
     for name, line in _imported(ast.parse(path.read_text(), str(path))):
-        if name == "__version__":  # from pyproflab import __version__: a constant
-            continue
         assert name in LAYERS, f"{path.name}:{line}: pyproflab.{name} is not in LAYERS"
         if LAYERS[name] > LAYERS[top]:
             upward.append(f"line {line}: imports pyproflab.{name} (layer {LAYERS[name]})")
     assert not upward, f"{path.relative_to(PACKAGE)} (layer {LAYERS[top]}): {upward}"
+
+
+def test_the_layer_line_is_one() -> None:
+    """ARCHITECTURE.md and the package's docstring state the same layers, and
+    every top-level module is in them."""
+    import pyproflab
+
+    assert layer_line(ARCHITECTURE.read_text()) == layer_line(pyproflab.__doc__ or "")
+    tops = {
+        p.name.removesuffix(".py")
+        for p in PACKAGE.iterdir()
+        if p.suffix == ".py" or (p / "__init__.py").exists()
+    }
+    assert tops - set(LAYERS) == set(), "add them to ARCHITECTURE.md's layer line"
 
 
 def test_the_checker_sees_lazy_imports() -> None:
@@ -127,31 +131,19 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    """Lines inside ``if TYPE_CHECKING:`` blocks (imports for annotations only)."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for inner in node.body:
-                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
-    return lines
-
-
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Module -> the pyproflab modules it imports, lazily or not (not those imported
-    only for type checking). ``from pyproflab.a import b`` names the module a.b when
-    there is one, else a; a package's ``__init__`` is not implied by its modules."""
+    """Module -> the pyproflab modules it imports, lazily, for type checking only,
+    or not (an import for annotations is a dependency too). ``from pyproflab.a
+    import b`` names the module a.b when there is one, else a; a package's
+    ``__init__`` is not implied by its modules."""
     paths = sorted(p for p in package.rglob("*.py") if "_proto" not in p.parts)
     # C extensions (built in place from their .c source) are modules too.
     known = {_module_name(p) for p in [*paths, *package.rglob("*.c")]}
     graph: dict[str, set[str]] = {}
     for path in paths:
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_lines(tree)
         edges: set[str] = set()
         for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skip:
-                continue
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 if node.module.split(".")[0] != "pyproflab":
                     continue
@@ -210,10 +202,13 @@ def test_no_import_circles() -> None:
 def test_the_circle_finder_finds_lazy_and_indirect_circles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_checkers_see_type_checking_imports() -> None:
     tree = ast.parse(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyproflab.x import y\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyproflab.lab import Lab\n"
     )
-    assert _type_checking_lines(tree) == {3}
+    assert _imported(tree) == [("lab", 3)]
 
 
 def test_importing_pyproflab_registers_nothing() -> None:

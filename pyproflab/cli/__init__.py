@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gogc": ("pyproflab.cli.gogc", "GOGC / GOMEMLIMIT trade-off: predicted GC CPU and heap"),
     "job": ("pyproflab.cli.job", "run a scheduled job: ingest, analyse, write outputs, once"),
     "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
+    "serve": ("pyproflab.cli.serve", "receive profiles pushed by dd-trace-go and pyroscope-go"),
+    "spool-ingest": ("pyproflab.cli.spool_ingest", "move the spool of serve into a store"),
 }
 # The commands that decode profiles take the decode limits as flags.
 # (`job run` adds them to its own subcommand.)
@@ -48,7 +50,7 @@ DECODING = ("ingest", "top", "traces", "tree", "peek", "list", "merge", "collect
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pyproflab import __version__
+    from pyproflab.version import __version__
 
     parser = OneLineParser(
         prog="pyproflab",

@@ -7,7 +7,9 @@
 
 Prometheus text goes to metric_samples (samples without a timestamp get
 --time, else the file's modification time); gctrace logs go to gc_cycles
-(--process-start gives each cycle its absolute time). From a server, the GC
+(--process-start gives each cycle its absolute time). A log holding several
+process runs (a restart, or two processes writing to one stream) keeps each
+as a run of its own. From a server, the GC
 metric families (or each --query) are fetched with query_range over
 [--since, --until] every --step; a series' Prometheus instance label becomes
 our instance through --map, else stays as it is, with its job as service.
@@ -137,8 +139,19 @@ class Command:
             print(f"skipped {e}", file=sys.stderr)
         tail = f", {len(skipped)} malformed lines skipped" if args.lenient else ""
         files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
+        runs = ""
+        if args.format == "gctrace":
+            n_runs = len(set(zip(rows["source"].to_pylist(), rows["run"].to_pylist(), strict=True)))
+            if n_runs > len(args.files):
+                runs = f" ({n_runs} process runs)"
+                if start is not None:
+                    print(
+                        "note: --process-start dates the first run of each log; "
+                        "the later runs (other processes) have no time",
+                        file=sys.stderr,
+                    )
         print(
-            f"{files}, {rows.num_rows} {what}: {added} new, "
+            f"{files}, {rows.num_rows} {what}{runs}: {added} new, "
             f"{rows.num_rows - added} already present{tail}"
         )
         return 0

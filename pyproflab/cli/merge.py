@@ -30,7 +30,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         import sys
 
-        from pyproflab.cli.top import load_profile
+        from pyproflab.cli.common import load_profile
         from pyproflab.encode import write_profile
         from pyproflab.errors import UsageError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.top import add_report_options, report_profile
+from pyproflab.cli.common import add_report_options, report_profile
 from pyproflab.cli.tree import graph_options
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.top import add_engine_options, spark_dataset
+from pyproflab.cli.common import add_engine_options, spark_dataset
 
 _KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
 _NODES = ["functions", "lines", "files"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.top import add_pprof_filters
+from pyproflab.cli.common import add_pprof_filters
 
 
 class Command:
@@ -25,7 +25,7 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.cli.top import parse_sample_index, pprof_filters
+        from pyproflab.cli.common import parse_sample_index, pprof_filters
         from pyproflab.files import read_and_merge
         from pyproflab.reports.traces import render_traces
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.top import add_report_options, parse_sample_index, pprof_filters, report_profile
+from pyproflab.cli.common import (
+    add_report_options,
+    parse_sample_index,
+    pprof_filters,
+    report_profile,
+)
 
 
 class Command:

@@ -102,8 +102,8 @@ def build_report(
     import plotly
     from plotly.offline import get_plotlyjs
 
-    from pyproflab import __version__
     from pyproflab.reports.flamegraph import script as flame_script
+    from pyproflab.version import __version__
 
     started = time.perf_counter()
     sel = selection or Selection()

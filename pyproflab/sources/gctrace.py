@@ -31,14 +31,19 @@ Rules:
   the line is skipped. Why: the runtime prints its line piece by piece, so a
   program writing to stderr at the same moment can split it (``gc 4 @0.007s
   round 5 done``); such a cycle is lost, and the caller can count the losses.
+- ``run`` numbers the process runs of the log (1, 2, ...): a restart, or
+  another process writing to the same stream, starts another run
+  (``gctrace_runs``). A cycle is keyed by (run, gc number).
 - ``time`` is ``process_start + seconds`` when ``process_start`` is given
-  (the runtime counts from its own initialisation, a few ms after exec).
+  (the runtime counts from its own initialisation, a few ms after exec). It
+  dates run 1 only: a later run is another process, started at a time the
+  log does not say, so its ``time`` is null.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -46,6 +51,7 @@ import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.errors import MetricsError
+from pyproflab.sources.gctrace_runs import RunSplitter
 
 _F = r"([0-9]+(?:\.[0-9]+)?)"
 _N = r"([0-9]+)"
@@ -97,18 +103,24 @@ _GROUP_COLS = [
 ]
 
 
-def parse_gctrace(
+# Rows per table ``iter_gctrace`` yields: memory is bounded by a batch, not the log.
+BATCH_ROWS = 1 << 16
+
+
+def iter_gctrace(
     lines: Iterable[str] | str,
     *,
     source: str,
     process_start: datetime | None = None,
     errors: list[MetricsError] | None = None,
-) -> pa.Table:
-    """Rows of ``schema.GC_CYCLES`` from gctrace log lines (see the module rules).
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.Table]:
+    """``schema.GC_CYCLES`` rows of gctrace log lines (see the module rules), in
+    tables of at most ``batch_rows`` rows, read as they are yielded.
 
     ``lines`` is any iterable of lines (a file, ``str.splitlines()``) or one
-    string. ``process_start`` (naive = UTC) fills ``time``; without it
-    ``time`` is null. With ``errors`` given, malformed gctrace lines are
+    string. ``process_start`` (naive = UTC) fills ``time`` of run 1; without
+    it ``time`` is null. With ``errors`` given, malformed gctrace lines are
     appended to it and skipped instead of raising.
     """
     if isinstance(lines, str):
@@ -120,7 +132,8 @@ def parse_gctrace(
             if process_start.tzinfo is None
             else process_start.astimezone(UTC)
         )
-    cols: dict[str, list] = {name: [] for name in schema.GC_CYCLES.names}
+    runs = RunSplitter()
+    cols = _empty_columns()
     for lineno, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n").lstrip(" \t")
         if not _START.match(line):
@@ -140,14 +153,41 @@ def parse_gctrace(
             else:
                 cols[name].append(float(g) if name in _FLOAT_COLS else int(g))
         cols["forced"].append(groups[-1] is not None)
+        run = runs.run_of(**{name: cols[name][-1] for name in RunSplitter.COLUMNS})
+        cols["run"].append(run)
         secs = cols["seconds"][-1]
-        cols["time"].append(None if start is None else start + timedelta(seconds=secs))
+        cols["time"].append(None if start is None or run != 1 else start + timedelta(seconds=secs))
+        if len(cols["run"]) >= batch_rows:
+            yield _table(cols, source)
+            cols = _empty_columns()
+    if cols["run"]:
+        yield _table(cols, source)
+
+
+def _empty_columns() -> dict[str, list]:
+    return {name: [] for name in schema.GC_CYCLES.names}
+
+
+def _table(cols: dict[str, list], source: str) -> pa.Table:
     try:
         return pa.table(
             [pa.array(cols[f.name], f.type) for f in schema.GC_CYCLES], schema=schema.GC_CYCLES
         )
     except (pa.ArrowInvalid, OverflowError) as e:
         raise MetricsError(source, f"value out of range: {e}") from None
+
+
+def parse_gctrace(
+    lines: Iterable[str] | str,
+    *,
+    source: str,
+    process_start: datetime | None = None,
+    errors: list[MetricsError] | None = None,
+) -> pa.Table:
+    """``iter_gctrace`` as one table (``schema.GC_CYCLES``; empty when the
+    lines hold no cycle)."""
+    tables = list(iter_gctrace(lines, source=source, process_start=process_start, errors=errors))
+    return pa.concat_tables(tables) if tables else schema.GC_CYCLES.empty_table()
 
 
 def read_gctrace(

@@ -209,6 +209,8 @@ class Store:
             # written by an older release gets the current definitions.
             with self._translate("cannot create views"):
                 self._run(tables.ddl(tables.METRICS))  # GC metric tables (IF NOT EXISTS)
+                for stmt in tables.UPGRADES:
+                    self._run(stmt)
                 self._run(load_sql("macros.sql"))
 
     def _create_schema(self) -> None:

@@ -146,57 +146,64 @@ def existing_hashes(store: Store, hashes: Sequence[str]) -> dict[str, int]:
 def store_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
     """Write keyed profiles in one transaction; those whose content_hash is
     present (in the store, or earlier in ``keyed``) are skipped."""
+    if not keyed:
+        return IngestReport()
+    with store.transaction():
+        return write_keyed(store, keyed)
+
+
+def write_keyed(store: Store, keyed: Sequence[KeyedProfile]) -> IngestReport:
+    """``store_keyed`` inside the caller's transaction (a batch that also writes
+    other rows, ``store/sourced.py``)."""
     report = IngestReport()
     if not keyed:
         return report
-    with store.transaction():
-        present = existing_hashes(store, [k.content_hash for k in keyed])
-        next_id = (
-            int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py())
-            + 1
-        )
-        fresh: list[KeyedProfile] = []
-        for k in keyed:
-            if k.content_hash in present:
-                report.present += 1
-                continue
-            k.row["profile_id"] = next_id
-            present[k.content_hash] = next_id
-            report.profile_ids.append(next_id)
-            next_id += 1
-            fresh.append(k)
-        report.new = len(fresh)
-        if not fresh:
-            return report
-        for table_name, id_col, attr in DEDUP_TABLES:
-            rows = _new_rows(store, table_name, id_col, [getattr(k, attr) for k in fresh])
-            _insert_new(store, table_name, id_col, rows)
-        samples = pa.table(
-            [
-                from_numpy(
-                    np.concatenate(
-                        [
-                            np.full(k.samples.num_rows, k.row["profile_id"], dtype=np.int64)
-                            for k in fresh
-                        ]
-                    )
-                ),
-                pa.chunked_array(
-                    [c for k in fresh for c in k.samples.column("stack_id").chunks], pa.uint64()
-                ),
-                pa.chunked_array(
-                    [c for k in fresh for c in k.samples.column("label_set_id").chunks], pa.uint64()
-                ),
-                pa.chunked_array(
-                    [c for k in fresh for c in k.samples.column("values").chunks],
-                    pa.list_(pa.int64()),
-                ),
-            ],
-            schema=schema.STORE_SAMPLES,
-        )
-        _insert_samples(store, samples)
-        profiles = from_rows([k.row for k in fresh], schema.STORE_PROFILES)
-        _insert_profiles(store, profiles)
+    present = existing_hashes(store, [k.content_hash for k in keyed])
+    next_id = (
+        int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py()) + 1
+    )
+    fresh: list[KeyedProfile] = []
+    for k in keyed:
+        if k.content_hash in present:
+            report.present += 1
+            continue
+        k.row["profile_id"] = next_id
+        present[k.content_hash] = next_id
+        report.profile_ids.append(next_id)
+        next_id += 1
+        fresh.append(k)
+    report.new = len(fresh)
+    if not fresh:
+        return report
+    for table_name, id_col, attr in DEDUP_TABLES:
+        rows = _new_rows(store, table_name, id_col, [getattr(k, attr) for k in fresh])
+        _insert_new(store, table_name, id_col, rows)
+    samples = pa.table(
+        [
+            from_numpy(
+                np.concatenate(
+                    [
+                        np.full(k.samples.num_rows, k.row["profile_id"], dtype=np.int64)
+                        for k in fresh
+                    ]
+                )
+            ),
+            pa.chunked_array(
+                [c for k in fresh for c in k.samples.column("stack_id").chunks], pa.uint64()
+            ),
+            pa.chunked_array(
+                [c for k in fresh for c in k.samples.column("label_set_id").chunks], pa.uint64()
+            ),
+            pa.chunked_array(
+                [c for k in fresh for c in k.samples.column("values").chunks],
+                pa.list_(pa.int64()),
+            ),
+        ],
+        schema=schema.STORE_SAMPLES,
+    )
+    _insert_samples(store, samples)
+    profiles = from_rows([k.row for k in fresh], schema.STORE_PROFILES)
+    _insert_profiles(store, profiles)
     return report
 
 

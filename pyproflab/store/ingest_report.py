@@ -1,5 +1,5 @@
 """What an ingest reports, shared by every way profiles enter the store (files,
-drop folders, exported Parquet datasets), so that none imports another."""
+drop folders, exported Parquet datasets, any source), so that none imports another."""
 
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ class IngestReport:
     present: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)
     profile_ids: list[int] = field(default_factory=list)
+    #: GC metric rows (samples and cycles) added, by a source that gives them
+    metric_rows: int = 0
 
     def summary(self) -> str:
-        return f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
+        text = f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
+        return text + (f"; {self.metric_rows} metric rows added" if self.metric_rows else "")
 
     def add(self, other: IngestReport) -> None:
         self.new += other.new
         self.present += other.present
         self.refused += other.refused
         self.profile_ids += other.profile_ids
+        self.metric_rows += other.metric_rows

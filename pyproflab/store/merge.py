@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -35,8 +36,21 @@ from pyproflab.model import Profile, ValueType
 from pyproflab.store import ids
 
 if TYPE_CHECKING:
-    from pyproflab.store.connection import Store
     from pyproflab.store.select import Selection
+
+
+class Store(Protocol):
+    """What reading profiles back needs of a store (``connection.Store`` has it):
+    a name for errors, SQL with bound parameters, and Arrow tables made visible to
+    SQL for a block. A protocol, so that the connection, which offers
+    ``merged_profile`` and ``profile`` as methods, is the only one to import the other."""
+
+    name: str
+
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table: ...
+
+    def registered(self, **tables: pa.Table) -> AbstractContextManager[None]: ...
+
 
 HEADER_COLUMNS = (
     "profile_id, sample_types, period_type, period_unit, period, time_nanos, duration_nanos, "

@@ -5,7 +5,10 @@ Rules:
 - Each call is one transaction: every row of it is stored, or none is.
 - Idempotent: a ``metric_samples`` row is new unless a row with the same
   (instance, metric, labels, time) is stored; a ``gc_cycles`` row unless one
-  with the same (instance, source, gc_num) is. Re-ingesting adds nothing, and
+  with the same (instance, source, run, gc_num) is: the same line of the same
+  process run of the same log (``sources.gctrace_runs``). Rows without a
+  ``run`` column (made before runs existed) get their runs computed per
+  (instance, source), in row order. Re-ingesting adds nothing, and
   duplicates inside one batch are stored once (the first wins). ``instance``
   may be null; null equals null here.
 - The functions return the number of rows added.
@@ -29,6 +32,7 @@ import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.errors import StoreError
+from pyproflab.sources.gctrace_runs import with_runs
 from pyproflab.store.connection import Store
 
 # The GC set of a Go service's /metrics (client_golang with the runtime/metrics
@@ -108,7 +112,7 @@ def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) ->
 
 
 METRIC_KEY = ("instance", "metric", "labels", "time")
-GC_KEY = ("instance", "source", "gc_num")
+GC_KEY = ("instance", "source", "run", "gc_num")
 
 
 def ingest_metric_samples(
@@ -156,7 +160,7 @@ def ingest_gc_cycles(
     if not source:
         raise StoreError("gc cycles: a source (the log's name) is required")
     rows = _with_meta(
-        _conform(table, schema.GC_CYCLES, source),
+        _conform(with_runs(table), schema.GC_CYCLES, source),
         schema.STORE_GC_CYCLES,
         service=service,
         version=version,
@@ -170,11 +174,26 @@ def ingest_gc_cycles(
 def ingest_gc_rows(store: Store, rows: pa.Table) -> int:
     """Store ``schema.STORE_GC_CYCLES`` rows (several logs or instances at once)
     in one transaction; returns rows added."""
-    rows = _conform(rows, schema.STORE_GC_CYCLES, "gc cycles")
+    rows = _conform(with_runs(rows, ("instance", "source")), schema.STORE_GC_CYCLES, "gc cycles")
     if rows.column("source").null_count:
         raise StoreError("gc cycles: every row needs a source (the log's name)")
     with store.transaction():
         return _insert_new(store, rows, "gc_cycles", GC_KEY)
+
+
+def write_rows(store: Store, rows: pa.Table) -> int:
+    """Store ``STORE_METRIC_SAMPLES`` or ``STORE_GC_CYCLES`` rows (``with_meta``'s)
+    inside the caller's transaction (a source's batch, ``store/sourced.py``);
+    returns the rows added."""
+    if "gc_num" in rows.schema.names:
+        rows = _conform(
+            with_runs(rows, ("instance", "source")), schema.STORE_GC_CYCLES, "gc cycles"
+        )
+        if rows.column("source").null_count:
+            raise StoreError("gc cycles: every row needs a source (the log's name)")
+        return _insert_new(store, rows, "gc_cycles", GC_KEY)
+    rows = _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples")
+    return _insert_new(store, rows, "metric_samples", METRIC_KEY)
 
 
 def with_meta(
@@ -188,6 +207,7 @@ def with_meta(
     """A ``METRIC_SAMPLES`` or ``GC_CYCLES`` table as its store rows
     (``STORE_METRIC_SAMPLES`` / ``STORE_GC_CYCLES``), the given values in every row."""
     if "gc_num" in table.schema.names:
+        table = with_runs(table)
         base, target = schema.GC_CYCLES, schema.STORE_GC_CYCLES
     else:
         base, target = schema.METRIC_SAMPLES, schema.STORE_METRIC_SAMPLES
@@ -332,13 +352,27 @@ def gc_cycle_rows(
     instance: str | None = None,
 ) -> pa.Table:
     """The stored gctrace cycles (``schema.STORE_GC_CYCLES``) of a service,
-    version and/or instance, ordered by instance and cycle; empty when none."""
+    version and/or instance, ordered by instance, log, run and cycle; empty
+    when none. A store written before runs existed, opened read-only, has
+    no ``run`` column: its rows read as run 1."""
     if not _has_table(store, "gc_cycles"):
         return schema.STORE_GC_CYCLES.empty_table()
     where, params = _where(service, version, instance)
-    cols = ", ".join(f.name for f in schema.STORE_GC_CYCLES)
+    have = set(
+        store.sql(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'gc_cycles' "
+            "AND schema_name = current_schema() AND database_name = current_database()"
+        )
+        .column(0)
+        .to_pylist()
+    )
+    cols = ", ".join(
+        "1 AS run" if f.name == "run" and "run" not in have else f.name
+        for f in schema.STORE_GC_CYCLES
+    )
     rows = store.sql(
-        f"SELECT {cols} FROM gc_cycles WHERE {where} ORDER BY instance, source, gc_num", params
+        f"SELECT {cols} FROM gc_cycles WHERE {where} ORDER BY instance, source, run, gc_num",
+        params,
     )
     return rows.cast(schema.STORE_GC_CYCLES)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyproflab import schema
 from pyproflab.errors import IdCollisionError
 from pyproflab.store import tables
 from pyproflab.store.connection import Store
@@ -378,5 +379,48 @@ def record_job_files(
     with store.transaction(), store.registered(_pyproflab_job_files=table):
         store.execute(
             "INSERT INTO job_files BY NAME SELECT * FROM _pyproflab_job_files "
+            "ON CONFLICT DO NOTHING"
+        )
+
+
+# --- what sources delivered (store/sourced.py) ----------------------------------------
+
+
+def create_source_tables(store: Store) -> None:
+    """The sources' table (``tables.SOURCES``), when missing."""
+    store.execute(tables.ddl(tables.SOURCES))
+
+
+def known_source_items(store: Store, source: str, items: list[str]) -> set[str]:
+    """Those of ``items`` that ``source`` delivered before (none without the table)."""
+    if not items or "source_items" not in table_names(store):
+        return set()
+    t = store.sql(
+        "SELECT item FROM source_items WHERE source = ? AND list_contains(?::VARCHAR[], item)",
+        [source, items],
+    )
+    return set(t.column(0).to_pylist())
+
+
+def record_source_items(
+    store: Store, source: str, rows: list[tuple[str, str | None, str]], now: datetime
+) -> None:
+    """Remember delivered items (key, content_hash, status); the caller holds the
+    transaction (the batch's), so the keys commit with the rows they brought."""
+    if not rows:
+        return
+    table = pa.table(
+        {
+            "source": [source] * len(rows),
+            "item": [r[0] for r in rows],
+            "content_hash": [r[1] for r in rows],
+            "status": [r[2] for r in rows],
+            "stored_at": [now] * len(rows),
+        },
+        schema=schema.SOURCE_ITEMS,
+    )
+    with store.registered(_pyproflab_source_items=table):
+        store.execute(
+            "INSERT INTO source_items BY NAME SELECT * FROM _pyproflab_source_items "
             "ON CONFLICT DO NOTHING"
         )

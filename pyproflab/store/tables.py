@@ -8,9 +8,11 @@ added are what Arrow cannot say: keys, defaults, and NOT NULL where the
 store refuses a null its Arrow shape admits (``Table.column_sql``,
 ``Table.primary_key``). Views and macros stay in ``sql/macros.sql``.
 
-Three groups, created at different times: ``CORE`` with a new store,
+Four groups, created at different times: ``CORE`` with a new store,
 ``METRICS`` on every writable open when missing (a store made before they
-existed gets them), ``JOBS`` by the first job that runs.
+existed gets them, and the columns added since: ``UPGRADES``), ``JOBS`` by
+the first job that runs, ``SOURCES`` by the first ingest of a source whose
+items have keys (``store/sourced.py``).
 """
 
 from __future__ import annotations
@@ -103,12 +105,24 @@ METRICS: tuple[Table, ...] = (
     Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
 )
 
+# Columns added to a table after stores were made with it, each with the value
+# its existing rows take; run on every writable open, after METRICS.
+UPGRADES: tuple[str, ...] = (
+    # gctrace cycles stored before runs existed were keyed without them, so
+    # their log's later runs were dropped: the rows kept are each run 1.
+    "ALTER TABLE gc_cycles ADD COLUMN IF NOT EXISTS run BIGINT DEFAULT 1",
+)
+
 JOBS: tuple[Table, ...] = (
     Table("job_runs", schema.JOB_RUNS, primary_key=("job", "run_id")),
     Table("job_files", schema.JOB_FILES, primary_key=("job", "path", "size", "mtime_ns")),
 )
 
-ALL: tuple[Table, ...] = CORE + METRICS + JOBS
+SOURCES: tuple[Table, ...] = (
+    Table("source_items", schema.SOURCE_ITEMS, primary_key=("source", "item")),
+)
+
+ALL: tuple[Table, ...] = CORE + METRICS + JOBS + SOURCES
 
 
 def ddl(tables: tuple[Table, ...] = ALL) -> str:

@@ -115,6 +115,7 @@ def cycle(instance: str, gc_num: int, t: float, live: int, goal: int, source: st
         "service": "api",
         "version": "v1",
         "instance": instance,
+        "run": 1,
         "gc_num": gc_num,
         "seconds": 100 + t,
         "time": at(t),

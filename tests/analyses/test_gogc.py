@@ -290,6 +290,7 @@ def _store_with_metrics(tmp_path: Path, *, gctrace: bool = True):
                     service="svc",
                     version="v1",
                     instance=inst,
+                    run=1,
                     gc_num=k + 1,
                     seconds=10.0 * k,
                     time=t0 + timedelta(seconds=10 * k + 5),

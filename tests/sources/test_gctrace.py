@@ -36,6 +36,7 @@ def test_captured_log_one_row_per_cycle():
     #     10->14->7 MB, 12 MB goal, 0 MB stacks, 0 MB globals, 2 P
     row = t.to_pylist()[17]
     assert row == {
+        "run": 1,
         "gc_num": 18,
         "seconds": 0.016,
         "time": START + timedelta(milliseconds=16),

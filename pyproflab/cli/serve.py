@@ -1,0 +1,120 @@
+"""Receive the profiles that dd-trace-go's and pyroscope-go's profilers push.
+
+Point dd-trace-go's profiler at it as the agent (WithAgentAddr HOST:PORT: it
+posts to /profiling/v1/input) and pyroscope-go at it as the server
+(ServerAddress http://HOST:PORT: it posts to /ingest). A push is answered
+200 only once its bytes are in the spool folder (written, fsynced, renamed);
+with --db an ingester beside the server moves the spool into the store in
+batches. Without --token or --tokens it listens on 127.0.0.1 only.
+Its own metrics are on /metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+def add_spool_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spool", required=True, metavar="DIR", help="the spool folder")
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add_spool_options(parser)
+        common.add_db_option(parser)
+        parser.add_argument("--listen", default="127.0.0.1:4040", metavar="HOST:PORT")
+        parser.add_argument("--token", help="bearer token every push must carry")
+        parser.add_argument(
+            "--tokens", metavar="FILE", help="per-service tokens: one 'SERVICE TOKEN' a line"
+        )
+        parser.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this cert")
+        parser.add_argument("--tls-key", metavar="PEM", help="its private key")
+        parser.add_argument(
+            "--no-ingest", action="store_true", help="only spool; ingest with spool-ingest or a job"
+        )
+        g = parser.add_argument_group("limits")
+        g.add_argument("--max-body-mib", type=int, default=32, metavar="N")
+        g.add_argument(
+            "--max-profile-mib", type=int, default=256, metavar="N", help="decompressed, each"
+        )
+        g.add_argument("--max-connections", type=int, default=256, metavar="N")
+        g.add_argument(
+            "--client-rate",
+            type=float,
+            default=20.0,
+            metavar="R",
+            help="requests a second per client address (0: no limit)",
+        )
+        g.add_argument("--client-burst", type=float, default=60.0, metavar="N")
+        g.add_argument(
+            "--deadline",
+            type=float,
+            default=30.0,
+            metavar="S",
+            help="seconds for one whole request",
+        )
+        g.add_argument(
+            "--idle",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="seconds a kept-alive connection may wait",
+        )
+        g.add_argument("--spool-max-mib", type=int, default=1024, metavar="N")
+        g.add_argument("--spool-min-free-mib", type=int, default=64, metavar="N")
+        g.add_argument("--retry-after", type=float, default=10.0, metavar="S")
+        g.add_argument("--max-tag-value", type=int, default=256, metavar="BYTES")
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=None,
+            metavar="S",
+            help="stop after S seconds (default: until SIGTERM)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        import logging
+
+        from pyproflab.errors import UsageError
+        from pyproflab.serve.guard import Tokens
+        from pyproflab.serve.run import ingester_argv, serve
+        from pyproflab.serve.server import Options
+        from pyproflab.sources.spool import Spool
+
+        logging.basicConfig(level=logging.INFO, format="pyproflab serve: %(message)s")
+        host, sep, port = args.listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT")
+        if bool(args.tls_cert) != bool(args.tls_key):
+            raise UsageError("--tls-cert and --tls-key go together")
+        opts = Options(
+            host=host.strip("[]") or "127.0.0.1",
+            port=int(port),
+            max_body=args.max_body_mib << 20,
+            max_profile_bytes=args.max_profile_mib << 20,
+            max_connections=args.max_connections,
+            client_rate=args.client_rate,
+            client_burst=args.client_burst,
+            idle=args.idle,
+            deadline=args.deadline,
+            retry_after=args.retry_after,
+            max_tag_value=args.max_tag_value,
+            certfile=args.tls_cert,
+            keyfile=args.tls_key,
+        )
+        spool = Spool(
+            args.spool,
+            max_bytes=args.spool_max_mib << 20,
+            min_free=args.spool_min_free_mib << 20,
+        )
+        tokens = Tokens.load(args.token, args.tokens)
+        child = None
+        if not args.no_ingest:
+            extra = ["--max-bytes", str(opts.max_profile_bytes)]
+            child = ingester_argv(args.spool, common.db_path(args), extra)
+        serve(opts, spool, tokens, ingester=child, duration=args.duration)
+        return 0

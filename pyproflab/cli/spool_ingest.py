@@ -1,0 +1,78 @@
+"""Move the spool of `pyproflab serve` into a store, in batches.
+
+Each batch is one transaction; the store's lock is held only while a batch
+is written. A spool file leaves the spool only once its profiles are in the
+store; one that cannot be read, or a profile that is not valid, is refused
+with one line and kept in SPOOL/refused/. Without --follow it ingests what
+is waiting and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyproflab.cli import common
+
+
+class Command:
+    __doc__ = __doc__
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("spool", metavar="SPOOL")
+        common.add_db_option(parser)
+        parser.add_argument("--follow", action="store_true", help="keep ingesting as pushes come")
+        parser.add_argument("--batch-files", type=int, default=256, metavar="N")
+        parser.add_argument(
+            "--max-bytes",
+            type=int,
+            default=None,
+            metavar="N",
+            help="refuse profiles larger than N bytes decompressed",
+        )
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="seconds to wait for a busy store before trying later",
+        )
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=None,
+            metavar="S",
+            help="with --follow: stop after S seconds",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        import logging
+
+        from pyproflab.decode import DEFAULT_MAX_BYTES
+        from pyproflab.serve.ingester import follow, run_batch
+        from pyproflab.sources.spool import Spool
+
+        logging.basicConfig(level=logging.INFO, format="pyproflab spool-ingest: %(message)s")
+        spool = Spool(args.spool)
+        spool.lock("ingester")
+        kw = {
+            "batch_files": args.batch_files,
+            "max_bytes": args.max_bytes or DEFAULT_MAX_BYTES,
+            "wait": args.wait,
+        }
+        db = common.db_path(args)
+        if args.follow:
+            follow(spool, db, stop_after=args.duration, **kw)
+            return 0
+        files = new = present = refused = 0
+        while True:
+            r = run_batch(spool, db, **kw)
+            if r.busy or not r.files:
+                break
+            files, new, present, refused = (
+                files + r.files,
+                new + r.new,
+                present + r.present,
+                refused + r.refused,
+            )
+        print(f"{files} spool files: {new} new profiles, {present} present, {refused} refused")
+        return 2 if r.busy else 0

@@ -1,0 +1,124 @@
+"""Running ``pyproflab serve``: the server, and its ingester in a child process.
+
+Rules:
+
+- The ingester runs as ``pyproflab spool-ingest SPOOL --db DB --follow`` in a
+  child process, so a crash or a kill of either loses nothing the other did:
+  the spool is between them. The server restarts a child that exits (after
+  ``RESTART_DELAY`` seconds) and ends it on the way out; the child dies with
+  its parent (``PR_SET_PDEATHSIG``), so a killed server leaves no orphan.
+- ``duration`` (seconds) bounds a run, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from pyproflab.serve.guard import Tokens
+from pyproflab.serve.server import Options, PushServer, listen_check
+from pyproflab.sources.spool import Spool
+
+log = logging.getLogger("pyproflab.serve")
+
+RESTART_DELAY = 1.0
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class IngesterChild:
+    """The ingester process, restarted while ``running``."""
+
+    def __init__(self, argv: list[str]):
+        self.argv = argv
+        self.running = True
+        self.proc: subprocess.Popen | None = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while self.running:
+            self.proc = subprocess.Popen(self.argv, preexec_fn=_die_with_parent)
+            code = self.proc.wait()
+            if self.running:
+                log.warning("ingester exited with %s; restarting in %gs", code, RESTART_DELAY)
+                time.sleep(RESTART_DELAY)
+
+    def stop(self) -> None:
+        self.running = False
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def ingester_argv(spool: str, db: str, extra: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pyproflab",
+        "spool-ingest",
+        spool,
+        "--db",
+        db,
+        "--follow",
+        *extra,
+    ]
+
+
+def serve(
+    opts: Options,
+    spool: Spool,
+    tokens: Tokens,
+    *,
+    ingester: list[str] | None = None,
+    duration: float | None = None,
+    ready=None,
+) -> None:
+    """Serve until SIGTERM/SIGINT or ``duration`` seconds; ``ready(server)`` once listening."""
+    listen_check(opts.host, tokens)
+    spool.lock("server")
+    dropped = spool.clean()
+    if dropped:
+        log.info("removed %d unacknowledged partial pushes from %s", dropped, spool.tmp)
+    server = PushServer(opts, spool, tokens)
+    child = IngesterChild(ingester) if ingester else None
+    if child:
+        child.start()
+    stop = threading.Event()
+
+    def on_signal(signum, frame) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    t.start()
+    host, port = server.server_address[:2]
+    log.info("listening on %s:%s, spool %s (pid %d)", host, port, spool.root, os.getpid())
+    if ready:
+        ready(server)
+    try:
+        stop.wait(duration)
+    finally:
+        server.shutdown()
+        server.server_close()
+        if child:
+            child.stop()

@@ -1,0 +1,275 @@
+"""The spool: pushed profiles on disk between their acknowledgement and the store.
+
+Rules:
+
+- ``Spool.put`` writes a push to ``tmp/``, fsyncs it, renames it into
+  ``ready/`` and fsyncs that folder; only then may the server acknowledge it.
+  A file in ``ready/`` is therefore whole: a kill before the rename leaves a
+  ``tmp/`` file that was never acknowledged (``Spool.clean`` removes them).
+- A spool file is ``MAGIC``, the header's length in decimal and a newline, the
+  header (JSON: protocol, tags, times, details, receipt time, and for each
+  attachment its name, size and sha256), then the attachments' bytes. A file
+  whose sizes or hashes do not match is refused whole (``SpoolError``), never
+  read in part.
+- Names sort by receipt time (``<ns>-<pid>-<seq>.push``): ``pending`` gives
+  the oldest first, and the oldest one's age is the ingest lag.
+- Capacity: ``max_bytes`` of ready files and ``min_free`` bytes left on the
+  disk; a push that would pass either, or a write that fails for lack of
+  space, is ``SpoolFull`` (the server answers 503 with Retry-After) and
+  leaves nothing behind.
+- ``done`` removes ingested files; ``refuse`` moves one to ``refused/`` with
+  a ``.reason`` file beside it, so an operator can look at it.
+- One server per spool: ``lock("server")`` takes an flock on
+  ``.server.lock`` (``.ingester.lock`` for the ingester), dropped by the
+  kernel when the process dies.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyproflab.sources.push import Attachment, Push
+
+MAGIC = b"PYPROFLAB-PUSH 1\n"
+SUFFIX = ".push"
+MAX_HEADER = 1 << 20
+
+
+class SpoolError(Exception):
+    """A spool file cannot be read (damaged), or the spool cannot be used."""
+
+
+class SpoolFull(SpoolError):
+    """The spool has no room for a push; ``reason`` says which limit."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ready spool file."""
+
+    name: str
+    path: Path
+    size: int
+
+    @property
+    def received_ns(self) -> int:
+        return int(self.name.split("-", 1)[0])
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def encode_push(push: Push, received_ns: int, client: str = "") -> list[bytes]:
+    """The spool file's bytes, as pieces (header first, then the attachments)."""
+    header = {
+        "protocol": push.protocol,
+        "tags": push.tags,
+        "start_ns": push.start_ns,
+        "end_ns": push.end_ns,
+        "details": push.details,
+        "received_ns": received_ns,
+        "client": client,
+        "attachments": [
+            {"name": a.name, "size": len(a.data), "sha256": hashlib.sha256(a.data).hexdigest()}
+            for a in push.attachments
+        ],
+    }
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return [MAGIC, b"%d\n" % len(head), head, *(a.data for a in push.attachments)]
+
+
+def decode_push(data: bytes, source: str) -> tuple[Push, dict[str, Any]]:
+    """(Push, header) of a spool file's bytes (SpoolError if damaged)."""
+    if not data.startswith(MAGIC):
+        raise SpoolError(f"{source}: not a spool file")
+    nl = data.find(b"\n", len(MAGIC), len(MAGIC) + 12)
+    try:
+        hlen = int(data[len(MAGIC) : nl])
+        if not 0 < hlen <= MAX_HEADER:
+            raise ValueError
+        pos = nl + 1
+        header = json.loads(data[pos : pos + hlen])
+        pos += hlen
+        atts = []
+        for a in header["attachments"]:
+            blob = data[pos : pos + int(a["size"])]
+            if len(blob) != int(a["size"]) or hashlib.sha256(blob).hexdigest() != a["sha256"]:
+                raise SpoolError(f"{source}: attachment {a['name']!r} is damaged or cut short")
+            atts.append(Attachment(str(a["name"]), blob))
+            pos += len(blob)
+        if pos != len(data):
+            raise SpoolError(f"{source}: bytes after the last attachment")
+        push = Push(
+            header["protocol"],
+            dict(header["tags"]),
+            atts,
+            header["start_ns"],
+            header["end_ns"],
+            dict(header["details"]),
+        )
+    except SpoolError:
+        raise
+    except (ValueError, KeyError, TypeError) as e:
+        raise SpoolError(f"{source}: damaged spool header ({type(e).__name__})") from None
+    return push, header
+
+
+class Spool:
+    """A spool folder (created if missing) with its capacity limits."""
+
+    def __init__(self, root: str | os.PathLike, *, max_bytes: int = 1 << 30, min_free: int = 0):
+        self.root = Path(root)
+        self.ready = self.root / "ready"
+        self.tmp = self.root / "tmp"
+        self.refused = self.root / "refused"
+        for d in (self.ready, self.tmp, self.refused):
+            d.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.min_free = min_free
+        self._seq = itertools.count()
+        self._mu = threading.Lock()
+        self._bytes = self.ready_bytes()
+        self._locks: list[int] = []
+
+    # --- locks and clean-up ----------------------------------------------------------
+
+    def lock(self, role: str) -> None:
+        """Hold ``.<role>.lock`` for this process's life (SpoolError if another holds it)."""
+        fd = os.open(self.root / f".{role}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SpoolError(f"{self.root}: another {role} is using this spool") from None
+        self._locks.append(fd)
+
+    def clean(self) -> int:
+        """Remove ``tmp/`` leftovers (never acknowledged); how many."""
+        n = 0
+        for p in self.tmp.iterdir():
+            p.unlink(missing_ok=True)
+            n += 1
+        return n
+
+    # --- writing -----------------------------------------------------------------------
+
+    def _check_room(self, size: int) -> None:
+        if self._bytes + size > self.max_bytes:
+            raise SpoolFull(
+                f"spool holds {self._bytes} bytes; the cap is {self.max_bytes}", "spool_full"
+            )
+        if self.min_free:
+            st = os.statvfs(self.root)
+            if st.f_bavail * st.f_frsize - size < self.min_free:
+                raise SpoolFull(f"less than {self.min_free} bytes free on the spool's disk", "disk")
+
+    def put(self, push: Push, client: str = "") -> Entry:
+        """Write ``push`` durably into ``ready/`` (see the module's rules)."""
+        now = time.time_ns()
+        pieces = encode_push(push, now, client)
+        size = sum(map(len, pieces))
+        with self._mu:
+            self._check_room(size)
+            self._bytes += size  # reserved now, so concurrent puts see it
+            name = f"{now:020d}-{os.getpid()}-{next(self._seq):09d}{SUFFIX}"
+        tmp = self.tmp / name
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                for piece in pieces:
+                    view = memoryview(piece)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, self.ready / name)
+            _fsync_dir(self.ready)
+        except OSError as e:
+            with self._mu:
+                self._bytes -= size
+            tmp.unlink(missing_ok=True)
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise SpoolFull(f"spool disk is full ({e.strerror})", "disk") from None
+            raise
+        return Entry(name, self.ready / name, size)
+
+    # --- reading -----------------------------------------------------------------------
+
+    def pending(self, limit: int | None = None) -> list[Entry]:
+        """Ready files, oldest first (at most ``limit``)."""
+        out = []
+        with os.scandir(self.ready) as it:
+            for e in it:
+                if e.name.endswith(SUFFIX):
+                    try:
+                        out.append(Entry(e.name, Path(e.path), e.stat().st_size))
+                    except FileNotFoundError:
+                        continue
+        out.sort(key=lambda e: e.name)
+        return out[:limit] if limit is not None else out
+
+    def full(self) -> bool:
+        """The ready files (as last counted, plus writes since) reach ``max_bytes``."""
+        return self._bytes >= self.max_bytes
+
+    def ready_bytes(self) -> int:
+        return sum(e.size for e in self.pending())
+
+    def resync(self) -> None:
+        """Recount the ready bytes (the ingester removes files behind the server's back)."""
+        total = self.ready_bytes()
+        with self._mu:
+            self._bytes = total
+
+    def read(self, entry: Entry) -> tuple[Push, dict[str, Any]]:
+        try:
+            data = entry.path.read_bytes()
+        except OSError as e:
+            raise SpoolError(f"{entry.path}: cannot read ({e.strerror})") from None
+        return decode_push(data, str(entry.path))
+
+    def items(self, limit: int | None = None) -> Iterator[tuple[Entry, Push | SpoolError]]:
+        """(entry, its Push or the SpoolError reading it), oldest first."""
+        for entry in self.pending(limit):
+            try:
+                yield entry, self.read(entry)[0]
+            except SpoolError as e:
+                yield entry, e
+
+    # --- after ingest --------------------------------------------------------------------
+
+    def done(self, entries: list[Entry]) -> None:
+        for e in entries:
+            e.path.unlink(missing_ok=True)
+        if entries:
+            _fsync_dir(self.ready)
+
+    def refuse(self, entry: Entry, reason: str) -> None:
+        """Move ``entry`` to ``refused/`` with its reason beside it."""
+        (self.refused / (entry.name + ".reason")).write_text(reason + "\n", encoding="utf-8")
+        try:
+            os.rename(entry.path, self.refused / entry.name)
+        except FileNotFoundError:
+            pass
+        _fsync_dir(self.ready)
