@@ -136,9 +136,7 @@ def run_once(
     ]
     load0 = loadavg()
     with open(run_dir / "gctrace.log", "w") as err:
-        subprocess.run(
-            cmd, env=env, stderr=err, stdout=subprocess.DEVNULL, check=True, timeout=600
-        )
+        subprocess.run(cmd, env=env, stderr=err, stdout=subprocess.DEVNULL, check=True, timeout=600)
     with open(run_dir / "summary.txt", "a") as f:
         f.write(f"load_start {load0:.2f}\nload_end {loadavg():.2f}\n")
     return read_summary(run_dir / "summary.txt")
@@ -256,7 +254,11 @@ def _cgroup_snapshots(run_dir: Path, stop: threading.Event, every: float = 1.0) 
             ("container_spec_cpu_period", "gauge", period),
             ("container_cpu_cfs_periods_total", "counter", int(stat["nr_periods"])),
             ("container_cpu_cfs_throttled_periods_total", "counter", int(stat["nr_throttled"])),
-            ("container_cpu_cfs_throttled_seconds_total", "counter", int(stat["throttled_time"]) / 1e9),
+            (
+                "container_cpu_cfs_throttled_seconds_total",
+                "counter",
+                int(stat["throttled_time"]) / 1e9,
+            ),
             ("container_spec_memory_limit_bytes", "gauge", limit),
             ("container_memory_usage_bytes", "gauge", usage),
         ]
@@ -279,15 +281,19 @@ def record_quota(args: argparse.Namespace) -> int:
     (CPU_CG / "cpu.cfs_quota_us").write_text(str(int(QUOTA_CPU * 100000)))
     (MEM_CG / "memory.limit_in_bytes").write_text(str(args.quota_memory << 20))
     workload = args.workloads.split(",")[0]
-    enter = f"echo $$ > {CPU_CG}/cgroup.procs && echo $$ > {MEM_CG}/cgroup.procs && exec \"$@\""
+    enter = f'echo $$ > {CPU_CG}/cgroup.procs && echo $$ > {MEM_CG}/cgroup.procs && exec "$@"'
     try:
         for rep in range(1, args.reps + 1):
             for setting in (args.settings or "100").split(","):
                 rel = Path(f"{workload}-quota") / label(setting) / f"r{rep}"
                 final = out / "raw" / rel
                 stop = threading.Event()
-                final.mkdir(parents=True, exist_ok=True)
-                th = threading.Thread(target=_cgroup_snapshots, args=(final, stop))
+                # run_once starts the run's directory afresh: the cgroup's snapshots
+                # go beside it until the run ends.
+                side = final.with_name(final.name + ".cgroup")
+                shutil.rmtree(side, ignore_errors=True)
+                side.mkdir(parents=True)
+                th = threading.Thread(target=_cgroup_snapshots, args=(side, stop))
                 prefix = ("sh", "-c", enter, "sh")
                 th.start()
                 try:
@@ -295,6 +301,9 @@ def record_quota(args: argparse.Namespace) -> int:
                 finally:
                     stop.set()
                     th.join()
+                for f in side.iterdir():
+                    f.rename(final / f.name)
+                side.rmdir()
                 if args.testdata:
                     trim(final, Path(args.testdata) / rel, args.max_lines)
                 print(f"{rel}: own CPU {s['own_cpu_seconds']:.1f} s", flush=True)

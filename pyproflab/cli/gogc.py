@@ -89,7 +89,10 @@ def _from_figures(args: argparse.Namespace, model):
         if getattr(args, n) is None
     ]
     if missing:
-        raise UsageError("figures need --gogc, --gc-cycles-per-min and --gc-cpu-share; missing " + ", ".join(missing))
+        raise UsageError(
+            "figures need --gogc, --gc-cycles-per-min and --gc-cpu-share; missing "
+            + ", ".join(missing)
+        )
     if common.has_selection(args):
         raise UsageError("give figures or a store selection, not both")
     size = lambda v: model.parse_size(v) if v is not None else None  # noqa: E731
@@ -113,7 +116,9 @@ def _from_store(args: argparse.Namespace, opts, model):
 
     path = common.db_path(args)
     if not os.path.exists(path):
-        raise UsageError(f"{path}: no such store (or give --gctrace LOG, --metrics FILE or figures)")
+        raise UsageError(
+            f"{path}: no such store (or give --gctrace LOG, --metrics FILE or figures)"
+        )
     with Store.open(path, read_only=True) as store:
         return model.observe_store(
             store,
@@ -127,9 +132,14 @@ def _from_store(args: argparse.Namespace, opts, model):
 
 def _add_figures(parser: argparse.ArgumentParser) -> None:
     e = parser.add_argument_group("figures given by hand (no store, no files)")
-    e.add_argument("--gc-cycles-per-min", type=float, metavar="N", help="observed GC cycles per minute")
     e.add_argument(
-        "--gc-cpu-share", type=float, metavar="F", help="observed GC CPU over process CPU (0.416 for 41.6%%)"
+        "--gc-cycles-per-min", type=float, metavar="N", help="observed GC cycles per minute"
+    )
+    e.add_argument(
+        "--gc-cpu-share",
+        type=float,
+        metavar="F",
+        help="observed GC CPU over process CPU (0.416 for 41.6%%)",
     )
     e.add_argument("--heap-goal", metavar="SIZE", help="observed heap goal (e.g. 512MiB)")
     e.add_argument("--live-heap", metavar="SIZE", help="observed marked heap")
@@ -139,7 +149,9 @@ def _add_figures(parser: argparse.ArgumentParser) -> None:
 def _add_current(parser: argparse.ArgumentParser) -> None:
     c = parser.add_argument_group("the current setting and what the data lack")
     c.add_argument("--gogc", metavar="N|off", help="the current GOGC (else from the data)")
-    c.add_argument("--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (else from the data)")
+    c.add_argument(
+        "--current-limit", metavar="SIZE|off", help="the current GOMEMLIMIT (else from the data)"
+    )
     c.add_argument(
         "--process-cpu",
         type=float,
@@ -154,9 +166,13 @@ def _add_current(parser: argparse.ArgumentParser) -> None:
 
 def _add_container(parser: argparse.ArgumentParser) -> None:
     c = parser.add_argument_group("the container (else from cAdvisor's metrics, when stored)")
-    c.add_argument("--container-memory", metavar="SIZE", help="its memory limit (the default budget)")
+    c.add_argument(
+        "--container-memory", metavar="SIZE", help="its memory limit (the default budget)"
+    )
     c.add_argument("--cpu-limit", type=float, metavar="CORES", help="its CPU quota in cores")
-    c.add_argument("--cgroup", metavar="DIR|NAME", help="read both from a cgroup (v2 dir, or v1 name)")
+    c.add_argument(
+        "--cgroup", metavar="DIR|NAME", help="read both from a cgroup (v2 dir, or v1 name)"
+    )
 
 
 def _add_prediction(parser: argparse.ArgumentParser) -> None:
@@ -168,13 +184,19 @@ def _add_prediction(parser: argparse.ArgumentParser) -> None:
         help="GOGC values to predict (default %(default)s)",
     )
     p.add_argument(
-        "--memory-limit", metavar="LIST", help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)"
+        "--memory-limit",
+        metavar="LIST",
+        help="memory limits to predict, e.g. 1GiB,1.5GiB,off (default: current)",
     )
     p.add_argument(
         "--budget",
         metavar="SIZE",
-        help="memory budget, e.g. 2GiB, or 2.5x the current peak (default: the container's memory limit)",
+        help="memory budget, e.g. 2GiB, or 2.5x the current peak (default: the container's "
+        "memory limit)",
     )
     p.add_argument(
-        "--headroom", default="10%", metavar="PCT|SIZE", help="kept free out of the budget (default %(default)s)"
+        "--headroom",
+        default="10%",
+        metavar="PCT|SIZE",
+        help="kept free out of the budget (default %(default)s)",
     )

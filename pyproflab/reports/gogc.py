@@ -50,7 +50,17 @@ def _label(g: Any, lim: Any) -> str:
     return out + (f" with GOMEMLIMIT={_mib(lim)}MiB" if lim is not None else "")
 
 
-HEAD = ["", "GOGC", "limit", "status", "heap goal MiB", "peak mem MiB", "GC/min", "GC share", "GC cores"]
+HEAD = [
+    "",
+    "GOGC",
+    "limit",
+    "status",
+    "heap goal MiB",
+    "peak mem MiB",
+    "GC/min",
+    "GC share",
+    "GC cores",
+]
 
 
 def _cells(r: dict[str, Any]) -> list[str]:
@@ -166,7 +176,18 @@ def render_json(result) -> str:
                     "memory_limit_bytes": sf.setting[1],
                     "cycles": sf.cycles,
                     "runs": sf.runs,
-                    "figures": _plain({k: sf.figures[k] for k in ("goal", "marked", "cycles_per_min", "gc_cores", "process_cores")}),
+                    "figures": _plain(
+                        {
+                            k: sf.figures[k]
+                            for k in (
+                                "goal",
+                                "marked",
+                                "cycles_per_min",
+                                "gc_cores",
+                                "process_cores",
+                            )
+                        }
+                    ),
                 }
                 for sf in fit.observed
             ],
@@ -174,7 +195,9 @@ def render_json(result) -> str:
             "provenance": obs.provenance,
         },
         "terms": {
-            t.name: _plain({"point": t.point, "lo": t.lo, "hi": t.hi, "identified": t.identified, "how": t.how})
+            t.name: _plain(
+                {"point": t.point, "lo": t.lo, "hi": t.hi, "identified": t.identified, "how": t.how}
+            )
             for t in fit.terms.values()
         },
         "budget_bytes": _plain(result.budget_bytes),
@@ -279,15 +302,24 @@ def _observed_panel(fig, result) -> None:
         xs = list(range(x0, x0 + len(ss)))
         for key, name in (("marked", "marked heap"), ("goal", "heap goal")):
             fig.add_scatter(
-                x=xs, y=[s[key] / MiB for s in ss], mode="markers", name=f"{label}: {name}",
-                row=1, col=1,
+                x=xs,
+                y=[s[key] / MiB for s in ss],
+                mode="markers",
+                name=f"{label}: {name}",
+                row=1,
+                col=1,
             )
         fitted = rows.get(setting)
         if fitted is not None:
             for key in ("marked", "goal"):
                 fig.add_scatter(
-                    x=[xs[0], xs[-1]], y=[fitted[key] / MiB] * 2, mode="lines",
-                    line={"dash": "dot"}, name=f"{label}: fitted {key}", row=1, col=1,
+                    x=[xs[0], xs[-1]],
+                    y=[fitted[key] / MiB] * 2,
+                    mode="lines",
+                    line={"dash": "dot"},
+                    name=f"{label}: fitted {key}",
+                    row=1,
+                    col=1,
                 )
         x0 += len(ss) + 1
 

@@ -95,15 +95,45 @@ def cycles_table(dirs: list[Path]) -> pa.Table:
     return pa.concat_tables(ts)
 
 
-def samples_table(dirs: list[Path]) -> pa.Table:
-    """Metric snapshots of the runs, one instance per run."""
+def quota_runs(label: str) -> list[Path]:
+    """The container case's runs (``bench/gc_record.py --quota``)."""
+    d = ROOT / "quota" / "service-quota" / label
+    return sorted(p for p in d.glob("r*") if re.fullmatch(r"r\d+", p.name))
+
+
+def samples_table(dirs: list[Path], cgroup: bool = False) -> pa.Table:
+    """Metric snapshots of the runs, one instance per run (with ``cgroup``, the
+    container case's cAdvisor-style snapshots too)."""
     ts = []
     for d in dirs:
         name = f"{d.parent.name}/{d.name}"
-        for f in sorted(d.glob("snap-*.prom")):
+        files = sorted(d.glob("snap-*.prom")) + (sorted(d.glob("cgroup-*.prom")) if cgroup else [])
+        for f in files:
             t = parse_exposition(f.read_text(), default_time=datetime.now(UTC), source=str(f))
             ts.append(t.append_column("instance", pa.array([name] * t.num_rows, pa.string())))
     return pa.concat_tables(ts)
+
+
+def busy_cores(d: Path) -> float:
+    """The process's CPU as the runtime counts it (total − idle classes), first
+    snapshot to last, per second."""
+    snaps = [
+        parse_exposition(f.read_text(), default_time=datetime.now(UTC), source=str(f))
+        for f in sorted(d.glob("snap-*.prom"))
+    ]
+
+    def val(t: pa.Table, name: str) -> float:
+        return next(r["value"] for r in t.to_pylist() if r["metric"] == name and not r["labels"])
+
+    total = "go_cpu_classes_total_cpu_seconds_total"
+    idle = "go_cpu_classes_idle_cpu_seconds_total"
+    busy = (val(snaps[-1], total) - val(snaps[0], total)) - (
+        val(snaps[-1], idle) - val(snaps[0], idle)
+    )
+    wall = (val(snaps[-1], total) - val(snaps[0], total)) / val(
+        snaps[-1], "go_sched_gomaxprocs_threads"
+    )
+    return busy / wall
 
 
 @cache
@@ -144,17 +174,26 @@ def measured(d: Path) -> dict[str, float]:
 
 def observation(workload: str, fit_labels: tuple[str, ...], source: str) -> ob.Observation:
     """The runs at ``fit_labels`` as one observation (each run an instance), from
-    one of ``SOURCES``. gctrace has no RSS: each run's peak RSS is given, as a
-    user reads it off the container."""
-    dirs = [d for lab in fit_labels for d in runs(workload, lab)]
+    one of ``SOURCES``."""
+    return observation_of([d for lab in fit_labels for d in runs(workload, lab)], source)
+
+
+def observation_of(dirs: list[Path], source: str) -> ob.Observation:
+    """These runs as one observation (each run an instance). gctrace has no RSS
+    and no process CPU: each setting's runs' peak RSS and CPU are given, as a
+    user reads them off the container."""
     if source == "prometheus":
         return from_metrics(samples_table(dirs))
     trace = ob.from_gctrace(cycles_table(dirs))
     if source == "gctrace":
-        # Settings are what gctrace's goals show; each run's peak RSS goes to its setting.
+        # Settings are what gctrace's goals show; each gets its runs' peak RSS and
+        # the process's CPU there (the figures gctrace lacks, which issue 29 accepts
+        # beside the log: a user reads both off the container).
         for s, ss in trace.settings.items():
             names = sorted({x["instance"] for x in ss})
             trace.peak_rss[s] = [summary(ROOT_OF[n])["peak_rss_bytes"] for n in names]
+            cores = [busy_cores(ROOT_OF[n]) for n in names]
+            ob.with_process_cpu(trace, sum(cores) / len(cores), "given per setting", s)
         return trace
     return ob.combine(trace, from_metrics(samples_table(dirs)))
 
@@ -232,9 +271,36 @@ def format_compact(rows: list[Row]) -> str:
     by: dict[str, dict[str, Row]] = {}
     for r in rows:
         by.setdefault(r.label, {})[r.metric] = r
-    lines = ["setting          goal MiB | GC/min | GC share % | peak MiB   (pred/meas err [interval], ! outside)"]
+    lines = [
+        "setting          goal MiB | GC/min | GC share % | peak MiB"
+        "   (pred/meas err [interval], ! outside)"
+    ]
     for label, ms in by.items():
         lines.append(
             f"{label.replace('gogc', ''):16} " + " | ".join(cell(ms[k]) for k in METRICS if k in ms)
         )
     return "\n".join(lines)
+
+
+def budget_check(workload: str, source: str, fit_labels: tuple[str, ...] = ("gogc100",)) -> dict:
+    """The advice under a budget of 2.5x the GOGC=100 runs' largest peak RSS,
+    among the recorded settings (so its runs say what it measured)."""
+    from pyproflab.analyses.gogc import Budget, GogcOptions, advise
+
+    obs = observation(workload, fit_labels, source)
+    peak100 = max(summary(d)["peak_rss_bytes"] for d in runs(workload, "gogc100"))
+    budget = 2.5 * peak100
+    recorded = tuple(setting_of(lab) for lab in labels(workload))
+    res = advise(obs, GogcOptions(settings=recorded, budget=Budget(bytes=budget)))
+    rec = res.recommendation
+    out: dict = dict(budget=budget, recommendation=None, result=res)
+    if rec is None:
+        return out
+    lim = rec["memory_limit_bytes"]
+    label = f"gogc{rec['gogc_label']}" + (f"-lim{lim / MiB:.0f}MiB" if lim else "")
+    out.update(
+        recommendation=label,
+        upper=rec["peak_memory_hi"],
+        measured_peak=max(summary(d)["peak_rss_bytes"] for d in runs(workload, label)),
+    )
+    return out

@@ -28,7 +28,6 @@ output says so.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,13 +42,6 @@ from pyproflab.analyses.gogc.inputs import (
     read_gctrace_files,
     read_metric_files,
 )
-from pyproflab.analyses.gogc.samples import (
-    Observation,
-    Setting,
-    setting_label,
-    with_peak_rss,
-    with_process_cpu,
-)
 from pyproflab.analyses.gogc.options import (
     DEFAULT_CANDIDATES,
     Budget,
@@ -58,6 +50,13 @@ from pyproflab.analyses.gogc.options import (
     parse_gogc,
     parse_limit,
     parse_size,
+)
+from pyproflab.analyses.gogc.samples import (
+    Observation,
+    Setting,
+    setting_label,
+    with_peak_rss,
+    with_process_cpu,
 )
 from pyproflab.display import render
 from pyproflab.errors import UsageError
@@ -122,8 +121,10 @@ class GogcResult:
 
     def __repr__(self) -> str:
         rec = self.recommendation
-        what = f"recommend {setting_label((rec['gogc'], rec['memory_limit_bytes']))}" if rec else (
-            "no recommendation"
+        what = (
+            f"recommend {setting_label((rec['gogc'], rec['memory_limit_bytes']))}"
+            if rec
+            else ("no recommendation")
         )
         return f"GogcResult({self.table.num_rows} settings, {what})"
 
@@ -179,7 +180,9 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
         rows.append(r)
     rec = pr.recommend(rows, usable)
     notes = list(obs.notes) + _notes(obs, model, rows, rec, usable)
-    table = pa.table({f.name: [r.get(f.name) for r in rows] for f in ADVICE_SCHEMA}, schema=ADVICE_SCHEMA)
+    table = pa.table(
+        {f.name: [r.get(f.name) for r in rows] for f in ADVICE_SCHEMA}, schema=ADVICE_SCHEMA
+    )
     return GogcResult(
         obs,
         model,
@@ -197,9 +200,10 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
 def _notes(
     obs: Observation, model: pr.Model, rows: list[dict], rec: dict | None, usable: float | None
 ) -> list[str]:
-    out = []
+    out = list(model.fit.notes)
     used = ", ".join(
-        f"{setting_label(sf.setting)} ({sf.cycles} cycles, {sf.runs} run{'s' if sf.runs != 1 else ''})"
+        f"{setting_label(sf.setting)} ({sf.cycles} cycles, "
+        f"{sf.runs} run{'s' if sf.runs != 1 else ''})"
         for sf in model.fit.observed
     )
     out.append(f"fitted on {len(model.fit.observed)} observed setting(s): {used}")
@@ -209,11 +213,16 @@ def _notes(
             "not identified by the observed settings, given a range that widens every "
             "interval: " + "; ".join(f"{t.name} ({t.how})" for t in loose)
         )
-    if "too much when Ps idle" in obs.provenance.get("mutator CPU", ""):
+    if obs.provenance.get("mutator CPU", "").startswith("gctrace"):
         out.append(
-            "gctrace does not hold the process's CPU: the mutator's CPU is what the GC "
-            "workers leave while marking, too much when Ps idle; give --process-cpu "
-            "(or Prometheus beside the log) for the GC share"
+            "gctrace does not hold the process's CPU: "
+            + (
+                "the process is taken as using all of GOMAXPROCS (no idle mark workers seen)"
+                if model.fit.params.saturated
+                else "the mutator's CPU is what the GC workers leave while marking, too much "
+                "when Ps idle"
+            )
+            + "; give --process-cpu (or Prometheus beside the log) for the GC share"
         )
     if usable is None:
         out.append("no budget given and no container memory limit known: no recommendation")

@@ -136,8 +136,9 @@ def from_cadvisor(samples: pa.Table | None) -> Container | None:
     if quota and period and quota[-1][1] > 0 and period[-1][1] > 0:
         c.cpu_limit = quota[-1][1] / period[-1][1]
         c.source["CPU limit"] = "cAdvisor (container_spec_cpu_quota / _period)"
-    thr, per = ser.get("container_cpu_cfs_throttled_periods_total"), ser.get(
-        "container_cpu_cfs_periods_total"
+    thr, per = (
+        ser.get("container_cpu_cfs_throttled_periods_total"),
+        ser.get("container_cpu_cfs_periods_total"),
     )
     if thr and per and len(per) >= 2:
         c.throttled, c.periods = thr[-1][1] - thr[0][1], per[-1][1] - per[0][1]

@@ -7,10 +7,13 @@ seconds it stands for; ``S = H + R`` the scan work):
    was allocated black while marking), averaged over settings by weight.
    Roots ``R``: their mean.
 2. Floating garbage ``B_nat`` (``pacer`` rule 3). A setting whose mark-time
-   allocation stayed below 70 % of the widest runway, ``(19/64)·D``, shows it
+   allocation stayed below 60 % of the widest runway, ``(19/64)·D``, shows it
    unhurried: ``B_nat`` is its ``B``. Any other setting was hurried by
    assists; the share of that runway its marks used is ``hurry`` (the mean
-   over hurried settings, 1 when none; ``pacer`` rule 3 stops ``B`` there). A
+   over hurried settings that stayed within it, 0.5-1; 1 when none; ``pacer``
+   rule 3 stops ``B`` there). A setting whose marks overran the runway shows
+   the fastest mark's allocation, ``B_min``: the least floating garbage at
+   any setting (the smallest such ``B``; 0 when none). A
    hurried setting's ``B_nat`` is estimated as the mark workers' CPU ``W`` done at
    the background workers' 25 % of P plus the CPU idle workers found,
    ``T_nat = W/(P/4 + idle_rate)``, times the mark-time allocation rate
@@ -20,15 +23,17 @@ seconds it stands for; ``S = H + R`` the scan work):
    ``B_NAT_RANGE`` × the estimate. Each setting's figure is scaled to the
    reference allocation rate (the current setting's).
 3. GC CPU per cycle ``C = c0 + c1·S + c2·goal``: weighted least squares over
-   samples, non-negative (a negative coefficient is dropped and the rest
-   refitted). ``c2`` is identified when ``goal/S`` varies across samples by
-   10 % or more (two settings). Otherwise the per-byte part of ``C`` splits
+   the settings' means (within a setting, cycles' costs move with the
+   machine's other work more than with their heaps), non-negative (NNLS);
+   the fixed ``c0`` only with three settings or more (two identify two
+   terms), else 0. ``c2`` is identified when the settings' mean ``goal/S``
+   differ by 20 % or more (two settings). Otherwise the per-byte part of ``C`` splits
    between ``c1`` and ``c2`` with a share ``θ`` of it per heap byte: point
    ``THETA``, range ``[0, THETA_MAX]``.
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. CPU-bound: ``N = A/α + s·n·goal``; paced: ``N = N0 +
    s·n·goal``, least squares over settings when two or more are seen (``s``
-   identified, at least 0); else ``s`` has point ``SWEEP`` and range
+   identified, within 0 and ``SWEEP_MAX``); else ``s`` has point ``SWEEP`` and range
    ``[0, SWEEP_MAX]`` (core-seconds per heap byte per cycle), with ``α`` or
    ``N0`` then taken from the observed setting.
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
@@ -39,11 +44,18 @@ seconds it stands for; ``S = H + R`` the scan work):
 7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
    heap from RSS − heap in use (Prometheus) or the peak RSS given less the
    peak heap; what a limit counts beside the heap from sys − heap sys.
-8. Residuals: at each observed setting the point parameters' prediction is
-   compared with what was seen (goal, cycles per minute, GC cores, process
-   cores, peak memory); a prediction elsewhere is multiplied by the ratio
+8. Residuals: the bytes a cycle allocates are scaled by what the current
+   setting showed over the pacer's rules (``eps``, within 0.5-2); then at each
+   observed setting the point parameters' prediction is
+   compared with what was seen (goal, cycles per minute, GC cores, the
+   mutator's cores, peak memory); a prediction elsewhere is multiplied by the ratio
    interpolated over ``u = log(goal/S)`` between observed settings, held
    at the nearest one beyond them. Observed settings are then reproduced.
+9. One service: a setting whose marked heap differs from the current
+   setting's by more than 3x is another process's (two services in one log,
+   or a changed build) and is left out, with a note. (Floating garbage
+   moves the marked heap by less: 2.4x from GOGC 100 to 800 on the
+   validation workloads.)
 """
 
 from __future__ import annotations
@@ -53,7 +65,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyproflab.analyses.gogc.samples import Observation, Setting
 from pyproflab.analyses.gogc.pacer import (
     BACKGROUND_UTILIZATION,
     MIN_TRIGGER,
@@ -61,14 +72,17 @@ from pyproflab.analyses.gogc.pacer import (
     Params,
     solve,
 )
+from pyproflab.analyses.gogc.samples import Observation, Setting
 
 # Priors for terms one setting does not identify (rules 2-4); see the module notes
 # in ``predict`` for the workloads they were set on.
-THETA, THETA_MAX = 0.1, 0.6
+THETA, THETA_MAX = 0.05, 0.6
 SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
 B_NAT_RANGE = 1.5
-HURRIED = 0.7  # of the widest runway: a mark hurried by assists
-RESIDUAL_KEYS = ("goal", "cycles_per_min", "gc_cores", "process_cores", "peak_memory")
+HURRIED = 0.6  # of the widest runway: a mark hurried by assists
+LIVE_SPREAD = 3.0  # marked heaps further apart are not one service's (rule 9)
+MiB = float(1 << 20)
+RESIDUAL_KEYS = ("goal", "cycles_per_min", "gc_cores", "mutator_cores", "peak_memory")
 
 
 @dataclass
@@ -104,6 +118,7 @@ class Fit:
     observed: list[SettingFigures]
     residuals: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     current: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def with_terms(self, **values: float) -> Params:
         """The point parameters with some unidentified terms at other values."""
@@ -147,6 +162,7 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
         f["mutator"] = max(procs - f["gc_cores"], 1e-3)
     f["cycles_per_min"] = 60 * f["n"]
     f["process_cores"] = f["mutator"] + f["gc_cores"]
+    f["mutator_cores"] = f["mutator"]
     f["scan"] = f["marked"] + f["roots"]
     f["u"] = math.log(max(f["goal"] / f["scan"], 1.0 + 1e-9)) if f["scan"] > 0 else 0.0
     f["runway"] = f["goal"] - f["marked"]
@@ -160,47 +176,18 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
     return f
 
 
-def _lstsq(rows: list[tuple[float, list[float], float]]) -> list[float] | None:
-    """Weighted least squares ``y = Σ b_j·x_j`` (rows: weight, x, y), by the
-    normal equations; None when singular."""
-    k = len(rows[0][1])
-    a = [[0.0] * k for _ in range(k)]
-    v = [0.0] * k
-    for w, x, y in rows:
-        for i in range(k):
-            v[i] += w * x[i] * y
-            for j in range(k):
-                a[i][j] += w * x[i] * x[j]
-    # Gaussian elimination with partial pivoting.
-    m = [row[:] + [v[i]] for i, row in enumerate(a)]
-    for c in range(k):
-        piv = max(range(c, k), key=lambda r: abs(m[r][c]))
-        if abs(m[piv][c]) < 1e-30 * max(1.0, abs(m[c][c])):
-            return None
-        m[c], m[piv] = m[piv], m[c]
-        for r in range(k):
-            if r != c:
-                f = m[r][c] / m[c][c]
-                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
-    return [m[i][k] / m[i][i] for i in range(k)]
-
-
 def nonneg_fit(rows: list[tuple[float, list[float], float]], names: list[str]) -> dict[str, float]:
-    """Least squares with every coefficient at least 0: terms with a negative
-    coefficient are dropped, one at a time, and the rest refitted."""
-    keep = list(range(len(names)))
-    while keep:
-        sol = _lstsq([(w, [x[i] for i in keep], y) for w, x, y in rows])
-        if sol is None:
-            keep.pop(0)
-            continue
-        worst = min(range(len(keep)), key=lambda i: sol[i])
-        if sol[worst] >= 0:
-            out = dict.fromkeys(names, 0.0)
-            out.update({names[i]: c for i, c in zip(keep, sol, strict=True)})
-            return out
-        keep.pop(worst)
-    return dict.fromkeys(names, 0.0)
+    """Weighted least squares with every coefficient at least 0 (rows: weight,
+    regressors, value), by scipy's NNLS on the rows scaled by √weight."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    w = np.sqrt(np.array([r[0] for r in rows], dtype=float))
+    a = np.array([r[1] for r in rows], dtype=float) * w[:, None]
+    b = np.array([r[2] for r in rows], dtype=float) * w
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)  # columns of bytes and of ones
+    coef, _ = nnls(a / scale, b)
+    return {n: float(c / k) for n, c, k in zip(names, coef, scale, strict=True)}
 
 
 def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
@@ -212,56 +199,67 @@ def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
 
 
 def _cost_terms(obs: Observation, cur: dict[str, float]) -> dict[str, Term]:
-    """Rule 3: c0, c1 and c2 (or c1/c2 split by θ)."""
-    ss = [s for s in obs.samples if math.isfinite(s["cost"]) and s["cost"] > 0]
-    rows = [(s["w"], [1.0, s["marked"] + s["roots"], s["goal"]], s["cost"]) for s in ss]
-    ws = [r[0] for r in rows]
-    ratio = [s["goal"] / (s["marked"] + s["roots"]) for s in ss]
-    scans = [r[1][1] for r in rows]
-    if rows and _spread(ratio, ws) >= 0.1:
-        c = nonneg_fit(rows, ["c0", "c1", "c2"])
-        how = f"fitted over {len(rows)} samples at {len(obs.settings)} settings"
+    """Rule 3: c0, c1 and c2 (or c1/c2 split by θ), from each setting's means."""
+    rows = []
+    for v in obs.settings.values():
+        cost, goal = _wmean(v, "cost"), _wmean(v, "goal")
+        scan = _wmean(v, "marked") + _wmean(v, "roots")
+        if math.isfinite(cost) and cost > 0 and scan > 0:
+            rows.append((sum(s["w"] for s in v), [1.0, scan, goal], cost))
+    ratio = [x[2] / x[1] for _, x, _ in rows]
+    if len(rows) >= 2 and max(ratio) >= 1.2 * min(ratio):
+        # Two settings identify two terms: the per-byte ones; a fixed term needs a third.
+        names = ["c0", "c1", "c2"] if len(rows) >= 3 else ["c1", "c2"]
+        c = dict(c0=0.0) | nonneg_fit([(w, x[3 - len(names) :], y) for w, x, y in rows], names)
+        how = f"fitted on the means of {len(rows)} settings"
         return {
             "c0": Term("c0", c["c0"], c["c0"], c["c0"], True, how),
             "c1": Term("c1", c["c1"], c["c1"], c["c1"], True, how),
             "c2": Term("c2", c["c2"], c["c2"], c["c2"], True, how),
             "theta": Term("theta", math.nan, math.nan, math.nan, True, how),
         }
-    c0 = 0.0
-    if rows and _spread(scans, ws) >= 0.05:
-        c0 = nonneg_fit([(w, [1.0, x[1]], y) for w, x, y in rows], ["c0", "c1"])["c0"]
-    per_byte = max(cur["cost"] - c0, 0.0)
     how = "one setting: the per-byte cost split between marked and heap bytes is not identified"
     return {
-        "c0": Term("c0", c0, c0, c0, True, "fitted" if c0 else "taken as 0"),
-        "per_byte": Term("per_byte", per_byte, per_byte, per_byte, True, "observed"),
+        "c0": Term("c0", 0.0, 0.0, 0.0, True, "taken as 0 (a fixed cost needs three settings)"),
+        "per_byte": Term("per_byte", cur["cost"], cur["cost"], cur["cost"], True, "observed"),
         "theta": Term("theta", THETA, 0.0, THETA_MAX, False, how),
     }
 
 
 def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -> dict[str, Term]:
-    """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``."""
+    """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``; a fit
+    outside the prior's range (the settings' CPU moved for another reason: other
+    work on the machine) is not taken, and the term stays unidentified."""
     use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
+    how = "one setting: the mutator's CPU per heap byte swept is not identified"
     if len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
         if saturated:
             rows = [(1.0, [f["alloc"], f["sweep_x"]], f["mutator"]) for f in use]
             c = nonneg_fit(rows, ["inv_alpha", "s"])
-            alpha = 1 / c["inv_alpha"] if c["inv_alpha"] > 0 else cur["alloc"] / cur["mutator"]
-            base = Term("alpha", alpha, alpha, alpha, True, f"fitted over {len(use)} settings")
+            ok = c["inv_alpha"] > 0
+            base = Term("alpha", 1 / c["inv_alpha"] if ok else 0.0, 0, 0, True, "")
         else:
             rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
             c = nonneg_fit(rows, ["n0", "s"])
-            base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, f"fitted over {len(use)} settings")
-        s = c["s"]
-        return {base.name: base, "sweep": Term("sweep", s, s, s, True, base.how)}
-    how = "one setting: the mutator's CPU per heap byte swept is not identified"
+            ok = c["n0"] > 0
+            base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
+        if ok and c["s"] <= SWEEP_MAX:
+            base.how = f"fitted over {len(use)} settings"
+            base.lo = base.hi = base.point
+            return {base.name: base, "sweep": Term("sweep", c["s"], c["s"], c["s"], True, base.how)}
+        how = (
+            f"the mutator's CPU at the {len(use)} settings does not fit a sweeping cost "
+            "(other work on the machine?): not identified"
+        )
     return {"sweep": Term("sweep", SWEEP, 0.0, SWEEP_MAX, False, how)}
 
 
 def _b_nat_term(groups: list[dict[str, float]], ref_alloc: float) -> Term:
     """Rule 2."""
     scaled = [
-        (f["b_nat"] * ref_alloc / f["alloc"], f) for f in groups if math.isfinite(f["b_nat"])
+        (f["b_nat"] * ref_alloc / f["alloc"], f)
+        for f in groups
+        if math.isfinite(f["b_nat"]) and f["alloc"] > 0
     ]
     if not scaled or ref_alloc <= 0:
         return Term("b_nat", 0.0, 0.0, 0.0, False, "no mark time: no floating garbage modelled")
@@ -290,7 +288,9 @@ def _runway_k(obs: Observation, scan: float) -> float:
     cons = [s["cons_mark"] for s in obs.samples if math.isfinite(s.get("cons_mark", math.nan))]
     if cons:
         return 3 * expected_max(cons, 5)
-    seen = [s["pacer_runway"] for s in obs.samples if math.isfinite(s.get("pacer_runway", math.nan))]
+    seen = [
+        s["pacer_runway"] for s in obs.samples if math.isfinite(s.get("pacer_runway", math.nan))
+    ]
     return (sum(seen) / len(seen)) / scan if seen and scan > 0 else 0.0
 
 
@@ -320,9 +320,22 @@ def _memory(obs: Observation) -> dict[str, float]:
 
 
 def _hurry(groups: list[dict[str, float]]) -> float:
-    """Rule 2: the share of the widest runway hurried marks used (1 when none was seen)."""
-    got = [f["hurry"] for f in groups if f["hurried"] and math.isfinite(f["hurry"])]
-    return min(max(sum(got) / len(got), 0.5), 1.2) if got else 1.0
+    """Rule 2: the share of the widest runway hurried marks used, among those
+    that stayed within it (1 when none was seen)."""
+    got = [f["hurry"] for f in groups if f["hurried"] and f["hurry"] <= 1]
+    return min(max(sum(got) / len(got), 0.5), 1.0) if got else 1.0
+
+
+def _b_min(groups: list[dict[str, float]], ref_alloc: float) -> float:
+    """Rule 2: the mark-time allocation of the fastest mark seen: marks that
+    overran the widest runway (assists could not end them by the goal) show
+    the least floating garbage a cycle carries whatever the setting."""
+    got = [
+        f["mark_alloc"] * ref_alloc / f["alloc"]
+        for f in groups
+        if f["hurry"] > 1 and f["alloc"] > 0 and math.isfinite(f["mark_alloc"])
+    ]
+    return min(got) if got else 0.0
 
 
 def _slow_mark(ss: Sequence[dict[str, Any]]) -> float:
@@ -354,8 +367,30 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
     return replace(p, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
 
 
+def same_service(obs: Observation) -> tuple[Observation, list[str]]:
+    """Rule 9: the settings whose marked heap is within ``LIVE_SPREAD`` of the
+    current setting's, and a note when any is left out."""
+    live = {k: _wmean(v, "marked") for k, v in obs.settings.items()}
+    cur = live.get(obs.current)  # type: ignore[arg-type]
+    if cur is None or cur <= 0:
+        return obs, []
+    keep = [k for k, v in live.items() if v > 0 and max(v / cur, cur / v) <= LIVE_SPREAD]
+    if len(keep) == len(live):
+        return obs, []
+    from pyproflab.analyses.gogc.samples import setting_label
+
+    gone = ", ".join(
+        f"{setting_label(k)} ({v / MiB:.0f} MiB)" for k, v in live.items() if k not in keep
+    )
+    return obs.at(keep), [
+        f"left out as another process's (its marked heap differs from the current "
+        f"{cur / MiB:.0f} MiB by more than {LIVE_SPREAD:g}x): {gone}"
+    ]
+
+
 def fit(obs: Observation, cap: float | None = None) -> Fit:
     """The model's parameters from every setting in ``obs`` (module rules)."""
+    obs, notes = same_service(obs)
     saturated = obs.saturated()
     groups = {k: figures(v, obs.procs, saturated) for k, v in obs.settings.items()}
     weights = {k: sum(s["w"] for s in v) for k, v in obs.settings.items()}
@@ -385,6 +420,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         sweep=terms["sweep"].point,
         slow_mark=_slow_mark(obs.samples),
         hurry=_hurry(list(groups.values())),
+        b_min=_b_min(list(groups.values()), cur["alloc"]),
         **_memory(obs),
     )
     observed = [
@@ -397,11 +433,27 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         )
         for k, v in obs.settings.items()
     ]
-    out = Fit(base, terms, observed)
+    out = Fit(base, terms, observed, notes=notes)
     out.current = cur
     out.params = params_with(out, {})
+    out.params = replace(out.params, eps=_eps(out.params, cur))
+    base = replace(base, eps=out.params.eps)
+    out.params = params_with(replace(out, params=base), {})
     out.residuals = _residuals(out, obs)
     return out
+
+
+def _eps(p: Params, cur: dict[str, float]) -> float:
+    """Rule 8's first part: the bytes a cycle allocated at the current setting
+    over ``pacer`` rule 4's (within 0.5-2), so that the CPU the model balances
+    there (``pacer`` rule 5) is the one seen."""
+    from pyproflab.analyses.gogc.pacer import cycle
+
+    runway = cur["goal"] - cur["marked"]
+    if not (runway > 0 and cur["per_cycle"] > 0):
+        return 1.0
+    _, modelled = cycle(p, cur["marked"], runway, p.b_nat)
+    return min(max(cur["per_cycle"] / modelled, 0.5), 2.0) if modelled > 0 else 1.0
 
 
 def _residuals(f: Fit, obs: Observation) -> list[tuple[float, dict[str, float]]]:

@@ -32,8 +32,8 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.analyses.gogc import container as ct
-from pyproflab.analyses.gogc.samples import MiB, Observation, combine, from_gctrace
 from pyproflab.analyses.gogc.prometheus import METRIC_NAMES, from_metrics
+from pyproflab.analyses.gogc.samples import MiB, Observation, combine, from_gctrace
 from pyproflab.errors import UsageError
 
 
@@ -115,7 +115,7 @@ def observe(
     if len(got) == 2:
         obs = combine(got["gctrace"], got["prometheus"])
     else:
-        (used, obs), = got.items()
+        ((used, obs),) = got.items()
         other = "prometheus" if used == "gctrace" else "gctrace"
         if other in why and not why[other].startswith("no "):
             obs.notes.insert(0, f"GC data from {used} only: {other} could not serve ({why[other]})")
@@ -175,7 +175,9 @@ def from_figures(
         notes.append("no heap size given: heap columns are in units of the marked heap (100 MiB)")
     if h <= 0:
         raise UsageError("heap goal too small for these roots and GOGC")
-    goal = heap_goal if heap_goal is not None and live_heap is not None else h + (h + roots) * g / 100
+    goal = (
+        heap_goal if heap_goal is not None and live_heap is not None else h + (h + roots) * g / 100
+    )
     proc = process_cpu if process_cpu is not None else 1.0
     if process_cpu is None:
         notes.append("no process CPU given: CPU columns are in units of the process's CPU")

@@ -137,7 +137,9 @@ class Budget:
         return (self.times or 1.0) * current_peak
 
     def __str__(self) -> str:
-        return f"{self.times:g}x" if self.times is not None else f"{(self.bytes or 0) / 2**20:.0f}MiB"
+        return (
+            f"{self.times:g}x" if self.times is not None else f"{(self.bytes or 0) / 2**20:.0f}MiB"
+        )
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ process can have, P or a lower CPU quota), ``A`` the allocation rate.
 2. Trigger: the pacer starts marking ``runway`` bytes before the goal, kept
    between 45/64 and 61/64 of the way from ``H`` (or 4 MiB below the goal on
    large heaps): ``t = clamp(D − runway, (45/64)·D, max((61/64)·D, D − 4 MiB))``
-   with ``D = goal − H``. The runway is ``runway_k·(L + R)``: endCycle's
+   with ``D = goal − H``. The runway is ``runway_k·(H + R)``: endCycle's
    cons/mark × (1 − 25 %)/25 % × scan work, from the largest of recent
-   cycles' ratios.
+   cycles' ratios; without cons/mark data, the unhurried mark's ``B_nat``.
 3. Floating garbage: objects allocated while marking are allocated black,
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
@@ -22,7 +22,9 @@ process can have, P or a lower CPU quota), ``A`` the allocation rate.
    proportion to ``A``). Assists hurry it to end by the goal: ``B = min(B_nat,
    hurry·(D − t))``, with ``hurry`` the share of that runway hurried marks
    were seen to use (they end early: the assists' pace is set against the
-   worst case). ``H`` is solved by damped
+   worst case); but never below ``B_min``, what the fastest mark seen
+   allocated (a mark cannot be hurried beyond the CPU it has: the heap then
+   overshoots its goal). ``H`` is solved by damped
    fixed-point iteration; infinite when marking never catches up.
 4. A cycle allocates ``Δ = t + B`` bytes (what it frees in a steady state),
    so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(H + R) +
@@ -89,6 +91,7 @@ class Params:
     slow_mark: float = 1.0  # rule 7
     eps: float = 1.0  # observed bytes per cycle / rule 4's, where observed
     hurry: float = 1.0  # the share of the runway left a hurried mark uses (rule 3)
+    b_min: float = 0.0  # the fastest mark's allocation (rule 3)
 
 
 def background_workers(procs: float) -> tuple[int, float]:
@@ -171,10 +174,11 @@ def heap_goal(p: Params, h: float, g: float | None, limit: float | None) -> tupl
 def cycle(p: Params, h: float, runway: float, b_natural: float) -> tuple[float, float]:
     """(mark-time allocation B, bytes allocated per cycle Δ) at marked heap ``h``
     and runway ``D = goal − h`` (rules 2-4)."""
-    pacer = p.runway_k * (p.live + p.roots) if p.runway_k > 0 else runway
+    # Without cons/mark data the pacer is taken to plan for the unhurried mark.
+    pacer = p.runway_k * (h + p.roots) if p.runway_k > 0 else p.b_nat
     hi = max(MAX_TRIGGER * runway, runway - HEAP_MINIMUM)
     trig = min(max(runway - pacer, MIN_TRIGGER * runway), hi)
-    b = min(b_natural, p.hurry * (runway - trig))
+    b = max(min(b_natural, p.hurry * (runway - trig)), min(p.b_min, b_natural))
     return b, trig + b
 
 
@@ -187,7 +191,7 @@ def _rates(p: Params, h: float, goal: float, per_cycle: float) -> tuple[float, f
         a = p.alloc
         n = a / per_cycle
         g, mut = n * cost, p.mutator0 + p.sweep * n * goal
-        if mut + g <= p.cap:
+        if mut + g <= p.cap * (1 + 1e-6):
             return a, g, mut
     if p.alpha <= 0:
         return 0.0, 0.0, p.cap
@@ -224,6 +228,7 @@ def _no_gc(p: Params, h: float, gov: str, status: str) -> dict[str, Any]:
         cycles_per_min=math.nan if unbounded else 0.0,
         gc_cores=math.nan if unbounded else 0.0,
         process_cores=p.cap if unbounded or p.saturated else p.mutator0,
+        mutator_cores=p.cap if unbounded or p.saturated else p.mutator0,
         status=status,
         peak_heap=math.inf,
         peak_memory=math.inf,
@@ -267,6 +272,7 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         cycles_per_min=60 * a / (p.eps * per_cycle),
         gc_cores=min(gc, p.cap),
         process_cores=min(p.cap, mut + gc),
+        mutator_cores=max(min(p.cap, mut + gc) - min(gc, p.cap), 0.0),
         status=status,
         peak_heap=goal * p.peak_ratio,
         peak_memory=mem,

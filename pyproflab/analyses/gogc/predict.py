@@ -5,10 +5,15 @@ Rules:
 1. Point: the fitted parameters solved at the setting (``pacer.solve``),
    times the residual ratios interpolated at its ``u`` (``fit`` rule 8: the
    heap goal's only where GOGC governs it); GC and process CPU at most the
-   CPU the process can have; GC share = GC cores / process cores.
+   CPU the process can have; GC share = GC cores / process cores, its
+   interval within 0-100 %; GC CPU at half of GOMAXPROCS or more is
+   ``gc-bound``.
 2. Interval, from three sources added on each side:
-   - the spread across runs: the model refitted on each of up to ``CHUNKS``
-     runs of consecutive samples of every process run (all settings at once);
+   - the spread across runs: the model refitted on each variant, the k-th
+     holding the k-th run of every setting (or the k-th of up to ``CHUNKS``
+     pieces of consecutive samples, for a setting seen in one run), then
+     Student's t at 95 % × the standard deviation of their predictions ×
+     ``√(2/k)`` (the mean of as many new runs as were fitted);
    - each term the observed settings do not identify (``fit``), solved at
      the two ends of its range;
    - the distance from what was seen: ``MARGIN + WIDEN·d`` of the point,
@@ -19,7 +24,8 @@ Rules:
    current setting; its lower end is at most the goal's.
 3. Advice: the usable budget is ``budget × (1 − headroom)``. A candidate fits
    when the *upper* end of its peak memory is within it and it is neither
-   ``near-limit`` nor unbounded; a raise (a higher GOGC than the current, or
+   ``near-limit`` nor unbounded (``gc-bound``, GC CPU at half of GOMAXPROCS or
+   more without a limit, may be all a service can have); a raise (a higher GOGC than the current, or
    off) fits only with a memory limit within the usable budget (given ones,
    or else the usable budget itself, so each raise is also predicted with
    it). Among fits the lowest point GC CPU wins; ties go to the smaller upper
@@ -28,8 +34,10 @@ Rules:
    (``d`` above ``CANARY_DISTANCE``) or its GC share or peak interval is
    wider than ``CANARY_WIDTH`` of its point, run that setting on one
    instance (or one window) for ``N`` cycles: enough that the per-cycle
-   figures' mean is known to 2 % (``N = (cv/0.02)²``, at least
-   ``CANARY_CYCLES``), which takes ``N`` / the predicted cycles per minute.
+   figures' mean is known to 5 % (``N = (cv/0.05)²`` with ``cv`` the larger
+   coefficient of variation of the current setting's per-cycle cost and
+   bytes, at least ``CANARY_CYCLES``), which takes ``N`` / the predicted
+   cycles per minute.
    Afterwards its distance is 0, the unidentified terms are identified, and
    the spread shrinks with ``√N``: the plan states the interval that
    leaves. Run ``gogc`` again with the canary's cycles stored: it refits on
@@ -48,8 +56,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyproflab.analyses.gogc import fit as fitting
+from pyproflab.analyses.gogc.pacer import LIMITER_SHARE, Params, solve
 from pyproflab.analyses.gogc.samples import Observation, Setting, setting_label
-from pyproflab.analyses.gogc.pacer import Params, solve
 
 MiB = float(1 << 20)
 MARGIN = 0.05
@@ -59,6 +67,7 @@ CHUNKS = 4
 CANARY_DISTANCE = 0.1
 CANARY_WIDTH = 0.5
 CANARY_CYCLES = 30
+CANARY_PRECISION = 0.05  # the canary's per-cycle means known to 5 %
 KEYS = ("goal", "marked", "cycles_per_min", "gc_cores", "gc_share", "process_cores", "peak_memory")
 
 
@@ -72,7 +81,8 @@ def point(f: fitting.Fit, p: Params, g: float | None, limit: float | None) -> di
             r["goal"] *= res["goal"]
         r["cycles_per_min"] *= res["cycles_per_min"]
         r["gc_cores"] = min(r["gc_cores"] * res["gc_cores"], p.cap)
-        r["process_cores"] = min(max(r["process_cores"] * res["process_cores"], r["gc_cores"]), p.cap)
+        mutator = r["mutator_cores"] * res["mutator_cores"]
+        r["process_cores"] = min(mutator + r["gc_cores"], p.cap)
         for k in ("peak_memory", "peak_memory_top"):
             # The RSS holds at least the heap; the limit keeps all of it under.
             r[k] = max(r[k] * res["peak_memory"], r["goal"])
@@ -80,21 +90,44 @@ def point(f: fitting.Fit, p: Params, g: float | None, limit: float | None) -> di
                 r[k] = min(r[k], limit)
         r["u"] = u
     r["gc_share"] = r["gc_cores"] / r["process_cores"] if r["process_cores"] > 0 else math.nan
+    if r["status"] == "ok" and r["gc_cores"] >= LIMITER_SHARE * p.procs:
+        r["status"] = "gc-bound"
     return r
 
 
-def chunks(obs: Observation, parts: int = CHUNKS) -> list[Observation]:
-    """Up to ``parts`` observations, the i-th made of the i-th run of consecutive
-    samples of every process run (at least 3 samples each)."""
+def _units(ss: list[dict[str, Any]], parts: int) -> list[list[dict[str, Any]]]:
+    """One setting's samples as units of the spread: its runs when there are
+    two or more, else up to ``parts`` runs of consecutive samples (3 or more each)."""
     by: dict[int, list[dict[str, Any]]] = {}
-    for s in obs.samples:
+    for s in ss:
         by.setdefault(s["run"], []).append(s)
-    k = max(1, min(parts, min(len(v) for v in by.values()) // 3))
+    if len(by) >= 2:
+        return list(by.values())
+    (one,) = by.values()
+    k = max(1, min(parts, len(one) // 3))
+    return [one[i * len(one) // k : (i + 1) * len(one) // k] for i in range(k)]
+
+
+def variants(obs: Observation, parts: int = CHUNKS) -> list[Observation]:
+    """Observations for the spread (rule 2): the k-th holds the k-th unit of
+    every setting (its k-th run, or k-th piece of its one run); none when a
+    setting has a single unit."""
+    units = {k: _units(v, parts) for k, v in obs.settings.items()}
+    n = min(len(u) for u in units.values())
+    if n < 2:
+        return []
+    n = max(len(u) for u in units.values() if len(u) >= n)
     out = []
-    for i in range(k):
-        ss = [s for v in by.values() for s in v[i * len(v) // k : (i + 1) * len(v) // k]]
-        out.append(Observation(ss, obs.procs, obs.source, peak_rss=obs.peak_rss, current=obs.current))
-    return out if k > 1 else []
+    for i in range(min(n, 2 * parts)):
+        ss = [s for u in units.values() for s in u[i % len(u)]]
+        out.append(
+            Observation(ss, obs.procs, obs.source, peak_rss=obs.peak_rss, current=obs.current)
+        )
+    return out
+
+
+# Student's t at 95 % (one side of a 90 % interval) by degrees of freedom.
+T95 = {1: 6.31, 2: 2.92, 3: 2.35, 4: 2.13, 5: 2.02, 6: 1.94, 7: 1.89}
 
 
 @dataclass
@@ -107,7 +140,7 @@ class Model:
 
     @classmethod
     def build(cls, obs: Observation, cap: float | None = None) -> Model:
-        return cls(obs, fitting.fit(obs, cap), [fitting.fit(c, cap) for c in chunks(obs)])
+        return cls(obs, fitting.fit(obs, cap), [fitting.fit(v, cap) for v in variants(obs)])
 
     def distance(self, u: float) -> float:
         seen = [sf.figures["u"] for sf in self.fit.observed]
@@ -127,10 +160,14 @@ class Model:
         d = self.distance(pt["u"]) if "u" in pt else 0.0
         for k in KEYS:
             lo, hi = _bounds(pt[k], [r[k] for r in spread], [r[k] for r in terms])
+            if k == "gc_share":  # a share is at most all of the process's CPU
+                hi = min(hi, 1.0)
             s_lo, s_hi = _bounds(pt[k], [r[k] for r in spread], [])
             pt[k + "_spread"] = (s_hi - s_lo) / pt[k] if pt[k] and math.isfinite(s_hi) else math.inf
             w = MARGIN + WIDEN.get(k, WIDEN_DEFAULT) * d
             pt[k + "_lo"], pt[k + "_hi"] = lo * (1 - w), hi * (1 + w)
+            if k == "gc_share":
+                pt[k + "_hi"] = min(pt[k + "_hi"], 1.0)
         pt["distance"] = d
         _peak_bounds(self, pt, [*spread, *terms])
         if any(r["status"] == "near-limit" for r in [*spread, *terms]):
@@ -139,12 +176,19 @@ class Model:
 
 
 def _bounds(p: float, spread: Sequence[float], terms: Sequence[float]) -> tuple[float, float]:
-    """The point widened by the spread's extremes and each term's departures."""
+    """The point widened by the spread (Student's t at 95 % times the standard
+    deviation of the variants' predictions, for the mean of as many new runs
+    as were fitted: ``√(2/k)``) and by each term's departures."""
     vals = [v for v in (p, *spread, *terms)]
     if not all(math.isfinite(v) for v in vals):
         return (math.nan, math.inf) if math.isfinite(p) else (p, p)
-    lo = min(p, *spread) if spread else p
-    hi = max(p, *spread) if spread else p
+    lo = hi = p
+    if len(spread) >= 2:
+        k = len(spread)
+        mean = sum(spread) / k
+        sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (k - 1))
+        half = T95.get(k - 1, 1.65) * sd * math.sqrt(2 / k)
+        lo, hi = p - half, p + half
     for a, b in zip(terms[::2], terms[1::2], strict=False):
         lo -= max(0.0, p - min(a, b))
         hi += max(0.0, max(a, b) - p)
@@ -227,7 +271,7 @@ def canary_plan(m: Model, target: dict[str, Any] | None) -> dict[str, Any] | Non
         return None
     cur = m.obs.settings.get(m.obs.current, m.obs.samples)  # type: ignore[arg-type]
     cv = max(_cv([s["cost"] for s in cur]), _cv([s["per_cycle"] for s in cur]))
-    n = max(CANARY_CYCLES, math.ceil((cv / 0.02) ** 2))
+    n = max(CANARY_CYCLES, math.ceil((cv / CANARY_PRECISION) ** 2))
     seen = sum(1 for _ in cur)
     after = {}
     for k, w in widths.items():

@@ -24,7 +24,10 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
   only when their P schedules, so that is a lower bound; the mark time is
   then raised to where the pacer's trigger floor puts it when the interval
   shows the trigger at its floor (``floor_mark``). Mark-time allocation is not
-  exported: ``B = A·T``.
+  exported: ``B = A·T``, at most what the trigger's floor leaves a cycle, ``Δ −
+  (45/64)·D`` (``Δ = A/n`` the bytes a cycle allocates, ``D`` = goal − H): on
+  a machine shared with other work, the workers' CPU counts time their
+  threads waited for a core, and ``A·T`` ran to twice gctrace's ``B``.
 - client_golang's defaults without the runtime/metrics set: GC CPU from
   ``go_memstats_gc_cpu_fraction`` × P (an average since the process
   started), P = the busy CPU rounded up, no mark time (``B = 0``): each
@@ -44,8 +47,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyproflab.analyses.gogc.pacer import (
+    MIN_TRIGGER,
+    background_workers,
+    floor_mark,
+    mark_seconds,
+)
 from pyproflab.analyses.gogc.samples import Observation, Setting
-from pyproflab.analyses.gogc.pacer import background_workers, floor_mark, mark_seconds
 from pyproflab.errors import UsageError
 
 NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
@@ -156,7 +164,7 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
     gc = s.delta(GC_CPU, t0, t1)
     frac = s.at(GC_FRACTION, t1)
     gc_cores = gc / dt if gc is not None else (frac * p if frac is not None else math.nan)
-    saturated = idle is not None and bool(total) and idle / total < 0.03
+    saturated = idle is not None and total is not None and total > 0 and idle / total < 0.03
     ded, assist, idle_mark = (s.delta(k, t0, t1) for k in (DEDICATED, ASSIST, IDLE_MARK))
     pause = s.delta(PAUSE, t0, t1)
     per = dict(per_cycle=alloc / n, runway=goal - marked, alloc=alloc, n=n)
@@ -182,6 +190,9 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
         pause=pause / cyc if pause is not None else math.nan,
         mark_s=mark_s,
         mutator=(busy / dt - gc_cores) if busy is not None else math.nan,
+        # Without the idle class (client_golang's defaults) P comes from the busy CPU
+        # itself: no telling whether the process was CPU-bound.
+        busy=busy / dt if busy is not None and idle is not None else math.nan,
         idle=(idle / total) if idle is not None and total else math.nan,
         peak_heap=goal,
         non_heap=rss - inuse if rss is not None and inuse is not None else math.nan,
@@ -208,7 +219,8 @@ def _mark(
     if ded is None:
         return math.nan, 0.0, math.nan
     mark_s, exact = mark_seconds(ded / cyc, procs)
-    b = per["alloc"] * mark_s
+    # At most what the trigger's floor leaves a cycle: B <= Δ - (45/64)·D.
+    b = min(per["alloc"] * mark_s, max(per["per_cycle"] - MIN_TRIGGER * per["runway"], 0.0))
     # The pacer's runway as the interval shows it: the goal less where marking
     # started (the bytes a cycle allocates, less those allocated while marking).
     runway = max(per["runway"] - per["per_cycle"] + b, 0.0)
@@ -254,7 +266,10 @@ def from_metrics(
         for times in _run_cuts(sorted(cyc), cyc):
             got = []
             for t0, t1 in zip(times, times[1:], strict=False):
-                st0, st1 = _setting(s, t0, (gogc, memory_limit)), _setting(s, t1, (gogc, memory_limit))
+                st0, st1 = (
+                    _setting(s, t0, (gogc, memory_limit)),
+                    _setting(s, t1, (gogc, memory_limit)),
+                )
                 if st0 == st1 and (smp := _interval(s, t0, t1, st1)) is not None:
                     got.append(smp)
             if not got:
@@ -306,7 +321,10 @@ def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any) -> None:
         (GOGC_METRIC, f"{GOGC_METRIC} not exported: GOGC taken as 100"),
         (GC_CPU, f"no {GC_CPU}: GC CPU from {GC_FRACTION} (the average since the process started)"),
         (DEDICATED, "no mark-worker CPU classes: mark time unknown, no floating garbage modelled"),
-        ("go_sched_gomaxprocs_threads", "GOMAXPROCS not exported: taken as the busy CPU rounded up"),
+        (
+            "go_sched_gomaxprocs_threads",
+            "GOMAXPROCS not exported: taken as the busy CPU rounded up",
+        ),
         (IDLE, "idle CPU not exported: the process is taken as not CPU-bound"),
     ]
     for name, note in checks:

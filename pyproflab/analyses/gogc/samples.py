@@ -28,7 +28,8 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   back (a restart). Each run's ``n`` is (last gc number − first) / (last start
   − first start) over each segment of one setting: exact even when lines in
   between are missing.
-- The bytes a cycle allocates are ``heap_end − marked`` (in a steady state each
+- The bytes a cycle allocates are its heap at the end less the heap the cycle
+  before it marked (its own where the log skips one; in a steady state each
   cycle frees what was allocated since the last), so ``A = n × that``; ``B =
   heap_end − heap_start``; ``T`` the concurrent mark's clock time.
 - The mutator's CPU is what the workers leave of ``P·T`` while marking:
@@ -36,8 +37,9 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
 - The setting is not printed: GOGC is inferred per cycle from the goal it
   was given by the previous cycle's marked heap, ``g = 100·(goal − H)/(H + R)``,
-  taken as the median over 5 cycles, rounded (to 5 above 20); a run is cut
-  into segments where that value changes for 3 cycles or more. Segments
+  taken as the median over 5 cycles, rounded (to a common value within 8 %,
+  else to 5 above 20); a run is cut into segments where that value changes
+  for 5 cycles or more. Segments
   whose values lie within 12 % of each other (across runs too) are one
   setting: the floored MiB of a small heap move a cycle's value by a few
   percent. A derived
@@ -61,7 +63,7 @@ from pyproflab.errors import UsageError
 MiB = float(1 << 20)
 SATURATED_IDLE = 0.03  # idle share of P-time below which the process runs at GOMAXPROCS
 GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35)
-SEGMENT_MIN = 3  # cycles of a new GOGC before a run is cut there
+SEGMENT_MIN = 5  # cycles of a new GOGC before a run is cut there
 SAME_GOGC = 0.12  # inferred GOGCs this close are one setting
 
 Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
@@ -133,9 +135,15 @@ class Observation:
         )
 
     def saturated(self, samples: Iterable[dict[str, Any]] | None = None) -> bool:
-        """True when the process ran at GOMAXPROCS: no idle P-time to speak of."""
-        idle = [s["idle"] for s in (self.samples if samples is None else samples)]
-        idle = [v for v in idle if math.isfinite(v)]
+        """True when the process ran at GOMAXPROCS: its CPU (``busy``, when known:
+        Prometheus, or given) within 3 % of it, else no idle mark-worker time to
+        speak of (gctrace alone: idle workers do not always take idle Ps, so
+        this can call a paced process CPU-bound)."""
+        ss = list(self.samples if samples is None else samples)
+        busy = [s["busy"] / s["procs"] for s in ss if math.isfinite(s.get("busy", math.nan))]
+        if busy:
+            return statistics.median(busy) >= 1 - SATURATED_IDLE
+        idle = [v for s in ss if math.isfinite(v := s["idle"])]
         return bool(idle) and statistics.median(idle) < SATURATED_IDLE
 
     def mean(self, key: str, samples: Iterable[dict[str, Any]] | None = None) -> float:
@@ -236,7 +244,36 @@ def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
     return [r for r in out if r]
 
 
+# GOGC values people set; an inferred value within SNAP of one is taken as it.
+COMMON_GOGC = (
+    10,
+    20,
+    25,
+    30,
+    40,
+    50,
+    60,
+    75,
+    80,
+    100,
+    120,
+    125,
+    150,
+    200,
+    250,
+    300,
+    400,
+    500,
+    800,
+    1000,
+)
+SNAP = 0.08
+
+
 def _snap_gogc(g: float) -> float:
+    near = min(COMMON_GOGC, key=lambda c: abs(math.log(max(g, 1e-9) / c)))
+    if abs(g / near - 1) <= SNAP:
+        return float(near)
     return float(round(g / 5) * 5 if g > 20 else round(g))
 
 
@@ -309,6 +346,9 @@ def from_gctrace(
         ss = [s for r in run if (s := cycle_sample(r)) is not None]
         if len(ss) < SEGMENT_MIN:
             continue
+        for a, b in zip(ss, ss[1:], strict=False):
+            if b["gc_num"] == a["gc_num"] + 1:  # allocated since the last cycle's mark
+                b["per_cycle"] = max(b["peak_heap"] - a["marked"], b["per_cycle"])
         segs = [(gogc, ss)] if gogc != "infer" else _segments(ss, _cycle_gogc(ss))
         runs.append((k, segs))
     if gogc == "infer":
@@ -358,15 +398,19 @@ def _gctrace_provenance(obs: Observation, gogc: Any) -> None:
     obs.provenance["peak RSS"] = "not in gctrace: peak memory taken as 1.4 x the heap goal"
 
 
-def with_process_cpu(obs: Observation, cores: float, how: str = "given") -> Observation:
-    """The observation with the process's CPU at the current setting observed
-    elsewhere: the mutator's CPU there is that less the GC's (gctrace shows the
-    GC's CPU, not the rest)."""
+def with_process_cpu(
+    obs: Observation, cores: float, how: str = "given", setting: Setting | None = None
+) -> Observation:
+    """The observation with the process's CPU at a setting (the current one unless
+    given) observed elsewhere: the mutator's CPU there is that less the GC's
+    (gctrace shows the GC's CPU, not the rest)."""
     if not (cores > 0 and math.isfinite(cores)):
         raise UsageError(f"process CPU must be a positive number of cores, got {cores}")
+    at = obs.current if setting is None else setting
     for s in obs.samples:
-        if s["setting"] == obs.current:
+        if s["setting"] == at:
             s["mutator"] = max(cores - s["n"] * s["cost"], 0.0)
+            s["busy"] = cores
     obs.provenance["mutator CPU"] = f"{how} (process CPU {cores:g} cores less the GC's)"
     return obs
 
@@ -383,21 +427,33 @@ def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observat
 def combine(trace: Observation, metrics: Observation) -> Observation:
     """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
     the process used and the peak RSS (each input says which source gave it).
-    Where gctrace's setting is inferred and Prometheus reports one run's
-    setting for the same GOGC, Prometheus' limit is taken."""
+    An instance whose /metrics show one setting throughout has its cycles
+    labelled with it (the exported setting beats the one inferred from
+    goals); else, for a GOGC Prometheus reports, its limit is taken."""
     by_setting = metrics.settings
     limits = {g: m for g, m in by_setting}
+    own: dict[Any, set] = {}
+    for x in metrics.samples:
+        own.setdefault(x.get("instance"), set()).add(x["setting"])
+    relabelled = False
     for s in trace.samples:
         g, m = s["setting"]
-        if m is None and g in limits:
+        one = own.get(s.get("instance"), set())
+        if len(one) == 1:  # the instance's setting as /metrics reports it
+            s["setting"] = next(iter(one))
+            relabelled = True
+        elif m is None and g in limits:
             s["setting"] = (g, limits[g])
         got = by_setting.get(s["setting"])
         if got:
             s["mutator"] = metrics.mean("mutator", got)
+            s["busy"] = metrics.mean("busy", got)
     prov = dict(trace.provenance)
     prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
     prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
     prov["memory limit"] = metrics.provenance.get("memory limit", prov.get("memory limit", ""))
+    if relabelled:
+        prov["GOGC"] = metrics.provenance.get("GOGC", prov.get("GOGC", ""))
     for key in ("rss_per_goal", "non_heap", "runtime_non_heap"):
         vals = [x[key] for x in metrics.samples if math.isfinite(x.get(key, math.nan))]
         if vals:
