@@ -18,12 +18,14 @@ helper: $(STAMP)
 
 # Reinstall only when the project's own dependency list or a C extension
 # changes (the editable install compiles them, after the headers they use).
-$(STAMP): pyproject.toml pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/_intern.c \
+$(STAMP): pyproject.toml setup.py pyproflab/decode/_wire.c pyproflab/store/_blake.c pyproflab/_intern.c \
 		pyproflab/decode/_inflate.c
 	sh scripts/install-build-deps.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,notebooks,spark]'
+	# setuptools notes every editable install of this layout with a UserWarning that
+	# pip prints even with --quiet (make demo's first screen): not for the user.
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,notebooks,spark]'
 	touch $(STAMP)
 
 # System packages the tests use (Debian's prometheus and chromium, a Java runtime

@@ -57,7 +57,6 @@ import hashlib
 import os
 import queue
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyproflab.errors import MetricsError, ProfileError, ProflabError
+from pyproflab.newfiles import create_temp_file
 from pyproflab.sources.http import FetchError, http_get
 from pyproflab.sources.http import shown as _shown
 from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
@@ -254,7 +254,7 @@ def archive_body(archive_dir: str | os.PathLike, content_hash: str, gz: bytes) -
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pb.gz")
+    fd, tmp = create_temp_file(path.parent, ".tmp-", ".pb.gz")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(gz)

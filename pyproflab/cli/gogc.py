@@ -43,9 +43,9 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses import gogc as model
         from pyproflab.errors import UsageError
-        from pyproflab.reports.gogc import render_gogc
 
         files = bool(args.gctrace or args.metrics)
         figures = [n for n in _FIGURES if getattr(args, n) is not None]
@@ -76,7 +76,7 @@ class Command:
         else:
             obs = _from_store(args, opts, model)
         result = model.advise(obs, opts)
-        common.write_output(render_gogc(result, args.format), args.output)
+        common.write_output(reports.output(result, args.format, title="gogc"), args.output)
         return 0
 
 

@@ -1,6 +1,7 @@
 """Renderings of ``analyses.gogc.GogcResult``: text, JSON, CSV, HTML and a figure.
 
-Rules: text starts with what was observed (GOMAXPROCS, CPU-bound or not,
+Renderers of the one interface (``pyproflab.display``; ``registry`` names
+them per format). Rules: text starts with what was observed (GOMAXPROCS, CPU-bound or not,
 each observed setting with its cycles, runs and measured figures), where
 each input came from, and the container's limits; then one row per setting
 (``*`` current, ``>`` recommended, ``o`` observed) with each prediction as
@@ -18,7 +19,7 @@ import json
 import math
 from typing import Any
 
-from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import plotly_text
 
 MiB = float(1 << 20)
 
@@ -246,22 +247,6 @@ def render_gogc_html(result) -> str:
     return "".join(parts) + "</div>"
 
 
-def render_gogc(result, fmt: str = "text") -> str:
-    """Render a ``GogcResult`` as text, json, csv or html."""
-    if fmt == "text":
-        return render_text(result)
-    if fmt == "json":
-        return render_json(result)
-    if fmt == "csv":
-        return render_csv(result)
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gogc</title>'
-            "</head><body>" + render_gogc_html(result) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of text, json, csv, html")
-
-
 def gogc_figure(result):
     """Two panels: left, each observed sample's marked heap and goal per
     setting beside the fit at that setting; right, predicted GC CPU share
@@ -298,7 +283,7 @@ def _observed_panel(fig, result) -> None:
     x0 = 0
     rows = {(r["gogc"], r["memory_limit_bytes"]): r for r in result.rows()}
     for setting, ss in result.observation.settings.items():
-        label = html.escape(_label(*setting))
+        label = plotly_text(_label(*setting))
         xs = list(range(x0, x0 + len(ss)))
         for key, name in (("marked", "marked heap"), ("goal", "heap goal")):
             fig.add_scatter(
@@ -347,7 +332,7 @@ def _tradeoff_panel(fig, result) -> None:
                 "array": [100 * (r["gc_share_hi"] - r["gc_share"]) for r in rs],
                 "arrayminus": [100 * (r["gc_share"] - r["gc_share_lo"]) for r in rs],
             },
-            text=[html.escape(r["gogc_label"]) for r in rs],
+            text=[plotly_text(r["gogc_label"]) for r in rs],
             mode="markers+text",
             textposition="top center",
             name=f"limit {'off' if lim is None else _mib(lim) + 'MiB'}",

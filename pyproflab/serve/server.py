@@ -119,7 +119,16 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- routes --------------------------------------------------------------------
 
+    def _was_cut(self) -> bool:
+        """A connection cut at its deadline: what was read of it is not a request."""
+        if self.server.reaper.was_cut(self.connection):
+            self.close_connection = True
+            return True
+        return False
+
     def do_GET(self) -> None:
+        if self._was_cut():
+            return
         if urlsplit(self.path).path == "/metrics":
             self._send(200, self.server.telemetry.render(), CONTENT_TYPE)
         else:
@@ -127,6 +136,8 @@ class Handler(BaseHTTPRequestHandler):
         self._rearm()
 
     def do_POST(self) -> None:
+        if self._was_cut():
+            return
         start = time.perf_counter()
         url = urlsplit(self.path)
         try:

@@ -39,15 +39,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyproflab.sources.push import Attachment, Push
+from pyproflab.errors import ProfileError, ProflabError
+from pyproflab.sources.base import (
+    PROFILES,
+    TRACES,
+    Item,
+    ItemMeta,
+    Known,
+    Offer,
+    ProfileItem,
+    Refused,
+    Request,
+    TraceItem,
+)
+from pyproflab.sources.push import Attachment, Push, pprof_bytes, push_meta
 
 MAGIC = b"PYPROFLAB-PUSH 1\n"
 SUFFIX = ".push"
 MAX_HEADER = 1 << 20
 
 
-class SpoolError(Exception):
-    """A spool file cannot be read (damaged), or the spool cannot be used."""
+class SpoolError(ProflabError):
+    """A spool file cannot be read (damaged), or the spool cannot be used (one line)."""
 
 
 class SpoolFull(SpoolError):
@@ -273,3 +286,75 @@ class Spool:
         except FileNotFoundError:
             pass
         _fsync_dir(self.ready)
+
+
+# --- the spool as a source ---------------------------------------------------------------
+
+
+class SpoolSource:
+    """The pushes of given spool files (all waiting ones by default) as items.
+
+    Each profile attachment is a ``ProfileItem`` (zstd undone; key
+    ``<file>#<attachment>``), each execution trace a ``TraceItem`` when
+    ``traces`` is set; a file that cannot be read, or an attachment whose
+    compression is broken or too large, is a ``Refused`` naming it. Which
+    file each item came from: ``origin`` (item key -> file name).
+    """
+
+    def __init__(
+        self,
+        spool: Spool,
+        entries: list[Entry] | None = None,
+        *,
+        max_bytes: int = 1 << 30,
+        traces: bool = True,
+    ):
+        self.spool = spool
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self.traces = traces
+        self.name = f"spool:{spool.root.resolve()}"
+        self.refused: dict[str, list[str]] = {}  # file name -> reasons
+
+    def offer(self, request: Request) -> Offer:
+        return Offer((PROFILES, TRACES) if self.traces else (PROFILES,))
+
+    def _refuse(self, entry: Entry, what: str, why: str) -> Refused:
+        self.refused.setdefault(entry.name, []).append(f"{what}: {why}")
+        return Refused(f"{entry.path}#{what}" if what else str(entry.path), why)
+
+    def items(self, request: Request, known: Known) -> Iterator[Item]:
+        entries = self.entries if self.entries is not None else self.spool.pending()
+        for entry in entries:
+            try:
+                push = self.spool.read(entry)[0]
+            except SpoolError as e:
+                yield self._refuse(entry, "", str(e))
+                continue
+            yield from self._entry_items(entry, push, request, known)
+
+    def _entry_items(
+        self, entry: Entry, push: Push, request: Request, known: Known
+    ) -> Iterator[Item]:
+        meta = push_meta(push)
+        wanted = [
+            a
+            for a in push.attachments
+            if a.kind == "profile" or (self.traces and a.kind == "trace")
+        ]
+        keys = [f"{entry.name}#{a.name}" for a in wanted]
+        done = known(keys) if keys else set()
+        for att, key in zip(wanted, keys, strict=True):
+            if key in done:
+                continue
+            source = f"push:{push.protocol}:{key}"
+            try:
+                data = pprof_bytes(att.data, source=source, max_bytes=self.max_bytes)
+            except ProfileError as e:
+                yield self._refuse(entry, att.name, e.problem)
+                continue
+            item_meta = ItemMeta(source=source, **meta)
+            if att.kind == "trace":
+                yield TraceItem(item_meta, data=data, key=key)
+            else:
+                yield ProfileItem(item_meta, data=data, key=key)

@@ -20,7 +20,7 @@ from pyproflab.analyses.gogc import container as ct
 from pyproflab.analyses.gogc.pacer import HEAP_MINIMUM, heap_goal
 from pyproflab.cli import main
 from pyproflab.errors import UsageError
-from pyproflab.reports.gogc import render_gogc
+from pyproflab.reports import render
 from pyproflab.sources.gctrace import parse_gctrace
 
 MiB = float(1 << 20)
@@ -403,7 +403,7 @@ def test_text_csv_html_and_figure(tmp_path: Path, capsys: pytest.CaptureFixture[
     fig = res.figure()
     assert "<img" not in json.dumps(fig.to_plotly_json(), default=str)
     assert "recommended" in {t.name for t in fig.data}
-    assert render_gogc(res, "text").startswith("GOGC / GOMEMLIMIT advice")
+    assert render(res, "text").startswith("GOGC / GOMEMLIMIT advice")
 
 
 def _cadvisor(t: datetime, throttled: int, periods: int) -> str:
