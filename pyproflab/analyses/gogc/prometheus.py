@@ -47,6 +47,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyproflab.analyses.gc_windows import (
+    M_ALLOCS,
+    M_CPU_GC,
+    M_CPU_IDLE,
+    M_CPU_TOTAL,
+    M_CYCLES,
+    M_GOGC,
+    M_GOMEMLIMIT,
+    M_HEAP_GOAL,
+    M_HEAP_LIVE,
+)
 from pyproflab.analyses.gogc.pacer import (
     MIN_TRIGGER,
     background_workers,
@@ -58,19 +69,17 @@ from pyproflab.errors import UsageError
 
 NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
 
-CYCLES = ("go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds_count")
-ALLOCS = ("go_gc_heap_allocs_bytes_total", "go_memstats_alloc_bytes_total")
-GOAL = ("go_gc_heap_goal_bytes", "go_memstats_next_gc_bytes")
-GC_CPU = "go_cpu_classes_gc_total_cpu_seconds_total"
-TOTAL = "go_cpu_classes_total_cpu_seconds_total"
-IDLE = "go_cpu_classes_idle_cpu_seconds_total"
+# The names the GC join (``gc_windows``) reads too, with client_golang's fallbacks.
+CYCLES = (M_CYCLES, "go_gc_duration_seconds_count")
+ALLOCS = (M_ALLOCS, "go_memstats_alloc_bytes_total")
+GOAL = (M_HEAP_GOAL, "go_memstats_next_gc_bytes")
+GC_CPU, TOTAL, IDLE = M_CPU_GC, M_CPU_TOTAL, M_CPU_IDLE
+GOGC_METRIC, LIMIT_METRIC = M_GOGC, M_GOMEMLIMIT
 DEDICATED = "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total"
 IDLE_MARK = "go_cpu_classes_gc_mark_idle_cpu_seconds_total"
 PAUSE = "go_cpu_classes_gc_pause_cpu_seconds_total"
 ASSIST = "go_cpu_classes_gc_mark_assist_cpu_seconds_total"
 GC_FRACTION = "go_memstats_gc_cpu_fraction"
-GOGC_METRIC = "go_gc_gogc_percent"
-LIMIT_METRIC = "go_gc_gomemlimit_bytes"
 
 METRIC_NAMES: tuple[str, ...] = (
     *CYCLES,
@@ -88,7 +97,7 @@ METRIC_NAMES: tuple[str, ...] = (
     LIMIT_METRIC,
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
-    "go_gc_heap_live_bytes",
+    M_HEAP_LIVE,
     "go_gc_scan_stack_bytes",
     "go_gc_scan_globals_bytes",
     "go_sched_gomaxprocs_threads",
@@ -154,7 +163,7 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
     )
     goal = s.at(gname, t1) or 0.0
     g = setting[0] if setting[0] is not None else 100.0
-    marked = s.at("go_gc_heap_live_bytes", t1)
+    marked = s.at(M_HEAP_LIVE, t1)
     if marked is None:
         marked = (goal - roots * g / 100) / (1 + g / 100)
     n, alloc = cyc / dt, (s.delta(aname, t0, t1) or 0.0) / dt
