@@ -111,8 +111,9 @@ bench: setup
 # `heavy` at session priority, see bench/gc_record.py) and rewrite the trimmed test
 # data; then print the model's predictions against it.
 bench-gc: setup
-	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/bench \
-	    --lock priority --rate 150 --duration 12
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/work
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/quota --quota \
+	    --workloads service --settings 100,200 --reps 2
 	$(PY) -m bench.gc_validate
 
 lint: setup
