@@ -59,6 +59,7 @@ def collect(
     ``metrics_interval`` of ``None`` or ``0`` turns scraping off. Failures are
     in the report, never raised; only bad arguments raise ``ValueError``.
     """
+    import pyproflab.store.traces  # noqa: F401 (registers the store's writer of traces)
     from pyproflab.store.sourced import ingest_source
 
     source = CollectSource(

@@ -10,6 +10,12 @@ What is fetched, per target and profile type (Go's ``net/http/pprof``):
 - snapshots, fetched when the window ends: ``heap`` (in-use memory as of the
   last GC) and ``goroutine``. Go would also serve deltas of these, but a
   delta of in-use bytes or of live goroutines answers no question ours ask.
+- on request only (a target's ``types`` or ``--types``): ``trace``, an
+  execution trace over the window (``/debug/pprof/trace?seconds=N``), with the
+  same deadline and size cap; a body without a trace header is refused, a
+  good one is archived as ``<h>.trace`` (its sha256) and yielded as a
+  ``TraceItem`` of that file (stored with its tables and blocking profiles
+  by ``store.traces``).
 
 Rules:
 
@@ -70,6 +76,7 @@ from pyproflab.sources.base import (
     ProfileItem,
     Request,
     TableItem,
+    TraceItem,
 )
 from pyproflab.sources.collect_fetch import ENDPOINTS, Fetched, Scraped, fetch_profile, scrape
 from pyproflab.sources.collect_report import (
@@ -80,9 +87,9 @@ from pyproflab.sources.collect_report import (
     archive_body,
 )
 from pyproflab.sources.http import DEFAULT_BACKOFF
-from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
+from pyproflab.sources.targets import COLLECT_TYPES, KNOWN_TYPES, Target, redact_url
 
-assert tuple(ENDPOINTS) == COLLECT_TYPES
+assert tuple(ENDPOINTS) == KNOWN_TYPES
 
 DEFAULT_SECONDS = 10
 DEFAULT_METRICS_INTERVAL = 2.0
@@ -243,12 +250,12 @@ class _Window:
                 self.scraping[t.name] = fut
                 self.pending[fut] = "scrape"
 
-    def _finished(self, fut: Future, kind: str) -> Iterator[ProfileItem | TableItem]:
+    def _finished(self, fut: Future, kind: str) -> Iterator[ProfileItem | TraceItem | TableItem]:
         if kind == "fetch":
             fetched: Fetched = fut.result()
             self.reports[fetched.target.name].fetches.append(fetched.result)
-            if fetched.profile is not None:
-                item = _profile_item(fetched, self.archive)
+            if fetched.gz is not None:  # a decoded profile, or a trace's bytes
+                item = _item(fetched, self.archive)
                 if item is not None:
                     yield item  # stored before the generator resumes
                     _fetch_outcome(fetched.result, item)
@@ -271,7 +278,7 @@ class _Window:
             yield table
             _scrape_outcome(stats, s, table)
 
-    def run(self) -> Iterator[ProfileItem | TableItem]:
+    def run(self) -> Iterator[ProfileItem | TraceItem | TableItem]:
         if self.progress:
             self.progress(0, self.total)
         try:
@@ -297,13 +304,14 @@ class _Window:
 # --- from results to items and back ----------------------------------------------------
 
 
-def _profile_item(fetched: Fetched, archive_dir: Path) -> ProfileItem | None:
-    """The archived body as an item for the store; None (the fetch failed) when the
-    archive cannot be written."""
+def _item(fetched: Fetched, archive_dir: Path) -> ProfileItem | TraceItem | None:
+    """The archived body as an item for the store (an execution trace: the archived
+    file); None (the fetch failed) when the archive cannot be written."""
     r, t = fetched.result, fetched.target
-    assert fetched.profile is not None and fetched.gz is not None and r.content_hash
+    assert fetched.gz is not None and r.content_hash
+    trace = fetched.profile is None
     try:
-        r.archive_path = str(archive_body(archive_dir, r.content_hash, fetched.gz))
+        r.archive_path = str(archive_body(archive_dir, r.content_hash, fetched.gz, trace=trace))
     except OSError as e:
         r.status, r.error = "failed", f"cannot write the archive: {e.strerror or e}"
         return None
@@ -311,15 +319,17 @@ def _profile_item(fetched: Fetched, archive_dir: Path) -> ProfileItem | None:
         service=t.service,
         version=t.version,
         instance=t.instance,
-        profile_type=r.profile_type,
+        profile_type=None if trace else r.profile_type,
         window_start=r.window_start,
         window_end=r.window_end,
         source=r.url,
     )
+    if trace:
+        return TraceItem(meta, path=r.archive_path)
     return ProfileItem(meta, data=fetched.gz, profile=fetched.profile, content_hash=r.content_hash)
 
 
-def _fetch_outcome(r: FetchResult, item: ProfileItem) -> None:
+def _fetch_outcome(r: FetchResult, item: ProfileItem | TraceItem) -> None:
     """The fetch's status from what the store did with its item."""
     out = item.outcome
     if out is None or out.status == "refused":
@@ -406,7 +416,7 @@ class CollectSource:
         try:
             yield from window.run()
         finally:
-            order = {pt: i for i, pt in enumerate(COLLECT_TYPES)}
+            order = {pt: i for i, pt in enumerate(KNOWN_TYPES)}
             for tr in self.report.targets:
                 tr.fetches.sort(key=lambda f: order[f.profile_type])
             self.report.window_end = datetime.now(UTC)

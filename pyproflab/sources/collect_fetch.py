@@ -2,8 +2,9 @@
 (``sources/collect.py`` schedules them; its module rules say what they do).
 
 ``fetch_profile`` GETs one profile with retries and decodes it before anything
-is kept; ``scrape`` GETs one target's /metrics once and parses it. Neither
-raises: a failure is the one-line ``error`` of the result.
+is kept (an execution trace: checks its header); ``scrape`` GETs one target's
+/metrics once and parses it. Neither raises: a failure is the one-line
+``error`` of the result.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ ENDPOINTS: dict[str, tuple[str, bool]] = {
     "goroutine": ("goroutine", False),
     "mutex": ("mutex", True),
     "block": ("block", True),
+    "trace": ("trace", True),
 }
 
 
@@ -105,6 +107,8 @@ def fetch_profile(
             return Fetched(result, target)
         end = datetime.now(UTC)
         result.window_start, result.window_end, result.size = start, end, len(body)
+        if profile_type == "trace":
+            return _trace_body(result, target, body, url)
         try:
             raw = decompress(body, source=result.url)
             profile = decode_bytes(raw, source=result.url)
@@ -118,6 +122,18 @@ def fetch_profile(
         return Fetched(result, target, profile, gz)
     result.error = (result.error or "stopped") + " (interrupted)"
     return Fetched(result, target)
+
+
+def _trace_body(result: FetchResult, target: Target, body: bytes, url: str) -> Fetched:
+    """A fetched execution trace: kept as sent when its header says it is one."""
+    from pyproflab.decode.gotrace import trace_version
+
+    if trace_version(body[:16]) is None:
+        result.error = f"not a Go execution trace from {_shown(url)}"
+        return Fetched(result, target)
+    result.content_hash = hashlib.sha256(body).hexdigest()
+    result.error = None
+    return Fetched(result, target, None, body)
 
 
 @dataclass

@@ -6,7 +6,8 @@
   per failure and the exit code (0: all collected, 1: something failed).
 - The archive keeps each good body at ``archive/<h[:2]>/<h>.pb.gz``, where
   ``h`` is the sha256 of its decompressed protobuf (the store's
-  ``content_hash``): written atomically, never rewritten.
+  ``content_hash``), an execution trace at ``<h>.trace`` (its sha256):
+  written atomically, never rewritten.
 """
 
 from __future__ import annotations
@@ -151,15 +152,19 @@ class CollectReport:
 # --- the archive --------------------------------------------------------------------
 
 
-def archive_path(archive_dir: str | os.PathLike, content_hash: str) -> Path:
-    """Where the archive keeps the profile whose content_hash is ``content_hash``."""
-    return Path(archive_dir) / content_hash[:2] / f"{content_hash}.pb.gz"
+def archive_path(archive_dir: str | os.PathLike, content_hash: str, *, trace: bool = False) -> Path:
+    """Where the archive keeps the profile (or, ``trace``, the execution trace:
+    ``.trace``, its sha256) whose content_hash is ``content_hash``."""
+    suffix = ".trace" if trace else ".pb.gz"
+    return Path(archive_dir) / content_hash[:2] / f"{content_hash}{suffix}"
 
 
-def archive_body(archive_dir: str | os.PathLike, content_hash: str, gz: bytes) -> Path:
-    """Write gzipped profile bytes at their content address, atomically; a file
-    already there is left alone (same address, same content)."""
-    path = archive_path(archive_dir, content_hash)
+def archive_body(
+    archive_dir: str | os.PathLike, content_hash: str, gz: bytes, *, trace: bool = False
+) -> Path:
+    """Write gzipped profile bytes (or a trace's, ``trace``) at their content
+    address, atomically; a file already there is left alone (same address, same content)."""
+    path = archive_path(archive_dir, content_hash, trace=trace)
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
