@@ -5,6 +5,8 @@ times are RFC 3339 strings, durations ``"60s"``).
 - ``ProfileTypes``: the types the server holds (``types[]``: ``name``,
   ``sampleType``, ``sampleUnit``, ``periodType``, ``periodUnit``, ``delta``),
   written ``name:sample_type:sample_unit:period_type:period_unit[:delta]``.
+- ``Labels`` (``match``) and ``Values`` (``labelName``, ``match``): the label
+  names of a selection and a label's values (``offer`` names the services).
 - ``QueryRange`` (``query``, ``start``, ``end``, ``step``): per series
   (``labelset.labels``), its totals per step (``samples[].timestamp``,
   ``value``).
@@ -113,7 +115,21 @@ class ParcaSource(WindowedMerges):
         return out
 
     def offer(self, request: Request) -> Offer:
-        return Offer(kinds=(PROFILES,), profile_types=tuple(self.profile_types()))
+        """The server's profile types, and the services (``service_label`` values)
+        of the selection over the request's range."""
+        span = {k: _rfc3339(t) for k, t in (("start", request.since), ("end", request.until)) if t}
+        return Offer(kinds=(PROFILES,), profile_types=tuple(self.profile_types()),
+                     services=tuple(self.values(self.service_label, **span)))  # fmt: skip
+
+    def labels(self, **span: str) -> list[str]:
+        """``Labels``: the label names of the selection (``start``/``end`` RFC 3339)."""
+        doc = self._rpc("Labels", {"match": [self.query.strip()], **span})
+        return list(doc.get("labelNames") or [])
+
+    def values(self, name: str, **span: str) -> list[str]:
+        """``Values``: one label's values over the selection."""
+        doc = self._rpc("Values", {"labelName": name, "match": [self.query.strip()], **span})
+        return list(doc.get("labelValues") or [])
 
     def check_type(self) -> None:
         if self.type_id not in self.profile_types():

@@ -4,7 +4,9 @@ Requests (``POST BASE/querier.v1.QuerierService/METHOD``, a JSON body, the
 ``Connect-Protocol-Version: 1`` header, and ``X-Scope-OrgID`` when a tenant is
 given; times are Unix milliseconds):
 
-- ``ProfileTypes``: the profile types the server holds (``profileTypes[].ID``).
+- ``ProfileTypes``: the profile types the server holds (``profileTypes[].ID``);
+  ``LabelNames`` and ``LabelValues`` (``name``, ``matchers``): the labels of a
+  selection and their values (``offer`` names the services).
 - ``Series`` (``matchers``, ``start``, ``end``): the series (label sets) of
   the selection.
 - ``SelectSeries`` (``profileTypeID``, ``labelSelector``, ``start``, ``end``,
@@ -122,7 +124,22 @@ class PyroscopeSource(WindowedMerges):
         return self.api.json("POST", QUERIER + method, body=body)
 
     def offer(self, request: Request) -> Offer:
-        return Offer(kinds=(PROFILES,), profile_types=tuple(self.profile_types()))
+        """The server's profile types, and the services (``service_label`` values)
+        of the selection over the request's range."""
+        span = _span(request)
+        services = self.label_values(self.service_label, **span)
+        return Offer(kinds=(PROFILES,), profile_types=tuple(self.profile_types()),
+                     services=tuple(services))  # fmt: skip
+
+    def label_names(self, **span: int) -> list[str]:
+        """``LabelNames`` of the selection (``start``/``end`` in ms, optional)."""
+        body = {"matchers": [_with_type(self.selector, self.type_id)], **span}
+        return list(self._rpc("LabelNames", body).get("names") or [])
+
+    def label_values(self, name: str, **span: int) -> list[str]:
+        """``LabelValues`` of one label over the selection."""
+        body = {"name": name, "matchers": [_with_type(self.selector, self.type_id)], **span}
+        return list(self._rpc("LabelValues", body).get("names") or [])
 
     def profile_types(self) -> list[str]:
         doc = self._rpc("ProfileTypes", {})
@@ -237,6 +254,16 @@ class PyroscopeSource(WindowedMerges):
             time_nanos=int(a.timestamp() * 1e9),
             duration_nanos=int((b - a) / timedelta(microseconds=1)) * 1000,
         )
+
+
+def _span(request: Request) -> dict[str, int]:
+    """The request's range as ``start``/``end`` milliseconds (those it has)."""
+    out = {}
+    if request.since is not None:
+        out["start"] = ms(request.since)
+    if request.until is not None:
+        out["end"] = ms(request.until)
+    return out
 
 
 def _matchers(selector: str, source: str) -> dict[str, tuple[str, str]]:

@@ -189,3 +189,20 @@ def test_a_job_pulls_incrementally(tmp_path):
             asked.append(s.requests("/Query", end=True))
         assert asked[0] == asked[1] >= len(CPU_FILES)
     assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)
+
+
+def test_profile_types_labels_and_services_on_offer(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from pyproflab.sources.base import Request
+    from pyproflab.sources.parca import ParcaSource
+
+    with serve("parca", _manifest(), tmp_path) as s:
+        source = ParcaSource(s.url, QUERY)
+        now = datetime.now(UTC)
+        offer = source.offer(Request(since=now - timedelta(hours=6), until=now))
+        names = source.labels()
+        versions = source.values("version")
+    assert offer.profile_types == (CPU,) and offer.services == ("notes-api",)
+    assert {"job", "service", "version", "instance"} <= set(names)
+    assert versions == ["v1", "v2"]

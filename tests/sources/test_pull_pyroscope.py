@@ -215,3 +215,20 @@ def test_a_job_pulls_incrementally(tmp_path):
             assert res.returncode == 0, res.stderr
         assert s.requests("SelectMergeProfile") == len(CPU_FILES)
     assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)
+
+
+def test_profile_types_labels_and_services_on_offer(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from pyproflab.sources.base import Request
+    from pyproflab.sources.pyroscope import PyroscopeSource
+
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        source = PyroscopeSource(s.url, QUERY, tenant="acme")
+        now = datetime.now(UTC)
+        offer = source.offer(Request(since=now - timedelta(hours=6), until=now))
+        names = source.label_names()
+        versions = source.label_values("version")
+    assert offer.profile_types == (CPU,) and offer.services == ("notes-api",)
+    assert {"service_name", "version", "instance"} <= set(names)
+    assert versions == ["v1", "v2"]

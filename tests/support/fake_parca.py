@@ -4,6 +4,8 @@ the Connect protocol with JSON, from the published definition
 
 - ``ProfileTypes``: ``{"types": [{"name", "sampleType", "sampleUnit",
   "periodType", "periodUnit", "delta"}]}``.
+- ``Labels`` / ``Values`` (``match``, ``labelName``): ``{"labelNames": [...]}``
+  / ``{"labelValues": [...]}``.
 - ``QueryRange`` (``query`` = ``TYPE{selector}``, ``start``/``end`` RFC 3339,
   ``step`` ``"600s"``): ``{"series": [{"labelset": {"labels": [{"name",
   "value"}]}, "samples": [{"timestamp", "value"}]}]}``, a sample per step
@@ -76,6 +78,14 @@ def routes(manifest: dict[str, Any]):
                             "periodType": parts[3], "periodUnit": parts[4],
                             "delta": len(parts) > 5 and parts[5] == "delta"})  # fmt: skip
             return json_answer({"types": out})
+        if method in ("Labels", "Values"):
+            lo = _ms(b["start"]) if b.get("start") else 0
+            hi = _ms(b["end"]) if b.get("end") else 2**62
+            hits = [p["labels"] for q in b.get("match") or [] for p in select(q, lo, hi, False)]
+            if method == "Labels":
+                return json_answer({"labelNames": sorted({k for h in hits for k in h})})
+            name = b["labelName"]
+            return json_answer({"labelValues": sorted({h[name] for h in hits if name in h})})
         if method == "QueryRange":
             start, end = _ms(b["start"]), _ms(b["end"])
             step = round(float(str(b.get("step", "60s")).rstrip("s")) * 1000)

@@ -4,6 +4,8 @@ facts only: paths, field names, status codes), plus the legacy render endpoint.
 
 - ``POST /querier.v1.QuerierService/ProfileTypes``: ``{"profileTypes": [{"ID",
   "name", "sampleType", "sampleUnit", "periodType", "periodUnit"}]}``.
+- ``LabelNames`` / ``LabelValues`` (``name``, ``matchers``, ``start``, ``end``):
+  ``{"names": [...]}``.
 - ``Series`` (``matchers``, ``start``, ``end`` in ms): ``{"labelsSet":
   [{"labels": [{"name", "value"}]}]}``, the server's ``__`` labels included.
 - ``SelectSeries`` (``profileTypeID``, ``labelSelector``, ``start``, ``end``,
@@ -196,6 +198,14 @@ def routes(manifest: dict[str, Any]):
             return json_answer({"labelsSet": [
                 {"labels": [{"name": k, "value": v} for k, v in s]} for s in sorted(sets)
             ]})  # fmt: skip
+        if method in ("LabelNames", "LabelValues"):
+            ms_ = [m for sel in b.get("matchers") or ["{}"] for m in matchers(sel)]
+            lo, hi = int(b.get("start", 0)), int(b.get("end", 2**62))
+            hits = [all_labels(p) for p in profiles
+                    if lo <= p["time_ms"] <= hi and matches(all_labels(p), ms_)]  # fmt: skip
+            if method == "LabelNames":
+                return json_answer({"names": sorted({k for h in hits for k in h})})
+            return json_answer({"names": sorted({h[b["name"]] for h in hits if b["name"] in h})})
         if method == "SelectSeries":
             return json_answer(_series(b, select))
         if method == "SelectMergeProfile":
