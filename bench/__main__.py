@@ -19,6 +19,8 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+  demo     `make demo` 10 times beside a busy-looping neighbour: the plant found
+           significant in at least 9 (bench/demo_reliability.py; 30 to 60 minutes)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -47,6 +49,7 @@ from bench.common import (
     pyproflab_cmd,
     run_process,
 )
+from bench.demo_reliability import section_demo
 from bench.hostile import section_hostile
 
 
@@ -365,6 +368,7 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+    "demo": section_demo,
 }
 
 
