@@ -19,6 +19,9 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+  trace    ingest of a 100 MB execution trace (tables + 4 blocking profiles) vs
+           `go tool trace -pprof=sched`: <= 2x its time, <= its peak RSS; hostile
+           traces (truncated, bit-flipped, huge string table) (bench/bench_trace.py)
   demo     `make demo` 10 times beside a busy-looping neighbour: the plant found
            significant in at least 9 (bench/demo_reliability.py; 30 to 60 minutes)
 
@@ -38,6 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.bench_spark import section_spark
+from bench.bench_trace import section_trace
 from bench.common import (
     LARGE_CPU,
     REPO,
@@ -368,6 +372,7 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+    "trace": section_trace,
     "demo": section_demo,
 }
 
