@@ -269,6 +269,7 @@ def test_importing_pyproflab_registers_nothing() -> None:
 STORE_WRITERS = {
     "pyproflab.store.ingest": {"ingest", "ingest_paths", "store_keyed", "write_keyed"},
     "pyproflab.store.parquet": {"import_parquet"},
+    "pyproflab.store.traces": {"ingest_trace", "write_trace_file", "write_trace_items"},
     "pyproflab.store.metrics": {
         "ingest_metric_samples",
         "ingest_metric_rows",
@@ -294,8 +295,8 @@ def _from_imports(path: Path) -> list[tuple[str, str, int]]:
 
 def test_every_way_in_goes_through_the_source_interface() -> None:
     """Outside store/, no module calls the store's writers: files, Parquet
-    datasets, collect, Prometheus, gctrace logs, pulls and jobs all hand a
-    source to ``store.sourced.ingest_source``."""
+    datasets, execution traces, collect, Prometheus, gctrace logs, pulls and
+    jobs all hand a source to ``store.sourced.ingest_source``."""
     found = [
         f"{path.relative_to(PACKAGE)}:{line}: {module}.{name}"
         for path in _modules()

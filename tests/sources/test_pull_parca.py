@@ -144,6 +144,7 @@ def test_faults(tmp_path):
         res = _pull(s.url, tmp_path / "a.duckdb")
         assert res.returncode == 0, res.stderr
         assert "HTTP 429" in res.stderr and "HTTP 500" in res.stderr and "5 new" in res.stdout
+        windows = s.requests("/Query", end=True) - 2  # each window once, and the two 500s
 
         s.faults([{"path": "/Query", "end": True, "kind": "html", "times": 1}])
         res = _pull(s.url, tmp_path / "b.duckdb")
@@ -159,6 +160,23 @@ def test_faults(tmp_path):
         assert new in (4, 5)
         res = _pull(s.url, tmp_path / "b.duckdb")
         assert res.returncode == 0 and f"{5 - new} new, 0 already present" in res.stdout
+
+        # Every merge truncated, then every merge over the cap: each window one
+        # refused line naming it and the request (truncation retried, the cap not).
+        for fault, extra, why in (
+            ({"kind": "truncate"}, (), "short body from"),
+            ({"kind": "huge", "bytes": 3 << 20}, ("--max-mib", "1"), "larger than 1048576 bytes"),
+        ):
+            s.faults([{"path": "/Query", "end": True, "times": 1000, **fault}])
+            res = _pull(s.url, tmp_path / f"{fault['kind']}.duckdb", *extra)
+            assert res.returncode == 1, res.stderr
+            refused = [ln for ln in res.stderr.splitlines() if ln.startswith("refused ")]
+            assert len(refused) == windows, res.stderr
+            assert all(
+                "POST /parca.query.v1alpha1.QueryService/Query: " in ln and why in ln
+                for ln in refused
+            ), refused
+            assert f"0 new, 0 already present, {windows} refused" in res.stdout
 
         s.faults([{"path": "QueryRange", "kind": "slow", "times": 3}])
         t0 = time.monotonic()
