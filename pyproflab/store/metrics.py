@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.errors import StoreError
 from pyproflab.sources.gctrace_runs import with_runs
+from pyproflab.store import tables
 from pyproflab.store.connection import Store
 
 # The GC set of a Go service's /metrics (client_golang with the runtime/metrics
@@ -110,8 +111,8 @@ def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) ->
     return _count(store, table) - before
 
 
-METRIC_KEY = ("instance", "metric", "labels", "time")
-GC_KEY = ("instance", "source", "run", "gc_num")
+METRIC_KEY = tables.BY_NAME["metric_samples"].key
+GC_KEY = tables.BY_NAME["gc_cycles"].key
 
 
 def ingest_metric_samples(
@@ -353,18 +354,9 @@ def gc_cycle_rows(
     if not _has_table(store, "gc_cycles"):
         return schema.STORE_GC_CYCLES.empty_table()
     where, params = _where(service, version, instance)
-    have = set(
-        store.sql(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'gc_cycles' "
-            "AND schema_name = current_schema() AND database_name = current_database()"
-        )
-        .column(0)
-        .to_pylist()
-    )
-    cols = ", ".join(
-        "1 AS run" if f.name == "run" and "run" not in have else f.name
-        for f in schema.STORE_GC_CYCLES
-    )
+    from pyproflab.store.queries import column_names
+
+    cols = tables.select_list("gc_cycles", column_names(store, "gc_cycles"))
     rows = store.sql(
         f"SELECT {cols} FROM gc_cycles WHERE {where} ORDER BY instance, source, run, gc_num",
         params,
