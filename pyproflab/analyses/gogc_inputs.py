@@ -786,15 +786,12 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
 def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
     """The gctrace cycles of log files, one instance per file (named by its path).
     An unreadable file is a ``UsageError`` naming it."""
-    from pyproflab.sources.gctrace import parse_gctrace
+    from pyproflab.sources.gctrace import read_gctrace
 
     tables = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                t = parse_gctrace(f, source=path, errors=[])
-        except OSError as e:
-            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        # Read in bounded pieces, values checked (sources.gctrace).
+        t = read_gctrace(path, source=path, errors=[])
         tables.append(_with_instance(t, path))
     return pa.concat_tables(tables) if tables else pa.table({})
 
@@ -802,20 +799,12 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
 def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
     """Prometheus text snapshots (one scrape per file; a sample without a
     timestamp takes the file's modification time), as one instance."""
-    import os
-    from datetime import UTC, datetime
 
-    from pyproflab.sources.prometheus import parse_exposition
+    from pyproflab.sources.prometheus import read_exposition
 
     tables = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            when = datetime.fromtimestamp(os.path.getmtime(path), UTC)
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-        t = parse_exposition(text, default_time=when, source=path)
+        t = read_exposition(path, source=path)  # undated samples: the file's mtime
         tables.append(_with_instance(t, instance))
     return pa.concat_tables(tables)
 
