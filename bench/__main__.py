@@ -19,6 +19,9 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+  trace    ingest of a 100 MB execution trace (tables + 4 blocking profiles) vs
+           `go tool trace -pprof=sched`: <= 2x its time, <= its peak RSS; hostile
+           traces (truncated, bit-flipped, huge string table) (bench/bench_trace.py)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -36,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.bench_spark import section_spark
+from bench.bench_trace import section_trace
 from bench.common import (
     LARGE_CPU,
     REPO,
@@ -365,6 +369,7 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+    "trace": section_trace,
 }
 
 

@@ -3,7 +3,8 @@
 Layers, each importing only those before it (as ARCHITECTURE.md):
 
 ```
-errors, schema, model, arrays, display, native, forkserver, gohelper, version
+errors, schema, model, arrays, display, native, forkserver, gohelper, version,
+  newfiles
   ->  sources, decode, encode  ->  store  ->  analyses  ->  workflows, engines
   ->  reports  ->  files, collect, lab, serve  ->  jobs  ->  cli
 ```
@@ -139,9 +140,9 @@ def source_list(source: Any, regex: str, **options: Any):
 def traces(source: Any, **options: Any) -> str:
     """Every sample's stack and labels as ``go tool pprof -traces`` prints them.
     Options: sample_index, focus, ignore and pprof's other filters (tagshow, ...)."""
-    from pyproflab.reports.traces import render_traces
+    from pyproflab.analyses.traces import traces as _traces
 
-    return render_traces(_with_base(source, options), **options)
+    return str(_traces(_with_base(source, options), **options))
 
 
 def _with_base(source: Any, options: dict[str, Any]) -> Profile:
@@ -181,7 +182,7 @@ def flame(
     ``profile``'s ``sample_index`` (name or number; default as ``top`` chooses);
     with ``base``, a differential one coloured by change. Shows itself in Jupyter;
     ``.html()`` for a page. Works offline; every name stays text."""
-    from pyproflab.reports.flamegraph import flame_graph
+    from pyproflab.analyses.flame import flame_graph
 
     return flame_graph(profile, sample_index, base=base, base_scale=base_scale, title=title)
 
@@ -196,7 +197,7 @@ def notebook() -> None:
 
 def plotly_text(text: str) -> str:
     """``text`` (a function name, a label: untrusted) escaped for plotly titles and labels."""
-    from pyproflab.reports.flame import plotly_text as _escape
+    from pyproflab.reports.formatting import plotly_text as _escape
 
     return _escape(text)
 

@@ -88,7 +88,7 @@ def test_the_layer_line_is_one() -> None:
 
 
 def test_the_checker_sees_lazy_imports() -> None:
-    tree = ast.parse("def f():\n    from pyproflab.reports.html import render_html\n")
+    tree = ast.parse("def f():\n    from pyproflab.reports.top import render_html\n")
     assert _imported(tree) == [("reports", 2)]
 
 
@@ -119,8 +119,46 @@ def test_every_render_call_has_a_registered_renderer() -> None:
     assert len(calls) >= 10
     missing = [c for c in calls if c not in table]
     assert not missing, f"render() kinds with no renderer: {missing}"
-    for module, function, _ in table.values():
+    for module, function in table.values():
         assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_renderers_share_one_signature() -> None:
+    """Every registered renderer is ``function(result, /, **options)``: the result
+    first, every option with a default (``display``'s interface)."""
+    import importlib
+    import inspect
+
+    from pyproflab.display import renderers
+
+    for (cls, kind), (module, function) in renderers().items():
+        params = list(
+            inspect.signature(
+                getattr(importlib.import_module(module), function)
+            ).parameters.values()
+        )
+        assert params and params[0].kind in (
+            params[0].POSITIONAL_ONLY,
+            params[0].POSITIONAL_OR_KEYWORD,
+        ), (cls, kind)
+        need = [
+            p.name
+            for p in params[1:]
+            if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        assert not need, f"{module}.{function} ({cls}, {kind}): options without a default: {need}"
+
+
+def test_reports_import_nothing_from_the_store() -> None:
+    """Reports render results: they ask the store nothing (the workflows do)."""
+    graph = import_graph()
+    asked = {
+        m: sorted(e for e in edges if e.startswith("pyproflab.store"))
+        for m, edges in graph.items()
+        if m.startswith("pyproflab.reports")
+    }
+    assert len(asked) >= 10
+    assert not {m: e for m, e in asked.items() if e}, asked
 
 
 # --- import circles ------------------------------------------------------------------

@@ -40,10 +40,18 @@ from support.notebooks_helpers import (
 
 import pyproflab  # noqa: E402
 
-NAMES = ("01_fleet_overview", "02_top_regressions", "03_gogc_tradeoffs", "04_pgo_export")
+NAMES = (
+    "01_fleet_overview",
+    "02_top_regressions",
+    "03_gogc_tradeoffs",
+    "04_pgo_export",
+    "05_traces",
+)
+# Notebook 05 reads these recordings when the store (the demo's) holds no trace.
+TRACES = Path(__file__).resolve().parent / "testdata" / "traces"
 
 
-def test_the_four_notebooks_exist():
+def test_the_notebooks_exist():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
 
 
@@ -118,7 +126,8 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     started = time.perf_counter()
-    nb = run_notebook(name, store, work)  # a cell error raises CellExecutionError
+    nb = run_notebook(name, store, work, TRACES=str(TRACES))  # a cell error raises
+    # CellExecutionError
     print(f"{name}: ran in {time.perf_counter() - started:.1f} s")
     assert sorted(p.name for p in work.iterdir()) == [], f"{name} left files behind"
     figures = _outputs(nb, "application/vnd.plotly.v1+json")
@@ -129,6 +138,7 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
         "02_top_regressions": ["pyproflab-regressions"],
         "03_gogc_tradeoffs": ["pyproflab-gogc"],
         "04_pgo_export": ["PGO profile"],
+        "05_traces": ["pyproflab-flame"],
     }[name]
     for marker in expected:
         assert marker in html, f"{name}: no {marker} HTML repr in the outputs"
@@ -147,5 +157,7 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     flames = html.count('class="pyproflab-flame"')
     want = {"divs": len(figures), "drawn": len(figures), "flames": flames, "errors": []}
     assert seen == want, seen
+    if name == "05_traces":
+        assert flames == 2  # the sync and sched blocking profiles
     if name == "01_fleet_overview":
         assert flames == 1  # pyproflab.flame: our flame graph, drawn in the exported page

@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"pyproflab/helper/internal/pgocheck"
+	"pyproflab/helper/internal/trace"
 )
 
 // A command runs with the arguments after its name and returns the exit code.
@@ -24,6 +27,8 @@ type command struct {
 // commands is the table of subcommands; each package adds its row here.
 var commands = map[string]command{
 	"version": {runVersion, "print the helper's protocol version"},
+	"pgo":     {pgocheck.Run, "pgo index -source DIR: a Go module's functions and calls as JSON"},
+	"trace":   {trace.Run, "a Go execution trace as framed Arrow IPC: tables and blocking profiles"},
 }
 
 // protocolVersion changes whenever a subcommand's output format changes, so

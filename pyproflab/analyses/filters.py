@@ -73,9 +73,18 @@ def location_matches(profile: Profile, rx: re.Pattern) -> np.ndarray:
 
 
 def sample_mask(
-    profile: Profile, focus: str | re.Pattern | None = None, ignore: str | re.Pattern | None = None
+    profile: Profile,
+    focus: str | re.Pattern | None = None,
+    ignore: str | re.Pattern | None = None,
+    *,
+    unmatched: list[str] | None = None,
 ) -> np.ndarray | None:
-    """Boolean mask of the samples that focus/ignore keep; None when neither is given."""
+    """Boolean mask of the samples that focus/ignore keep; None when neither is given.
+
+    ``unmatched``: a list to which "Focus"/"Ignore" is added when that option
+    matches no location (pprof's test: a focus location ignore also matches does
+    not count), for pprof's "Focus expression matched no samples".
+    """
     focus_rx = compile_regex("focus", focus)
     ignore_rx = compile_regex("ignore", ignore)
     if focus_rx is None and ignore_rx is None:
@@ -84,6 +93,12 @@ def sample_mask(
     ignored = location_matches(profile, ignore_rx) if ignore_rx else np.zeros(nloc, bool)
     focused = location_matches(profile, focus_rx) if focus_rx else np.ones(nloc, bool)
     focused &= ~ignored
+    if unmatched is not None:
+        unmatched += [
+            n
+            for n, rx, m in (("Focus", focus_rx, focused), ("Ignore", ignore_rx, ignored))
+            if rx is not None and not m.any()
+        ]
     offsets, flat = list_parts(profile.samples.column("location_ids"))
     ns = profile.samples.num_rows
     rows = IdIndex(to_np(profile.locations.column("id"), np.uint64)).rows(to_np(flat, np.uint64))

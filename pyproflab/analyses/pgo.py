@@ -10,17 +10,29 @@ Rules, in the order they apply:
    samples whose values are all zero are dropped. Function names, system
    names, files, start lines, line numbers, inline frames, mappings and
    addresses are kept. Inputs without a CPU sample type are skipped (noted).
-3. Weighting: ``sum`` adds the profiles as ``go tool pprof -proto`` merges
-   them. ``rate`` weighs each profile by its rate instead of its length:
-   every value of profile *i* is multiplied by the integer
+3. Weighting (golang/go#64487): ``none`` adds the profiles as ``go tool
+   pprof -proto`` merges them, so a long or busy instance dominates.
+   ``duration`` normalises each profile by its duration: every value of
+   profile *i* is multiplied by the integer
    ``f_i = round(RATE_RESOLUTION * max_duration / duration_i)``, so a 10 s
-   and a 60 s profile count per second, not per length. Multiplying by
-   integers keeps every value an exact integer (dividing would round small
-   samples to zero); the compiler only uses shares of the total, so the
-   common factor changes nothing, and since every ``f_i >= RATE_RESOLUTION``
-   (1000) the ratio ``f_i / f_j`` is within 0.1% of ``d_j / d_i``.
+   and a 60 s profile count per second, not per length. ``instance`` makes
+   each instance count once: all values of instance *i*'s profiles are
+   multiplied by ``f_i = round(RATE_RESOLUTION * max_W / W_i)``, ``W_i``
+   being the instance's total CPU weight (the compiler's sample type), so
+   every instance brings the same weight however long it ran, however many
+   profiles it has and however busy it was (a file is an instance of its
+   own; a stored profile's instance is its ``instance``, else its service).
+   Multiplying by integers keeps every value an exact integer (dividing would
+   round small samples to zero); the compiler only uses shares of the total,
+   so the common factor changes nothing, and since every ``f_i >=
+   RATE_RESOLUTION`` (1000) the ratio ``f_i / f_j`` is within 0.1% of the
+   exact one. ``sum`` and ``rate`` are the old names of ``none`` and
+   ``duration``.
 4. Merging: pprof's merge (``analyses.merge``).
-5. Safeguards: functions on the safeguard list are *renamed* to
+5. Preemption (``fold_preempt``, on by default): leaf ``runtime.asyncPreempt``
+   frames are dropped, so those samples count for the function they
+   interrupted (``pgo_edges.fold_preemption`` says why: not a call edge).
+6. Safeguards: functions on the safeguard list are *renamed* to
    ``NAME + SAFEGUARD_SUFFIX`` (name and system name). The compiler matches
    profile functions by exact linker name; a name with a space cannot be a
    Go symbol, so it matches nothing and the function is never optimized by
@@ -28,17 +40,17 @@ Rules, in the order they apply:
    weight and the 99% hot-callsite cutoff of all other edges stay as they
    were. A suffix (not a prefix) keeps the name sorting beside its package
    in pprof views.
-6. Trimming (optional, ``trim_leaf=K``): stacks are cut to their K leaf
+7. Trimming (optional, ``trim_leaf=K``): stacks are cut to their K leaf
    locations. The compiler takes edges from the two leaf locations only, so
    K >= 2 never changes them; the edges are computed before and after and
    the trimming is not applied (with a note) when they differ.
-7. Refusal: no profile is produced when Go would reject or silently ignore
+8. Refusal: no profile is produced when Go would reject or silently ignore
    it: an input that cannot be read (zero-byte, not a profile), no input
    with a CPU sample type (e.g. heap only), no samples, zero total weight,
    no function with a start line (Go rejects it), no call edges (Go ignores
    it). ``PgoResult.refusal`` says why; ``write`` raises ``PgoRefusedError``.
 
-Longer than 500 lines: the seven rules above are applied here in their order,
+Longer than 500 lines: the eight rules above are applied here in their order,
 from selecting profiles to refusing a profile Go would reject. The profile
 transforms (``strip_profile``, ``apply_safeguards``, ``trim_profile``,
 ``validate``: about 150 lines) and ``PgoResult`` (about 120) are the seams a
@@ -62,6 +74,7 @@ from pyproflab.analyses.pgo_edges import (
     CPU_VALUE_TYPES,
     EdgeSet,
     compute_edges,
+    fold_preemption,
     go_binary,
     preprofile_edges,
 )
@@ -81,7 +94,8 @@ DEFAULT_SAFEGUARDS: tuple[str, ...] = (
 SAFEGUARD_SUFFIX = " [pgo-safeguard]"
 RATE_RESOLUTION = 1000
 DEFAULT_TOP = 5
-WEIGHTS = ("sum", "rate")
+WEIGHTS = ("none", "duration", "instance")
+WEIGHT_ALIASES = {"sum": "none", "rate": "duration"}
 _INT64_MAX = 2**63 - 1
 
 
@@ -98,7 +112,8 @@ class PgoInput:
     duration_nanos: int = 0
     cpu_nanos: int = 0
     samples: int = 0
-    factor: int = 1  # the --weight rate multiplier (1 for sum)
+    factor: int = 1  # the --weight duration/instance multiplier (1 for none)
+    instance: str = ""  # who ran it (--weight instance); "" means the label
 
     @property
     def cores(self) -> float | None:
@@ -115,8 +130,10 @@ class PgoResult:
     refusal: str | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (input, why)
     notes: list[str] = field(default_factory=list)
-    weight: str = "sum"
+    weight: str = "none"
     safeguards: tuple[str, ...] = DEFAULT_SAFEGUARDS
+    fold_preempt: bool = True
+    preempt_folded: tuple[int, int] = (0, 0)  # samples, their weight
     safeguarded: dict[str, int] = field(default_factory=dict)  # name -> edge weight renamed
     trim_leaf: int | None = None  # asked
     trimmed: bool = False  # applied
@@ -242,8 +259,8 @@ def pgo(
         store, selection or Selection(), top=None if all else top
     )
     inputs = []
-    for pid, label in chosen:
-        inputs.append(PgoInput(label, store.profile(pid)))
+    for pid, label, instance in chosen:
+        inputs.append(PgoInput(label, store.profile(pid), instance=instance))
     result = build_pgo(inputs, **options)
     result.candidates = candidates
     result.notes[:0] = notes
@@ -256,13 +273,14 @@ def pgo(
 def pgo_files(paths: Iterable[str | os.PathLike], **options: Any) -> PgoResult:
     """The PGO profile of the given files; an unreadable file refuses the whole run.
 
-    With ``weight="sum"`` the files are read, stripped and merged on every core
-    (``analyses.merge_files``: equal to merging them in order); ``rate`` needs
-    every duration before weighing, so it reads them here one by one."""
+    With ``weight="none"`` the files are read, stripped and merged on every core
+    (``analyses.merge_files``: equal to merging them in order); the other
+    weightings need every total before weighing, so they read them here one
+    by one."""
     labels = [os.fspath(p) for p in paths]
     if not labels:
         raise UsageError("no profiles given")
-    if options.get("weight", "sum") != "sum":
+    if _weight_name(options.get("weight", "none")) != "none":
         return _pgo_files_in_order(labels, **options)
     from pyproflab.analyses.merge_files import merge_files
 
@@ -330,7 +348,8 @@ def _pgo_files_in_order(labels: list[str], **options: Any) -> PgoResult:
 
 
 def _refused(inputs: list[PgoInput], options: dict, why: str) -> PgoResult:
-    return PgoResult(None, inputs, refusal=why, weight=options.get("weight", "sum"))
+    weight = _weight_name(options.get("weight", "none"))
+    return PgoResult(None, inputs, refusal=why, weight=weight)
 
 
 # --- selection -----------------------------------------------------------------------
@@ -338,8 +357,9 @@ def _refused(inputs: list[PgoInput], options: dict, why: str) -> PgoResult:
 
 def select_profiles(
     store: Store, selection: Selection, *, top: int | None = DEFAULT_TOP
-) -> tuple[list[tuple[int, str]], int, list[str]]:
-    """(profile_id, label) of the chosen profiles, the number of CPU candidates, notes.
+) -> tuple[list[tuple[int, str, str]], int, list[str]]:
+    """(profile_id, label, instance) of the chosen profiles, the number of CPU
+    candidates, notes (instance: the profile's instance, else its service).
 
     Candidates: selected profiles with a ``samples/count`` or ``cpu/nanoseconds``
     sample type. Ranked by CPU cores (cpu/nanoseconds total, else samples ×
@@ -407,7 +427,7 @@ def select_profiles(
     for r in chosen:
         who = "/".join(x for x in (r["service"], r["instance"]) if x)
         label = f"profile {r['profile_id']}" + (f" ({who})" if who else "")
-        out.append((r["profile_id"], label))
+        out.append((r["profile_id"], label, r["instance"] or r["service"] or label))
     return out, len(cands), notes
 
 
@@ -417,14 +437,17 @@ def select_profiles(
 def build_pgo(
     inputs: Sequence[PgoInput],
     *,
-    weight: str = "sum",
+    weight: str = "none",
     safeguards: Iterable[str] | None = None,
     trim_leaf: int | None = None,
+    fold_preempt: bool = True,
 ) -> PgoResult:
-    """Strip, weigh, merge, safeguard, trim and validate (see the module rules)."""
+    """Strip, weigh, merge, fold, safeguard, trim and validate (the module rules)."""
     from pyproflab.analyses.merge import merge
 
-    res = _new_result(inputs, weight=weight, safeguards=safeguards, trim_leaf=trim_leaf)
+    res = _new_result(
+        inputs, weight=weight, safeguards=safeguards, trim_leaf=trim_leaf, fold_preempt=fold_preempt
+    )
     kept: list[PgoInput] = []
     for inp in res.inputs:
         assert inp.profile is not None
@@ -443,9 +466,9 @@ def build_pgo(
         return res
 
     profiles = [i.profile for i in kept if i.profile is not None and i.profile.num_samples]
-    if weight == "rate":
+    if res.weight != "none":
         try:
-            profiles = _rate_weigh([i for i in kept if i.profile and i.profile.num_samples])
+            profiles = _weigh([i for i in kept if i.profile and i.profile.num_samples], res.weight)
         except PgoRefusedError as e:
             res.refusal = str(e)
             return res
@@ -455,17 +478,32 @@ def build_pgo(
 def _new_result(
     inputs: Sequence[PgoInput],
     *,
-    weight: str = "sum",
+    weight: str = "none",
     safeguards: Iterable[str] | None = None,
     trim_leaf: int | None = None,
+    fold_preempt: bool = True,
 ) -> PgoResult:
     """An empty result for ``inputs`` with its options checked."""
-    if weight not in WEIGHTS:
-        raise UsageError(f"weight must be one of {', '.join(WEIGHTS)}, not {weight!r}")
+    weight = _weight_name(weight)
     if trim_leaf is not None and trim_leaf < 1:
         raise UsageError(f"--trim-leaf must be at least 1, not {trim_leaf}")
     guards = tuple(DEFAULT_SAFEGUARDS if safeguards is None else safeguards)
-    return PgoResult(None, list(inputs), weight=weight, safeguards=guards, trim_leaf=trim_leaf)
+    return PgoResult(
+        None,
+        list(inputs),
+        weight=weight,
+        safeguards=guards,
+        trim_leaf=trim_leaf,
+        fold_preempt=fold_preempt,
+    )
+
+
+def _weight_name(weight: str) -> str:
+    """The weighting's name (old names accepted); a usage error for others."""
+    name = WEIGHT_ALIASES.get(weight, weight)
+    if name not in WEIGHTS:
+        raise UsageError(f"weight must be one of {', '.join(WEIGHTS)}, not {weight!r}")
+    return name
 
 
 def _refuse_inputs(res: PgoResult, stripped_rows: list[int]) -> bool:
@@ -485,7 +523,10 @@ def _refuse_inputs(res: PgoResult, stripped_rows: list[int]) -> bool:
 
 
 def _finish(res: PgoResult, merged: Profile) -> PgoResult:
-    """Safeguard, trim and validate the merged profile into ``res``."""
+    """Fold preemption, safeguard, trim and validate the merged profile into ``res``."""
+    if res.fold_preempt:
+        merged, n, w = fold_preemption(merged)
+        res.preempt_folded = (n, w)
     merged, res.safeguarded = apply_safeguards(merged, res.safeguards)
     edges = compute_edges(merged)
     trim_leaf = res.trim_leaf
@@ -554,25 +595,46 @@ def _cpu_nanos(p: Profile) -> int:
     return p.total(0) * max(p.period, 1)
 
 
-def _rate_weigh(inputs: list[PgoInput]) -> list[Profile]:
-    """Each profile's values × f_i = round(RATE_RESOLUTION × max duration / duration_i)."""
-    missing = [i.label for i in inputs if i.duration_nanos <= 0]
-    if missing:
-        raise PgoRefusedError(
-            f"--weight rate needs each profile's duration; none in {', '.join(missing[:3])}"
-            + (" …" if len(missing) > 3 else "")
-            + " (use --weight sum)"
-        )
-    dmax = max(i.duration_nanos for i in inputs)
+def weight_factors(inputs: Sequence[PgoInput], weight: str) -> list[int]:
+    """Each input's integer multiplier under ``weight`` (module rule 3)."""
+    weight = _weight_name(weight)
+    if weight == "none":
+        return [1] * len(inputs)
+    if weight == "duration":
+        missing = [i.label for i in inputs if i.duration_nanos <= 0]
+        if missing:
+            raise PgoRefusedError(
+                f"--weight duration needs each profile's duration; none in "
+                f"{', '.join(missing[:3])}"
+                + (" …" if len(missing) > 3 else "")
+                + " (use --weight none or instance)"
+            )
+        dmax = max(i.duration_nanos for i in inputs)
+        return [max(1, round(RATE_RESOLUTION * dmax / i.duration_nanos)) for i in inputs]
+    totals: dict[str, int] = {}
+    for i in inputs:
+        assert i.profile is not None
+        key = i.instance or i.label
+        totals[key] = totals.get(key, 0) + i.profile.total(0)
+    wmax = max(totals.values())
+    return [
+        max(1, round(RATE_RESOLUTION * wmax / totals[i.instance or i.label]))
+        if totals[i.instance or i.label]
+        else 1
+        for i in inputs
+    ]
+
+
+def _weigh(inputs: list[PgoInput], weight: str) -> list[Profile]:
+    """Each profile's values multiplied by its ``weight_factors`` factor."""
     out = []
-    for inp in inputs:
+    for inp, f in zip(inputs, weight_factors(inputs, weight), strict=True):
         p = inp.profile
         assert p is not None
-        f = max(1, round(RATE_RESOLUTION * dmax / inp.duration_nanos))
         inp.factor = f
         biggest = max(p.total(k) for k in range(len(p.sample_types)))
         if biggest * f > _INT64_MAX // 2:
-            raise PgoRefusedError(f"{inp.label}: --weight rate would overflow int64")
+            raise PgoRefusedError(f"{inp.label}: --weight {weight} would overflow int64")
         vals = p.samples.column("values").combine_chunks()
         scaled = pa.ListArray.from_arrays(
             vals.offsets, pc.multiply(vals.flatten(), pa.scalar(f, pa.int64()))

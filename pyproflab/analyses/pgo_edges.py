@@ -21,6 +21,20 @@ the code ``go tool preprofile`` and ``go build -pgo`` run):
 ``compute_edges`` does this in Python; ``preprofile_edges`` runs
 ``go tool preprofile`` and parses its ``GO PREPROFILE V1`` output, so the
 tests can check one against the other.
+
+Preemption (``fold_preemption``): a sample whose leaf is
+``runtime.asyncPreempt`` makes an edge from the interrupted function to
+``runtime.asyncPreempt`` at the interrupted line. It is not a call: the
+profiling signal was delivered as the preemption handler started, so the
+CPU time is the interrupted function's (on a busy machine, where goroutines
+are preempted often, such samples reach a fifth of a profile). The compiler
+takes the edge as it takes any (``pgo.FromPProf`` filters nothing): it
+counts in the total and the 99% cutoff, marks the interrupted line as a hot
+call site (``inline.PGOInlinePrologue``) and, as a callee without IR at that
+line, can stop the devirtualization of an interface call there
+(``devirtualize.findHotConcreteCallee``). Folding drops that leaf frame, so
+the sample counts for the interrupted function as the leaf and the edge
+becomes the real call into it.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
+PREEMPT_FUNCTION = "runtime.asyncPreempt"
 # The compiler's default -d=pgoinlinecdfthreshold.
 HOT_CDF_PERCENT = 99.0
 PREPROFILE_HEADER = "GO PREPROFILE V1"
@@ -192,6 +207,54 @@ def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> 
     seen_start = any(n[3] != 0 for n, c in nodes_cum.items() if c != 0)
     weights = {k: w for k, w in weights.items() if w != 0}
     return build_edge_set(weights, seen_start_line=seen_start, cdf_percent=cdf_percent)
+
+
+def fold_preemption(profile: Profile) -> tuple[Profile, int, int]:
+    """``profile`` with every leaf ``runtime.asyncPreempt`` frame of a stack of two
+    or more dropped (module rules), the number of samples folded and their weight
+    (the compiler's sample type)."""
+    import dataclasses
+
+    import numpy as np
+    import pyarrow as pa
+
+    from pyproflab.arrays import from_numpy
+
+    f = profile.functions.to_pydict()
+    pre = {fid for fid, name in zip(f["id"], f["name"], strict=True) if name == PREEMPT_FUNCTION}
+    if not pre:
+        return profile, 0, 0
+    locs = profile.locations.to_pydict()
+    pre_locs = [
+        lid
+        for lid, lines in zip(locs["id"], locs["lines"], strict=True)
+        if any(ln["function_id"] in pre for ln in lines or [])
+    ]
+    s = profile.samples
+    offsets, values = list_parts(s.column("location_ids"))
+    lengths = np.diff(offsets)
+    ids = to_numpy(values)
+    first = np.where(lengths > 0, ids[np.minimum(offsets[:-1], max(len(ids) - 1, 0))], 0)
+    drop = (lengths >= 2) & np.isin(first, np.asarray(pre_locs, dtype=ids.dtype))
+    if not drop.any():
+        return profile, 0, 0
+    keep = np.ones(len(ids), dtype=bool)
+    keep[offsets[:-1][drop]] = False
+    new_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths - drop, out=new_offsets[1:])
+    id_type = s.schema.field("location_ids").type
+    folded = pa.ListArray.from_arrays(
+        from_numpy(new_offsets), from_numpy(ids[keep], id_type.value_type)
+    ).cast(id_type)
+    idx = value_index(profile)
+    weight = 0
+    if idx >= 0:
+        n = len(profile.sample_types)
+        _, flat = list_parts(s.column("values"))
+        vals = to_numpy(flat).reshape(s.num_rows, n)[:, idx] if s.num_rows else np.zeros(0)
+        weight = int(vals[drop].sum())
+    samples = s.set_column(0, "location_ids", folded)
+    return dataclasses.replace(profile, samples=samples), int(drop.sum()), weight
 
 
 # --- go tool preprofile ------------------------------------------------------------

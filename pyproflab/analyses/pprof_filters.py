@@ -56,29 +56,68 @@ def apply(
     taghide: str | None = None,
 ) -> Profile:
     """``profile`` with the filters applied in pprof's order (see the module rules)."""
+    options = {"hide": hide, "show": show, "show_from": show_from, "tagfocus": tagfocus}
+    options |= {"tagignore": tagignore, "tagshow": tagshow, "taghide": taghide}
+    return _apply(profile, options, None)
+
+
+def _apply(
+    profile: Profile, options: dict[str, str | None], unmatched: list[str] | None
+) -> Profile:
+    """``apply``; ``unmatched``: a list to which pprof's name of each option that
+    matched nothing is added ("Hide", "Show", "ShowFrom", "TagFocus", "TagIgnore",
+    "TagShow", "TagHide"), for its "<name> expression matched no samples"."""
+    hide, show, show_from = options.get("hide"), options.get("show"), options.get("show_from")
+    tagfocus, tagignore = options.get("tagfocus"), options.get("tagignore")
+    tagshow, taghide = options.get("tagshow"), options.get("taghide")
     hide_rx, show_rx = compile_regex("hide", hide), compile_regex("show", show)
     from_rx = compile_regex("show_from", show_from)
     # Checked before any work, so a bad regex is refused at once.
     focus_test, ignore_test = tag_test("tagfocus", tagfocus), tag_test("tagignore", tagignore)
     # Units of the numeric labels are those of the whole profile, as before filtering.
     num_units = label_units(profile) if (focus_test or ignore_test) else {}
+    matched: dict[str, bool] = {}
     if hide_rx or show_rx:
-        profile = _hide_show(profile, hide_rx, show_rx)
+        profile = _hide_show(profile, hide_rx, show_rx, matched)
     if from_rx:
-        profile = _show_from(profile, from_rx)
+        profile = _show_from(profile, from_rx, matched)
     if focus_test or ignore_test:
         labels = Labels(profile.samples)
         keep = np.ones(profile.samples.num_rows, dtype=bool)
         if focus_test:
-            keep &= focus_test(labels, num_units)
+            focused = focus_test(labels, num_units)
+            matched["TagFocus"] = bool(focused.any())
+            keep &= focused
         if ignore_test:
-            keep &= ~ignore_test(labels, num_units)
+            ignored = ignore_test(labels, num_units)
+            matched["TagIgnore"] = bool(ignored.any())
+            keep &= ~ignored
         profile = _with_samples(profile, profile.samples.filter(pa.array(keep, pa.bool_())))
     if tagshow or taghide:
         profile = _filter_label_keys(
-            profile, compile_regex("tagshow", tagshow), compile_regex("taghide", taghide)
+            profile, compile_regex("tagshow", tagshow), compile_regex("taghide", taghide), matched
         )
+    if unmatched is not None:
+        unmatched += [name for name, hit in matched.items() if not hit]
     return profile
+
+
+def unmatched(
+    profile: Profile, focus: str | None = None, ignore: str | None = None, **options: str | None
+) -> list[str]:
+    """pprof's names of the filters given that match nothing in ``profile``, in the
+    order pprof warns "<name> expression matched no samples": each is tested on
+    what the filters before it left, after drop_frames, as pprof applies them."""
+    from pyproflab.analyses import filters
+
+    out: list[str] = []
+    work = filters.remove_uninteresting(profile)
+    mask = filters.sample_mask(work, focus, ignore, unmatched=out)
+    if mask is not None:
+        work = _with_samples(work, work.samples.filter(pa.array(mask, pa.bool_())))
+    if any(options.values()):
+        _apply(work, options, out)
+    return out
 
 
 # --- names ----------------------------------------------------------------------------
@@ -106,11 +145,19 @@ def _line_matchers(profile: Profile, rx: re.Pattern, *, files: bool = True):
     return fn, mp
 
 
-def _hide_show(profile: Profile, hide: re.Pattern | None, show: re.Pattern | None) -> Profile:
+def _hide_show(
+    profile: Profile, hide: re.Pattern | None, show: re.Pattern | None, matched: dict[str, bool]
+) -> Profile:
+    """pprof's -hide/-show; ``matched`` gets "Hide" (some location matched) and
+    "Show" (some location kept a line)."""
     hide_fn, hide_map = _line_matchers(profile, hide) if hide else ({}, {})
     show_fn, show_map = _line_matchers(profile, show) if show else ({}, {})
     locs = profile.locations.to_pylist()
     hidden: set[int] = set()
+    if hide is not None:
+        matched["Hide"] = False
+    if show is not None:
+        matched["Show"] = False
     for loc in locs:
         lines = loc["lines"]
         if hide is not None:
@@ -118,8 +165,12 @@ def _hide_show(profile: Profile, hide: re.Pattern | None, show: re.Pattern | Non
                 lines = []
             else:
                 lines = [ln for ln in lines if not hide_fn.get(ln["function_id"], False)]
+            if len(lines) != len(loc["lines"]) or hide_map.get(loc["mapping_id"], False):
+                matched["Hide"] = True
         if show is not None and not show_map.get(loc["mapping_id"], False):
             lines = [ln for ln in lines if show_fn.get(ln["function_id"], True)]
+        if show is not None and lines:
+            matched["Show"] = True
         changed = len(lines) != len(loc["lines"])
         if changed:
             loc["lines"] = lines
@@ -133,7 +184,8 @@ def _hide_show(profile: Profile, hide: re.Pattern | None, show: re.Pattern | Non
     return _rewrite_stacks(profile, lambda ids: [i for i in ids if i not in hidden])
 
 
-def _show_from(profile: Profile, rx: re.Pattern) -> Profile:
+def _show_from(profile: Profile, rx: re.Pattern, found: dict[str, bool]) -> Profile:
+    """pprof's -show_from; ``found`` gets "ShowFrom" (some location matched)."""
     fn, mp = _line_matchers(profile, rx, files=False)
     locs = profile.locations.to_pylist()
     matched: set[int] = set()
@@ -147,6 +199,7 @@ def _show_from(profile: Profile, rx: re.Pattern) -> Profile:
         if last >= 0:
             loc["lines"] = lines[: last + 1]
             matched.add(loc["id"])
+    found["ShowFrom"] = bool(matched)
     profile = dataclasses.replace(
         profile, locations=pa.Table.from_pylist(locs, schema=profile.locations.schema)
     )
@@ -354,10 +407,11 @@ def _pairs_matching(labels: Labels, rows: np.ndarray, rx: re.Pattern) -> np.ndar
 
 
 def _filter_label_keys(
-    profile: Profile, show: re.Pattern | None, hide: re.Pattern | None
+    profile: Profile, show: re.Pattern | None, hide: re.Pattern | None, found: dict[str, bool]
 ) -> Profile:
     """Each sample's labels without those whose key fails tagshow/taghide; the
-    label values stay interned (the kept rows are taken, not rebuilt)."""
+    label values stay interned (the kept rows are taken, not rebuilt). ``found``
+    gets "TagShow"/"TagHide": whether some sample's label key matched it."""
 
     def kept(key: str) -> bool:
         return (show is None or bool(show.search(key))) and not (hide and hide.search(key))
@@ -366,6 +420,9 @@ def _filter_label_keys(
     col = samples.schema.get_field_index("labels")
     offsets, flat = list_parts(samples.column(col))
     key, keys = _codes(flat.field("key"))
+    for name, rx in (("TagShow", show), ("TagHide", hide)):
+        if rx is not None:
+            found[name] = any(rx.search(k) for k in keys.values())
     good = [i for i, k in keys.items() if kept(k)]
     rows = np.isin(key, good)
     owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))

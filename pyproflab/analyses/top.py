@@ -132,11 +132,11 @@ class TopResult(RowsResult):
         return [f"{k}={given[k]}" for k in order if given.get(k)]
 
     def header_lines(self, value_format=None) -> list[str]:
-        """The lines pprof prints above the table (see reports.text)."""
-        return render(self, "header_lines", value_format)
+        """The lines pprof prints above the table (see reports.top)."""
+        return render(self, "header_lines", fmt=value_format)
 
     def _repr_html_(self) -> str:
-        return render(self, "html")
+        return render(self, "html", max_rows=200)
 
     def __repr__(self) -> str:
         return (

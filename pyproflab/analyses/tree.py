@@ -11,8 +11,11 @@ Rules, re-expressed:
   anywhere in the name, as Go's ``MatchString``); no match is an error.
 - A node's callers are its incoming edges, its callees its outgoing ones,
   among the edges of the shown nodes' graph (edges bridge cut nodes) whose
-  |weight| reaches the edge cutoff. Each list is ordered by |weight|
-  descending, then the caller's printable name, then the callee's.
+  |weight| reaches the edge cutoff, or that lead to a node left out of the
+  graph for a flat and cum of 0 (a diff that cancels): pprof trims only the
+  edges into the graph's nodes, so it prints those whatever their weight.
+  Each list is ordered by |weight| descending, then the caller's printable
+  name, then the callee's.
 - An edge's share is its weight over its node's cum; it is ``(inline)`` when
   the callee is an inlined frame in every sample where the edge occurs.
 """
@@ -90,7 +93,12 @@ def tree(profile: Profile, *, symbol: str | None = None, **options) -> TreeResul
     rx = compile_regex("peek", symbol)
     tg = top_graph(profile, **options)
     g, nodes = tg.graph, tg.nodes
-    strong = np.abs(g.edge_weight) >= tg.edge_cutoff
+    # pprof trims the edges into the graph's nodes only: an edge into a node whose
+    # flat and cum are both 0 (left out of the graph, as where a diff cancels)
+    # stays whatever its weight, zero included.
+    in_graph = np.zeros(nodes.count, dtype=bool)
+    in_graph[tg.order] = True
+    strong = (np.abs(g.edge_weight) >= tg.edge_cutoff) | ~in_graph[g.edge_dst]
     src, dst = g.edge_src[strong].tolist(), g.edge_dst[strong].tolist()
     weight, inline = g.edge_weight[strong].tolist(), g.edge_inline[strong].tolist()
     incoming: dict[int, list[tuple[int, int, bool]]] = {}

@@ -168,6 +168,18 @@ def has_selection(args: argparse.Namespace) -> bool:
     )
 
 
+def warn_unmatched(profile, options: dict[str, str | None]) -> None:
+    """pprof's warning on stderr for each filter that matched nothing in ``profile``
+    (``options``: focus, ignore and pprof's filters by name), e.g. "TagShow
+    expression matched no samples"; the report is printed all the same."""
+    if not any(options.values()):
+        return
+    from pyproflab.analyses.pprof_filters import unmatched
+
+    for name in unmatched(profile, **options):
+        print(f"{name} expression matched no samples", file=sys.stderr)
+
+
 def write_output(text: str, path: str | None) -> None:
     """Write report text to ``path`` (atomically) or stdout."""
     if path in (None, "-"):
@@ -321,16 +333,21 @@ def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -
         "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
     )
     add_pprof_filters(parser)
+    add_base_options(parser)
+    parser.add_argument(
+        "--unit", metavar="UNIT", help="text: print values in UNIT (ms, s, MB, ...), as -unit"
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+
+def add_base_options(parser: argparse.ArgumentParser) -> None:
+    """pprof's --diff_base and --base (files or URLs, repeatable)."""
     for name, text in (
         ("diff_base", "subtract these profiles; percentages are shares of the base"),
         ("base", "subtract these profiles (as pprof -base)"),
     ):
         flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
         parser.add_argument(*flags, dest=name, action="append", metavar="FILE", help=text)
-    parser.add_argument(
-        "--unit", metavar="UNIT", help="text: print values in UNIT (ms, s, MB, ...), as -unit"
-    )
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
 
 PPROF_FILTERS = (
@@ -365,7 +382,9 @@ def report_profile(args: argparse.Namespace):
     """``load_profile``, refusing files given together with a store selection."""
     if args.files and (args.db or has_selection(args)):
         raise UsageError("give profile files or --db with a selection, not both")
-    return load_profile(args)
+    profile = load_profile(args)
+    warn_unmatched(profile, {"focus": args.focus, "ignore": args.ignore, **pprof_filters(args)})
+    return profile
 
 
 def load_profile(args: argparse.Namespace):

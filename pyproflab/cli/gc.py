@@ -36,11 +36,12 @@ class Command:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.gc import gc
-        from pyproflab.reports.gc import render_gc
         from pyproflab.store import Store
 
         with Store.open(common.db_path(args), read_only=True) as store:
             result = gc(store, common.selection_from_args(args), categories=not args.no_categories)
-        common.write_output(render_gc(result, args.format, table=args.table), args.output)
+        text = reports.output(result, args.format, title="gc", table=args.table)
+        common.write_output(text, args.output)
         return 0

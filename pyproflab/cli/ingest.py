@@ -5,11 +5,17 @@ by `pyproflab export`. Each profile is stored once: a file whose decoded
 content is already in the store is counted as present. A file that is not a
 valid profile is refused with its reason; the others are still stored, and
 the store never holds part of a profile.
+
+Exit codes: 0 when every profile named is now in the store (new or already
+present; refused files are listed, and fail the run only with ``--strict``);
+2 when no file was a profile to store (every one refused, or none found), and
+then a store this command would have created is not left behind.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pyproflab.cli import common
 
@@ -90,7 +96,9 @@ class Command:
         if args.batch_mib is not None and args.batch_mib < 1:
             raise UsageError(f"--batch-mib must be a whole number >= 1, not {args.batch_mib}")
         labels = common.parse_kv(args.label)
-        with Lab.open(common.db_path(args)) as lab:
+        db = common.db_path(args)
+        created = not Path(db).exists()
+        with Lab.open(db) as lab:
             report = lab.ingest(
                 args.paths,
                 service=args.service,
@@ -104,9 +112,10 @@ class Command:
                 batch_size=args.batch_size,
                 batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
             )
-        if not (report.new or report.present) and all(
-            reason in _NO_FILE for _, reason in report.refused
-        ):
+        stored_none = not (report.new or report.present)
+        if created and not report.new:
+            _remove_store(db)  # a store made for nothing is not left behind
+        if stored_none and all(reason in _NO_FILE for _, reason in report.refused):
             # A scheduled job must see that it ingested nothing: exit 2, not "0 new".
             raise UsageError(
                 f"{' '.join(args.paths)}: no profile files found "
@@ -115,4 +124,12 @@ class Command:
         for path, reason in report.refused:
             print(f"refused {path}: {reason}", file=sys.stderr)
         print(report.summary())
+        if stored_none and report.refused:
+            return 2  # every input refused: nothing of them is in the store
         return 2 if (args.strict and report.refused) else 0
+
+
+def _remove_store(db: str) -> None:
+    """Delete a store file this command created and stored nothing in (and its WAL)."""
+    for path in (db, db + ".wal"):
+        Path(path).unlink(missing_ok=True)

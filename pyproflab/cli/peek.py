@@ -22,9 +22,9 @@ class Command:
         add_report_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.tree import peek
-        from pyproflab.reports.tree import render_tree_text
 
         result = peek(report_profile(args), args.regex, **graph_options(args))
-        common.write_output(render_tree_text(result, unit=args.unit), args.output)
+        common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0

@@ -3,6 +3,8 @@
   pyproflab pgo --db DB --service S [--since 72h] [--top 5 | --all] -o DIR/default.pgo
   pyproflab pgo FILE... -o OUT
   pyproflab pgo diff OLD NEW        (hot edges added, removed, re-weighted)
+  pyproflab pgo check PROFILE --source DIR   (is the profile still true of the source?)
+  pyproflab pgo weights FILE... | --db DB ...  (the hot edges under each --weight)
 
 Only samples/count and cpu/nanoseconds are kept, labels and all-zero samples
 dropped; functions on the safeguard list are renamed so the compiler cannot
@@ -11,13 +13,125 @@ samples, zero weight, no start lines, no call edges, unreadable input) is not
 written: by default a warning and exit 0 (a CI build goes on without PGO),
 with --fail an error and exit 2. With Go installed, the written file is
 checked with `go tool preprofile` and its hot call edges are reported.
+
+--weight: none (a plain sum, as pprof merges), duration (each profile per
+second) or instance (each instance counts once). Samples in
+runtime.asyncPreempt count for the function they interrupted (preemption
+is not a call; --keep-preempt keeps them).
+
+pgo check reads the Go module at --source (with go/parser, through the Go
+helper) and says, for each hot edge (the compiler's 99% cutoff), whether the
+compiler still applies it: the caller still exists by name and the line at
+its call-site offset still calls a hot callee. It prints the share of the hot
+weight that applies and a verdict (current, aging, stale); with
+--fail-under PCT it exits 1 when the share is under PCT.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import common, pgo_tools
+
+_SAFEGUARD_HELP = "do not rename runtime.gopark and grpc's loopyWriter.processData"
+
+# (group, flags, add_argument keywords): every option once, grouped as --help shows them.
+OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
+    ("pgo", ("-o", "--output"), {"metavar": "OUT", "help": "the PGO profile to write"}),
+    (
+        "pgo",
+        ("--top",),
+        {
+            "type": int,
+            "default": 5,
+            "metavar": "N",
+            "help": "the N profiles with the most CPU cores (default 5; store only)",
+        },
+    ),
+    (
+        "pgo",
+        ("--all",),
+        {"action": "store_true", "help": "every selected CPU profile (over --top)"},
+    ),
+    (
+        "pgo",
+        ("--weight",),
+        {
+            "choices": ("none", "duration", "instance", "sum", "rate"),
+            "default": "none",
+            "help": "none: a plain sum, as pprof merges; duration: each profile per second; "
+            "instance: each instance once (sum, rate: old names of none, duration)",
+        },
+    ),
+    (
+        "pgo",
+        ("--keep-preempt",),
+        {
+            "action": "store_true",
+            "help": "keep samples in runtime.asyncPreempt as they are (not calls)",
+        },
+    ),
+    (
+        "pgo",
+        ("--safeguard",),
+        {
+            "action": "append",
+            "default": [],
+            "metavar": "FUNC",
+            "help": "also keep this function out of the hot edges (repeatable)",
+        },
+    ),
+    ("pgo", ("--no-default-safeguards",), {"action": "store_true", "help": _SAFEGUARD_HELP}),
+    (
+        "pgo",
+        ("--trim-leaf",),
+        {
+            "type": int,
+            "metavar": "K",
+            "help": "cut stacks to K leaf frames when the hot edges stay the same",
+        },
+    ),
+    (
+        "pgo",
+        ("--fail",),
+        {"action": "store_true", "help": "exit 2 when the profile is refused (default: warn)"},
+    ),
+    (
+        "pgo",
+        ("--no-verify",),
+        {"action": "store_true", "help": "do not run go tool preprofile on the output"},
+    ),
+    (
+        "output",
+        ("--format",),
+        {"choices": ("text", "json"), "default": "text", "help": "the report on stdout"},
+    ),
+    (
+        "output",
+        ("--edges",),
+        {"type": int, "default": 20, "metavar": "N", "help": "edges shown (0: all)"},
+    ),
+    (
+        "pgo diff",
+        ("--min-change",),
+        {
+            "type": float,
+            "default": 0.1,
+            "metavar": "PCT",
+            "help": "smallest share move (percentage points) reported",
+        },
+    ),
+    ("pgo check", ("--source",), {"metavar": "DIR", "help": "the Go module to check against"}),
+    (
+        "pgo check",
+        ("--fail-under",),
+        {
+            "type": float,
+            "metavar": "PCT",
+            "help": "exit 1 when under PCT%% of the hot weight applies",
+        },
+    ),
+]
 
 
 class Command:
@@ -26,90 +140,32 @@ class Command:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         parser.add_argument(
-            "files", nargs="*", metavar="FILE", help="pprof CPU profiles (or: diff OLD NEW)"
+            "files",
+            nargs="*",
+            metavar="FILE",
+            help="pprof CPU profiles (or: diff OLD NEW, check PROFILE, weights FILE...)",
         )
         common.add_db_option(parser)
         common.add_selection_options(parser)
         parser.set_defaults(since="72h")  # datadog-pgo's window
-        g = parser.add_argument_group("pgo")
-        g.add_argument("-o", "--output", metavar="OUT", help="the PGO profile to write")
-        pick = g.add_mutually_exclusive_group()
-        pick.add_argument(
-            "--top",
-            type=int,
-            default=5,
-            metavar="N",
-            help="the N profiles with the most CPU cores (default 5; store only)",
-        )
-        pick.add_argument("--all", action="store_true", help="every selected CPU profile")
-        g.add_argument(
-            "--weight",
-            choices=("sum", "rate"),
-            default="sum",
-            help="sum: as pprof merges; rate: each profile per second of duration",
-        )
-        g.add_argument(
-            "--safeguard",
-            action="append",
-            default=[],
-            metavar="FUNC",
-            help="also rename this function (repeatable)",
-        )
-        g.add_argument(
-            "--no-default-safeguards",
-            action="store_true",
-            help="do not rename runtime.gopark and grpc's loopyWriter.processData",
-        )
-        g.add_argument(
-            "--trim-leaf",
-            type=int,
-            metavar="K",
-            help="cut stacks to K leaf frames when the hot edges stay the same",
-        )
-        g.add_argument(
-            "--fail",
-            action="store_true",
-            help="exit 2 when the profile is refused (default: warn, exit 0)",
-        )
-        g.add_argument(
-            "--no-verify", action="store_true", help="do not run go tool preprofile on the output"
-        )
-        g.add_argument(
-            "--format", choices=("text", "json"), default="text", help="the report on stdout"
-        )
-        g.add_argument(
-            "--edges",
-            type=int,
-            default=20,
-            metavar="N",
-            help="edges shown in the text report (0: all)",
-        )
-        g.add_argument(
-            "--min-change",
-            type=float,
-            default=0.1,
-            metavar="PCT",
-            help="diff: smallest share move (percentage points) reported",
-        )
+        groups: dict[str, argparse._ArgumentGroup] = {}
+        for group, flags, kw in OPTIONS:
+            if group not in groups:
+                groups[group] = parser.add_argument_group(group)
+            groups[group].add_argument(*flags, **kw)
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
 
         if args.files and args.files[0] == "diff":
             return self.diff(args)
+        if args.files and args.files[0] in pgo_tools.TOOLS:
+            return pgo_tools.TOOLS[args.files[0]](args)
         if not args.output:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
             raise UsageError("give profile files or --db with a selection, not both")
-        safeguards: list | None = [] if args.no_default_safeguards else None
-        if args.safeguard:
-            from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
-
-            safeguards = [
-                *(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
-                *args.safeguard,
-            ]
-        options = {"weight": args.weight, "safeguards": safeguards, "trim_leaf": args.trim_leaf}
+        options = {"weight": args.weight, **pgo_tools.merge_options(args)}
         if args.files:
             from pyproflab.analyses.pgo import pgo_files
 
@@ -129,17 +185,13 @@ class Command:
     def finish(self, result, args: argparse.Namespace) -> int:
         import sys
 
+        from pyproflab import reports
         from pyproflab.analyses.pgo import PgoRefusedError
-        from pyproflab.reports import pgo as report
 
         if result.ok:
             gz = not args.output.endswith((".pb", ".pprof"))
             result.write(args.output, verify=not args.no_verify, gzip=gz)
-        text = (
-            report.render_json(result)
-            if args.format == "json"
-            else report.render_text(result, edges=args.edges)
-        )
+        text = reports.render(result, args.format, edges=args.edges)
         if result.ok:
             common.write_output(text, None)
             if result.verify_note and result.verify_note.startswith("MISMATCH"):
@@ -154,21 +206,17 @@ class Command:
         return 0
 
     def diff(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
         from pyproflab.errors import UsageError
-        from pyproflab.reports import pgo as report
 
         paths = args.files[1:]
         if len(paths) != 2:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
         d = diff_edges(old, new, min_change=args.min_change)
-        text = (
-            report.render_diff_json(d)
-            if args.format == "json"
-            else report.render_diff_text(d, old=paths[0], new=paths[1])
-        )
-        common.write_output(text, args.output)
+        d.old_name, d.new_name = paths
+        common.write_output(reports.render(d, args.format), args.output)
         return 0
 
 

@@ -16,7 +16,7 @@ class Command:
         parser.add_argument("--format", choices=["text", "json", "csv"], default="text")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.reports.tables import render_table
+        from pyproflab import reports
         from pyproflab.store import Store
 
         with Store.open(common.db_path(args), read_only=True) as store:
@@ -36,5 +36,5 @@ class Command:
             )
             if c in table.column_names
         ]
-        common.write_output(render_table(table.select(cols), args.format), None)
+        common.write_output(reports.render(table.select(cols), args.format), None)
         return 0

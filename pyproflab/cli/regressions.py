@@ -169,9 +169,9 @@ class Command:
         return self._two_sides(args)
 
     def _over_time(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.regressions.over_time import over_time
         from pyproflab.errors import UsageError
-        from pyproflab.reports.regressions import render_over_time
         from pyproflab.store import Store
         from pyproflab.store.select import Selection
 
@@ -185,7 +185,8 @@ class Command:
             raise UsageError("--over-time needs --service S (or --select service=S)")
         with Store.open(common.db_path(args), read_only=True) as store:
             result = over_time(store, sel, **_keywords(args, COMMON_KW))
-        common.write_output(render_over_time(result, args.format), args.output)
+        text = reports.output(result, args.format, title="regressions over time")
+        common.write_output(text, args.output)
         ups = [
             c
             for c in result.findings().to_pylist()
@@ -194,8 +195,8 @@ class Command:
         return 1 if args.fail_on_change and ups else 0
 
     def _two_sides(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.regressions import regressions
-        from pyproflab.reports.regressions import render_regressions
         from pyproflab.store import Store
         from pyproflab.store.select import Selection
 
@@ -218,9 +219,10 @@ class Command:
                     common.one_kind(store, sides["new"], kw["sample_index"]),
                     **kw,
                 )
-        common.write_output(
-            render_regressions(result, args.format, top=args.top or None), args.output
-        )
+        # Without --top, text shows its first rows (the renderer's default), the others all.
+        top = {"top": args.top} if args.top else {}
+        text = reports.output(result, args.format, title="regressions", **top)
+        common.write_output(text, args.output)
         return 0
 
 

@@ -33,8 +33,8 @@ class Command:
             parser.add_argument(*flags, dest=name, metavar="PATH", help=text)
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.source_list import source_list
-        from pyproflab.reports.source_list import render_list_text
 
         result = source_list(
             report_profile(args),
@@ -46,5 +46,5 @@ class Command:
             ignore=args.ignore,
             **pprof_filters(args),
         )
-        common.write_output(render_list_text(result, unit=args.unit), args.output)
+        common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0

@@ -1,5 +1,9 @@
 """Show the top functions of profiles, as `go tool pprof -top` does.
 
+With pprof's defaults: nodes below 0.5% of the total are trimmed (the header
+says how many) and every other node is shown; --no-trim shows them all and
+--nodecount N the first N.
+
 Give profile files to read them directly (several are merged first, as
 pprof merges them), or select profiles from a store with --db and the
 selection options. Values are exact integers in the sample type's unit in
@@ -24,26 +28,29 @@ class Command:
             type=int,
             default=None,
             metavar="N",
-            help="show at most N rows (default: all in csv/json, 30 in text)",
+            help="show at most N rows (default: every node left after trimming, as pprof)",
         )
         parser.add_argument(
             "--nodefraction",
             type=float,
-            default=0.0,
+            default=None,
             metavar="F",
-            help="hide nodes below F of the total (pprof's default is 0.005; ours 0: all)",
+            help="hide nodes below F of the total (default 0.005, as pprof)",
         )
         parser.add_argument(
             "--edgefraction",
             type=float,
-            default=0.001,
+            default=None,
             metavar="F",
-            help="edges below F of the total are left out (they decide inline markers)",
+            help="edges below F of the total are left out; they decide inline markers "
+            "(default 0.001, as pprof)",
         )
         parser.add_argument(
             "--trim",
-            action="store_true",
-            help="pprof's defaults: --nodefraction 0.005 --edgefraction 0.001",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="trim by --nodefraction/--edgefraction, as pprof does by default; "
+            "--no-trim shows every node (pprof's -trim=false)",
         )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument(
@@ -54,8 +61,8 @@ class Command:
         common.add_engine_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.top import top
-        from pyproflab.reports import render_top
 
         if args.dataset and args.engine != "spark":
             raise UsageError("--dataset is read by --engine spark")
@@ -64,8 +71,6 @@ class Command:
         )
         sample_index = common.parse_sample_index(args.sample_index)
         nodecount = args.nodecount
-        if nodecount is None and args.format == "text":
-            nodecount = 30
         if nodecount is not None and nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
         result = top(
@@ -76,10 +81,24 @@ class Command:
             cum_sort=args.cum,
             focus=args.focus,
             ignore=args.ignore,
-            node_fraction=0.005 if args.trim else args.nodefraction,
-            edge_fraction=0.001 if args.trim else args.edgefraction,
+            **trimming(args),
             **common.pprof_filters(args),
         )
-        text = render_top(result, args.format, exact=args.exact, unit=args.unit)
+        text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
+
+
+# pprof's defaults for -top (its driver's config): trim nodes below 0.5% of the
+# total and edges below 0.1%, then show every node left.
+NODE_FRACTION, EDGE_FRACTION = 0.005, 0.001
+
+
+def trimming(args: argparse.Namespace) -> dict[str, float]:
+    """pprof's rule: with -trim (the default) the fractions given or its defaults;
+    with -trim=false none, whatever was given."""
+    if not args.trim:
+        return {"node_fraction": 0.0, "edge_fraction": 0.0}
+    node = NODE_FRACTION if args.nodefraction is None else args.nodefraction
+    edge = EDGE_FRACTION if args.edgefraction is None else args.edgefraction
+    return {"node_fraction": node, "edge_fraction": edge}

@@ -1,6 +1,8 @@
 """Print every sample's stack with its labels, as `go tool pprof -traces` does.
 
-Give profile files (several are merged first) or http(s) URLs.
+Give profile files (several are merged first) or http(s) URLs; --diff_base
+or --base subtract other profiles first, as pprof does (the base's samples
+are printed with their values negated, labelled pprof::base).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
-from pyproflab.cli.common import add_pprof_filters
+from pyproflab.cli.common import add_base_options, add_pprof_filters
 
 
 class Command:
@@ -22,20 +24,17 @@ class Command:
         parser.add_argument("--focus", metavar="REGEX", help="only samples with a matching frame")
         parser.add_argument("--ignore", metavar="REGEX", help="drop samples with a matching frame")
         add_pprof_filters(parser)
+        add_base_options(parser)
         parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.cli.common import parse_sample_index, pprof_filters
-        from pyproflab.files import read_and_merge
-        from pyproflab.reports.traces import render_traces
+        from pyproflab import reports
+        from pyproflab.analyses.traces import traces
+        from pyproflab.cli.common import load_profile, parse_sample_index, pprof_filters
 
-        profile = read_and_merge(args.files)
-        text = render_traces(
-            profile,
-            parse_sample_index(args.sample_index),
-            focus=args.focus,
-            ignore=args.ignore,
-            **pprof_filters(args),
-        )
-        common.write_output(text, args.output)
+        profile = load_profile(args)
+        options = {"focus": args.focus, "ignore": args.ignore, **pprof_filters(args)}
+        common.warn_unmatched(profile, options)
+        result = traces(profile, parse_sample_index(args.sample_index), **options)
+        common.write_output(reports.render(result, "text"), args.output)
         return 0

@@ -32,9 +32,9 @@ class Command:
             parser.add_argument(flag, type=kind, default=default, metavar="N", help=text)
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab import reports
         from pyproflab.analyses.tree import tree
         from pyproflab.errors import UsageError
-        from pyproflab.reports.tree import render_tree_text
 
         if args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
@@ -45,7 +45,7 @@ class Command:
             node_fraction=args.nodefraction,
             edge_fraction=args.edgefraction,
         )
-        common.write_output(render_tree_text(result, unit=args.unit), args.output)
+        common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip as gzip_module
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from pyproflab._proto import profile_pb2
 from pyproflab.arrays import from_numpy, from_strings, list_parts, to_numpy
 from pyproflab.encode import wire
 from pyproflab.model import Profile
+from pyproflab.newfiles import create_temp_file
 
 __all__ = ["encode_profile", "write_profile"]
 
@@ -211,7 +211,7 @@ def write_profile(profile: Profile, path: str | os.PathLike, *, gzip: bool = Tru
     """Write ``profile`` to ``path`` atomically; return the path."""
     target = Path(path)
     data = encode_profile(profile, gzip=gzip)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = create_temp_file(target.parent, f".{target.name}.", ".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -48,6 +48,7 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
+from pyproflab.newfiles import create_temp_dir
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
 from pyproflab.store.ingest_report import PARTIAL
 from pyproflab.store.parquet import finish_dataset
@@ -127,7 +128,7 @@ def ingest_dataset(
     )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=PARTIAL, dir=out.parent))
+        tmp = create_temp_dir(out.parent, f".{out.name[:100]}.", PARTIAL)
         stage = Path(
             tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=".staging", dir=out.parent)
         )

@@ -85,8 +85,8 @@ def _findings(res, metric: str, threshold_pct: float) -> list[tuple[dict, str]]:
 def _regressions(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> int:
+    from pyproflab import reports
     from pyproflab.analyses.regressions import regressions
-    from pyproflab.reports.regressions import render_regressions
 
     r = spec.regressions
     assert r is not None
@@ -138,7 +138,7 @@ def _regressions(
         kind = f"regressions-{_safe(svc)}"
         for fmt in spec.formats:
             ext = {"text": "txt"}.get(fmt, fmt)
-            out.write(kind, ext, render_regressions(res, fmt))
+            out.write(kind, ext, reports.output(res, fmt, title="regressions"))
     if r.over_time:
         findings += _over_time(store, spec, sel, out, summary)
     return findings
@@ -149,8 +149,8 @@ def _over_time(
 ) -> int:
     """Change points per service over ``over_time_since``; persisted increases
     above the threshold are findings."""
+    from pyproflab import reports
     from pyproflab.analyses.regressions.over_time import over_time
-    from pyproflab.reports.regressions import render_over_time
 
     r = spec.regressions
     assert r is not None
@@ -186,15 +186,16 @@ def _over_time(
         findings += len(hits)
         for fmt in spec.formats:
             ext = {"text": "txt"}.get(fmt, fmt)
-            out.write(f"over-time-{_safe(svc)}", ext, render_over_time(res, fmt))
+            text = reports.output(res, fmt, title="regressions over time")
+            out.write(f"over-time-{_safe(svc)}", ext, text)
     return findings
 
 
 def _gogc(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> None:
+    from pyproflab import reports
     from pyproflab.analyses.gogc import gogc
-    from pyproflab.reports.gogc import render_gogc
 
     g = spec.gogc
     assert g is not None
@@ -212,14 +213,14 @@ def _gogc(
         "notes": list(res.notes),
     }
     for fmt in spec.formats:
-        out.write("gogc", {"text": "txt"}.get(fmt, fmt), render_gogc(res, fmt))
+        out.write("gogc", {"text": "txt"}.get(fmt, fmt), reports.output(res, fmt, title="gogc"))
 
 
 def _pgo(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> None:
+    from pyproflab import reports
     from pyproflab.analyses.pgo import pgo
-    from pyproflab.reports.pgo import render_json
 
     p = spec.pgo
     assert p is not None
@@ -243,7 +244,7 @@ def _pgo(
         kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         out.write_file(kind, "pgo", lambda path, res=res: res.write(path, verify=p.verify))
         item.update(inputs=len(res.inputs), edges=len(res.edges), verify=res.verify_note)
-        out.write(f"pgo-{_safe(svc)}", "json", render_json(res))
+        out.write(f"pgo-{_safe(svc)}", "json", reports.render(res, "json"))
 
 
 # --- the run ------------------------------------------------------------------------

@@ -1,63 +1,68 @@
-"""Renderings of analysis results: text (like pprof), JSON, CSV and HTML.
+"""Renderings of analysis results: text (like pprof), JSON, CSV, HTML and figures.
 
-``render_top(result, fmt)`` returns the text; ``render_top(result, fmt, out)``
-also writes it to ``out`` (a text stream). The reporter classes
-(``TextReporter`` …) follow the same shape as memray's: build one on a result,
-call ``render(out)``.
+One interface (``pyproflab.display``): a renderer is a function
+``renderer(result, /, **options)`` of a module here, named for each (result
+class, format) in the table ``registry.RENDERERS``. Front ends call
+``render(result, fmt, **options)``; a command writes ``output(result, fmt,
+title=...)``, which is the same text except that ``html`` becomes a whole page
+around the result's ``<div>``. A front end passes the options it has, and each
+format takes those its renderer names (``exact`` is top's text's; its csv
+leaves it out). Importing this package loads no renderer: the table names
+modules, which load when they render.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import IO, Any
+import functools
+import html
+import inspect
+from typing import Any
+
+from pyproflab import display
+from pyproflab.errors import UsageError
 
 FORMATS = ("text", "json", "csv", "html")
 
-# Reporter class name -> its module. Loaded on first use: ``import pyproflab``
-# imports this package (for ``registry``), and the reporters would pull in the
-# analyses and pyarrow.compute on every start of the CLI.
-_REPORTER_MODULES = {
-    "TextReporter": "pyproflab.reports.text",
-    "JsonReporter": "pyproflab.reports.json",
-    "CsvReporter": "pyproflab.reports.csv",
-    "HtmlReporter": "pyproflab.reports.html",
-}
-_FORMAT_REPORTERS = {
-    "text": "TextReporter",
-    "json": "JsonReporter",
-    "csv": "CsvReporter",
-    "html": "HtmlReporter",
-}
+
+def render(result: Any, fmt: str, /, **options: Any) -> Any:
+    """``result`` rendered as ``fmt`` by its registered renderer (see the module
+    rules); a format the result has no renderer for is a ``UsageError`` naming those it has."""
+    try:
+        fn = display.renderer(result, fmt)
+    except LookupError:
+        have = [f for f in display.formats(result) if f in FORMATS] or display.formats(result)
+        raise UsageError(
+            f"{type(result).__name__} has no {fmt!r} format; choose one of {', '.join(have)}"
+        ) from None
+    taken = _options(fn)
+    if taken is not None:
+        options = {k: v for k, v in options.items() if k in taken}
+    return fn(result, **options)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _REPORTER_MODULES:
-        return getattr(importlib.import_module(_REPORTER_MODULES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+@functools.cache
+def _options(fn) -> frozenset[str] | None:
+    """The keyword options ``fn`` names (None: it takes any)."""
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params)
 
 
-def render_top(
-    result,
-    fmt: str = "text",
-    out: IO[str] | None = None,
-    *,
-    exact: bool = False,
-    unit: str | None = None,
-) -> str:
-    """Render a ``TopResult`` as ``fmt`` (text, json, csv, html); ``exact`` makes text print
-    exact integers in the sample type's unit instead of pprof's scaled values; ``unit``
-    is pprof's -unit (text values in that unit, e.g. ``ms``, ``MB``)."""
-    from pyproflab.errors import UsageError
-
-    name = _FORMAT_REPORTERS.get(fmt)
-    if name is None:
-        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    cls = __getattr__(name)
-    reporter = cls(result, exact=exact, unit=unit) if name == "TextReporter" else cls(result)
-    text = reporter.render_to_string()
-    if out is not None:
-        out.write(text)
-    return text
+def page(title: str, body: str) -> str:
+    """A minimal HTML page around ``body`` (already escaped markup); ``title`` is a
+    command's name, never data."""
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"</head><body>{body}</body></html>\n"
+    )
 
 
-__all__ = ["CsvReporter", "FORMATS", "HtmlReporter", "JsonReporter", "TextReporter", "render_top"]
+def output(result: Any, fmt: str, /, *, title: str, **options: Any) -> str:
+    """What a command writes for ``--format fmt``: ``render``'s text, and for
+    ``html`` a page (``title``) around the result's ``<div>``."""
+    text = render(result, fmt, **options)
+    return page(title, text) if fmt == "html" else text
+
+
+__all__ = ["FORMATS", "output", "page", "render"]

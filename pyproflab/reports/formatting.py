@@ -13,10 +13,15 @@ Rules:
   ``+`` to gains. None, NaN and infinities print as ``missing``.
 - ``mib``, ``seconds``: bytes in MiB and durations in the unit that keeps them
   readable (µs, ms, s); None prints as ``missing``.
+- ``plotly_text``: every text a plotly figure shows (labels, hover, titles,
+  legend names) goes through it: plotly reads a pseudo-HTML, so ``<``, ``>``
+  and ``&`` are escaped; ``"`` is left as is, because plotly does not decode
+  ``&quot;``. Names come from untrusted profiles.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Sequence
@@ -88,3 +93,8 @@ def seconds(v: float | None, *, missing: str = "") -> str:
     if v < 1:
         return f"{v * 1e3:.2f}ms"
     return f"{v:.2f}s"
+
+
+def plotly_text(s: str) -> str:
+    """``s`` escaped for plotly's pseudo-HTML text (see the module rules)."""
+    return html.escape(s, quote=False)

@@ -21,7 +21,6 @@ import pyarrow as pa
 from pyproflab.errors import UsageError
 from pyproflab.reports.formatting import grid, mib, pct, seconds
 
-FORMATS = ("text", "json", "csv", "html")
 TABLES = ("profiles", "instances", "categories")
 
 # Short column heads for the category breakdown, in GC_CATEGORIES order.
@@ -276,19 +275,3 @@ def categories_html(result) -> str:
         )
         + "</div>"
     )
-
-
-def render_gc(result, fmt: str = "text", *, table: str = "profiles") -> str:
-    """Render a ``GcResult`` as text, json, csv (one ``table``) or html."""
-    if fmt == "text":
-        return render_text(result)
-    if fmt == "json":
-        return render_json(result)
-    if fmt == "csv":
-        return render_csv(result, table)
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>gc</title></head>'
-            "<body>" + render_gc_html(result) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -40,7 +40,7 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
         + f", weight={result.weight}"
     )
     for i in result.inputs:
-        extra = f", x{i.factor}" if result.weight == "rate" else ""
+        extra = f", x{i.factor}" if result.weight != "none" else ""
         w(
             f"  {i.label}: {i.samples} samples, {i.duration_nanos / 1e9:.1f}s, "
             f"{_fmt_cores(i.cores)} cores{extra}"
@@ -52,6 +52,8 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
             w(f"safeguard: renamed {name} (edge weight {weight} kept)")
     elif result.safeguards:
         w(f"safeguards: none of {len(result.safeguards)} listed functions in the profile")
+    if result.preempt_folded[0]:
+        w(preempt_line(result))
     if result.trim_leaf is not None:
         w(f"trimmed to {result.trim_leaf} leaf frames: {'yes' if result.trimmed else 'no'}")
     for note in result.notes:
@@ -78,6 +80,17 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
         if len(rows) < len(es.edges):
             w(f"  … {len(es.edges) - len(rows)} more edges (--edges 0 shows all)")
     return "\n".join(out) + "\n"
+
+
+def preempt_line(result: PgoResult) -> str:
+    """What folding runtime.asyncPreempt did (pgo_edges.fold_preemption)."""
+    n, weight = result.preempt_folded
+    total = _edge_set(result).total
+    share = f" ({100.0 * weight / total:.1f}% of the edge weight)" if total else ""
+    return (
+        f"preemption: {n} samples of weight {weight}{share} in runtime.asyncPreempt counted "
+        "for the functions they interrupted (not call edges)"
+    )
 
 
 def _edges_json(es: EdgeSet | None) -> list[dict[str, Any]] | None:
@@ -118,6 +131,8 @@ def render_json(result: PgoResult) -> str:
         "skipped": [{"label": lbl, "why": why} for lbl, why in result.skipped],
         "safeguards": list(result.safeguards),
         "safeguarded": result.safeguarded,
+        "fold_preempt": result.fold_preempt,
+        "preempt_folded": {"samples": result.preempt_folded[0], "weight": result.preempt_folded[1]},
         "trim_leaf": result.trim_leaf,
         "trimmed": result.trimmed,
         "notes": result.notes,
@@ -139,6 +154,8 @@ def render_html(result: PgoResult, *, edges: int = 50) -> str:
         return "".join(parts)
     for note in result.notes:
         parts.append(f"<p>note: {esc(note)}</p>")
+    if result.preempt_folded[0]:
+        parts.append(f"<p>{esc(preempt_line(result))}</p>")
     es = _edge_set(result)
     parts.append(
         "<table><tr><th>hot</th><th>weight</th><th>share</th><th>cum</th>"

@@ -1,51 +1,90 @@
-"""Which report function renders what, for the result objects' own methods.
+"""The renderers: which function renders each kind of result in each format.
 
-See ``pyproflab.display``: a result's ``_repr_html_`` or ``figure()`` asks for a
-kind by name; ``RENDERERS`` answers with a function of this layer. It is a
-plain table: importing this module changes nothing, and ``display`` reads it
-when a result first renders; the modules named here load when first used.
+The one table of ``pyproflab.display``'s interface (read it there): a renderer
+is ``function(result, /, **options)``, returning the text of a format (text,
+json, csv; html is a ``<div>``) or a figure. Importing this module changes
+nothing; the modules named here load when they first render. Adding a result:
+its renderers in ``reports/NAME.py``, one row per format here.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 A = "pyproflab.analyses."
 R = "pyproflab.reports."
 
-# (result class "module.QualName", kind) -> (module, function, default keyword arguments)
-RENDERERS: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
-    (A + "top.TopResult", "html"): (R + "html", "render_html", {"max_rows": 200}),
-    (A + "top.TopResult", "header_lines"): (R + "text", "header_lines", {}),
-    (A + "top.TopResult", "text"): (R + "text", "render_text", {}),
-    (A + "tree.TreeResult", "text"): (R + "tree", "render_tree_text", {}),
-    (A + "source_list.ListResult", "text"): (R + "source_list", "render_list_text", {}),
-    (A + "gc.GcResult", "html"): (R + "gc", "render_gc_html", {}),
-    (A + "gc_categories.GcCategoriesResult", "html"): (R + "gc", "categories_html", {}),
-    (A + "gogc.GogcResult", "html"): (R + "gogc", "render_gogc_html", {}),
-    (A + "gogc.GogcResult", "figure"): (R + "gogc", "gogc_figure", {}),
-    (A + "gogc_model.FittedAdvice", "html"): (R + "gogc_fitted", "render_html_div", {}),
-    (A + "gogc_model.FittedAdvice", "figure"): (R + "gogc_fitted", "fitted_figure", {}),
-    (A + "regressions.result.RegressionsResult", "html"): (
-        R + "regressions",
-        "render_html",
-        {"max_rows": 50},
+
+def _rows(cls: str, module: str, **functions: str) -> dict[tuple[str, str], tuple[str, str]]:
+    return {(cls, kind): (R + module, fn) for kind, fn in functions.items()}
+
+
+# (result class "module.QualName", format or kind) -> (module, function)
+RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
+    **_rows(
+        A + "top.TopResult",
+        "top",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_html",
+        header_lines="header_lines",
     ),
-    (A + "regressions.result.RegressionsResult", "figure_top"): (
-        R + "regressions",
-        "figure_top",
-        {},
+    **_rows(A + "tree.TreeResult", "tree", text="render_tree_text"),
+    **_rows(A + "source_list.ListResult", "source_list", text="render_list_text"),
+    **_rows(A + "traces.TracesResult", "traces", text="render_text"),
+    **_rows(A + "flame.FlameGraph", "flamegraph", html="render_html"),
+    **_rows(
+        A + "gc.GcResult",
+        "gc",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_gc_html",
     ),
-    (A + "regressions.result.RegressionsResult", "figure_flame"): (
-        R + "regressions",
-        "figure_flame",
-        {},
+    **_rows(A + "gc_categories.GcCategoriesResult", "gc", html="categories_html"),
+    **_rows(
+        A + "gogc.GogcResult",
+        "gogc",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_gogc_html",
+        figure="gogc_figure",
     ),
-    (A + "regressions.over_time.OverTimeResult", "html"): (
-        R + "regressions",
-        "render_over_time_html",
-        {},
+    **_rows(
+        A + "regressions.result.RegressionsResult",
+        "regressions",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_html",
+        figure_top="figure_top",
     ),
-    (A + "pgo.PgoResult", "html"): (R + "pgo", "render_html", {}),
-    (A + "pgo_edges.EdgeDiff", "text"): (R + "pgo", "diff_text", {}),
+    **_rows(
+        A + "regressions.over_time.OverTimeResult",
+        "regressions",
+        text="render_over_time_text",
+        json="render_over_time_json",
+        csv="render_over_time_csv",
+        html="render_over_time_html",
+    ),
+    **_rows(A + "pgo.PgoResult", "pgo", text="render_text", json="render_json", html="render_html"),
+    **_rows(A + "pgo_edges.EdgeDiff", "pgo", text="diff_text", json="render_diff_json"),
+    **_rows(
+        A + "pgo_check.PgoCheckResult",
+        "pgo_check",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
+    **_rows(
+        A + "pgo_weights.WeightComparison",
+        "pgo_weights",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
+    # Plain Arrow tables (the store's profile list, ...).
+    **_rows(
+        "pyarrow.lib.Table", "tables", text="render_text", json="render_json", csv="render_csv"
+    ),
 }

@@ -17,16 +17,7 @@ import math
 from typing import Any
 
 from pyproflab.analyses.units import quantity
-from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import grid
-
-FORMATS = ("text", "json", "csv", "html")
-
-
-def _plotly_text(s: str) -> str:
-    """``s`` escaped for plotly's pseudo-HTML (labels, hover, titles): ``<`` and ``&``
-    only, since plotly shows ``&quot;`` literally."""
-    return html.escape(s, quote=False)
+from pyproflab.reports.formatting import grid, plotly_text
 
 
 def _num(v: float | None, digits: int = 4) -> str:
@@ -222,9 +213,9 @@ def render_csv(result, top: int | None = None) -> str:
     return buf.getvalue()
 
 
-def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_pandas()") -> str:
-    """A ``<div>`` with the facts and the top rows; every name escaped; ``more`` says
-    where the rows cut by ``max_rows`` are."""
+def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()") -> str:
+    """A ``<div>`` with the facts and the ``top`` rows (all by default); every name
+    escaped; ``more`` says where the rows cut by ``top`` are."""
     esc = html.escape
     parts = [
         '<div class="pyproflab-regressions">',
@@ -233,7 +224,7 @@ def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_panda
         "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
         "<tbody>",
     ]
-    rows = result.rows.slice(0, max_rows) if max_rows else result.rows
+    rows = result.rows.slice(0, top) if top else result.rows
     for r in rows.to_pylist():
         m = _metric(result, r)
         q = r[f"{m}_q"]
@@ -256,22 +247,6 @@ def render_html(result, max_rows: int | None = 50, *, more: str = "use .to_panda
     return "".join(parts)
 
 
-def render_regressions(result, fmt: str = "text", *, top: int | None = None) -> str:
-    """``result`` as text, json, csv or html (``top``: at most that many rows)."""
-    if fmt == "text":
-        return render_text(result, top=top if top is not None else 30)
-    if fmt == "json":
-        return render_json(result, top)
-    if fmt == "csv":
-        return render_csv(result, top)
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>regressions'
-            "</title></head><body>" + render_html(result, top) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-
-
 # --- figures ------------------------------------------------------------------------
 
 
@@ -280,7 +255,7 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     import plotly.graph_objects as go
 
     rows = result.rows.slice(0, n).to_pylist()[::-1]  # plotly draws the first at the bottom
-    names = [_plotly_text(r["label"]) for r in rows]
+    names = [plotly_text(r["label"]) for r in rows]
     x = [_clean(r[f"{metric}_change"]) for r in rows]
     lo = [_clean(r[f"{metric}_change_lo"]) for r in rows]
     hi = [_clean(r[f"{metric}_change_hi"]) for r in rows]
@@ -288,9 +263,9 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     minus = [None if lo_ is None or v is None else v - lo_ for v, lo_ in zip(x, lo, strict=True)]
     colors = ["#d62728" if r[f"{metric}_significant"] else "#7f7f7f" for r in rows]
     hover = [
-        f"{nm}<br>base {_plotly_text(quantity(r[f'{metric}_rate_base'], result.rate_unit))}"
-        f" → new {_plotly_text(quantity(r[f'{metric}_rate_new'], result.rate_unit))}"
-        f"<br>change {_plotly_text(_q(r[f'{metric}_change'], result))} "
+        f"{nm}<br>base {plotly_text(quantity(r[f'{metric}_rate_base'], result.rate_unit))}"
+        f" → new {plotly_text(quantity(r[f'{metric}_rate_new'], result.rate_unit))}"
+        f"<br>change {plotly_text(_q(r[f'{metric}_change'], result))} "
         f"({_pct(r[f'{metric}_rel'])})<br>q {_num(r[f'{metric}_q'], 3)}"
         for nm, r in zip(names, rows, strict=True)
     ]
@@ -306,53 +281,15 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
         )
     )
     fig.update_layout(
-        title=f"Top {metric} changes ({_plotly_text(result.rate_unit)}), "
+        title=f"Top {metric} changes ({plotly_text(result.rate_unit)}), "
         f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
         yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
-        xaxis_title=f"{metric} change ({_plotly_text(result.rate_unit)})",
+        xaxis_title=f"{metric} change ({plotly_text(result.rate_unit)})",
         height=max(300, 28 * len(rows) + 120),
         showlegend=False,
     )
     fig.add_vline(x=0, line_dash="dot")
     return fig
-
-
-def figure_flame(result, *, min_fraction: float = 0.001, max_nodes: int = 3000):
-    """Differential flame graph (``reports.flamegraph``, the one the report draws):
-    width from the new side's value, colour from the change of each call path's
-    rate (the base's values scaled by new duration / base duration). Paths below
-    ``min_fraction`` of the new total are left out."""
-    from pyproflab.reports.flamegraph import paths_flame_graph
-
-    labels = result.labels
-    new_acc: dict[tuple[str, ...], int] = {}
-    base_acc: dict[tuple[str, ...], int] = {}
-    new_total = base_total = 0
-    for path, b, nv in zip(
-        result.stacks.column("path").to_pylist(),
-        result.stacks.column("base").to_pylist(),
-        result.stacks.column("new").to_pylist(),
-        strict=True,
-    ):
-        names = tuple(labels[i] for i in path)  # root first
-        new_total, base_total = new_total + abs(nv), base_total + abs(b)
-        for depth in range(1, len(names) + 1):
-            key = names[:depth]
-            new_acc[key] = new_acc.get(key, 0) + abs(nv)
-            base_acc[key] = base_acc.get(key, 0) + abs(b)
-    scale = result.duration_new / result.duration_base if result.duration_base else 1.0
-    st = result.sample_type
-    return paths_flame_graph(
-        new_acc,
-        new_total,
-        st.type,
-        st.unit,
-        base=(base_acc, base_total),
-        base_scale=scale,
-        title=f"{st.type} per second of profile, coloured by change from the base",
-        min_fraction=min_fraction,
-        max_nodes=max_nodes,
-    )
 
 
 # --- over time ----------------------------------------------------------------------
@@ -426,6 +363,16 @@ def render_over_time_json(result) -> str:
     return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
 
 
+def render_over_time_csv(result) -> str:
+    """The change points, one row each, in the table's columns."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(result.changes.column_names)
+    for r in result.changes.to_pylist():
+        w.writerow(["" if _clean(v) is None else v for v in r.values()])
+    return buf.getvalue()
+
+
 def render_over_time_html(result) -> str:
     """A ``<div>`` with the change points; every name escaped."""
     esc = html.escape
@@ -446,24 +393,3 @@ def render_over_time_html(result) -> str:
         parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     parts.append("</tbody></table></div>")
     return "".join(parts)
-
-
-def render_over_time(result, fmt: str = "text") -> str:
-    """``result`` (``OverTimeResult``) as text, json, csv or html."""
-    if fmt == "text":
-        return render_over_time_text(result)
-    if fmt == "json":
-        return render_over_time_json(result)
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(result.changes.column_names)
-        for r in result.changes.to_pylist():
-            w.writerow(["" if _clean(v) is None else v for v in r.values()])
-        return buf.getvalue()
-    if fmt == "html":
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>regressions over time'
-            "</title></head><body>" + render_over_time_html(result) + "</body></html>\n"
-        )
-    raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

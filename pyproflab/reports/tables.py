@@ -8,25 +8,31 @@ import json
 
 import pyarrow as pa
 
+from pyproflab.reports.formatting import grid
 
-def render_table(table: pa.Table, fmt: str = "text") -> str:
-    """``table`` as aligned text columns, a JSON array of objects, or CSV."""
-    from pyproflab.errors import UsageError
 
-    rows = table.to_pylist()
+def _cell(v) -> str:
+    return "" if v is None else str(v)
+
+
+def render_text(table: pa.Table) -> str:
+    """``table`` as aligned text columns."""
     cols = table.column_names
-    if fmt == "json":
-        return json.dumps(rows, sort_keys=True, default=str, indent=1, ensure_ascii=False) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(cols)
-        for r in rows:
-            w.writerow(["" if r[c] is None else r[c] for c in cols])
-        return buf.getvalue()
-    if fmt != "text":
-        raise UsageError(f"unknown format {fmt!r}; choose text, json or csv")
-    from pyproflab.reports.formatting import grid
-
-    cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
+    cells = [[_cell(r[c]) for c in cols] for r in table.to_pylist()]
     return "\n".join(grid(cols, cells, "l" * len(cols))) + "\n"
+
+
+def render_json(table: pa.Table) -> str:
+    """``table`` as a JSON array of objects, keys sorted."""
+    rows = table.to_pylist()
+    return json.dumps(rows, sort_keys=True, default=str, indent=1, ensure_ascii=False) + "\n"
+
+
+def render_csv(table: pa.Table) -> str:
+    """``table`` as CSV with a header row; nulls are empty cells."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(table.column_names)
+    for r in table.to_pylist():
+        w.writerow(["" if r[c] is None else r[c] for c in table.column_names])
+    return buf.getvalue()

@@ -13,7 +13,7 @@ scales them (the unit of the smallest node, or ``unit`` when given).
 from __future__ import annotations
 
 from pyproflab.analyses import units
-from pyproflab.reports.text import header_lines, value_format
+from pyproflab.reports.top import header_lines, value_format
 
 SEPARATOR = "----------------------------------------------------------+-------------"
 LEGEND = "      flat  flat%   sum%        cum   cum%   calls calls% + context \t \t "

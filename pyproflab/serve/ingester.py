@@ -3,18 +3,22 @@
 Rules:
 
 - A batch is at most ``batch_files`` spool files and ``batch_bytes`` of them,
-  oldest first. Every profile attachment is decoded before the store is
-  opened; the store (and its lock) is held only while the batch is written,
-  in one transaction, so notebooks and the CLI wait at most one batch.
+  oldest first. The spool is a source (``SpoolSource``); its profiles are
+  read, decoded and keyed (``key_profile``, no database) before the store is
+  opened, and the store (and its lock) is held only while the keyed batch is
+  written, in one transaction (``store_keyed``: one look-up of the batch's
+  content hashes, not one per profile), so notebooks and the CLI wait at most
+  one batch's write.
 - Only after the transaction commits are the batch's files removed. A kill
   between the two leaves files whose profiles are stored already: the next
   batch finds their content hashes present and stores nothing twice (the
   store's rule: a profile is its decompressed bytes' sha256).
 - A file that cannot be read, or an attachment that is not a valid profile,
-  is refused: one log line, the file moved to ``refused/`` with the reason;
+  is refused: one log line, the file moved to ``refused/`` with the reasons;
   the file's valid profiles are still stored (never part of a profile).
-- ``go.trace`` attachments (execution traces) are written, zstd undone, to
-  ``traces/SERVICE/`` beside the spool; ``metrics.json`` is dropped.
+- Execution traces (``go.trace``) go to the store when it has a writer for
+  them (``store.sourced.WRITERS``), else to ``traces/SERVICE/`` beside the
+  spool as files (zstd undone); ``metrics.json`` is dropped.
 - A busy store (``StoreBusyError``) leaves the batch in the spool for the
   next round.
 """
@@ -25,29 +29,38 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import UTC, datetime
 
 from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.decode.pprof import decompress
-from pyproflab.errors import ProfileError
-from pyproflab.model import Profile
-from pyproflab.sources.push import Attachment, Push, cut, pprof_bytes, push_meta
-from pyproflab.sources.spool import Entry, Spool, SpoolError
+from pyproflab.errors import ProfileError, StoreError
+from pyproflab.sources.base import (
+    Item,
+    ProfileItem,
+    Refused,
+    Request,
+    TraceItem,
+    nothing_known,
+)
+from pyproflab.sources.push import cut, pprof_bytes, push_meta
+from pyproflab.sources.spool import Entry, Spool, SpoolError, SpoolSource
 from pyproflab.store.connection import Store
-from pyproflab.store.ingest import ingest
-from pyproflab.store.keys import ProfileMeta
+from pyproflab.store.ingest import store_keyed
+from pyproflab.store.keys import KeyedProfile, key_profile
 from pyproflab.store.lock import StoreBusyError
+from pyproflab.store.sourced import WRITERS, profile_meta
 
 log = logging.getLogger("pyproflab.serve")
 
-BATCH_FILES = 256
-BATCH_BYTES = 64 << 20
+BATCH_FILES = 64
+BATCH_BYTES = 8 << 20
 
 
 @dataclass
 class Round:
-    """What one batch did."""
+    """What one batch did; ``held`` is how long the store was open, in seconds."""
 
     files: int = 0
     new: int = 0
@@ -55,55 +68,73 @@ class Round:
     refused: int = 0
     traces: int = 0
     busy: bool = False
+    held: float = 0.0
     refusals: list[tuple[str, str]] = field(default_factory=list)
 
 
-@dataclass
-class Decoded:
-    profiles: list[tuple[Profile, ProfileMeta]] = field(default_factory=list)
-    hashes: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+def _keyed(items: Iterable[Item], max_bytes: int, now: datetime) -> list[Item | KeyedProfile]:
+    """Each profile item read, hashed, decoded and keyed (no database), or refused
+    with its reason; other items as they are."""
+    out: list[Item | KeyedProfile] = []
+    for item in items:
+        if isinstance(item, ProfileItem) and item.data is not None:
+            try:
+                proto = decompress(item.data, source=item.what, max_bytes=max_bytes)
+                digest = hashlib.sha256(proto).hexdigest()
+                profile = decode_bytes(proto, source=item.what, max_bytes=max_bytes)
+                del proto
+                meta = profile_meta(item.meta)
+                out.append(key_profile(profile, meta, digest, now=now, with_content=False))
+            except ProfileError as e:
+                out.append(Refused(item.what, e.problem))
+            except (StoreError, ValueError) as e:
+                out.append(Refused(item.what, str(e)))
+            continue
+        out.append(item)
+    return out
 
 
-def _profile(att: Attachment, source: str, max_bytes: int) -> tuple[Profile, str]:
-    proto = decompress(
-        pprof_bytes(att.data, source=source, max_bytes=max_bytes),
-        source=source,
-        max_bytes=max_bytes,
-    )
-    digest = hashlib.sha256(proto).hexdigest()
-    return decode_bytes(proto, source=source, max_bytes=max_bytes), digest
-
-
-def _save_trace(spool: Spool, entry: Entry, push: Push, att: Attachment, max_bytes: int) -> None:
+def _save_traces(spool: Spool, entry: Entry, max_bytes: int) -> int:
+    """The file's execution traces as files under ``traces/SERVICE/``; how many."""
+    push = spool.read(entry)[0]
     service = cut(push_meta(push).get("service") or "unknown", 64).replace("/", "_")
     folder = spool.root / "traces" / (service.lstrip(".") or "unknown")
-    folder.mkdir(parents=True, exist_ok=True)
-    data = pprof_bytes(att.data, source=f"{entry.path}#{att.name}", max_bytes=max_bytes)
-    tmp = folder / (entry.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, folder / f"{entry.name.removesuffix('.push')}-{att.name}")
-
-
-def decode_entry(spool: Spool, entry: Entry, push: Push, max_bytes: int, out: Decoded) -> int:
-    """Decode ``push``'s profiles into ``out`` (problems noted there); traces saved."""
-    meta = push_meta(push)
-    traces = 0
+    n = 0
     for att in push.attachments:
-        source = f"push:{push.protocol}:{entry.name}#{att.name}"
-        try:
-            if att.kind == "trace":
-                _save_trace(spool, entry, push, att, max_bytes)
-                traces += 1
-            if att.kind != "profile":
-                continue
-            profile, digest = _profile(att, source, max_bytes)
-        except (ProfileError, OSError) as e:
-            out.problems.append(f"{att.name}: {getattr(e, 'problem', None) or e}")
+        if att.kind != "trace":
             continue
-        out.profiles.append((profile, ProfileMeta(source=source, **meta)))
-        out.hashes.append(digest)
-    return traces
+        data = pprof_bytes(att.data, source=f"{entry.path}#{att.name}", max_bytes=max_bytes)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / (entry.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / f"{entry.name.removesuffix('.push')}-{att.name}")
+        n += 1
+    return n
+
+
+def _take(spool: Spool, batch_files: int, batch_bytes: int) -> list[Entry]:
+    entries: list[Entry] = []
+    total = 0
+    for e in spool.pending(batch_files):
+        if entries and total + e.size > batch_bytes:
+            break
+        entries.append(e)
+        total += e.size
+    return entries
+
+
+def _reasons(source: SpoolSource, items: list[Item]) -> dict[str, list[str]]:
+    """spool file name -> why some of it was refused (reading, decoding or storing)."""
+    out = {k: list(v) for k, v in source.refused.items()}
+    for item in items:
+        if isinstance(item, Refused) and item.what.startswith("push:"):  # from _decode
+            name, _, att = item.what.rpartition("#")
+            out.setdefault(name.rsplit(":", 1)[-1], []).append(f"{att}: {item.why}")
+        elif isinstance(item, TraceItem) and item.outcome is not None:
+            if item.outcome.status == "refused" and item.key:
+                name, _, att = item.key.rpartition("#")
+                out.setdefault(name, []).append(f"{att}: {item.outcome.reason}")
+    return out
 
 
 def run_batch(
@@ -117,49 +148,50 @@ def run_batch(
 ) -> Round:
     """Ingest one batch of the spool (see the module's rules)."""
     out = Round()
-    entries, total = [], 0
-    for e in spool.pending(batch_files):
-        if entries and total + e.size > batch_bytes:
-            break
-        entries.append(e)
-        total += e.size
+    entries = _take(spool, batch_files, batch_bytes)
     if not entries:
         return out
-    decoded = Decoded()
-    bad: list[tuple[Entry, str]] = []
-    for entry in entries:
-        try:
-            push = spool.read(entry)[0]
-        except SpoolError as e:
-            bad.append((entry, str(e)))
-            continue
-        before = len(decoded.problems)
-        out.traces += decode_entry(spool, entry, push, max_bytes, decoded)
-        if len(decoded.problems) > before:
-            bad.append((entry, "; ".join(decoded.problems[before:])))
+    to_store = TraceItem in WRITERS
+    source = SpoolSource(spool, entries, max_bytes=max_bytes, traces=to_store)
+    items = _keyed(source.items(Request(), nothing_known), max_bytes, datetime.now(UTC))
+    keyed = [k for k in items if isinstance(k, KeyedProfile)]
+    traces = [t for t in items if isinstance(t, TraceItem)]
+    t0 = time.monotonic()
     try:
         with Store.open(db, wait=wait) as store:
-            report = ingest(store, decoded.profiles, content_hashes=decoded.hashes)
+            report = store_keyed(store, keyed)
+            if traces:
+                report.add(WRITERS[TraceItem](store, traces))
     except StoreBusyError as e:
         log.warning("ingest: %s (the batch stays in the spool)", e)
         out.busy = True
         return out
-    for entry, reason in bad:
-        log.warning("refused %s: %s", entry.name, reason)
-        spool.refuse(entry, reason)
-    spool.done([e for e in entries if e not in {b[0] for b in bad}])
-    out.files, out.new, out.present = len(entries), report.new, report.present
-    out.refused, out.refusals = len(bad), [(e.name, r) for e, r in bad]
+    out.held = time.monotonic() - t0
+    reasons = _reasons(source, [i for i in items if not isinstance(i, KeyedProfile)])
+    for entry in entries:
+        if not to_store and entry.name not in source.refused:
+            try:
+                out.traces += _save_traces(spool, entry, max_bytes)
+            except (SpoolError, ProfileError, OSError) as e:
+                reasons.setdefault(entry.name, []).append(f"go.trace: {e}")
+    bad = [e for e in entries if e.name in reasons]
+    for entry in bad:
+        why = "; ".join(reasons[entry.name])
+        log.warning("refused %s: %s", entry.name, why)
+        spool.refuse(entry, why)
+        out.refusals.append((entry.name, why))
+    spool.done([e for e in entries if e.name not in reasons])
+    out.files, out.new, out.present, out.refused = (
+        len(entries),
+        report.new,
+        report.present,
+        len(bad),
+    )
     return out
 
 
 def follow(
-    spool: Spool,
-    db: str,
-    *,
-    poll: float = 0.5,
-    stop_after: float | None = None,
-    **kw,
+    spool: Spool, db: str, *, poll: float = 0.5, stop_after: float | None = None, **kw
 ) -> None:
     """Run batches until killed (or ``stop_after`` seconds), sleeping ``poll``
     seconds whenever the spool is empty or the store busy."""
@@ -168,15 +200,12 @@ def follow(
         r = run_batch(spool, db, **kw)
         if r.files:
             log.info(
-                "ingested %d files: %d new, %d present, %d refused",
+                "ingested %d files: %d new, %d present, %d refused (store held %.2fs)",
                 r.files,
                 r.new,
                 r.present,
                 r.refused,
+                r.held,
             )
         if r.busy or not r.files:
             time.sleep(poll)
-
-
-def spool_dir(path: str | os.PathLike) -> Path:
-    return Path(path)

@@ -7,10 +7,14 @@ Rules:
   (SIGKILL included), so liveness never depends on a pid check.
 - The holder writes ``{"pid", "since", "host", "command"}`` into the file for
   the message others see: ``store is busy (held by pid N since T: command)``.
-- The file is never deleted (deleting a flock'ed file lets two processes each
-  lock a different inode); a holder empties it when it lets go, so content
-  left behind with no flock on the file is a stale lock of a dead process:
-  the next opener takes it over and says so (``StoreLock.took_over``).
+- The last holder deletes the file while it still holds the flock, so no
+  empty lock file stays beside the store. An opener that was waiting on the
+  deleted file then holds a lock on a name nobody sees: after each flock it
+  checks that the path still names the file it locked, and opens again if
+  not, so two processes never each lock a different inode. Content left
+  behind with no flock on the file is a stale lock of a dead process (a
+  killed holder cannot delete it): the next opener takes it over and says so
+  (``StoreLock.took_over``).
 - ``wait`` seconds: poll until the lock is free or the time is up; 0 fails at
   once. The error is a ``StoreError`` (exit code 2 in the CLI).
 - Within one process the lock is shared: DuckDB itself lets one process open
@@ -109,11 +113,8 @@ _held_guard = threading.Lock()
 @atexit.register
 def _empty_at_exit() -> None:
     """A process leaving normally with a store still open is not a stale holder."""
-    for held in list(_held.values()):
-        try:
-            os.ftruncate(held.fd, 0)
-        except OSError:
-            pass
+    for key, held in list(_held.items()):
+        _let_go(key, held.fd, close=False)
 
 
 class StoreLock:
@@ -139,23 +140,24 @@ class StoreLock:
                 self.took_over = held.took_over
                 self._acquired = True
                 return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise StoreError(
-                f"{self.db_path}: cannot create the lock file {self.path}: {e.strerror or e}"
-            ) from None
+        fd = self._open()
         start = time.monotonic()
         try:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except BlockingIOError:
                     waited = time.monotonic() - start
                     if waited >= wait:
                         raise busy_error(self.db_path, waited=wait) from None
                     time.sleep(min(POLL_SECONDS, max(0.0, wait - waited)))
+                    continue
+                if _names(self.path, fd):
+                    break
+                # The holder deleted the file as it let go: lock the file now there.
+                os.close(fd)
+                fd = -1
+                fd = self._open()
             # Ours now. Leftover content means the last holder died holding it.
             stale = _read_fd(fd)
             self.took_over = stale or None
@@ -171,12 +173,14 @@ class StoreLock:
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
         except OSError as e:
-            os.close(fd)  # closing drops a flock we may hold
+            if fd >= 0:
+                os.close(fd)  # closing drops a flock we may hold
             raise StoreError(
                 f"{self.db_path}: cannot write the lock file {self.path}: {e.strerror or e}"
             ) from None
         except BaseException:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             raise
         with _held_guard:
             _held[self.key] = _Held(fd, 1, self.took_over)
@@ -184,7 +188,7 @@ class StoreLock:
         return self
 
     def release(self) -> None:
-        """Let go (the last holder in this process empties the file and unlocks it)."""
+        """Let go (the last holder in this process deletes the file and unlocks it)."""
         if not self._acquired:
             return
         self._acquired = False
@@ -196,11 +200,15 @@ class StoreLock:
             if held.count > 0:
                 return
             del _held[self.key]
+        _let_go(self.path, held.fd)
+
+    def _open(self) -> int:
         try:
-            os.ftruncate(held.fd, 0)  # empty: nothing stale left behind
-        except OSError:
-            pass
-        os.close(held.fd)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StoreError(
+                f"{self.db_path}: cannot create the lock file {self.path}: {e.strerror or e}"
+            ) from None
 
     @property
     def held(self) -> bool:
@@ -211,6 +219,31 @@ class StoreLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _let_go(path: str, fd: int, *, close: bool = True) -> None:
+    """Delete the lock file (still holding its flock) and close it; where it
+    cannot be deleted, empty it, so nothing stale is left behind."""
+    try:
+        if _names(path, fd):
+            os.unlink(path)
+    except OSError:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+    if close:
+        os.close(fd)
 
 
 def _read_fd(fd: int) -> dict[str, Any] | None:

@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
+from pyproflab.newfiles import create_temp_dir
 from pyproflab.store import ids, tables
 from pyproflab.store.connection import SCHEMA_VERSION, Store
 from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
@@ -102,7 +102,7 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
         raise StoreError(f"{out}: exists and is not an empty folder")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name[:100]}.", suffix=PARTIAL, dir=out.parent))
+        tmp = create_temp_dir(out.parent, f".{out.name[:100]}.", PARTIAL)
     except OSError as e:
         raise StoreError(f"{out}: cannot create ({e.strerror or e})") from None
     try:

@@ -305,22 +305,22 @@ def test_store_without_metric_tables(go_profiles: dict[str, Path]) -> None:
 
 
 def test_renderings_and_html_escaping(store: Store) -> None:
-    from pyproflab.reports.gc import render_gc
+    from pyproflab.reports import render
 
     ingest(store, [(read_profile_any(store), ProfileMeta(instance="<b>&x", service="api"))])
     res = gc(store)
-    text = render_gc(res, "text")
+    text = render(res, "text")
     assert "GC share per instance" in text and "i-1" in text and "15.0" in text
     assert "10.0%" in text and "5.0%" in text  # runtime busy and all for i-1
-    doc = json.loads(render_gc(res, "json"))
+    doc = json.loads(render(res, "json"))
     assert {"instances", "profiles", "categories", "notes"} <= set(doc)
     i1 = next(r for r in doc["profiles"] if r["instance"] == "i-1")
     assert i1["gc_cycles_per_min"] == pytest.approx(15.0) and i1["window_start"].startswith(
         "2026-11-01T10:00:00"
     )
-    csv_text = render_gc(res, "csv")
+    csv_text = render(res, "csv")
     assert csv_text.splitlines()[0].split(",") == PROFILES_SCHEMA.names
-    assert render_gc(res, "csv", table="instances").splitlines()[0].startswith("service,")
+    assert render(res, "csv", table="instances").splitlines()[0].startswith("service,")
     odd = next(r for r in res.profiles.to_pylist() if r["instance"] == "<b>&x")
     assert odd["gctrace_cycles"] is None  # no gctrace logs of that instance at all
     page = res._repr_html_()
@@ -354,3 +354,24 @@ def test_cli(store: Store, tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().out.startswith("profile_id,category,")
     assert main(["gc", "--db", str(tmp_path / "missing.duckdb")]) == 2
     assert "no such store" in capsys.readouterr().err
+
+
+def test_demo_notes_agree_with_the_rows_shown() -> None:
+    """On the recorded demo run (heap and goroutine snapshots at the end of each
+    instance's last window, no scrape inside them), the notes name the snapshots'
+    own rows, and say the instance rows have the runtime view, as they do: never
+    "runtime-view columns are NULL" beside instance rows that show values."""
+    from support.browser.stores import demo_store
+
+    with Store.open(demo_store(), read_only=True) as s:
+        res = gc(s)
+    instances = res.instances.to_pylist()
+    assert instances and all(r["gc_cpu_fraction"] is not None for r in instances)
+    notes = "\n".join(res.notes)
+    assert "runtime-view columns are NULL" not in notes, notes
+    snapshots = [r for r in res.profiles.to_pylist() if r["profile_type"] in ("heap", "goroutine")]
+    assert snapshots and all(r["gc_cpu_fraction"] is None for r in snapshots)
+    assert f"{len(snapshots)} goroutine/heap snapshots (each an instant) hold no" in notes
+    assert "the instance rows, over all of an instance's profiles, have it" in notes
+    windowed = [r for r in res.profiles.to_pylist() if r["profile_type"] == "cpu"]
+    assert all(r["gc_cpu_fraction"] is not None for r in windowed)

@@ -18,6 +18,7 @@ from pyproflab.analyses.pgo_edges import (
     build_edge_set,
     compute_edges,
     diff_edges,
+    fold_preemption,
     parse_preprofile,
     preprofile_edges,
 )
@@ -77,10 +78,50 @@ def test_parse_preprofile_format():
 # --- output equals pprof -proto --------------------------------------------------------
 
 
-def test_untrimmed_equals_pprof_proto(cpu_files, tmp_path, pprof):
-    res = pgo_mod.pgo_files(cpu_files)
+HIDE_PREEMPT = "-hide=^runtime\\.asyncPreempt$"
+
+
+def _preempt_only_as_leaf(files) -> int:
+    """Weight (samples/count) of the samples with a leaf runtime.asyncPreempt;
+    asserts it is never deeper (so pprof's -hide, which drops the frame
+    anywhere, equals folding the leaf)."""
+    leaves = 0
+    for path in files:
+        p = pyproflab.read_profile(path)
+        fn = dict(
+            zip(
+                p.functions.column("id").to_pylist(),
+                p.functions.column("name").to_pylist(),
+                strict=True,
+            )
+        )
+        pre = {
+            lid
+            for lid, lines in zip(
+                p.locations.column("id").to_pylist(),
+                p.locations.column("lines").to_pylist(),
+                strict=True,
+            )
+            if any(fn.get(ln["function_id"]) == "runtime.asyncPreempt" for ln in lines)
+        }
+        values = p.samples.column("values").to_pylist()
+        for stack, v in zip(p.samples.column("location_ids").to_pylist(), values, strict=True):
+            assert not pre.intersection(stack[1:])
+            leaves += v[0] if stack and stack[0] in pre and len(stack) > 1 else 0
+    return leaves
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_untrimmed_equals_pprof_proto(cpu_files, tmp_path, pprof, fold):
+    """Without folding, the output is pprof's merge; folding preemption, it is
+    pprof's merge with runtime.asyncPreempt hidden."""
+    res = pgo_mod.pgo_files(cpu_files, fold_preempt=fold)
     assert res.ok, res.refusal
     assert not res.safeguarded  # profgen runs no safeguarded function on CPU
+    leaves = _preempt_only_as_leaf(cpu_files)
+    assert leaves > 0  # the recordings hold preempted samples
+    assert res.preempt_folded[1] == (leaves if fold else 0)
+    extra = [HIDE_PREEMPT] if fold else []
     out = res.write(tmp_path / "default.pgo")
     assert res.verified is not None and res.verified.weights() == res.edges.weights()
     types = oracle.sample_types(out)
@@ -88,12 +129,14 @@ def test_untrimmed_equals_pprof_proto(cpu_files, tmp_path, pprof):
     for i, (_, unit) in enumerate(types):
         for cum in (False, True):
             ours = oracle.top(out, sample_index=i, unit=unit, cum=cum)
-            theirs = oracle.top(cpu_files, sample_index=i, unit=unit, cum=cum)
+            theirs = oracle.top(cpu_files, sample_index=i, unit=unit, cum=cum, extra=extra)
             assert ours.multiset() == theirs.multiset(), (i, cum)
             assert ours.total == theirs.total
     # And the edges equal preprofile's on pprof's own merge of the inputs.
-    merged = oracle.merge_proto(cpu_files, tmp_path / "pprof.pb.gz")
+    merged = tmp_path / "pprof.pb.gz"
+    oracle.run_pprof(["-proto", *extra, f"-output={merged}", *map(str, cpu_files)])
     assert preprofile_edges(merged).weights() == res.edges.weights()
+    assert any(e.callee == "runtime.asyncPreempt" for e in res.edges.edges) != fold
 
 
 def test_labels_and_zero_samples_dropped(cpu_files):
@@ -170,25 +213,98 @@ def test_default_safeguards():
 # --- weighting -------------------------------------------------------------------------
 
 
-def test_rate_weighting_is_exact(cpu_files, tmp_path):
+def test_duration_weighting_is_exact(cpu_files, tmp_path):
     p = pyproflab.read_profile(cpu_files[0])
     long = _write(dataclasses.replace(p, duration_nanos=p.duration_nanos * 6), tmp_path / "l.pb.gz")
-    res = pgo_mod.pgo_files([cpu_files[0], long], weight="rate")
-    assert res.ok
+    res = pgo_mod.pgo_files([cpu_files[0], long], weight="duration")
+    assert res.ok and res.weight == "duration"
     f_short, f_long = (i.factor for i in res.inputs)
     assert f_long == pgo_mod.RATE_RESOLUTION and f_short == 6 * pgo_mod.RATE_RESOLUTION
-    base = compute_edges(pgo_mod.strip_profile(p)).weights()
+    folded = fold_preemption(pgo_mod.strip_profile(p))[0]
+    base = compute_edges(folded).weights()
     assert res.edges.weights() == {k: w * (f_short + f_long) for k, w in base.items()}
-    # --weight sum: the same two profiles count equally.
-    s = pgo_mod.pgo_files([cpu_files[0], long], weight="sum")
+    # --weight none: the same two profiles count equally; the old names still work.
+    s = pgo_mod.pgo_files([cpu_files[0], long], weight="none")
     assert s.edges.weights() == {k: 2 * w for k, w in base.items()}
+    assert (
+        pgo_mod.pgo_files([cpu_files[0], long], weight="sum").edges.weights() == s.edges.weights()
+    )
+    assert pgo_mod.pgo_files([cpu_files[0], long], weight="rate").weight == "duration"
 
 
-def test_rate_needs_duration(cpu_files, tmp_path):
+def test_duration_needs_duration(cpu_files, tmp_path):
     p = pyproflab.read_profile(cpu_files[0])
     nodur = _write(dataclasses.replace(p, duration_nanos=0), tmp_path / "n.pb.gz")
-    res = pgo_mod.pgo_files([nodur], weight="rate")
+    res = pgo_mod.pgo_files([nodur], weight="duration")
     assert not res.ok and "duration" in res.refusal
+
+
+def _as_instance(p, name: str, *, times: int = 1, start: int = 0):
+    """``p`` with every function renamed NAME.FUNC (so each instance's edges are
+    told apart in the merge), its values and duration multiplied by ``times``."""
+    f = p.functions
+    for col in ("name", "system_name"):
+        renamed = pa.array([f"{name}.{x}" for x in f.column(col).to_pylist()], pa.string())
+        f = f.set_column(f.schema.get_field_index(col), col, renamed)
+    vals = p.samples.column("values").to_pylist()
+    scaled = pa.array([[v * times for v in x] for x in vals], p.samples.schema.field("values").type)
+    return dataclasses.replace(
+        p,
+        functions=f,
+        samples=p.samples.set_column(1, "values", scaled),
+        duration_nanos=p.duration_nanos * times,
+        time_nanos=p.time_nanos + start,
+    )
+
+
+def _instance_shares(res) -> dict[str, float]:
+    """Each instance's share (%) of the merged profile's edge weight."""
+    out: dict[str, float] = {}
+    for e in res.edges.edges:
+        who = e.caller.split(".", 1)[0]
+        assert e.callee.startswith(who + ".")
+        out[who] = out.get(who, 0.0) + 100.0 * e.weight / res.edges.total
+    return out
+
+
+def test_instance_weighting_one_instance_ran_10x_longer(cpu_files, tmp_path):
+    """Instance a ran 10x longer than b and c (one profile, 10x the duration and
+    samples; and then ten profiles): --weight instance gives each a third."""
+    p = pyproflab.read_profile(cpu_files[0])
+    files = [
+        _write(_as_instance(p, "a", times=10), tmp_path / "a.pb.gz"),
+        _write(_as_instance(p, "b"), tmp_path / "b.pb.gz"),
+        _write(_as_instance(p, "c"), tmp_path / "c.pb.gz"),
+    ]
+    none = _instance_shares(pgo_mod.pgo_files(files, weight="none"))
+    assert none["a"] == pytest.approx(100 * 10 / 12)
+    for weight in ("instance", "duration"):  # equal rates per second: both even it out
+        shares = _instance_shares(pgo_mod.pgo_files(files, weight=weight))
+        assert shares == pytest.approx({k: 100 / 3 for k in "abc"}, abs=0.1), weight
+
+    # Ten profiles of a, one of b and c, in a store: duration weighs each profile
+    # (a brings ten), instance each instance.
+    lab = pyproflab.open(tmp_path / "s.duckdb")
+    for k in range(10):
+        lab.ingest(
+            _write(_as_instance(p, "a", start=k * 10**10), tmp_path / f"a{k}.pb.gz"),
+            service="svc",
+            instance="a",
+        )
+    for name in "bc":
+        lab.ingest(
+            _write(_as_instance(p, name), tmp_path / f"{name}1.pb.gz"), service="svc", instance=name
+        )
+    from pyproflab.store.select import Selection
+
+    def shares(weight):
+        res = pgo_mod.pgo(lab.store, Selection(service="svc"), all=True, weight=weight)
+        assert len(res.inputs) == 12
+        return _instance_shares(res)
+
+    assert shares("duration")["a"] == pytest.approx(100 * 10 / 12, abs=0.1)
+    assert shares("instance") == pytest.approx({k: 100 / 3 for k in "abc"}, abs=0.1)
+    lab.store.close()
 
 
 # --- selection from a store ------------------------------------------------------------
@@ -391,3 +507,56 @@ def test_first_bad_file_refuses_in_order(cpu_files, bad_inputs, monkeypatch):
     assert not res.ok and str(text) in res.refusal
     res = pgo_mod.pgo_files([*cpu_files, zero, text])
     assert not res.ok and "empty file" in res.refusal
+
+
+def test_preemption_is_not_a_call_edge(cpu_files):
+    """Issue 34, defect 7: the report's PGO edges were mostly X -> runtime.asyncPreempt.
+    The compiler takes such an edge like any (go tool preprofile lists it; see
+    pgo_edges.fold_preemption); pgo credits those samples to the interrupted
+    function, so the written profile has none, and says so."""
+    from pyproflab.reports import pgo as report
+
+    kept = pgo_mod.pgo_files(cpu_files, fold_preempt=False)
+    pre = [e for e in kept.edges.edges if e.callee == "runtime.asyncPreempt"]
+    assert pre and kept.preempt_folded == (0, 0)
+    res = pgo_mod.pgo_files(cpu_files)
+    assert not any(e.callee == "runtime.asyncPreempt" for e in res.edges.edges)
+    assert res.edges.total == kept.edges.total  # the weight moved to the real call edges
+    assert res.preempt_folded[1] == sum(e.weight for e in pre)
+    # Each folded edge's weight went to the call into the interrupted function.
+    assert sum(e.weight for e in res.edges.edges if e.callee == pre[0].caller) > sum(
+        e.weight for e in kept.edges.edges if e.callee == pre[0].caller
+    )
+    text = report.render_text(res)
+    assert "preemption:" in text and "not call edges" in text
+    assert "runtime.asyncPreempt counted" in report.render_html(res)
+
+
+def test_weightings_compared(cpu_files, tmp_path, capsys):
+    """pgo weights: one merge per weighting, each instance's share of it, and
+    how the hot edge sets differ (a 10x longer instance under none and instance)."""
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    p = pyproflab.read_profile(cpu_files[0])
+    files = [
+        _write(_as_instance(p, "a", times=10), tmp_path / "a.pb.gz"),
+        _write(_as_instance(p, "b"), tmp_path / "b.pb.gz"),
+    ]
+    cmp = compare_weights(files=files)
+    assert set(cmp.results) == {"none", "duration", "instance"}
+    assert cmp.instance_shares("none")[str(files[0])] == pytest.approx(100 * 10 / 11)
+    assert cmp.instance_shares("instance")[str(files[0])] == pytest.approx(50, abs=0.1)
+    pairs = {(a, b): (d, j) for a, b, d, j in cmp.diffs}
+    d, jaccard = pairs["none", "instance"]
+    hot_none = {e.key for e in cmp.results["none"].edges.hot}
+    hot_inst = {e.key for e in cmp.results["instance"].edges.hot}
+    assert {c.key for c in d.added} == hot_inst - hot_none
+    assert {c.key for c in d.removed} == hot_none - hot_inst
+    assert jaccard == pytest.approx(len(hot_none & hot_inst) / len(hot_none | hot_inst))
+    assert d.added  # b's edges under 1% of the plain sum become hot when b counts half
+    assert cli_main(["pgo", "weights", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "instance against none" in out and "overlap" in out
+    assert cli_main(["pgo", "weights", *map(str, files), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["comparisons"]) == 3 and doc["weightings"]["instance"]["hot"] == len(hot_inst)

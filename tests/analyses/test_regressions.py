@@ -599,21 +599,21 @@ def evil_result():
 
 
 def test_renderings(evil_result) -> None:
-    from pyproflab.reports.regressions import render_regressions
+    from pyproflab.reports import render
 
-    text = render_regressions(evil_result, "text")
+    text = render(evil_result, "text")
     # The default measure: shares, in percent; their changes in percentage points.
     assert "Type: cpu as share of the profiles' totals" in text and EVIL in text
     assert re.search(r"\+\d+(\.\d+)? pp ", text) and "totals: " in text
-    doc = json.loads(render_regressions(evil_result, "json"))
+    doc = json.loads(render(evil_result, "json"))
     assert doc["rows"][0]["label"] == EVIL and doc["statistics"] is True
     assert doc["rows"][0]["flat_diff"] == 300
-    csv_text = render_regressions(evil_result, "csv", top=1)
+    csv_text = render(evil_result, "csv", top=1)
     assert csv_text.splitlines()[0].startswith("rank,name,")
     assert len(csv_text.splitlines()) == 2
     html_text = evil_result._repr_html_()
     assert EVIL not in html_text and "&lt;img src=x" in html_text
-    assert "<img" not in render_regressions(evil_result, "html")
+    assert "<img" not in render(evil_result, "html")
     df = evil_result.to_pandas()
     assert list(df.columns) == evil_result.to_arrow().column_names
 

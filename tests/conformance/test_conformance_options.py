@@ -130,6 +130,41 @@ def test_cli_text_is_pprofs_text(ours, theirs, capsys, go_bin):
     assert capsys.readouterr().out == oracle.run_pprof(["-top", *theirs, path])
 
 
+TOP_DEFAULTS = [
+    "google-pprof/internal/proftest/testdata/large.cpu",
+    "google-pprof/internal/report/testdata/sample.cpu",
+    ALLOCS,
+]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("rel", TOP_DEFAULTS)
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        ([], []),
+        (["--no-trim"], ["-trim=false"]),
+        (["--nodefraction", "0.05"], ["-nodefraction=0.05"]),
+    ],
+    ids=["defaults", "no-trim", "nodefraction"],
+)
+def test_top_defaults_are_pprofs(rel, ours, theirs, capsys, go_bin):
+    """`pyproflab top FILE` prints what `go tool pprof -top FILE` prints, byte for
+    byte: nodes under 0.5% of the total trimmed, every other one shown (no cap)."""
+    from pyproflab.cli import main
+
+    path = CORPUS / rel
+    if not path.exists():
+        pytest.skip(f"corpus file {rel} not found")
+    assert main(["top", str(path), *ours]) == 0
+    text = capsys.readouterr().out
+    assert text == oracle.run_pprof(["-top", *theirs, path])
+    if rel == ALLOCS and not ours:
+        # Where the old defaults (no trimming, 30 rows) differed on both counts.
+        rows = text.split("      flat  flat%   sum%        cum   cum%\n", 1)[1].splitlines()
+        assert "Dropped 61 nodes" in text and len(rows) > 30
+
+
 FASTDELTA = "dd-trace-go/profiler/internal/fastdelta/testdata"
 DIFF_PAIRS = [
     (f"{FASTDELTA}/heap.after.pprof", f"{FASTDELTA}/heap.before.pprof", 1),
@@ -254,8 +289,8 @@ def test_traces_are_pprofs_on_the_corpus(corpus_dir, go_bin):
     locations, profiles without any header line)."""
     from support.testenv import corpus_proto_files
 
+    from pyproflab.analyses.traces import traces
     from pyproflab.errors import ProflabError
-    from pyproflab.reports.traces import render_traces
 
     compared = 0
     for path in corpus_proto_files():
@@ -264,7 +299,7 @@ def test_traces_are_pprofs_on_the_corpus(corpus_dir, go_bin):
         except oracle.OracleError:
             continue  # pprof refuses it
         try:
-            ours = render_traces(api_read(path))
+            ours = str(traces(api_read(path)))
         except ProflabError:
             continue  # we refuse it (checked by the decoder's tests)
         assert ours == theirs, f"{path}: traces differ from go tool pprof -traces"

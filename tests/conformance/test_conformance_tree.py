@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support import pprof_oracle as oracle
-from support.testenv import api_read
+from support.testenv import CORPUS, api_read
 
 pytestmark = [pytest.mark.go]
 
@@ -234,6 +234,44 @@ def test_cli_no_match_is_one_line_exit_2(go_profiles, capsys):
         assert main(cmd) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "no matches found for regexp: no_such_function_xyz" in err[0]
+
+
+MANY = "parca/pkg/query/testdata/many"
+FASTDELTA = "dd-trace-go/profiler/internal/fastdelta/testdata"
+TREE_DIFFS = [
+    # With -diff_base allocations cancel in places: edges of weight 0 into nodes of
+    # flat and cum 0.
+    (f"{MANY}/1644509299337903000.pb.gz", f"{MANY}/1644509272337470000.pb.gz", 1, True),
+    (f"{FASTDELTA}/heap.after.pprof", f"{FASTDELTA}/heap.before.pprof", 1, False),
+    ("go:cpu2", "go:cpu", 1, False),
+]
+
+
+@pytest.mark.parametrize("flag", ["diff_base", "base"])
+@pytest.mark.parametrize(
+    ("new", "base", "index", "zeros"), TREE_DIFFS, ids=[Path(c[0]).name for c in TREE_DIFFS]
+)
+def test_tree_of_a_diff_is_pprofs(new, base, index, zeros, flag, go_profiles, capsys):
+    """`tree NEW --diff_base BASE` prints pprof's blocks, zero-weight edges included.
+    Within a block's callers or callees pprof orders +w and -w of one size as equal
+    (its edge order compares signed weights, then their sizes), so its order among
+    them changes from run to run: each side's edge lines are compared as a set."""
+    from pyproflab.cli import main
+
+    def path(name: str) -> str:
+        if name.startswith("go:"):
+            return str(go_profiles[name[3:]])
+        if not (CORPUS / name).exists():
+            pytest.skip(f"corpus file {name} not found")
+        return str(CORPUS / name)
+
+    new, base = path(new), path(base)
+    assert main(["tree", new, f"--{flag}", base, "--sample-index", str(index)]) == 0
+    ours = capsys.readouterr().out
+    theirs = oracle.run_pprof(["-tree", f"-sample_index={index}", f"-{flag}={base}", new])
+    assert _blocks(ours) == _blocks(theirs)
+    if zeros and flag == "diff_base":  # -base merges +x and -x of a stack into 0: no edge
+        assert "                                 0     0% |   " in theirs
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from support.testenv import corpus_proto_files
 
 import pyproflab
 from pyproflab.analyses.units import quantity
-from pyproflab.reports import render_top
+from pyproflab.reports import render
 
 
 def test_share_is_percent_and_its_change_percentage_points():
@@ -50,7 +50,7 @@ def test_quantity_in_its_unit(value, unit, text):
 def test_print_top_is_pprofs_text(corpus_dir, pprof):
     path = next(p for p in corpus_proto_files() if p.name == "fgprof.pb.gz")
     result = pyproflab.top(path, nodecount=10, node_fraction=0.005)
-    assert str(result) == render_top(result, "text")
+    assert str(result) == render(result, "text")
     ours = str(result).splitlines()
     theirs = run_pprof(["-top", "-nodecount=10", path]).splitlines()
     assert ours == theirs

@@ -10,7 +10,7 @@ from support.top_unit_helpers import FUNCS, MAPS, build
 
 from pyproflab.analyses import units
 from pyproflab.analyses.top import top
-from pyproflab.reports import render_top
+from pyproflab.reports import render
 
 
 def profile():
@@ -25,7 +25,7 @@ def profile():
 
 
 def test_text_layout_like_pprof():
-    out = render_top(top(profile()), "text")
+    out = render(top(profile()), "text")
     lines = out.splitlines()
     assert lines[0] == "File: app"
     assert lines[1] == "Type: cpu"
@@ -36,28 +36,28 @@ def test_text_layout_like_pprof():
 
 
 def test_text_exact():
-    out = render_top(top(profile()), "text", exact=True)
+    out = render(top(profile()), "text", exact=True)
     assert "1500000000 98.36% 98.36% 1500000000 98.36%  main.b" in out
 
 
 def test_json_exact_and_sorted():
-    doc = json.loads(render_top(top(profile()), "json"))
+    doc = json.loads(render(top(profile()), "json"))
     assert doc["total"] == 1_525_000_000
     assert doc["rows"][0]["flat"] == 1_500_000_000
     assert list(doc) == sorted(doc)
 
 
 def test_csv_columns():
-    rows = list(csv.reader(io.StringIO(render_top(top(profile()), "csv"))))
+    rows = list(csv.reader(io.StringIO(render(top(profile()), "csv"))))
     assert rows[0] == ["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name", "label", "inline"]
     assert rows[1][0] == "1500000000" and rows[1][5] == "main.b"
-    rows = list(csv.reader(io.StringIO(render_top(top(profile(), granularity="lines"), "csv"))))
+    rows = list(csv.reader(io.StringIO(render(top(profile(), granularity="lines"), "csv"))))
     assert rows[0][6:8] == ["file", "line"]
     assert rows[1][6:9] == ["/src/b.go", "30", "main.b /src/b.go:30"]
 
 
 def test_html_escapes():
-    out = render_top(top(profile()), "html")
+    out = render(top(profile()), "html")
     assert "<img" not in out and "&lt;img" in out
 
 

@@ -106,8 +106,44 @@ def test_stale_lock_of_killed_process_is_taken_over(db):
     with Store.open(db) as s:
         assert s.lock.took_over["pid"] == holder.pid
         assert read_holder(db)["pid"] == os.getpid()
-    assert read_holder(db) is None  # emptied on release
-    assert Path(lock_path(db)).exists()  # never deleted (see lock.py)
+    assert read_holder(db) is None
+    assert not Path(lock_path(db)).exists()  # deleted on release: no empty file stays
+
+
+TRY_LOCK = """
+import sys
+from pyproflab.errors import StoreError
+from pyproflab.store.lock import StoreLock
+try:
+    StoreLock(sys.argv[1]).acquire()
+except StoreError as e:
+    print("busy" if "store is busy" in str(e) else e)
+else:
+    print("locked")
+"""
+
+
+def test_a_waiter_on_a_deleted_lock_file_locks_the_file_now_there(db):
+    """The holder deletes the lock file as it lets go; a process that waited on
+    that file must not hold a lock nobody else sees: while it holds the store,
+    a third process is refused."""
+    holder = hold(db, 2)
+    try:
+        with Store.open(db, wait=60) as s:
+            assert s.lock.held
+            assert Path(lock_path(db)).exists()
+            res = subprocess.run(
+                [sys.executable, "-c", TRY_LOCK, str(db)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=REPO,
+            )
+            assert res.stdout.strip() == "busy", res.stdout + res.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not Path(lock_path(db)).exists()
 
 
 def test_reader_during_a_writer_gets_busy_message(db):

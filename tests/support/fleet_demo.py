@@ -344,7 +344,7 @@ class Demo:
     # --- the summary ----------------------------------------------------------------
 
     def summary(self, lab: Any, ids: list[int]) -> None:
-        from pyproflab.reports import render_top
+        from pyproflab.reports import render
         from pyproflab.store.select import Selection
 
         def of_types(types: tuple[str, ...]) -> list[int]:
@@ -359,7 +359,7 @@ class Demo:
 
         print(f"\n== Top CPU functions, fleet-wide ({len(cpu_ids)} CPU profiles) ==")
         top = lab.top(Selection(profile_ids=cpu_ids), nodecount=TOP_NODES)
-        print(render_top(top, "text").rstrip())
+        print(render(top, "text").rstrip())
 
         print("\n== GC share per instance: profile view vs runtime view ==")
         print(gc_table(lab.gc(Selection(profile_ids=windowed_ids))))

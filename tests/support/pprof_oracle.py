@@ -94,6 +94,13 @@ def pprof_command() -> tuple[str, ...]:
 
 def run_pprof(args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> str:
     """Run pprof with ``-symbolize=none`` and ``args``; return stdout or raise OracleError."""
+    return run_pprof_output(args, timeout=timeout).stdout
+
+
+def run_pprof_output(
+    args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT
+) -> subprocess.CompletedProcess:
+    """``run_pprof``, returning the finished process (stdout and stderr, as text)."""
     argv = [*pprof_command(), "-symbolize=none", *map(str, args)]
     try:
         res = subprocess.run(
@@ -109,7 +116,7 @@ def run_pprof(args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> str:
         raise OracleError(f"pprof timed out after {timeout}s: {' '.join(argv[1:])}") from e
     if res.returncode != 0:
         raise OracleError(f"pprof failed ({res.returncode}): {res.stderr.strip()[-2000:]}")
-    return res.stdout
+    return res
 
 
 def opens(path: str | os.PathLike) -> tuple[bool, str]:

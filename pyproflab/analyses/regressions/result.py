@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -149,13 +148,45 @@ class RegressionsResult(RowsResult):
         m = metric or (self.rank_by if self.rank_by in ("flat", "cum") else "flat")
         return render(self, "figure_top", n=n, metric=m)
 
-    def figure_flame(self, **options: Any):
-        """Differential flame graph (``FlameGraph``: width new side, colour change of rate);
-        shows itself in Jupyter, ``.html()`` for a page."""
-        return render(self, "figure_flame", **options)
+    def figure_flame(self, *, min_fraction: float = 0.001, max_nodes: int = 3000):
+        """Differential flame graph (``analyses.flame``, the one the report draws):
+        width from the new side's value, colour from the change of each call path's
+        rate (the base's values scaled by new duration / base duration). Paths below
+        ``min_fraction`` of the new total are left out. Shows itself in Jupyter,
+        ``.html()`` for a page."""
+        from pyproflab.analyses.flame import paths_flame_graph
+
+        new_acc: dict[tuple[str, ...], int] = {}
+        base_acc: dict[tuple[str, ...], int] = {}
+        new_total = base_total = 0
+        for path, b, nv in zip(
+            self.stacks.column("path").to_pylist(),
+            self.stacks.column("base").to_pylist(),
+            self.stacks.column("new").to_pylist(),
+            strict=True,
+        ):
+            names = tuple(self.labels[i] for i in path)  # root first
+            new_total, base_total = new_total + abs(nv), base_total + abs(b)
+            for depth in range(1, len(names) + 1):
+                key = names[:depth]
+                new_acc[key] = new_acc.get(key, 0) + abs(nv)
+                base_acc[key] = base_acc.get(key, 0) + abs(b)
+        scale = self.duration_new / self.duration_base if self.duration_base else 1.0
+        st = self.sample_type
+        return paths_flame_graph(
+            new_acc,
+            new_total,
+            st.type,
+            st.unit,
+            base=(base_acc, base_total),
+            base_scale=scale,
+            title=f"{st.type} per second of profile, coloured by change from the base",
+            min_fraction=min_fraction,
+            max_nodes=max_nodes,
+        )
 
     def _repr_html_(self) -> str:
-        return render(self, "html")
+        return render(self, "html", top=50)
 
     def __repr__(self) -> str:
         return (

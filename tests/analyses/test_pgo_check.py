@@ -1,0 +1,277 @@
+"""pgo check: a profile's hot edges against today's source, checked against the
+compiler (`go build -pgo -gcflags=-m=2 -d=pgodebug=1`) on the programs of
+tests/pgoprogs before and after four refactors (their README says what each
+changes), with the profiles recorded once (tests/support/record_pgo_programs.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import pgo_compiler
+from support.testenv import go_env
+
+from pyproflab.analyses import pgo_check
+from pyproflab.analyses.pgo_edges import read_edges
+from pyproflab.cli import main as cli_main
+
+TESTS = Path(__file__).resolve().parents[1]
+PROGRAMS = TESTS / "pgoprogs"
+PROFILES = TESTS / "testdata" / "pgo"
+VARIANTS = ("base", "rename", "move", "edit", "above")
+PACKAGE = {"ledger": ".", "router": "./cmd/routerbench"}
+
+pytestmark = pytest.mark.go
+
+
+# --- names ----------------------------------------------------------------------------
+
+
+def test_symbol_names():
+    split = pgo_check.split_symbol
+    assert split("example.com/router%2ev2.(*Table).Route") == (
+        "example.com/router%2ev2",
+        ["(*Table)", "Route"],
+    )
+    assert split("main.maxOf[go.shape.int]") == ("main", ["maxOf"])
+    assert split("main.(*T[go.shape.struct { a.b int }]).M.func1") == (
+        "main",
+        ["(*T)", "M", "func1"],
+    )
+    assert pgo_check.method_name("main.(*T).M") == "M"
+    assert pgo_check.method_name("main.T.M-fm") == "M"
+    assert pgo_check.method_name("main.F.func1") is None
+    assert pgo_check.method_name("main.init.0") is None
+    assert pgo_check.method_name("main.F") is None
+    assert pgo_check.generic_key("p.F[go.shape.int,go.shape.string]") == "p.F[...]"
+    assert pgo_check.is_runtime("runtime.asyncPreempt")
+    assert pgo_check.is_runtime("internal/runtime/maps.(*Map).getWithKeySmall")
+    assert not pgo_check.is_runtime("main.runtime")
+
+
+NAMING = {
+    "go.mod": "module example.com/naming.v1\n\ngo 1.24\n",
+    "main.go": """package main
+
+import (
+	"fmt"
+
+	"example.com/naming.v1/lib"
+)
+
+var G = func() int { return 1 }
+
+type T struct{ k int }
+
+type Celsius float64
+
+func (t *T) M() func() int {
+	return func() int { return t.k }
+}
+
+func (t T) V() int { return t.k + int(Celsius(2)) + len("ab") }
+
+func init() { fmt.Println(G()) }
+func init() { fmt.Println(lib.Twice(2)) }
+
+func F() []func() int {
+	a := func() int {
+		b := func() int { return 3 }
+		c := func() int { return 4 }
+		return b() + c()
+	}
+	d := func() int {
+		return func() int { return 5 }()
+	}
+	return []func() int{a, d}
+}
+
+func main() {
+	for _, f := range F() {
+		fmt.Println(f())
+	}
+	t := &T{1}
+	fmt.Println(t.M()(), t.V(), lib.Twice(3), lib.Celsius(4))
+}
+""",
+    "lib/lib.go": """package lib
+
+type Celsius float64
+
+// Twice doubles n.
+func Twice(n int) int {
+	return n * 2
+}
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def naming(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("naming")
+    for name, text in NAMING.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_index_names_are_the_linkers(naming, go_bin, tmp_path):
+    """Every function the index names is a text symbol of the built program
+    (built with -l so nothing is inlined away), and the other way round."""
+    idx = pgo_check.index_source(naming)
+    assert idx["module"] == "example.com/naming.v1"
+    binary = tmp_path / "naming"
+    env = go_env(tmp_path)
+    subprocess.run(
+        [go_bin, "build", "-gcflags=all=-l", "-o", str(binary), "."],
+        cwd=naming,
+        env=env,
+        check=True,
+    )
+    nm = subprocess.run(
+        [go_bin, "tool", "nm", str(binary)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    symbols = {
+        line.split()[-1]
+        for line in nm.splitlines()
+        if " T " in line and line.split()[-1].startswith(("main.", "example.com/naming"))
+    }
+    ours = {f["name"] for f in idx["functions"]}
+    assert ours == symbols
+    assert "example.com/naming.v1/lib.Twice" in ours  # a dot before the last element stays
+
+
+def test_index_start_lines_and_calls_are_the_compilers(naming, go_bin, tmp_path):
+    """Start lines equal the compiler's function positions (-m=2), and calls are
+    what the source calls: builtins and conversions are not calls."""
+    idx = pgo_check.index_source(naming)
+    out = subprocess.run(
+        [go_bin, "build", "-o", "/dev/null", "-gcflags=example.com/naming.v1/...=-m=2", "."],
+        cwd=naming,
+        env=go_env(tmp_path),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = {"example.com/naming.v1": "main", "example.com/naming.v1/lib": "lib"}
+    view = pgo_compiler.parse(out.stdout + out.stderr, names)
+    ours = {f["name"]: (f["file"], f["start"]) for f in idx["functions"]}
+    # The compiler also prints the closures it copies when inlining (more funcN).
+    both = set(ours) & set(view.starts)
+    assert len(both) >= len(ours) - 2  # all but main.init.0/1 (not inlinable: printed too)
+    assert all(ours[name] == view.starts[name] for name in both)
+    calls = {f["name"]: f["calls"] for f in idx["functions"]}
+    assert calls["main.T.V"] == []  # int(...), Celsius(...), len(...)
+    kinds = {(c["kind"], c["name"]) for c in calls["main.main"]}
+    assert ("func", "example.com/naming.v1/lib.Twice") in kinds
+    assert ("func", "main.F") in kinds and ("method", "M") in kinds
+    assert ("func", "example.com/naming.v1/lib.Celsius") not in kinds  # a conversion
+    assert ("closure", "main.F.func2.1") in {(c["kind"], c["name"]) for c in calls["main.F.func2"]}
+
+
+# --- agreement with the compiler -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def agreement(go_bin, tmp_path_factory) -> dict[tuple[str, str], tuple[float, float, list]]:
+    """(program, variant) -> (check's share, the compiler's share, per-edge rows)."""
+    tmp = tmp_path_factory.mktemp("pgo-check")
+    out = {}
+    for prog, package in PACKAGE.items():
+        profile = PROFILES / f"{prog}.pgo"
+        edges = read_edges(profile)
+        for variant in VARIANTS:
+            src = PROGRAMS / prog / variant
+            view = pgo_compiler.build(go_bin, src, package, profile, tmp)
+            theirs, _, _, rows = pgo_compiler.used_share(view, edges)
+            result = pgo_check.check(profile, src)
+            assert result.share is not None
+            out[prog, variant] = (result.share, theirs, rows, result)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prog", sorted(PACKAGE))
+def test_check_agrees_with_the_compiler(agreement, prog):
+    """Within 5 percentage points of the compiler's share of the hot weight it
+    used, before and after each refactor; the figures are printed."""
+    lines = []
+    for variant in VARIANTS:
+        ours, theirs, rows, result = agreement[prog, variant]
+        lines.append(f"{prog} {variant}: check {ours:.1f}%, compiler {theirs:.1f}%")
+        assert abs(ours - theirs) <= 5.0, (variant, ours, theirs)
+    print("\n" + "\n".join(lines))
+    base = agreement[prog, "base"]
+    # A fresh profile applies in full, and lines added above a function change nothing.
+    assert base[0] == base[1] == 100.0
+    assert agreement[prog, "above"][0] == 100.0
+    assert any("start line moved" in s for s in [str(agreement[prog, "above"][3])])
+    # A rename and a move lose hot weight, by the compiler's account too.
+    for variant in ("rename", "move"):
+        assert agreement[prog, variant][1] < 100.0 and agreement[prog, variant][0] < 100.0
+
+
+@pytest.mark.slow
+def test_check_agrees_edge_by_edge(agreement):
+    """Not only the shares: each checked edge is applied exactly when the compiler used it."""
+    for (prog, variant), (_, _, rows, result) in agreement.items():
+        ours = {c.edge.key: c.applied for c in result.checks if c.counted}
+        theirs = {e.key: used for e, used in rows}
+        assert ours == theirs, (prog, variant)
+
+
+def test_statuses_on_the_refactors():
+    """What each refactor does to the ledger's hot edges (without the compiler)."""
+    profile = PROFILES / "ledger.pgo"
+
+    def status(variant, caller, callee):
+        r = pgo_check.check(profile, PROGRAMS / "ledger" / variant)
+        return next(
+            c.status for c in r.checks if (c.edge.caller, c.edge.callee) == (caller, callee)
+        )
+
+    assert status("rename", "main.runBatch", "main.checksum") == pgo_check.COLD_CALL
+    assert status("rename", "main.checksum", "main.avalanche") == pgo_check.CALLER_GONE
+    assert status("move", "main.checksum", "main.avalanche") == pgo_check.COLD_CALL
+    assert status("edit", "main.runBatch", "main.checksum") == pgo_check.NO_CALL
+    assert status("edit", "main.runBatch", "main.parseFields") == pgo_check.APPLIES
+    assert status("above", "main.runBatch", "main.checksum") == pgo_check.APPLIES
+    r = pgo_check.check(profile, PROGRAMS / "ledger" / "base")
+    assert any(c.status == pgo_check.RUNTIME for c in r.checks)  # asyncPreempt: not counted
+    assert all(c.edge.callee != "runtime.asyncPreempt" or not c.counted for c in r.checks)
+
+
+# --- the command ----------------------------------------------------------------------
+
+
+def test_cli(capsys):
+    profile = str(PROFILES / "ledger.pgo")
+    assert cli_main(["pgo", "check", profile, "--source", str(PROGRAMS / "ledger" / "rename")]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[1].startswith(("aging", "stale", "current"))
+    assert "caller gone" in text and "still applies" in text
+    args = ["pgo", "check", profile, "--source", str(PROGRAMS / "ledger" / "rename")]
+    assert cli_main([*args, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["share"] < 100 and {e["status"] for e in doc["edges"]} >= {"applies", "caller gone"}
+    assert cli_main([*args, "--fail-under", "99"]) == 1
+    capsys.readouterr()
+
+
+def test_cli_bad_source(tmp_path, capsys):
+    profile = str(PROFILES / "ledger.pgo")
+    for src, why in (
+        (tmp_path / "nope", "not a directory"),
+        (tmp_path, "no go.mod"),
+    ):
+        assert cli_main(["pgo", "check", profile, "--source", str(src)]) == 2
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "go.mod").write_text("module example.com/broken\n")
+    (tmp_path / "a.go").write_text("package a\n\nfunc (\n")
+    assert cli_main(["pgo", "check", profile, "--source", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "a.go:" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,3 @@
+module example.com/router.v2
+
+go 1.24

@@ -1,0 +1,60 @@
+"""The `serve` and `spool-ingest` commands: one-line errors, the systemd unit's
+command line, a spool ingested once by the command."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+from support.push_helpers import RECORDED, records, stored_rows
+from support.testenv import REPO
+
+from pyproflab.cli import build_parser
+from pyproflab.sources.push import parse_pyroscope
+from pyproflab.sources.spool import Spool
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pyproflab", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def test_no_token_no_public_address(tmp_path):
+    res = cli("serve", "--spool", str(tmp_path / "s"), "--listen", "0.0.0.0:0", "--duration", "1")
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "127.0.0.1" in res.stderr
+
+
+def test_bad_listen_and_token_file_are_one_line(tmp_path):
+    res = cli("serve", "--spool", str(tmp_path / "s"), "--listen", "nowhere")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    bad = tmp_path / "tokens"
+    bad.write_text("svc short\n")
+    res = cli("serve", "--spool", str(tmp_path / "s"), "--tokens", str(bad), "--duration", "1")
+    assert res.returncode == 2 and f"{bad}:1" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_the_systemd_unit_runs_a_valid_command_line():
+    text = (REPO / "examples" / "pyproflab-serve.service").read_text()
+    argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])
+    assert argv[0].endswith("/pyproflab") and argv[1] == "serve"
+    args = build_parser().parse_args(argv[1:])
+    assert args.tokens and args.spool and args.db and args.listen.endswith(":4040")
+
+
+def test_spool_ingest_once(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    for _, rec, body in records(RECORDED / "pyro")[:3]:
+        ctype = rec["header"]["Content-Type"][0]
+        spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    db = tmp_path / "s.duckdb"
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "3 spool files: 3 new profiles, 0 present, 0 refused"
+    assert len(stored_rows(db)) == 3 and spool.pending() == []

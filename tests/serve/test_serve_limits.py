@@ -1,0 +1,231 @@
+"""`pyproflab serve`'s refusals: each answers its status, logs one line, spools nothing.
+
+Wrong or missing tokens, per-service tokens, rate, oversized and bomb bodies,
+malformed pushes, a full spool, too many connections, slow clients, unknown
+paths; and /metrics counts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import logging
+import socket
+import time
+
+import pytest
+from support.push_helpers import RECORDED, records, replay, running_server
+
+DD = records(RECORDED / "dd")
+PYRO = records(RECORDED / "pyro")
+TOKEN = "s3cret-token-0123"
+
+
+def _spooled(server) -> int:
+    return len(server.spool.pending())
+
+
+def _refusal_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused ")]
+
+
+@pytest.fixture
+def logs(caplog):
+    caplog.set_level(logging.WARNING, logger="pyproflab.serve")
+    return caplog
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 401),
+        ({"Authorization": "Bearer wrong-token-9999"}, 401),
+        ({"Authorization": f"Bearer {TOKEN}"}, 200),
+        ({"DD-API-KEY": TOKEN}, 200),
+        ({"Authorization": "Basic " + base64.b64encode(f"u:{TOKEN}".encode()).decode()}, 200),
+    ],
+    ids=["none", "wrong", "bearer", "dd-api-key", "basic"],
+)
+def test_tokens(tmp_path, logs, headers, status):
+    with running_server(tmp_path / "spool", tokens={TOKEN: None}) as server:
+        got, _ = replay(server.server_address[1], DD[0][1], DD[0][2], headers)
+        assert got == status
+        assert _spooled(server) == (status == 200)
+    lines = _refusal_lines(logs)
+    assert len(lines) == (status != 200)
+    assert all(TOKEN not in line and "wrong-token" not in line for line in lines)
+
+
+def test_a_token_bound_to_a_service_pushes_only_for_it(tmp_path, logs):
+    tokens = {"dd-token-000001": "ddpush", "py-token-000001": "other"}
+    with running_server(tmp_path / "spool", tokens=tokens) as server:
+        port = server.server_address[1]
+        assert replay(port, DD[0][1], DD[0][2], {"DD-API-KEY": "dd-token-000001"})[0] == 200
+        assert (
+            replay(port, PYRO[0][1], PYRO[0][2], {"Authorization": "Bearer py-token-000001"})[0]
+            == 403
+        )
+        assert _spooled(server) == 1
+    assert [line.split(": ")[1] for line in _refusal_lines(logs)] == ["forbidden"]
+
+
+def test_rate_per_client(tmp_path, logs):
+    with running_server(tmp_path / "spool", client_rate=0.01, client_burst=3) as server:
+        port = server.server_address[1]
+        got = [replay(port, PYRO[i][1], PYRO[i][2]) for i in range(5)]
+    assert [s for s, _ in got] == [200, 200, 200, 429, 429]
+    assert int(got[3][1]["Retry-After"]) >= 1
+    assert len(_refusal_lines(logs)) == 2
+
+
+def test_oversized_body_is_refused_unread(tmp_path, logs):
+    _, rec, body = DD[0]
+    with running_server(tmp_path / "spool", max_body=len(body) - 1) as server:
+        assert replay(server.server_address[1], rec, body)[0] == 413
+        assert _spooled(server) == 0
+    assert "too_large" in _refusal_lines(logs)[0]
+
+
+def _pyro_with(profile: bytes) -> tuple[dict, bytes]:
+    """A recorded pyroscope push whose profile part is replaced by ``profile``."""
+    _, rec, body = PYRO[0]
+    boundary = rec["header"]["Content-Type"][0].split("boundary=")[1].encode()
+    head, _, rest = body.partition(b"\r\n\r\n")
+    tail = rest[rest.index(b"\r\n--" + boundary) :]
+    return rec, head + b"\r\n\r\n" + profile + tail
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_bomb_is_refused_before_the_ack(tmp_path, logs, kind):
+    raw = b"\0" * (64 << 20)
+    if kind == "gzip":
+        bomb = gzip.compress(raw, 9)
+    else:
+        from backports import zstd
+
+        bomb = zstd.compress(raw)
+    rec, body = _pyro_with(bomb)
+    assert len(body) < 1 << 20
+    with running_server(tmp_path / "spool", max_profile_bytes=16 << 20) as server:
+        assert replay(server.server_address[1], rec, body)[0] == 413
+        assert _spooled(server) == 0
+    assert "bomb" in _refusal_lines(logs)[0]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "reason"),
+    [
+        (lambda r, b: (r, b[: len(b) // 2]), 400, "malformed"),
+        (lambda r, b: (r, b.replace(b'name="event"', b'name="other"')), 400, "malformed"),
+        (lambda r, b: (r, b"not multipart at all"), 400, "malformed"),
+    ],
+    ids=["truncated", "no-event", "garbage"],
+)
+def test_malformed_datadog_uploads(tmp_path, logs, mutate, status, reason):
+    rec, body = mutate(DD[0][1], DD[0][2])
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, body)[0] == status
+        assert _spooled(server) == 0
+    assert f": {reason}: " in _refusal_lines(logs)[0]
+
+
+def test_pyroscope_formats_other_than_pprof_are_415(tmp_path, logs):
+    _, rec, body = PYRO[0]
+    rec = dict(rec, url=rec["url"] + "&format=folded")
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, body)[0] == 415
+    assert "unsupported_format" in _refusal_lines(logs)[0]
+
+
+def test_full_spool_answers_503_with_retry_after(tmp_path, logs):
+    _, rec, body = DD[0]
+    with running_server(tmp_path / "spool", spool={"max_bytes": len(body) + 4096}) as server:
+        port = server.server_address[1]
+        assert replay(port, rec, body)[0] == 200
+        status, headers = replay(port, DD[1][1], DD[1][2])
+        assert status == 503 and int(headers["Retry-After"]) >= 1
+        assert _spooled(server) == 1
+    assert "spool_full" in _refusal_lines(logs)[0]
+
+
+def test_slow_clients_are_cut_at_the_deadline(tmp_path, logs):
+    """Slowloris: a client trickling a request's bytes is cut at idle + deadline."""
+    _, rec, body = DD[0]
+    with running_server(tmp_path / "spool", idle=0.5, deadline=1.0) as server:
+        port = server.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            start = time.monotonic()
+            head = (
+                f"POST /profiling/v1/input HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+            )
+            closed = False
+            for ch in head.encode():
+                try:
+                    s.send(bytes([ch]))
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.1)
+                if time.monotonic() - start > 12:
+                    break
+            if not closed:
+                s.settimeout(3)
+                closed = s.recv(100) == b""
+            took = time.monotonic() - start
+        assert closed and took < 10, took
+        assert _spooled(server) == 0
+    lines = _refusal_lines(logs)
+    assert len(lines) == 1 and ": deadline: " in lines[0], lines  # one line, not a 401 as well
+
+
+def test_connections_over_the_cap_are_503(tmp_path, logs):
+    with running_server(tmp_path / "spool", max_connections=2, idle=5) as server:
+        port = server.server_address[1]
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            assert s.recv(100).startswith(b"HTTP/1.1 503")
+        for h in held:
+            h.close()
+    assert any("too_many_connections" in line for line in _refusal_lines(logs))
+
+
+def test_unknown_paths_are_404(tmp_path, logs):
+    rec = dict(DD[0][1], url="http://x/telemetry/proxy/api/v2/apmtelemetry")
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, b"{}")[0] == 404
+
+
+def test_metrics_count_pushes_and_refusals(tmp_path):
+    import http.client
+
+    with running_server(tmp_path / "spool", tokens={TOKEN: None}) as server:
+        port = server.server_address[1]
+        replay(port, DD[0][1], DD[0][2], {"DD-API-KEY": TOKEN})
+        replay(port, PYRO[0][1], PYRO[0][2], {"Authorization": f"Bearer {TOKEN}"})
+        replay(port, PYRO[1][1], PYRO[1][2])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+    assert 'pyproflab_serve_pushes_total{protocol="datadog"} 1.0' in text
+    assert 'pyproflab_serve_pushes_total{protocol="pyroscope"} 1.0' in text
+    n_dd = sum(1 for _ in DD[0][2].split(b'.pprof"; filename=')) - 1
+    assert f'pyproflab_serve_profiles_received_total{{protocol="datadog"}} {n_dd}.0' in text
+    assert 'pyproflab_serve_refused_total{reason="unauthorized"} 1.0' in text
+    assert "pyproflab_serve_spool_files 2.0" in text
+    assert (
+        "pyproflab_serve_ingest_lag_seconds" in text
+        and "pyproflab_serve_ack_seconds_bucket" in text
+    )
+
+
+def test_without_a_token_only_loopback(tmp_path):
+    from pyproflab.errors import UsageError
+    from pyproflab.serve.guard import Tokens
+    from pyproflab.serve.server import listen_check
+
+    with pytest.raises(UsageError, match="127.0.0.1"):
+        listen_check("0.0.0.0", Tokens())
+    listen_check("127.0.0.1", Tokens())
+    listen_check("0.0.0.0", Tokens({TOKEN: None}))

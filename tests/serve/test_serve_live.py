@@ -1,0 +1,112 @@
+"""The real SDKs, live: dd-trace-go's profiler and pyroscope-go push to `pyproflab
+serve` (with its ingester) over real HTTP on 127.0.0.1 for a few seconds.
+
+Whatever their number, every profile of every push the server acknowledged is
+in the store, and the store holds nothing that was not sent. (The 2-minute run
+is bench/serve_sdk.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.push_helpers import expected_hashes, split_records, stored_rows
+from support.testenv import REPO
+
+pytestmark = pytest.mark.go
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> None:
+    env = dict(os.environ, DD_INSTRUMENTATION_TELEMETRY_ENABLED="false")
+    procs = [
+        subprocess.Popen(
+            [
+                str(bins / "ddpush"),
+                "-addr",
+                f"127.0.0.1:{port}",
+                "-duration",
+                f"{seconds}s",
+                "-period",
+                period,
+                "-capture",
+                str(cap / "dd"),
+            ],
+            env=env,
+        ),
+        subprocess.Popen(
+            [
+                str(bins / "pyropush"),
+                "-server",
+                f"http://127.0.0.1:{port}",
+                "-duration",
+                f"{seconds}s",
+                "-rate",
+                period,
+                "-capture",
+                str(cap / "pyro"),
+            ],
+        ),
+    ]
+    for p in procs:
+        assert p.wait(timeout=seconds + 60) == 0
+
+
+def wait_drained(spool: Path, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while any((spool / "ready").glob("*.push")) and time.monotonic() < end:
+        time.sleep(0.2)
+
+
+def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_path: Path):
+    port, spool, db = free_port(), tmp_path / "spool", tmp_path / "s.duckdb"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab",
+            "serve",
+            "--spool",
+            str(spool),
+            "--db",
+            str(db),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--duration",
+            "120",
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.5)
+        run_sdks(pushers_bin, port, tmp_path / "cap", 8, "3s")
+        wait_drained(spool, 60)
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 0, err[-2000:]
+    sent = sorted((tmp_path / "cap").glob("*/*.json"))
+    acked = [p for p in sent if json.loads(p.read_text())["status"] == 200]
+    pushes = [p for p in sent if "/telemetry/" not in json.loads(p.read_text())["url"]]
+    assert {p.parent.name for p in acked} == {"dd", "pyro"}, err[-2000:]
+    want = expected_hashes(split_records(pushers_bin, acked, tmp_path / "acked"))
+    could = expected_hashes(split_records(pushers_bin, pushes, tmp_path / "sent"))
+    stored = {r["content_hash"]: r for r in stored_rows(db)}
+    assert set(want) <= set(stored), "an acknowledged profile is missing from the store"
+    assert set(stored) <= set(could), "the store holds a profile nobody sent"
+    assert {r["service"] for r in stored.values()} == {"ddpush", "pyropush"}
+    assert not any((spool / "refused").iterdir())

@@ -1,0 +1,174 @@
+"""The spool and its ingester: whole files only, every profile stored once,
+refusals kept aside with their reasons, a busy store waited out, a kill between
+the store's commit and the spool's clean-up stores nothing twice."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+from support.push_helpers import RECORDED, records, stored_rows
+
+from pyproflab.serve.ingester import run_batch
+from pyproflab.sources.push import parse_datadog, parse_pyroscope
+from pyproflab.sources.spool import Spool, SpoolFull, decode_push
+
+DD = records(RECORDED / "dd")
+PYRO = records(RECORDED / "pyro")
+
+
+def _dd(i: int):
+    rec, body = DD[i][1], DD[i][2]
+    return parse_datadog(rec["header"]["Content-Type"][0], body)
+
+
+def _pyro(i: int):
+    rec, body = PYRO[i][1], PYRO[i][2]
+    return parse_pyroscope(rec["url"].split("?", 1)[1], rec["header"]["Content-Type"][0], body)
+
+
+def test_a_spool_file_reads_back_as_the_push(tmp_path):
+    spool = Spool(tmp_path)
+    push = _dd(0)
+    entry = spool.put(push, "127.0.0.1")
+    assert [p.name for p in spool.pending()] == [entry.name]
+    back, header = decode_push(entry.path.read_bytes(), "x")
+    assert back == push and header["client"] == "127.0.0.1"
+    assert list(spool.tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage"])
+def test_a_damaged_spool_file_is_refused_whole(tmp_path, caplog, damage):
+    caplog.set_level(logging.WARNING, logger="pyproflab.serve")
+    spool = Spool(tmp_path / "spool")
+    bad = spool.put(_dd(0))
+    good = spool.put(_pyro(0))
+    data = bad.path.read_bytes()
+    if damage == "truncate":
+        data = data[: len(data) - 100]
+    elif damage == "flip":
+        data = data[:-50] + bytes([data[-50] ^ 1]) + data[-49:]
+    else:
+        data = b"x" * 100
+    bad.path.write_bytes(data)
+    r = run_batch(spool, str(tmp_path / "s.duckdb"))
+    assert (r.files, r.new, r.refused) == (2, 1, 1)
+    assert spool.pending() == []
+    assert (spool.refused / bad.name).exists()
+    assert (spool.refused / (bad.name + ".reason")).read_text().strip()
+    assert [
+        row["source"].endswith(good.name + "#profile") for row in stored_rows(tmp_path / "s.duckdb")
+    ] == [True]
+    assert len([m for m in caplog.messages if m.startswith("refused ")]) == 1
+
+
+def test_an_invalid_profile_is_refused_and_its_siblings_stored(tmp_path):
+    push = _dd(1)
+    n = len(push.profiles)
+    push.attachments[[a.kind for a in push.attachments].index("profile")].data = b"\x1f\x8b garbage"
+    spool = Spool(tmp_path / "spool")
+    entry = spool.put(push)
+    r = run_batch(spool, str(tmp_path / "s.duckdb"))
+    assert (r.new, r.refused) == (n - 1, 1)
+    assert "gzip" in (spool.refused / (entry.name + ".reason")).read_text()
+    assert len(stored_rows(tmp_path / "s.duckdb")) == n - 1
+
+
+def test_a_kill_between_commit_and_cleanup_stores_nothing_twice(tmp_path, monkeypatch):
+    spool = Spool(tmp_path / "spool")
+    for i in range(3):
+        spool.put(_pyro(i))
+    spool.put(_dd(0))
+    db = str(tmp_path / "s.duckdb")
+
+    def killed(entries):
+        raise KeyboardInterrupt  # the process dies after the commit, before the clean-up
+
+    monkeypatch.setattr(spool, "done", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(spool, db)
+    first = sorted(r["content_hash"] for r in stored_rows(tmp_path / "s.duckdb"))
+    monkeypatch.undo()
+    r = run_batch(spool, db)
+    assert r.files == 4 and r.new == 0 and r.present == len(first)
+    assert sorted(r["content_hash"] for r in stored_rows(tmp_path / "s.duckdb")) == first
+    assert spool.pending() == []
+
+
+def test_a_busy_store_leaves_the_batch_in_the_spool(tmp_path):
+    db = tmp_path / "s.duckdb"
+    spool = Spool(tmp_path / "spool")
+    spool.put(_pyro(0))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pyproflab.store import Store\n"
+            f"s = Store.open({str(db)!r}); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = run_batch(spool, str(db), wait=0.2)
+        assert r.busy and len(spool.pending()) == 1
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    r = run_batch(spool, str(db))
+    assert r.new == 1 and spool.pending() == []
+
+
+def test_no_room_on_the_disk_is_spool_full_and_leaves_nothing(tmp_path, monkeypatch):
+    spool = Spool(tmp_path)
+    real = os.write
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(SpoolFull) as e:
+        spool.put(_dd(0))
+    monkeypatch.setattr(os, "write", real)
+    assert e.value.reason == "disk"
+    assert list(spool.tmp.iterdir()) == [] and spool.pending() == []
+    spool.put(_dd(0))
+    assert len(spool.pending()) == 1
+
+
+def test_tmp_leftovers_are_cleaned_and_one_server_per_spool(tmp_path):
+    from pyproflab.sources.spool import SpoolError
+
+    spool = Spool(tmp_path)
+    (spool.tmp / "00000000000000000001-1-000000000.push").write_bytes(b"partial")
+    assert spool.clean() == 1 and list(spool.tmp.iterdir()) == []
+    spool.lock("server")
+    with pytest.raises(SpoolError, match="another server"):
+        Spool(tmp_path).lock("server")
+    Spool(tmp_path).lock("ingester")
+
+
+def test_concurrent_puts_share_the_folder_fsync(tmp_path, monkeypatch):
+    import threading
+
+    from pyproflab.sources import spool as spool_module
+
+    calls = []
+    real = spool_module._fsync_dir
+    monkeypatch.setattr(spool_module, "_fsync_dir", lambda p: (calls.append(p), real(p)))
+    spool = Spool(tmp_path)
+    pushes = [_pyro(i) for i in range(8)]
+    threads = [threading.Thread(target=lambda: [spool.put(p) for p in pushes]) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entries = spool.pending()
+    assert len(entries) == 64 and 1 <= len(calls) <= 64
+    assert all(spool.read(e)[0].profiles for e in entries)
