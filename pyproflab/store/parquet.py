@@ -15,9 +15,10 @@ Rules: ``date`` is the UTC day the profile was taken (``select.TAKEN_AT``); a
 profile without a service goes under ``service=__HIVE_DEFAULT_PARTITION__``
 and one whose name passes 80 bytes under ``service=sha256-<hex>`` (the files
 keep the name in ``service_name``);
-the export is written in a hidden sibling folder (holding ``PARTIAL`` until it
-is complete) and renamed into place, so ``dir`` is whole or absent, and an
-interrupted export is never read. The marker lists every file with its size
+the export is written in a hidden sibling folder (holding ``PARTIAL``, with
+the writer's pid, until it is complete) and renamed into place, so ``dir`` is
+whole or absent, and an interrupted export is never read; the next export of
+``dir`` removes such folders whose writer is gone. The marker lists every file with its size
 and sha256, and the rows of every table; import refuses, in one line, a
 dataset with a file missing, added or altered, or a table whose files hold
 other than its count of rows. ``import_parquet`` adds, in one transaction,
@@ -48,6 +49,7 @@ from pyproflab.newfiles import create_temp_dir
 from pyproflab.store import ids, tables
 from pyproflab.store.connection import SCHEMA_VERSION, Store
 from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
+from pyproflab.store.parquet_tables import READ_PARQUET, import_tables, verify_counts
 from pyproflab.store.queries import column_names, refuse_collisions, row_counts
 from pyproflab.store.select import TAKEN_AT
 
@@ -102,11 +104,14 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
         raise StoreError(f"{out}: exists and is not an empty folder")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_exports(out)
         tmp = create_temp_dir(out.parent, f".{out.name[:100]}.", PARTIAL)
     except OSError as e:
         raise StoreError(f"{out}: cannot create ({e.strerror or e})") from None
     try:
-        (tmp / PARTIAL).write_text("an export in progress or interrupted\n", encoding="utf-8")
+        (tmp / PARTIAL).write_text(
+            f"an export in progress or interrupted\npid {os.getpid()}\n", encoding="utf-8"
+        )
         counts = _write_tables(store, tmp)
         finish_dataset(tmp, out, counts, _manifest(tmp))
     except BaseException as e:
@@ -115,6 +120,39 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
             raise StoreError(f"{out}: export failed, nothing written ({_reason(e)})") from None
         raise
     return ExportSummary(str(out), counts)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_exports(out: Path) -> list[Path]:
+    """Remove the hidden folders killed exports of ``out`` left beside it (named
+    ``.<name>.*`` + ``PARTIAL``, holding ``PARTIAL``), unless the process that
+    wrote one still runs; returns those removed."""
+    prefix = f".{out.name[:100]}."
+    removed = []
+    for p in out.parent.iterdir():
+        marker = p / PARTIAL
+        if not (p.name.startswith(prefix) and p.name.endswith(PARTIAL) and marker.is_file()):
+            continue
+        try:
+            words = marker.read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        at = words.index("pid") + 1 if "pid" in words[:-1] else None
+        pid = int(words[at]) if at is not None and words[at].isdigit() else None
+        if pid is not None and pid != os.getpid() and _alive(pid):
+            continue  # an export still writing
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
 
 
 # The folder name of a service: the name itself, or for a long one (over 80
@@ -280,71 +318,12 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
     d = Path(directory)
     marker = read_marker(d)
     verify(d, marker)
-    whole = _verify_counts(d, marker)
+    whole = verify_counts(d, marker, PROFILE_TABLES, NOT_EXPORTED)
     report = IngestReport()
     with store.transaction():
         _import_profiles(store, d, report)
-        for table in whole:
-            added = _import_whole(store, d, table)
-            if table in METRIC_TABLES:
-                report.metric_rows += added
+        report.metric_rows += import_tables(store, d, whole, _files(d, "profiles"))
     return report
-
-
-METRIC_TABLES = tuple(t.name for t in tables.METRICS)
-_RP = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
-
-
-def _verify_counts(d: Path, marker: dict) -> list[str]:
-    """Refuse a dataset whose files hold other than the marker's count of rows
-    of a table, or a table this pyproflab does not know; the whole tables
-    (beyond the profile tables) to import."""
-    counts = marker.get("counts")
-    if not isinstance(counts, dict):
-        raise StoreError(f"{d}: the dataset marker counts no tables (a partial or foreign dataset)")
-    whole = [t for t in counts if t not in PROFILE_TABLES]
-    for t in whole:
-        if t not in tables.BY_NAME or t in NOT_EXPORTED:
-            raise StoreError(f"{d}: table {t} is not one this pyproflab imports; refused")
-    for table, want in sorted(counts.items()):
-        files = _files(d, table) if table in ("profiles", "samples") else []
-        path = d / f"{table}.parquet"
-        files = files or ([str(path)] if path.is_file() else [])
-        try:
-            got = int(pq_rows(files))
-        except (OSError, ValueError, pa.ArrowException) as e:
-            raise StoreError(f"{d}: {table} cannot be read ({e})") from None
-        if got != want:
-            raise StoreError(
-                f"{d}: {table} holds {got} rows, the dataset marker says {want}; refused"
-            )
-    return whole
-
-
-def pq_rows(files: list[str]) -> int:
-    """Rows of Parquet files, from their footers."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-
-
-def _import_whole(store: Store, d: Path, table: str) -> int:
-    """Insert the rows of ``table.parquet`` whose key the store lacks (the
-    first of equal keys in the file); returns the rows added."""
-    t = tables.BY_NAME[table]
-    store.execute(t.ddl())  # job and source tables exist only once used
-    cols = ", ".join(f'"{c}"' for c in t.columns.names)
-    key = t.row_key
-    part = ", ".join(f'"{k}"' for k in key)
-    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
-    before = row_counts(store)[table]
-    store.execute(
-        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ("
-        f"  SELECT * FROM {_RP} QUALIFY row_number() OVER (PARTITION BY {part}) = 1"
-        f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on})",
-        [[str(d / f"{table}.parquet")]],
-    )
-    return row_counts(store)[table] - before
 
 
 def _import_profiles(store: Store, d: Path, report: IngestReport) -> None:
@@ -354,7 +333,7 @@ def _import_profiles(store: Store, d: Path, report: IngestReport) -> None:
     if not profile_files:
         return
     sample_files = _files(d, "samples")
-    rp = _RP
+    rp = READ_PARQUET
     # Which of the dataset's profiles are new, and their ids here.
     idmap = store.sql(
         f"SELECT n.profile_id AS old_id, n.content_hash FROM {rp} n "
