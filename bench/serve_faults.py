@@ -105,6 +105,8 @@ class Server:
                 "16",
                 "--retry-after",
                 "2",
+                "--ingest-batch-files",
+                "8",
             ],
             stderr=self.log,
         )
