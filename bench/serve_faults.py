@@ -367,10 +367,18 @@ def wait_for_batch(server: Server, limit: float) -> int:
 def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
     """Stop the ingester until the server refuses pushes for lack of room (or
     ``limit`` seconds), then let it go on."""
-    ing = server.ingester()
+    ing = None
+    for _ in range(60):  # an ingester that has just been restarted: wait for it
+        ing = server.ingester()
+        try:
+            if ing:
+                os.kill(ing, signal.SIGSTOP)
+                break
+        except ProcessLookupError:
+            pass
+        time.sleep(1)
     if not ing:
         return {"stopped_s": 0.0, "spool_503": False}
-    os.kill(ing, signal.SIGSTOP)
     t0, refused = time.monotonic(), False
     before = (server.out / "serve.log").read_text().count(": disk: ")
     while time.monotonic() - t0 < limit:
@@ -379,7 +387,10 @@ def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
             refused = True
             time.sleep(3)
             break
-    os.kill(ing, signal.SIGCONT)
+    try:
+        os.kill(ing, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
     return {"stopped_s": round(time.monotonic() - t0, 1), "spool_503": refused}
 
 
