@@ -106,6 +106,7 @@ class Lab:
         ``sources.base.Request``: selection and time range), one transaction per
         batch; returns an ``IngestReport``. ``options``: those of
         ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
+        import pyproflab.store.traces  # noqa: F401 (registers the writers of trace files and items)
         from pyproflab.store.sourced import ingest_source
 
         return ingest_source(self.store, source, request, **options)
@@ -195,6 +196,41 @@ class Lab:
 
         return pgo(self.store, _selection(selection, kwargs), **kwargs)
 
+    def pgo_weights(self, selection: Selection | None = None, **kwargs: Any):
+        """The selection's PGO profile under each weighting (none, duration,
+        instance) and how their hot edges differ (``WeightComparison``)."""
+        from pyproflab.analyses.pgo_weights import compare_weights
+
+        return compare_weights(self.store, _selection(selection, kwargs), **kwargs)
+
+    def pgo_check(self, profile: str | os.PathLike, source: str | os.PathLike, **options: Any):
+        """Is ``profile`` (a default.pgo) still true of the Go module at ``source``?
+        The share of its hot weight the compiler still applies and a verdict
+        (``PgoCheckResult``; needs Go to build the source reader)."""
+        from pyproflab.analyses.pgo_check import CheckOptions, check
+
+        return check(profile, source, CheckOptions(**options))
+
+    def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
+        """What PGO changed between two builds' profiles (Selections or dicts such as
+        ``{"version": "v1"}``): CPU with intervals, memory, and, from a build log
+        (``pgo_build_log``), the compiler's PGO decisions (``PgoEffect``)."""
+        from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
+
+        before = before if isinstance(before, Selection) else Selection(**before)
+        after = after if isinstance(after, Selection) else Selection(**after)
+        return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
+
+    @staticmethod
+    def pgo_build_log(
+        source: str | os.PathLike, profile: str | os.PathLike, package: str = "."
+    ) -> str:
+        """The output of ``go build -pgo=PROFILE -gcflags=-m -d=pgodebug=1 PACKAGE``
+        in the module at ``source`` (nothing written), for ``pgo_effect``."""
+        from pyproflab.analyses.pgo_effect import build_log
+
+        return build_log(source, profile, package)
+
     def regressions(self, base: Any, new: Any, *, sample: Any = None, **options: Any):
         """What got slower from ``base`` to ``new`` (Selections or dicts such as
         ``{"version": "v1"}``): a ``RegressionsResult`` with intervals and FDR.
@@ -212,6 +248,23 @@ class Lab:
         from pyproflab.store.kinds import one_kind_warn
 
         return one_kind_warn(self.store, selection, sample=sample)
+
+    def trace(self, question: str, selection: Selection | None = None, **kwargs: Any):
+        """A question about the store's execution traces (``goroutines``,
+        ``sched``, ``stw``, ``tasks``, ``leaks``: ``analyses.gotrace_answers``)
+        over the selected traces; ``path=FILE`` asks one trace file instead.
+        Other keywords are the question's options (``window_s``, ``top`` ...)."""
+        from pyproflab.analyses.gotrace_answers import ANSWERS, answer
+
+        path = kwargs.pop("path", None)
+        sel = _selection(selection, kwargs)
+        if question not in ANSWERS:
+            raise ValueError(f"unknown trace question {question!r}; one of {', '.join(ANSWERS)}")
+        options_class = ANSWERS[question][2]
+        options = options_class(**kwargs) if kwargs else None
+        if path is not None:
+            return answer(question, path=path, options=options)
+        return answer(question, store=self.store, selection=sel, options=options)
 
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""
