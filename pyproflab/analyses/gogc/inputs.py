@@ -43,13 +43,22 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
 
 
 def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
-    """The gctrace cycles of log files, one instance per file."""
+    """The gctrace cycles of log files, one instance per file (named by its path).
+    An unreadable file is one line naming it; one holding no gctrace line is a
+    ``UsageError`` naming it (the log was given: "no gctrace cycles" alone would
+    not say which)."""
     from pyproflab.sources.gctrace import read_gctrace
 
     tables = []
     for path in paths:
         # Read in bounded pieces, each value checked (sources.gctrace).
-        tables.append(_with_instance(read_gctrace(path, source=path, errors=[]), path))
+        t = read_gctrace(path, source=path, errors=[])
+        if t.num_rows == 0:
+            raise UsageError(
+                f"{path}: no gctrace line in it (a GODEBUG=gctrace=1 log has lines "
+                "'gc N @Ts P%: ...')"
+            )
+        tables.append(_with_instance(t, path))
     return pa.concat_tables(tables) if tables else pa.table({})
 
 
