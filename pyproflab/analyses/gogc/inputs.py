@@ -45,7 +45,9 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
 
 
 def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
-    """The gctrace cycles of log files, one instance per file."""
+    """The gctrace cycles of log files, one instance per file (named by its path).
+    An unreadable file, or one holding no gctrace line, is a ``UsageError``
+    naming it (the log was given: "no gctrace cycles" alone would not say which)."""
     from pyproflab.sources.gctrace import parse_gctrace
 
     tables = []
@@ -55,6 +57,11 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
                 t = parse_gctrace(f, source=path, errors=[])
         except OSError as e:
             raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        if t.num_rows == 0:
+            raise UsageError(
+                f"{path}: no gctrace line in it (a GODEBUG=gctrace=1 log has lines "
+                "'gc N @Ts P%: ...')"
+            )
         tables.append(_with_instance(t, path))
     return pa.concat_tables(tables) if tables else pa.table({})
 
