@@ -241,7 +241,8 @@ def test_spark_refuses_a_mixed_selection(spark, sparked):
 
 
 def test_cli_top_engine_spark(sparked, pprof):
-    """`pyproflab top --engine spark --dataset D --service notesd --format csv` (its own JVM)."""
+    """`pyproflab top --engine spark --dataset D --service notesd --nodefraction 0 --format csv`
+    (its own JVM) == pprof -top -nodefraction=0, the oracle's flags."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     res = subprocess.run(
         [
@@ -257,6 +258,8 @@ def test_cli_top_engine_spark(sparked, pprof):
             "notesd",
             "--sample-index",
             "1",
+            "--nodefraction",
+            "0",
             "--format",
             "csv",
             "--spark-conf",
