@@ -269,13 +269,15 @@ def test_importing_pyproflab_registers_nothing() -> None:
 STORE_WRITERS = {
     "pyproflab.store.ingest": {"ingest", "ingest_paths", "store_keyed", "write_keyed"},
     "pyproflab.store.parquet": {"import_parquet"},
-    "pyproflab.store.traces": {"ingest_trace", "write_trace_file", "write_trace_items"},
+    # (write_trace_items, like sourced.store_batch, takes items already read: serve's.)
+    "pyproflab.store.traces": {"ingest_trace", "write_trace_file"},
     "pyproflab.store.metrics": {
         "ingest_metric_samples",
         "ingest_metric_rows",
         "ingest_gc_cycles",
         "ingest_gc_rows",
         "write_rows",
+        "StreamedRows",
     },
 }
 # (socket is not here: the store's lock asks it for the host name only.)

@@ -14,8 +14,9 @@ metric families (or each --query) are fetched with query_range over
 [--since, --until] every --step; a series' Prometheus instance label becomes
 our instance through --map, else stays as it is, with its job as service.
 
-Everything is read first and stored in one transaction: on a bad file or an
-unreachable server nothing is stored (one line, exit 2). Rows already in the
+Files are read as they are stored, in one transaction (memory holds a batch,
+whatever the size of the files): on a bad line anywhere, or an unreachable
+server, nothing is stored (one line naming the file and the line, exit 2). Rows already in the
 store are counted, not stored again. One summary line.
 """
 
@@ -97,7 +98,9 @@ class Command:
         from pyproflab.errors import UsageError
         from pyproflab.sources.base import ItemMeta
         from pyproflab.sources.metric_files import MetricFileSource
+        from pyproflab.store.connection import Store
         from pyproflab.store.select import parse_time
+        from pyproflab.store.sourced import stream_source
 
         if args.format == "prom" and args.process_start:
             raise UsageError("--process-start is for --format gctrace")
@@ -111,7 +114,9 @@ class Command:
             process_start=parse_time(args.process_start) if args.process_start else None,
             lenient=args.lenient,
         )
-        added = _store_all(args, source, None)
+        # Read as stored, in one transaction: a bad line anywhere stores nothing.
+        report = stream_source(lambda: Store.open(common.db_path(args)), source)
+        added = report.metric_rows
         for e in source.skipped:
             print(f"skipped {e}", file=sys.stderr)
         what = "metric samples" if args.format == "prom" else "gc cycles"

@@ -8,10 +8,11 @@ Rules:
   function that runs it (``jobs/sources.py``).
 - ``check(raw, where, base)`` turns one ``[[source]]`` table into a
   ``SourceSpec``: a known kind; no key the kind does not declare (a typo must
-  not silently disable a setting); every required key; each value of its
-  type (an int is not a bool, a float may be written as an int) and within
-  its range or choices; defaults filled; paths resolved. Every problem is one
-  ``UsageError`` naming the file, the table and the key.
+  not silently disable a setting); every required key; each value checked by
+  its ``jobs.keys.Rule`` (TOML's types: an int is not a bool, a float may be
+  written as an int; within its range or choices); defaults filled; paths
+  resolved. Every problem is one ``UsageError`` naming the file, the table and
+  the key (``keys.check_table``'s wording).
 - Secrets are never keys: a kind that needs one names the environment
   variable holding it (``*_env`` keys), read when the source runs.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pyproflab.errors import UsageError
+from pyproflab.jobs.keys import Rule, check_table
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,14 @@ class Key:
     choices: tuple[Any, ...] | None = None
     path: bool = False
     help: str = ""
+
+    def rule(self) -> Rule:
+        """The key's rule in the job file's schema (``jobs.keys``)."""
+        if self.choices is not None:
+            return Rule("choice", choices=tuple(map(str, self.choices)))
+        kind = {str: "string", int: "integer", float: "number", bool: "boolean",
+                list: "strings", dict: "labels"}[self.type]  # fmt: skip
+        return Rule(kind, self.low, self.high)
 
 
 @dataclass(frozen=True)
@@ -170,49 +180,19 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def _typed(key: Key, value: Any, where: str) -> Any:
-    """``value`` checked against ``key`` (module rules)."""
-    bad = UsageError(f"{where}: {key.name} must be {_type_name(key.type)}, not {value!r}")
-    if key.type is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad
-        value = float(value)
-    elif key.type is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-    elif key.type is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise bad
-    elif key.type is dict:
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise bad
-    elif not isinstance(value, key.type):
-        raise bad
-    if key.low is not None and value < key.low or key.high is not None and value > key.high:
-        raise UsageError(f"{where}: {key.name} must be between {key.low:g} and {key.high:g}")
-    if key.choices is not None and value not in key.choices:
-        names = ", ".join(map(str, key.choices))
-        raise UsageError(f"{where}: {key.name} must be one of {names}, not {value!r}")
-    return value
-
-
-def _type_name(t: type) -> str:
-    return {
-        str: "a string",
-        int: "a whole number",
-        float: "a number",
-        bool: "true or false",
-        list: "a list of strings",
-        dict: "a table of strings",
-    }[t]
-
-
 def resolve(base: Path, value: str) -> str:
     """``value`` (``~`` and ``$VARS`` expanded) as a path; a relative one under ``base``."""
     p = Path(os.path.expandvars(os.path.expanduser(value)))
     return str(p if p.is_absolute() else base / p)
+
+
+def _kind_rule() -> Rule:
+    return Rule("choice", choices=tuple(KINDS), required=True)
+
+
+def rules(kind: Kind) -> dict[str, Rule]:
+    """The rules of a ``[[source]]`` table of ``kind`` (its ``kind`` key too)."""
+    return {"kind": _kind_rule()} | {k.name: k.rule() for k in kind.keys}
 
 
 def check(raw: Any, where: str, base: Path) -> SourceSpec:
@@ -221,20 +201,23 @@ def check(raw: Any, where: str, base: Path) -> SourceSpec:
         raise UsageError(f"{where}: must be a table")
     kind = KINDS.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
     if kind is None:
-        raise UsageError(
-            f"{where}: kind must be one of {', '.join(KINDS)}, not {raw.get('kind')!r}"
-        )
+        rule = _kind_rule()
+        if "kind" not in raw:
+            raise UsageError(f"{where}: kind is required ({rule.expected()})")
+        raise UsageError(f"{where}: kind {rule.problem(raw['kind'])} (got {raw['kind']!r})")
     extra = sorted(set(raw) - {"kind"} - {k.name for k in kind.keys})
     if extra:
         known = ", ".join(k.name for k in kind.keys)
         raise UsageError(f"{where}: unknown key {extra[0]!r} for a {kind.name} source ({known})")
+    for key in kind.keys:
+        if key.required and key.name not in raw:
+            raise UsageError(f"{where}: a {kind.name} source needs {key.name}")
+    check_table(raw, rules(kind), where)
     options: dict[str, Any] = {}
     for key in kind.keys:
         if key.name not in raw:
-            if key.required:
-                raise UsageError(f"{where}: a {kind.name} source needs {key.name}")
             options[key.name] = key.default.copy() if isinstance(key.default, dict) else key.default
             continue
-        value = _typed(key, raw[key.name], where)
+        value = float(raw[key.name]) if key.type is float else raw[key.name]
         options[key.name] = resolve(base, value) if key.path else value
     return SourceSpec(kind.name, options)

@@ -9,7 +9,9 @@ Rules:
 - ``parquet``: an export of another store, imported (profiles already present
   are skipped).
 - ``collect``: one collection window from the targets file's live services,
-  archived beside the store unless ``archive`` says where.
+  archived beside the store unless ``archive`` says where. When every fetch
+  failed (the targets refuse connections) the source failed as a whole; a
+  target failing beside others that delivered is listed in the summary.
 - ``datadog``, ``pyroscope``, ``parca``: what the service holds since
   ``since`` ago (incremental: what an earlier run stored is not fetched
   again); a refused profile is listed, the others are stored.
@@ -141,6 +143,10 @@ def collect_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[st
         raise UsageError(str(e)) from None
     for line in rep.errors():
         log(f"collect: {line}")
+    if rep.failed and not (rep.new or rep.present):
+        # Nothing came from any target: the source failed as a whole.
+        first = rep.errors()[0] if rep.errors() else "no profile collected"
+        raise ProflabError(f"collect: every fetch failed ({rep.failed}); first: {first}")
     return {
         "kind": "collect",
         "targets": src.targets,

@@ -2,17 +2,20 @@
 
 Rules:
 
-- ``MetricFileSource`` reads each file with its format's reader
-  (``prometheus.read_exposition``: samples without a timestamp get
+- ``MetricFileSource`` reads each file with its format's streaming reader
+  (``prometheus.iter_exposition_file``: samples without a timestamp get
   ``default_time``, else the file's modification time;
-  ``gctrace.read_gctrace``: cycles get ``process_start + seconds`` when
-  ``process_start`` is given) and yields one ``TableItem`` per file, its
-  ``source`` the file's absolute path and its service, version and instance
-  the ones given.
-- A file the reader refuses raises its one-line ``MetricsError`` (the caller
-  stores nothing of a run that fails, by taking every item in one batch).
-  ``lenient`` (gctrace only): lines split by other output are skipped and
-  collected in ``skipped`` instead.
+  ``gctrace.iter_gctrace_file``: cycles get ``process_start + seconds`` when
+  ``process_start`` is given), a thread ahead of the caller
+  (``sources.ahead.read_ahead``), and yields one ``TableItem`` per batch of
+  rows, its ``source`` the file's absolute path and its service, version and
+  instance the ones given. Memory holds a few batches, whatever the size of
+  the files.
+- Every path is checked to be a file before any is read (``UsageError``).
+- A file the reader refuses raises its one-line ``MetricsError``, naming the
+  file and the line (``store.sourced.stream_source`` then stores nothing of
+  the run). ``lenient`` (gctrace only): lines split by other output are
+  skipped and collected in ``skipped`` instead.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pyproflab.errors import MetricsError, UsageError
+from pyproflab.sources.ahead import read_ahead
 from pyproflab.sources.base import (
     GC_CYCLES,
     METRIC_SAMPLES,
@@ -32,6 +37,9 @@ from pyproflab.sources.base import (
     Request,
     TableItem,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMATS = ("prom", "gctrace")
 
@@ -65,28 +73,28 @@ class MetricFileSource:
         return Offer(kinds=(kind,), items=len(self.paths))
 
     def items(self, request: Request, known: Known) -> Iterator[TableItem]:
-        from pyproflab.sources.gctrace import read_gctrace
-        from pyproflab.sources.prometheus import read_exposition
-
         for path in self.paths:
             if not os.path.isfile(path):
                 raise UsageError(f"{path}: no such file")
-            if self.format == "prom":
-                table = read_exposition(path, default_time=self.default_time, source=path)
-                kind = METRIC_SAMPLES
-            else:
-                errors = self.skipped if self.lenient else None
-                table = read_gctrace(
-                    path, process_start=self.process_start, source=path, errors=errors
-                )
-                kind = GC_CYCLES
-            self.rows += table.num_rows
-            if "run" in table.schema.names:
-                self.runs |= {(path, r) for r in table.column("run").to_pylist()}
+        for path in self.paths:
             meta = ItemMeta(
                 service=self.meta.service,
                 version=self.meta.version,
                 instance=self.meta.instance,
                 source=os.path.abspath(path),
             )
-            yield TableItem(kind, table, meta)
+            kind = METRIC_SAMPLES if self.format == "prom" else GC_CYCLES
+            for table in read_ahead(self._tables(path)):
+                self.rows += table.num_rows
+                if "run" in table.schema.names:
+                    self.runs |= {(meta.source or path, r) for r in set(table["run"].to_pylist())}
+                yield TableItem(kind, table, meta)
+
+    def _tables(self, path: str) -> Iterator[pa.Table]:
+        from pyproflab.sources.gctrace import iter_gctrace_file
+        from pyproflab.sources.prometheus import iter_exposition_file
+
+        if self.format == "prom":
+            return iter_exposition_file(path, default_time=self.default_time, source=path)
+        errors = self.skipped if self.lenient else None
+        return iter_gctrace_file(path, process_start=self.process_start, source=path, errors=errors)

@@ -27,6 +27,13 @@ stores them. Rules:
   recorded (status ``empty``) with the batch it arrives in.
 - ``TraceItem``: stored by the writer registered for it in ``WRITERS`` (the
   traces' store module); without one, refused with a reason.
+
+``stream_source(open_store, source)`` is the other way in, for sources of
+metric tables that must land whole (``ingest-gc`` of files): every row in ONE
+transaction or none (a bad line at the end of a 2-million-cycle log stores
+nothing), memory holding one batch (``metrics.StreamedRows``), the store opened
+only once the first batch is ready (a source failing within it leaves no
+store).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from pyproflab.sources.base import (
     Source,
     TableItem,
     TraceItem,
+    nothing_known,
 )
 from pyproflab.store import queries
 from pyproflab.store.connection import Store
@@ -387,3 +395,34 @@ def key_item(
     if keyed.row.get("time") is None and item.meta.time is not None:
         keyed.row["time"] = item.meta.time
     return keyed
+
+
+def stream_source(
+    open_store: Callable[[], Store], source: Source, request: Request | None = None
+) -> IngestReport:
+    """Store a source of metric tables whole, as its items come (the module rules):
+    a ``Refused`` item, or an item other than a table, fails the run (nothing
+    stored). Returns the report (``metric_rows``: the rows added)."""
+    from pyproflab.store.metrics import StreamedRows, with_meta
+
+    report = IngestReport()
+    with StreamedRows(open_store) as stream:
+        for item in source.items(request or Request(), nothing_known):
+            if isinstance(item, Expect | Seen):
+                continue
+            if isinstance(item, Refused):
+                raise StoreError(f"{item.what}: {item.why}")
+            if not isinstance(item, TableItem):
+                raise StoreError(f"{source.name}: only metric tables are stored whole")
+            m = item.meta
+            stream.add(
+                with_meta(
+                    item.table,
+                    service=m.service,
+                    version=m.version,
+                    instance=m.instance,
+                    source=m.source,
+                )  # fmt: skip
+            )
+        report.metric_rows = stream.finish()
+    return report

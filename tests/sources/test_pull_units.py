@@ -169,8 +169,8 @@ def test_job_source_kinds_check_their_keys(tmp_path: Path):
         ({"kind": "ftp"}, "kind must be one of drop, parquet, collect, datadog"),
         ({"kind": "datadog"}, "a datadog source needs query"),
         ({"kind": "datadog", "query": "q", "api_key": "x"}, "unknown key 'api_key'"),
-        ({"kind": "datadog", "query": "q", "top": True}, "top must be a whole number"),
-        ({"kind": "datadog", "query": "q", "top": 0}, "top must be between 1 and 10000"),
+        ({"kind": "datadog", "query": "q", "top": True}, "top must be an integer"),
+        ({"kind": "datadog", "query": "q", "top": 0}, "top must be an integer from 1, up to 10000"),
         ({"kind": "collect", "targets": "t", "timeout": "fast"}, "timeout must be a number"),
         ({"kind": "drop", "path": "in", "labels": {"a": 1}}, "labels must be a table of strings"),
     ]
