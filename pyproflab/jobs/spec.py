@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyproflab.analyses.options import RANK_BY, RegressionsOptions
 from pyproflab.errors import UsageError
 
 SOURCE_KINDS = ("drop", "collect", "parquet")
@@ -89,24 +90,35 @@ class RegressionsSpec:
     any significant change of that metric. ``over_time``: also follow each
     service's profiles of the last ``over_time_since`` (e.g. "7d") through
     their collection windows; an increase above ``threshold_pct`` that
-    persisted is a finding too."""
+    persisted is a finding too.
+
+    Every other key of the table is an option of ``regressions``
+    (``analyses.options.RegressionsOptions``: fdr, resamples, min_share,
+    granularity, measure, test, per, ...), with its default and its check;
+    ``metric`` is its ``rank_by``."""
 
     enabled: bool = True
     profile_type: str = "cpu"
     order: str = "ingest"
-    metric: str = "evidence"
+    metric: str = RegressionsOptions.rank_by
     threshold_pct: float = 10.0
-    fdr: float = 0.05
-    resamples: int = 1000
-    min_share: float = 0.005
-    granularity: str = "functions"
-    # As ``regressions``' options of these names: what is compared (rate or
-    # share), the test, and a counter whose increase is the unit of work.
-    measure: str = "auto"
-    test: str = "quasi-poisson"
-    per: str | None = None
     over_time: bool = False
     over_time_since: str = "7d"
+    options: RegressionsOptions = field(default_factory=RegressionsOptions)
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: str) -> RegressionsSpec:
+        """The spec of a [regressions] table: the job's keys, the rest the analysis's."""
+        own = {f.name for f in dataclasses.fields(cls)} - {"options"}
+        names = set(RegressionsOptions.names()) - {"rank_by"}
+        extra = sorted(set(table) - own - names)
+        if extra:
+            known = ", ".join(sorted(own | names))
+            raise UsageError(f"{where}: unknown key {extra[0]!r} (known: {known})")
+        analysis = {k: v for k, v in table.items() if k in names}
+        spec = _take({k: v for k, v in table.items() if k in own}, cls, where)
+        spec.options = RegressionsOptions.from_mapping(analysis, where)
+        return spec
 
 
 @dataclass
@@ -187,7 +199,8 @@ def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: [{key}] must be a table")
-    spec = _take(raw, cls, f"{where} [{key}]")
+    take = getattr(cls, "from_table", None)
+    spec = take(raw, f"{where} [{key}]") if take else _take(raw, cls, f"{where} [{key}]")
     return spec if getattr(spec, "enabled", True) else None
 
 
@@ -221,17 +234,12 @@ def _source(raw: Any, where: str, base: Path) -> SourceSpec:
 
 
 def _check_regressions(reg: RegressionsSpec, source: str) -> None:
-    """[regressions]: order, metric, measure and test each one of the known names."""
+    """[regressions]: order and metric each one of the known names (the
+    analysis's options checked themselves)."""
     if reg.order not in ORDERS:
         raise UsageError(f"{source} [regressions]: order must be ingest or time")
-    if reg.metric not in ("evidence", "flat", "cum"):
-        raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
-    if reg.measure not in ("auto", "rate", "share"):
-        raise UsageError(f"{source} [regressions]: measure must be auto, rate or share")
-    if reg.test not in ("quasi-poisson", "permutation", "welch"):
-        raise UsageError(
-            f"{source} [regressions]: test must be quasi-poisson, permutation or welch"
-        )
+    if reg.metric not in RANK_BY:
+        raise UsageError(f"{source} [regressions]: metric must be {', '.join(RANK_BY)}")
 
 
 def job_from_dict(

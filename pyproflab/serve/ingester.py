@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.decode.pprof import decompress
 from pyproflab.errors import ProfileError, StoreError
+from pyproflab.keying.keys import KeyedProfile, key_profile
 from pyproflab.sources.base import (
     Item,
     ProfileItem,
@@ -48,7 +49,6 @@ from pyproflab.sources.push import cut, pprof_bytes, push_meta
 from pyproflab.sources.spool import Entry, Spool, SpoolError, SpoolSource
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest import store_keyed
-from pyproflab.store.keys import KeyedProfile, key_profile
 from pyproflab.store.lock import StoreBusyError
 from pyproflab.store.sourced import WRITERS, profile_meta
 

@@ -15,9 +15,10 @@ from support.store_helpers import make_profile
 
 import pyproflab.store.ingest as ingest_mod
 from pyproflab.encode import write_profile
-from pyproflab.store import Store, ids, sent
+from pyproflab.keying import ids, sent
+from pyproflab.keying.sent import SentMemory, same_segments
+from pyproflab.store import Store
 from pyproflab.store.ingest import ProfileMeta, ingest, ingest_paths, key_profile
-from pyproflab.store.sent import SentMemory, same_segments
 
 
 def _keyed(rows, time_nanos: int):
