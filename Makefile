@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DB     ?= pyproflab.duckdb
 
-.PHONY: setup helper system-deps go-deps test test-fast fuzz fuzz-mutate demo bench bench-gc lint lab report clean
+.PHONY: setup helper system-deps go-deps test test-fast fuzz fuzz-trace fuzz-mutate demo bench bench-gc lint lab report clean
 
 setup: $(STAMP) helper
 
@@ -34,13 +34,15 @@ $(STAMP): pyproject.toml setup.py pyproflab/decode/_wire.c pyproflab/keying/_bla
 system-deps:
 	sh scripts/install-system-deps.sh
 
-# The Go modules of the demo fleet (tests/fleet: client_golang) and of the SDK
-# pushers (tests/pushers: dd-trace-go's profiler, pyroscope-go), from the Go
+# The Go modules of the demo fleet (tests/fleet: client_golang), of the SDK
+# pushers (tests/pushers: dd-trace-go's profiler, pyroscope-go) and of the
+# tests' Go programs (tests/goprogs: golang.org/x/exp/trace), from the Go
 # module proxy into the module cache, so that the tests' builds, which run with
 # GOPROXY=off, find them on a fresh machine.
 go-deps:
 	cd tests/fleet && go mod download
 	cd tests/pushers && go mod download
+	cd tests/goprogs && go mod download
 	cd pyproflab/_go && go mod download
 
 test: setup system-deps go-deps
@@ -81,6 +83,13 @@ $(FUZZ_WIRE): pyproflab/decode/_wire.c $(FUZZ_STAMP)
 	    -o $(FUZZ_DIR)/_wire_asan.o pyproflab/decode/_wire.c
 	clang -shared -o $@ $(FUZZ_DIR)/_wire_asan.o
 
+# Coverage-guided fuzzing of the Go helper's trace reader (go test -fuzz):
+# any bytes give a whole output or one error, never a crash or a hang.
+FUZZ_TRACE_INPUTS ?= 100000
+fuzz-trace:
+	cd pyproflab/_go && go test ./internal/trace -run '^$$' -fuzz FuzzConvert \
+		-fuzztime $(FUZZ_TRACE_INPUTS)x -parallel 2
+
 fuzz: $(FUZZ_WIRE)
 	$(PY) fuzz/decode.py seed $(FUZZ_DIR)/seeds
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/findings
@@ -102,8 +111,9 @@ bench: setup
 # `heavy` at session priority, see bench/gc_record.py) and rewrite the trimmed test
 # data; then print the model's predictions against it.
 bench-gc: setup
-	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/bench \
-	    --lock priority --rate 150 --duration 12
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/work
+	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/quota --quota \
+	    --workloads service --settings 100,200 --reps 2
 	$(PY) -m bench.gc_validate
 
 lint: setup

@@ -19,6 +19,14 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+<<<<<<< HEAD
+  pgo-size build seconds against PGO profile edges: go build -a with -pgo=off
+           and with 1,000, 10,000, 100,000 edges (bench/bench_pgo.py)
+=======
+  trace    ingest of a 100 MB execution trace (tables + 4 blocking profiles) vs
+           `go tool trace -pprof=sched`: <= 2x its time, <= its peak RSS; hostile
+           traces (truncated, bit-flipped, huge string table) (bench/bench_trace.py)
+>>>>>>> main
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -36,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.bench_spark import section_spark
+from bench.bench_trace import section_trace
 from bench.common import (
     LARGE_CPU,
     REPO,
@@ -326,6 +335,12 @@ def section_fleet_10k(work: Path, runs: int) -> list[str]:
     return out
 
 
+def section_pgo_size(work: Path, runs: int) -> list[str]:
+    from bench.bench_pgo import section_size
+
+    return section_size(work / "pgo-size", runs=1)
+
+
 def section_fleet_integration(work: Path, runs: int) -> list[str]:
     """tests/test_fleet_integration.py's checks on a fresh live run (the tests
     check one recorded run): whether this machine, now, passes each."""
@@ -365,6 +380,11 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+<<<<<<< HEAD
+    "pgo-size": section_pgo_size,
+=======
+    "trace": section_trace,
+>>>>>>> main
 }
 
 

@@ -1,67 +1,82 @@
-"""`make bench-gc`: record tests/gcbench at every GOGC setting, in both modes.
+"""`make bench-gc`: record the GC validation workloads at every GOGC setting.
 
-For each mode (cpu: flat out on GOMAXPROCS; rate: paced allocation), each
-setting (GOGC 25 50 100 200 400 800, GOGC=off with a memory limit, GOGC=400
-with the same limit) and each repetition, one run of the benchmark under
-`quiet` (the exclusive machine lock, so other jobs do not take its CPU),
-with GODEBUG=gctrace=1 and metric snapshots (``--lock priority``: see
-LOCKS, for when the exclusive lock cannot be had). The program reports its peak
-RSS and the machine's busy CPU over the run; a run in which other processes
-used more than --max-other cores is redone (up to --attempts times; the
-least disturbed attempt is kept and its disturbance recorded).
+Workloads (tests/gcbench): the seven of issue 29 (``graph``, ``lru``, ``blob``,
+``tiny``, ``service``, ``batch``, ``queue``: see tests/gcbench/workloads.go),
+each at its own GOMAXPROCS, plus the two modes of the earlier validation
+(``cpu``: flat out; ``rate``: paced to 150 MiB/s, 32 MiB live). Settings: GOGC
+25 50 100 200 400 800, GOGC=off with the workload's memory limit and GOGC=400
+with the same limit. Each run has GODEBUG=gctrace=1 and writes a Prometheus
+snapshot a second; the program reports its peak RSS, its own CPU, the
+machine's busy CPU and the time it took to build its live heap.
 
-Raw runs go to OUT/raw; with --testdata DIR the trimmed copy (every gctrace
-line after the warm-up thinned to at most --max-lines, three metric
-snapshots, the summary) is written there too (tests/testdata/gc).
+Runs are at normal priority (the machine is shared: no lock, no nice), in an
+order shuffled within each repetition so that a change of load over the
+recording does not fall on one setting; each summary records the other
+processes' CPU (``other_cpu_cores``) and the load average before and after.
+A disturbed run is data: it is kept.
 
-    python -m bench.gc_record [--out .bench/gc] [--testdata tests/testdata/gc/bench]
-        [--reps 3] [--duration 10] [--modes cpu,rate] [--settings 100,off@160MiB]
-        [--lock quiet|heavy] [--rate MiB/s] [--live MiB] [--retrim]
+``--quota`` records the container case instead: one workload at GOMAXPROCS 2
+in a cgroup v1 of its own (``pyproflab-gogc``) with a CPU quota of 0.25 CPU
+and a memory limit, with cAdvisor-style snapshots of the cgroup beside the
+runtime's (``container_spec_cpu_quota``, ``container_cpu_cfs_throttled_periods_total``,
+``container_spec_memory_limit_bytes`` and the rest; needs root).
+
+Raw runs go to OUT/raw; with --testdata DIR the trimmed copy (gctrace lines
+after the warm-up thinned to at most --max-lines in pairs of consecutive
+cycles, three snapshots, the summary) is written there too.
+
+    python -m bench.gc_record [--out .bench/gc] [--testdata tests/testdata/gc/work]
+        [--reps 3] [--duration 12] [--workloads graph,lru] [--settings 100,off@512MiB]
+        [--quota] [--retrim]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GCBENCH = REPO / "tests" / "gcbench"
-LIMIT = "160MiB"
-SETTINGS = ("25", "50", "100", "200", "400", "800", f"off@{LIMIT}", f"400@{LIMIT}")
-WARMUP_S = 2.0  # building the live set and the first cycles
-# How a run claims the machine. quiet: the exclusive lock. heavy: the shared one
-# (the run competes; its other CPU is recorded). priority: the shared lock, the
-# run in a session of its own whose autogroup has nice -20, so the scheduler's
-# per-session fairness gives it the CPUs while it runs (what quiet would do,
-# without waiting for every shared holder to leave: under a steady stream of
-# shared holders the exclusive lock starves).
-LOCKS = {
-    "quiet": ["quiet"],
-    "heavy": ["heavy"],
-    "priority": [
-        "heavy",
-        "setsid",
-        "sh",
-        "-c",
-        'echo -20 > /proc/self/autogroup && exec "$@"',
-        "sh",
-    ],
+WARMUP_S = 1.0  # after the live heap is built: the first cycles at the new size
+
+
+@dataclass(frozen=True)
+class Workload:
+    procs: int
+    limit: str  # the memory limit of the off@ and 400@ settings
+    args: tuple[str, ...]
+
+
+WORKLOADS = {
+    "graph": Workload(2, "160MiB", ("-workload", "graph")),
+    "lru": Workload(1, "224MiB", ("-workload", "lru")),
+    "blob": Workload(2, "1536MiB", ("-workload", "blob")),
+    "tiny": Workload(2, "48MiB", ("-workload", "tiny")),
+    "service": Workload(2, "160MiB", ("-workload", "service")),
+    "batch": Workload(1, "64MiB", ("-workload", "batch")),
+    "queue": Workload(2, "256MiB", ("-workload", "queue")),
+    # The earlier validation's two modes (tests/testdata/gc/bench).
+    "cpu": Workload(2, "160MiB", ("-mode", "cpu", "-live", "32")),
+    "rate": Workload(2, "160MiB", ("-mode", "rate", "-rate", "150", "-live", "32")),
 }
-# `heavy` and `quiet` are flock wrappers of the machine the recordings were made on
-# (a shared and an exclusive lock on one file); where they are not installed, a run
-# simply does not take the lock.
-MACHINE_LOCKS = ("heavy", "quiet")
+NEW = ("graph", "lru", "blob", "tiny", "service", "batch", "queue")
+GOGCS = ("25", "50", "100", "200", "400", "800")
+CGROUP = "pyproflab-gogc"  # our own cgroup (the trace helper uses another)
+QUOTA_CPU = 0.25
 
 
-def lock_prefix(lock: str) -> list[str]:
-    """The command prefix for ``lock``, without lock wrappers this machine lacks."""
-    return [c for c in LOCKS[lock] if c not in MACHINE_LOCKS or shutil.which(c)]
+def settings_of(workload: str) -> list[str]:
+    lim = WORKLOADS[workload].limit
+    return [*GOGCS, f"off@{lim}", f"400@{lim}"]
 
 
 def label(setting: str) -> str:
@@ -72,9 +87,7 @@ def label(setting: str) -> str:
 
 def build(out: Path) -> Path:
     exe = out / "gcbench"
-    subprocess.run(
-        [*lock_prefix("heavy"), "go", "build", "-o", str(exe), "."], cwd=GCBENCH, check=True
-    )
+    subprocess.run(["go", "build", "-o", str(exe), "."], cwd=GCBENCH, check=True)
     return exe
 
 
@@ -86,41 +99,46 @@ def read_summary(path: Path) -> dict[str, float]:
     return vals
 
 
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
 def run_once(
     exe: Path,
-    mode: str,
+    workload: str,
     setting: str,
     run_dir: Path,
     duration: float,
-    lock: str = "quiet",
-    extra: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (),
+    procs: int | None = None,
 ) -> dict:
-    """One run under `quiet` (or `heavy`); returns its summary (peak RSS, other CPU)."""
+    """One run at normal priority; returns its summary (peak RSS, other CPU, load)."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
+    w = WORKLOADS[workload]
     g, _, lim = setting.partition("@")
-    env = dict(os.environ, GOGC=g, GODEBUG="gctrace=1", GOMAXPROCS="2")
+    env = dict(os.environ, GOGC=g, GODEBUG="gctrace=1", GOMAXPROCS=str(procs or w.procs))
     env.pop("GOMEMLIMIT", None)
     if lim:
         env["GOMEMLIMIT"] = lim
     cmd = [
-        *lock_prefix(lock),
+        *prefix,
         str(exe),
-        "-mode",
-        mode,
+        *w.args,
         "-duration",
         f"{duration}s",
+        *(("-min-cycles", "6", "-max-duration", "45s") if "-workload" in w.args else ()),
         "-metrics-dir",
         str(run_dir),
         "-summary",
         str(run_dir / "summary.txt"),
-        *extra,
     ]
+    load0 = loadavg()
     with open(run_dir / "gctrace.log", "w") as err:
-        subprocess.run(
-            cmd, env=env, stderr=err, stdout=subprocess.DEVNULL, check=True, timeout=1800
-        )
+        subprocess.run(cmd, env=env, stderr=err, stdout=subprocess.DEVNULL, check=True, timeout=600)
+    with open(run_dir / "summary.txt", "a") as f:
+        f.write(f"load_start {load0:.2f}\nload_end {loadavg():.2f}\n")
     return read_summary(run_dir / "summary.txt")
 
 
@@ -128,14 +146,17 @@ _GC = re.compile(r"^gc (\d+) @([0-9.]+)s")
 
 
 def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
-    """Copy a run thinned: gctrace lines after the warm-up (at most max_lines,
-    always the first and the last), snapshots at the window's start, middle
-    and end, and the summary."""
+    """Copy a run thinned: gctrace lines from WARMUP_S after the live heap was
+    built (at most max_lines, in pairs of consecutive cycles, always the first
+    and the last), the snapshots a second after the build, in the middle and at
+    the end, the summary, and the cgroup snapshots of the container case."""
     dest.mkdir(parents=True, exist_ok=True)
+    summ = read_summary(run_dir / "summary.txt")
+    built = summ.get("built_seconds", 1.0)
     lines = [
         ln
         for ln in (run_dir / "gctrace.log").read_text().splitlines()
-        if (m := _GC.match(ln)) and float(m.group(2)) >= WARMUP_S
+        if (m := _GC.match(ln)) and float(m.group(2)) >= built + WARMUP_S
     ]
     if len(lines) > max_lines:
         # Pairs of consecutive cycles (a goal is set from the previous cycle's
@@ -146,17 +167,20 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
         lines = [lines[j] for j in keep if j < len(lines) - 1] + [lines[-1]]
     (dest / "gctrace.log").write_text("".join(ln + "\n" for ln in lines))
     snaps = sorted(run_dir.glob("snap-*.prom"))
-    first = int(WARMUP_S)  # snapshots are one second apart, from the start
-    keep = {snaps[min(first, len(snaps) - 1)], snaps[(first + len(snaps) - 1) // 2], snaps[-1]}
-    for s in keep:
-        shutil.copy(s, dest / s.name)
+    # The new workloads snapshot from the end of the build; the earlier modes from the start.
+    first = 1 if "built_seconds" in summ else 2
+    idx = {min(first, len(snaps) - 1), (first + len(snaps) - 1) // 2, len(snaps) - 1}
+    for i in idx:
+        shutil.copy(snaps[i], dest / snaps[i].name)
+    for cad in run_dir.glob("cgroup-*.prom"):  # the container case: every one (small)
+        shutil.copy(cad, dest / cad.name)
     shutil.copy(run_dir / "summary.txt", dest / "summary.txt")
 
 
 def retrim(args: argparse.Namespace) -> int:
     """Rewrite the trimmed test data from the raw runs already recorded."""
     raw = Path(args.out) / "raw"
-    for run in sorted(p for p in raw.glob("*/*/r*") if ".try" not in p.name):
+    for run in sorted(raw.glob("*/*/r*")):
         dest = Path(args.testdata) / run.relative_to(raw)
         if dest.exists():
             shutil.rmtree(dest)
@@ -164,51 +188,131 @@ def retrim(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan(args: argparse.Namespace) -> list[tuple[int, str, str]]:
+    """(rep, workload, setting) in recording order: repetition-major (an
+    interrupted recording still holds every setting once), shuffled within a
+    repetition with a fixed seed."""
+    out = []
+    for rep in range(1, args.reps + 1):
+        one = [
+            (rep, w, s)
+            for w in args.workloads.split(",")
+            for s in (args.settings.split(",") if args.settings else settings_of(w))
+        ]
+        random.Random(rep).shuffle(one)
+        out += one
+    return out
+
+
 def record(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     exe = build(out)
     t0 = time.time()
-    extra = ("-rate", str(args.rate), "-live", str(args.live))
-    # Repetition-major: an interrupted recording still holds every setting once.
-    for rep in range(1, args.reps + 1):
-        for mode in args.modes.split(","):
-            for setting in args.settings.split(","):
-                rel = Path(mode) / label(setting) / f"r{rep}"
-                best = None
-                for attempt in range(1, args.attempts + 1):
-                    tmp = out / "raw" / rel.with_name(f"{rel.name}.try{attempt}")
-                    s = run_once(exe, mode, setting, tmp, args.duration, args.lock, extra)
-                    s["attempts"] = attempt
-                    if best is None or s["other_cpu_cores"] < best[0]["other_cpu_cores"]:
-                        best = (s, tmp)
-                    # Paced at priority, the run takes the CPU whenever it wants it:
-                    # others may use what it leaves idle without disturbing it.
-                    paced = mode == "rate" and args.lock == "priority"
-                    if paced or s["other_cpu_cores"] <= args.max_other:
-                        break
-                s, tmp = best
+    todo = plan(args)
+    for k, (rep, workload, setting) in enumerate(todo, 1):
+        rel = Path(workload) / label(setting) / f"r{rep}"
+        final = out / "raw" / rel
+        if args.resume and (final / "summary.txt").exists():
+            continue
+        s = run_once(exe, workload, setting, final, args.duration)
+        if args.testdata:
+            dest = Path(args.testdata) / rel
+            if dest.exists():
+                shutil.rmtree(dest)
+            trim(final, dest, args.max_lines)
+        print(
+            f"[{k}/{len(todo)}] {rel}: peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB, "
+            f"own CPU {s['own_cpu_seconds']:.1f} s, other CPU {s['other_cpu_cores']:.2f} cores, "
+            f"load {s['load_start']:.1f}-{s['load_end']:.1f}, {time.time() - t0:.0f} s elapsed",
+            flush=True,
+        )
+    return 0
+
+
+# --- the container case -------------------------------------------------------------------
+
+CPU_CG = Path("/sys/fs/cgroup/cpu") / CGROUP
+MEM_CG = Path("/sys/fs/cgroup/memory") / CGROUP
+
+
+def _cgroup_snapshots(run_dir: Path, stop: threading.Event, every: float = 1.0) -> None:
+    """cAdvisor's names for the cgroup's CPU and memory figures, a file a second."""
+    n = 0
+    while True:
+        stat = dict(
+            ln.split() for ln in (CPU_CG / "cpu.stat").read_text().splitlines() if ln.strip()
+        )
+        quota = int((CPU_CG / "cpu.cfs_quota_us").read_text())
+        period = int((CPU_CG / "cpu.cfs_period_us").read_text())
+        limit = int((MEM_CG / "memory.limit_in_bytes").read_text())
+        usage = int((MEM_CG / "memory.usage_in_bytes").read_text())
+        ts = int(time.time() * 1000)
+        lab = f'{{id="/{CGROUP}",name="{CGROUP}"}}'
+        rows = [
+            ("container_spec_cpu_quota", "gauge", quota),
+            ("container_spec_cpu_period", "gauge", period),
+            ("container_cpu_cfs_periods_total", "counter", int(stat["nr_periods"])),
+            ("container_cpu_cfs_throttled_periods_total", "counter", int(stat["nr_throttled"])),
+            (
+                "container_cpu_cfs_throttled_seconds_total",
+                "counter",
+                int(stat["throttled_time"]) / 1e9,
+            ),
+            ("container_spec_memory_limit_bytes", "gauge", limit),
+            ("container_memory_usage_bytes", "gauge", usage),
+        ]
+        text = "".join(f"# TYPE {m} {t}\n{m}{lab} {v} {ts}\n" for m, t, v in rows)
+        (run_dir / f"cgroup-{n:03d}.prom").write_text(text)
+        n += 1
+        if stop.wait(every):
+            return
+
+
+def record_quota(args: argparse.Namespace) -> int:
+    """The container case: ``args.workloads``' first workload at GOMAXPROCS 2 under
+    a 0.25-CPU quota and a memory limit (cgroup v1), at each of ``args.settings``."""
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    exe = build(out)
+    for cg in (CPU_CG, MEM_CG):
+        cg.mkdir(exist_ok=True)
+    (CPU_CG / "cpu.cfs_period_us").write_text("100000")
+    (CPU_CG / "cpu.cfs_quota_us").write_text(str(int(QUOTA_CPU * 100000)))
+    (MEM_CG / "memory.limit_in_bytes").write_text(str(args.quota_memory << 20))
+    workload = args.workloads.split(",")[0]
+    enter = f'echo $$ > {CPU_CG}/cgroup.procs && echo $$ > {MEM_CG}/cgroup.procs && exec "$@"'
+    try:
+        for rep in range(1, args.reps + 1):
+            for setting in (args.settings or "100").split(","):
+                rel = Path(f"{workload}-quota") / label(setting) / f"r{rep}"
                 final = out / "raw" / rel
-                if final.exists():
-                    shutil.rmtree(final)
-                tmp.rename(final)
-                with open(final / "summary.txt", "a") as f:
-                    f.write(
-                        f"attempts {s['attempts']:.0f}\nexclusive {int(args.lock == 'quiet')}\n"
-                        f"priority {int(args.lock == 'priority')}\n"
-                        f"rate_mib_s {args.rate:g}\nlive_mib {args.live}\n"
-                    )
+                stop = threading.Event()
+                # run_once starts the run's directory afresh: the cgroup's snapshots
+                # go beside it until the run ends.
+                side = final.with_name(final.name + ".cgroup")
+                shutil.rmtree(side, ignore_errors=True)
+                side.mkdir(parents=True)
+                th = threading.Thread(target=_cgroup_snapshots, args=(side, stop))
+                prefix = ("sh", "-c", enter, "sh")
+                th.start()
+                try:
+                    s = run_once(exe, workload, setting, final, args.duration, prefix, procs=2)
+                finally:
+                    stop.set()
+                    th.join()
+                for f in side.iterdir():
+                    f.rename(final / f.name)
+                side.rmdir()
                 if args.testdata:
-                    dest = Path(args.testdata) / rel
-                    if dest.exists():
-                        shutil.rmtree(dest)
-                    trim(final, dest, args.max_lines)
-                print(
-                    f"{rel}: peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB, other CPU "
-                    f"{s['other_cpu_cores']:.2f} cores, attempts {s['attempts']:.0f}, "
-                    f"{time.time() - t0:.0f} s elapsed",
-                    flush=True,
-                )
+                    trim(final, Path(args.testdata) / rel, args.max_lines)
+                print(f"{rel}: own CPU {s['own_cpu_seconds']:.1f} s", flush=True)
+    finally:
+        for cg in (CPU_CG, MEM_CG):
+            try:
+                cg.rmdir()
+            except OSError:
+                pass
     return 0
 
 
@@ -217,26 +321,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(REPO / ".bench" / "gc"))
     p.add_argument("--testdata", help="also write the trimmed runs here")
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--duration", type=float, default=10.0, help="seconds per run")
-    p.add_argument("--modes", default="cpu,rate")
-    p.add_argument("--settings", default=",".join(SETTINGS))
-    p.add_argument("--attempts", type=int, default=3)
-    p.add_argument("--max-other", type=float, default=0.2, help="other processes' cores")
-    p.add_argument("--max-lines", type=int, default=60)
-    p.add_argument("--rate", type=float, default=300.0, help="MiB/s in rate mode")
-    p.add_argument("--live", type=int, default=32, help="live heap MiB")
     p.add_argument(
-        "--lock",
-        choices=sorted(LOCKS),
-        default="quiet",
-        help="how a run claims the machine (see LOCKS); other CPU is recorded either way",
+        "--duration",
+        type=float,
+        default=10.0,
+        help="seconds per run after the build (a workload runs on until 6 cycles, at most 45 s)",
     )
+    p.add_argument("--workloads", default=",".join(NEW))
+    p.add_argument("--settings", help="default: each workload's eight (settings_of)")
+    p.add_argument("--max-lines", type=int, default=40)
+    p.add_argument("--resume", action="store_true", help="skip runs already recorded")
+    p.add_argument("--quota", action="store_true", help="the container case (root)")
+    p.add_argument("--quota-memory", type=int, default=256, help="MiB, with --quota")
     p.add_argument("--retrim", action="store_true", help="only re-trim the raw runs in --out")
     args = p.parse_args(argv)
     if args.retrim:
         if not args.testdata:
             p.error("--retrim needs --testdata")
         return retrim(args)
+    if args.quota:
+        return record_quota(args)
     return record(args)
 
 

@@ -1,11 +1,17 @@
-"""Print the fitted GOGC model's predictions against the recorded gcbench runs.
+"""Print the GOGC model's predictions against the recorded validation workloads.
 
-Calibrated on the GOGC=100 runs only, from gctrace only, from Prometheus
-only and from both together, for both modes: predicted, measured (mean over runs),
-error and the interval, per setting and figure; then the mean absolute and
-largest errors of heap goal, cycles per minute and GC CPU share.
+For each workload (tests/testdata/gc/work, `make bench-gc`; the earlier
+tests/gcbench modes with ``--workloads cpu,rate``) and source (gctrace, with
+the process's CPU at each observed setting as issue 29 accepts; Prometheus),
+fitted on GOGC 100 and 200 and then on GOGC 100 alone: per setting the
+predicted and measured (mean over runs) heap goal, GC cycles per minute, GC
+CPU share and peak RSS, with the error and the 90% interval (``!``: the
+measured mean outside it); then mean and largest absolute errors, the share of
+predicted figures inside their intervals, and the advice under a budget of
+2.5x the GOGC=100 peak with what its setting's runs measured.
 
-    python -m bench.gc_validate [--mode cpu,rate] [--source gctrace,prometheus,gctrace+prometheus]
+    python -m bench.gc_validate [--workloads graph,lru] [--sources gctrace,prometheus]
+        [--fits 100+200,100] [--compact]
 """
 
 from __future__ import annotations
@@ -15,6 +21,35 @@ import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
+FITS = {"100+200": ("gogc100", "gogc200"), "100": ("gogc100",)}
+FIGURES = ("goal", "cycles_per_min", "gc_share")
+
+
+def summarize(rec, rows, fit: tuple[str, ...]) -> tuple[str, dict]:
+    stats = {}
+    parts = []
+    for m in FIGURES:
+        errs = rec.errors(rows, m, fit)
+        stats[m] = (sum(errs) / len(errs), max(errs))
+        parts.append(f"{m} {100 * stats[m][0]:.1f}%/{100 * stats[m][1]:.1f}%")
+    pred = [r for r in rows if r.label not in fit and r.metric in FIGURES]
+    inside = sum(r.inside for r in pred)
+    stats["inside"] = (inside, len(pred))
+    return "mean/max |error|: " + ", ".join(
+        parts
+    ) + f"; inside the 90% interval {inside}/{len(pred)}", stats
+
+
+def budget_line(rec, workload: str, source: str) -> str:
+    r = rec.budget_check(workload, source)
+    if r["recommendation"] is None:
+        return f"budget 2.5x GOGC=100 peak ({r['budget'] / 2**20:.0f} MiB): no recommendation"
+    ok = "within" if r["measured_peak"] <= r["budget"] else "OVER"
+    return (
+        f"budget 2.5x GOGC=100 peak ({r['budget'] / 2**20:.0f} MiB): recommends "
+        f"{r['recommendation']}, upper bound {r['upper'] / 2**20:.0f} MiB; its runs "
+        f"measured {r['measured_peak'] / 2**20:.0f} MiB: {ok}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,21 +58,34 @@ def main(argv: list[str] | None = None) -> int:
     from support import gc_recordings as rec
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mode", default="cpu,rate")
-    p.add_argument("--source", default=",".join(rec.SOURCES))
-    p.add_argument("--compact", action="store_true", help="one line per setting")
+    p.add_argument("--workloads", default=",".join(rec.WORKLOADS))
+    p.add_argument("--sources", default="gctrace,prometheus")
+    p.add_argument("--fits", default="100+200,100")
+    p.add_argument("--compact", action="store_true", help="only the summary lines")
     args = p.parse_args(argv)
-    for mode in args.mode.split(","):
-        for source in args.source.split(","):
-            rows = rec.table(mode, source)
-            print(rec.format_compact(rows) if args.compact else rec.format_rows(rows))
-            for metric in ("goal", "cycles_per_min", "gc_share"):
-                errs = [abs(r.error) for r in rows if r.metric == metric and r.label != "gogc100"]
-                print(
-                    f"  {mode} {source} {metric}: mean |error| {100 * sum(errs) / len(errs):.1f}%, "
-                    f"max {100 * max(errs):.1f}%"
-                )
-            print()
+    totals: dict[str, list[int]] = {}
+    for w in args.workloads.split(","):
+        held = " (held out of every choice of the model's priors)" if w == rec.HELD_OUT else ""
+        print(f"=== {w}{held}")
+        for fit_name in args.fits.split(","):
+            fit = FITS[fit_name]
+            for source in args.sources.split(","):
+                rows = rec.table(w, source, fit)
+                line, stats = summarize(rec, rows, fit)
+                print(f"-- fitted on GOGC {fit_name}, {source}: {line}")
+                if not args.compact:
+                    print(rec.format_compact(rows))
+                t = totals.setdefault(fit_name, [0, 0])
+                t[0] += stats["inside"][0]
+                t[1] += stats["inside"][1]
+        for source in args.sources.split(","):
+            print(f"   {source}: {budget_line(rec, w, source)}")
+        print()
+    for fit_name, (inside, n) in totals.items():
+        print(
+            f"all workloads, fitted on GOGC {fit_name}: {inside}/{n} "
+            f"({100 * inside / n:.0f}%) inside"
+        )
     return 0
 
 

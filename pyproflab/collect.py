@@ -10,6 +10,11 @@ What is fetched, per target and profile type (Go's ``net/http/pprof``):
 - snapshots, fetched when the window ends: ``heap`` (in-use memory as of the
   last GC) and ``goroutine``. Go would also serve deltas of these, but a
   delta of in-use bytes or of live goroutines answers no question ours ask.
+- on request only (a target's ``types`` or ``--types``): ``trace``, an
+  execution trace over the window (``/debug/pprof/trace?seconds=N``), with the
+  same deadline and size cap; a body without a trace header is refused, a
+  good one is archived as ``<h>.trace`` (its sha256) and stored with its
+  tables and blocking profiles (``store.traces``).
 
 Rules:
 
@@ -70,7 +75,7 @@ from pyproflab.errors import MetricsError, ProfileError, ProflabError
 from pyproflab.newfiles import create_temp_file
 from pyproflab.sources.http import FetchError, http_get
 from pyproflab.sources.http import shown as _shown
-from pyproflab.sources.targets import COLLECT_TYPES, Target, redact_url
+from pyproflab.sources.targets import COLLECT_TYPES, KNOWN_TYPES, Target, redact_url
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,8 +91,9 @@ ENDPOINTS: dict[str, tuple[str, bool]] = {
     "goroutine": ("goroutine", False),
     "mutex": ("mutex", True),
     "block": ("block", True),
+    "trace": ("trace", True),
 }
-assert tuple(ENDPOINTS) == COLLECT_TYPES
+assert tuple(ENDPOINTS) == KNOWN_TYPES
 
 DEFAULT_SECONDS = 10
 DEFAULT_METRICS_INTERVAL = 2.0
@@ -242,15 +248,19 @@ def backoff_delay(attempt: int, base: float) -> float:
 # --- the archive --------------------------------------------------------------------
 
 
-def archive_path(archive_dir: str | os.PathLike, content_hash: str) -> Path:
-    """Where the archive keeps the profile whose content_hash is ``content_hash``."""
-    return Path(archive_dir) / content_hash[:2] / f"{content_hash}.pb.gz"
+def archive_path(archive_dir: str | os.PathLike, content_hash: str, *, trace: bool = False) -> Path:
+    """Where the archive keeps the profile (or, ``trace``, the execution trace:
+    ``.trace``, its sha256) whose content_hash is ``content_hash``."""
+    suffix = ".trace" if trace else ".pb.gz"
+    return Path(archive_dir) / content_hash[:2] / f"{content_hash}{suffix}"
 
 
-def archive_body(archive_dir: str | os.PathLike, content_hash: str, gz: bytes) -> Path:
-    """Write gzipped profile bytes at their content address, atomically; a file
-    already there is left alone (same address, same content)."""
-    path = archive_path(archive_dir, content_hash)
+def archive_body(
+    archive_dir: str | os.PathLike, content_hash: str, gz: bytes, *, trace: bool = False
+) -> Path:
+    """Write gzipped profile bytes (or a trace's, ``trace``) at their content
+    address, atomically; a file already there is left alone (same address, same content)."""
+    path = archive_path(archive_dir, content_hash, trace=trace)
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -340,6 +350,8 @@ def _fetch_profile(
             return _Fetched(result, target)
         end = datetime.now(UTC)
         result.window_start, result.window_end, result.size = start, end, len(body)
+        if profile_type == "trace":
+            return _trace_body(result, target, body, url)
         try:
             raw = decompress(body, source=result.url)
             profile = decode_bytes(raw, source=result.url)
@@ -353,6 +365,18 @@ def _fetch_profile(
         return _Fetched(result, target, profile, gz)
     result.error = (result.error or "stopped") + " (interrupted)"
     return _Fetched(result, target)
+
+
+def _trace_body(result: FetchResult, target: Target, body: bytes, url: str) -> _Fetched:
+    """A fetched execution trace: kept as sent when its header says it is one."""
+    from pyproflab.decode.gotrace import trace_version
+
+    if trace_version(body[:16]) is None:
+        result.error = f"not a Go execution trace from {_shown(url)}"
+        return _Fetched(result, target)
+    result.content_hash = hashlib.sha256(body).hexdigest()
+    result.error = None
+    return _Fetched(result, target, None, body)
 
 
 @dataclass
@@ -463,9 +487,11 @@ def _store_profile(store: Store, fetched: _Fetched, archive_dir: Path) -> None:
     from pyproflab.store.ingest import ProfileMeta, ingest
 
     r, t = fetched.result, fetched.target
-    assert fetched.profile is not None and fetched.gz is not None and r.content_hash
+    assert fetched.gz is not None and r.content_hash
     try:
-        r.archive_path = str(archive_body(archive_dir, r.content_hash, fetched.gz))
+        r.archive_path = str(
+            archive_body(archive_dir, r.content_hash, fetched.gz, trace=fetched.profile is None)
+        )
     except OSError as e:
         r.status, r.error = "failed", f"cannot write the archive: {e.strerror or e}"
         return
@@ -479,15 +505,35 @@ def _store_profile(store: Store, fetched: _Fetched, archive_dir: Path) -> None:
         profile_type=r.profile_type,
     )
     try:
-        rep = ingest(store, [(fetched.profile, meta)], content_hashes=[r.content_hash])
+        if fetched.profile is None:  # an execution trace: its tables and blocking profiles
+            rep = _store_trace(store, r.archive_path, meta)
+        else:
+            rep = ingest(store, [(fetched.profile, meta)], content_hashes=[r.content_hash])
     except ProflabError as e:
         r.status, r.error = "failed", f"the store refused it: {e}"
         return
     if rep.new:
         r.status, r.profile_id = "new", rep.profile_ids[0]
+    elif fetched.profile is None:
+        r.status = "present"
     else:
         r.status = "present"
         r.profile_id = queries.profile_id_of(store, r.content_hash)
+
+
+def _store_trace(store: Store, path: str, meta: Any):
+    """Store a collected trace (``store.traces``); its first blocking profile's id
+    stands for it in the fetch result."""
+    from pyproflab.errors import TraceError
+    from pyproflab.store.ingest_report import IngestReport
+    from pyproflab.store.traces import ingest_trace
+
+    meta.profile_type = None
+    try:
+        done = ingest_trace(store, path, meta)
+    except TraceError as e:
+        raise TraceError(meta.source or path, e.problem) from None
+    return IngestReport(new=0 if done.present else 1, profile_ids=done.profile_ids[:1])
 
 
 def _store_scrape(store: Store, s: _Scraped, stats: ScrapeStats) -> None:
@@ -565,7 +611,7 @@ def collect(
     )
     report.targets = list(window.reports.values())
     window.run()
-    order = {pt: i for i, pt in enumerate(COLLECT_TYPES)}
+    order = {pt: i for i, pt in enumerate(KNOWN_TYPES)}
     for tr in report.targets:
         tr.fetches.sort(key=lambda f: order[f.profile_type])
     report.window_end = datetime.now(UTC)
@@ -675,7 +721,7 @@ class _Window:
         if kind == "fetch":
             fetched: _Fetched = fut.result()
             self.reports[fetched.target.name].fetches.append(fetched.result)
-            if fetched.profile is not None:
+            if fetched.gz is not None:  # a decoded profile, or a trace's bytes
                 _store_profile(self.store, fetched, self.archive)
                 # Storing takes time: a scrape tick due meanwhile starts
                 # now, not after the other finished fetches are stored.

@@ -47,6 +47,11 @@ class InvalidProfileError(ProfileError):
     """The profile parses but breaks a rule of the format (ids, references, strings)."""
 
 
+class TraceError(ProfileError):
+    """A Go execution trace could not be read (not a trace, an older format,
+    truncated or damaged), in the helper's one line."""
+
+
 class StoreError(ProflabError):
     """The store cannot be opened or used (missing, busy, wrong schema)."""
 

@@ -89,7 +89,7 @@ def build(target: Path, needed_by: str = "this command") -> Path:
     go = shutil.which("go")
     if go is None:
         raise GoUnavailableError(
-            f"{needed_by} needs Go (1.24 or newer) on PATH to build its helper, pyproflab-go"
+            f"{needed_by} needs Go (1.26 or newer) on PATH to build its helper, pyproflab-go"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -106,6 +106,7 @@ class Lab:
         ``sources.base.Request``: selection and time range), one transaction per
         batch; returns an ``IngestReport``. ``options``: those of
         ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
+        import pyproflab.store.traces  # noqa: F401 (registers the writers of trace files and items)
         from pyproflab.store.sourced import ingest_source
 
         return ingest_source(self.store, source, request, **options)
@@ -166,39 +167,26 @@ class Lab:
 
         return gc(self.store, _selection(selection, kwargs), categories=categories)
 
-    def gogc(self, selection: Selection | None = None, *, inputs: Any = None, **kwargs: Any):
-        """GOGC / GOMEMLIMIT trade-off (``GogcResult``) from the selection's GC data,
-        or from explicit ``inputs`` (a ``GcInputs``). Keywords: candidates,
-        memory_limits, budget, headroom, model."""
-        from pyproflab.analyses.gogc import gogc
-
-        sel = None if inputs is not None else _selection(selection, kwargs)
-        return gogc(self.store, sel, inputs=inputs, **kwargs)
-
-    def gogc_advice(
+    def gogc(
         self,
+        selection: Selection | None = None,
         *,
-        service: str | None = None,
-        version: str | None = None,
-        instance: str | None = None,
-        budget: float | str | None = None,
+        observation: Any = None,
+        options: Any = None,
         **kwargs: Any,
     ):
-        """The fitted GOGC model (``FittedAdvice``) from the store's gctrace cycles
-        and GC metrics of a service/version/instance (no profile needed).
-        ``budget`` in bytes, or ``"2.5x"`` the current predicted peak memory;
-        keywords candidates, limits, headroom."""
-        from pyproflab.analyses.gogc_inputs import observe_store
-        from pyproflab.analyses.gogc_model import advise, predict_setting
+        """GOGC / GOMEMLIMIT advice (``GogcResult``) from the selection's gctrace
+        cycles and GC metrics (no profile needed; service, version, instance), fitted
+        on every setting they show, or from an ``observation`` made elsewhere
+        (``pyproflab.analyses.gogc.from_figures``, ``observe``). Keywords: those of
+        ``GogcOptions.parse`` -- candidates, memory_limits, budget (``"2.5x"`` the
+        current predicted peak, or a size; default the container's memory limit),
+        headroom, gogc, current_limit, process_cpu, peak_rss, cpu_limit,
+        container_memory, cgroup."""
+        from pyproflab.analyses.gogc import gogc
 
-        obs = observe_store(self.store, service=service, version=version, instance=instance)
-        limit: float | None = None
-        if isinstance(budget, str) and budget.strip().lower().endswith("x"):
-            peak = predict_setting(obs, obs.gogc, obs.memory_limit)["peak_memory"]
-            limit = float(budget.strip()[:-1]) * peak
-        elif budget is not None:
-            limit = float(budget)
-        return advise(obs, budget=limit, **kwargs)
+        sel = None if observation is not None else _selection(selection, kwargs)
+        return gogc(self.store, sel, observation=observation, options=options, **kwargs)
 
     def pgo(self, selection: Selection | None = None, **kwargs: Any):
         """A checked ``default.pgo`` (``PgoResult``) from the selection's CPU profiles:
@@ -207,6 +195,41 @@ class Lab:
         from pyproflab.analyses.pgo import pgo
 
         return pgo(self.store, _selection(selection, kwargs), **kwargs)
+
+    def pgo_weights(self, selection: Selection | None = None, **kwargs: Any):
+        """The selection's PGO profile under each weighting (none, duration,
+        instance) and how their hot edges differ (``WeightComparison``)."""
+        from pyproflab.analyses.pgo_weights import compare_weights
+
+        return compare_weights(self.store, _selection(selection, kwargs), **kwargs)
+
+    def pgo_check(self, profile: str | os.PathLike, source: str | os.PathLike, **options: Any):
+        """Is ``profile`` (a default.pgo) still true of the Go module at ``source``?
+        The share of its hot weight the compiler still applies and a verdict
+        (``PgoCheckResult``; needs Go to build the source reader)."""
+        from pyproflab.analyses.pgo_check import CheckOptions, check
+
+        return check(profile, source, CheckOptions(**options))
+
+    def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
+        """What PGO changed between two builds' profiles (Selections or dicts such as
+        ``{"version": "v1"}``): CPU with intervals, memory, and, from a build log
+        (``pgo_build_log``), the compiler's PGO decisions (``PgoEffect``)."""
+        from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
+
+        before = before if isinstance(before, Selection) else Selection(**before)
+        after = after if isinstance(after, Selection) else Selection(**after)
+        return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
+
+    @staticmethod
+    def pgo_build_log(
+        source: str | os.PathLike, profile: str | os.PathLike, package: str = "."
+    ) -> str:
+        """The output of ``go build -pgo=PROFILE -gcflags=-m -d=pgodebug=1 PACKAGE``
+        in the module at ``source`` (nothing written), for ``pgo_effect``."""
+        from pyproflab.analyses.pgo_effect import build_log
+
+        return build_log(source, profile, package)
 
     def regressions(self, base: Any, new: Any, *, sample: Any = None, **options: Any):
         """What got slower from ``base`` to ``new`` (Selections or dicts such as
@@ -225,6 +248,23 @@ class Lab:
         from pyproflab.store.kinds import one_kind_warn
 
         return one_kind_warn(self.store, selection, sample=sample)
+
+    def trace(self, question: str, selection: Selection | None = None, **kwargs: Any):
+        """A question about the store's execution traces (``goroutines``,
+        ``sched``, ``stw``, ``tasks``, ``leaks``: ``analyses.gotrace_answers``)
+        over the selected traces; ``path=FILE`` asks one trace file instead.
+        Other keywords are the question's options (``window_s``, ``top`` ...)."""
+        from pyproflab.analyses.gotrace_answers import ANSWERS, answer
+
+        path = kwargs.pop("path", None)
+        sel = _selection(selection, kwargs)
+        if question not in ANSWERS:
+            raise ValueError(f"unknown trace question {question!r}; one of {', '.join(ANSWERS)}")
+        options_class = ANSWERS[question][2]
+        options = options_class(**kwargs) if kwargs else None
+        if path is not None:
+            return answer(question, path=path, options=options)
+        return answer(question, store=self.store, selection=sel, options=options)
 
     def sql(self, query: str, params: Any = None) -> pa.Table:
         """Run SQL against the store (bind values with ``?`` or ``$name``)."""

@@ -315,6 +315,122 @@ JOB_FILES = pa.schema(
     ]
 )
 
+# --- Go execution traces (pyproflab-go trace; pyproflab/store/traces.py) --------------
+
+# One row per stored trace: who and when, as profiles are keyed. ``time`` is the
+# wall-clock time of its first event (the trace's clock snapshot, Go 1.25+; else
+# the collection window's start or the file's mtime); every ``*_ns`` column of
+# the trace_* tables counts nanoseconds from that first event. ``profile_ids``
+# are its four blocking profiles (net, sync, syscall, sched) in ``profiles``.
+STORE_TRACES = pa.schema(
+    [
+        pa.field("trace_id", pa.int64(), nullable=False),
+        pa.field("content_hash", pa.string(), nullable=False),  # sha256 of the file
+        pa.field("service", pa.string()),
+        pa.field("version", pa.string()),
+        pa.field("instance", pa.string()),
+        pa.field("labels", pa.map_(pa.string(), pa.string())),
+        pa.field("time", TIMESTAMP_UTC, nullable=False),
+        pa.field("duration_ns", pa.int64(), nullable=False),
+        pa.field("go_version", pa.string(), nullable=False),  # "1.26": the format's
+        pa.field("events", pa.int64(), nullable=False),
+        pa.field("generations", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("window_start", TIMESTAMP_UTC),
+        pa.field("window_end", TIMESTAMP_UTC),
+        pa.field("source", pa.string()),
+        pa.field("ingested_at", TIMESTAMP_UTC, nullable=False),
+        pa.field("profile_ids", pa.list_(pa.int64()), nullable=False),
+    ]
+)
+
+_TRACE_FRAME = pa.struct(
+    [
+        pa.field("func", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("pc", pa.uint64(), nullable=False),
+    ]
+)
+_WAIT = pa.struct(
+    [pa.field("reason", pa.string(), nullable=False), pa.field("ns", pa.int64(), nullable=False)]
+)
+
+
+def _trace_table(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
+    return pa.schema([pa.field(n, t, nullable=nullable) for n, t, nullable in fields])
+
+
+_I, _U, _S, _B = pa.int64(), pa.uint64(), pa.string(), pa.int8()
+
+GO_STATES = ("undetermined", "notexist", "runnable", "running", "waiting", "syscall")
+
+# The tables of one trace as the helper writes them (pyproflab/_go/internal/trace;
+# a test holds the two equal). Stack ids number the trace's distinct stacks (0:
+# none); goroutine, P and M ids are the runtime's (-1: none); task ids -1: none.
+# In transitions, from_state/to_state are x/exp/trace's GoState codes, named by
+# GO_STATES (the SQL macro go_state(code) names them too): a byte, not a
+# string, because transitions are most of a trace's rows and strings most of
+# their cost to store. duration_ns is the time spent in from_state (null when
+# it came from undetermined/notexist); from_stack_id is the event stack of the
+# transition into from_state (the stack `go tool trace -pprof` charges that
+# time to; its reason is the goroutine's previous row's); stack_id is the
+# goroutine's own stack at the transition, ev_stack_id the stack of whoever
+# caused it (ev_g/ev_p/ev_m).
+TRACE_TABLES: dict[str, pa.Schema] = {
+    "stacks": _trace_table(("stack_id", _U, False), ("frames", pa.list_(_TRACE_FRAME), False)),
+    "goroutines": _trace_table(
+        *[("g", _I, False), ("name", _S, False), ("parent_g", _I, True)],
+        *[("created_ns", _I, True), ("started_ns", _I, True), ("ended_ns", _I, True)],
+        *[("creation_stack_id", _U, False), ("start_stack_id", _U, False)],
+        *[(f"{s}_ns", _I, False) for s in ("running", "runnable", "syscall", "waiting")],
+        *[("waiting", pa.list_(_WAIT), False), ("end_state", _S, False)],
+    ),
+    "transitions": _trace_table(
+        *[("t_ns", _I, False), ("g", _I, False), ("from_state", _B, False)],
+        *[("to_state", _B, False), ("reason", _S, False), ("duration_ns", _I, True)],
+        *[("from_stack_id", _U, False), ("stack_id", _U, False)],
+        *[("ev_stack_id", _U, False), ("ev_g", _I, False), ("ev_p", _I, False)],
+        ("ev_m", _I, False),
+    ),
+    "procs": _trace_table(
+        *[("p", _I, False), ("state", _S, False), ("start_ns", _I, False)],
+        *[("end_ns", _I, False), ("m", _I, False)],
+    ),
+    # STW ("stop-the-world (reason)"), GC phases ("GC concurrent mark phase"),
+    # sweeping and assists: scope global/proc/goroutine; end_ns null: still open.
+    "ranges": _trace_table(
+        *[("name", _S, False), ("scope", _S, False), ("resource", _I, False)],
+        *[("start_ns", _I, False), ("end_ns", _I, True), ("stack_id", _U, False)],
+        *[("g", _I, False), ("p", _I, False)],
+    ),
+    "metrics": _trace_table(("t_ns", _I, False), ("name", _S, False), ("value", _I, False)),
+    "tasks": _trace_table(
+        *[("task", _I, False), ("parent", _I, True), ("type", _S, False)],
+        *[("start_ns", _I, True), ("end_ns", _I, True), ("start_g", _I, False)],
+        ("end_g", _I, False),
+    ),
+    "regions": _trace_table(
+        *[("g", _I, False), ("task", _I, False), ("type", _S, False)],
+        *[("start_ns", _I, True), ("end_ns", _I, True), ("stack_id", _U, False)],
+    ),
+    "logs": _trace_table(
+        *[("t_ns", _I, False), ("g", _I, False), ("task", _I, False)],
+        *[("category", _S, False), ("message", _S, False)],
+    ),
+    # The four profiles of `go tool trace -pprof=KIND` as rows: kind net sync syscall sched.
+    "blocking": _trace_table(
+        *[("kind", _S, False), ("stack_id", _U, False), ("count", _I, False)],
+        ("delay_ns", _I, False),
+    ),
+}
+
+# The store's trace_NAME tables: each of TRACE_TABLES with the trace_id first.
+STORE_TRACE_TABLES: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("trace_id", pa.int64(), nullable=False), *s])
+    for name, s in TRACE_TABLES.items()
+}
+
 # --- sources (pyproflab/store/sourced.py) -----------------------------------------------
 
 # One row per item a source delivered into the store (its own key: a Datadog event

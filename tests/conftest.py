@@ -12,4 +12,5 @@ pytest_plugins = [
     "support.gc_categories_helpers",
     "support.spark_helpers",
     "support.push_helpers",
+    "support.trace_helpers",
 ]

@@ -40,10 +40,19 @@ from support.notebooks_helpers import (
 
 import pyproflab  # noqa: E402
 
-NAMES = ("01_fleet_overview", "02_top_regressions", "03_gogc_tradeoffs", "04_pgo_export")
+FLEET_SOURCE = Path(__file__).resolve().parent / "fleet"
+NAMES = (
+    "01_fleet_overview",
+    "02_top_regressions",
+    "03_gogc_tradeoffs",
+    "04_pgo_export",
+    "05_traces",
+)
+# Notebook 05 reads these recordings when the store (the demo's) holds no trace.
+TRACES = Path(__file__).resolve().parent / "testdata" / "traces"
 
 
-def test_the_four_notebooks_exist():
+def test_the_notebooks_exist():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
 
 
@@ -118,7 +127,12 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     started = time.perf_counter()
-    nb = run_notebook(name, store, work)  # a cell error raises CellExecutionError
+    # 04 reads the demo service's source (check, build log): the runs happen in work.
+    # (its build log recompiles the standard library with the new profile: minutes)
+    extra = {"SOURCE": str(FLEET_SOURCE)} if name == "04_pgo_export" else {}
+    timeout = 1200 if extra else 240
+    # A cell error raises CellExecutionError.
+    nb = run_notebook(name, store, work, timeout=timeout, TRACES=str(TRACES), **extra)
     print(f"{name}: ran in {time.perf_counter() - started:.1f} s")
     assert sorted(p.name for p in work.iterdir()) == [], f"{name} left files behind"
     figures = _outputs(nb, "application/vnd.plotly.v1+json")
@@ -129,6 +143,7 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
         "02_top_regressions": ["pyproflab-regressions"],
         "03_gogc_tradeoffs": ["pyproflab-gogc"],
         "04_pgo_export": ["PGO profile"],
+        "05_traces": ["pyproflab-flame"],
     }[name]
     for marker in expected:
         assert marker in html, f"{name}: no {marker} HTML repr in the outputs"
@@ -136,6 +151,8 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
         text = "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
         assert "verified with go tool preprofile" in text
         assert "hot edges:" in text  # the diff against the v1 profiles' edges
+        for marker in ("PGO check", "PGO weightings", "PGO effect", "<th>decision</th>"):
+            assert marker in html, f"04: no {marker} in the outputs"
     if chromium_binary() is None:
         pytest.skip("Chromium is not installed (scripts/install-system-deps.sh installs it)")
     from nbconvert import HTMLExporter
@@ -147,5 +164,7 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     flames = html.count('class="pyproflab-flame"')
     want = {"divs": len(figures), "drawn": len(figures), "flames": flames, "errors": []}
     assert seen == want, seen
+    if name == "05_traces":
+        assert flames == 2  # the sync and sched blocking profiles
     if name == "01_fleet_overview":
         assert flames == 1  # pyproflab.flame: our flame graph, drawn in the exported page

@@ -15,6 +15,7 @@ import (
 	"sort"
 
 	"pyproflab/helper/internal/pgocheck"
+	"pyproflab/helper/internal/trace"
 )
 
 // A command runs with the arguments after its name and returns the exit code.
@@ -27,6 +28,7 @@ type command struct {
 var commands = map[string]command{
 	"version": {runVersion, "print the helper's protocol version"},
 	"pgo":     {pgocheck.Run, "pgo index -source DIR: a Go module's functions and calls as JSON"},
+	"trace":   {trace.Run, "a Go execution trace as framed Arrow IPC: tables and blocking profiles"},
 }
 
 // protocolVersion changes whenever a subcommand's output format changes, so

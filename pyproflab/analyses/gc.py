@@ -19,7 +19,10 @@ total CPU of its CPU profiles; the runtime view applies the rules above to one
 window spanning all of its selected profiles.
 
 Anything missing (a table, a metric, a window, an instance) gives NULL
-columns and a note in ``GcResult.notes``, never an error.
+columns and a note in ``GcResult.notes``, never an error. A note says which
+rows it is about: a snapshot (heap, goroutine, threadcreate: an instant, whose
+fetch holds no scrape) has no runtime view of its own, while its instance's
+row, over the span of all its profiles, has one; the note says both.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ RUNTIME_COMPARABLE: tuple[str, ...] = (
     "mark_assist",
     "stw_other",
 )
+
+# Profiles of a moment, not of a window: their fetch is too short to hold a scrape.
+SNAPSHOT_TYPES = ("heap", "goroutine", "threadcreate")
 
 # --- result columns -----------------------------------------------------------------
 
@@ -227,8 +233,7 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
             notes.add("profile without an instance: runtime-view columns are NULL")
         elif meta["w_start"][i] is None:
             notes.add("profile without a time or collection window: runtime-view columns are NULL")
-    windows = _windows_of(profiles, "profile_id")
-    runtime = window_metrics(store, windows, present, notes)
+    runtime = _runtime_view(store, profiles, present, notes)
 
     # Profile view: the categories of every CPU profile.
     cat_results: dict[int, GcCategoriesResult] = {}
@@ -274,6 +279,41 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
 
     instance_table = _instances(store, profile_table, present, notes)
     return GcResult(profile_table, instance_table, cat_table, notes.lines("profiles"), cat_results)
+
+
+def _runtime_view(
+    store: Store, profiles: pa.Table, present: set[str], notes: Notes
+) -> dict[int, dict[str, Any]]:
+    """Runtime-view values per profile id. Snapshots are asked apart: a snapshot
+    without metrics is one note of its own (its instance's row has them)."""
+    windows = _windows_of(profiles, "profile_id")
+    types = dict(
+        zip(
+            profiles.column("profile_id").to_pylist(),
+            profiles.column("profile_type").to_pylist(),
+            strict=True,
+        )
+    )
+    keys = windows.column("key").to_pylist()
+    snap = [types[k] in SNAPSHOT_TYPES for k in keys]
+    spans = windows.filter(pa.array([not x for x in snap]))
+    runtime = window_metrics(store, spans, present, notes)
+    # A gap the spans already noted is not noted again for the snapshots.
+    shot_notes = notes if spans.num_rows == 0 else Notes()
+    picked = windows.filter(pa.array(snap, pa.bool_()))
+    shots = window_metrics(store, picked, present, shot_notes, no_metrics=None)
+    bare = [k for k, v in shots.items() if not v.get("scrapes")]
+    if bare and "metric_samples" in present:
+        kinds = "/".join(sorted({types[k] for k in bare}))
+        one = len(bare) == 1
+        notes.add(
+            f"{len(bare)} {kinds} snapshot{'' if one else 's'} "
+            f"({'an' if one else 'each an'} instant) "
+            f"hold{'s' if one else ''} no /metrics scrape: no runtime view in "
+            f"{'its' if one else 'their'} per-profile row{'' if one else 's'}; "
+            "the instance rows, over all of an instance's profiles, have it"
+        )
+    return runtime | shots
 
 
 def _instances(store: Store, profiles: pa.Table, present: set[str], notes: Notes) -> pa.Table:

@@ -54,14 +54,22 @@ def apply(
     tagignore: str | None = None,
     tagshow: str | None = None,
     taghide: str | None = None,
-    unmatched: list[str] | None = None,
 ) -> Profile:
-    """``profile`` with the filters applied in pprof's order (see the module rules).
+    """``profile`` with the filters applied in pprof's order (see the module rules)."""
+    options = {"hide": hide, "show": show, "show_from": show_from, "tagfocus": tagfocus}
+    options |= {"tagignore": tagignore, "tagshow": tagshow, "taghide": taghide}
+    return _apply(profile, options, None)
 
-    ``unmatched``: a list to which pprof's name of each option that matched
-    nothing is added ("Hide", "Show", "ShowFrom", "TagFocus", "TagIgnore",
-    "TagShow", "TagHide"), for its "<name> expression matched no samples".
-    """
+
+def _apply(
+    profile: Profile, options: dict[str, str | None], unmatched: list[str] | None
+) -> Profile:
+    """``apply``; ``unmatched``: a list to which pprof's name of each option that
+    matched nothing is added ("Hide", "Show", "ShowFrom", "TagFocus", "TagIgnore",
+    "TagShow", "TagHide"), for its "<name> expression matched no samples"."""
+    hide, show, show_from = options.get("hide"), options.get("show"), options.get("show_from")
+    tagfocus, tagignore = options.get("tagfocus"), options.get("tagignore")
+    tagshow, taghide = options.get("tagshow"), options.get("taghide")
     hide_rx, show_rx = compile_regex("hide", hide), compile_regex("show", show)
     from_rx = compile_regex("show_from", show_from)
     # Checked before any work, so a bad regex is refused at once.
@@ -108,7 +116,7 @@ def unmatched(
     if mask is not None:
         work = _with_samples(work, work.samples.filter(pa.array(mask, pa.bool_())))
     if any(options.values()):
-        apply(work, **options, unmatched=out)
+        _apply(work, options, out)
     return out
 
 

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pyproflab.cli.report", "one offline HTML report: top, flame graphs, GC, PGO"),
     "serve": ("pyproflab.cli.serve", "receive profiles pushed by dd-trace-go and pyroscope-go"),
     "spool-ingest": ("pyproflab.cli.spool_ingest", "move the spool of serve into a store"),
+    "trace": ("pyproflab.cli.trace", "Go execution traces: blocking profiles, scheduler latency"),
 }
 # The commands that decode profiles take the decode limits as flags.
 # (`job run` adds them to its own subcommand.)

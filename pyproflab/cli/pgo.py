@@ -4,6 +4,9 @@
   pyproflab pgo FILE... -o OUT
   pyproflab pgo diff OLD NEW        (hot edges added, removed, re-weighted)
   pyproflab pgo check PROFILE --source DIR   (is the profile still true of the source?)
+  pyproflab pgo weights FILE... | --db DB ...  (the hot edges under each --weight)
+  pyproflab pgo effect --db DB --before K=V... --after K=V... [--build-log LOG |
+                       --source DIR --pgo default.pgo [--package ./cmd/app]]
 
 Only samples/count and cpu/nanoseconds are kept, labels and all-zero samples
 dropped; functions on the safeguard list are renamed so the compiler cannot
@@ -24,14 +27,23 @@ compiler still applies it: the caller still exists by name and the line at
 its call-site offset still calls a hot callee. It prints the share of the hot
 weight that applies and a verdict (current, aging, stale); with
 --fail-under PCT it exits 1 when the share is under PCT.
+
+pgo effect compares the stored profiles of two builds (--before and --after
+selections, KEY=VALUE words as in regressions): the CPU change with its
+interval and the functions that changed (the regressions analysis), the
+memory side (heap in use and allocated, goroutines, goroutine stack memory,
+the CPU of stack growth), and the compiler's own list of PGO-driven
+inlinings and devirtualizations, read from a build log (go build -pgo=P
+-gcflags=-m -d=pgodebug=1) or from that build run on --source.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import common, pgo_tools
 
+_KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
 _SAFEGUARD_HELP = "do not rename runtime.gopark and grpc's loopyWriter.processData"
 
 # (group, flags, add_argument keywords): every option once, grouped as --help shows them.
@@ -92,6 +104,11 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     ),
     (
         "pgo",
+        ("--max-edges",),
+        {"type": int, "metavar": "N", "help": "keep the N heaviest call edges (a smaller build)"},
+    ),
+    (
+        "pgo",
         ("--fail",),
         {"action": "store_true", "help": "exit 2 when the profile is refused (default: warn)"},
     ),
@@ -120,15 +137,41 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
             "help": "smallest share move (percentage points) reported",
         },
     ),
-    ("pgo check", ("--source",), {"metavar": "DIR", "help": "the Go module to check against"}),
     (
-        "pgo check",
+        "pgo check, effect",
+        ("--source",),
+        {"metavar": "DIR", "help": "the Go module (check against it; effect: build it)"},
+    ),
+    (
+        "pgo check, effect",
         ("--fail-under",),
         {
             "type": float,
             "metavar": "PCT",
             "help": "exit 1 when under PCT%% of the hot weight applies",
         },
+    ),
+    ("pgo check, effect", ("--before",), {**_KV, "help": "the build without (e.g. version=v1)"}),
+    ("pgo check, effect", ("--after",), {**_KV, "help": "the build with PGO"}),
+    (
+        "pgo check, effect",
+        ("--build-log",),
+        {"metavar": "LOG", "help": "go build -pgo -gcflags='-m -d=pgodebug=1' output"},
+    ),
+    (
+        "pgo check, effect",
+        ("--pgo",),
+        {"metavar": "PROFILE", "help": "effect: build --source with this profile for the log"},
+    ),
+    (
+        "pgo check, effect",
+        ("--per",),
+        {"metavar": "COUNTER", "help": "effect: CPU per unit of this stored counter's increase"},
+    ),
+    (
+        "pgo check, effect",
+        ("--package",),
+        {"default": ".", "metavar": "PKG", "help": "effect: the package to build (default .)"},
     ),
 ]
 
@@ -142,7 +185,7 @@ class Command:
             "files",
             nargs="*",
             metavar="FILE",
-            help="pprof CPU profiles (or: diff OLD NEW, check PROFILE)",
+            help="pprof CPU profiles (or: diff OLD NEW, check PROFILE, weights FILE...)",
         )
         common.add_db_option(parser)
         common.add_selection_options(parser)
@@ -158,26 +201,13 @@ class Command:
 
         if args.files and args.files[0] == "diff":
             return self.diff(args)
-        if args.files and args.files[0] == "check":
-            return self.check(args)
+        if args.files and args.files[0] in pgo_tools.TOOLS:
+            return pgo_tools.TOOLS[args.files[0]](args)
         if not args.output:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
             raise UsageError("give profile files or --db with a selection, not both")
-        safeguards: list | None = [] if args.no_default_safeguards else None
-        if args.safeguard:
-            from pyproflab.analyses.pgo import DEFAULT_SAFEGUARDS
-
-            safeguards = [
-                *(safeguards if safeguards is not None else DEFAULT_SAFEGUARDS),
-                *args.safeguard,
-            ]
-        options = {
-            "weight": args.weight,
-            "safeguards": safeguards,
-            "trim_leaf": args.trim_leaf,
-            "fold_preempt": not args.keep_preempt,
-        }
+        options = {"weight": args.weight, **pgo_tools.merge_options(args)}
         if args.files:
             from pyproflab.analyses.pgo import pgo_files
 
@@ -217,9 +247,6 @@ class Command:
         print(f"pyproflab: warning: {message} (exit 0 without --fail)", file=sys.stderr)
         return 0
 
-    def check(self, args: argparse.Namespace) -> int:
-        return _check(args)
-
     def diff(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
@@ -233,21 +260,6 @@ class Command:
         d.old_name, d.new_name = paths
         common.write_output(reports.render(d, args.format), args.output)
         return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from pyproflab import reports
-    from pyproflab.analyses.pgo_check import check
-    from pyproflab.errors import UsageError
-
-    paths = args.files[1:]
-    if len(paths) != 1 or not args.source:
-        raise UsageError("pgo check takes one profile and --source DIR (a Go module's root)")
-    result = check(paths[0], args.source)
-    common.write_output(reports.render(result, args.format, edges=args.edges), args.output)
-    if args.fail_under is not None and (result.share or 0.0) < args.fail_under:
-        return 1
-    return 0
 
 
 def _has_store_selection(args: argparse.Namespace) -> bool:

@@ -36,6 +36,13 @@ class Command:
         parser.add_argument(
             "--no-ingest", action="store_true", help="only spool; ingest with spool-ingest or a job"
         )
+        parser.add_argument(
+            "--ingest-batch-files",
+            type=int,
+            default=64,
+            metavar="N",
+            help="spool files per store transaction (the store's lock is held for one)",
+        )
         g = parser.add_argument_group("limits")
         g.add_argument("--max-body-mib", type=int, default=32, metavar="N")
         g.add_argument(
@@ -115,6 +122,7 @@ class Command:
         child = None
         if not args.no_ingest:
             extra = ["--max-bytes", str(opts.max_profile_bytes)]
+            extra += ["--batch-files", str(args.ingest_batch_files)]
             child = ingester_argv(args.spool, common.db_path(args), extra)
         serve(opts, spool, tokens, ingester=child, duration=args.duration)
         return 0

@@ -8,9 +8,10 @@ Rules:
 - The decompressed size is capped (``max_bytes``, default 1 GiB): inflation
   stops as soon as the output would pass it, so a gzip bomb costs at most the
   cap in memory.
-- Legacy pre-proto formats are recognised and refused (``LegacyFormatError``);
-  text, JSON and other non-profiles give ``NotAProfileError``; a protobuf that
-  does not parse gives ``CorruptProfileError``; a profile breaking pprof's
+- Legacy pre-proto formats are recognised and read as pprof reads them
+  (``legacy``; one it would not read is a ``LegacyFormatError``); text, JSON
+  and other non-profiles give ``NotAProfileError``; a protobuf that does not
+  parse gives ``CorruptProfileError``; a profile breaking pprof's
   rules gives ``InvalidProfileError``. Each is a ``ProfileError`` whose text
   is one line, ``<source>: <problem>``.
 - The fast decoder (``fast``) is used; it hands the rare wire forms it does
@@ -38,7 +39,6 @@ from pyproflab.decode.lite import TopLevel, parse_top_level
 from pyproflab.errors import (
     CorruptProfileError,
     InvalidProfileError,
-    LegacyFormatError,
     NotAProfileError,
     ProfileError,
     TooLargeError,
@@ -111,9 +111,8 @@ def decode_bytes(
 
 def parse_raw(raw: bytes | bytearray, *, source: str) -> TopLevel:
     """Classify the decompressed bytes and split the protobuf's top level."""
-    kind = legacy.legacy_kind(raw)
-    if kind is not None:
-        raise LegacyFormatError(source, f"{legacy.LEGACY_MESSAGE}: {kind}")
+    if legacy.legacy_kind(raw) is not None:
+        raw = legacy.parse_legacy(raw, source=source)
     try:
         return parse_top_level(raw, source=source)
     except (CorruptProfileError, InvalidProfileError) as e:

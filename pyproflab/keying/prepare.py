@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
 from pyproflab.keying.paths import PathTemplate, compile_template, sidecar_meta, template_meta
@@ -39,7 +40,10 @@ def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
         if size > max_bytes:
             raise TooLargeError(path, f"file is larger than the cap of {max_bytes} bytes")
         with open(path, "rb") as f:
-            data = f.read()
+            head = f.read(HEADER_BYTES)
+            if trace_version(head) is not None:
+                raise _TraceFile()  # never read whole: the trace writer streams it
+            data = head + f.read()
     except OSError as e:
         raise NotAProfileError(path, f"cannot read: {e.strerror or e}") from None
     raw = decompress(data, source=path, max_bytes=max_bytes)
@@ -70,6 +74,18 @@ class _Refused:
     reason: str
 
 
+@dataclass
+class Trace:
+    """The file is a Go execution trace (by its header): stored by the trace
+    writer (``ingest.TRACE_WRITER``) with the metadata it would have had."""
+
+    meta: ProfileMeta
+
+
+class _TraceFile(Exception):
+    """Raised by ``_read_raw`` on a trace header."""
+
+
 def _maybe_known(known: np.ndarray, digest: str) -> bool:
     if not len(known):
         return False
@@ -78,14 +94,19 @@ def _maybe_known(known: np.ndarray, digest: str) -> bool:
     return pos < len(known) and known[pos] == prefix
 
 
-def prepare_file(job: FileJob, path: str, now: datetime) -> KeyedProfile | _Present | _Refused:
+def prepare_file(
+    job: FileJob, path: str, now: datetime
+) -> KeyedProfile | _Present | _Refused | Trace:
     """Read, hash, decode and key one file (pure: no database). A file whose hash
     may be stored already is not decoded; the writer checks the whole hash."""
     from pyproflab.decode import decode_bytes
 
     try:
         meta, hint = _file_meta(job, path)
-        raw, digest = _read_raw(path, job.max_bytes)
+        try:
+            raw, digest = _read_raw(path, job.max_bytes)
+        except _TraceFile:
+            return Trace(meta)
         if _maybe_known(job.known, digest):
             return _Present(digest)
         profile = decode_bytes(raw, source=path, max_bytes=job.max_bytes)
@@ -122,7 +143,7 @@ def _compiled(template: str) -> PathTemplate:
 # Below this many files a pool costs more to start than it saves.
 POOL_MIN_FILES = 8
 
-Prepared = KeyedProfile | _Present | _Refused
+Prepared = KeyedProfile | _Present | _Refused | Trace
 
 _JOB: FileJob | None = None
 _SENT: SentMemory | None = None

@@ -36,6 +36,11 @@ PROFILE_TYPES = (
     "threadcreate",
     "wall",
     "other",
+    # the blocking profiles of Go execution traces (go tool trace -pprof=KIND)
+    "trace-net",
+    "trace-sync",
+    "trace-syscall",
+    "trace-sched",
 )
 
 # Leaf functions that only a mutex profile has: Go records mutex contention when

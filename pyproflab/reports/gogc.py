@@ -1,13 +1,15 @@
-"""Renderings of ``GogcResult``: text, JSON, CSV, HTML and a plotly figure.
+"""Renderings of ``analyses.gogc.GogcResult``: text, JSON, CSV, HTML and a figure.
 
-Rules: text shows the inputs, one row per setting (``*`` current, ``>``
-recommended), the recommendation with its memory cost, then the notes. JSON
-has the inputs, the budget, the current and recommended rows and every
-prediction (infinite or undefined numbers as null, with ``status`` saying
-why). CSV is the predictions table. Heaps print in MiB, or as multiples of
-the current marked heap ``H`` when its size is unknown; CPU in cores, or as
-multiples of the current process CPU ``P``. HTML and the figure escape every
-user-given string (plotly renders HTML in its text).
+Renderers of the one interface (``pyproflab.display``; ``registry`` names
+them per format). Rules: text starts with what was observed (GOMAXPROCS, CPU-bound or not,
+each observed setting with its cycles, runs and measured figures), where
+each input came from, and the container's limits; then one row per setting
+(``*`` current, ``>`` recommended, ``o`` observed) with each prediction as
+``point [low–high]``; then the recommendation (with the GOMEMLIMIT it needs),
+the canary plan, the findings and the notes. JSON holds the same; CSV is the
+table. Heaps in MiB, CPU in cores, shares in percent. HTML escapes every
+string. Figures: the observed samples per setting against the fit, and the
+trade-off with the intervals as error bars.
 """
 
 from __future__ import annotations
@@ -22,143 +24,131 @@ from pyproflab.reports.formatting import plotly_text
 MiB = float(1 << 20)
 
 
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v)
-
-
-def _heap(v: Any, known: bool) -> str:
+def _mib(v: Any) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
-    if isinstance(v, float) and math.isinf(v):
-        return "unbounded"
-    return f"{v / MiB:.1f}MiB" if known else f"{v:.2f}H"
-
-
-def _cpu(v: Any, known: bool) -> str:
-    if not _finite(v):
-        return ""
-    return f"{v:.3f}" if known else f"{v:.3f}P"
+    return "unbounded" if math.isinf(v) else f"{v / MiB:.0f}"
 
 
 def _pct(v: Any) -> str:
-    return f"{100 * v:.1f}%" if _finite(v) else ""
+    return f"{100 * v:.1f}%" if isinstance(v, float) and math.isfinite(v) else ""
 
 
-def _x(v: Any) -> str:
-    return f"{v:.2f}x" if _finite(v) else ""
+def _num(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) and math.isfinite(v) else ""
 
 
-def _num(v: Any, digits: int = 2) -> str:
-    return f"{v:.{digits}f}" if _finite(v) else ""
+def _per_min(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, float) and math.isfinite(v) else ""
 
 
-def _limit(v: Any, known: bool) -> str:
-    return "off" if v is None else _heap(v, known)
+def _iv(r: dict[str, Any], key: str, fmt) -> str:
+    return f"{fmt(r[key])} [{fmt(r[key + '_lo'])}–{fmt(r[key + '_hi'])}]"
 
 
-def _grid(head: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
-    from pyproflab.reports.formatting import grid
-
-    return grid(head, rows, "".join("l" if i in left else "r" for i in range(len(head))))
+def _label(g: Any, lim: Any) -> str:
+    out = f"GOGC={'off' if g is None else f'{g:g}'}"
+    return out + (f" with GOMEMLIMIT={_mib(lim)}MiB" if lim is not None else "")
 
 
 HEAD = [
     "",
     "GOGC",
     "limit",
-    "by",
-    "marked",
-    "heap goal",
-    "peak mem",
-    "heap x",
-    "GC/min",
-    "GC cores",
-    "GC share",
-    "GC x",
-    "fits",
     "status",
+    "heap goal MiB",
+    "peak mem MiB",
+    "GC/min",
+    "GC share",
+    "GC cores",
 ]
 
 
-def _row_cells(r: dict[str, Any], hk: bool, ck: bool) -> list[str]:
-    mark = ">" if r["recommended"] else ("*" if r["current"] else "")
-    fits = "" if r["within_budget"] is None else ("yes" if r["within_budget"] else "no")
+def _cells(r: dict[str, Any]) -> list[str]:
+    mark = ">" if r["recommended"] else ("*" if r["current"] else ("o" if r["observed"] else ""))
     return [
         mark,
         r["gogc_label"],
-        _limit(r["memory_limit_bytes"], hk),
-        r["governed_by"],
-        _heap(r["live_heap_bytes"], hk),
-        _heap(r["heap_goal_bytes"], hk),
-        _heap(r["peak_memory_bytes"], hk),
-        _x(r["heap_ratio"]),
-        _num(r["gc_cycles_per_min"]),
-        _cpu(r["gc_cpu_cores"], ck),
-        _pct(r["gc_cpu_share"]),
-        _x(r["gc_cpu_ratio"]),
-        fits,
+        "off" if r["memory_limit_bytes"] is None else _mib(r["memory_limit_bytes"]) + "MiB",
         r["status"],
+        _iv(r, "goal", _mib),
+        _iv(r, "peak_memory", _mib),
+        _iv(r, "cycles_per_min", _per_min),
+        _iv(r, "gc_share", _pct),
+        _iv(r, "gc_cores", _num),
     ]
 
 
-def input_lines(result) -> list[str]:
-    i = result.inputs
-    hk, ck = i.heap_known, i.cpu_known
-    rate = f"{i.alloc_bytes_per_sec / MiB:.1f}MiB/s" if hk else f"{i.alloc_bytes_per_sec:.3g}H/s"
-    per_byte = i.gc_cpu_seconds_per_byte * (MiB if hk else 1.0)
-    unit = "MiB" if hk else "H"
-    cpu_unit = "core-s" if ck else "P·s"
-    from pyproflab.analyses.gogc import true_live
+def _grid(head: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
 
-    return [
-        f"inputs ({i.source}): marked heap {_heap(i.live_heap_bytes, hk)} "
-        f"(truly live {_heap(true_live(i), hk)}), roots {_heap(i.roots_bytes, hk)}, "
-        f"allocation {rate}",
-        f"  GC cost per cycle {i.gc_cpu_fixed_seconds:.4g} {cpu_unit} + {per_byte:.4g} "
-        f"{cpu_unit}/{unit} of scan work; non-GC CPU {_cpu(i.non_gc_cpu_cores, ck)}",
-        f"  current GOGC {'off' if i.gogc is None else f'{i.gogc:g}'}, memory limit "
-        f"{_limit(i.memory_limit_bytes, hk)}; mark-time allocation ratio "
-        f"{i.mark_alloc_ratio:.3g}",
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(head)] + [line(r) for r in rows]
+
+
+def observed_lines(result) -> list[str]:
+    """What was observed: the process, each setting's figures, and the inputs' sources."""
+    obs, m = result.observation, result.model
+    bound = "CPU-bound (saturated)" if m.fit.params.saturated else "not CPU-bound"
+    cur = obs.current
+    lines = [
+        f"Observed: GOMAXPROCS {obs.procs:g}, {bound}; current {_label(*cur)}",
+        "Observed settings (the model is fitted on all of them):",
     ]
+    for sf in m.fit.observed:
+        f = sf.figures
+        lines.append(
+            f"  {_label(*sf.setting)}: {sf.cycles} cycles, {sf.runs} run(s); goal "
+            f"{_mib(f['goal'])} MiB, marked {_mib(f['marked'])} MiB, {f['cycles_per_min']:.1f} "
+            f"GC/min, GC {f['gc_cores']:.2f} cores"
+        )
+    lines.append("Inputs from:")
+    lines += [f"  {k}: {v}" for k, v in sorted(obs.provenance.items())]
+    return lines
 
 
 def recommendation_line(result) -> str:
     rec = result.recommendation
     if rec is None:
         return "No recommendation."
-    hk, ck = result.inputs.heap_known, result.inputs.cpu_known
-    cur = result.current
-    cost = rec["memory_cost_bytes"]
-    sign = "+" if cost >= 0 else "-"
-    limit = rec["memory_limit_bytes"]
-    if limit is None and rec.get("paired_memory_limit_bytes") is not None:
-        limit = rec["paired_memory_limit_bytes"]
+    how = f" ({result.budget_source})" if result.budget_source else ""
     return (
-        f"Recommendation: GOGC={rec['gogc_label']}, memory limit "
-        f"{_limit(limit, hk)}: GC CPU {_pct(cur['gc_cpu_share'])} -> "
-        f"{_pct(rec['gc_cpu_share'])} of process CPU (saves "
-        f"{_cpu(rec['gc_cpu_saved_cores'], ck)} cores), peak memory "
-        f"{_heap(cur['peak_memory_bytes'], hk)} -> {_heap(rec['peak_memory_bytes'], hk)} "
-        f"({sign}{_heap(abs(cost), hk)}, {_x(rec['memory_cost_ratio'])} current)."
+        f"Recommendation: {_label(rec['gogc'], rec['memory_limit_bytes'])}: GC share "
+        f"{_iv(rec, 'gc_share', _pct)}, peak memory {_iv(rec, 'peak_memory', _mib)} MiB "
+        f"(chosen on the upper bound; usable budget {_mib(result.usable_bytes)} MiB{how})"
+    )
+
+
+def canary_line(result) -> str | None:
+    c = result.canary
+    if c is None:
+        return None
+    when = f", about {c['minutes']:.0f} min" if math.isfinite(c["minutes"]) else ""
+    widths = "; ".join(
+        f"{k.replace('_', ' ')} ±{50 * c['width_now'][k]:.0f}% -> ±{50 * c['width_after'][k]:.0f}%"
+        for k in ("gc_share", "peak_memory", "cycles_per_min")
+        if math.isfinite(c["width_now"][k])
+    )
+    return (
+        f"Canary ({c['why']}): run {_label(*c['setting'])} on one instance (or one window) "
+        f"for {c['cycles']} GC cycles{when}, then run gogc again with its cycles stored: it "
+        f"refits on both settings. Intervals at that setting: {widths}"
     )
 
 
 def render_text(result) -> str:
-    hk, ck = result.inputs.heap_known, result.inputs.cpu_known
-    lines = [f"GOGC / GOMEMLIMIT trade-off (model: {result.model})", *input_lines(result)]
-    if result.budget_bytes is not None:
-        lines.append(
-            f"  budget {result.budget_label}, usable after headroom "
-            f"{_heap(result.budget_bytes, hk)}"
-        )
-    lines.append("")
-    rows = [_row_cells(r, hk, ck) for r in result.predictions.to_pylist()]
-    lines += _grid(HEAD, rows, {0, 3, 12, 13})
-    lines += [
-        "  (* current, > recommended; heap x and GC x against the current setting)",
-        "",
-        recommendation_line(result),
-    ]
+    lines = ["GOGC / GOMEMLIMIT advice (intervals [low–high])", *observed_lines(result), ""]
+    lines += _grid(HEAD, [_cells(r) for r in result.rows()], {0, 1, 2, 3})
+    lines += ["  (* current, > recommended, o observed)", "", recommendation_line(result)]
+    if (c := canary_line(result)) is not None:
+        lines.append(c)
+    if result.findings:
+        lines += ["", "Container:"] + [f"  - {x}" for x in result.findings]
     if result.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
     return "\n".join(lines) + "\n"
@@ -167,136 +157,185 @@ def render_text(result) -> str:
 def _plain(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
     return v
 
 
-def _record(d: dict[str, Any] | None) -> dict[str, Any] | None:
-    if d is None:
-        return None
-    return {k: (_plain(v) if not isinstance(v, list) else v) for k, v in d.items()}
-
-
 def render_json(result) -> str:
+    obs, fit = result.observation, result.model.fit
     doc = {
-        "model": result.model,
-        "inputs": _record(result.inputs_dict()),
-        "budget": result.budget_label,
-        "budget_usable_bytes": _plain(result.budget_bytes),
-        "current": _record(result.current),
-        "recommendation": _record(result.recommendation),
-        "predictions": [_record(r) for r in result.predictions.to_pylist()],
-        "notes": list(result.notes),
+        "observed": {
+            "gomaxprocs": obs.procs,
+            "saturated": fit.params.saturated,
+            "current": {"gogc": obs.current[0], "memory_limit_bytes": obs.current[1]},
+            "settings": [
+                {
+                    "gogc": sf.setting[0],
+                    "memory_limit_bytes": sf.setting[1],
+                    "cycles": sf.cycles,
+                    "runs": sf.runs,
+                    "figures": _plain(
+                        {
+                            k: sf.figures[k]
+                            for k in (
+                                "goal",
+                                "marked",
+                                "cycles_per_min",
+                                "gc_cores",
+                                "process_cores",
+                            )
+                        }
+                    ),
+                }
+                for sf in fit.observed
+            ],
+            "source": obs.source,
+            "provenance": obs.provenance,
+        },
+        "terms": {
+            t.name: _plain(
+                {"point": t.point, "lo": t.lo, "hi": t.hi, "identified": t.identified, "how": t.how}
+            )
+            for t in fit.terms.values()
+        },
+        "budget_bytes": _plain(result.budget_bytes),
+        "budget_source": result.budget_source,
+        "usable_bytes": _plain(result.usable_bytes),
+        "recommendation": _plain(result.recommendation),
+        "canary": _plain(result.canary),
+        "predictions": [_plain(r) for r in result.rows()],
+        "findings": result.findings,
+        "notes": result.notes,
     }
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, sort_keys=True) + "\n"
+    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
 def render_csv(result) -> str:
     import csv
     import io
 
-    t = result.predictions
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(t.column_names)
-    for row in t.to_pylist():
-        w.writerow(["" if (v := _plain(row[c])) is None else v for c in t.column_names])
+    cols = result.table.column_names
+    w.writerow(cols)
+    for r in result.rows():
+        w.writerow(["" if (v := _plain(r[c])) is None else v for c in cols])
     return buf.getvalue()
 
 
 def render_gogc_html(result) -> str:
-    """A ``<div>``: inputs, the table, the recommendation and notes (all escaped)."""
+    """The result as an HTML ``div`` (every string escaped)."""
     esc = html.escape
-    hk, ck = result.inputs.heap_known, result.inputs.cpu_known
     parts = [
         '<div class="pyproflab-gogc">',
-        "<pre>" + esc("\n".join(input_lines(result))) + "</pre>",
+        "<pre>" + esc("\n".join(observed_lines(result))) + "</pre>",
         "<table><thead><tr>",
         *[f"<th>{esc(h)}</th>" for h in HEAD],
         "</tr></thead><tbody>",
     ]
-    for r in result.predictions.to_pylist():
-        parts.append(
-            "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _row_cells(r, hk, ck)) + "</tr>"
-        )
-    parts.append("</tbody></table>")
-    parts.append(f"<p>{esc(recommendation_line(result))}</p>")
-    if result.notes:
-        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in result.notes) + "</ul>")
-    parts.append("</div>")
-    return "".join(parts)
+    for r in result.rows():
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in _cells(r)) + "</tr>")
+    parts += ["</tbody></table>", f"<p>{esc(recommendation_line(result))}</p>"]
+    if (c := canary_line(result)) is not None:
+        parts.append(f"<p>{esc(c)}</p>")
+    extra = [*result.findings, *result.notes]
+    if extra:
+        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in extra) + "</ul>")
+    return "".join(parts) + "</div>"
 
 
 def gogc_figure(result):
-    """Predicted GC CPU share against peak memory, one line per memory limit, with the
-    current point, the recommendation and the budget. Unbounded settings are left out."""
-    import plotly.graph_objects as go
+    """Two panels: left, each observed sample's marked heap and goal per
+    setting beside the fit at that setting; right, predicted GC CPU share
+    against peak memory per candidate with the intervals as error bars (the
+    recommendation starred, the usable budget dashed)."""
+    from plotly.subplots import make_subplots
 
-    esc = plotly_text
-    hk, ck = result.inputs.heap_known, result.inputs.cpu_known
-    scale = MiB if hk else 1.0
-    xunit = "MiB" if hk else "× current marked heap"
-    rows = [
-        r
-        for r in result.predictions.to_pylist()
-        if _finite(r["peak_memory_bytes"]) and _finite(r["gc_cpu_share"])
-    ]
-    fig = go.Figure()
-    by_limit: dict[Any, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_limit.setdefault(r["memory_limit_bytes"], []).append(r)
-
-    def hover(r: dict[str, Any]) -> str:
-        return esc(
-            f"GOGC={r['gogc_label']} limit={_limit(r['memory_limit_bytes'], hk)} "
-            f"peak={_heap(r['peak_memory_bytes'], hk)} GC/min="
-            f"{_num(r['gc_cycles_per_min'])} GC={_pct(r['gc_cpu_share'])} "
-            f"({_cpu(r['gc_cpu_cores'], ck)} cores)"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Observed vs fit", "Predicted trade-off"))
+    _observed_panel(fig, result)
+    _tradeoff_panel(fig, result)
+    rec = result.recommendation
+    if rec is not None:
+        fig.add_scatter(
+            x=[rec["peak_memory"] / MiB],
+            y=[100 * rec["gc_share"]],
+            mode="markers",
+            marker={"symbol": "star", "size": 16},
+            name="recommended",
+            row=1,
+            col=2,
         )
-
-    for limit, rs in by_limit.items():
-        rs = sorted(rs, key=lambda r: r["peak_memory_bytes"])
-        fig.add_trace(
-            go.Scatter(
-                x=[r["peak_memory_bytes"] / scale for r in rs],
-                y=[100 * r["gc_cpu_share"] for r in rs],
-                mode="lines+markers+text",
-                text=[esc(r["gogc_label"]) for r in rs],
-                textposition="top center",
-                hovertext=[hover(r) for r in rs],
-                hoverinfo="text",
-                name=esc(f"limit {_limit(limit, hk)}"),
-            )
-        )
-    for key, symbol, name in (
-        ("current", "star", "current"),
-        ("recommended", "diamond", "recommended"),
-    ):
-        pts = [r for r in rows if r[key]]
-        if pts:
-            fig.add_trace(
-                go.Scatter(
-                    x=[r["peak_memory_bytes"] / scale for r in pts],
-                    y=[100 * r["gc_cpu_share"] for r in pts],
-                    mode="markers",
-                    marker=dict(symbol=symbol, size=16, line=dict(width=1)),
-                    hovertext=[hover(r) for r in pts],
-                    hoverinfo="text",
-                    name=name,
-                )
-            )
-    if result.budget_bytes is not None and math.isfinite(result.budget_bytes):
-        fig.add_vline(
-            x=result.budget_bytes / scale,
-            line_dash="dash",
-            annotation_text=esc(f"budget {result.budget_label} (usable)"),
-        )
-    left_out = len(result.predictions) - len(rows)
-    title = f"GC CPU vs peak memory ({esc(result.model)} model)"
-    if left_out:
-        title += f"; {left_out} unbounded setting(s) not drawn"
-    fig.update_layout(
-        title=title,
-        xaxis_title=f"predicted peak memory ({xunit})",
-        yaxis_title="predicted GC CPU (% of process CPU)",
-    )
+    if result.usable_bytes is not None:
+        fig.add_vline(x=result.usable_bytes / MiB, line_dash="dash", row=1, col=2)
+    fig.update_xaxes(title_text="sample (by setting)", row=1, col=1)
+    fig.update_yaxes(title_text="MiB", row=1, col=1)
+    fig.update_xaxes(title_text="peak memory (MiB)", row=1, col=2)
+    fig.update_yaxes(title_text="GC CPU share (%)", row=1, col=2)
     return fig
+
+
+def _observed_panel(fig, result) -> None:
+    """Left: each observed sample's marked heap and goal (MiB), setting after
+    setting, and the fitted ones at each observed setting as dotted lines."""
+    x0 = 0
+    rows = {(r["gogc"], r["memory_limit_bytes"]): r for r in result.rows()}
+    for setting, ss in result.observation.settings.items():
+        label = plotly_text(_label(*setting))
+        xs = list(range(x0, x0 + len(ss)))
+        for key, name in (("marked", "marked heap"), ("goal", "heap goal")):
+            fig.add_scatter(
+                x=xs,
+                y=[s[key] / MiB for s in ss],
+                mode="markers",
+                name=f"{label}: {name}",
+                row=1,
+                col=1,
+            )
+        fitted = rows.get(setting)
+        if fitted is not None:
+            for key in ("marked", "goal"):
+                fig.add_scatter(
+                    x=[xs[0], xs[-1]],
+                    y=[fitted[key] / MiB] * 2,
+                    mode="lines",
+                    line={"dash": "dot"},
+                    name=f"{label}: fitted {key}",
+                    row=1,
+                    col=1,
+                )
+        x0 += len(ss) + 1
+
+
+def _tradeoff_panel(fig, result) -> None:
+    """Right: one series per memory limit, GC CPU share (%) against peak memory
+    (MiB) per GOGC, intervals as asymmetric error bars; unbounded ones left out."""
+    rows = result.rows()
+    for lim in dict.fromkeys(r["memory_limit_bytes"] for r in rows):
+        rs = [r for r in rows if r["memory_limit_bytes"] == lim and math.isfinite(r["peak_memory"])]
+        if not rs:
+            continue
+        fig.add_scatter(
+            x=[r["peak_memory"] / MiB for r in rs],
+            y=[100 * r["gc_share"] for r in rs],
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [(r["peak_memory_hi"] - r["peak_memory"]) / MiB for r in rs],
+                "arrayminus": [(r["peak_memory"] - r["peak_memory_lo"]) / MiB for r in rs],
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [100 * (r["gc_share_hi"] - r["gc_share"]) for r in rs],
+                "arrayminus": [100 * (r["gc_share"] - r["gc_share_lo"]) for r in rs],
+            },
+            text=[plotly_text(r["gogc_label"]) for r in rs],
+            mode="markers+text",
+            textposition="top center",
+            name=f"limit {'off' if lim is None else _mib(lim) + 'MiB'}",
+            row=1,
+            col=2,
+        )

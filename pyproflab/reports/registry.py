@@ -51,15 +51,6 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
         figure="gogc_figure",
     ),
     **_rows(
-        A + "gogc_model.FittedAdvice",
-        "gogc_fitted",
-        text="render_text",
-        json="render_json",
-        csv="render_csv",
-        html="render_html_div",
-        figure="fitted_figure",
-    ),
-    **_rows(
         A + "regressions.result.RegressionsResult",
         "regressions",
         text="render_text",
@@ -81,6 +72,20 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
     **_rows(
         A + "pgo_check.PgoCheckResult",
         "pgo_check",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
+    **_rows(
+        A + "pgo_weights.WeightComparison",
+        "pgo_weights",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
+    **_rows(
+        A + "pgo_effect.PgoEffect",
+        "pgo_effect",
         text="render_text",
         json="render_json",
         html="render_html",

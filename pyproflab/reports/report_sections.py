@@ -55,6 +55,49 @@ def gc(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
     return {"table": Markup(render(found["gc"], "html", python=False))}, [("gc-share", fig)]
 
 
+def traces(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
+    import plotly.graph_objects as go
+    from markupsafe import escape
+
+    sched, stw = found["sched"], found["stw"]
+    limit = sched.options.starved_p99_ms
+    ctx = {
+        "findings": sched.findings
+        or [f"no CPU starvation: every trace's p99 scheduler latency is under {limit:g} ms"],
+        "stw": stw.findings,
+        "longest": Markup(
+            "<table class='data'><tr><th>instance</th><th>g</th><th>goroutine</th>"
+            "<th>waited</th><th>stack</th></tr>"
+            + "".join(
+                f"<tr><td>{escape(r['instance'] or '')}</td><td>{r['g']}</td>"
+                f"<td>{escape(r['name'])}</td><td>{r['wait_ns'] / 1e6:.2f} ms</td>"
+                f"<td><code>{escape(r['stack'])}</code></td></tr>"
+                for r in sched.longest.to_pylist()
+            )
+            + "</table>"
+        ),
+    }
+    fig = go.Figure()
+    windows = sched.windows.to_pylist()
+    for inst in sorted({w["instance"] or "" for w in windows}):
+        mine = [w for w in windows if (w["instance"] or "") == inst]
+        fig.add_trace(
+            go.Scatter(
+                x=[w["window_start"] for w in mine],
+                y=[w["p99_ns"] / 1e6 for w in mine],
+                mode="lines+markers",
+                name=plotly_text(inst),
+            )
+        )
+    fig.update_layout(
+        title="Scheduler latency p99 per window",
+        yaxis_title="ms",
+        xaxis_title="time (UTC)",
+        height=360,
+    )
+    return ctx, [("sched-p99", fig)]
+
+
 def gogc(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
     from pyproflab.reports.gogc import recommendation_line
 

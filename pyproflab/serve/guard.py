@@ -122,6 +122,7 @@ class Reaper:
 
     def __init__(self, on_cut=None, tick: float = 0.2):
         self._deadlines: dict[socket.socket, float] = {}
+        self._cut: set[socket.socket] = set()
         self._mu = threading.Lock()
         self._stop = threading.Event()
         self._on_cut = on_cut
@@ -135,6 +136,12 @@ class Reaper:
     def forget(self, sock: socket.socket) -> None:
         with self._mu:
             self._deadlines.pop(sock, None)
+            self._cut.discard(sock)
+
+    def was_cut(self, sock: socket.socket) -> bool:
+        """Whether ``sock`` was shut down at its deadline (what it sent is not a request)."""
+        with self._mu:
+            return sock in self._cut
 
     def __len__(self) -> int:
         return len(self._deadlines)
@@ -146,6 +153,7 @@ class Reaper:
                 late = [s for s, d in self._deadlines.items() if d < now]
                 for s in late:
                     del self._deadlines[s]
+                    self._cut.add(s)
             for s in late:
                 try:
                     peer = s.getpeername()[0]

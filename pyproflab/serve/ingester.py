@@ -54,7 +54,7 @@ from pyproflab.store.sourced import WRITERS, profile_meta
 
 log = logging.getLogger("pyproflab.serve")
 
-BATCH_FILES = 128
+BATCH_FILES = 64
 BATCH_BYTES = 8 << 20
 
 
@@ -113,7 +113,8 @@ def _save_traces(spool: Spool, entry: Entry, max_bytes: int) -> int:
 
 
 def _take(spool: Spool, batch_files: int, batch_bytes: int) -> list[Entry]:
-    entries, total = [], 0
+    entries: list[Entry] = []
+    total = 0
     for e in spool.pending(batch_files):
         if entries and total + e.size > batch_bytes:
             break

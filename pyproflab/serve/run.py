@@ -6,7 +6,9 @@ Rules:
   child process, so a crash or a kill of either loses nothing the other did:
   the spool is between them. The server restarts a child that exits (after
   ``RESTART_DELAY`` seconds) and ends it on the way out; the child dies with
-  its parent (``PR_SET_PDEATHSIG``), so a killed server leaves no orphan.
+  its parent (``PR_SET_PDEATHSIG``), so a killed server leaves no orphan. It
+  runs ``INGESTER_NICE`` below the server: under load the acknowledgements
+  come first and the spool holds what the store has not taken yet.
 - ``duration`` (seconds) bounds a run, for tests and benchmarks.
 """
 
@@ -28,9 +30,13 @@ from pyproflab.sources.spool import Spool
 log = logging.getLogger("pyproflab.serve")
 
 RESTART_DELAY = 1.0
+INGESTER_NICE = 10
 
 
 def _die_with_parent() -> None:
+    # Below the server in priority: acknowledgements first, the store when the
+    # CPU allows (the spool holds the difference).
+    os.nice(INGESTER_NICE)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

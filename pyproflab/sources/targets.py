@@ -42,8 +42,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pyproflab.errors import UsageError
 
-# The profile types collect knows how to fetch, in fetch order.
+# The profile types collect fetches by default, in fetch order.
 COLLECT_TYPES: tuple[str, ...] = ("cpu", "heap", "allocs", "goroutine", "mutex", "block")
+# Types fetched only when asked for: an execution trace (/debug/pprof/trace).
+ON_REQUEST_TYPES: tuple[str, ...] = ("trace",)
+KNOWN_TYPES = COLLECT_TYPES + ON_REQUEST_TYPES
 
 _REQUIRED = ("service", "version", "instance", "url")
 _OPTIONAL = ("auth_env", "types", "allow_redirects_to_other_hosts")
@@ -164,9 +167,9 @@ def parse_types(value: str | Sequence[Any], *, what: str = "--types") -> list[st
         t = item.strip().lower()
         if not t:
             continue
-        if t not in COLLECT_TYPES:
+        if t not in KNOWN_TYPES:
             raise ValueError(
-                f"{what}: unknown profile type {item!r} (one of {', '.join(COLLECT_TYPES)})"
+                f"{what}: unknown profile type {item!r} (one of {', '.join(KNOWN_TYPES)})"
             )
         if t not in out:
             out.append(t)

@@ -208,7 +208,8 @@ class Store:
             # Views and macros are recreated on every writable open, so a store
             # written by an older release gets the current definitions.
             with self._translate("cannot create views"):
-                self._run(tables.ddl(tables.METRICS))  # GC metric tables (IF NOT EXISTS)
+                # GC metric and trace tables (IF NOT EXISTS)
+                self._run(tables.ddl(tables.METRICS + tables.TRACES))
                 for stmt in tables.UPGRADES:
                     self._run(stmt)
                 self._run(load_sql("macros.sql"))

@@ -56,6 +56,7 @@ from pyproflab.keying.paths import (  # noqa: F401 (re-exported)
 from pyproflab.keying.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_workers: re-exported)
     POOL_MIN_FILES,
     FileJob,
+    Trace,
     _Present,
     _Refused,
     default_workers,
@@ -74,6 +75,10 @@ BATCH_BYTES = 32 * 2**20
 SENT_BYTES = BATCH_BYTES
 
 Progress = Callable[[int, int], None]
+
+#: Stores one execution trace file (path, metadata); set by ``store.traces``
+#: when imported, so the bulk reader hands it the trace files it meets.
+TRACE_WRITER: Callable[[Store, str, ProfileMeta], IngestReport] | None = None
 
 
 def writer_memory(batch_bytes: int) -> int:
@@ -266,12 +271,7 @@ def ingest_paths(
     """
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
-    if max_bytes is not None and max_bytes < 1:
-        raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
-    if batch_size < 1:
-        raise StoreError(f"batch size must be at least 1 (got {batch_size})")
-    if batch_bytes < 1:
-        raise StoreError(f"batch bytes must be at least 1 (got {batch_bytes})")
+    _check_sizes(max_bytes, batch_size, batch_bytes)
     files, datasets, refused = expand_paths(paths)
     report = IngestReport(refused=list(refused))
     job = FileJob(
@@ -283,15 +283,18 @@ def ingest_paths(
     )
     writes = BackgroundWrites(Writer(store, job, report))
     threads = _writer_threads(store, workers, len(files))
+    traces: list[tuple[str, ProfileMeta]] = []
     with store.memory_limited(writer_memory(batch_bytes)), threads, writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
-            result: KeyedProfile | _Present | _Refused | None = ready
+            result: KeyedProfile | _Present | _Refused | Trace | None = ready
             if isinstance(result, _Present):
                 writes.wait()  # the store is the writing thread's until its batch is in
                 result = _check_present(store, job, path, result, batch.items, report)
             if isinstance(result, _Refused):
                 report.refused.append((path, result.reason))
+            elif isinstance(result, Trace):
+                traces.append((path, result.meta))
             elif isinstance(result, KeyedProfile):
                 batch.add(result, path)
             if batch.full():
@@ -312,7 +315,28 @@ def ingest_paths(
         from pyproflab.store.parquet import import_parquet
 
         report.add(import_parquet(store, d))
+    _store_traces(store, traces, report)
     return report
+
+
+def _check_sizes(max_bytes: int | None, batch_size: int, batch_bytes: int) -> None:
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"max_bytes must be >= 1, not {max_bytes}")
+    if batch_size < 1:
+        raise StoreError(f"batch size must be at least 1 (got {batch_size})")
+    if batch_bytes < 1:
+        raise StoreError(f"batch bytes must be at least 1 (got {batch_bytes})")
+
+
+def _store_traces(
+    store: Store, traces: list[tuple[str, ProfileMeta]], report: IngestReport
+) -> None:
+    """Hand the trace files met to the trace writer (``TRACE_WRITER``)."""
+    for path, meta in traces:
+        if TRACE_WRITER is None:
+            report.refused.append((path, "a Go execution trace: this program stores no traces"))
+        else:
+            report.add(TRACE_WRITER(store, path, meta))
 
 
 def _writer_threads(

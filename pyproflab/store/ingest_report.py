@@ -17,10 +17,13 @@ class IngestReport:
     profile_ids: list[int] = field(default_factory=list)
     #: GC metric rows (samples and cycles) added, by a source that gives them
     metric_rows: int = 0
+    #: execution traces stored (their blocking profiles count among ``new``)
+    traces: int = 0
 
     def summary(self) -> str:
         text = f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
-        return text + (f"; {self.metric_rows} metric rows added" if self.metric_rows else "")
+        text += f"; {self.metric_rows} metric rows added" if self.metric_rows else ""
+        return text + (f"; {self.traces} traces stored" if self.traces else "")
 
     def add(self, other: IngestReport) -> None:
         self.new += other.new
@@ -28,3 +31,4 @@ class IngestReport:
         self.refused += other.refused
         self.profile_ids += other.profile_ids
         self.metric_rows += other.metric_rows
+        self.traces += other.traces

@@ -26,6 +26,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 
@@ -330,12 +331,16 @@ def _has_table(store: Store, table: str) -> bool:
     return table in table_names(store)
 
 
-def _where(service: str | None, version: str | None, instance: str | None) -> tuple[str, list]:
+def _where(service: Any, version: Any, instance: Any) -> tuple[str, list]:
+    """Conditions on service, version and instance: each a value or a list of them."""
     conds, params = ["TRUE"], []
     for col, val in (("service", service), ("version", version), ("instance", instance)):
-        if val is not None:
-            conds.append(f"{col} = ?")  # col is one of three fixed names, never user text
-            params.append(val)
+        if val is None:
+            continue
+        vals = [val] if isinstance(val, str) else list(val)
+        # col is one of three fixed names, never user text
+        conds.append(f"{col} IN ({', '.join('?' for _ in vals)})")
+        params += vals
     return " AND ".join(conds), params
 
 

@@ -8,11 +8,11 @@ added are what Arrow cannot say: keys, defaults, and NOT NULL where the
 store refuses a null its Arrow shape admits (``Table.column_sql``,
 ``Table.primary_key``). Views and macros stay in ``sql/macros.sql``.
 
-Four groups, created at different times: ``CORE`` with a new store,
-``METRICS`` on every writable open when missing (a store made before they
-existed gets them, and the columns added since: ``UPGRADES``), ``JOBS`` by
-the first job that runs, ``SOURCES`` by the first ingest of a source whose
-items have keys (``store/sourced.py``).
+Five groups, created at different times: ``CORE`` with a new store,
+``METRICS`` and ``TRACES`` on every writable open when missing (a store made
+before they existed gets them, and the columns added since: ``UPGRADES``),
+``JOBS`` by the first job that runs, ``SOURCES`` by the first ingest of a
+source whose items have keys (``store/sourced.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyproflab import schema
 
 _SCALARS: dict[pa.DataType, str] = {
+    pa.int8(): "TINYINT",
     pa.int32(): "INTEGER",
     pa.int64(): "BIGINT",
     pa.uint64(): "UBIGINT",
@@ -105,6 +106,13 @@ METRICS: tuple[Table, ...] = (
     Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
 )
 
+# Go execution traces: one row per trace, and its tables keyed by trace_id;
+# created, as METRICS, on every writable open when missing.
+TRACES: tuple[Table, ...] = (
+    Table("traces", schema.STORE_TRACES, {"trace_id": "PRIMARY KEY", "content_hash": "UNIQUE"}),
+    *(Table(f"trace_{name}", s) for name, s in schema.STORE_TRACE_TABLES.items()),
+)
+
 # Columns added to a table after stores were made with it, each with the value
 # its existing rows take; run on every writable open, after METRICS.
 UPGRADES: tuple[str, ...] = (
@@ -122,7 +130,7 @@ SOURCES: tuple[Table, ...] = (
     Table("source_items", schema.SOURCE_ITEMS, primary_key=("source", "item")),
 )
 
-ALL: tuple[Table, ...] = CORE + METRICS + JOBS + SOURCES
+ALL: tuple[Table, ...] = CORE + METRICS + TRACES + JOBS + SOURCES
 
 
 def ddl(tables: tuple[Table, ...] = ALL) -> str:

@@ -6,10 +6,11 @@ data as text or JSON; ``reports.html_report`` renders the sections. Rules:
 
 - Sections: fleet summary, top CPU functions, flame graphs of the merged CPU
   and of alloc_space, regressions (the newest version against the one before
-  it, ``comparison``), GC share over time per instance, the GOGC curve and
-  recommendation, the PGO summary. A section that has nothing to show (no CPU
-  profiles, one version, no GC tables or data, no Go) is skipped with a note
-  saying why.
+  it, ``comparison``), GC share over time per instance, execution traces
+  (CPU starvation, scheduler latency, STW; left out of a store that holds no
+  trace), the GOGC curve and recommendation, the PGO summary. A section that
+  has nothing to show (no CPU profiles, one version, no GC tables or data, no
+  Go) is skipped with a note saying why.
 - A section about one kind of profile (CPU, alloc_space) merges only one
   mergeable kind of it (``store.kinds.one_kind``): a profile of another period
   or sample type is left out with a note, it does not take the section down.
@@ -71,6 +72,7 @@ def sections(
         (flame_section, ()),
         (regressions_section, ()),
         (gc_section, ()),
+        *([(traces_section, ())] if has_traces(store) else []),
         (gogc_section, (budget,)),
         (pgo_section, ()),
     ]
@@ -367,6 +369,47 @@ def gc_section(store, sel: Selection, db: str) -> Section:
             "no GC CPU metrics (go_cpu_classes_*) and no CPU profiles for the selected instances"
         )
     s.found = {"gc": result, "runtime": runtime, "marks": marks}
+    return s
+
+
+def has_traces(store) -> bool:
+    """Whether the store holds any execution trace (else no trace section)."""
+    from pyproflab.store.traces import select_traces
+
+    return "traces" in queries.table_names(store) and bool(select_traces(store).num_rows)
+
+
+def traces_section(store, sel: Selection, db: str) -> Section:
+    """``found``: sched (``SchedLatency``: its findings name each starved
+    instance in one line, none for the others) and stw (``StwReport``) of the
+    selected traces (the selection's service, version, instance, time, labels)."""
+    from pyproflab.analyses.gotrace import SchedOptions
+    from pyproflab.analyses.gotrace_answers import answer
+    from pyproflab.analyses.gotrace_stw import StwOptions
+    from pyproflab.store.traces import select_traces
+
+    s = Section(
+        "traces",
+        "Execution traces: scheduler latency and stop-the-world pauses",
+        [
+            _cmd("trace", "sched", *_flags(sel, db), "--format", "json"),
+            _cmd("trace", "stw", *_flags(sel, db), "--format", "json"),
+        ],
+    )
+    tsel = Selection(
+        service=sel.service,
+        version=sel.version,
+        instance=sel.instance,
+        since=sel.since,
+        until=sel.until,
+        labels=sel.labels,
+    )
+    if not select_traces(store, tsel).num_rows:
+        return s.skip("no execution traces stored for this selection (pyproflab ingest TRACE)")
+    s.found = {
+        "sched": answer("sched", store=store, selection=tsel, options=SchedOptions()),
+        "stw": answer("stw", store=store, selection=tsel, options=StwOptions()),
+    }
     return s
 
 

@@ -354,3 +354,24 @@ def test_cli(store: Store, tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().out.startswith("profile_id,category,")
     assert main(["gc", "--db", str(tmp_path / "missing.duckdb")]) == 2
     assert "no such store" in capsys.readouterr().err
+
+
+def test_demo_notes_agree_with_the_rows_shown() -> None:
+    """On the recorded demo run (heap and goroutine snapshots at the end of each
+    instance's last window, no scrape inside them), the notes name the snapshots'
+    own rows, and say the instance rows have the runtime view, as they do: never
+    "runtime-view columns are NULL" beside instance rows that show values."""
+    from support.browser.stores import demo_store
+
+    with Store.open(demo_store(), read_only=True) as s:
+        res = gc(s)
+    instances = res.instances.to_pylist()
+    assert instances and all(r["gc_cpu_fraction"] is not None for r in instances)
+    notes = "\n".join(res.notes)
+    assert "runtime-view columns are NULL" not in notes, notes
+    snapshots = [r for r in res.profiles.to_pylist() if r["profile_type"] in ("heap", "goroutine")]
+    assert snapshots and all(r["gc_cpu_fraction"] is None for r in snapshots)
+    assert f"{len(snapshots)} goroutine/heap snapshots (each an instant) hold no" in notes
+    assert "the instance rows, over all of an instance's profiles, have it" in notes
+    windowed = [r for r in res.profiles.to_pylist() if r["profile_type"] == "cpu"]
+    assert all(r["gc_cpu_fraction"] is not None for r in windowed)

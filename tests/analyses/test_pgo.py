@@ -530,3 +530,68 @@ def test_preemption_is_not_a_call_edge(cpu_files):
     text = report.render_text(res)
     assert "preemption:" in text and "not call edges" in text
     assert "runtime.asyncPreempt counted" in report.render_html(res)
+
+
+def test_weightings_compared(cpu_files, tmp_path, capsys):
+    """pgo weights: one merge per weighting, each instance's share of it, and
+    how the hot edge sets differ (a 10x longer instance under none and instance)."""
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    p = pyproflab.read_profile(cpu_files[0])
+    files = [
+        _write(_as_instance(p, "a", times=10), tmp_path / "a.pb.gz"),
+        _write(_as_instance(p, "b"), tmp_path / "b.pb.gz"),
+    ]
+    cmp = compare_weights(files=files)
+    assert set(cmp.results) == {"none", "duration", "instance"}
+    assert cmp.instance_shares("none")[str(files[0])] == pytest.approx(100 * 10 / 11)
+    assert cmp.instance_shares("instance")[str(files[0])] == pytest.approx(50, abs=0.1)
+    pairs = {(a, b): (d, j) for a, b, d, j in cmp.diffs}
+    d, jaccard = pairs["none", "instance"]
+    hot_none = {e.key for e in cmp.results["none"].edges.hot}
+    hot_inst = {e.key for e in cmp.results["instance"].edges.hot}
+    assert {c.key for c in d.added} == hot_inst - hot_none
+    assert {c.key for c in d.removed} == hot_none - hot_inst
+    assert jaccard == pytest.approx(len(hot_none & hot_inst) / len(hot_none | hot_inst))
+    assert d.added  # b's edges under 1% of the plain sum become hot when b counts half
+    assert cli_main(["pgo", "weights", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "instance against none" in out and "overlap" in out
+    assert cli_main(["pgo", "weights", *map(str, files), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["comparisons"]) == 3 and doc["weightings"]["instance"]["hot"] == len(hot_inst)
+
+
+# --- size guards ------------------------------------------------------------------------
+
+
+def test_max_edges_keeps_the_heaviest(tmp_path, monkeypatch):
+    """--max-edges N: the N heaviest edges with their weights, the report of what
+    went, the written file as go tool preprofile reads it; a big profile without
+    it gets a note."""
+    from support.pgo_synth import edge_profile
+
+    names = [f"example.com/p{i % 20}.f{i}" for i in range(400)]
+    path = tmp_path / "many.pb.gz"
+    path.write_bytes(edge_profile(names, 3000, top=3000))
+    full = pgo_mod.pgo_files([path])
+    monkeypatch.setattr(pgo_mod, "EDGES_WARNING", 1000)
+    noted = pgo_mod.pgo_files([path])
+    assert any("--max-edges" in n for n in noted.notes)
+    assert not any("--max-edges" in n for n in full.notes)  # 3000 <= 20,000
+    res = pgo_mod.pgo_files([path], max_edges=500)
+    assert len(res.edges) == 500  # one sample per edge here: exactly the kept ones
+    before = full.edges.weights()
+    assert all(before[e.key] == e.weight for e in res.edges.edges)
+    assert {e.key for e in res.edges.edges} == {e.key for e in full.edges.edges[:500]}
+    r = res.trim_report
+    assert (r.edges_before, r.edges_after) == (3000, 500)
+    assert r.weight_dropped == full.edges.total - res.edges.total
+    assert {e.key for e in r.hot_lost} == {e.key for e in full.edges.hot} - {
+        e.key for e in res.edges.hot
+    }
+    out = res.write(tmp_path / "trimmed.pgo")
+    assert (
+        res.verified.weights() == res.edges.weights() and out.stat().st_size < path.stat().st_size
+    )
+    assert "trimmed to the heaviest edges: 3000 -> 500" in str(pgo_mod.render(res, "text"))

@@ -1,6 +1,6 @@
 """write_profile(read_profile(f)) keeps everything `go tool pprof -raw` shows.
 
-For every corpus proto file pprof opens and every profile profgen writes, the
+For every corpus file pprof opens (proto or legacy) and every profile profgen writes, the
 copy's `-raw` content equals the original's: header (period, time, duration,
 comments), sample types and default, every sample's values, locations (leaf
 first) and labels, in file order, every location and every mapping.
@@ -46,9 +46,11 @@ def assert_same_raw(original: oracle.CanonicalRaw, copy: oracle.CanonicalRaw, wh
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_params())
+@pytest.mark.parametrize("path", corpus_params(legacy=True))
 def test_roundtrip_corpus(path: Path, pprof: Pprof, tmp_path: Path):
-    """A corpus file, written back by pyproflab, reads the same in pprof."""
+    """A corpus file, written back by pyproflab, reads the same in pprof. For a
+    legacy (pre-proto) file this is the whole of reading it as pprof does: the
+    protobuf we write holds pprof's -raw content of the original."""
     require_opened(pprof, path)
     copy = roundtrip(path, tmp_path / "copy.pb.gz")
     assert_same_raw(pprof.raw(path), oracle.canonical_raw(oracle.raw(copy)), corpus_id(path))

@@ -78,9 +78,10 @@ def prefetched(request: pytest.FixtureRequest, pprof: Pprof) -> Pprof:
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("lines", GRANULARITIES)
-@pytest.mark.parametrize(("path", "index"), corpus_params(with_index=True))
+@pytest.mark.parametrize(("path", "index"), corpus_params(with_index=True, legacy=True))
 def test_top_corpus(path: Path, index: int, lines: bool, prefetched: Pprof):
-    """Every corpus proto file pprof opens, every sample index: same rows as pprof."""
+    """Every corpus file pprof opens (its legacy formats too), every sample index:
+    same rows as pprof."""
     require_opened(prefetched, path)
     report = prefetched.top(path, sample_index=index, lines=lines)
     result = our_top(path, index, lines)

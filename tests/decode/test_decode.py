@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support import pprof_oracle as oracle
 from support.decode_helpers import same_profile
 from support.profile_builders import field, minimal
-from support.testenv import CORPUS, SKIP_NO_CORPUS, corpus_files, corpus_id
+from support.testenv import CORPUS, LEGACY_SAMPLE_TYPES, SKIP_NO_CORPUS, corpus_files, corpus_id
 
 from pyproflab.decode import decode_bytes, read_profile
 from pyproflab.errors import (
@@ -20,28 +21,6 @@ from pyproflab.errors import (
     ProfileError,
 )
 from pyproflab.model import Profile
-
-LEGACY = [
-    "google-pprof/profile/testdata/" + name
-    for name in (
-        "cppbench.cpu",
-        "go.crc32.cpu",
-        "gobench.cpu",
-        "java.cpu",
-        "cppbench.heap",
-        "gobench.heap",
-        "java.heap",
-        "cppbench.growth",
-        "java.contention",
-        "cppbench.thread",
-        "cppbench.thread.all",
-        "cppbench.thread.none",
-        "go.godoc.thread",
-    )
-] + [
-    "google-pprof/internal/driver/testdata/" + name
-    for name in ("cppbench.contention", "cppbench.small.contention")
-]
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_NO_CORPUS)
 
@@ -60,8 +39,8 @@ def outcome(path: Path, method: str = "fast") -> Profile | ProfileError:
 @pytest.mark.corpus
 @pytest.mark.go
 def test_we_open_exactly_what_pprof_opens(pprof) -> None:
-    """Every corpus file: pprof opens it <=> we decode it, but for the legacy formats
-    (pprof opens them, we refuse them on purpose with LegacyFormatError)."""
+    """Every corpus file: pprof opens it <=> we decode it, its legacy formats
+    included (what we read of them: tests/conformance/test_conformance_roundtrip.py)."""
     files = [p.resolve() for p in corpus_files()]
     with ThreadPoolExecutor(8) as pool:
         verdicts = list(pool.map(pprof.opens, files))
@@ -69,20 +48,51 @@ def test_we_open_exactly_what_pprof_opens(pprof) -> None:
     for path, (pprof_ok, pprof_err) in zip(files, verdicts, strict=True):
         ours = outcome(path)
         we_ok = not isinstance(ours, ProfileError)
-        if isinstance(ours, LegacyFormatError):
-            assert corpus_id(path) in LEGACY, f"{corpus_id(path)} taken for legacy: {ours}"
-            continue
         if we_ok != pprof_ok:
             mismatches.append(f"{corpus_id(path)}: pprof {pprof_ok} {pprof_err!r}, us {ours}")
     assert not mismatches, "\n".join(mismatches)
+    assert sum(not oracle.is_proto(f) for f in files) == len(LEGACY_SAMPLE_TYPES)
 
 
 @needs_corpus
-@pytest.mark.parametrize("name", LEGACY)
-def test_legacy_formats_are_refused_clearly(name: str) -> None:
-    with pytest.raises(LegacyFormatError, match="legacy pprof format, not supported") as e:
-        read_profile(CORPUS / name)
-    assert str(e.value).startswith(str(CORPUS / name) + ": ")
+@pytest.mark.parametrize("name", list(LEGACY_SAMPLE_TYPES))
+def test_legacy_formats_are_read(name: str) -> None:
+    """Each legacy corpus file decodes to samples, with pprof's number of sample
+    types and its drop_frames for the file's kind."""
+    p = read_profile(CORPUS / name)
+    assert p.samples.num_rows > 0
+    assert len(p.sample_types) == LEGACY_SAMPLE_TYPES[name]
+    kind = "runtime" if ".heap" in name or ".growth" in name else "ProfileData"
+    if "contention" in name:
+        kind = "RecordLockProfileData"
+    assert kind in p.drop_frames
+
+
+LEGACY_REFUSED = [
+    # A count of 0 with bytes is broken (pprof: "inuse count was 0 but inuse bytes was 8").
+    ("heap profile: 1: 8 [1: 8] @ heap/1048576\n0: 8 [0: 0] @ 0x1 0x2\n", "inuse count was 0"),
+    # A 65-bit address.
+    ("heap profile: 1: 8 [1: 8] @ heap/1048576\n1: 8 [1: 8] @ 0x1ffffffffffffffff\n", "64-bit"),
+    # A header pprof's parsers all decline.
+    ("--- contentionz 1 ---\nformat = xml\n", "unrecognized profile format"),
+    # A long line no sample pattern matches: RE2's linear time, where Python's
+    # backtracking regex took minutes on 2,000 digits.
+    (
+        "heap profile: 1: 8 [1: 8] @ heap/1048576\n" + "1" * 60_000 + " x\n",
+        "unexpected number of sample values",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"), LEGACY_REFUSED, ids=["zero-count", "address", "unknown", "long-line"]
+)
+def test_broken_legacy_files_are_refused_in_one_line(text: str, why: str, tmp_path: Path) -> None:
+    path = tmp_path / "old.heap"
+    path.write_text(text)
+    with pytest.raises(LegacyFormatError) as e:
+        read_profile(path)
+    assert str(e.value).startswith(f"{path}: ") and why in str(e.value)
     assert "\n" not in str(e.value)
 
 

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -49,7 +50,27 @@ func main() {
 	metricsDir := flag.String("metrics-dir", "", "write snapshots here")
 	summary := flag.String("summary", "", "write the run summary here")
 	work := flag.Int("work", 2, "passes over each scratch buffer (CPU per byte)")
+	wl := flag.String("workload", "", "one of the validation workloads (workloads.go); overrides -mode")
+	minCycles := flag.Int("min-cycles", 8, "workloads: run past -duration until this many cycles after the warm-up")
+	maxDuration := flag.Duration("max-duration", 45*time.Second, "workloads: but never longer than this")
 	flag.Parse()
+	if *wl != "" {
+		w, ok := workloads[*wl]
+		if !ok {
+			fmt.Fprintln(os.Stderr, "gcbench: unknown -workload", *wl)
+			os.Exit(2)
+		}
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["live"] {
+			w.live = *liveMiB
+		}
+		if set["rate"] {
+			w.rate = *rateMiB
+		}
+		runWorkload(w, *workers, *duration, *every, *metricsDir, *summary, *minCycles, *maxDuration)
+		return
+	}
 	if *mode != "cpu" && *mode != "rate" {
 		fmt.Fprintln(os.Stderr, "gcbench: -mode must be cpu or rate")
 		os.Exit(2)
@@ -83,6 +104,79 @@ func main() {
 		writeSummary(*summary, time.Since(start), busy1-busy0)
 	}
 	runtime.KeepAlive(live)
+}
+
+// runWorkload runs one validation workload for duration after building its
+// live heap (with the collector off, then one forced cycle: the build's
+// cycles are not the workload's), and on until minCycles cycles have run
+// after a second's warm-up, at most maxDuration; with the same snapshots and
+// summary as the cpu and rate modes.
+func runWorkload(w workload, workers int, duration, every time.Duration, metricsDir, summary string, minCycles int, maxDuration time.Duration) {
+	busy0, _ := machineBusy()
+	start := time.Now()
+	gogc := debug.SetGCPercent(-1)
+	states := w.build(w.live, workers)
+	debug.SetGCPercent(gogc)
+	runtime.GC()
+	built = time.Since(start)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, st := range states {
+		wg.Add(1)
+		go func(st state, seed int64) {
+			defer wg.Done()
+			drive(st, seed, w.rate*(1<<20)/float64(workers), done)
+		}(st, int64(i))
+	}
+	var snaps sync.WaitGroup
+	if metricsDir != "" {
+		snaps.Add(1)
+		go func() { defer snaps.Done(); snapshotLoop(metricsDir, every, done) }()
+	}
+	time.Sleep(time.Second)
+	warm := gcCycles()
+	t0 := time.Now().Add(-time.Second)
+	for time.Since(t0) < duration || (gcCycles()-warm < uint64(minCycles) && time.Since(t0) < maxDuration) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(done)
+	wg.Wait()
+	snaps.Wait()
+	busy1, _ := machineBusy()
+	if summary != "" {
+		writeSummary(summary, time.Since(start), busy1-busy0)
+	}
+	runtime.KeepAlive(states)
+}
+
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// drive steps one worker's state until done; with bytesPerSec > 0 it sleeps to
+// hold the worker's allocation to that rate.
+func drive(st state, seed int64, bytesPerSec float64, done chan struct{}) {
+	r := rand.New(rand.NewSource(seed + 7))
+	t0 := time.Now()
+	var allocated float64
+	for i := 0; ; i++ {
+		if i&7 == 0 {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if bytesPerSec > 0 {
+				due := t0.Add(time.Duration(allocated / bytesPerSec * 1e9))
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
+			}
+		}
+		allocated += float64(st.step(r))
+	}
 }
 
 // buildLive allocates the live set: nodes linked to random nodes of its
@@ -185,12 +279,16 @@ func statusKiB(field string) float64 {
 	return 0
 }
 
+// built is how long a workload took to build its live heap (its gctrace
+// cycles before then are the build's, not the steady state's).
+var built time.Duration
+
 func writeSummary(path string, wall time.Duration, machine float64) {
 	own := ownCPU()
 	s := fmt.Sprintf("wall_seconds %.3f\nown_cpu_seconds %.3f\nmachine_busy_cpu_seconds %.3f\n"+
-		"other_cpu_cores %.4f\npeak_rss_bytes %.0f\ngomaxprocs %d\n",
+		"other_cpu_cores %.4f\npeak_rss_bytes %.0f\ngomaxprocs %d\nbuilt_seconds %.3f\n",
 		wall.Seconds(), own, machine, (machine-own)/wall.Seconds(),
-		statusKiB("VmHWM")*1024, runtime.GOMAXPROCS(0))
+		statusKiB("VmHWM")*1024, runtime.GOMAXPROCS(0), built.Seconds())
 	os.WriteFile(path, []byte(s), 0o644)
 }
 

@@ -108,6 +108,7 @@ def _cli_top(db: Path, service: str, ptype: str, index: int) -> list[tuple]:
             ptype,
             "--sample-index",
             str(index),
+            "--no-trim",
             "--format",
             "csv",
         ],

@@ -152,3 +152,23 @@ def test_tmp_leftovers_are_cleaned_and_one_server_per_spool(tmp_path):
     with pytest.raises(SpoolError, match="another server"):
         Spool(tmp_path).lock("server")
     Spool(tmp_path).lock("ingester")
+
+
+def test_concurrent_puts_share_the_folder_fsync(tmp_path, monkeypatch):
+    import threading
+
+    from pyproflab.sources import spool as spool_module
+
+    calls = []
+    real = spool_module._fsync_dir
+    monkeypatch.setattr(spool_module, "_fsync_dir", lambda p: (calls.append(p), real(p)))
+    spool = Spool(tmp_path)
+    pushes = [_pyro(i) for i in range(8)]
+    threads = [threading.Thread(target=lambda: [spool.put(p) for p in pushes]) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entries = spool.pending()
+    assert len(entries) == 64 and 1 <= len(calls) <= 64
+    assert all(spool.read(e)[0].profiles for e in entries)

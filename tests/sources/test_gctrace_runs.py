@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from pyproflab import schema
-from pyproflab.analyses.gogc_inputs import from_gctrace
+from pyproflab.analyses.gogc.samples import from_gctrace
 from pyproflab.cli import main
 from pyproflab.sources.gctrace import parse_gctrace, read_gctrace
 from pyproflab.sources.gctrace_runs import MAX_OPEN, RunSplitter
@@ -69,7 +69,8 @@ def test_ingest_gc_stores_every_cycle_of_every_run(tmp_path, capsys, name):
         assert mine.num_rows == truth.count(run)
         # Each run's own GOGC comes back from its heap goals (MiB floors on a
         # 4-16 MiB heap: within 10%), where one mixed series gave nonsense.
-        assert from_gctrace(mine).gogc == pytest.approx(gogc, rel=0.1)
+        (setting,) = from_gctrace(mine).settings
+        assert setting[0] == pytest.approx(gogc, rel=0.1)
 
 
 LINE = (

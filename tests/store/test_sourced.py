@@ -30,7 +30,7 @@ from pyproflab.sources.base import (
     TraceItem,
 )
 from pyproflab.sources.local import FileSource
-from pyproflab.store import Store
+from pyproflab.store import Store, sourced
 from pyproflab.store.sourced import ingest_source
 
 GO = Path(__file__).resolve().parents[1] / "testdata" / "go"
@@ -156,7 +156,9 @@ def test_metric_tables_share_the_batch_transaction(store: Store) -> None:
     assert rep3.refused == [("test:gc", "the rows do not have the schema of gc_cycles")]
 
 
-def test_a_trace_without_a_writer_is_refused_with_a_reason(store: Store) -> None:
+def test_a_trace_without_a_writer_is_refused_with_a_reason(store: Store, monkeypatch) -> None:
+    # importing pyproflab.store.traces (another test may have) registers one
+    monkeypatch.delitem(sourced.WRITERS, TraceItem, raising=False)
     rep = ingest_source(store, ListSource([TraceItem(ItemMeta(source="t.trace"), data=b"x")]))
     assert rep.refused == [("t.trace", "this pyproflab does not store execution traces")]
 

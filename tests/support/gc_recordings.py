@@ -1,20 +1,20 @@
-"""The recorded tests/gcbench runs (tests/testdata/gc/bench, `make bench-gc`) and
-the fitted model's predictions for them: calibrated on GOGC=100 only, from
-gctrace only or from Prometheus only, then every other setting predicted and
-compared with what was measured.
+"""The recorded GC validation workloads (tests/testdata/gc, `make bench-gc`) and the
+GOGC model's predictions for them: fitted on some settings (GOGC=100, or 100
+and 200), from gctrace only or Prometheus only (or both), then every other
+setting predicted and compared with what was measured.
 
-Layout: ``bench/<mode>/<label>/r<k>/`` with ``gctrace.log`` (cycles after the
-warm-up, thinned), ``snap-NNN.prom`` (three metric snapshots: the window's
-start, middle and end) and ``summary.txt`` (peak RSS, the machine's other
-CPU). Labels: ``gogc100``, ``gogc400-lim160MiB``, ``gogcoff-lim160MiB``.
+Layout: ``work/<workload>/<label>/r<k>/`` (the seven workloads of issue 29)
+and ``bench/<mode>/<label>/r<k>/`` (the earlier validation's ``cpu`` and
+``rate``), each run with ``gctrace.log`` (cycles after the warm-up, thinned
+in pairs), ``snap-NNN.prom`` (three metric snapshots) and ``summary.txt``
+(peak RSS, the machine's other CPU, the load). Labels: ``gogc100``,
+``gogc400-lim160MiB``, ``gogcoff-lim160MiB``.
 
 Measured, per run: the heap goal (mean of gctrace's goals), GC cycles per
 minute (gctrace: cycle numbers over start times), the GC CPU share (the
 snapshots: GC CPU classes over busy CPU, total − idle, first to last), the
-peak RSS. A setting's measured value is the mean over its runs. For
-diagnostics only (``bench/gc_explain.py``), never predicted against: the
-marked heap, mark time and mark-time allocation (gctrace), GC CPU per cycle,
-GC and user (mutator) CPU in cores, the allocation rate (the snapshots).
+peak RSS. A setting's measured value is the mean over its runs. Each run is
+one instance of the service.
 """
 
 from __future__ import annotations
@@ -24,26 +24,38 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
 
-from pyproflab.analyses import gogc_inputs as gi
-from pyproflab.analyses.gogc_model import predict_setting
+from pyproflab.analyses.gogc import samples as ob
+from pyproflab.analyses.gogc.predict import Model
+from pyproflab.analyses.gogc.prometheus import from_metrics
 from pyproflab.sources.gctrace import parse_gctrace
 from pyproflab.sources.prometheus import parse_exposition
 
 # PYPROFLAB_GC_RECORDINGS points the bench script at raw runs (.bench/gc/raw).
 ROOT = Path(
     os.environ.get("PYPROFLAB_GC_RECORDINGS")
-    or Path(__file__).resolve().parents[1] / "testdata" / "gc" / "bench"
+    or Path(__file__).resolve().parents[1] / "testdata" / "gc"
 )
 MiB = float(1 << 20)
-MODES = ("cpu", "rate")
+WORKLOADS = ("graph", "lru", "blob", "tiny", "service", "batch", "queue")
+HELD_OUT = "queue"  # kept out of every choice of the model's priors
+EARLIER = ("cpu", "rate")
+SOURCES = ("gctrace", "prometheus", "gctrace+prometheus")
+METRICS = ("goal", "cycles_per_min", "gc_share", "peak_memory")
 _LABEL = re.compile(r"gogc(\w+?)(?:-lim(\d+)MiB)?$")
 
 
-def setting_of(label: str) -> tuple[float | None, float | None]:
+def workload_dir(workload: str) -> Path:
+    if (ROOT / "raw" / workload).is_dir():  # raw runs: .bench/gc/raw/<workload>
+        return ROOT / "raw" / workload
+    return ROOT / ("bench" if workload in EARLIER else "work") / workload
+
+
+def setting_of(label: str) -> ob.Setting:
     m = _LABEL.match(label)
     if not m:
         raise ValueError(label)
@@ -51,32 +63,15 @@ def setting_of(label: str) -> tuple[float | None, float | None]:
     return g, float(m.group(2)) * MiB if m.group(2) else None
 
 
-def runs(mode: str, label: str) -> list[Path]:
-    return sorted(p for p in (ROOT / mode / label).glob("r*") if re.fullmatch(r"r\d+", p.name))
+def runs(workload: str, label: str) -> list[Path]:
+    d = workload_dir(workload) / label
+    return sorted(p for p in d.glob("r*") if re.fullmatch(r"r\d+", p.name))
 
 
-def labels(mode: str) -> list[str]:
+def labels(workload: str) -> list[str]:
     order = lambda s: (s[0] is None, s[0] or 0, s[1] or 0)  # noqa: E731
-    return sorted((p.name for p in (ROOT / mode).iterdir()), key=lambda x: order(setting_of(x)))
-
-
-def cycles_table(dirs: list[Path]) -> pa.Table:
-    """gctrace cycles of the runs, one instance per run."""
-    ts = []
-    for d in dirs:
-        t = parse_gctrace((d / "gctrace.log").read_text(), source=str(d))
-        ts.append(t.append_column("instance", pa.array([d.name] * t.num_rows, pa.string())))
-    return pa.concat_tables(ts)
-
-
-def samples_table(dirs: list[Path]) -> pa.Table:
-    """Metric snapshots of the runs, one instance per run."""
-    ts = []
-    for d in dirs:
-        for f in sorted(d.glob("snap-*.prom")):
-            t = parse_exposition(f.read_text(), default_time=datetime.now(UTC), source=str(f))
-            ts.append(t.append_column("instance", pa.array([d.name] * t.num_rows, pa.string())))
-    return pa.concat_tables(ts)
+    names = (p.name for p in workload_dir(workload).iterdir() if p.is_dir())
+    return sorted(names, key=lambda x: order(setting_of(x)))
 
 
 def summary(d: Path) -> dict[str, float]:
@@ -86,6 +81,62 @@ def summary(d: Path) -> dict[str, float]:
     }
 
 
+ROOT_OF: dict[str, Path] = {}  # instance name -> run directory
+
+
+def cycles_table(dirs: list[Path]) -> pa.Table:
+    """gctrace cycles of the runs, one instance per run."""
+    ts = []
+    for d in dirs:
+        t = parse_gctrace((d / "gctrace.log").read_text(), source=str(d))
+        name = f"{d.parent.name}/{d.name}"
+        ROOT_OF[name] = d
+        ts.append(t.append_column("instance", pa.array([name] * t.num_rows, pa.string())))
+    return pa.concat_tables(ts)
+
+
+def quota_runs(label: str) -> list[Path]:
+    """The container case's runs (``bench/gc_record.py --quota``)."""
+    d = ROOT / "quota" / "service-quota" / label
+    return sorted(p for p in d.glob("r*") if re.fullmatch(r"r\d+", p.name))
+
+
+def samples_table(dirs: list[Path], cgroup: bool = False) -> pa.Table:
+    """Metric snapshots of the runs, one instance per run (with ``cgroup``, the
+    container case's cAdvisor-style snapshots too)."""
+    ts = []
+    for d in dirs:
+        name = f"{d.parent.name}/{d.name}"
+        files = sorted(d.glob("snap-*.prom")) + (sorted(d.glob("cgroup-*.prom")) if cgroup else [])
+        for f in files:
+            t = parse_exposition(f.read_text(), default_time=datetime.now(UTC), source=str(f))
+            ts.append(t.append_column("instance", pa.array([name] * t.num_rows, pa.string())))
+    return pa.concat_tables(ts)
+
+
+def busy_cores(d: Path) -> float:
+    """The process's CPU as the runtime counts it (total − idle classes), first
+    snapshot to last, per second."""
+    snaps = [
+        parse_exposition(f.read_text(), default_time=datetime.now(UTC), source=str(f))
+        for f in sorted(d.glob("snap-*.prom"))
+    ]
+
+    def val(t: pa.Table, name: str) -> float:
+        return next(r["value"] for r in t.to_pylist() if r["metric"] == name and not r["labels"])
+
+    total = "go_cpu_classes_total_cpu_seconds_total"
+    idle = "go_cpu_classes_idle_cpu_seconds_total"
+    busy = (val(snaps[-1], total) - val(snaps[0], total)) - (
+        val(snaps[-1], idle) - val(snaps[0], idle)
+    )
+    wall = (val(snaps[-1], total) - val(snaps[0], total)) / val(
+        snaps[-1], "go_sched_gomaxprocs_threads"
+    )
+    return busy / wall
+
+
+@cache
 def measured(d: Path) -> dict[str, float]:
     """One run's measured figures (see the module rules)."""
     rows = [
@@ -106,51 +157,50 @@ def measured(d: Path) -> dict[str, float]:
         return val(snaps[-1], name) - val(snaps[0], name)
 
     gc = delta("go_cpu_classes_gc_total_cpu_seconds_total")
-    total = delta("go_cpu_classes_total_cpu_seconds_total")
-    busy = total - delta("go_cpu_classes_idle_cpu_seconds_total")
-    wall = total / val(snaps[-1], "go_sched_gomaxprocs_threads")  # total = P x wall
+    busy = delta("go_cpu_classes_total_cpu_seconds_total") - delta(
+        "go_cpu_classes_idle_cpu_seconds_total"
+    )
     mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     return dict(
         goal=sum((r["heap_goal_mb"] + 0.5) * MiB for r in rows) / len(rows),
         cycles_per_min=60 * (rows[-1]["gc_num"] - rows[0]["gc_num"]) / span,
         gc_share=gc / busy,
         peak_memory=summary(d)["peak_rss_bytes"],
-        other_cpu=summary(d)["other_cpu_cores"],
-        # Diagnostics (bench/gc_explain.py), not predicted figures:
         marked=(mean("heap_live_mb") + 0.5) * MiB,
-        mark_s=mean("clock_mark_ms") / 1e3,
         mark_alloc=(mean("heap_end_mb") - mean("heap_start_mb")) * MiB,
-        cost=gc / delta("go_gc_cycles_total_gc_cycles_total"),
-        gc_cores=gc / wall,
-        mutator=delta("go_cpu_classes_user_cpu_seconds_total") / wall,
-        alloc=delta("go_gc_heap_allocs_bytes_total") / wall,
+        other_cpu=summary(d)["other_cpu_cores"],
     )
 
 
-SOURCES = ("gctrace", "prometheus", "gctrace+prometheus")
-SHORT = {"gctrace": "gctr", "prometheus": "prom", "gctrace+prometheus": "both"}
+def observation(workload: str, fit_labels: tuple[str, ...], source: str) -> ob.Observation:
+    """The runs at ``fit_labels`` as one observation (each run an instance), from
+    one of ``SOURCES``."""
+    return observation_of([d for lab in fit_labels for d in runs(workload, lab)], source)
 
 
-def calibration(mode: str, source: str) -> gi.GcObservation:
-    """The GOGC=100 runs of a mode as one observation (instances = runs), from
-    one of ``SOURCES``: ``gctrace+prometheus`` is what ``observe`` makes of both
-    (the store's joined data, or ``pyproflab gogc --gctrace LOG --metrics ...``)."""
-    dirs = runs(mode, "gogc100")
-    if source == "gctrace+prometheus":
-        return gi.observe(cycles=cycles_table(dirs), samples=samples_table(dirs))
+def observation_of(dirs: list[Path], source: str) -> ob.Observation:
+    """These runs as one observation (each run an instance). gctrace has no RSS
+    and no process CPU: each setting's runs' peak RSS and CPU are given, as a
+    user reads them off the container."""
+    if source == "prometheus":
+        return from_metrics(samples_table(dirs))
+    trace = ob.from_gctrace(cycles_table(dirs))
     if source == "gctrace":
-        obs = gi.from_gctrace(cycles_table(dirs), gogc=100.0)
-        # gctrace has no RSS: the peak RSS a user reads off the container at GOGC=100.
-        obs.peak_rss_by_instance = [summary(d)["peak_rss_bytes"] for d in dirs]
-        obs.peak_rss = max(obs.peak_rss_by_instance)
-        obs.provenance["peak RSS"] = "given (the runs' VmHWM)"
-        return obs
-    return gi.from_metrics(samples_table(dirs))
+        # Settings are what gctrace's goals show; each gets its runs' peak RSS and
+        # the process's CPU there (the figures gctrace lacks, which issue 29 accepts
+        # beside the log: a user reads both off the container).
+        for s, ss in trace.settings.items():
+            names = sorted({x["instance"] for x in ss})
+            trace.peak_rss[s] = [summary(ROOT_OF[n])["peak_rss_bytes"] for n in names]
+            cores = [busy_cores(ROOT_OF[n]) for n in names]
+            ob.with_process_cpu(trace, sum(cores) / len(cores), "given per setting", s)
+        return trace
+    return ob.combine(trace, from_metrics(samples_table(dirs)))
 
 
 @dataclass
 class Row:
-    mode: str
+    workload: str
     source: str
     label: str
     metric: str
@@ -166,26 +216,27 @@ class Row:
 
     @property
     def inside(self) -> bool:
-        return all(self.lo <= v <= self.hi for v in self.runs_measured)
+        return self.lo <= self.measured <= self.hi
 
 
-METRICS = ("goal", "cycles_per_min", "gc_share", "peak_memory")
+@cache
+def model(workload: str, fit_labels: tuple[str, ...], source: str) -> Model:
+    return Model.build(observation(workload, fit_labels, source))
 
 
-def table(mode: str, source: str) -> list[Row]:
-    """Predicted vs measured for every recorded setting of a mode, calibrated
-    on its GOGC=100 runs from one source."""
-    obs = calibration(mode, source)
+def table(workload: str, source: str, fit_labels: tuple[str, ...] = ("gogc100",)) -> list[Row]:
+    """Predicted vs measured for every recorded setting of a workload, fitted on
+    ``fit_labels``' runs from one source."""
+    m = model(workload, fit_labels, source)
     out = []
-    for label in labels(mode):
-        g, lim = setting_of(label)
-        pred = predict_setting(obs, g, lim)
-        ms = [measured(d) for d in runs(mode, label)]
+    for label in labels(workload):
+        pred = m.predict(*setting_of(label))
+        ms = [measured(d) for d in runs(workload, label)]
         for k in METRICS:
-            vals = [m[k] for m in ms]
+            vals = [x[k] for x in ms]
             out.append(
                 Row(
-                    mode,
+                    workload,
                     source,
                     label,
                     k,
@@ -199,27 +250,8 @@ def table(mode: str, source: str) -> list[Row]:
     return out
 
 
-def format_rows(rows: list[Row]) -> str:
-    def f(metric: str, v: float) -> str:
-        if not math.isfinite(v):
-            return str(v)
-        if metric in ("goal", "peak_memory"):
-            return f"{v / MiB:.1f}MiB"
-        if metric == "gc_share":
-            return f"{100 * v:.1f}%"
-        return f"{v:.1f}"
-
-    lines = [
-        f"{'mode':5} {'source':10} {'setting':18} {'metric':15} {'predicted':>10} "
-        f"{'measured':>10} {'error':>7}  interval"
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.mode:5} {r.source:10} {r.label:18} {r.metric:15} {f(r.metric, r.predicted):>10} "
-            f"{f(r.metric, r.measured):>10} {100 * r.error:+6.1f}%  "
-            f"[{f(r.metric, r.lo)}, {f(r.metric, r.hi)}]{'' if r.inside else '  OUTSIDE'}"
-        )
-    return "\n".join(lines)
+def errors(rows: list[Row], metric: str, fit_labels: tuple[str, ...]) -> list[float]:
+    return [abs(r.error) for r in rows if r.metric == metric and r.label not in fit_labels]
 
 
 def format_compact(rows: list[Row]) -> str:
@@ -231,17 +263,44 @@ def format_compact(rows: list[Row]) -> str:
         elif r.metric == "gc_share":
             f = lambda v: f"{100 * v:.1f}"  # noqa: E731
         else:
-            f = lambda v: f"{v:.0f}"  # noqa: E731
+            f = lambda v: f"{v:.0f}" if math.isfinite(v) else str(v)  # noqa: E731
         mark = "" if r.inside else "!"
-        return f"{f(r.predicted)}/{f(r.measured)} {100 * r.error:+.0f}% [{f(r.lo)}-{f(r.hi)}]{mark}"
+        err = f"{100 * r.error:+.0f}%" if math.isfinite(r.error) else "?"
+        return f"{f(r.predicted)}/{f(r.measured)} {err} [{f(r.lo)}-{f(r.hi)}]{mark}"
 
-    by: dict[tuple[str, str, str], dict[str, Row]] = {}
+    by: dict[str, dict[str, Row]] = {}
     for r in rows:
-        by.setdefault((r.mode, r.source, r.label), {})[r.metric] = r
-    lines = ["mode src  setting        goal MiB | GC/min | GC share % | peak MiB"]
-    for (mode, source, label), ms in by.items():
+        by.setdefault(r.label, {})[r.metric] = r
+    lines = [
+        "setting          goal MiB | GC/min | GC share % | peak MiB"
+        "   (pred/meas err [interval], ! outside)"
+    ]
+    for label, ms in by.items():
         lines.append(
-            f"{mode:4} {SHORT.get(source, source[:4]):4} {label.replace('gogc', ''):14} "
-            + " | ".join(cell(ms[k]) for k in METRICS)
+            f"{label.replace('gogc', ''):16} " + " | ".join(cell(ms[k]) for k in METRICS if k in ms)
         )
     return "\n".join(lines)
+
+
+def budget_check(workload: str, source: str, fit_labels: tuple[str, ...] = ("gogc100",)) -> dict:
+    """The advice under a budget of 2.5x the GOGC=100 runs' largest peak RSS,
+    among the recorded settings (so its runs say what it measured)."""
+    from pyproflab.analyses.gogc import Budget, GogcOptions, advise
+
+    obs = observation(workload, fit_labels, source)
+    peak100 = max(summary(d)["peak_rss_bytes"] for d in runs(workload, "gogc100"))
+    budget = 2.5 * peak100
+    recorded = tuple(setting_of(lab) for lab in labels(workload))
+    res = advise(obs, GogcOptions(settings=recorded, budget=Budget(bytes=budget)))
+    rec = res.recommendation
+    out: dict = dict(budget=budget, recommendation=None, result=res)
+    if rec is None:
+        return out
+    lim = rec["memory_limit_bytes"]
+    label = f"gogc{rec['gogc_label']}" + (f"-lim{lim / MiB:.0f}MiB" if lim else "")
+    out.update(
+        recommendation=label,
+        upper=rec["peak_memory_hi"],
+        measured_peak=max(summary(d)["peak_rss_bytes"] for d in runs(workload, label)),
+    )
+    return out

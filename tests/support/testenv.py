@@ -65,6 +65,27 @@ def corpus_proto_files() -> list[Path]:
     return [p for p in corpus_files() if oracle.is_proto(p)]
 
 
+# The corpus's legacy (pre-proto) files, with the number of sample types pprof
+# reads in each (its -raw header): pprof's legacy text and binary formats.
+LEGACY_SAMPLE_TYPES = {
+    "google-pprof/profile/testdata/cppbench.cpu": 2,
+    "google-pprof/profile/testdata/go.crc32.cpu": 2,
+    "google-pprof/profile/testdata/gobench.cpu": 2,
+    "google-pprof/profile/testdata/java.cpu": 2,
+    "google-pprof/profile/testdata/cppbench.heap": 2,
+    "google-pprof/profile/testdata/gobench.heap": 4,
+    "google-pprof/profile/testdata/java.heap": 2,
+    "google-pprof/profile/testdata/cppbench.growth": 2,
+    "google-pprof/profile/testdata/java.contention": 2,
+    "google-pprof/profile/testdata/cppbench.thread": 1,
+    "google-pprof/profile/testdata/cppbench.thread.all": 1,
+    "google-pprof/profile/testdata/cppbench.thread.none": 1,
+    "google-pprof/profile/testdata/go.godoc.thread": 1,
+    "google-pprof/internal/driver/testdata/cppbench.contention": 2,
+    "google-pprof/internal/driver/testdata/cppbench.small.contention": 2,
+}
+
+
 def corpus_id(path: Path) -> str:
     return str(path.relative_to(CORPUS))
 
@@ -88,10 +109,13 @@ def count_sample_types(path: Path) -> int:
     return n
 
 
-def corpus_params(*, with_index: bool = False) -> list:
-    """pytest params over the corpus proto files (optionally × sample index); a single
-    skipping param when the corpus is absent, so the skip reason shows up."""
+def corpus_params(*, with_index: bool = False, legacy: bool = False) -> list:
+    """pytest params over the corpus proto files, and with ``legacy`` its legacy
+    files too (optionally × sample index); a single skipping param when the
+    corpus is absent, so the skip reason shows up."""
     files = corpus_proto_files()
+    if legacy and files:
+        files += [CORPUS / name for name in LEGACY_SAMPLE_TYPES if (CORPUS / name).is_file()]
     if not files:
         values = (None, None) if with_index else (None,)
         skip = pytest.mark.skip(reason=SKIP_NO_CORPUS)
@@ -99,7 +123,7 @@ def corpus_params(*, with_index: bool = False) -> list:
     params = []
     for f in files:
         if with_index:
-            n = count_sample_types(f)
+            n = LEGACY_SAMPLE_TYPES.get(corpus_id(f)) or count_sample_types(f)
             params += [pytest.param(f, i, id=f"{corpus_id(f)}[{i}]") for i in range(max(n, 1))]
         else:
             params.append(pytest.param(f, id=corpus_id(f)))

@@ -60,3 +60,7 @@ CREATE OR REPLACE MACRO leaf_func(sid) AS (stack(sid)[1]);
 
 -- The outermost function of a stack (for Go, usually runtime.goexit or main).
 CREATE OR REPLACE MACRO root_func(sid) AS (stack(sid)[-1]);
+
+-- The name of a goroutine state code of trace_transitions (schema.GO_STATES).
+CREATE OR REPLACE MACRO go_state(code) AS
+    (['undetermined', 'notexist', 'runnable', 'running', 'waiting', 'syscall'])[code + 1];

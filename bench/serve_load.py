@@ -1,0 +1,277 @@
+"""Load on `pyproflab serve`: simulated instances replaying the real SDKs' requests.
+
+    python -m bench.serve_load [--instances 1000] [--interval 10] [--duration 300]
+                               [--drain 900] [--out DIR]
+
+Builds tests/pushers, starts `pyproflab serve` (with its ingester) on a free
+loopback port, and runs `loadgen`: INSTANCES simulated instances (half
+dd-trace-go uploads, half pyroscope-go pushes, each a recorded request with
+its own tags and profile times), each pushing once every INTERVAL seconds for
+DURATION seconds from its own 127.1.x.y address. Every 5 s it reads the
+server's /metrics (spool depth, ingest lag) and the RSS of the server and the
+ingester. After the load it waits up to DRAIN seconds for the spool to empty,
+then checks that every profile of every acknowledged push is in the store or
+still waiting in the spool (and nothing is stored twice). Prints one JSON
+summary: acknowledgement latency (p50, p99, max, from loadgen's clock),
+statuses, peak RSS of each process (VmHWM), CPU seconds of each, the ingest
+lag's maximum and its last value under load, the drain time, lost and
+duplicated profiles, and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.common import REPO
+
+PUSHERS = REPO / "tests" / "pushers"
+RECORDED = REPO / "tests" / "testdata" / "push"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_pushers(out: Path) -> Path:
+    env = dict(os.environ, GOPROXY="off", GOWORK="off", CGO_ENABLED="0", GOTOOLCHAIN="local")
+    env.pop("GOFLAGS", None)
+    subprocess.run(["go", "build", "-o", f"{out}/", "./cmd/..."], cwd=PUSHERS, env=env, check=True)
+    return out
+
+
+def proc_kib(pid: int, field: str) -> int:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    m = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (of any of its threads)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of ``pid`` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("pyproflab_serve_") and " " in line and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+class Watch:
+    """Samples /metrics and the processes' memory every ``every`` seconds."""
+
+    def __init__(self, port: int, server_pid: int, every: float = 5.0):
+        self.port, self.pid, self.every = port, server_pid, every
+        self.samples: list[dict] = []
+        self.peak = {"server_kib": 0, "ingester_kib": 0}
+        self.cpu = {"server_s": 0.0, "ingester_s": 0.0}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.wait(self.every):
+            try:
+                m = metrics(self.port)
+            except OSError:
+                continue
+            self.peak["server_kib"] = max(self.peak["server_kib"], proc_kib(self.pid, "VmHWM"))
+            self.cpu["server_s"] = max(self.cpu["server_s"], cpu_seconds(self.pid))
+            for c in children(self.pid):
+                self.peak["ingester_kib"] = max(self.peak["ingester_kib"], proc_kib(c, "VmHWM"))
+                self.cpu["ingester_s"] = max(self.cpu["ingester_s"], cpu_seconds(c))
+            self.samples.append(
+                {
+                    "t": round(time.monotonic() - t0, 1),
+                    "lag_s": round(m.get("pyproflab_serve_ingest_lag_seconds", 0.0), 1),
+                    "spool_files": int(m.get("pyproflab_serve_spool_files", 0)),
+                }
+            )
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=30)
+
+
+def metrics_text(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        return r.read().decode()
+
+
+def histogram_quantile(text: str, q: float) -> float | None:
+    """The upper bound of the ack histogram's bucket holding quantile ``q``."""
+    buckets = []
+    for line in text.splitlines():
+        m = re.match(r'pyproflab_serve_ack_seconds_bucket\{le="([^"]+)"\} (\S+)', line)
+        if m:
+            buckets.append((float(m.group(1)), float(m.group(2))))
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+    return next(le for le, n in buckets if n >= q * total)
+
+
+def stored_hashes(db: Path) -> list[str]:
+    code = (
+        "import json,sys; from pyproflab.store import Store\n"
+        f"s = Store.open({str(db)!r}, read_only=True)\n"
+        "print(json.dumps(s.profiles().column('content_hash').to_pylist()))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(res.stdout)
+
+
+def spooled_hashes(spool: Path) -> set[str]:
+    """The content hashes of the profiles still waiting in the spool."""
+    import hashlib
+
+    from pyproflab.decode.pprof import decompress
+    from pyproflab.sources.spool import Spool
+
+    out = set()
+    for _, push in Spool(spool).items():
+        if isinstance(push, Exception):
+            continue
+        for att in push.profiles:
+            from pyproflab.sources.push import pprof_bytes
+
+            raw = decompress(pprof_bytes(att.data, source="", max_bytes=1 << 30), source="")
+            out.add(hashlib.sha256(raw).hexdigest())
+    return out
+
+
+def drain(spool: Path, timeout: float) -> float:
+    t0 = time.monotonic()
+    while any((spool / "ready").glob("*.push")) and time.monotonic() - t0 < timeout:
+        time.sleep(2)
+    return time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instances", type=int, default=1000)
+    ap.add_argument("--interval", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=300.0)
+    ap.add_argument("--drain", type=float, default=900.0)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--serve-arg", action="append", default=[], help="extra serve flag")
+    args = ap.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="serve-load-"))
+    out.mkdir(parents=True, exist_ok=True)
+    bins = build_pushers(out / "bin")
+    port, spool, db = free_port(), out / "spool", out / "s.duckdb"
+    load_before = os.getloadavg()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pyproflab",
+            "serve",
+            "--spool",
+            str(spool),
+            "--db",
+            str(db),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--max-connections",
+            "1024",
+            *args.serve_arg,
+        ],
+        stderr=open(out / "serve.log", "w"),  # noqa: SIM115
+    )
+    time.sleep(2)
+    watch = Watch(port, server.pid)
+    try:
+        gen = subprocess.run(
+            [
+                str(bins / "loadgen"),
+                "-addr",
+                f"127.0.0.1:{port}",
+                "-recorded",
+                str(RECORDED),
+                "-instances",
+                str(args.instances),
+                "-interval",
+                f"{args.interval}s",
+                "-duration",
+                f"{args.duration}s",
+                "-out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        load_after = os.getloadavg()
+        under_load = list(watch.samples)
+        server_hist = metrics_text(port)
+        drained = drain(spool, args.drain)
+    finally:
+        watch.stop()
+        server.terminate()
+        server.wait(timeout=120)
+    waiting = spooled_hashes(spool)  # what the drain left, if it timed out
+    acked = (out / "acked.txt").read_text().split()
+    stored = stored_hashes(db)
+    summary = {
+        "loadgen": json.loads(gen.stdout),
+        "server_ack_p99_s": histogram_quantile(server_hist, 0.99),
+        "peak_rss_mib": {k.replace("_kib", ""): round(v / 1024, 1) for k, v in watch.peak.items()},
+        "cpu_s": {k: round(v, 1) for k, v in watch.cpu.items()},
+        "profiles_still_spooled": len(waiting),
+        "lag_max_s": max((s["lag_s"] for s in under_load), default=0.0),
+        "lag_last_s": under_load[-1]["lag_s"] if under_load else 0.0,
+        "spool_files_max": max((s["spool_files"] for s in under_load), default=0),
+        "drain_s": round(drained, 1),
+        "acked_profiles": len(acked),
+        "stored_profiles": len(stored),
+        "lost": len(set(acked) - set(stored) - waiting),
+        "duplicated": len(stored) - len(set(stored)),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in load_after],
+        "samples": watch.samples,
+    }
+    (out / "result.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k != "samples"}, indent=2))
+    print(f"details: {out}/result.json, {out}/serve.log", file=sys.stderr)
+    return 0 if summary["lost"] == 0 and summary["duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+package trace
+
+import (
+	"bytes"
+	"sort"
+	"strings"
+
+	"github.com/google/pprof/profile"
+	exptrace "golang.org/x/exp/trace"
+)
+
+// blocking computes the four profiles of `go tool trace -pprof=KIND` while the
+// events stream by. Its rules are cmd/trace's (pprof.go, with no goroutine
+// name filter), restated:
+//
+//   - A kind tracks a goroutine from a transition into its state (waiting for
+//     net and sync, in a syscall, runnable for sched) whose reason matches
+//     (net: "network"; sync: containing "chan", "sync" or "select"; syscall and
+//     sched: any), until its first transition to another state. The interval
+//     is charged to the stack of the event that started it (Event.Stack, not
+//     the transition's own stack), one count and its duration.
+//   - cmd/trace clips each interval to the goroutine's lifetime as its summary
+//     sees it: from its first transition into running (the whole trace if it
+//     never runs) to its exit or the trace's end, and drops an interval left
+//     with no time. An interval ends no later than the goroutine's exit, and a
+//     goroutine in one of these states is not running, so this drops every
+//     interval ending at or before its first run and keeps the others whole.
+//     Intervals of a goroutine that has not run yet wait in a pending list:
+//     dropped when it first runs, kept if it never does.
+//   - Stacks are told apart by their PCs; samples are written as cmd/trace's
+//     traceviewer.BuildProfile writes them (contentions/count, delay/nanoseconds,
+//     one location per PC, one function per file and name).
+type blocking struct {
+	kinds  []*blockKind
+	stacks *stacks
+	ran    map[exptrace.GoID]bool
+	frames map[uint64][]exptrace.StackFrame // stack id -> frames, for the stacks charged
+	o      *out
+	t      *table
+}
+
+type blockKind struct {
+	name     string
+	state    exptrace.GoState
+	match    func(string) bool
+	tracking map[exptrace.GoID]tracked
+	pending  map[exptrace.GoID][]charge
+	records  map[uint64]*charge // by stack id
+}
+
+type tracked struct {
+	start exptrace.Time
+	stack uint64
+	st    exptrace.Stack
+}
+
+type charge struct {
+	stack uint64
+	count int64
+	ns    int64
+}
+
+// BlockingKinds are the kinds of `go tool trace -pprof`, in its order.
+var BlockingKinds = []string{"net", "sync", "syscall", "sched"}
+
+func newBlocking(o *out, s *stacks) *blocking {
+	any := func(string) bool { return true }
+	b := &blocking{stacks: s, ran: make(map[exptrace.GoID]bool), frames: make(map[uint64][]exptrace.StackFrame), o: o}
+	b.t = o.table("blocking", strf("kind"), u64f("stack_id"), i64f("count"), i64f("delay_ns"))
+	mk := func(name string, state exptrace.GoState, match func(string) bool) {
+		if !o.wants("blocking") && !o.wants("pprof-"+name) {
+			return
+		}
+		b.kinds = append(b.kinds, &blockKind{name: name, state: state, match: match,
+			tracking: map[exptrace.GoID]tracked{}, pending: map[exptrace.GoID][]charge{}, records: map[uint64]*charge{}})
+	}
+	mk("net", exptrace.GoWaiting, func(r string) bool { return r == "network" })
+	mk("sync", exptrace.GoWaiting, func(r string) bool {
+		return strings.Contains(r, "chan") || strings.Contains(r, "sync") || strings.Contains(r, "select")
+	})
+	mk("syscall", exptrace.GoSyscall, any)
+	mk("sched", exptrace.GoRunnable, any)
+	return b
+}
+
+// transition is called for every goroutine transition, before the converter
+// updates its own state. evStack is the number of ev.Stack().
+func (b *blocking) transition(id exptrace.GoID, from, to exptrace.GoState, reason string, t exptrace.Time, evStack uint64, st exptrace.Stack) {
+	if len(b.kinds) == 0 {
+		return
+	}
+	firstRun := to == exptrace.GoRunning && from != to && !b.ran[id]
+	for _, k := range b.kinds {
+		start, ok := k.tracking[id]
+		if !ok {
+			if to == k.state && k.match(reason) {
+				k.tracking[id] = tracked{start: t, stack: evStack, st: st}
+				b.keepFrames(evStack, st)
+			}
+			continue
+		}
+		if to == k.state {
+			continue
+		}
+		delete(k.tracking, id)
+		d := int64(t - start.start)
+		switch {
+		case d <= 0 || firstRun:
+		case b.ran[id]:
+			k.add(charge{stack: start.stack, count: 1, ns: d})
+		default:
+			k.pending[id] = append(k.pending[id], charge{stack: start.stack, count: 1, ns: d})
+		}
+	}
+	if firstRun {
+		b.ran[id] = true
+		for _, k := range b.kinds {
+			delete(k.pending, id)
+		}
+	}
+	if to == exptrace.GoNotExist {
+		b.exit(id)
+	}
+}
+
+// exit settles an exited goroutine: its pending intervals are kept (it never ran).
+func (b *blocking) exit(id exptrace.GoID) {
+	for _, k := range b.kinds {
+		for _, c := range k.pending[id] {
+			k.add(c)
+		}
+		delete(k.pending, id)
+		delete(k.tracking, id)
+	}
+	delete(b.ran, id)
+}
+
+func (k *blockKind) add(c charge) {
+	r := k.records[c.stack]
+	if r == nil {
+		r = &charge{stack: c.stack}
+		k.records[c.stack] = r
+	}
+	r.count += c.count
+	r.ns += c.ns
+}
+
+func (b *blocking) keepFrames(id uint64, st exptrace.Stack) {
+	if _, ok := b.frames[id]; ok {
+		return
+	}
+	var fs []exptrace.StackFrame
+	for f := range st.Frames() {
+		fs = append(fs, f)
+	}
+	b.frames[id] = fs
+}
+
+// end keeps the pending intervals of goroutines that never ran, then writes
+// the blocking table and the four profiles.
+func (b *blocking) end() {
+	for _, k := range b.kinds {
+		for _, cs := range k.pending {
+			for _, c := range cs {
+				k.add(c)
+			}
+		}
+		recs := make([]*charge, 0, len(k.records))
+		for _, r := range k.records {
+			recs = append(recs, r)
+		}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].stack < recs[j].stack })
+		if b.t.on {
+			for _, r := range recs {
+				b.t.s(0, k.name)
+				b.t.u64(1).Append(r.stack)
+				b.t.i64(2).Append(r.count)
+				b.t.i64(3).Append(r.ns)
+				b.t.done()
+			}
+		}
+		if b.o.wants("pprof-" + k.name) {
+			b.writeProfile(k.name, recs)
+		}
+	}
+}
+
+func (b *blocking) writeProfile(kind string, recs []*charge) {
+	p := &profile.Profile{
+		PeriodType: &profile.ValueType{Type: "trace", Unit: "count"},
+		Period:     1,
+		SampleType: []*profile.ValueType{{Type: "contentions", Unit: "count"}, {Type: "delay", Unit: "nanoseconds"}},
+	}
+	locs := map[uint64]*profile.Location{}
+	funcs := map[string]*profile.Function{}
+	for _, r := range recs {
+		var sloc []*profile.Location
+		for _, f := range b.frames[r.stack] {
+			loc := locs[f.PC]
+			if loc == nil {
+				fn := funcs[f.File+f.Func]
+				if fn == nil {
+					fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: f.Func, SystemName: f.Func, Filename: f.File}
+					p.Function = append(p.Function, fn)
+					funcs[f.File+f.Func] = fn
+				}
+				loc = &profile.Location{ID: uint64(len(p.Location) + 1), Address: f.PC,
+					Line: []profile.Line{{Function: fn, Line: int64(f.Line)}}}
+				p.Location = append(p.Location, loc)
+				locs[f.PC] = loc
+			}
+			sloc = append(sloc, loc)
+		}
+		p.Sample = append(p.Sample, &profile.Sample{Value: []int64{r.count, r.ns}, Location: sloc})
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		b.t.err = err
+		return
+	}
+	if err := b.o.frame(frameProfile, kind, buf.Bytes()); err != nil {
+		b.t.err = err
+	}
+}

@@ -1,0 +1,170 @@
+"""A service's container limits, for the GOGC advice.
+
+Rules:
+
+- Sources, first found wins per figure: a flag (``--container-memory``,
+  ``--cpu-limit``), a cgroup directory (``--cgroup``: v2 ``memory.max``,
+  ``cpu.max``, ``cpu.stat``; v1 ``memory.limit_in_bytes``,
+  ``cpu.cfs_quota_us``/``cpu.cfs_period_us``, ``cpu.stat``; a v1 name is
+  looked up under ``/sys/fs/cgroup/{memory,cpu}/``), then cAdvisor's metrics
+  in the data (``container_spec_memory_limit_bytes``,
+  ``container_spec_cpu_quota``/``container_spec_cpu_period``,
+  ``container_cpu_cfs_throttled_periods_total`` over
+  ``container_cpu_cfs_periods_total``, first to last sample). A memory limit
+  of 0 or 2^60 and more, a quota of -1 or ``max``: none.
+- The budget defaults to the container's memory limit when it is known.
+- GOMAXPROCS above the CPU quota is a finding of its own: the runtime plans
+  for GOMAXPROCS cores (its background GC workers take a quarter of them)
+  while the quota throttles the process; the share of CFS periods throttled
+  says how often. The model's CPU is capped at the quota.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.errors import UsageError
+
+MiB = float(1 << 20)
+NO_MEMORY_LIMIT = float(2**60)
+CADVISOR = (
+    "container_spec_memory_limit_bytes",
+    "container_spec_cpu_quota",
+    "container_spec_cpu_period",
+    "container_cpu_cfs_throttled_periods_total",
+    "container_cpu_cfs_periods_total",
+)
+V1_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class Container:
+    """What is known of the container: each figure with where it came from."""
+
+    memory_limit: float | None = None
+    cpu_limit: float | None = None  # cores
+    throttled: float | None = None  # throttled CFS periods
+    periods: float | None = None  # CFS periods
+    source: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: Container | None) -> Container:
+        """This container's figures, with ``other``'s where this has none."""
+        if other is None:
+            return self
+        out = Container(self.memory_limit, self.cpu_limit, self.throttled, self.periods)
+        out.source = dict(other.source) | dict(self.source)
+        for k in ("memory_limit", "cpu_limit", "throttled", "periods"):
+            if getattr(out, k) is None:
+                setattr(out, k, getattr(other, k))
+        return out
+
+    @property
+    def empty(self) -> bool:
+        return self.memory_limit is None and self.cpu_limit is None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _dirs(spec: str) -> list[Path]:
+    """The cgroup directories a ``--cgroup`` names: the directory itself, or a
+    v1 name under each controller's hierarchy."""
+    p = Path(spec)
+    if p.is_dir():
+        return [p]
+    found = [V1_ROOT / c / spec.strip("/") for c in ("memory", "cpu", "cpu,cpuacct")]
+    found = [d for d in found if d.is_dir()]
+    if not found:
+        raise UsageError(f"{spec}: no such cgroup directory (v2 path or v1 name)")
+    return found
+
+
+def from_cgroup(spec: str) -> Container:
+    """The limits a cgroup directory (v1 or v2) holds (module rules)."""
+    c = Container()
+    for d in _dirs(spec):
+        mem = _read(d / "memory.max") or _read(d / "memory.limit_in_bytes")
+        if mem and mem != "max" and c.memory_limit is None:
+            v = float(mem)
+            if 0 < v < NO_MEMORY_LIMIT:
+                c.memory_limit, c.source["memory limit"] = v, f"cgroup {d}"
+        cpu_max = _read(d / "cpu.max")
+        quota, period = _read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us")
+        if cpu_max:
+            q, _, per = cpu_max.partition(" ")
+            quota, period = (None if q == "max" else q), per or "100000"
+        if quota and period and float(quota) > 0 and c.cpu_limit is None:
+            c.cpu_limit = float(quota) / float(period)
+            c.source["CPU limit"] = f"cgroup {d}"
+        stat = _read(d / "cpu.stat")
+        if stat and c.periods is None:
+            kv = dict(ln.split()[:2] for ln in stat.splitlines() if len(ln.split()) >= 2)
+            if "nr_periods" in kv:
+                c.periods, c.throttled = float(kv["nr_periods"]), float(kv["nr_throttled"])
+                c.source["throttling"] = f"cgroup {d}/cpu.stat"
+    return c
+
+
+def from_cadvisor(samples: pa.Table | None) -> Container | None:
+    """The limits cAdvisor's metrics in ``samples`` show (labels ignored: one
+    container), or None when there are none."""
+    if samples is None or samples.num_rows == 0:
+        return None
+    ser: dict[str, list[tuple[Any, float]]] = {}
+    for r in samples.to_pylist():
+        if r["metric"] in CADVISOR and math.isfinite(r["value"]):
+            ser.setdefault(r["metric"], []).append((r["time"], r["value"]))
+    if not ser:
+        return None
+    for v in ser.values():
+        v.sort(key=lambda x: x[0])
+    c = Container()
+    mem = ser.get("container_spec_memory_limit_bytes")
+    if mem and 0 < mem[-1][1] < NO_MEMORY_LIMIT:
+        c.memory_limit = mem[-1][1]
+        c.source["memory limit"] = "cAdvisor (container_spec_memory_limit_bytes)"
+    quota, period = ser.get("container_spec_cpu_quota"), ser.get("container_spec_cpu_period")
+    if quota and period and quota[-1][1] > 0 and period[-1][1] > 0:
+        c.cpu_limit = quota[-1][1] / period[-1][1]
+        c.source["CPU limit"] = "cAdvisor (container_spec_cpu_quota / _period)"
+    thr, per = (
+        ser.get("container_cpu_cfs_throttled_periods_total"),
+        ser.get("container_cpu_cfs_periods_total"),
+    )
+    if thr and per and len(per) >= 2:
+        c.throttled, c.periods = thr[-1][1] - thr[0][1], per[-1][1] - per[0][1]
+        c.source["throttling"] = "cAdvisor (container_cpu_cfs_throttled_periods_total)"
+    return c
+
+
+def findings(c: Container | None, procs: float) -> list[str]:
+    """The container's findings (module rules): GOMAXPROCS above the quota, throttling."""
+    if c is None or c.cpu_limit is None:
+        return []
+    out = []
+    thr = ""
+    if c.periods:
+        thr = (
+            f"; throttled in {c.throttled:,.0f} of {c.periods:,.0f} CFS periods "
+            f"({100 * (c.throttled or 0) / c.periods:.0f}%)"
+        )
+    if procs > c.cpu_limit + 1e-9:
+        out.append(
+            f"GOMAXPROCS {procs:g} is above the container's CPU quota of {c.cpu_limit:g} "
+            f"cores ({c.source.get('CPU limit', 'given')}): the runtime plans for {procs:g} "
+            f"cores, its background GC workers alone a quarter of them{thr}. Set GOMAXPROCS="
+            f"{max(1, math.ceil(c.cpu_limit)):d} (Go 1.25 and later set it from the quota "
+            "themselves unless GOMAXPROCS is given); predictions are capped at the quota"
+        )
+    elif thr:
+        out.append(f"CPU quota {c.cpu_limit:g} cores{thr}")
+    return out

@@ -1,0 +1,489 @@
+"""The model's parameters from every observed setting at once (``pacer.Params``).
+
+Rules (each figure a weighted mean over its samples, a sample weighing the
+seconds it stands for; ``S = H + R`` the scan work):
+
+1. Truly live heap ``L``: ``H − B`` per setting (the marked heap less what
+   was allocated black while marking), averaged over settings by weight.
+   Roots ``R``: their mean.
+2. Floating garbage ``B_nat`` (``pacer`` rule 3). A setting whose mark-time
+   allocation stayed below 60 % of the widest runway, ``(19/64)·D``, shows it
+   unhurried: ``B_nat`` is its ``B``. Any other setting was hurried by
+   assists; the share of that runway its marks used is ``hurry`` (the mean
+   over hurried settings that stayed within it, 0.5-1; 1 when none; ``pacer``
+   rule 3 stops ``B`` there). A setting whose marks overran the runway shows
+   the fastest mark's allocation, ``B_min``: the least floating garbage at
+   any setting (the smallest such ``B``; 0 when none). A
+   hurried setting's ``B_nat`` is estimated as the mark workers' CPU ``W`` done at
+   the background workers' 25 % of P plus the CPU idle workers found,
+   ``T_nat = W/(P/4 + idle_rate)``, times the mark-time allocation rate
+   ``B/T``. Unhurried settings, when any, decide it (identified); else the
+   estimate is the point and the range runs from the largest ``B`` seen
+   (floating garbage does not shrink when the runway grows) to
+   ``B_NAT_RANGE`` × the estimate. Each setting's figure is scaled to the
+   reference allocation rate (the current setting's).
+3. GC CPU per cycle ``C = c0 + c1·S + c2·goal``: weighted least squares over
+   the settings' means (within a setting, cycles' costs move with the
+   machine's other work more than with their heaps), non-negative (NNLS);
+   the fixed ``c0`` only with three settings or more (two identify two
+   terms), else 0. ``c2`` is identified when the settings' mean ``goal/S``
+   differ by 20 % or more (two settings). Otherwise the per-byte part of ``C`` splits
+   between ``c1`` and ``c2`` with a share ``θ`` of it per heap byte: point
+   ``THETA``, range ``[0, THETA_MAX]``.
+4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
+   regressor ``n·goal``. CPU-bound: ``N = A/α + s·n·goal``; paced: ``N = N0 +
+   s·n·goal``, least squares over settings when two or more are seen (``s``
+   identified, within 0 and ``SWEEP_MAX``); else ``s`` has point ``SWEEP`` and range
+   ``[0, SWEEP_MAX]`` (core-seconds per heap byte per cycle), with ``α`` or
+   ``N0`` then taken from the observed setting.
+5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
+   saturated``). ``cap``: GOMAXPROCS, or a container's CPU quota when lower.
+6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
+   cons/mark ratios (gctrace), else the runway the Prometheus intervals
+   show.
+7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
+   heap from RSS − heap in use (Prometheus) or the peak RSS given less the
+   peak heap; what a limit counts beside the heap from sys − heap sys.
+8. Residuals: the bytes a cycle allocates are scaled by what the current
+   setting showed over the pacer's rules (``eps``, within 0.5-2); then at each
+   observed setting the point parameters' prediction is
+   compared with what was seen (goal, cycles per minute, GC cores, the
+   mutator's cores, peak memory); a prediction elsewhere is multiplied by the ratio
+   interpolated over ``u = log(goal/S)`` between observed settings, held
+   at the nearest one beyond them. Observed settings are then reproduced.
+9. One service: a setting whose marked heap differs from the current
+   setting's by more than 3x is another process's (two services in one log,
+   or a changed build) and is left out, with a note. (Floating garbage
+   moves the marked heap by less: 2.4x from GOGC 100 to 800 on the
+   validation workloads.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyproflab.analyses.gogc.pacer import (
+    BACKGROUND_UTILIZATION,
+    MIN_TRIGGER,
+    RSS_PER_GOAL_UNKNOWN,
+    Params,
+    solve,
+)
+from pyproflab.analyses.gogc.samples import Observation, Setting
+
+# Priors for terms one setting does not identify (rules 2-4); see the module notes
+# in ``predict`` for the workloads they were set on.
+THETA, THETA_MAX = 0.05, 0.6
+SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
+B_NAT_RANGE = 1.5
+HURRIED = 0.6  # of the widest runway: a mark hurried by assists
+LIVE_SPREAD = 3.0  # marked heaps further apart are not one service's (rule 9)
+MiB = float(1 << 20)
+RESIDUAL_KEYS = ("goal", "cycles_per_min", "gc_cores", "mutator_cores", "peak_memory")
+
+
+@dataclass
+class Term:
+    """One model term: its point, its range, and whether the data identify it."""
+
+    name: str
+    point: float
+    lo: float
+    hi: float
+    identified: bool
+    how: str
+
+
+@dataclass
+class SettingFigures:
+    """What one observed setting showed (weighted means), for the fit and the report."""
+
+    setting: Setting
+    weight: float
+    cycles: int
+    runs: int
+    figures: dict[str, float]
+
+
+@dataclass
+class Fit:
+    """Point parameters, the terms with their ranges, the observed settings and
+    the residual ratios at each (module rules)."""
+
+    params: Params
+    terms: dict[str, Term]
+    observed: list[SettingFigures]
+    residuals: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    current: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def with_terms(self, **values: float) -> Params:
+        """The point parameters with some unidentified terms at other values."""
+        return params_with(self, values)
+
+
+def _wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
+    num = den = 0.0
+    for s in ss:
+        v = s.get(key)
+        if v is not None and math.isfinite(v):
+            num += s["w"] * v
+            den += s["w"]
+    return num / den if den > 0 else math.nan
+
+
+def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict[str, float]:
+    """One setting's weighted means, and what follows from them. A CPU-bound
+    process's mutator holds every P the GC leaves (gctrace's estimate, the CPU
+    the workers leave while marking, misses the time between marks)."""
+    f = {
+        k: _wmean(ss, k)
+        for k in (
+            "n",
+            "alloc",
+            "marked",
+            "goal",
+            "mark_alloc",
+            "roots",
+            "cost",
+            "work",
+            "idle_mark",
+            "mark_s",
+            "mutator",
+            "idle",
+            "per_cycle",
+        )
+    }
+    f["gc_cores"] = f["n"] * f["cost"]
+    if saturated:
+        f["mutator"] = max(procs - f["gc_cores"], 1e-3)
+    f["cycles_per_min"] = 60 * f["n"]
+    f["process_cores"] = f["mutator"] + f["gc_cores"]
+    f["mutator_cores"] = f["mutator"]
+    f["scan"] = f["marked"] + f["roots"]
+    f["u"] = math.log(max(f["goal"] / f["scan"], 1.0 + 1e-9)) if f["scan"] > 0 else 0.0
+    f["runway"] = f["goal"] - f["marked"]
+    b, t = f["mark_alloc"], f["mark_s"]
+    f["hurry"] = b / ((1 - MIN_TRIGGER) * f["runway"]) if f["runway"] > 0 else math.nan
+    f["hurried"] = float(f["hurry"] >= HURRIED)
+    idle_rate = f["idle_mark"] / t if t > 0 and math.isfinite(f["idle_mark"]) else 0.0
+    t_nat = f["work"] / (BACKGROUND_UTILIZATION * procs + idle_rate) if t > 0 else math.nan
+    f["b_nat"] = b if not f["hurried"] else (b / t) * t_nat if t > 0 else math.nan
+    f["sweep_x"] = f["n"] * f["goal"]
+    return f
+
+
+def nonneg_fit(rows: list[tuple[float, list[float], float]], names: list[str]) -> dict[str, float]:
+    """Weighted least squares with every coefficient at least 0 (rows: weight,
+    regressors, value), by scipy's NNLS on the rows scaled by √weight."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    w = np.sqrt(np.array([r[0] for r in rows], dtype=float))
+    a = np.array([r[1] for r in rows], dtype=float) * w[:, None]
+    b = np.array([r[2] for r in rows], dtype=float) * w
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)  # columns of bytes and of ones
+    coef, _ = nnls(a / scale, b)
+    return {n: float(c / k) for n, c, k in zip(names, coef, scale, strict=True)}
+
+
+def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
+    """Weighted coefficient of variation."""
+    tot = sum(ws)
+    mean = sum(w * x for w, x in zip(ws, xs, strict=True)) / tot
+    var = sum(w * (x - mean) ** 2 for w, x in zip(ws, xs, strict=True)) / tot
+    return math.sqrt(var) / mean if mean > 0 else 0.0
+
+
+def _cost_terms(obs: Observation, cur: dict[str, float]) -> dict[str, Term]:
+    """Rule 3: c0, c1 and c2 (or c1/c2 split by θ), from each setting's means."""
+    rows = []
+    for v in obs.settings.values():
+        cost, goal = _wmean(v, "cost"), _wmean(v, "goal")
+        scan = _wmean(v, "marked") + _wmean(v, "roots")
+        if math.isfinite(cost) and cost > 0 and scan > 0:
+            rows.append((sum(s["w"] for s in v), [1.0, scan, goal], cost))
+    ratio = [x[2] / x[1] for _, x, _ in rows]
+    if len(rows) >= 2 and max(ratio) >= 1.2 * min(ratio):
+        # Two settings identify two terms: the per-byte ones; a fixed term needs a third.
+        names = ["c0", "c1", "c2"] if len(rows) >= 3 else ["c1", "c2"]
+        c = dict(c0=0.0) | nonneg_fit([(w, x[3 - len(names) :], y) for w, x, y in rows], names)
+        how = f"fitted on the means of {len(rows)} settings"
+        return {
+            "c0": Term("c0", c["c0"], c["c0"], c["c0"], True, how),
+            "c1": Term("c1", c["c1"], c["c1"], c["c1"], True, how),
+            "c2": Term("c2", c["c2"], c["c2"], c["c2"], True, how),
+            "theta": Term("theta", math.nan, math.nan, math.nan, True, how),
+        }
+    how = "one setting: the per-byte cost split between marked and heap bytes is not identified"
+    return {
+        "c0": Term("c0", 0.0, 0.0, 0.0, True, "taken as 0 (a fixed cost needs three settings)"),
+        "per_byte": Term("per_byte", cur["cost"], cur["cost"], cur["cost"], True, "observed"),
+        "theta": Term("theta", THETA, 0.0, THETA_MAX, False, how),
+    }
+
+
+def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -> dict[str, Term]:
+    """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``; a fit
+    outside the prior's range (the settings' CPU moved for another reason: other
+    work on the machine) is not taken, and the term stays unidentified."""
+    use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
+    how = "one setting: the mutator's CPU per heap byte swept is not identified"
+    if len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
+        if saturated:
+            rows = [(1.0, [f["alloc"], f["sweep_x"]], f["mutator"]) for f in use]
+            c = nonneg_fit(rows, ["inv_alpha", "s"])
+            ok = c["inv_alpha"] > 0
+            base = Term("alpha", 1 / c["inv_alpha"] if ok else 0.0, 0, 0, True, "")
+        else:
+            rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
+            c = nonneg_fit(rows, ["n0", "s"])
+            ok = c["n0"] > 0
+            base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
+        if ok and c["s"] <= SWEEP_MAX:
+            base.how = f"fitted over {len(use)} settings"
+            base.lo = base.hi = base.point
+            return {base.name: base, "sweep": Term("sweep", c["s"], c["s"], c["s"], True, base.how)}
+        how = (
+            f"the mutator's CPU at the {len(use)} settings does not fit a sweeping cost "
+            "(other work on the machine?): not identified"
+        )
+    return {"sweep": Term("sweep", SWEEP, 0.0, SWEEP_MAX, False, how)}
+
+
+def _b_nat_term(groups: list[dict[str, float]], ref_alloc: float) -> Term:
+    """Rule 2."""
+    scaled = [
+        (f["b_nat"] * ref_alloc / f["alloc"], f)
+        for f in groups
+        if math.isfinite(f["b_nat"]) and f["alloc"] > 0
+    ]
+    if not scaled or ref_alloc <= 0:
+        return Term("b_nat", 0.0, 0.0, 0.0, False, "no mark time: no floating garbage modelled")
+    calm = [b for b, f in scaled if not f["hurried"]]
+    if calm:
+        b = sum(calm) / len(calm)
+        return Term("b_nat", b, b, b, True, f"seen unhurried at {len(calm)} setting(s)")
+    est = sum(b for b, _ in scaled) / len(scaled)
+    seen = max(f["mark_alloc"] * ref_alloc / f["alloc"] for _, f in scaled)
+    how = "every setting seen was hurried by assists: estimated from the mark workers' CPU"
+    return Term("b_nat", max(est, seen), seen, max(est, seen) * B_NAT_RANGE, False, how)
+
+
+def expected_max(values: Sequence[float], k: int) -> float:
+    """The expected largest of ``k`` values drawn without replacement from
+    ``values`` (all of them when fewer): deterministic, no sampling."""
+    xs = sorted(values)
+    n = len(xs)
+    if n <= k:
+        return xs[-1]
+    return sum(x * math.comb(i, k - 1) for i, x in enumerate(xs)) / math.comb(n, k)
+
+
+def _runway_k(obs: Observation, scan: float) -> float:
+    """Rule 6."""
+    cons = [s["cons_mark"] for s in obs.samples if math.isfinite(s.get("cons_mark", math.nan))]
+    if cons:
+        return 3 * expected_max(cons, 5)
+    seen = [
+        s["pacer_runway"] for s in obs.samples if math.isfinite(s.get("pacer_runway", math.nan))
+    ]
+    return (sum(seen) / len(seen)) / scan if seen and scan > 0 else 0.0
+
+
+def _memory(obs: Observation) -> dict[str, float]:
+    """Rule 7: peak heap/goal, RSS/goal, the memory beyond the heap, and what a
+    limit counts beside it."""
+    ss = obs.samples
+    peak_ratio = max(max(s["peak_heap"] / s["goal"] for s in ss if s["goal"] > 0), 1.0)
+    rss = [s["rss_per_goal"] for s in ss if math.isfinite(s.get("rss_per_goal", math.nan))]
+    roots = _wmean(ss, "roots")
+    non_heap = [s["non_heap"] for s in ss if math.isfinite(s.get("non_heap", math.nan))]
+    overhead = max(max(non_heap), roots) if non_heap else roots
+    memory_ratio = max(rss) if rss else 0.0
+    peaks = obs.peak_rss.get(obs.current)  # type: ignore[arg-type]
+    if not rss and peaks:
+        cur = obs.settings.get(obs.current, ss)  # type: ignore[arg-type]
+        overhead = max(max(peaks) - max(s["peak_heap"] for s in cur), roots)
+    elif not rss:
+        memory_ratio = RSS_PER_GOAL_UNKNOWN
+    lim = [s["runtime_non_heap"] for s in ss if math.isfinite(s.get("runtime_non_heap", math.nan))]
+    return dict(
+        peak_ratio=peak_ratio,
+        memory_ratio=memory_ratio,
+        overhead=overhead,
+        limit_overhead=sum(lim) / len(lim) if lim else overhead,
+    )
+
+
+def _hurry(groups: list[dict[str, float]]) -> float:
+    """Rule 2: the share of the widest runway hurried marks used, among those
+    that stayed within it (1 when none was seen)."""
+    got = [f["hurry"] for f in groups if f["hurried"] and f["hurry"] <= 1]
+    return min(max(sum(got) / len(got), 0.5), 1.0) if got else 1.0
+
+
+def _b_min(groups: list[dict[str, float]], ref_alloc: float) -> float:
+    """Rule 2: the mark-time allocation of the fastest mark seen: marks that
+    overran the widest runway (assists could not end them by the goal) show
+    the least floating garbage a cycle carries whatever the setting."""
+    got = [
+        f["mark_alloc"] * ref_alloc / f["alloc"]
+        for f in groups
+        if f["hurry"] > 1 and f["alloc"] > 0 and math.isfinite(f["mark_alloc"])
+    ]
+    return min(got) if got else 0.0
+
+
+def _slow_mark(ss: Sequence[dict[str, Any]]) -> float:
+    """``pacer`` rule 7: all the workers' CPU over the unassisted workers'."""
+    work, assist = _wmean(ss, "work"), _wmean(ss, "assist")
+    if not (math.isfinite(work) and math.isfinite(assist)) or work - assist <= 0:
+        return 1.0
+    return max(work / (work - assist), 1.0)
+
+
+def params_with(fit: Fit, values: dict[str, float]) -> Params:
+    """The fit's parameters with the unidentified terms (``theta``, ``sweep``,
+    ``b_nat``) at the given values (their points when not given)."""
+    t = {k: values.get(k, term.point) for k, term in fit.terms.items()}
+    cur = fit.current
+    p = fit.params
+    c1, c2 = p.c1, p.c2
+    if "per_byte" in fit.terms:
+        c2 = t["theta"] * t["per_byte"] / cur["goal"]
+        c1 = (1 - t["theta"]) * t["per_byte"] / cur["scan"]
+    s = t["sweep"]
+    alpha, mut0 = p.alpha, p.mutator0
+    if "alpha" not in fit.terms and "mutator0" not in fit.terms:
+        base = cur["mutator"] - s * cur["sweep_x"]
+        if base <= 0:  # more sweeping than the mutator's CPU: none of it
+            s, base = 0.0, cur["mutator"]
+        alpha = cur["alloc"] / base if base > 0 else 0.0
+        mut0 = base
+    return replace(p, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
+
+
+def same_service(obs: Observation) -> tuple[Observation, list[str]]:
+    """Rule 9: the settings whose marked heap is within ``LIVE_SPREAD`` of the
+    current setting's, and a note when any is left out."""
+    live = {k: _wmean(v, "marked") for k, v in obs.settings.items()}
+    cur = live.get(obs.current)  # type: ignore[arg-type]
+    if cur is None or cur <= 0:
+        return obs, []
+    keep = [k for k, v in live.items() if v > 0 and max(v / cur, cur / v) <= LIVE_SPREAD]
+    if len(keep) == len(live):
+        return obs, []
+    from pyproflab.analyses.gogc.samples import setting_label
+
+    gone = ", ".join(
+        f"{setting_label(k)} ({v / MiB:.0f} MiB)" for k, v in live.items() if k not in keep
+    )
+    return obs.at(keep), [
+        f"left out as another process's (its marked heap differs from the current "
+        f"{cur / MiB:.0f} MiB by more than {LIVE_SPREAD:g}x): {gone}"
+    ]
+
+
+def fit(obs: Observation, cap: float | None = None) -> Fit:
+    """The model's parameters from every setting in ``obs`` (module rules)."""
+    obs, notes = same_service(obs)
+    saturated = obs.saturated()
+    groups = {k: figures(v, obs.procs, saturated) for k, v in obs.settings.items()}
+    weights = {k: sum(s["w"] for s in v) for k, v in obs.settings.items()}
+    cur = groups.get(obs.current) or max(groups.values(), key=lambda f: f["n"])  # type: ignore[arg-type]
+    tot = sum(weights.values())
+    avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
+    live = avg("marked") - avg("mark_alloc")
+    roots = avg("roots")
+    terms = _cost_terms(obs, cur)
+    terms.update(_mutator_terms(list(groups.values()), saturated, cur))
+    terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
+    c = {k: terms[k].point for k in ("c0", "c1", "c2") if k in terms}
+    base = Params(
+        live=max(live, 0.05 * avg("marked")),
+        roots=roots,
+        procs=obs.procs,
+        cap=min(obs.procs, cap) if cap else obs.procs,
+        b_nat=terms["b_nat"].point,
+        alloc=cur["alloc"],
+        runway_k=_runway_k(obs, cur["scan"]),
+        c0=c.get("c0", 0.0),
+        c1=c.get("c1", 0.0),
+        c2=c.get("c2", 0.0),
+        saturated=saturated,
+        alpha=terms["alpha"].point if "alpha" in terms else 0.0,
+        mutator0=terms["mutator0"].point if "mutator0" in terms else 0.0,
+        sweep=terms["sweep"].point,
+        slow_mark=_slow_mark(obs.samples),
+        hurry=_hurry(list(groups.values())),
+        b_min=_b_min(list(groups.values()), cur["alloc"]),
+        **_memory(obs),
+    )
+    observed = [
+        SettingFigures(
+            k,
+            weights[k],
+            int(round(sum(s["w"] * s["n"] for s in v))),
+            len({s["run"] for s in v}),
+            groups[k],
+        )
+        for k, v in obs.settings.items()
+    ]
+    out = Fit(base, terms, observed, notes=notes)
+    out.current = cur
+    out.params = params_with(out, {})
+    out.params = replace(out.params, eps=_eps(out.params, cur))
+    base = replace(base, eps=out.params.eps)
+    out.params = params_with(replace(out, params=base), {})
+    out.residuals = _residuals(out, obs)
+    return out
+
+
+def _eps(p: Params, cur: dict[str, float]) -> float:
+    """Rule 8's first part: the bytes a cycle allocated at the current setting
+    over ``pacer`` rule 4's (within 0.5-2), so that the CPU the model balances
+    there (``pacer`` rule 5) is the one seen."""
+    from pyproflab.analyses.gogc.pacer import cycle
+
+    runway = cur["goal"] - cur["marked"]
+    if not (runway > 0 and cur["per_cycle"] > 0):
+        return 1.0
+    _, modelled = cycle(p, cur["marked"], runway, p.b_nat)
+    return min(max(cur["per_cycle"] / modelled, 0.5), 2.0) if modelled > 0 else 1.0
+
+
+def _residuals(f: Fit, obs: Observation) -> list[tuple[float, dict[str, float]]]:
+    """Rule 8: (u, observed/predicted per key) at each observed setting, by u."""
+    out = []
+    for sf in f.observed:
+        pred = solve(f.params, *sf.setting)
+        seen = dict(sf.figures)
+        peaks = obs.peak_rss.get(sf.setting)
+        seen["peak_memory"] = max(peaks) if peaks else math.nan
+        ratios = {}
+        for k in RESIDUAL_KEYS:
+            a, b = seen.get(k, math.nan), pred.get(k, math.nan)
+            ok = math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0
+            ratios[k] = a / b if ok else 1.0
+        out.append((sf.figures["u"], ratios))
+    return sorted(out, key=lambda x: x[0])
+
+
+def residual_at(f: Fit, u: float) -> dict[str, float]:
+    """The residual ratios interpolated at ``u`` (rule 8)."""
+    rs = f.residuals
+    if not rs:
+        return dict.fromkeys(RESIDUAL_KEYS, 1.0)
+    if u <= rs[0][0]:
+        return rs[0][1]
+    if u >= rs[-1][0]:
+        return rs[-1][1]
+    for (u0, r0), (u1, r1) in zip(rs, rs[1:], strict=False):
+        if u0 <= u <= u1:
+            x = (u - u0) / (u1 - u0) if u1 > u0 else 0.0
+            return {k: r0[k] + x * (r1[k] - r0[k]) for k in RESIDUAL_KEYS}
+    return rs[-1][1]

@@ -1,0 +1,211 @@
+"""Where the GOGC model's observation comes from: log and snapshot files, the
+store, or figures given by hand.
+
+Rules:
+
+- Files: each gctrace log is one instance (named by its path); a set of
+  Prometheus text snapshots is one instance (a sample without a timestamp
+  takes the file's modification time). An unreadable file is one line naming it.
+- The store: the selection's gctrace cycles and GC metric samples. Each
+  source that can serve is used: both together (gctrace for the per-cycle
+  figures, Prometheus for the process's CPU and RSS), or the one that can,
+  with a note saying which and why the other could not (no rows, or too few:
+  one Prometheus snapshot, fewer than 3 cycles). Neither: one line with both
+  reasons. cAdvisor's container metrics come along (``container``).
+- Figures (``from_figures``, the GC guide's case with no per-cycle data):
+  GOGC, cycles per minute and GC share, optionally the heap goal or marked
+  heap, roots and the process CPU, make one steady sample. Without a heap
+  size, heaps are in units of the marked heap (100 MiB stands for it: only
+  ratios mean anything); without the process CPU, CPU is in units of the
+  process's (1 core stands for it). No mark time: no floating garbage; the
+  cost per cycle is all per byte of scan work at the point (the guide's).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.analyses.gogc import container as ct
+from pyproflab.analyses.gogc.prometheus import METRIC_NAMES, from_metrics
+from pyproflab.analyses.gogc.samples import MiB, Observation, combine, from_gctrace
+from pyproflab.errors import UsageError
+
+
+def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
+    col = pa.array([name] * table.num_rows, pa.string())
+    if "instance" in table.column_names:
+        return table.set_column(table.column_names.index("instance"), "instance", col)
+    return table.append_column("instance", col)
+
+
+def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
+    """The gctrace cycles of log files, one instance per file."""
+    from pyproflab.sources.gctrace import parse_gctrace
+
+    tables = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                t = parse_gctrace(f, source=path, errors=[])
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        tables.append(_with_instance(t, path))
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
+    """Prometheus text snapshots, as one instance."""
+    from pyproflab.sources.prometheus import parse_exposition
+
+    tables = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            when = datetime.fromtimestamp(os.path.getmtime(path), UTC)
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+        t = parse_exposition(text, default_time=when, source=path)
+        tables.append(_with_instance(t, instance))
+    return pa.concat_tables(tables)
+
+
+def observe(
+    *,
+    cycles: pa.Table | None = None,
+    samples: pa.Table | None = None,
+    gogc: float | None | str = "auto",
+    memory_limit: float | None | str = "auto",
+) -> Observation:
+    """One observation from gctrace cycles and/or metric samples, each source
+    used when it can serve (module rules). ``"auto"``: the setting from the
+    metrics, else GOGC inferred from the goals and no limit."""
+    got: dict[str, Observation] = {}
+    why: dict[str, str] = {}
+    if cycles is not None and cycles.num_rows > 0:
+        try:
+            got["gctrace"] = from_gctrace(
+                cycles,
+                gogc="infer" if gogc == "auto" else gogc,
+                memory_limit=None if memory_limit == "auto" else memory_limit,  # type: ignore[arg-type]
+            )
+        except UsageError as e:
+            why["gctrace"] = str(e)
+    else:
+        why["gctrace"] = "no gctrace cycles"
+    if samples is not None and samples.num_rows > 0:
+        try:
+            got["prometheus"] = from_metrics(
+                samples,
+                gogc="observed" if gogc == "auto" else gogc,
+                memory_limit="observed" if memory_limit == "auto" else memory_limit,
+            )
+        except UsageError as e:
+            why["prometheus"] = str(e)
+    else:
+        why["prometheus"] = "no GC metric samples"
+    if not got:
+        raise UsageError("cannot model GOGC: " + "; ".join(f"{why[k]}" for k in why))
+    if len(got) == 2:
+        obs = combine(got["gctrace"], got["prometheus"])
+    else:
+        ((used, obs),) = got.items()
+        other = "prometheus" if used == "gctrace" else "gctrace"
+        if other in why and not why[other].startswith("no "):
+            obs.notes.insert(0, f"GC data from {used} only: {other} could not serve ({why[other]})")
+    obs.container = ct.from_cadvisor(samples)
+    return obs
+
+
+def observe_store(
+    store,
+    *,
+    service: str | None = None,
+    version: str | None = None,
+    instance: str | None = None,
+    gogc: float | None | str = "auto",
+    memory_limit: float | None | str = "auto",
+) -> Observation:
+    """The observation of a service/version/instance from the store's gctrace
+    cycles and metric samples (module rules); no profile needed."""
+    from pyproflab.store.metrics import gc_cycle_rows, metric_sample_rows
+
+    sel = dict(service=service, version=version, instance=instance)
+    cycles = gc_cycle_rows(store, **sel)
+    samples = metric_sample_rows(store, METRIC_NAMES + ct.CADVISOR, **sel)
+    if cycles.num_rows == 0 and samples.num_rows == 0:
+        what = ", ".join(f"{k} {v}" for k, v in sel.items() if v is not None) or "the store"
+        raise UsageError(
+            f"no gctrace cycles or GC metrics for {what}: ingest them with `pyproflab ingest-gc`"
+        )
+    return observe(cycles=cycles, samples=samples, gogc=gogc, memory_limit=memory_limit)
+
+
+def from_figures(
+    *,
+    gogc: float | None,
+    gc_cycles_per_min: float,
+    gc_cpu_share: float,
+    heap_goal: float | None = None,
+    live_heap: float | None = None,
+    roots: float = 0.0,
+    process_cpu: float | None = None,
+    memory_limit: float | None = None,
+) -> Observation:
+    """One steady sample from figures given by hand (module rules)."""
+    if not (gc_cycles_per_min > 0 and math.isfinite(gc_cycles_per_min)):
+        raise UsageError("gc cycles per minute must be > 0")
+    if not 0 <= gc_cpu_share < 1:
+        raise UsageError(f"GC CPU share must be in [0, 1), got {gc_cpu_share}")
+    g = 100.0 if gogc is None else gogc
+    notes: list[str] = []
+    if live_heap is not None:
+        h = live_heap
+    elif heap_goal is not None:
+        h = (heap_goal - roots * g / 100) / (1 + g / 100)
+        notes.append("marked heap derived from the heap goal: H = (goal - R*g)/(1 + g)")
+    else:
+        h, roots = 100 * MiB, 0.0
+        notes.append("no heap size given: heap columns are in units of the marked heap (100 MiB)")
+    if h <= 0:
+        raise UsageError("heap goal too small for these roots and GOGC")
+    goal = (
+        heap_goal if heap_goal is not None and live_heap is not None else h + (h + roots) * g / 100
+    )
+    proc = process_cpu if process_cpu is not None else 1.0
+    if process_cpu is None:
+        notes.append("no process CPU given: CPU columns are in units of the process's CPU")
+    n = gc_cycles_per_min / 60
+    sample: dict[str, Any] = dict(
+        n=n,
+        per_cycle=goal - h,
+        alloc=n * (goal - h),
+        marked=h,
+        goal=goal,
+        mark_alloc=0.0,
+        roots=roots,
+        cost=gc_cpu_share * proc / n,
+        work=math.nan,
+        assist=math.nan,
+        idle_mark=math.nan,
+        mark_s=math.nan,
+        mutator=proc * (1 - gc_cpu_share),
+        idle=0.5,  # not CPU-bound: the guide's model holds the mutator's CPU
+        peak_heap=goal,
+        procs=max(64.0, 2 * proc),
+        setting=(gogc, memory_limit),
+        run=0,
+        w=1 / n,
+        t_end=0.0,
+    )
+    obs = Observation([dict(sample, t_end=float(i)) for i in range(3)], sample["procs"], "figures")
+    obs.notes += notes
+    obs.provenance = {k: "given" for k in ("cycles", "GC CPU", "GOGC", "marked heap")}
+    obs.provenance["mark time"] = "not given: no floating garbage modelled"
+    return obs

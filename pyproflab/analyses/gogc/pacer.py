@@ -1,0 +1,280 @@
+"""The Go GC's pacer as the model uses it: one setting's steady state for one
+set of parameters (``Params``).
+
+Symbols: ``L`` the truly live heap, ``R`` roots (stacks + globals), ``g`` =
+GOGC/100, ``M`` the memory limit, ``P`` GOMAXPROCS (``cap``: the CPU the
+process can have, P or a lower CPU quota), ``A`` the allocation rate.
+
+1. Goal (the GC guide; ``mgcpacer.go``): ``goal_g = H + (H + R)·g``, at least
+   ``4 MiB·g`` (the heap minimum scales with GOGC); off: none. Under a limit,
+   ``goal_M = (M − O) − max(3 %·(M − O), 1 MiB)`` with ``O`` what the limit
+   counts beside the heap, never below ``H``; the goal is the smaller.
+2. Trigger: the pacer starts marking ``runway`` bytes before the goal, kept
+   between 45/64 and 61/64 of the way from ``H`` (or 4 MiB below the goal on
+   large heaps): ``t = clamp(D − runway, (45/64)·D, max((61/64)·D, D − 4 MiB))``
+   with ``D = goal − H``. The runway is ``runway_k·(H + R)``: endCycle's
+   cons/mark × (1 − 25 %)/25 % × scan work, from the largest of recent
+   cycles' ratios; without cons/mark data, the unhurried mark's ``B_nat``.
+3. Floating garbage: objects allocated while marking are allocated black,
+   so ``H = L + B``. Unhurried, a mark lasts what the background workers'
+   25 % of P (plus the Ps that idle) need for the mark work, during which the
+   mutator allocates ``B_nat`` (at the reference allocation rate; in
+   proportion to ``A``). Assists hurry it to end by the goal: ``B = min(B_nat,
+   hurry·(D − t))``, with ``hurry`` the share of that runway hurried marks
+   were seen to use (they end early: the assists' pace is set against the
+   worst case); but never below ``B_min``, what the fastest mark seen
+   allocated (a mark cannot be hurried beyond the CPU it has: the heap then
+   overshoots its goal). ``H`` is solved by damped
+   fixed-point iteration; infinite when marking never catches up.
+4. A cycle allocates ``Δ = t + B`` bytes (what it frees in a steady state),
+   so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(H + R) +
+   c2·goal`` core-seconds: fixed, per marked byte, per heap byte. GC CPU is
+   ``G = (A/Δ)·C``.
+5. The mutator: ``N = N0 + s·(A/Δ)·goal`` cores, where ``s`` is its CPU per
+   heap byte per cycle (sweeping every span in use once a cycle). Paced (not
+   CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``; CPU-bound,
+   the CPU the GC leaves goes to the mutator, which allocates ``α`` bytes per
+   core-second of its own: ``A = α·(cap − G − s·n·goal)``, that is
+   ``A = α·cap / (1 + α·(C + s·goal)/Δ)``. No prediction exceeds ``cap``.
+6. The limiter: under a limit, GC CPU is capped at 50 % of P; a setting whose
+   GC CPU would reach it, or whose limit leaves a runway under 25 % of ``L``,
+   is ``near-limit`` (the GC runs nearly all the time: a death spiral), never
+   advised. Without a limit that is ``gc-bound``.
+7. Peak memory: goal × the largest RSS/goal seen (Prometheus), else the peak
+   heap (goal × the largest heap/goal seen) + ``O``; at most the limit (the
+   scavenger returns pages to keep under it). Its upper bound also takes the
+   goal the largest floating garbage would set, ``L + B_top`` (the slowest
+   mark: ``B_nat`` × the observed ratio of all workers' CPU to the unassisted
+   workers', at most the widest runway ``(19/64)·D``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+MiB = float(1 << 20)
+HEAP_MINIMUM = 4 * MiB  # defaultHeapMinimum (scales with GOGC)
+LIMIT_HEADROOM = 0.03  # memoryLimitHeapGoalHeadroomPercent
+LIMIT_MIN_HEADROOM = 1 * MiB
+LIMITER_SHARE = 0.5  # the GC CPU limiter's cap, of GOMAXPROCS
+NEAR_LIMIT_RUNWAY = 0.25  # runway under this share of the live heap: near the limit
+MIN_TRIGGER, MAX_TRIGGER = 45 / 64, 61 / 64  # of the way from H to the goal
+BACKGROUND_UTILIZATION = 0.25  # gcBackgroundUtilization
+MAX_UTIL_ERROR = 0.3  # startCycle's maxUtilError: beyond it, fractional workers
+RSS_PER_GOAL_UNKNOWN = 1.4  # no RSS seen: Go's RSS ran 16-38 % above its goal on tests/gcbench
+
+
+@dataclass(frozen=True)
+class Params:
+    """One parameter set (module rules)."""
+
+    live: float  # L
+    roots: float  # R
+    procs: float  # P
+    cap: float  # the CPU the process can use: P, or a lower quota
+    b_nat: float  # B_nat at the reference allocation rate (rule 3)
+    alloc: float  # A, paced; the reference rate for b_nat
+    runway_k: float  # the pacer's runway per scan byte (rule 2); 0: the trigger's floor
+    c0: float
+    c1: float
+    c2: float
+    saturated: bool
+    alpha: float  # bytes per mutator core-second (CPU-bound)
+    mutator0: float  # N0 (rule 5)
+    sweep: float  # s (rule 5)
+    peak_ratio: float  # the largest heap / goal
+    memory_ratio: float  # the largest RSS / goal (0: peak heap + overhead)
+    overhead: float  # O for peak memory
+    limit_overhead: float  # O for the limit's goal
+    slow_mark: float = 1.0  # rule 7
+    eps: float = 1.0  # observed bytes per cycle / rule 4's, where observed
+    hurry: float = 1.0  # the share of the runway left a hurried mark uses (rule 3)
+    b_min: float = 0.0  # the fastest mark's allocation (rule 3)
+
+
+def background_workers(procs: float) -> tuple[int, float]:
+    """(dedicated mark workers, fractional utilisation goal per P) as the runtime
+    splits 25 % of ``procs`` (``mgcpacer.go``, startCycle): the goal rounded to
+    whole workers, unless that is more than 30 % off, when whole workers are
+    rounded down and fractional workers make up the rest."""
+    total = procs * BACKGROUND_UTILIZATION
+    dedicated = int(total + 0.5)
+    if total <= 0 or abs(dedicated / total - 1) <= MAX_UTIL_ERROR:
+        return dedicated, 0.0
+    if dedicated > total:
+        dedicated -= 1
+    return dedicated, (total - dedicated) / procs
+
+
+def mark_seconds(background_cpu: float, procs: float) -> tuple[float, bool]:
+    """(mark phase seconds, exact) from one cycle's dedicated-class CPU: exact
+    when only dedicated workers run, else the fractional workers' lower bound."""
+    dedicated, fractional = background_workers(procs)
+    if fractional == 0 and dedicated > 0:
+        return background_cpu / dedicated, True
+    return background_cpu / (BACKGROUND_UTILIZATION * procs), False
+
+
+def pacer_runway(b: float, t: float, assist: float, idle_mark: float, procs: float) -> float:
+    """The runway the pacer sets after a cycle that allocated ``b`` bytes in ``t``
+    seconds of marking with ``assist`` and ``idle_mark`` CPU (endCycle's
+    cons/mark × 3 × scan work, which cancels): ``3·b·(u + i)/(1 − u)`` with ``u
+    = 1/4 + assist/(P·t)`` and ``i = idle_mark/(P·t)``; infinite when ``u ≥ 1``."""
+    x = procs * t
+    u = BACKGROUND_UTILIZATION + assist / x
+    if u >= 1:
+        return math.inf
+    return 3 * b * (u + idle_mark / x) / (1 - u)
+
+
+def floor_mark(
+    c: dict[str, float], procs: float, saturated: bool
+) -> tuple[float, float, float] | None:
+    """(mark seconds, mark-time allocation, the pacer's runway) of a cycle whose
+    trigger sits at its floor, or None when it cannot: a cycle allocates
+    ``Δ = (trigger − H) + B`` and the trigger is at least ``(45/64)·D`` above
+    ``H``, so ``B ≤ Δ − (45/64)·D``; at that bound the mark lasted ``B/A``
+    (CPU-bound: ``(B·(P − M·n)/A + M)/P``, the mutator holding every P the
+    mark workers leave). It holds when that cycle's runway reaches the floor's.
+
+    ``c``: ``per_cycle`` bytes, ``runway`` goal − H, ``alloc``, ``n``,
+    ``mark_cpu`` (every mark worker class), ``assist``, ``idle_mark``."""
+    b = c["per_cycle"] - MIN_TRIGGER * c["runway"]
+    if b <= 0 or c["alloc"] <= 0 or c["runway"] <= 0:
+        return None
+    if saturated:
+        spare = procs - c["mark_cpu"] * c["n"]
+        if spare <= 0:
+            return None
+        t = (b * spare / c["alloc"] + c["mark_cpu"]) / procs
+    else:
+        t = b / c["alloc"]
+    if not 0 < t < 1 / c["n"]:
+        return None
+    runway = pacer_runway(b, t, c["assist"], c["idle_mark"], procs)
+    if runway < (1 - MIN_TRIGGER) * c["runway"]:
+        return None
+    return t, b, runway
+
+
+def heap_goal(p: Params, h: float, g: float | None, limit: float | None) -> tuple[float, str]:
+    """(goal, governed by ``gogc``/``limit``/``none``) for marked heap ``h`` (rule 1)."""
+    goal_g = math.inf
+    if g is not None:
+        goal_g = max(h + (h + p.roots) * g / 100, HEAP_MINIMUM * g / 100)
+    if limit is None:
+        return goal_g, "gogc" if g is not None else "none"
+    avail = limit - p.limit_overhead
+    goal_m = max(avail - max(avail * LIMIT_HEADROOM, LIMIT_MIN_HEADROOM), h)
+    return (goal_m, "limit") if goal_m < goal_g else (goal_g, "gogc")
+
+
+def cycle(p: Params, h: float, runway: float, b_natural: float) -> tuple[float, float]:
+    """(mark-time allocation B, bytes allocated per cycle Δ) at marked heap ``h``
+    and runway ``D = goal − h`` (rules 2-4)."""
+    # Without cons/mark data the pacer is taken to plan for the unhurried mark.
+    pacer = p.runway_k * (h + p.roots) if p.runway_k > 0 else p.b_nat
+    hi = max(MAX_TRIGGER * runway, runway - HEAP_MINIMUM)
+    trig = min(max(runway - pacer, MIN_TRIGGER * runway), hi)
+    b = max(min(b_natural, p.hurry * (runway - trig)), min(p.b_min, b_natural))
+    return b, trig + b
+
+
+def _rates(p: Params, h: float, goal: float, per_cycle: float) -> tuple[float, float, float]:
+    """(allocation rate, GC cores, mutator cores) at heap ``h`` and ``goal`` with
+    ``per_cycle`` bytes a cycle (rule 5)."""
+    per_cycle *= p.eps
+    cost = p.c0 + p.c1 * (h + p.roots) + p.c2 * goal
+    if not p.saturated:
+        a = p.alloc
+        n = a / per_cycle
+        g, mut = n * cost, p.mutator0 + p.sweep * n * goal
+        if mut + g <= p.cap * (1 + 1e-6):
+            return a, g, mut
+    if p.alpha <= 0:
+        return 0.0, 0.0, p.cap
+    a = p.alpha * p.cap / (1 + p.alpha * (cost + p.sweep * goal) / per_cycle)
+    n = a / per_cycle
+    return a, n * cost, p.cap - n * cost
+
+
+def steady_heap(p: Params, g: float | None, limit: float | None) -> tuple[float, float]:
+    """(marked heap H, allocation rate A) solving ``H = L + B(H, A)`` (rule 3)."""
+    h, a = p.live, p.alloc
+    for _ in range(200):
+        goal, _ = heap_goal(p, h, g, limit)
+        if not math.isfinite(goal):
+            return h, a
+        runway = max(goal - h, 1.0)
+        b, per_cycle = cycle(p, h, runway, p.b_nat * a / p.alloc if p.alloc > 0 else 0.0)
+        a, _, _ = _rates(p, h, goal, per_cycle)
+        h_new = p.live + b
+        if abs(h_new - h) < 1e-7 * h:
+            return h_new, a
+        if h_new > 1e3 * p.live:
+            return math.inf, a
+        h = 0.5 * (h + h_new)
+    return h, a
+
+
+def _no_gc(p: Params, h: float, gov: str, status: str) -> dict[str, Any]:
+    unbounded = status == "unbounded"
+    return dict(
+        marked=math.inf if unbounded else h,
+        goal=math.inf,
+        governed_by=gov,
+        cycles_per_min=math.nan if unbounded else 0.0,
+        gc_cores=math.nan if unbounded else 0.0,
+        process_cores=p.cap if unbounded or p.saturated else p.mutator0,
+        mutator_cores=p.cap if unbounded or p.saturated else p.mutator0,
+        status=status,
+        peak_heap=math.inf,
+        peak_memory=math.inf,
+        peak_memory_top=math.inf,
+    )
+
+
+def memory(p: Params, goal: float, limit: float | None) -> float:
+    """Peak memory for a heap goal (rule 7)."""
+    if p.memory_ratio > 0:
+        out = goal * p.memory_ratio
+    else:
+        out = goal * p.peak_ratio + p.overhead
+    return min(out, limit) if limit is not None else out
+
+
+def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
+    """One setting under one parameter set: heap, goal, cycles, CPU and status."""
+    h, a = steady_heap(p, g, limit)
+    if not math.isfinite(h):
+        return _no_gc(p, h, "gogc", "unbounded")
+    goal, gov = heap_goal(p, h, g, limit)
+    if not math.isfinite(goal):
+        return _no_gc(p, h, gov, "no-gc")
+    runway = max(goal - h, 1.0)
+    b_natural = p.b_nat * a / p.alloc if p.alloc > 0 else 0.0
+    b, per_cycle = cycle(p, h, runway, b_natural)
+    a, gc, mut = _rates(p, h, goal, per_cycle)
+    status = "ok"
+    if gc >= LIMITER_SHARE * p.procs or runway < NEAR_LIMIT_RUNWAY * p.live:
+        status = "near-limit" if gov == "limit" else "gc-bound"
+        if gov == "limit":
+            gc = min(gc, LIMITER_SHARE * p.procs)
+    b_top = max(b, min(b_natural * p.slow_mark, (1 - MIN_TRIGGER) * runway))
+    mem = memory(p, goal, limit)
+    top = memory(p, heap_goal(p, p.live + b_top, g, limit)[0], limit)
+    return dict(
+        marked=h,
+        goal=goal,
+        governed_by=gov,
+        cycles_per_min=60 * a / (p.eps * per_cycle),
+        gc_cores=min(gc, p.cap),
+        process_cores=min(p.cap, mut + gc),
+        mutator_cores=max(min(p.cap, mut + gc) - min(gc, p.cap), 0.0),
+        status=status,
+        peak_heap=goal * p.peak_ratio,
+        peak_memory=mem,
+        peak_memory_top=max(mem, top),
+    )

@@ -1,0 +1,296 @@
+"""Predictions with intervals, the advice, and the canary plan.
+
+Rules:
+
+1. Point: the fitted parameters solved at the setting (``pacer.solve``),
+   times the residual ratios interpolated at its ``u`` (``fit`` rule 8: the
+   heap goal's only where GOGC governs it); GC and process CPU at most the
+   CPU the process can have; GC share = GC cores / process cores, its
+   interval within 0-100 %; GC CPU at half of GOMAXPROCS or more is
+   ``gc-bound``.
+2. Interval, from three sources added on each side:
+   - the spread across runs: the model refitted on each variant, the k-th
+     holding the k-th run of every setting (or the k-th of up to ``CHUNKS``
+     pieces of consecutive samples, for a setting seen in one run), then
+     Student's t at 95 % × the standard deviation of their predictions ×
+     ``√(2/k)`` (the mean of as many new runs as were fitted);
+   - each term the observed settings do not identify (``fit``), solved at
+     the two ends of its range;
+   - the distance from what was seen: ``MARGIN + WIDEN·d`` of the point,
+     with ``d`` the distance in ``u = log(goal/S)`` to the nearest observed
+     setting (0 at an observed one).
+   Peak memory's upper end also takes the goal the largest floating garbage
+   sets (``pacer`` rule 7) and the spread of the runs' peak RSS at the
+   current setting; its lower end is at most the goal's.
+3. Advice: the usable budget is ``budget × (1 − headroom)``. A candidate fits
+   when the *upper* end of its peak memory is within it and it is neither
+   ``near-limit`` nor unbounded (``gc-bound``, GC CPU at half of GOMAXPROCS or
+   more without a limit, may be all a service can have); a raise (a higher GOGC than the current, or
+   off) fits only with a memory limit within the usable budget (given ones,
+   or else the usable budget itself, so each raise is also predicted with
+   it). Among fits the lowest point GC CPU wins; ties go to the smaller upper
+   peak.
+4. Canary: when the advised setting lies outside the observed settings
+   (``d`` above ``CANARY_DISTANCE``) or its GC share or peak interval is
+   wider than ``CANARY_WIDTH`` of its point, run that setting on one
+   instance (or one window) for ``N`` cycles: enough that the per-cycle
+   figures' mean is known to 5 % (``N = (cv/0.05)²`` with ``cv`` the larger
+   coefficient of variation of the current setting's per-cycle cost and
+   bytes, at least ``CANARY_CYCLES``), which takes ``N`` / the predicted
+   cycles per minute.
+   Afterwards its distance is 0, the unidentified terms are identified, and
+   the spread shrinks with ``√N``: the plan states the interval that
+   leaves. Run ``gogc`` again with the canary's cycles stored: it refits on
+   both settings.
+
+The priors of ``fit`` (``THETA``, ``SWEEP``, ``B_NAT_RANGE``) and ``WIDEN``
+were set on six of the seven validation workloads of tests/gcbench
+(``make bench-gc``); the seventh, ``queue``, was held out of every choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyproflab.analyses.gogc import fit as fitting
+from pyproflab.analyses.gogc.pacer import LIMITER_SHARE, Params, solve
+from pyproflab.analyses.gogc.samples import Observation, Setting, setting_label
+
+MiB = float(1 << 20)
+MARGIN = 0.05
+WIDEN = {"goal": 0.10, "cycles_per_min": 0.15, "gc_share": 0.25, "peak_memory": 0.10}
+WIDEN_DEFAULT = 0.15
+CHUNKS = 4
+CANARY_DISTANCE = 0.1
+CANARY_WIDTH = 0.5
+CANARY_CYCLES = 30
+CANARY_PRECISION = 0.05  # the canary's per-cycle means known to 5 %
+KEYS = ("goal", "marked", "cycles_per_min", "gc_cores", "gc_share", "process_cores", "peak_memory")
+
+
+def point(f: fitting.Fit, p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
+    """Rule 1."""
+    r = solve(p, g, limit)
+    if math.isfinite(r["goal"]) and math.isfinite(r["marked"]):
+        u = math.log(max(r["goal"] / (r["marked"] + p.roots), 1.0 + 1e-9))
+        res = fitting.residual_at(f, u)
+        if r["governed_by"] == "gogc":
+            r["goal"] *= res["goal"]
+        r["cycles_per_min"] *= res["cycles_per_min"]
+        r["gc_cores"] = min(r["gc_cores"] * res["gc_cores"], p.cap)
+        mutator = r["mutator_cores"] * res["mutator_cores"]
+        r["process_cores"] = min(mutator + r["gc_cores"], p.cap)
+        for k in ("peak_memory", "peak_memory_top"):
+            # The RSS holds at least the heap; the limit keeps all of it under.
+            r[k] = max(r[k] * res["peak_memory"], r["goal"])
+            if limit is not None:
+                r[k] = min(r[k], limit)
+        r["u"] = u
+    r["gc_share"] = r["gc_cores"] / r["process_cores"] if r["process_cores"] > 0 else math.nan
+    if r["status"] == "ok" and r["gc_cores"] >= LIMITER_SHARE * p.procs:
+        r["status"] = "gc-bound"
+    return r
+
+
+def _units(ss: list[dict[str, Any]], parts: int) -> list[list[dict[str, Any]]]:
+    """One setting's samples as units of the spread: its runs when there are
+    two or more, else up to ``parts`` runs of consecutive samples (3 or more each)."""
+    by: dict[int, list[dict[str, Any]]] = {}
+    for s in ss:
+        by.setdefault(s["run"], []).append(s)
+    if len(by) >= 2:
+        return list(by.values())
+    (one,) = by.values()
+    k = max(1, min(parts, len(one) // 3))
+    return [one[i * len(one) // k : (i + 1) * len(one) // k] for i in range(k)]
+
+
+def variants(obs: Observation, parts: int = CHUNKS) -> list[Observation]:
+    """Observations for the spread (rule 2): the k-th holds the k-th unit of
+    every setting (its k-th run, or k-th piece of its one run); none when a
+    setting has a single unit."""
+    units = {k: _units(v, parts) for k, v in obs.settings.items()}
+    n = min(len(u) for u in units.values())
+    if n < 2:
+        return []
+    n = max(len(u) for u in units.values() if len(u) >= n)
+    out = []
+    for i in range(min(n, 2 * parts)):
+        ss = [s for u in units.values() for s in u[i % len(u)]]
+        out.append(
+            Observation(ss, obs.procs, obs.source, peak_rss=obs.peak_rss, current=obs.current)
+        )
+    return out
+
+
+# Student's t at 95 % (one side of a 90 % interval) by degrees of freedom.
+T95 = {1: 6.31, 2: 2.92, 3: 2.35, 4: 2.13, 5: 2.02, 6: 1.94, 7: 1.89}
+
+
+@dataclass
+class Model:
+    """A fit and its variants for intervals (rule 2)."""
+
+    obs: Observation
+    fit: fitting.Fit
+    variants: list[fitting.Fit] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, obs: Observation, cap: float | None = None) -> Model:
+        return cls(obs, fitting.fit(obs, cap), [fitting.fit(v, cap) for v in variants(obs)])
+
+    def distance(self, u: float) -> float:
+        seen = [sf.figures["u"] for sf in self.fit.observed]
+        return min(abs(u - s) for s in seen) if seen else 0.0
+
+    def predict(self, g: float | None, limit: float | None) -> dict[str, Any]:
+        """Point and ``<key>_lo``/``<key>_hi`` for one setting (rule 2)."""
+        f = self.fit
+        pt = point(f, f.params, g, limit)
+        spread = [point(v, v.params, g, limit) for v in self.variants]
+        terms = [
+            (point(f, f.with_terms(**{t.name: x}), g, limit))
+            for t in f.terms.values()
+            if not t.identified
+            for x in (t.lo, t.hi)
+        ]
+        d = self.distance(pt["u"]) if "u" in pt else 0.0
+        for k in KEYS:
+            lo, hi = _bounds(pt[k], [r[k] for r in spread], [r[k] for r in terms])
+            if k == "gc_share":  # a share is at most all of the process's CPU
+                hi = min(hi, 1.0)
+            s_lo, s_hi = _bounds(pt[k], [r[k] for r in spread], [])
+            pt[k + "_spread"] = (s_hi - s_lo) / pt[k] if pt[k] and math.isfinite(s_hi) else math.inf
+            w = MARGIN + WIDEN.get(k, WIDEN_DEFAULT) * d
+            pt[k + "_lo"], pt[k + "_hi"] = lo * (1 - w), hi * (1 + w)
+            if k == "gc_share":
+                pt[k + "_hi"] = min(pt[k + "_hi"], 1.0)
+        pt["distance"] = d
+        _peak_bounds(self, pt, [*spread, *terms])
+        if any(r["status"] == "near-limit" for r in [*spread, *terms]):
+            pt["status"] = "near-limit"
+        return pt
+
+
+def _bounds(p: float, spread: Sequence[float], terms: Sequence[float]) -> tuple[float, float]:
+    """The point widened by the spread (Student's t at 95 % times the standard
+    deviation of the variants' predictions, for the mean of as many new runs
+    as were fitted: ``√(2/k)``) and by each term's departures."""
+    vals = [v for v in (p, *spread, *terms)]
+    if not all(math.isfinite(v) for v in vals):
+        return (math.nan, math.inf) if math.isfinite(p) else (p, p)
+    lo = hi = p
+    if len(spread) >= 2:
+        k = len(spread)
+        mean = sum(spread) / k
+        sd = math.sqrt(sum((v - mean) ** 2 for v in spread) / (k - 1))
+        half = T95.get(k - 1, 1.65) * sd * math.sqrt(2 / k)
+        lo, hi = p - half, p + half
+    for a, b in zip(terms[::2], terms[1::2], strict=False):
+        lo -= max(0.0, p - min(a, b))
+        hi += max(0.0, max(a, b) - p)
+    return max(lo, 0.0), hi
+
+
+def _peak_bounds(m: Model, pt: dict[str, Any], others: list[dict[str, Any]]) -> None:
+    if not math.isfinite(pt["peak_memory_hi"]):
+        return
+    tops = [r.get("peak_memory_top", math.nan) for r in [pt, *others]]
+    tops = [t for t in tops if math.isfinite(t)]
+    w = MARGIN + WIDEN["peak_memory"] * pt["distance"]
+    if tops:
+        pt["peak_memory_hi"] = max(pt["peak_memory_hi"], max(tops) * (1 + w))
+    pt["peak_memory_lo"] = min(pt["peak_memory_lo"], pt["goal_lo"])
+    runs = m.obs.peak_rss.get(m.obs.current)  # type: ignore[arg-type]
+    if runs and len(runs) > 1:
+        spread = max(runs) - min(runs)
+        pt["peak_memory_lo"] = max(pt["peak_memory_lo"] - spread, 0.0)
+        pt["peak_memory_hi"] += spread
+
+
+def is_raise(current: Setting | None, g: float | None) -> bool:
+    if current is None or current[0] is None:
+        return False
+    return g is None or g > current[0]
+
+
+def candidate_settings(
+    current: Setting | None,
+    candidates: Sequence[float | None],
+    limits: Sequence[float | None],
+    usable: float | None,
+) -> list[Setting]:
+    """Each candidate with each limit; when no given limit is within the usable
+    budget, each raise also with the usable budget as its limit (rule 3)."""
+    out = [(g, m) for m in limits for g in candidates]
+    if usable is not None and not any(m is not None and m <= usable for m in limits):
+        out += [(g, usable) for g in candidates if is_raise(current, g)]
+    if current is not None and current not in out:
+        out.insert(0, current)
+    return list(dict.fromkeys(out))
+
+
+def fits_budget(current: Setting | None, r: dict[str, Any], usable: float) -> bool:
+    """Rule 3."""
+    if r["status"] not in ("ok", "gc-bound") or not math.isfinite(r["peak_memory_hi"]):
+        return False
+    lim = r["memory_limit_bytes"]
+    if is_raise(current, r["gogc"]) and (lim is None or lim > usable):
+        return False
+    return r["peak_memory_hi"] <= usable
+
+
+def recommend(rows: list[dict[str, Any]], usable: float | None) -> dict[str, Any] | None:
+    fits = [r for r in rows if r["within_budget"]]
+    if usable is None or not fits:
+        return None
+    best = min(fits, key=lambda r: (r["gc_cores"], r["peak_memory_hi"]))
+    best["recommended"] = True
+    return best
+
+
+def _cv(vals: Sequence[float]) -> float:
+    vals = [v for v in vals if math.isfinite(v)]
+    if len(vals) < 2:
+        return 0.5
+    mean = sum(vals) / len(vals)
+    var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
+    return math.sqrt(var) / mean if mean > 0 else 0.5
+
+
+def canary_plan(m: Model, target: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Rule 4: one setting on one instance, how long, and the interval it leaves."""
+    if target is None:
+        return None
+    widths = {k: _width(target, k) for k in ("gc_share", "peak_memory", "cycles_per_min")}
+    wide = [k for k, w in widths.items() if w > CANARY_WIDTH]
+    if target["distance"] <= CANARY_DISTANCE and not wide:
+        return None
+    cur = m.obs.settings.get(m.obs.current, m.obs.samples)  # type: ignore[arg-type]
+    cv = max(_cv([s["cost"] for s in cur]), _cv([s["per_cycle"] for s in cur]))
+    n = max(CANARY_CYCLES, math.ceil((cv / CANARY_PRECISION) ** 2))
+    seen = sum(1 for _ in cur)
+    after = {}
+    for k, w in widths.items():
+        after[k] = min(2 * MARGIN + target[k + "_spread"] * math.sqrt(max(seen, 1) / n), w)
+    per_min = target["cycles_per_min"]
+    setting = (target["gogc"], target["memory_limit_bytes"])
+    return dict(
+        setting=setting,
+        label=setting_label(setting),
+        cycles=n,
+        minutes=n / per_min if per_min and math.isfinite(per_min) and per_min > 0 else math.nan,
+        why="outside the observed settings" if target["distance"] > CANARY_DISTANCE else "wide",
+        width_now=widths,
+        width_after=after,
+    )
+
+
+def _width(r: dict[str, Any], k: str) -> float:
+    p, lo, hi = r[k], r[k + "_lo"], r[k + "_hi"]
+    if not all(math.isfinite(v) for v in (p, lo, hi)) or p <= 0:
+        return math.inf
+    return (hi - lo) / p

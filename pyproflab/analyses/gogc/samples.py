@@ -1,0 +1,472 @@
+"""What a Go service's GC did, at every setting it ran, from gctrace cycles.
+
+An ``Observation`` holds *samples*: one per gctrace cycle (here) or per
+interval between two Prometheus snapshots (``prometheus``). Each sample
+carries the setting it ran at (``setting``: GOGC or None for off, and the
+memory limit or None), the process run it came from (``run``), and its
+weight (``w``: the seconds it stands for). The model fits on all of them.
+
+Per sample (bytes, seconds, cores):
+
+- ``n`` GC cycles per second; ``alloc`` allocation rate ``A``;
+- ``marked`` the heap the cycle marked ``H``; ``goal`` the heap goal;
+  ``mark_alloc`` ``B``, bytes allocated while marking (allocated black: the
+  cycle counts them as marked, floating garbage); ``roots`` ``R``;
+- ``cost`` GC CPU per cycle ``C`` (every GC class: pauses, assists,
+  background and idle workers); ``work`` the mark workers' part (assist +
+  background + idle); ``idle_mark``, ``pause`` and ``assist`` its parts;
+  ``mark_s`` the mark phase's wall time ``T``;
+- ``mutator`` the mutator's CPU (cores); ``idle`` the idle share of the
+  P-time (0 when the process saturates GOMAXPROCS);
+- ``peak_heap`` the largest heap seen; ``cons_mark`` the pacer's cons/mark.
+
+Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
+
+- Forced cycles are dropped. Sizes are floored MiB: half a MiB is added.
+- A *run* is one process: the cycles of one (instance, source[, incarnation])
+  in gc-number order, cut where the number does not rise or the time goes
+  back (a restart). Each run's ``n`` is (last gc number − first) / (last start
+  − first start) over each segment of one setting: exact even when lines in
+  between are missing.
+- The bytes a cycle allocates are its heap at the end less the heap the cycle
+  before it marked (its own where the log skips one; in a steady state each
+  cycle frees what was allocated since the last), so ``A = n × that``; ``B =
+  heap_end − heap_start``; ``T`` the concurrent mark's clock time.
+- The mutator's CPU is what the workers leave of ``P·T`` while marking:
+  ``P − work/T``; too much when Ps idle (idle workers do not take every idle
+  moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
+- The setting is not printed: GOGC is inferred per cycle from the goal it
+  was given by the previous cycle's marked heap, ``g = 100·(goal − H)/(H + R)``,
+  taken as the median over 5 cycles, rounded (to a common value within 8 %,
+  else to 5 above 20); a run is cut into segments where that value changes
+  for 5 cycles or more. Segments
+  whose values lie within 12 % of each other (across runs too) are one
+  setting: the floored MiB of a small heap move a cycle's value by a few
+  percent. A derived
+  GOGC outside 1–10,000 is refused (the segment is left out, with a note):
+  never advice. A given ``gogc``/``memory_limit`` replaces the inference.
+- Each cycle weighs ``1/n`` seconds: a run counts for the time it covers.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.errors import UsageError
+
+MiB = float(1 << 20)
+SATURATED_IDLE = 0.03  # idle share of P-time below which the process runs at GOMAXPROCS
+GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35)
+SEGMENT_MIN = 5  # cycles of a new GOGC before a run is cut there
+SAME_GOGC = 0.12  # inferred GOGCs this close are one setting
+
+Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
+
+
+def setting_label(s: Setting) -> str:
+    """``GOGC=100``, ``GOGC=off, limit 512MiB``."""
+    g, m = s
+    out = f"GOGC={'off' if g is None else f'{g:g}'}"
+    return out + (f", limit {m / MiB:.0f}MiB" if m is not None else "")
+
+
+@dataclass
+class Observation:
+    """Samples of one service at every setting it ran (module rules).
+
+    ``provenance`` maps each model input to where it came from (``"gctrace
+    (118 cycles)"``); ``peak_rss`` maps a setting to each run's peak RSS
+    there, when known; ``current`` is the setting the model treats as today's
+    (the one with the most weight in the latest run, unless given).
+    """
+
+    samples: list[dict[str, Any]]
+    procs: float
+    source: str
+    provenance: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    peak_rss: dict[Setting, list[float]] = field(default_factory=dict)
+    current: Setting | None = None
+    container: Any = None  # container.Container, when known
+
+    def __post_init__(self) -> None:
+        if self.current is None and self.samples:
+            self.current = _latest_setting(self.samples)
+
+    @property
+    def settings(self) -> dict[Setting, list[dict[str, Any]]]:
+        """The samples per setting, in order of GOGC (off last), then limit."""
+        by: dict[Setting, list[dict[str, Any]]] = {}
+        for s in self.samples:
+            by.setdefault(s["setting"], []).append(s)
+        order = lambda k: (k[0] is None, k[0] or 0.0, k[1] is None, k[1] or 0.0)  # noqa: E731
+        return {k: by[k] for k in sorted(by, key=order)}
+
+    @property
+    def runs(self) -> int:
+        return len({s["run"] for s in self.samples})
+
+    @property
+    def cycles(self) -> int:
+        return int(round(sum(s["w"] * s["n"] for s in self.samples)))
+
+    def at(self, settings: Iterable[Setting]) -> Observation:
+        """The observation restricted to these settings (the current one kept when present)."""
+        keep = set(settings)
+        ss = [s for s in self.samples if s["setting"] in keep]
+        if not ss:
+            raise UsageError("no GC samples at the chosen settings")
+        cur = self.current if self.current in keep else None
+        return Observation(
+            ss,
+            self.procs,
+            self.source,
+            dict(self.provenance),
+            list(self.notes),
+            {k: v for k, v in self.peak_rss.items() if k in keep},
+            cur,
+            self.container,
+        )
+
+    def saturated(self, samples: Iterable[dict[str, Any]] | None = None) -> bool:
+        """True when the process ran at GOMAXPROCS: its CPU (``busy``, when known:
+        Prometheus, or given) within 3 % of it, else no idle mark-worker time to
+        speak of (gctrace alone: idle workers do not always take idle Ps, so
+        this can call a paced process CPU-bound)."""
+        ss = list(self.samples if samples is None else samples)
+        busy = [s["busy"] / s["procs"] for s in ss if math.isfinite(s.get("busy", math.nan))]
+        if busy:
+            return statistics.median(busy) >= 1 - SATURATED_IDLE
+        idle = [v for s in ss if math.isfinite(v := s["idle"])]
+        return bool(idle) and statistics.median(idle) < SATURATED_IDLE
+
+    def mean(self, key: str, samples: Iterable[dict[str, Any]] | None = None) -> float:
+        """The weighted mean of ``key`` over the samples (all, or those given)."""
+        num = den = 0.0
+        for s in self.samples if samples is None else samples:
+            v = s.get(key)
+            if v is not None and math.isfinite(v):
+                num += s["w"] * v
+                den += s["w"]
+        if den <= 0:
+            raise UsageError(f"no GC samples carry {key}: cannot model GOGC")
+        return num / den
+
+
+def _latest_setting(samples: list[dict[str, Any]]) -> Setting:
+    last_run = max(samples, key=lambda s: (s.get("t_end", 0.0), s["run"]))["run"]
+    weight: dict[Setting, float] = {}
+    for s in samples:
+        if s["run"] == last_run:
+            weight[s["setting"]] = weight.get(s["setting"], 0.0) + s["w"]
+    return max(weight, key=lambda k: weight[k])
+
+
+# --- gctrace -------------------------------------------------------------------------
+
+
+def _mb(v: float | None) -> float:
+    return (v + 0.5) * MiB if v is not None else 0.0
+
+
+def cons_mark(mark_alloc: float, scan: float, u_all: float, u_busy: float) -> float:
+    """The pacer's cons/mark ratio of one cycle (``mgcpacer.go``, endCycle):
+    bytes allocated while marking per byte of scan work, scaled by the GC's
+    CPU utilisation ``u_all`` (idle workers included) over the mutator's share
+    ``1 − u_busy``. The background workers count as they ran, not at their 25 %
+    goal as endCycle takes them (which made the runway at GOGC 400 and 800 on
+    tests/gcbench flat out twice as long as seen)."""
+    if scan <= 0 or not 0 <= u_busy < 0.99:
+        return math.nan
+    return mark_alloc * u_all / (scan * (1 - u_busy))
+
+
+def cycle_sample(r: dict[str, Any]) -> dict[str, Any] | None:
+    """One gctrace cycle's figures (``n`` filled by the caller); None when it
+    carries no usable mark phase."""
+    t = r["clock_mark_ms"] / 1e3
+    if t <= 0:
+        return None
+    marked, start, end = _mb(r["heap_live_mb"]), _mb(r["heap_start_mb"]), _mb(r["heap_end_mb"])
+    # Roots are often far below 1 MiB ("0 MB stacks"): a zero stays zero.
+    roots = sum(_mb(v) for v in (r["stacks_mb"], r["globals_mb"]) if v)
+    p = float(r["procs"])
+    work = (r["cpu_background_ms"] + r["cpu_idle_ms"] + r["cpu_assist_ms"]) / 1e3
+    pause = (r["cpu_sweep_term_ms"] + r["cpu_mark_term_ms"]) / 1e3
+    busy = (r["cpu_background_ms"] + r["cpu_assist_ms"]) / 1e3 / (p * t)
+    return dict(
+        cons_mark=cons_mark(end - start, marked + roots, work / (p * t), busy),
+        per_cycle=max(end - marked, 0.0),
+        marked=marked,
+        goal=_mb(r["heap_goal_mb"]),
+        mark_alloc=max(end - start, 0.0),
+        roots=roots,
+        cost=work + pause,
+        work=work,
+        background=r["cpu_background_ms"] / 1e3,
+        assist=r["cpu_assist_ms"] / 1e3,
+        idle_mark=r["cpu_idle_ms"] / 1e3,
+        pause=pause,
+        mark_s=t,
+        mutator=min(max(p - work / t, 0.0), p),
+        idle=r["cpu_idle_ms"] / 1e3 / (p * t),
+        peak_heap=max(end, start),
+        procs=p,
+        gc_num=r["gc_num"],
+        t_end=r["seconds"],
+        instance=r.get("instance"),
+    )
+
+
+def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
+    """Unforced cycles per process run (module rules), each in gc-number order."""
+    keys = [c for c in ("instance", "source", "incarnation", "run") if c in cycles.column_names]
+    by: dict[tuple, list[dict[str, Any]]] = {}
+    for r in cycles.to_pylist():
+        if not r["forced"]:
+            by.setdefault(tuple(r[k] for k in keys), []).append(r)
+    out = []
+    for key in sorted(by, key=lambda k: tuple((v is None, str(v)) for v in k)):
+        run: list[dict[str, Any]] = []
+        # The log's order, not the numbers': a restart shows as a number that does not rise.
+        for r in by[key]:
+            if run and (r["gc_num"] <= run[-1]["gc_num"] or r["seconds"] < run[-1]["seconds"]):
+                out.append(run)
+                run = []
+            run.append(r)
+        out.append(run)
+    return [r for r in out if r]
+
+
+# GOGC values people set; an inferred value within SNAP of one is taken as it.
+COMMON_GOGC = (
+    10,
+    20,
+    25,
+    30,
+    40,
+    50,
+    60,
+    75,
+    80,
+    100,
+    120,
+    125,
+    150,
+    200,
+    250,
+    300,
+    400,
+    500,
+    800,
+    1000,
+)
+SNAP = 0.08
+
+
+def _snap_gogc(g: float) -> float:
+    near = min(COMMON_GOGC, key=lambda c: abs(math.log(max(g, 1e-9) / c)))
+    if abs(g / near - 1) <= SNAP:
+        return float(near)
+    return float(round(g / 5) * 5 if g > 20 else round(g))
+
+
+def _cycle_gogc(ss: list[dict[str, Any]]) -> list[float]:
+    """Each cycle's GOGC from its goal and the previous cycle's marked heap (its
+    own where the log skips a cycle), median over 5 cycles, rounded."""
+    raw = []
+    for i, s in enumerate(ss):
+        p = ss[i - 1] if i and ss[i - 1]["gc_num"] == s["gc_num"] - 1 else s
+        raw.append(100 * (s["goal"] - p["marked"]) / (p["marked"] + p["roots"]))
+    out = []
+    for i in range(len(raw)):
+        window = raw[max(0, i - 2) : i + 3]
+        out.append(_snap_gogc(statistics.median(window)))
+    return out
+
+
+def _segments(ss: list[dict[str, Any]], gs: list[float]) -> list[tuple[float, list[dict]]]:
+    """Cut a run where its inferred GOGC changes for ``SEGMENT_MIN`` cycles or more."""
+    segs: list[tuple[float, list[dict]]] = []
+    for s, g in zip(ss, gs, strict=True):
+        if segs and (g == segs[-1][0] or len(segs[-1][1]) < SEGMENT_MIN):
+            segs[-1][1].append(s)
+        else:
+            segs.append((g, [s]))
+    # A short last piece belongs to the one before it.
+    if len(segs) > 1 and len(segs[-1][1]) < SEGMENT_MIN:
+        segs[-2][1].extend(segs.pop()[1])
+    return [(statistics.median(_cycle_gogc(seg)), seg) for _, seg in segs]
+
+
+def _cluster(runs: list[tuple[int, list[tuple[Any, list[dict]]]]]) -> list:
+    """One GOGC for segments whose inferred values lie within ``SAME_GOGC`` of
+    each other (the floored MiB of a small heap move a cycle's value by a few
+    percent): their cycle-weighted median, rounded."""
+    segs = sorted((g, len(seg)) for _, ss in runs for g, seg in ss)
+    groups: list[list[tuple[float, int]]] = []
+    for g, n in segs:
+        if groups and g <= groups[-1][0][0] * (1 + SAME_GOGC):
+            groups[-1].append((g, n))
+        else:
+            groups.append([(g, n)])
+    label = {}
+    for grp in groups:
+        ws = [g for g, n in grp for _ in range(n)]
+        med = _snap_gogc(statistics.median(ws))
+        label.update({g: med for g, _ in grp})
+    return [(k, [(label[g], seg) for g, seg in ss]) for k, ss in runs]
+
+
+def _segment_rate(seg: list[dict[str, Any]]) -> float | None:
+    span = seg[-1]["t_end"] - seg[0]["t_end"]
+    cycles = seg[-1]["gc_num"] - seg[0]["gc_num"]
+    return cycles / span if span > 0 and cycles > 0 else None
+
+
+def from_gctrace(
+    cycles: pa.Table,
+    *,
+    gogc: float | None | str = "infer",
+    memory_limit: float | None = None,
+    source: str = "gctrace",
+) -> Observation:
+    """An ``Observation`` from ``GC_CYCLES`` rows (``instance``/``source``/
+    ``incarnation`` columns, when present, separate runs; module rules)."""
+    notes: list[str] = []
+    samples: list[dict[str, Any]] = []
+    runs: list[tuple[int, list[tuple[Any, list[dict[str, Any]]]]]] = []
+    for k, run in enumerate(_runs(cycles)):
+        ss = [s for r in run if (s := cycle_sample(r)) is not None]
+        if len(ss) < SEGMENT_MIN:
+            continue
+        for a, b in zip(ss, ss[1:], strict=False):
+            if b["gc_num"] == a["gc_num"] + 1:  # allocated since the last cycle's mark
+                b["per_cycle"] = max(b["peak_heap"] - a["marked"], b["per_cycle"])
+        segs = [(gogc, ss)] if gogc != "infer" else _segments(ss, _cycle_gogc(ss))
+        runs.append((k, segs))
+    if gogc == "infer":
+        runs = _cluster(runs)
+    for k, segs in runs:
+        for g, seg in segs:
+            n = _segment_rate(seg)
+            if n is None or len(seg) < SEGMENT_MIN:
+                continue
+            if g is not None and not GOGC_RANGE[0] <= g <= GOGC_RANGE[1]:  # type: ignore[operator]
+                notes.append(
+                    f"run {k + 1}: {len(seg)} cycles whose goals give GOGC={g:g}, outside "
+                    f"{GOGC_RANGE[0]:g}-{GOGC_RANGE[1]:,.0f}: left out (a log mixing processes, "
+                    "or a memory limit holding the goal; give --gogc)"
+                )
+                continue
+            for s in seg:
+                s.update(run=k, n=n, alloc=n * s["per_cycle"], w=1 / n)
+                s["setting"] = (g, memory_limit)
+            samples += seg
+    if not samples:
+        raise UsageError(
+            f"{source}: no run has {SEGMENT_MIN} or more unforced GC cycles at a usable "
+            "GOGC: cannot model GOGC"
+        )
+    obs = Observation(samples, statistics.median(s["procs"] for s in samples), source, notes=notes)
+    _gctrace_provenance(obs, gogc)
+    return obs
+
+
+def _gctrace_provenance(obs: Observation, gogc: Any) -> None:
+    n, runs = len(obs.samples), obs.runs
+    label = f"{obs.source} ({n} cycles, {runs} run{'s' if runs != 1 else ''})"
+    for k in ("cycles", "allocation", "marked heap", "mark-time allocation", "GC CPU"):
+        obs.provenance[k] = label
+    for k in ("mark time", "mutator CPU", "GOMAXPROCS", "roots"):
+        obs.provenance[k] = label
+    obs.provenance["GOGC"] = (
+        "given" if gogc != "infer" else f"inferred from {n} cycles' heap goals (give --gogc)"
+    )
+    if not obs.saturated():
+        obs.provenance["mutator CPU"] = (
+            f"{label}: the CPU the GC workers leave while marking (too much when Ps "
+            "idle: give the process CPU with --process-cpu, or Prometheus beside the log)"
+        )
+    obs.provenance["memory limit"] = "none (assumed; give --current-limit)"
+    obs.provenance["peak RSS"] = "not in gctrace: peak memory taken as 1.4 x the heap goal"
+
+
+def with_process_cpu(
+    obs: Observation, cores: float, how: str = "given", setting: Setting | None = None
+) -> Observation:
+    """The observation with the process's CPU at a setting (the current one unless
+    given) observed elsewhere: the mutator's CPU there is that less the GC's
+    (gctrace shows the GC's CPU, not the rest)."""
+    if not (cores > 0 and math.isfinite(cores)):
+        raise UsageError(f"process CPU must be a positive number of cores, got {cores}")
+    at = obs.current if setting is None else setting
+    for s in obs.samples:
+        if s["setting"] == at:
+            s["mutator"] = max(cores - s["n"] * s["cost"], 0.0)
+            s["busy"] = cores
+    obs.provenance["mutator CPU"] = f"{how} (process CPU {cores:g} cores less the GC's)"
+    return obs
+
+
+def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observation:
+    """The observation with the peak RSS seen at the current setting (a container's)."""
+    if not (peak > 0 and math.isfinite(peak)):
+        raise UsageError(f"peak RSS must be a positive size, got {peak}")
+    obs.peak_rss[obs.current] = [float(peak)]  # type: ignore[index]
+    obs.provenance["peak RSS"] = how
+    return obs
+
+
+def combine(trace: Observation, metrics: Observation) -> Observation:
+    """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
+    the process used and the peak RSS (each input says which source gave it).
+    An instance whose /metrics show one setting throughout has its cycles
+    labelled with it (the exported setting beats the one inferred from
+    goals); else, for a GOGC Prometheus reports, its limit is taken."""
+    by_setting = metrics.settings
+    limits = {g: m for g, m in by_setting}
+    own: dict[Any, set] = {}
+    for x in metrics.samples:
+        own.setdefault(x.get("instance"), set()).add(x["setting"])
+    relabelled = False
+    for s in trace.samples:
+        g, m = s["setting"]
+        one = own.get(s.get("instance"), set())
+        if len(one) == 1:  # the instance's setting as /metrics reports it
+            s["setting"] = next(iter(one))
+            relabelled = True
+        elif m is None and g in limits:
+            s["setting"] = (g, limits[g])
+        got = by_setting.get(s["setting"])
+        if got:
+            s["mutator"] = metrics.mean("mutator", got)
+            s["busy"] = metrics.mean("busy", got)
+    prov = dict(trace.provenance)
+    prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
+    prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
+    prov["memory limit"] = metrics.provenance.get("memory limit", prov.get("memory limit", ""))
+    if relabelled:
+        prov["GOGC"] = metrics.provenance.get("GOGC", prov.get("GOGC", ""))
+    for key in ("rss_per_goal", "non_heap", "runtime_non_heap"):
+        vals = [x[key] for x in metrics.samples if math.isfinite(x.get(key, math.nan))]
+        if vals:
+            for s in trace.samples:
+                s[key] = max(vals)
+    out = Observation(
+        trace.samples,
+        trace.procs,
+        f"{trace.source}+{metrics.source}",
+        prov,
+        trace.notes + metrics.notes,
+        metrics.peak_rss or trace.peak_rss,
+        None,
+        metrics.container or trace.container,
+    )
+    return out

@@ -1,0 +1,103 @@
+"""The trace questions by name, one table for every front end (CLI, Lab, report).
+
+``ANSWERS``: name -> (tables it reads, the analysis, its options class).
+``answer(name, path=..., store=..., selection=..., options=...)`` reads only
+those tables, from one trace file or from the store's selected traces, and
+runs the analysis; ``stw`` joins the store's gctrace when reading a store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.analyses import gotrace, gotrace_stw
+from pyproflab.analyses.gotrace_data import TraceData
+from pyproflab.errors import UsageError
+from pyproflab.store.connection import Store
+from pyproflab.store.select import Selection
+
+ANSWERS: dict[str, tuple[list[str], Callable[..., Any], type]] = {
+    "goroutines": (["goroutines"], gotrace.goroutine_summary, gotrace.GoroutineOptions),
+    "sched": (["transitions", "goroutines", "stacks"], gotrace.sched_latency, gotrace.SchedOptions),
+    "stw": (["ranges", "metrics"], gotrace_stw.stw_gc, gotrace_stw.StwOptions),
+    "tasks": (["tasks", "regions"], gotrace.task_latency, type(None)),
+    "leaks": (["goroutines", "stacks"], gotrace.goroutine_counts, gotrace.LeakOptions),
+}
+
+
+def load(
+    name: str,
+    *,
+    path: str | os.PathLike | None = None,
+    store: Store | None = None,
+    selection: Selection | None = None,
+) -> TraceData:
+    """The traces ``name`` reads: one file, or a store's selection."""
+    tables = ANSWERS[name][0]
+    if path is not None:
+        return TraceData.from_file(path, tables)
+    if store is None:
+        raise UsageError("give a trace file or a store")
+    return TraceData.from_store(store, selection, tables)
+
+
+def answer(
+    name: str,
+    *,
+    path: str | os.PathLike | None = None,
+    store: Store | None = None,
+    selection: Selection | None = None,
+    options: Any = None,
+) -> Any:
+    """The result of the trace question ``name`` (see ``ANSWERS``)."""
+    if name not in ANSWERS:
+        raise UsageError(f"unknown trace question {name!r}; one of {', '.join(ANSWERS)}")
+    _, run, options_class = ANSWERS[name]
+    data = load(name, path=path, store=store, selection=selection)
+    if name == "tasks":
+        return run(data)
+    if name == "stw":
+        return run(data, options, store=store if path is None else None)
+    if name == "sched" and store is not None and path is None:
+        options = options or gotrace.SchedOptions()
+        options.throttling = throttling(store, data)
+    return run(data, options)
+
+
+THROTTLED = "container_cpu_cfs_throttled_periods_total"
+PERIODS = "container_cpu_cfs_periods_total"
+SLACK = timedelta(seconds=2)
+
+
+def throttling(store: Store, data: TraceData) -> dict[int, tuple[int, int]]:
+    """trace_id -> (throttled CFS periods, periods) the store has for each
+    trace's instance over the trace, give or take ``SLACK`` (the counters are
+    read just before and after it; cAdvisor's names)."""
+    from pyproflab.store.traces import window_counter_deltas
+
+    keys = data.traces
+    when = keys.schema.field("time").type
+    ends = [
+        t + timedelta(microseconds=d // 1000)
+        for t, d in zip(
+            keys.column("time").to_pylist(), keys.column("duration_ns").to_pylist(), strict=True
+        )
+    ]
+    windows = pa.table(
+        {
+            "key": keys.column("trace_id"),
+            "service": keys.column("service"),
+            "instance": keys.column("instance"),
+            "w_start": pa.array([t - SLACK for t in keys.column("time").to_pylist()], when),
+            "w_end": pa.array([t + SLACK for t in ends], when),
+        }
+    )
+    got: dict[int, dict[str, float]] = {}
+    for r in window_counter_deltas(store, windows, [THROTTLED, PERIODS]).to_pylist():
+        got.setdefault(r["key"], {})[r["metric"]] = r["delta"]
+    return {k: (int(v.get(THROTTLED, 0)), int(v.get(PERIODS, 0))) for k, v in got.items()}

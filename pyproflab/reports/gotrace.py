@@ -1,0 +1,132 @@
+"""Execution-trace answers as text, JSON and CSV (``analyses/gotrace*``).
+
+Rules: text prints the findings first (one line each), then aligned tables
+with durations in µs/ms/s (``formatting.seconds``); JSON is every table of the
+result as lists of objects, integers in nanoseconds, keys sorted; CSV is one
+table (``table``: the result's main one by default), nanoseconds exact. In
+the goroutine rows, ``waiting`` is an object reason -> ns in JSON and
+``reason=ns;...`` in CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from pyproflab.errors import UsageError
+from pyproflab.reports.formatting import grid, seconds
+
+# result class -> (main table, the tables in order, findings attribute or None)
+_SHAPES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    "GoroutineSummary": ("rows", ("rows",), None),
+    "SchedLatency": ("windows", ("per_trace", "windows", "longest"), "findings"),
+    "StwReport": ("windows", ("pauses", "windows"), "findings"),
+    "TaskLatency": ("rows", ("rows",), None),
+    "GoroutineCounts": ("groups", ("counts", "groups"), "suspects"),
+}
+
+
+def _shape(result: Any) -> tuple[str, tuple[str, ...], str | None]:
+    return _SHAPES[type(result).__name__]
+
+
+def _rows(t: pa.Table) -> list[dict[str, Any]]:
+    rows = t.to_pylist()
+    for r in rows:
+        if isinstance(r.get("waiting"), list):
+            r["waiting"] = {w["reason"]: w["ns"] for w in r["waiting"]}
+    return rows
+
+
+def render_json(result: Any) -> str:
+    main, names, findings = _shape(result)
+    doc: dict[str, Any] = {n: _rows(getattr(result, n)) for n in names}
+    if findings:
+        doc["findings"] = list(getattr(result, findings))
+    if names == (main,):
+        doc = doc[main]  # type: ignore[assignment]
+    return json.dumps(doc, sort_keys=True, default=str, indent=1, ensure_ascii=False) + "\n"
+
+
+def render_csv(result: Any, table: str | None = None) -> str:
+    main, names, _ = _shape(result)
+    name = table or main
+    if name not in names:
+        raise UsageError(f"--table: one of {', '.join(names)}, not {name!r}")
+    t = getattr(result, name)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(t.column_names)
+    for r in _rows(t):
+        cells = []
+        for c in t.column_names:
+            v = r[c]
+            if isinstance(v, dict):
+                v = ";".join(f"{k}={x}" for k, x in v.items())
+            elif isinstance(v, list):
+                v = " ".join(map(str, v))
+            cells.append("" if v is None else v)
+        w.writerow(cells)
+    return buf.getvalue()
+
+
+def _cell(col: str, v: Any) -> str:
+    if v is None:
+        return ""
+    if col.endswith("_ns") and isinstance(v, int | float):
+        return seconds(v / 1e9)
+    if col.endswith("_ms") and isinstance(v, int | float):
+        return seconds(v / 1e3)
+    if isinstance(v, dict):
+        top = sorted(v.items(), key=lambda kv: -kv[1])[:2]
+        return ", ".join(f"{k or '?'} {seconds(x / 1e9)}" for k, x in top)
+    if isinstance(v, list):
+        return " ".join(map(str, v))
+    if hasattr(v, "isoformat"):
+        return v.strftime("%H:%M:%S.%f")[:-3]
+    return str(v)
+
+
+_HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
+
+
+def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
+    cols = [c for c in t.column_names if c not in _HIDDEN]
+    rows = _rows(t)[:limit] if limit else _rows(t)
+    numeric = {
+        c
+        for c in cols
+        if pa.types.is_integer(t.schema.field(c).type)
+        or pa.types.is_floating(t.schema.field(c).type)
+    }
+    cells = [[_cell(c, r[c]) for c in cols] for r in rows]
+    align = "".join("r" if c in numeric else "l" for c in cols)
+    more = [f"... {t.num_rows - len(rows)} more rows"] if len(rows) < t.num_rows else []
+    return [f"{title}:", *grid(cols, cells, align), *more, ""]
+
+
+def render_text(result: Any, limit: int | None = 50) -> str:
+    _, names, findings = _shape(result)
+    lines = []
+    if findings:
+        found = list(getattr(result, findings))
+        lines += found or ["no findings"]
+        lines.append("")
+    for n in names:
+        lines += _text_table(n.replace("_", " "), getattr(result, n), limit)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render(result: Any, fmt: str, *, table: str | None = None, limit: int | None = 50) -> str:
+    """``result`` in ``fmt`` (text, json, csv)."""
+    if fmt == "json":
+        return render_json(result)
+    if fmt == "csv":
+        return render_csv(result, table)
+    if fmt == "text":
+        return render_text(result, limit)
+    raise UsageError(f"unknown format {fmt!r}; choose text, json or csv")

@@ -1,0 +1,60 @@
+"""`pyproflab trace`: pprof files, tables in text, JSON and CSV, from a file or a store."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from support.trace_helpers import damaged_traces, one_line_error, run_cli, trace_path
+
+from pyproflab.analyses.gotrace_answers import answer
+from pyproflab.reports.gotrace import render
+
+pytestmark = pytest.mark.go
+
+
+def test_goroutines_json_rows(tmp_path: Path) -> None:
+    res = run_cli("trace", "goroutines", trace_path("mutex"), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    keys = {"g", "name", "running_ns", "runnable_ns", "syscall_ns", "waiting_ns"}
+    assert rows and all(keys <= set(r) for r in rows)
+    workers = [r for r in rows if r["name"] == "main.worker"]
+    assert len(workers) == 8 and all(r["waiting"].get("sync", 0) > 0 for r in workers)
+
+
+def test_every_question_in_every_format() -> None:
+    for q in ("goroutines", "sched", "stw", "tasks", "leaks"):
+        result = answer(q, path=trace_path("many"))
+        assert render(result, "text").strip(), q
+        json.loads(render(result, "json"))
+        assert len(list(csv.reader(io.StringIO(render(result, "csv"))))) > 1, q
+    res = run_cli("trace", "tasks", trace_path("many"), "--format", "csv")
+    assert res.returncode == 0 and res.stdout.startswith("kind,type,count"), res.stderr
+
+
+def test_pprof_and_store_answers(tmp_path: Path) -> None:
+    out = tmp_path / "sync.pb.gz"
+    res = run_cli("trace", "pprof", trace_path("chan"), "--kind", "sync", "-o", out)
+    assert res.returncode == 0 and out.stat().st_size > 0, res.stderr
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("many"), "--db", db, "--instance", "i-9").returncode == 0
+    res = run_cli("trace", "sched", "--db", db, "--instance", "i-9", "--format", "json")
+    doc = json.loads(res.stdout)
+    assert doc["per_trace"][0]["instance"] == "i-9" and doc["per_trace"][0]["count"] > 0
+    res = run_cli("top", "--db", db, "--type", "trace-sync", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    one_line_error(run_cli("trace", "sched", "--db", db, "--instance", "nope"), "no traces")
+
+
+def test_bad_traces_are_one_line(tmp_path: Path) -> None:
+    bad = damaged_traces(tmp_path)
+    one_line_error(run_cli("trace", "sched", bad["truncated"]), str(bad["truncated"]))
+    one_line_error(run_cli("trace", "stw", bad["text"]), "not a Go execution trace")
+    one_line_error(
+        run_cli("trace", "pprof", bad["bit-flipped"], "--kind", "net", "-o", tmp_path / "x"),
+        str(bad["bit-flipped"]),
+    )
