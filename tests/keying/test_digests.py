@@ -1,4 +1,4 @@
-"""The digest cache of content ids (store/digests.py, issue 14).
+"""The digest cache of content ids (keying/digests.py, issue 14).
 
 Rules checked: on real profiles (the recorded ones, the public corpus, and
 profiles made of overlapping halves of them, as a fleet's are) every keyed table

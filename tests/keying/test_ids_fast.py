@@ -1,4 +1,4 @@
-"""The C hashing path of the content ids (store/_blake.c) gives exactly the ids of
+"""The C hashing path of the content ids (keying/_blake.c) gives exactly the ids of
 the hashlib path, on chosen edge cases and on real profiles.
 
 Ids are stored: a store or a dataset written with one path must dedup against

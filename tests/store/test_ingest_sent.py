@@ -1,5 +1,5 @@
 """Issue 14: each ingest process leaves out the rows it has sent before
-(``store/sent.py``), and the rules of the store still hold: a row is left out
+(``keying/sent.py``), and the rules of the store still hold: a row is left out
 only when its bytes equal what was sent, a profile that relies on a refused
 file's rows is keyed again in full (so a colliding id is still refused, never
 merged), the memory is bounded, and the store is the one a full send gives."""
