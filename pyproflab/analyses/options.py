@@ -166,6 +166,12 @@ class Options:
         raise KeyError(name)
 
     @classmethod
+    def problem(cls, name: str, value: Any) -> str | None:
+        """Why ``value`` is not a valid value of the field ``name`` (``must be ...``), or None."""
+        accepted, none_ok = cls.kind(name)
+        return _problem(value, accepted, none_ok, cls.meta(name))
+
+    @classmethod
     def build(cls, options: Self | None = None, /, **keywords: Any) -> Self:
         """``options`` (default: the defaults) with ``keywords`` replaced, checked."""
         unknown = sorted(set(keywords) - set(cls.names()))
@@ -342,7 +348,7 @@ class _ChangeOptions(Options):
 class RegressionsOptions(_ChangeOptions):
     """``regressions``' options (see its module rules)."""
 
-    resamples: int = option(2000, low=100, metavar="N")
+    resamples: int = option(2000, low=100, high=1_000_000, metavar="N")
     rank_by: str = option(
         "evidence",
         choices=RANK_BY,
