@@ -22,12 +22,9 @@ Rules:
 Metadata comes, lowest priority first, from the ``defaults`` given, a
 path template, and a sidecar ``FILE.json`` next to the profile.
 
-Keying one profile (no database) is ``keying/keys.py``; turning files into
-keyed rows in worker processes, ``keying/prepare.py``; which files a path
-names and the metadata of its template and sidecar, ``keying/paths.py``. Their names callers take
-from here stay importable here (``ProfileMeta``, ``key_profile``,
-``expand_paths``, ``compile_template``, ``FileJob``, ``prepare_file``,
-``DATASET_MARKER``, ``PARTIAL``).
+Keying (``pyproflab.keying``: a profile, files into keyed rows in worker
+processes, paths, templates, sidecars) touches no database; the names callers
+take from here (``ProfileMeta``, ``FileJob``, ``expand_paths``, ...) stay here.
 """
 
 from __future__ import annotations
