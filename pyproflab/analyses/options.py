@@ -71,11 +71,15 @@ def _types(annotation: Any) -> tuple[set[type], bool]:
     return {a for a in args if a is not type(None)}, type(None) in args
 
 
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _range_text(m: dict[str, Any]) -> str:
     lo = "(" if m["low_open"] else "["
     hi = ")" if m["high_open"] else "]"
-    a = "-inf" if m["low"] is None else f"{m['low']:g}"
-    b = "inf" if m["high"] is None else f"{m['high']:g}"
+    a = "-inf" if m["low"] is None else _number(m["low"])
+    b = "inf" if m["high"] is None else _number(m["high"])
     if m["high"] is None:
         return f"> {a}" if m["low_open"] else f">= {a}"
     if m["low"] is None:

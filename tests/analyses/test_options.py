@@ -112,7 +112,7 @@ def test_lab_given_nothing_makes_the_defaults(tmp_path) -> None:
     ("keywords", "line"),
     [
         ({"fdr": 1.5}, "fdr: must be a number in (0, 1), not 1.5"),
-        ({"resamples": 5}, "resamples: must be a whole number >= 100, not 5"),
+        ({"resamples": 5}, "resamples: must be a whole number in [100, 1000000], not 5"),
         ({"test": "t"}, "test: must be one of quasi-poisson, permutation, welch, not 't'"),
         ({"seed": 1.5}, "seed: must be a whole number, not 1.5"),
         ({"inlines": 1}, "inlines: must be true or false, not 1"),
