@@ -296,3 +296,21 @@ def test_the_container_case_under_a_quarter_cpu_quota() -> None:
     # current setting as the CPU classes give it, no prediction above GOMAXPROCS.
     assert all(r["process_cores"] <= 2.0 + 1e-9 for r in res.rows())
     assert res.current["gc_share"] < 0.9
+    assert "--process-cpu" not in res.findings[0]  # Prometheus gave the process's CPU
+
+
+def test_the_quota_case_from_gctrace_alone_asks_for_the_process_cpu(capsys) -> None:
+    """The same recording's gctrace log alone, with --cpu-limit 0.25: the quota
+    finding and the notes say the process's CPU is needed (--process-cpu); given
+    it, neither asks."""
+    from pyproflab.cli import main
+
+    log = str(rec.quota_runs("gogc100")[0] / "gctrace.log")
+    base = ["gogc", "--gctrace", log, "--cpu-limit", "0.25", "--container-memory", "256MiB"]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    finding = next(x for x in out.splitlines() if "above the container's CPU quota" in x)
+    assert "give --process-cpu" in finding
+    assert "gctrace does not hold the process's CPU" in out.split("Notes:")[1]
+    assert main([*base, "--process-cpu", "2"]) == 0
+    assert "--process-cpu" not in capsys.readouterr().out
