@@ -4,8 +4,10 @@
 Seven workloads written for the purpose (tests/gcbench/workloads.go), each at
 GOGC 25-800, off and 400 with a memory limit, three runs each, recorded at
 normal priority on a machine shared with other work (each run's summary holds
-the other processes' CPU and the load average: 1.6-1.9 other cores, load
-11-33; the runs' own CPU went from 0.10 to 0.38 cores). Fitted on GOGC 100
+the other processes' CPU and the load average: 1.6-2.0 other cores, load
+11-47; the runs' own CPU went from 0.05 to 0.4 cores; a setting's runs differ
+by a median 13-35% in cycles per minute, `bench.gc_validate` prints it per
+workload: noise no model removes, see tests/testdata/gc/README.md). Fitted on GOGC 100
 and 200, then on 100 alone, from gctrace (with the process's CPU at each
 observed setting, the one figure a log lacks) and from Prometheus, every
 other setting is predicted and compared with the mean of its runs.
