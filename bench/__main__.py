@@ -19,9 +19,13 @@ Sections (targets from the foundation issue):
            and top, answers compared; DuckDB's ingest per core (bench/bench_spark.py)
   fleet-integration  tests/test_fleet_integration.py's checks on a live run
            (the tests check a recorded one)
+  pgo-size build seconds against PGO profile edges: go build -a with -pgo=off
+           and with 1,000, 10,000, 100,000 edges (bench/bench_pgo.py)
   trace    ingest of a 100 MB execution trace (tables + 4 blocking profiles) vs
            `go tool trace -pprof=sched`: <= 2x its time, <= its peak RSS; hostile
            traces (truncated, bit-flipped, huge string table) (bench/bench_trace.py)
+  demo     `make demo` 10 times beside a busy-looping neighbour: the plant found
+           significant in at least 9 (bench/demo_reliability.py; 30 to 60 minutes)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -51,6 +55,7 @@ from bench.common import (
     pyproflab_cmd,
     run_process,
 )
+from bench.demo_reliability import section_demo
 from bench.hostile import section_hostile
 
 
@@ -330,6 +335,12 @@ def section_fleet_10k(work: Path, runs: int) -> list[str]:
     return out
 
 
+def section_pgo_size(work: Path, runs: int) -> list[str]:
+    from bench.bench_pgo import section_size
+
+    return section_size(work / "pgo-size", runs=1)
+
+
 def section_fleet_integration(work: Path, runs: int) -> list[str]:
     """tests/test_fleet_integration.py's checks on a fresh live run (the tests
     check one recorded run): whether this machine, now, passes each."""
@@ -369,7 +380,9 @@ SECTIONS = {
     "files": section_files,
     "fleet-10k": section_fleet_10k,
     "fleet-integration": section_fleet_integration,
+    "pgo-size": section_pgo_size,
     "trace": section_trace,
+    "demo": section_demo,
 }
 
 

@@ -11,6 +11,14 @@ Figures:
    the profile: both instances run side by side, closed-loop load from
    threads goes to one, then the other, alternated for several rounds;
    requests per second, the PGO/no-PGO ratio per round and the median.
+4. Build time against edge count (`section_size`, `make bench` section
+   pgo-size): tests/pgoprogs/router's cmd/routerbench built with `-a`
+   (every package compiled, the standard library too) with `-pgo=off` and
+   with synthetic profiles of 1,000 to 100,000 call edges between the
+   program's own functions (tests/support/pgo_synth.py; names from `go tool
+   nm`, so each package's compile finds callers of its own and looks their
+   callees up; not the runtime's, see `section_size`), seconds and the ratio
+   to -pgo=off, alternated.
 
 The profile for 2 and 3 comes from notesd itself under loadgen's mix
 (2 × 10 s CPU profiles), through `pgo_files`.
@@ -186,6 +194,55 @@ def bench_endpoint(tmp: Path, profile: Path, rounds: int, seconds: float) -> Non
             f"    median ratio {statistics.median(ratios):.3f} "
             f"({statistics.median(ratios) - 1:+.1%} throughput)"
         )
+
+
+SIZES = (1_000, 10_000, 100_000)
+ROUTER = REPO / "tests" / "pgoprogs" / "router" / "base"
+
+
+def section_size(work: Path, runs: int = 1, sizes: tuple[int, ...] = SIZES) -> list[str]:
+    """Build seconds of cmd/routerbench with -a: -pgo=off against profiles of
+    ``sizes`` call edges (figure 4); ``runs`` alternated rounds, medians."""
+    from support.pgo_synth import edge_profile
+
+    work.mkdir(parents=True, exist_ok=True)
+    exe = work / "routerbench"
+    subprocess.run([GO, "build", "-o", str(exe), "./cmd/routerbench"], cwd=ROUTER, check=True)
+    nm = subprocess.run([GO, "tool", "nm", str(exe)], capture_output=True, text=True, check=True)
+    # Not the runtime's: random hot lines inside it make the compiler inline into
+    # functions where write barriers are prohibited, and the build fails (Go 1.26).
+    runtime = ("runtime.", "runtime/", "internal/", "sync/atomic.")
+    names = sorted(
+        {
+            ln.split()[-1]
+            for ln in nm.stdout.splitlines()
+            if " T " in ln and not ln.split()[-1].startswith(runtime)
+        }
+    )
+    profiles = {"off": "off"}
+    for n in sizes:
+        path = work / f"edges-{n}.pgo"
+        path.write_bytes(edge_profile(names, n, seed=n))
+        profiles[f"{n:,} edges ({path.stat().st_size / 1e6:.1f} MB)"] = str(path)
+    times: dict[str, list[float]] = {k: [] for k in profiles}
+    for _ in range(max(runs, 1)):
+        for label, pgo in profiles.items():
+            t = time.perf_counter()
+            subprocess.run(
+                [GO, "build", "-a", "-o", os.devnull, f"-pgo={pgo}", "./cmd/routerbench"],
+                cwd=ROUTER,
+                check=True,
+                capture_output=True,
+            )
+            times[label].append(time.perf_counter() - t)
+    off = statistics.median(times["off"])
+    out = [
+        f"pgo-size: go build -a of tests/pgoprogs/router (cmd/routerbench, {len(names)} functions)"
+    ]
+    for label, ts in times.items():
+        t = statistics.median(ts)
+        out.append(f"  -pgo={label:<28} {t:7.1f} s   {t / off:5.2f}x of -pgo=off")
+    return out
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ cycles, three snapshots, the summary) is written there too.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import re
@@ -47,6 +48,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GCBENCH = REPO / "tests" / "gcbench"
 WARMUP_S = 1.0  # after the live heap is built: the first cycles at the new size
+# Cycles after the warm-up left out of the trimmed log: floating garbage takes a
+# few cycles to settle (each goal follows the heap the cycle before marked).
+SETTLE_CYCLES = 4
+MIN_CYCLES, MAX_SECONDS = 14, 100  # a workload runs on until this many cycles, at most this long
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,11 @@ def run_once(
         *w.args,
         "-duration",
         f"{duration}s",
-        *(("-min-cycles", "6", "-max-duration", "45s") if "-workload" in w.args else ()),
+        *(
+            ("-min-cycles", str(MIN_CYCLES), "-max-duration", f"{MAX_SECONDS}s")
+            if "-workload" in w.args
+            else ()
+        ),
         "-metrics-dir",
         str(run_dir),
         "-summary",
@@ -147,8 +156,9 @@ _GC = re.compile(r"^gc (\d+) @([0-9.]+)s")
 
 def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
     """Copy a run thinned: gctrace lines from WARMUP_S after the live heap was
-    built (at most max_lines, in pairs of consecutive cycles, always the first
-    and the last), the snapshots a second after the build, in the middle and at
+    built, less the first SETTLE_CYCLES (at most max_lines, in pairs of
+    consecutive cycles, always the first and the last), the snapshots at the
+    first kept cycle, in the middle and at
     the end, the summary, and the cgroup snapshots of the container case."""
     dest.mkdir(parents=True, exist_ok=True)
     summ = read_summary(run_dir / "summary.txt")
@@ -156,8 +166,10 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
     lines = [
         ln
         for ln in (run_dir / "gctrace.log").read_text().splitlines()
-        if (m := _GC.match(ln)) and float(m.group(2)) >= built + WARMUP_S
+        if (m := _GC.match(ln)) and float(m.group(2)) >= built + WARMUP_S and "(forced)" not in ln
     ]
+    if "built_seconds" in summ:  # the workloads: from where floating garbage has settled
+        lines = lines[SETTLE_CYCLES:]
     if len(lines) > max_lines:
         # Pairs of consecutive cycles (a goal is set from the previous cycle's
         # marked heap), spread evenly, plus the last line.
@@ -167,8 +179,12 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
         lines = [lines[j] for j in keep if j < len(lines) - 1] + [lines[-1]]
     (dest / "gctrace.log").write_text("".join(ln + "\n" for ln in lines))
     snaps = sorted(run_dir.glob("snap-*.prom"))
-    # The new workloads snapshot from the end of the build; the earlier modes from the start.
-    first = 1 if "built_seconds" in summ else 2
+    # The new workloads snapshot a second apart from the end of the build (the
+    # first kept one at the first kept cycle); the earlier modes from the start.
+    first = 2
+    if "built_seconds" in summ:
+        start = float(_GC.match(lines[0]).group(2)) if lines else built + WARMUP_S  # type: ignore[union-attr]
+        first = max(1, math.ceil(start - built))
     idx = {min(first, len(snaps) - 1), (first + len(snaps) - 1) // 2, len(snaps) - 1}
     for i in idx:
         shutil.copy(snaps[i], dest / snaps[i].name)
@@ -325,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         "--duration",
         type=float,
         default=10.0,
-        help="seconds per run after the build (a workload runs on until 6 cycles, at most 45 s)",
+        help="seconds per run after the build (a workload runs on until MIN_CYCLES cycles, "
+        "at most MAX_SECONDS)",
     )
     p.add_argument("--workloads", default=",".join(NEW))
     p.add_argument("--settings", help="default: each workload's eight (settings_of)")

@@ -6,10 +6,11 @@
 While loadgen replays the real SDKs' requests (INSTANCES instances, one push
 every INTERVAL seconds each), this
 
-- SIGKILLs the server and the ingester, alternately, KILLS times at random
-  moments (3 to 20 s apart; the ingester writes batches of 8 files, so
-  kills land before, during and after its transactions); a killed server is started again at once, a
-  killed ingester is restarted by the server;
+- SIGKILLs the server and the ingester, alternately, KILLS times: the
+  server 3 to 20 s after the last kill, the ingester 0 to 4 s after it
+  stored a batch (it writes batches of 8 files, so its kills land before,
+  during and after its transactions); a killed server is started again at
+  once, a killed ingester is restarted by the server;
 - puts the spool on a small ext4 file system (a loop mount of DISK_MIB MiB;
   tmpfs where loop devices are not allowed) and, half-way, stops the ingester
   (SIGSTOP) until the server answers 503 for lack of room, then lets it go on;
@@ -104,6 +105,8 @@ class Server:
                 "16",
                 "--retry-after",
                 "2",
+                "--ingest-batch-files",
+                "8",
             ],
             stderr=self.log,
         )
@@ -249,8 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     disk = mount_small_disk(spool, args.disk_mib)
     server = Server(out, port, spool, db)
     server.start()
-    kills_plan = [rng.uniform(3.0, 20.0) for _ in range(args.kills)]
-    duration = sum(kills_plan) + 60
     gen = subprocess.Popen(
         [
             str(bins / "loadgen"),
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             "-interval",
             f"{args.interval}s",
             "-duration",
-            f"{duration:.0f}s",
+            "3600s",
             "-out",
             str(out),
             "-token",
@@ -279,23 +280,29 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for t in threads:
         t.start()
-    kills = {"server": 0, "ingester": 0}
+    kills = {"server": 0, "ingester": 0, "after_a_batch": 0}
     full = {"stopped_s": 0.0, "spool_503": False}
     try:
-        for i, wait in enumerate(kills_plan):
-            time.sleep(wait)
+        for i in range(args.kills):
             server.sample()
             if i == args.kills // 2 and disk:
                 full = fill_disk(server, spool)
             if i % 2 == 0:
+                time.sleep(rng.uniform(3.0, 20.0))
                 server.kill()
                 kills["server"] += 1
             else:
+                # The ingester is killed once it has stored a batch since it
+                # started, 0 to 4 s later: before, during or after the next one.
+                kills["after_a_batch"] += wait_for_batch(server, 180.0)
+                time.sleep(rng.uniform(0.0, 4.0))
                 ing = server.ingester()
                 if ing:
                     os.kill(ing, signal.SIGKILL)
                     kills["ingester"] += 1
-        gen_out, _ = gen.communicate(timeout=duration + 300)
+        time.sleep(30)
+        gen.send_signal(signal.SIGTERM)
+        gen_out, _ = gen.communicate(timeout=300)
     finally:
         stop.set()
         for t in threads:
@@ -344,13 +351,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
+def wait_for_batch(server: Server, limit: float) -> int:
+    """Wait until the log shows a batch stored after the current ingester
+    started (at most ``limit`` seconds); 1 if one was."""
+    log = server.out / "serve.log"
+    start = log.read_text().count(" ingested ")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if log.read_text().count(" ingested ") > start:
+            return 1
+        time.sleep(0.5)
+    return 0
+
+
 def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
     """Stop the ingester until the server refuses pushes for lack of room (or
     ``limit`` seconds), then let it go on."""
-    ing = server.ingester()
+    ing = None
+    for _ in range(60):  # an ingester that has just been restarted: wait for it
+        ing = server.ingester()
+        try:
+            if ing:
+                os.kill(ing, signal.SIGSTOP)
+                break
+        except ProcessLookupError:
+            pass
+        time.sleep(1)
     if not ing:
         return {"stopped_s": 0.0, "spool_503": False}
-    os.kill(ing, signal.SIGSTOP)
     t0, refused = time.monotonic(), False
     before = (server.out / "serve.log").read_text().count(": disk: ")
     while time.monotonic() - t0 < limit:
@@ -359,7 +387,10 @@ def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
             refused = True
             time.sleep(3)
             break
-    os.kill(ing, signal.SIGCONT)
+    try:
+        os.kill(ing, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
     return {"stopped_s": round(time.monotonic() - t0, 1), "spool_503": refused}
 
 

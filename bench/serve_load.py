@@ -240,12 +240,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         load_after = os.getloadavg()
         under_load = list(watch.samples)
-        server_hist = metrics_text(port)
+        try:
+            server_hist = metrics_text(port)
+        except OSError:  # a server too starved to answer within the timeout
+            server_hist = ""
         drained = drain(spool, args.drain)
     finally:
         watch.stop()
         server.terminate()
-        server.wait(timeout=120)
+        try:
+            server.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # nothing acknowledged is lost by a kill
+            server.kill()
+            server.wait()
     waiting = spooled_hashes(spool)  # what the drain left, if it timed out
     acked = (out / "acked.txt").read_text().split()
     stored = stored_hashes(db)

@@ -10,6 +10,8 @@ it waits for the spool to drain and checks:
 
 - every profile of every acknowledged request is in the store, with its
   service, version and instance; the store holds nothing that was not sent;
+- every execution trace of an acknowledged request is stored (its sha256),
+  with its four blocking profiles, and no other trace is;
 - per service and profile type, every sample index, `pyproflab top --db`
   equals `go tool pprof -top` over the same profiles, split from the recorded
   bodies by the Go program `attachments` (Go's mime/multipart, zstd).
@@ -38,7 +40,14 @@ from bench.serve_load import build_pushers, drain, free_port
 if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))
 from support import pprof_oracle as oracle  # noqa: E402
-from support.push_helpers import expected_hashes, split_records  # noqa: E402
+from support.push_helpers import (  # noqa: E402
+    TRACE_TYPES,
+    expected_hashes,
+    pushed,
+    split_records,
+    stored_traces,
+    trace_hashes,
+)
 
 
 def stored(db: Path) -> list[dict]:
@@ -68,7 +77,12 @@ def cli_top(db: Path, service: str, ptype: str, index: int) -> Counter:
             ptype,
             "--sample-index",
             str(index),
-            "--no-trim",
+            # the oracle's flags: every node, edges at pprof's default -edgefraction
+            # (they decide the inline markers; --no-trim would zero it as -trim=false)
+            "--nodefraction",
+            "0",
+            "--nodecount",
+            "1000000",
             "--format",
             "csv",
         ],
@@ -158,10 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     recs = {p: json.loads(p.read_text()) for p in records}
     pushes = [p for p, r in recs.items() if "/telemetry/" not in r["url"]]
     acked = [p for p in pushes if recs[p]["status"] == 200]
-    want = expected_hashes(split_records(bins, acked, out / "acked"))
-    could = expected_hashes(split_records(bins, pushes, out / "sent"))
-    rows = stored(db)
+    acked_parts = split_records(bins, acked, out / "acked")
+    sent_parts = split_records(bins, pushes, out / "sent")
+    want, could = expected_hashes(acked_parts), expected_hashes(sent_parts)
+    all_rows = stored(db)
+    rows = pushed(all_rows)
     have = {r["content_hash"] for r in rows}
+    traces = stored_traces(db)
+    traces_have = {t["content_hash"] for t in traces}
+    made = sum(r["profile_type"] in TRACE_TYPES for r in all_rows)
     groups: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for r in rows:
         if r["content_hash"] in could:
@@ -181,13 +200,23 @@ def main(argv: list[str] | None = None) -> int:
         "profiles_stored": len(have),
         "acked_missing_from_store": len(set(want) - have),
         "stored_not_sent": len(have - set(could)),
+        "traces_in_acked_requests": len(trace_hashes(acked_parts)),
+        "traces_stored": len(traces_have),
+        "acked_traces_missing": len(trace_hashes(acked_parts) - traces_have),
+        "traces_stored_not_sent": len(traces_have - trace_hashes(sent_parts)),
+        "trace_profiles_stored": made,
         "services": sorted({(r["service"], r["version"], r["instance"]) for r in rows}),
         "top_comparisons": compared,
         "top_differing": differing,
     }
     print(json.dumps(summary, indent=2))
     ok = (
-        not summary["acked_missing_from_store"] and not summary["stored_not_sent"] and not differing
+        not summary["acked_missing_from_store"]
+        and not summary["stored_not_sent"]
+        and not differing
+        and not summary["acked_traces_missing"]
+        and not summary["traces_stored_not_sent"]
+        and made == 4 * len(traces_have)
     )
     return 0 if ok else 1
 

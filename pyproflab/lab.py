@@ -196,6 +196,41 @@ class Lab:
 
         return pgo(self.store, _selection(selection, kwargs), **kwargs)
 
+    def pgo_weights(self, selection: Selection | None = None, **kwargs: Any):
+        """The selection's PGO profile under each weighting (none, duration,
+        instance) and how their hot edges differ (``WeightComparison``)."""
+        from pyproflab.analyses.pgo_weights import compare_weights
+
+        return compare_weights(self.store, _selection(selection, kwargs), **kwargs)
+
+    def pgo_check(self, profile: str | os.PathLike, source: str | os.PathLike, **options: Any):
+        """Is ``profile`` (a default.pgo) still true of the Go module at ``source``?
+        The share of its hot weight the compiler still applies and a verdict
+        (``PgoCheckResult``; needs Go to build the source reader)."""
+        from pyproflab.analyses.pgo_check import CheckOptions, check
+
+        return check(profile, source, CheckOptions(**options))
+
+    def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
+        """What PGO changed between two builds' profiles (Selections or dicts such as
+        ``{"version": "v1"}``): CPU with intervals, memory, and, from a build log
+        (``pgo_build_log``), the compiler's PGO decisions (``PgoEffect``)."""
+        from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
+
+        before = before if isinstance(before, Selection) else Selection(**before)
+        after = after if isinstance(after, Selection) else Selection(**after)
+        return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
+
+    @staticmethod
+    def pgo_build_log(
+        source: str | os.PathLike, profile: str | os.PathLike, package: str = "."
+    ) -> str:
+        """The output of ``go build -pgo=PROFILE -gcflags=-m -d=pgodebug=1 PACKAGE``
+        in the module at ``source`` (nothing written), for ``pgo_effect``."""
+        from pyproflab.analyses.pgo_effect import build_log
+
+        return build_log(source, profile, package)
+
     def regressions(self, base: Any, new: Any, *, sample: Any = None, **options: Any):
         """What got slower from ``base`` to ``new`` (Selections or dicts such as
         ``{"version": "v1"}``): a ``RegressionsResult`` with intervals and FDR.

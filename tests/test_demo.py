@@ -129,7 +129,9 @@ def test_interrupt_leaves_no_process(
     fleet_built: None, tmp_path: Path, moment: str, group: bool
 ) -> None:
     proc = start_demo(
-        tmp_path, "--load-seconds", "11", "--cpu-seconds", "4", "--windows", "1", group=group
+        tmp_path,
+        *("--max-seconds", "11", "--cpu-seconds", "4", "--windows", "1", "--min-samples", "0"),
+        group=group,
     )
     try:
         if moment == "starting":
@@ -163,7 +165,10 @@ def test_interrupt_leaves_no_process(
 def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -> None:
     from pyproflab.store import Store
 
-    proc = start_demo(tmp_path, "--load-seconds", "16", "--cpu-seconds", "3", "--windows", "2")
+    proc = start_demo(
+        tmp_path,
+        *("--max-seconds", "16", "--cpu-seconds", "3", "--windows", "2", "--min-samples", "0"),
+    )
     try:
         out, err = proc.communicate(timeout=150)
     finally:
@@ -235,3 +240,34 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
     for f in tmp_path.rglob("*"):
         if f.is_file():
             assert TOKEN.encode() not in f.read_bytes(), f"the token is in {f}"
+
+
+def test_summary_never_prints_nan(capsys) -> None:
+    """The summary of the recorded demo run, and a headline row whose base is 0
+    (a relative change that is undefined), print no "nan": "-" stands for it."""
+    import math
+
+    from support import fleet_demo
+    from support.browser.stores import demo_store
+
+    import pyproflab
+
+    db = demo_store()
+    with pyproflab.open(db, read_only=True) as lab:
+        ids = lab.sql("SELECT profile_id FROM profiles").column(0).to_pylist()
+        fleet_demo.Demo(fleet_demo.parse_args(["--db", str(db), "--quiet"])).summary(lab, ids)
+    out = capsys.readouterr().out
+    assert "== v1 vs v2 headline ==" in out and "main.scoreNote, v1 -> v2" in out
+    assert "nan" not in out.lower(), out
+
+    nan = math.nan
+    row = {f"{m}_{k}": nan for m in ("flat", "cum") for k in ("share_base", "share_new", "rel")}
+    row |= {f"{m}_{k}": nan for m in ("flat", "cum") for k in ("rel_lo", "rel_hi", "q")}
+    row |= {f"{m}_{k}": nan for m in ("flat", "cum") for k in ("rel_fcr_lo", "rel_fcr_hi")}
+    row |= {"flat_significant": False, "cum_significant": False, "flat_share_base": 0.0}
+
+    class Result:
+        confidence, fcr_confidence, fdr = 0.95, None, 0.05
+
+    text = fleet_demo._side_change(row, "flat", Result())
+    assert "nan" not in text.lower() and " -" in text

@@ -43,7 +43,11 @@ Rules, in the order they apply:
 7. Trimming (optional, ``trim_leaf=K``): stacks are cut to their K leaf
    locations. The compiler takes edges from the two leaf locations only, so
    K >= 2 never changes them; the edges are computed before and after and
-   the trimming is not applied (with a note) when they differ.
+   the trimming is not applied (with a note) when they differ. With
+   ``max_edges=N`` the profile keeps its N heaviest edges
+   (``pgo_trim.trim_edges``, whose report says what went); without it, a
+   profile of more than ``pgo_trim.EDGES_WARNING`` edges gets a note on
+   what its size costs the build.
 8. Refusal: no profile is produced when Go would reject or silently ignore
    it: an input that cannot be read (zero-byte, not a profile), no input
    with a CPU sample type (e.g. heap only), no samples, zero total weight,
@@ -78,6 +82,7 @@ from pyproflab.analyses.pgo_edges import (
     go_binary,
     preprofile_edges,
 )
+from pyproflab.analyses.pgo_trim import EDGES_WARNING, TrimReport, trim_edges
 from pyproflab.arrays import empty_lists, from_numpy
 from pyproflab.display import render
 from pyproflab.errors import ProfileError, ProflabError, UsageError
@@ -137,6 +142,8 @@ class PgoResult:
     safeguarded: dict[str, int] = field(default_factory=dict)  # name -> edge weight renamed
     trim_leaf: int | None = None  # asked
     trimmed: bool = False  # applied
+    max_edges: int | None = None
+    trim_report: TrimReport | None = None
     candidates: int = 0  # profiles the selection matched (store)
     output: str | None = None
     verified: EdgeSet | None = None  # from go tool preprofile on the written file
@@ -441,12 +448,18 @@ def build_pgo(
     safeguards: Iterable[str] | None = None,
     trim_leaf: int | None = None,
     fold_preempt: bool = True,
+    max_edges: int | None = None,
 ) -> PgoResult:
     """Strip, weigh, merge, fold, safeguard, trim and validate (the module rules)."""
     from pyproflab.analyses.merge import merge
 
     res = _new_result(
-        inputs, weight=weight, safeguards=safeguards, trim_leaf=trim_leaf, fold_preempt=fold_preempt
+        inputs,
+        weight=weight,
+        safeguards=safeguards,
+        trim_leaf=trim_leaf,
+        fold_preempt=fold_preempt,
+        max_edges=max_edges,
     )
     kept: list[PgoInput] = []
     for inp in res.inputs:
@@ -482,11 +495,14 @@ def _new_result(
     safeguards: Iterable[str] | None = None,
     trim_leaf: int | None = None,
     fold_preempt: bool = True,
+    max_edges: int | None = None,
 ) -> PgoResult:
     """An empty result for ``inputs`` with its options checked."""
     weight = _weight_name(weight)
     if trim_leaf is not None and trim_leaf < 1:
         raise UsageError(f"--trim-leaf must be at least 1, not {trim_leaf}")
+    if max_edges is not None and max_edges < 1:
+        raise UsageError(f"--max-edges must be at least 1, not {max_edges}")
     guards = tuple(DEFAULT_SAFEGUARDS if safeguards is None else safeguards)
     return PgoResult(
         None,
@@ -495,6 +511,7 @@ def _new_result(
         safeguards=guards,
         trim_leaf=trim_leaf,
         fold_preempt=fold_preempt,
+        max_edges=max_edges,
     )
 
 
@@ -540,6 +557,14 @@ def _finish(res: PgoResult, merged: Profile) -> PgoResult:
                 f"not trimmed: cutting stacks to {_n(trim_leaf, 'leaf frame')} would change "
                 "the compiler's hot edges (it reads the two leaf locations)"
             )
+    if res.max_edges is not None:
+        merged, edges, res.trim_report = trim_edges(merged, res.max_edges, edges)
+    elif len(edges) > EDGES_WARNING:
+        res.notes.append(
+            f"{len(edges)} call edges: a build with a new profile recompiles every package "
+            "and each compile reads every edge (bench/bench_pgo.py measures the cost); "
+            "--max-edges N keeps the N heaviest"
+        )
     res.profile, res.edges = merged, edges
     res.refusal = validate(merged, edges)
     if res.refusal is not None:

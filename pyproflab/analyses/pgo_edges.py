@@ -150,6 +150,19 @@ def build_edge_set(
 
 def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> EdgeSet:
     """The compiler's named call edges of ``profile`` (see the module rules)."""
+    weights: dict[EdgeKey, int] = {}
+    seen_start = False
+    for w, keys, start in sample_edges(profile):
+        seen_start = seen_start or start
+        for k in keys:
+            weights[k] = weights.get(k, 0) + w
+    weights = {k: w for k, w in weights.items() if w != 0}
+    return build_edge_set(weights, seen_start_line=seen_start, cdf_percent=cdf_percent)
+
+
+def sample_edges(profile: Profile):
+    """Per sample, in order: (weight, the edge keys it adds weight to, whether a
+    node it weighs has a start line). Samples of weight 0 add nothing."""
     idx = value_index(profile)
     if idx < 0:
         raise UsageError(
@@ -175,7 +188,7 @@ def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> 
 
     s = profile.samples
     if s.num_rows == 0:
-        return build_edge_set({}, seen_start_line=False, cdf_percent=cdf_percent)
+        return
     n_types = len(profile.sample_types)
     _, flat = list_parts(s.column("values"))
     if len(flat) == s.num_rows * n_types:  # numpy: pc.list_element would import pandas
@@ -183,30 +196,25 @@ def compute_edges(profile: Profile, *, cdf_percent: float = HOT_CDF_PERCENT) -> 
     else:
         vals = pc.list_element(s.column("values"), idx).to_pylist()
     stacks = s.column("location_ids").to_pylist()
-    weights: dict[EdgeKey, int] = {}
-    nodes_cum: dict[tuple, int] = {}
     for w, stack in zip(vals, stacks, strict=True):
         if not w or not stack:
+            yield w, [], False
             continue
         seen_node: set[tuple] = set()
         seen_edge: set[tuple] = set()
+        keys: list[EdgeKey] = []
         parent = None
         for i in range(min(1, len(stack) - 1), -1, -1):
             for n in reversed(loc_nodes.get(stack[i], [])):
                 saw = n in seen_node
-                if not saw:
-                    seen_node.add(n)
-                    nodes_cum[n] = nodes_cum.get(n, 0) + w
+                seen_node.add(n)
                 pair = (n, parent)
                 if (not saw or pair not in seen_edge) and parent is not None and n != parent:
                     seen_edge.add(pair)
-                    k = EdgeKey(parent[2], n[2], parent[1] - parent[3])
-                    weights[k] = weights.get(k, 0) + w
+                    keys.append(EdgeKey(parent[2], n[2], parent[1] - parent[3]))
                 parent = n
-    # Go looks for a start line among the graph's nodes (those with weight).
-    seen_start = any(n[3] != 0 for n, c in nodes_cum.items() if c != 0)
-    weights = {k: w for k, w in weights.items() if w != 0}
-    return build_edge_set(weights, seen_start_line=seen_start, cdf_percent=cdf_percent)
+        # Go looks for a start line among the graph's nodes (those with weight).
+        yield w, keys, any(n[3] != 0 for n in seen_node)
 
 
 def fold_preemption(profile: Profile) -> tuple[Profile, int, int]:

@@ -2,8 +2,9 @@
 
 ``main(argv) -> int`` never lets a user's mistake become a traceback: a
 ``ProflabError`` (bad file, bad flag, missing or busy store) is printed as one
-line on stderr and returns its exit code (2). Anything else is a bug and
-keeps its traceback.
+line on stderr and returns its exit code (2). Anything else is a bug: its
+traceback is printed, and the exit code is 2 too, never Python's 1, which
+means "findings" to a scheduler (``job``, ``regressions --fail-on-change``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # `pyproflab top … | head`: the reader left; nothing to report.
         return 0
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print(
+            "pyproflab: error: an internal error (a bug: see the traceback above)", file=sys.stderr
+        )
+        return 2
 
 
 def run() -> None:

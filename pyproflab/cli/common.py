@@ -5,6 +5,7 @@ profile they describe, and the Spark engine's options."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -188,13 +189,23 @@ def write_output(text: str, path: str | None) -> None:
             sys.stdout.write("\n")
         sys.stdout.flush()
         return
-    tmp = f"{path}.tmp{os.getpid()}"
+    from pyproflab.newfiles import create_temp_file
+
+    target = os.path.abspath(path)
+    tmp = None
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        fd, tmp = create_temp_file(os.path.dirname(target), f".{os.path.basename(target)}.", ".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
+        os.replace(tmp, target)
+    except BaseException as e:
+        # Never a temporary file left behind: a full disk, an interrupt.
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise UsageError(f"{path}: cannot write: {e.strerror or e}") from None
+        raise
 
 
 class Progress:

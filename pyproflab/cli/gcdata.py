@@ -14,8 +14,9 @@ metric families (or each --query) are fetched with query_range over
 [--since, --until] every --step; a series' Prometheus instance label becomes
 our instance through --map, else stays as it is, with its job as service.
 
-Everything is read first and stored in one transaction: on a bad file or an
-unreachable server nothing is stored (one line, exit 2). Rows already in the
+Files are read as they are stored, in one transaction (memory holds a batch,
+whatever the size of the files): on a bad line anywhere, or an unreachable
+server, nothing is stored (one line naming the file and the line, exit 2). Rows already in the
 store are counted, not stored again. One summary line.
 """
 
@@ -93,15 +94,16 @@ class Command:
     def _from_files(self, args: argparse.Namespace) -> int:
         import os
         import sys
+        from collections.abc import Iterator
 
         import pyarrow as pa
 
-        from pyproflab import schema
         from pyproflab.errors import MetricsError, UsageError
-        from pyproflab.sources.gctrace import read_gctrace
-        from pyproflab.sources.prometheus import read_exposition
+        from pyproflab.sources.ahead import read_ahead
+        from pyproflab.sources.gctrace import iter_gctrace_file
+        from pyproflab.sources.prometheus import iter_exposition_file
         from pyproflab.store.connection import Store
-        from pyproflab.store.metrics import ingest_gc_rows, ingest_metric_rows, with_meta
+        from pyproflab.store.metrics import StreamedRows, with_meta
         from pyproflab.store.select import parse_time
 
         if args.format == "prom" and args.process_start:
@@ -111,49 +113,44 @@ class Command:
         when = parse_time(args.time) if args.time else None
         start = parse_time(args.process_start) if args.process_start else None
         meta = {"service": args.service, "version": args.meta_version, "instance": args.instance}
-
-        pieces: list[pa.Table] = []
-        skipped: list[MetricsError] = []
         for path in args.files:
             if not os.path.isfile(path):
                 raise UsageError(f"{path}: no such file")
-            source = os.path.abspath(path)
-            if args.format == "prom":
-                t = read_exposition(path, default_time=when, source=path)
-            else:
-                t = read_gctrace(
-                    path, process_start=start, source=path, errors=skipped if args.lenient else None
-                )
-            pieces.append(with_meta(t, source=source, **meta))
-        target = schema.STORE_METRIC_SAMPLES if args.format == "prom" else schema.STORE_GC_CYCLES
-        rows = pa.concat_tables(pieces) if pieces else target.empty_table()
 
-        with Store.open(common.db_path(args)) as store:
+        skipped: list[MetricsError] = []
+        runs: set[tuple[str, int]] = set()
+
+        def tables(path: str) -> Iterator[pa.Table]:
             if args.format == "prom":
-                added = ingest_metric_rows(store, rows)
-                what = "metric samples"
-            else:
-                added = ingest_gc_rows(store, rows)
-                what = "gc cycles"
+                return iter_exposition_file(path, default_time=when, source=path)
+            errors = skipped if args.lenient else None
+            return iter_gctrace_file(path, process_start=start, source=path, errors=errors)
+
+        # Read as stored, in one transaction: a bad line anywhere stores nothing.
+        with StreamedRows(lambda: Store.open(common.db_path(args))) as stream:
+            for path in args.files:
+                source = os.path.abspath(path)
+                for t in read_ahead(tables(path)):
+                    if args.format == "gctrace":
+                        runs.update((source, r) for r in set(t.column("run").to_pylist()))
+                    stream.add(with_meta(t, source=source, **meta))
+            added = stream.finish()
+        what = "metric samples" if args.format == "prom" else "gc cycles"
         for e in skipped:
             print(f"skipped {e}", file=sys.stderr)
         tail = f", {len(skipped)} malformed lines skipped" if args.lenient else ""
         files = f"{len(args.files)} file{'s' if len(args.files) != 1 else ''}"
-        runs = ""
-        if args.format == "gctrace":
-            n_runs = len(set(zip(rows["source"].to_pylist(), rows["run"].to_pylist(), strict=True)))
-            if n_runs > len(args.files):
-                runs = f" ({n_runs} process runs)"
-                if start is not None:
-                    print(
-                        "note: --process-start dates the first run of each log; "
-                        "the later runs (other processes) have no time",
-                        file=sys.stderr,
-                    )
-        print(
-            f"{files}, {rows.num_rows} {what}{runs}: {added} new, "
-            f"{rows.num_rows - added} already present{tail}"
-        )
+        runs_text = ""
+        if len(runs) > len(args.files):
+            runs_text = f" ({len(runs)} process runs)"
+            if start is not None:
+                print(
+                    "note: --process-start dates the first run of each log; "
+                    "the later runs (other processes) have no time",
+                    file=sys.stderr,
+                )
+        n = stream.rows
+        print(f"{files}, {n} {what}{runs_text}: {added} new, {n - added} already present{tail}")
         return 0
 
     def _from_server(self, args: argparse.Namespace) -> int:

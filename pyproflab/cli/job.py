@@ -50,7 +50,7 @@ class Command:
 
         if args.wait is not None and args.wait < 0:
             raise UsageError("--wait must be >= 0")
-        spec = load_job(args.job)
+        spec = load_job(args.job)  # every key checked: a bad one is one line, exit 2
         try:
             result = run_job(spec, wait=args.wait)
         except StoreBusyError as e:

@@ -5,6 +5,8 @@
   pyproflab pgo diff OLD NEW        (hot edges added, removed, re-weighted)
   pyproflab pgo check PROFILE --source DIR   (is the profile still true of the source?)
   pyproflab pgo weights FILE... | --db DB ...  (the hot edges under each --weight)
+  pyproflab pgo effect --db DB --before K=V... --after K=V... [--build-log LOG |
+                       --source DIR --pgo default.pgo [--package ./cmd/app]]
 
 Only samples/count and cpu/nanoseconds are kept, labels and all-zero samples
 dropped; functions on the safeguard list are renamed so the compiler cannot
@@ -25,6 +27,14 @@ compiler still applies it: the caller still exists by name and the line at
 its call-site offset still calls a hot callee. It prints the share of the hot
 weight that applies and a verdict (current, aging, stale); with
 --fail-under PCT it exits 1 when the share is under PCT.
+
+pgo effect compares the stored profiles of two builds (--before and --after
+selections, KEY=VALUE words as in regressions): the CPU change with its
+interval and the functions that changed (the regressions analysis), the
+memory side (heap in use and allocated, goroutines, goroutine stack memory,
+the CPU of stack growth), and the compiler's own list of PGO-driven
+inlinings and devirtualizations, read from a build log (go build -pgo=P
+-gcflags=-m -d=pgodebug=1) or from that build run on --source.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import argparse
 
 from pyproflab.cli import common, pgo_tools
 
+_KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
 _SAFEGUARD_HELP = "do not rename runtime.gopark and grpc's loopyWriter.processData"
 
 # (group, flags, add_argument keywords): every option once, grouped as --help shows them.
@@ -93,6 +104,11 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     ),
     (
         "pgo",
+        ("--max-edges",),
+        {"type": int, "metavar": "N", "help": "keep the N heaviest call edges (a smaller build)"},
+    ),
+    (
+        "pgo",
         ("--fail",),
         {"action": "store_true", "help": "exit 2 when the profile is refused (default: warn)"},
     ),
@@ -121,15 +137,41 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
             "help": "smallest share move (percentage points) reported",
         },
     ),
-    ("pgo check", ("--source",), {"metavar": "DIR", "help": "the Go module to check against"}),
     (
-        "pgo check",
+        "pgo check, effect",
+        ("--source",),
+        {"metavar": "DIR", "help": "the Go module (check against it; effect: build it)"},
+    ),
+    (
+        "pgo check, effect",
         ("--fail-under",),
         {
             "type": float,
             "metavar": "PCT",
             "help": "exit 1 when under PCT%% of the hot weight applies",
         },
+    ),
+    ("pgo check, effect", ("--before",), {**_KV, "help": "the build without (e.g. version=v1)"}),
+    ("pgo check, effect", ("--after",), {**_KV, "help": "the build with PGO"}),
+    (
+        "pgo check, effect",
+        ("--build-log",),
+        {"metavar": "LOG", "help": "go build -pgo -gcflags='-m -d=pgodebug=1' output"},
+    ),
+    (
+        "pgo check, effect",
+        ("--pgo",),
+        {"metavar": "PROFILE", "help": "effect: build --source with this profile for the log"},
+    ),
+    (
+        "pgo check, effect",
+        ("--per",),
+        {"metavar": "COUNTER", "help": "effect: CPU per unit of this stored counter's increase"},
+    ),
+    (
+        "pgo check, effect",
+        ("--package",),
+        {"default": ".", "metavar": "PKG", "help": "effect: the package to build (default .)"},
     ),
 ]
 

@@ -1,5 +1,5 @@
-"""The words after ``pyproflab pgo`` that are not a merge: ``check`` and
-``weights`` (their options are the pgo command's; see its help)."""
+"""The words after ``pyproflab pgo`` that are not a merge: ``check``,
+``weights`` and ``effect`` (their options are the pgo command's; see its help)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,37 @@ def run_weights(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_effect(args: argparse.Namespace) -> int:
+    """``pgo effect --before K=V... --after K=V... [--build-log LOG | --source DIR --pgo P]``."""
+    from pathlib import Path
+
+    from pyproflab import reports
+    from pyproflab.analyses.pgo_effect import EffectOptions, build_log, pgo_effect
+    from pyproflab.errors import UsageError
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    if not args.before or not args.after:
+        raise UsageError("pgo effect needs --before K=V... and --after K=V...")
+    if args.build_log and (args.source or args.pgo):
+        raise UsageError("give --build-log LOG, or --source DIR with --pgo PROFILE, not both")
+    log = None
+    if args.build_log:
+        try:
+            log = Path(args.build_log).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise UsageError(f"{args.build_log}: cannot read: {e.strerror or e}") from None
+    elif args.source or args.pgo:
+        if not (args.source and args.pgo):
+            raise UsageError("--source DIR and --pgo PROFILE go together")
+        log = build_log(args.source, args.pgo, args.package)
+    before, after = Selection.from_kv(args.before), Selection.from_kv(args.after)
+    with Store.open(common.db_path(args), read_only=True) as store:
+        result = pgo_effect(store, before, after, EffectOptions(per=args.per), log=log)
+    common.write_output(reports.render(result, args.format), args.output)
+    return 0
+
+
 def merge_options(args: argparse.Namespace) -> dict:
     """The merge's options from the flags (safeguards, trimming, preemption)."""
     safeguards: list | None = [] if args.no_default_safeguards else None
@@ -62,10 +93,12 @@ def merge_options(args: argparse.Namespace) -> dict:
         "safeguards": safeguards,
         "trim_leaf": args.trim_leaf,
         "fold_preempt": not args.keep_preempt,
+        "max_edges": args.max_edges,
     }
 
 
 TOOLS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": run_check,
     "weights": run_weights,
+    "effect": run_effect,
 }

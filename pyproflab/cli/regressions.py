@@ -25,7 +25,8 @@ With --engine spark --dataset PATH, the two sides are read from a Parquet
 dataset (pyproflab export --parquet, or the Spark ingest) and summed on
 Spark, with the same result as the store's. Select one kind of profile
 (--type cpu): unlike the store, Spark does not narrow a mixed selection.
---per and --over-time need the store.
+--per reads the dataset's metric samples (an export carries them);
+--over-time needs the store.
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ class Command:
             raise UsageError("--top must be >= 0")
         if args.dataset and args.engine != "spark":
             raise UsageError("--dataset is read by --engine spark")
-        if args.engine == "spark" and (args.over_time or args.per):
-            raise UsageError("--over-time and --per need the store (--db), not --engine spark")
+        if args.engine == "spark" and args.over_time:
+            raise UsageError("--over-time needs the store (--db), not --engine spark")
         if args.over_time:
             return self._over_time(args)
         if not args.base or not args.new:

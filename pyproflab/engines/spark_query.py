@@ -70,6 +70,17 @@ class SparkDataset:
         """Every sample row (a Spark DataFrame; ids as the files hold them)."""
         return self._read("samples")
 
+    def has_table(self, table: str) -> bool:
+        """Whether the dataset holds ``table`` (one written whole, ``T.parquet``)."""
+        return (self.path / f"{table}.parquet").is_file()
+
+    def metric_samples(self) -> Any:
+        """Every ``metric_samples`` row (a Spark DataFrame); a dataset without
+        them is refused in one line."""
+        if not self.has_table("metric_samples"):
+            raise UsageError(f"{self.name}: the dataset holds no metric samples")
+        return self.spark.read.parquet(str(self.path / "metric_samples.parquet"))
+
     def profiles(self, selection: Selection | None = None) -> Any:
         """The selected profiles' rows (a Spark DataFrame; ``service`` is the real name)."""
 
@@ -126,11 +137,11 @@ class SparkDataset:
         """``analyses.regressions.regressions`` of the ``base`` and ``new``
         selections (``Selection``s or dicts of their fields) and its keyword
         options, with its sums on Spark (``engines.spark_regressions``): the
-        store's RegressionsResult. ``per`` is refused (no metric samples)."""
+        store's RegressionsResult; ``per`` reads the dataset's metric samples."""
         from pyproflab.analyses.regressions import regressions
         from pyproflab.engines.spark_regressions import SparkReads, refuse_per
 
-        refuse_per(options.get("per"))  # before any Spark job
+        refuse_per(self, options.get("per"))  # before any Spark job
         return regressions(SparkReads(self), base, new, **options)
 
     def _merged_samples(self, rows: list[dict], index_lists: list[list[int]], k: int) -> pa.Table:

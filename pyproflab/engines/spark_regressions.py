@@ -14,8 +14,10 @@ the dataset's files):
   incidence the driver built are joined and summed by Spark (the product of
   profiles, stacks and their frames is the part that grows).
 - Rows of the dedup tables come from ``SparkDataset``'s fetch.
-- The dataset holds no metric samples, so ``per=COUNTER`` is refused in one
-  line (use the store, where ``/metrics`` counters are kept).
+- ``per=COUNTER`` reads the counter from the dataset's ``metric_samples``
+  (summed per service, instance and time by Spark, as the store's query); a
+  dataset without them (format 2, or written by spark ingest) is refused in
+  one line before any Spark job.
 
 So the result equals the store's on the same profiles (``tests/engines``).
 """
@@ -30,6 +32,7 @@ import pyarrow as pa
 from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.errors import UsageError
+from pyproflab.schema import TIMESTAMP_UTC
 
 NODE_SUMS = pa.schema([(c, pa.int64()) for c in ("p", "node", "flat", "cum")])
 
@@ -106,16 +109,36 @@ class SparkReads(ProfileReads):
         return self.dataset.fetch(table, id_col, wanted)
 
     def counter_samples(self, metric: str, services: list[str | None]) -> pa.Table:
-        refuse_per(metric)
-        raise AssertionError("unreachable")
+        from pyspark.sql import functions as F
+
+        names = [s for s in services if s is not None]
+        rows = self.dataset.metric_samples().where(
+            (F.col("metric") == metric) & F.col("service").isin(names)
+        )
+        t = (
+            rows.groupBy("service", "instance", "time")
+            .agg(F.sum("value").alias("value"))
+            .orderBy("service", "instance", "time")
+            .toArrow()
+        )
+        return pa.table(
+            {
+                "service": t.column("service").cast(pa.string()),
+                "instance": t.column("instance").cast(pa.string()),
+                "time": t.column("time").cast(TIMESTAMP_UTC),
+                "value": t.column("value").cast(pa.float64()),
+            }
+        )
 
 
-def refuse_per(counter: str | None) -> None:
-    """A counter as the rates' denominator is refused: the dataset has no metric samples."""
-    if counter:
+def refuse_per(dataset: Any, counter: str | None) -> None:
+    """A counter as the rates' denominator needs the dataset's metric samples:
+    refused in one line when it has none."""
+    if counter and not dataset.has_table("metric_samples"):
         raise UsageError(
-            f"per={counter} needs the store's metric samples, which a Parquet dataset does "
-            "not hold; run regressions with per on the store (pyproflab ingest DATASET)"
+            f"per={counter} needs metric samples, which the dataset {dataset.name} does not "
+            "hold (exported before pyproflab's dataset format 3, or written by spark "
+            "ingest); export the store again, or run regressions with per on the store"
         )
 
 

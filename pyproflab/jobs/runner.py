@@ -11,13 +11,17 @@ Rules:
   again; profiles are deduplicated by content hash.
 - Exactly once: the analysed input is fingerprinted (``state.fingerprint``).
   When a finished run has the same fingerprint, nothing is analysed or
-  written and the exit code is that run's. A run killed before it finished
-  is resumed under its run id, so its outputs get the same names: a rerun
-  never leaves a duplicate set.
+  written and the exit code is that run's, unless that run failed (exit 2):
+  its input is analysed again. A run killed before it finished is resumed
+  under its run id, so its outputs get the same names: a rerun never leaves
+  a duplicate set. A run that fails (an error, not a kill) is recorded as
+  failed, its record written last: nothing after it can fail.
 - Outputs are written atomically, and the stable ``latest`` names move only
   after all of a run's files are on disk (``outputs``).
 - Exit codes: 0 done, 1 done with findings over the job's thresholds,
-  2 error (also when a source fails as a whole).
+  2 error: a bad spec, a source that failed as a whole (a collect source
+  none of whose fetches succeeded), an output that could not be written,
+  or a crash.
 """
 
 from __future__ import annotations
@@ -293,8 +297,7 @@ def _write_run(
 ) -> tuple[int, int]:
     """Run the analyses, write their outputs and the summary, and publish them:
     (findings, exit code). The code is 2 when a source failed, else 1 with
-    findings, else 0. A failed write (a full disk) is one line, and the run
-    stays unfinished, so the next one resumes it."""
+    findings, else 0. A failed write (a full disk) is one line."""
     try:
         findings = _analyse_and_write(store, spec, sel, out, summary)
         code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
@@ -368,16 +371,34 @@ def run_job(
         summary.update(run_id=run_id, stamp=stamp)
         out = outputs.OutputSet(out_dir, stamp)
 
-        # 4. analyses, each writing its outputs; a failed write (a full disk)
-        # is one line, and the run stays unfinished, so the next one resumes it.
-        findings, code = _write_run(store, spec, sel, out, summary, source_failed)
-        summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
+        # 4. analyses, each writing its outputs, then the run's record, last:
+        # a run that fails before it (a full disk, a bug) is recorded as failed.
+        try:
+            findings, code = _write_run(store, spec, sel, out, summary, source_failed)
+            summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
+            thr = spec.regressions.threshold_pct if spec.regressions else None
+            line = (
+                f"{spec.name}: run {run_id}: {ingested} new profiles, {n_profiles} selected, "
+                f"{findings} findings"
+                + (f" over {thr:g}%" if thr is not None else "")
+                + f", {len(out.written)} outputs in {out_dir}; exit {code}"
+            )
+        except Exception as e:
+            _record_failure(store, spec.name, run_id, summary, e)
+            raise
         state.finish_run(store, spec.name, run_id, code, summary)
-    thr = spec.regressions.threshold_pct if spec.regressions else None
-    line = (
-        f"{spec.name}: run {run_id}: {ingested} new profiles, {n_profiles} selected, "
-        f"{findings} findings"
-        + (f" over {thr:g}%" if thr is not None else "")
-        + f", {len(out.written)} outputs in {out_dir}; exit {code}"
-    )
     return JobResult(code, line, summary)
+
+
+def _record_failure(
+    store: Store, job: str, run_id: int, summary: dict[str, Any], error: Exception
+) -> None:
+    """Record a run that failed after it started as finished with exit 2, so the
+    next run analyses its input again (never "unchanged"); when even that
+    cannot be written (the store's disk is full), the run stays unfinished and
+    the next one resumes it."""
+    summary.update(exit_code=EXIT_ERROR, error=str(error) or type(error).__name__)
+    try:
+        state.finish_run(store, job, run_id, EXIT_ERROR, summary)
+    except ProflabError:
+        pass

@@ -9,7 +9,9 @@ Rules:
 - ``parquet``: an export of another store, imported (profiles already present
   are skipped).
 - ``collect``: one collection window from the targets file's live services,
-  archived beside the store unless ``archive`` says where.
+  archived beside the store unless ``archive`` says where. When every fetch
+  failed (the targets refuse connections) the source failed as a whole; a
+  target failing beside others that delivered is listed in the summary.
 - One source failing does not stop the others; it is reported in the summary.
 """
 
@@ -137,6 +139,10 @@ def _collect_source(store: Store, src: SourceSpec, log: Log) -> dict[str, Any]:
         raise UsageError(str(e)) from None
     for line in rep.errors():
         log(f"collect: {line}")
+    if rep.failed and not (rep.new or rep.present):
+        # Nothing came from any target: the source failed as a whole.
+        first = rep.errors()[0] if rep.errors() else "no profile collected"
+        raise ProflabError(f"collect: every fetch failed ({rep.failed}); first: {first}")
     return {
         "kind": "collect",
         "targets": src.targets,

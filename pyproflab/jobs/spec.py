@@ -4,7 +4,9 @@ Rules:
 
 - Relative paths in the file are relative to the job file's folder.
 - Unknown tables and keys are refused (a typo must not silently disable a
-  threshold); every problem is a ``UsageError`` naming the file and key.
+  threshold), and every value is checked for its type and range
+  (``jobs.keys``) before anything runs; every problem is one ``UsageError``
+  naming the file, the section and the key.
 - ``spec_hash`` is the sha256 of the normalised spec: a changed job is a
   different job for exactly-once purposes (its analyses run again).
 
@@ -37,7 +39,6 @@ Example (see ``examples/job.toml``)::
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -47,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from pyproflab.errors import UsageError
+from pyproflab.jobs import keys
 
-SOURCE_KINDS = ("drop", "collect", "parquet")
-ORDERS = ("ingest", "time")
+SOURCE_KINDS = keys.SOURCE["kind"].choices
 
 
 @dataclass
@@ -166,28 +167,21 @@ class JobSpec:
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _take(table: dict[str, Any], cls: type, where: str) -> Any:
-    known = {f.name for f in dataclasses.fields(cls)}
-    extra = sorted(set(table) - known)
-    if extra:
-        raise UsageError(f"{where}: unknown key {extra[0]!r} (known: {', '.join(sorted(known))})")
-    try:
-        return cls(**table)
-    except TypeError as e:
-        raise UsageError(f"{where}: {e}") from None
+def _take(table: dict[str, Any], cls: type, section: str, where: str) -> Any:
+    """A dataclass from a TOML table checked against its section's rules (``keys``)."""
+    keys.check_table(table, keys.rules(section), where)
+    return cls(**table)
 
 
 def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
     raw = data.get(key)
-    if raw is None:
-        return None
-    if raw is False:
+    if raw is None or raw is False:
         return None
     if raw is True:
         raw = {}
     if not isinstance(raw, dict):
-        raise UsageError(f"{where}: [{key}] must be a table")
-    spec = _take(raw, cls, f"{where} [{key}]")
+        raise UsageError(f"{where}: [{key}] must be a table (or true/false)")
+    spec = _take(raw, cls, key, f"{where} [{key}]")
     return spec if getattr(spec, "enabled", True) else None
 
 
@@ -199,19 +193,13 @@ def _resolve(base: Path, value: str | None) -> str | None:
 
 
 def _source(raw: Any, where: str, base: Path) -> SourceSpec:
-    """One [[source]] table, checked: a known kind; drop and parquet need a path,
-    collect needs targets; batch_size >= 1. Its paths resolved against ``base``."""
-    if not isinstance(raw, dict):
-        raise UsageError(f"{where}: must be a table")
-    s = _take(raw, SourceSpec, where)
-    if s.kind not in SOURCE_KINDS:
-        raise UsageError(f"{where}: kind must be one of {', '.join(SOURCE_KINDS)}, not {s.kind!r}")
+    """One [[source]] table, checked (``keys.SOURCE``): drop and parquet need a
+    path, collect needs targets. Its paths resolved against ``base``."""
+    s = _take(raw, SourceSpec, "source", where)
     if s.kind in ("drop", "parquet") and not s.path:
         raise UsageError(f"{where}: a {s.kind} source needs path")
     if s.kind == "collect" and not s.targets:
         raise UsageError(f"{where}: a collect source needs targets (a targets TOML)")
-    if s.batch_size < 1:
-        raise UsageError(f"{where}: batch_size must be >= 1")
     s.path, s.targets, s.archive = (
         _resolve(base, s.path),
         _resolve(base, s.targets),
@@ -220,24 +208,11 @@ def _source(raw: Any, where: str, base: Path) -> SourceSpec:
     return s
 
 
-def _check_regressions(reg: RegressionsSpec, source: str) -> None:
-    """[regressions]: order, metric, measure and test each one of the known names."""
-    if reg.order not in ORDERS:
-        raise UsageError(f"{source} [regressions]: order must be ingest or time")
-    if reg.metric not in ("evidence", "flat", "cum"):
-        raise UsageError(f"{source} [regressions]: metric must be evidence, flat or cum")
-    if reg.measure not in ("auto", "rate", "share"):
-        raise UsageError(f"{source} [regressions]: measure must be auto, rate or share")
-    if reg.test not in ("quasi-poisson", "permutation", "welch"):
-        raise UsageError(
-            f"{source} [regressions]: test must be quasi-poisson, permutation or welch"
-        )
-
-
 def job_from_dict(
     data: dict[str, Any], *, base: str | os.PathLike = ".", source: str = "<job>"
 ) -> JobSpec:
-    """A checked JobSpec from parsed TOML (paths resolved against ``base``)."""
+    """A checked JobSpec from parsed TOML (paths resolved against ``base``); every
+    key is checked against ``keys`` before anything runs."""
     base = Path(base)
     known = {"job", "source", "selection", "regressions", "gogc", "pgo", "retention"}
     extra = sorted(set(data) - known)
@@ -247,41 +222,21 @@ def job_from_dict(
     job = data.get("job")
     if not isinstance(job, dict):
         raise UsageError(f"{source}: a [job] table with name, store and output is required")
-    extra = sorted(set(job) - {"name", "store", "output", "wait", "formats"})
-    if extra:
-        raise UsageError(f"{source} [job]: unknown key {extra[0]!r}")
-    for key in ("name", "store", "output"):
-        if not isinstance(job.get(key), str) or not job[key]:
-            raise UsageError(f"{source} [job]: {key} is required (a string)")
+    keys.check_table(job, keys.JOB, f"{source} [job]")
     formats = job.get("formats", ["json", "text"])
-    if (
-        not isinstance(formats, list)
-        or not set(formats) <= {"json", "text", "html"}
-        or "json" not in formats
-    ):
-        raise UsageError(f"{source} [job]: formats must list json and optionally text, html")
+    if "json" not in formats:
+        raise UsageError(f"{source} [job]: formats must list json (and optionally text, html)")
     raw_sources = data.get("source", [])
     if isinstance(raw_sources, dict):
         raw_sources = [raw_sources]
+    if not isinstance(raw_sources, list):
+        raise UsageError(f"{source}: [[source]] must be tables")
     sources = [
         _source(raw, f"{source} [[source]] #{i + 1}", base) for i, raw in enumerate(raw_sources)
     ]
-    selection = data.get("selection", {})
-    if not isinstance(selection, dict):
-        raise UsageError(f"{source}: [selection] must be a table")
-    allowed = {"service", "version", "instance", "profile_type", "since", "until", "labels"}
-    extra = sorted(set(selection) - allowed)
-    if extra:
-        raise UsageError(f"{source} [selection]: unknown key {extra[0]!r}")
+    selection = keys.check_table(data.get("selection", {}), keys.SELECTION, f"{source} [selection]")
     reg = _section(data, "regressions", RegressionsSpec, source)
-    if reg is not None:
-        _check_regressions(reg, source)
     retention = _section(data, "retention", RetentionSpec, source) or RetentionSpec()
-    if retention.max_age_days is not None and retention.max_age_days <= 0:
-        raise UsageError(f"{source} [retention]: max_age_days must be > 0")
-    wait = job.get("wait", 0)
-    if not isinstance(wait, int | float) or wait < 0:
-        raise UsageError(f"{source} [job]: wait must be a number of seconds >= 0")
     return JobSpec(
         name=job["name"],
         store=_resolve(base, job["store"]) or "",
@@ -292,7 +247,7 @@ def job_from_dict(
         gogc=_section(data, "gogc", GogcSpec, source),
         pgo=_section(data, "pgo", PgoSpec, source),
         retention=retention,
-        wait=float(wait),
+        wait=float(job.get("wait", 0)),
         formats=list(formats),
         source_file=source,
     )

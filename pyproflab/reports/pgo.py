@@ -56,6 +56,8 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
         w(preempt_line(result))
     if result.trim_leaf is not None:
         w(f"trimmed to {result.trim_leaf} leaf frames: {'yes' if result.trimmed else 'no'}")
+    if result.trim_report is not None:
+        w(str(result.trim_report))
     for note in result.notes:
         w(f"note: {note}")
     if result.refusal:
@@ -134,6 +136,15 @@ def render_json(result: PgoResult) -> str:
         "fold_preempt": result.fold_preempt,
         "preempt_folded": {"samples": result.preempt_folded[0], "weight": result.preempt_folded[1]},
         "trim_leaf": result.trim_leaf,
+        "max_edges": result.max_edges,
+        "trim_report": None
+        if result.trim_report is None
+        else {
+            "edges_before": result.trim_report.edges_before,
+            "edges_after": result.trim_report.edges_after,
+            "weight_dropped": result.trim_report.weight_dropped,
+            "hot_lost": len(result.trim_report.hot_lost),
+        },
         "trimmed": result.trimmed,
         "notes": result.notes,
         "total_weight": _edge_set(result).total,

@@ -83,6 +83,13 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
         json="render_json",
         html="render_html",
     ),
+    **_rows(
+        A + "pgo_effect.PgoEffect",
+        "pgo_effect",
+        text="render_text",
+        json="render_json",
+        html="render_html",
+    ),
     # Plain Arrow tables (the store's profile list, ...).
     **_rows(
         "pyarrow.lib.Table", "tables", text="render_text", json="render_json", csv="render_csv"

@@ -2,9 +2,13 @@
 
 Rules: text shows the header facts, the top rows (rate change with its
 interval, relative change, q-value and a ``*`` when significant) and the
-notes; JSON has every row with exact merged integers, the facts and notes
-(NaN as null); CSV is the rows table. Every name that reaches HTML or a
-plotly label/hover text is HTML-escaped: names come from untrusted profiles.
+notes. Every interval says which it is: each row's own at ``confidence``,
+"unadjusted" (it may leave out 0 where q is above the FDR: no contradiction,
+the q-value accounts for the other tests), and for the selected rows the FCR
+interval at ``fcr_confidence``, which agrees with the selection. JSON has
+every row with exact merged integers, the facts and notes (NaN as null);
+CSV is the rows table. Every name that reaches HTML or a plotly label/hover
+text is HTML-escaped: names come from untrusted profiles.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ def facts(result) -> dict[str, Any]:
         "unit": result.unit,
         "fdr": result.fdr,
         "confidence": result.confidence,
+        "fcr_confidence": result.fcr_confidence,
         "resamples": result.resamples,
         "test": result.test,
         "permutations": result.permutations,
@@ -117,6 +122,7 @@ def _cells(result, rows: list[dict]) -> list[list[str]]:
         rel_iv = (
             f"[{_pct(r[f'{m}_rel_lo'])}, {_pct(r[f'{m}_rel_hi'])}]" if result.statistics else "-"
         )
+        fcr = _fcr(r, m)
         sig = ("*" if r[f"{m}_significant"] else "") if r[f"{m}_tested"] else "untested"
         q = r[f"{m}_q"]
         det = r[f"{m}_detectable"]
@@ -130,6 +136,7 @@ def _cells(result, rows: list[dict]) -> list[list[str]]:
                 interval,
                 _pct(r[f"{m}_rel"]),
                 rel_iv,
+                fcr,
                 "-" if q is None or math.isnan(q) else f"{q:.3g}",
                 sig,
                 "-" if det is None or math.isnan(det) else f"{det * 100:.0f}%",
@@ -139,6 +146,13 @@ def _cells(result, rows: list[dict]) -> list[list[str]]:
     return cells
 
 
+def _fcr(r: dict, m: str) -> str:
+    """The FCR interval of a selected row's relative change, else "-"."""
+    if not r[f"{m}_significant"]:
+        return "-"
+    return f"[{_pct(r[f'{m}_rel_fcr_lo'])}, {_pct(r[f'{m}_rel_fcr_hi'])}]"
+
+
 def _table(result, rows: list[dict]) -> list[str]:
     head = [
         "rank",
@@ -146,15 +160,41 @@ def _table(result, rows: list[dict]) -> list[str]:
         "base",
         "new",
         "change",
-        f"{int(result.confidence * 100)}% interval",
+        f"{_level(result.confidence)} interval, unadj.",
         "rel",
-        "rel interval",
+        "rel interval, unadj.",
+        "FCR rel interval",
         "q",
         "sig",
         "detect",
         "name",
     ]
     return grid(head, _cells(result, rows), "r" * (len(head) - 1) + "l")
+
+
+def _level(confidence: float) -> str:
+    return f"{confidence * 100:.3g}%"
+
+
+def interval_lines(result) -> list[str]:
+    """What the intervals are, in words."""
+    kind = "Wald" if result.test == "quasi-poisson" else "bootstrap"
+    lines = [
+        f"Intervals: 'unadj.' is each row's own {_level(result.confidence)} {kind} "
+        "interval, unadjusted for the other tests (it can leave out 0 where q is "
+        f"above {result.fdr:g}: the q-value counts the other tests, the interval does not)"
+    ]
+    if result.fcr_confidence is not None:
+        agree = (
+            "it leaves out 0 exactly when the row is selected (the score test inverted)"
+            if result.test == "quasi-poisson"
+            else "bootstrap, at that level"
+        )
+        lines.append(
+            "FCR: Benjamini-Yekutieli false-coverage-rate interval of each selected "
+            f"row's relative change, at {_level(result.fcr_confidence)} (1 - R*q/m); {agree}"
+        )
+    return lines
 
 
 def render_text(result, top: int | None = 30) -> str:
@@ -174,6 +214,8 @@ def render_text(result, top: int | None = 30) -> str:
         f"Ranked {how}, in {result.rate_unit}; sig '*': q <= {result.fdr:g}; detect: the "
         "smallest increase found with 80% power"
     )
+    if result.statistics:
+        lines += interval_lines(result)
     lines += _table(result, shown)
     if top and len(ups) > top:
         lines.append(f"... {len(ups) - top} more rows (--top N, or csv/json)")
@@ -186,7 +228,8 @@ def render_text(result, top: int | None = 30) -> str:
         for e in edges:
             lines.append(
                 f"  {e['caller']} -> {e['callee']}  {_q(e['change'], result)} "
-                f"({_pct(e['rel'])} [{_pct(e['rel_lo'])}, {_pct(e['rel_hi'])}], q {e['q']:.3g})"
+                f"({_pct(e['rel'])} [{_pct(e['rel_lo'])}, {_pct(e['rel_hi'])}] unadj., "
+                f"q {e['q']:.3g})"
             )
     return "\n".join(lines) + "\n"
 
@@ -220,8 +263,10 @@ def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()
     parts = [
         '<div class="pyproflab-regressions">',
         "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
+        "<pre>" + esc("\n".join(interval_lines(result) if result.statistics else [])) + "</pre>",
         "<table><thead><tr><th>#</th><th>by</th><th>base</th><th>new</th><th>change</th>"
-        "<th>interval</th><th>rel</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
+        f"<th>{_level(result.confidence)} interval, unadj.</th><th>rel</th>"
+        "<th>FCR rel interval</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
         "<tbody>",
     ]
     rows = result.rows.slice(0, top) if top else result.rows
@@ -236,6 +281,7 @@ def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()
             f"<td>[{esc(_q(r[f'{m}_change_lo'], result))}, "
             f"{esc(_q(r[f'{m}_change_hi'], result))}]</td>"
             f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
+            f"<td>{esc(_fcr(r, m))}</td>"
             f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
             f"<td>{'*' if r[f'{m}_significant'] else ''}</td>"
             f"<td>{esc(r['label'] + (f' ({_note(r)})' if _note(r) else ''))}</td></tr>"
@@ -250,11 +296,36 @@ def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()
 # --- figures ------------------------------------------------------------------------
 
 
+def _what(result, metric: str) -> str:
+    """What a change of ``metric`` is measured in, in words."""
+    if result.measure == "share":
+        return f"{metric} share of each side's {result.sample_type.type} (percentage points)"
+    return f"{metric} {result.sample_type.type} ({result.rate_unit})"
+
+
+def figure_caption(result, metric: str = "flat") -> str:
+    """What ``figure_top`` draws, in words: its measure, its intervals and colours."""
+    kind = "Wald" if result.test == "quasi-poisson" else "bootstrap"
+    return (
+        f"Each dot is one function's change of {_what(result, metric)}, the functions "
+        f"with the largest changes, with its {_level(result.confidence)} {kind} interval "
+        "(each row's own, unadjusted for the others); red ones are significant after "
+        f"the false-discovery-rate correction (q ≤ {result.fdr:g})."
+    )
+
+
 def figure_top(result, n: int = 20, metric: str = "flat"):
-    """Horizontal dots with interval bars for the top ``n`` rows' ``metric`` change."""
+    """Horizontal dots with interval bars for the ``n`` largest changes of ``metric``
+    (by |change|; rows whose ``metric`` did not change are left out)."""
     import plotly.graph_objects as go
 
-    rows = result.rows.slice(0, n).to_pylist()[::-1]  # plotly draws the first at the bottom
+    changed = [
+        r
+        for r in result.rows.to_pylist()
+        if _clean(r[f"{metric}_change"]) is not None and r[f"{metric}_change"] != 0
+    ]
+    changed.sort(key=lambda r: -abs(r[f"{metric}_change"]))
+    rows = changed[:n][::-1]  # plotly draws the first at the bottom
     names = [plotly_text(r["label"]) for r in rows]
     x = [_clean(r[f"{metric}_change"]) for r in rows]
     lo = [_clean(r[f"{metric}_change_lo"]) for r in rows]
@@ -280,11 +351,12 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
             hoverinfo="text",
         )
     )
+    kind = "Wald" if result.test == "quasi-poisson" else "bootstrap"
     fig.update_layout(
         title=f"Top {metric} changes ({plotly_text(result.rate_unit)}), "
-        f"{int(result.confidence * 100)}% intervals; red: q ≤ {result.fdr:g}",
+        f"{_level(result.confidence)} {kind} intervals, unadjusted; red: q ≤ {result.fdr:g}",
         yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
-        xaxis_title=f"{metric} change ({plotly_text(result.rate_unit)})",
+        xaxis_title=plotly_text(f"change of {_what(result, metric)}"),
         height=max(300, 28 * len(rows) + 120),
         showlegend=False,
     )

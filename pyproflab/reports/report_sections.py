@@ -32,11 +32,15 @@ def flame(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
 
 
 def regressions(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
+    from pyproflab.reports.regressions import figure_caption
+
     result = found["regressions"]
     figures = [("regressions-top", result.figure_top(n=15)), ("regressions-flame", found["flame"])]
+    metric = result.rank_by if result.rank_by in ("flat", "cum") else "flat"
     ctx = {
         "base": found["base"],
         "new": found["new"],
+        "caption": figure_caption(result, metric),
         "table": Markup(render(result, "html", top=15, more=_MORE)),
     }
     return ctx, figures

@@ -16,9 +16,12 @@ Rules:
 - A file that cannot be read, or an attachment that is not a valid profile,
   is refused: one log line, the file moved to ``refused/`` with the reasons;
   the file's valid profiles are still stored (never part of a profile).
-- Execution traces (``go.trace``) go to the store when it has a writer for
-  them (``store.sourced.WRITERS``), else to ``traces/SERVICE/`` beside the
-  spool as files (zstd undone); ``metrics.json`` is dropped.
+- Execution traces (``go.trace``) go to the store (``store.traces``: the
+  trace, its tables and its four blocking profiles, one transaction of their
+  own after the batch's profiles) when the Go helper that reads them can run;
+  without it, to ``traces/SERVICE/`` beside the spool as files (zstd undone),
+  the same in every process (never on whether some module was imported
+  first). ``metrics.json`` is dropped.
 - A busy store (``StoreBusyError``) leaves the batch in the spool for the
   next round.
 """
@@ -36,6 +39,7 @@ from datetime import UTC, datetime
 from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.decode.pprof import decompress
 from pyproflab.errors import ProfileError, StoreError
+from pyproflab.gohelper import GoUnavailableError, helper_binary
 from pyproflab.sources.base import (
     Item,
     ProfileItem,
@@ -44,13 +48,14 @@ from pyproflab.sources.base import (
     TraceItem,
     nothing_known,
 )
-from pyproflab.sources.push import cut, pprof_bytes, push_meta
-from pyproflab.sources.spool import Entry, Spool, SpoolError, SpoolSource
+from pyproflab.sources.push import cut
+from pyproflab.sources.spool import Entry, Spool, SpoolSource
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest import store_keyed
 from pyproflab.store.keys import KeyedProfile, key_profile
 from pyproflab.store.lock import StoreBusyError
-from pyproflab.store.sourced import WRITERS, profile_meta
+from pyproflab.store.sourced import profile_meta
+from pyproflab.store.traces import write_trace_items
 
 log = logging.getLogger("pyproflab.serve")
 
@@ -94,22 +99,28 @@ def _keyed(items: Iterable[Item], max_bytes: int, now: datetime) -> list[Item | 
     return out
 
 
-def _save_traces(spool: Spool, entry: Entry, max_bytes: int) -> int:
-    """The file's execution traces as files under ``traces/SERVICE/``; how many."""
-    push = spool.read(entry)[0]
-    service = cut(push_meta(push).get("service") or "unknown", 64).replace("/", "_")
-    folder = spool.root / "traces" / (service.lstrip(".") or "unknown")
-    n = 0
-    for att in push.attachments:
-        if att.kind != "trace":
-            continue
-        data = pprof_bytes(att.data, source=f"{entry.path}#{att.name}", max_bytes=max_bytes)
+def _traces_to_store() -> bool:
+    """Whether the store can take execution traces here (its writer runs the Go helper)."""
+    try:
+        helper_binary("storing execution traces")
+    except GoUnavailableError as e:
+        log.warning("ingest: %s; execution traces are kept beside the spool", e)
+        return False
+    return True
+
+
+def _save_traces(spool: Spool, traces: list[TraceItem]) -> int:
+    """The traces as files under ``traces/SERVICE/`` (named after their spool file
+    and attachment); how many."""
+    for t in traces:
+        service = cut(t.meta.service or "unknown", 64).replace("/", "_")
+        folder = spool.root / "traces" / (service.lstrip(".") or "unknown")
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / (entry.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, folder / f"{entry.name.removesuffix('.push')}-{att.name}")
-        n += 1
-    return n
+        name, _, att = (t.key or "trace.push#go.trace").rpartition("#")
+        tmp = folder / (name + ".tmp")
+        tmp.write_bytes(t.data or b"")
+        os.replace(tmp, folder / f"{name.removesuffix('.push')}-{att}")
+    return len(traces)
 
 
 def _take(spool: Spool, batch_files: int, batch_bytes: int) -> list[Entry]:
@@ -151,29 +162,32 @@ def run_batch(
     entries = _take(spool, batch_files, batch_bytes)
     if not entries:
         return out
-    to_store = TraceItem in WRITERS
-    source = SpoolSource(spool, entries, max_bytes=max_bytes, traces=to_store)
+    source = SpoolSource(spool, entries, max_bytes=max_bytes)
     items = _keyed(source.items(Request(), nothing_known), max_bytes, datetime.now(UTC))
     keyed = [k for k in items if isinstance(k, KeyedProfile)]
     traces = [t for t in items if isinstance(t, TraceItem)]
+    to_store = bool(traces) and _traces_to_store()
     t0 = time.monotonic()
     try:
         with Store.open(db, wait=wait) as store:
             report = store_keyed(store, keyed)
-            if traces:
-                report.add(WRITERS[TraceItem](store, traces))
+            if to_store:
+                report.add(write_trace_items(store, traces))
     except StoreBusyError as e:
         log.warning("ingest: %s (the batch stays in the spool)", e)
         out.busy = True
         return out
     out.held = time.monotonic() - t0
     reasons = _reasons(source, [i for i in items if not isinstance(i, KeyedProfile)])
-    for entry in entries:
-        if not to_store and entry.name not in source.refused:
-            try:
-                out.traces += _save_traces(spool, entry, max_bytes)
-            except (SpoolError, ProfileError, OSError) as e:
-                reasons.setdefault(entry.name, []).append(f"go.trace: {e}")
+    if traces and not to_store:
+        try:
+            out.traces = _save_traces(spool, traces)
+        except OSError as e:
+            for t in traces:
+                name, _, att = (t.key or "").rpartition("#")
+                reasons.setdefault(name, []).append(f"{att}: {e}")
+    elif to_store:
+        out.traces = sum(t.outcome is not None and t.outcome.status != "refused" for t in traces)
     bad = [e for e in entries if e.name in reasons]
     for entry in bad:
         why = "; ".join(reasons[entry.name])

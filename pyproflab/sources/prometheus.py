@@ -5,7 +5,8 @@ Both give rows of ``schema.METRIC_SAMPLES``: ``metric`` (the sample's own
 name: ``x_bucket``/``x_sum``/``x_count`` for a histogram ``x``), ``labels`` (a
 map, keys ascending, without ``__name__``; ``le`` and ``quantile`` stay
 labels), ``type`` (the family's: counter gauge summary histogram untyped),
-``time`` (UTC, microseconds) and ``value`` (float64; NaN and ±Inf kept).
+``time`` (UTC, microseconds) and ``value`` (float64; NaN and ±Inf kept
+where the series can take them: ``non_finite_problem``).
 
 Text format rules, as the Prometheus client library's parser applies them:
 
@@ -25,7 +26,13 @@ Text format rules, as the Prometheus client library's parser applies them:
   ``x_count`` to a histogram ``x`` (they take its type); ``le`` and
   ``quantile`` must be floats. A sample of an undeclared family is untyped.
 
-Any other line raises ``MetricsError`` naming the source and the line number.
+Any other line raises ``MetricsError`` naming the source and the line number,
+and so do a NaN or ±Inf in a counter, a histogram's buckets or count, a
+summary's count or a Go runtime or process series (``go_*``, ``process_*``,
+but for sums and quantiles), and a second sample of one series (name and
+labels) at one time. Lines are read one at a time (at most ``LINE_LIMIT``
+bytes) and samples yielded in batches (``iter_exposition``): memory grows
+with a batch, plus 16 bytes a sample to find repeats.
 
 Why not prometheus_client's parser: it is lenient where Go's expfmt (what the
 services we read are scraped by) refuses. Of the 21 malformed lines in
@@ -39,9 +46,13 @@ parsers and requires the same samples.
 from __future__ import annotations
 
 import math
+import os
 import re
+from array import array
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -209,80 +220,176 @@ def samples_table(
     )
 
 
-def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Table:
-    """Rows of ``schema.METRIC_SAMPLES`` from Prometheus text exposition (0.0.4).
+# Samples per table ``iter_exposition`` yields: memory is bounded by a batch.
+BATCH_ROWS = 1 << 16
+LINE_LIMIT = 1 << 20  # characters of one line; a longer one is refused
+
+
+def non_finite_problem(name: str, ftype: str, labels: dict[str, str] | tuple) -> str | None:
+    """Why NaN or ±Inf cannot be the value of sample ``name`` (of a family of
+    type ``ftype``), or None where it can: a counter, a histogram's buckets and
+    count, a summary's count only count up from 0, and the Go runtime's and the
+    process's own series (``go_*``, ``process_*``: the GC series the lab
+    reads) are always finite, except the sums and quantiles of histograms and
+    summaries (client_golang writes NaN for the sum of a runtime/metrics
+    histogram, which keeps none; a quantile without observations is NaN)."""
+    quantile = any(k == "quantile" for k in (labels if isinstance(labels, dict) else dict(labels)))
+    if ftype == "counter":
+        return "a counter"
+    if ftype == "histogram" and name.endswith(("_bucket", "_count")):
+        return "a histogram's bucket or count"
+    if ftype == "summary" and name.endswith("_count"):
+        return "a summary's count"
+    if ftype in ("histogram", "summary") and (name.endswith("_sum") or quantile):
+        return None
+    if name.startswith(("go_", "process_")):
+        return "a Go runtime or process series"
+    return None
+
+
+def _sample(line: str, fams: _Families, default_us: int) -> tuple | None:
+    """(name, labels, type, value, time_us, value token) of one line; None for
+    a blank or comment line; ``ValueError`` for a malformed one."""
+    cur = _Line(line)
+    cur.skip_blank()
+    c = cur.peek()
+    if c == "":
+        return None
+    if c == "#":
+        _comment(cur, fams)
+        return None
+    name = cur.match(_METRIC_NAME)
+    if name is None:
+        raise ValueError("invalid metric name")
+    c = cur.peek()
+    if c == "":
+        raise ValueError(f"missing value for metric {name!r}")
+    if c not in ("{", " ", "\t"):
+        raise ValueError(f"invalid character {c or 'end of line'!r} after metric name {name!r}")
+    cur.skip_blank()
+    lab = _labels(cur, name) if cur.peek() == "{" else {}
+    cur.skip_blank()
+    family = fams.resolve(name)
+    ftype = fams.types[family]
+    if ftype is None:
+        ftype = fams.types[family] = "untyped"
+    if ftype == "histogram" and "le" in lab:
+        _check_float(lab["le"], "le")
+    if ftype == "summary" and "quantile" in lab:
+        _check_float(lab["quantile"], "quantile")
+    tok = cur.token()
+    if not tok:
+        raise ValueError(f"missing value for metric {name!r}")
+    try:
+        value = parse_float(tok)
+    except ValueError:
+        raise ValueError(f"expected float as value, got {tok!r}") from None
+    cur.skip_blank()
+    ts = default_us
+    stamp = cur.token()
+    if stamp:
+        if not _INT.fullmatch(stamp) or not _INT64_MIN <= int(stamp) <= _INT64_MAX:
+            raise ValueError(f"expected integer as timestamp, got {stamp!r}")
+        ts = int(stamp) * 1000
+        cur.skip_blank()
+        if cur.peek():
+            raise ValueError(f"spurious text after timestamp: {line[cur.i :]!r}")
+    if not math.isfinite(value) and (why := non_finite_problem(name, ftype, lab)):
+        raise ValueError(f"{name}: {tok} is not a value {why} can take")
+    return name, lab, ftype, value, ts
+
+
+class _Repeats:
+    """Which sample repeats the series (metric and labels) and time of an
+    earlier one: one 64-bit hash and line number per sample (16 bytes each,
+    however many labels), compared once at the end."""
+
+    def __init__(self) -> None:
+        self.hashes = array("q")
+        self.lines = array("q")
+
+    def add(self, name: str, labels: list[tuple[str, str]], ts: int, lineno: int) -> None:
+        self.hashes.append(hash((name, tuple(labels), ts)))
+        self.lines.append(lineno)
+
+    def first(self) -> tuple[int, int] | None:
+        """(line, earlier line) of the first repeated sample, or None."""
+        import numpy as np
+
+        h = np.frombuffer(self.hashes, np.int64)
+        if len(h) < 2:
+            return None
+        order = np.argsort(h, kind="stable")
+        same = np.flatnonzero(h[order][1:] == h[order][:-1])
+        if not len(same):
+            return None
+        lines = np.frombuffer(self.lines, np.int64)
+        k = same[np.argmin(lines[order][same + 1])]
+        return int(lines[order][k + 1]), int(lines[order][k])
+
+
+def iter_exposition(
+    lines: Iterable[str],
+    *,
+    default_time: datetime,
+    source: str,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.Table]:
+    """Rows of ``schema.METRIC_SAMPLES`` from the lines of a Prometheus text
+    exposition (0.0.4), in tables of at most ``batch_rows`` rows, read as they
+    are yielded.
 
     ``default_time`` is the time of samples without a timestamp (the scrape
-    time; a naive datetime is taken as UTC). A malformed line raises
-    ``MetricsError`` naming ``source`` and the 1-based line number.
+    time; a naive datetime is taken as UTC). A malformed line, a NaN or ±Inf
+    where the series cannot take one (``non_finite_problem``), or a second
+    sample of one series at one time raises ``MetricsError`` naming
+    ``source`` and the 1-based line number (the repeat is found once the
+    lines are read: a consumer storing the tables must take the error as the
+    end of the input, and store none of it).
     """
     default_us = _timestamp_us(default_time)
     fams = _Families()
-    metrics: list[str] = []
-    labels: list[list[tuple[str, str]]] = []
-    types: list[str] = []
-    times: list[int] = []
-    values: list[float] = []
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        line = raw[:-1] if raw.endswith("\r") else raw
+    repeats = _Repeats()
+    cols: tuple[list, ...] = ([], [], [], [], [])
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw[:-1] if raw.endswith("\n") else raw
+        line = line[:-1] if line.endswith("\r") else line
         try:
-            cur = _Line(line)
-            cur.skip_blank()
-            c = cur.peek()
-            if c == "":
-                continue
-            if c == "#":
-                _comment(cur, fams)
-                continue
-            name = cur.match(_METRIC_NAME)
-            if name is None:
-                raise ValueError("invalid metric name")
-            c = cur.peek()
-            if c == "":
-                raise ValueError(f"missing value for metric {name!r}")
-            if c not in ("{", " ", "\t"):
-                raise ValueError(
-                    f"invalid character {c or 'end of line'!r} after metric name {name!r}"
-                )
-            cur.skip_blank()
-            lab = _labels(cur, name) if cur.peek() == "{" else {}
-            cur.skip_blank()
-            family = fams.resolve(name)
-            ftype = fams.types[family]
-            if ftype is None:
-                ftype = fams.types[family] = "untyped"
-            if ftype == "histogram" and "le" in lab:
-                _check_float(lab["le"], "le")
-            if ftype == "summary" and "quantile" in lab:
-                _check_float(lab["quantile"], "quantile")
-            tok = cur.token()
-            if not tok:
-                raise ValueError(f"missing value for metric {name!r}")
-            try:
-                value = parse_float(tok)
-            except ValueError:
-                raise ValueError(f"expected float as value, got {tok!r}") from None
-            cur.skip_blank()
-            ts = default_us
-            tok = cur.token()
-            if tok:
-                if not _INT.fullmatch(tok) or not _INT64_MIN <= int(tok) <= _INT64_MAX:
-                    raise ValueError(f"expected integer as timestamp, got {tok!r}")
-                ts = int(tok) * 1000
-                cur.skip_blank()
-                if cur.peek():
-                    raise ValueError(f"spurious text after timestamp: {line[cur.i :]!r}")
+            got = _sample(line, fams, default_us)
         except ValueError as e:
             raise MetricsError(source, str(e), line=lineno) from None
-        metrics.append(name)
-        labels.append(sorted(lab.items()))
-        types.append(ftype)
-        times.append(ts)
-        values.append(value)
+        if got is None:
+            continue
+        name, lab, ftype, value, ts = got
+        labels = sorted(lab.items())
+        repeats.add(name, labels, ts, lineno)
+        for col, v in zip(cols, (name, labels, ftype, ts, value), strict=True):
+            col.append(v)
+        if len(cols[0]) >= batch_rows:
+            yield _samples(cols, source)
+            cols = ([], [], [], [], [])
+    if cols[0]:
+        yield _samples(cols, source)
+    repeat = repeats.first()
+    if repeat is not None:
+        raise MetricsError(
+            source,
+            f"a second sample of the series and time of line {repeat[1]}",
+            line=repeat[0],
+        )
+
+
+def _samples(cols: tuple[list, ...], source: str) -> pa.Table:
     try:
-        return samples_table(metrics, labels, types, times, values)
+        return samples_table(*cols)
     except (pa.ArrowInvalid, OverflowError) as e:
         raise MetricsError(source, f"timestamp out of range: {e}") from None
+
+
+def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Table:
+    """``iter_exposition`` of a whole text, as one table."""
+    tables = list(iter_exposition(text.split("\n"), default_time=default_time, source=source))
+    return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()
 
 
 def _check_float(value: str, label: str) -> None:
@@ -341,20 +448,46 @@ def _help_text(text: str) -> str:
     return "".join(out)
 
 
-def read_exposition(
-    path: str | Path, *, default_time: datetime | None = None, source: str | None = None
-) -> pa.Table:
-    """``parse_exposition`` of a saved file; samples without a timestamp get
-    ``default_time``, else the file's modification time."""
+def _file_lines(f: BinaryIO, name: str) -> Iterator[str]:
+    """The lines of a file as UTF-8 text, at most ``LINE_LIMIT`` bytes each."""
+    lineno = 0
+    while raw := f.readline(LINE_LIMIT + 1):
+        lineno += 1
+        if len(raw) > LINE_LIMIT:
+            raise MetricsError(name, f"line longer than {LINE_LIMIT} bytes", line=lineno)
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MetricsError(name, f"not UTF-8 text (byte {e.start})", line=lineno) from None
+
+
+def iter_exposition_file(
+    path: str | Path,
+    *,
+    default_time: datetime | None = None,
+    source: str | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.Table]:
+    """``iter_exposition`` of a saved file, read as the tables are taken; samples
+    without a timestamp get ``default_time``, else the file's modification time."""
     p = Path(path)
     name = source or str(path)
     try:
-        data = p.read_bytes()
-        mtime = datetime.fromtimestamp(p.stat().st_mtime, UTC)
+        with open(p, "rb") as f:
+            mtime = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime, UTC)
+            yield from iter_exposition(
+                _file_lines(f, name),
+                default_time=default_time or mtime,
+                source=name,
+                batch_rows=batch_rows,
+            )
     except OSError as e:
         raise MetricsError(name, f"cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MetricsError(name, f"not UTF-8 text (byte {e.start})") from None
-    return parse_exposition(text, default_time=default_time or mtime, source=name)
+
+
+def read_exposition(
+    path: str | Path, *, default_time: datetime | None = None, source: str | None = None
+) -> pa.Table:
+    """``iter_exposition_file`` as one table."""
+    tables = list(iter_exposition_file(path, default_time=default_time, source=source))
+    return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()

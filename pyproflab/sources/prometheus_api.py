@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import urllib.error
 import urllib.parse
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.errors import MetricsError
-from pyproflab.sources.prometheus import parse_float, samples_table
+from pyproflab.sources.prometheus import non_finite_problem, parse_float, samples_table
 
 DEFAULT_TIMEOUT = 30.0
 # Prometheus refuses a query_range of more than 11,000 points per series.
@@ -151,7 +152,10 @@ def query_range(
                     labels.append(list(pairs))
                     kinds.append(kind)
                     times.append(us)
-                    values.append(parse_float(val))
+                    value = parse_float(val)
+                    if not math.isfinite(value) and (why := non_finite_problem(name, kind, pairs)):
+                        raise MetricsError(where, f"{name}: {val} is not a value {why} can take")
+                    values.append(value)
             except (KeyError, TypeError, ValueError) as e:
                 raise MetricsError(where, f"malformed series in result: {e}") from None
         if chunk_end >= t1:

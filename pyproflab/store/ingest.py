@@ -279,7 +279,8 @@ def ingest_paths(
     writes = BackgroundWrites(Writer(store, job, report))
     threads = _writer_threads(store, workers, len(files))
     traces: list[tuple[str, ProfileMeta]] = []
-    with store.memory_limited(writer_memory(batch_bytes)), threads, writes:
+    stored = _says_how_many(report, len(files))
+    with stored, store.memory_limited(writer_memory(batch_bytes)), threads, writes:
         batch = Batch(batch_size, batch_bytes)
         for done, (path, ready) in enumerate(prepared(files, job, workers), 1):
             result: KeyedProfile | _Present | _Refused | Trace | None = ready
@@ -312,6 +313,19 @@ def ingest_paths(
         report.add(import_parquet(store, d))
     _store_traces(store, traces, report)
     return report
+
+
+@contextlib.contextmanager
+def _says_how_many(report: IngestReport, files: int):
+    """A store error while writing (a full disk) says how many profiles were
+    stored before it: earlier batches are committed, each whole."""
+    try:
+        yield
+    except StoreError as e:
+        raise StoreError(
+            f"{e}; {report.new} new profiles of the {files} files were stored before it "
+            "(each batch whole): ingest again to add the rest"
+        ) from None
 
 
 def _check_sizes(max_bytes: int | None, batch_size: int, batch_bytes: int) -> None:

@@ -23,7 +23,8 @@ Tables are ``schema.STORE_METRIC_SAMPLES`` and ``schema.STORE_GC_CYCLES`` (DDL:
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +34,7 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.errors import StoreError
 from pyproflab.sources.gctrace_runs import with_runs
+from pyproflab.store import tables
 from pyproflab.store.connection import Store
 
 # The GC set of a Go service's /metrics (client_golang with the runtime/metrics
@@ -85,34 +87,42 @@ def _with_meta(
     )
 
 
-def _count(store: Store, table: str) -> int:
-    return int(store.sql(f"SELECT count(*) FROM {table}").column(0)[0].as_py())
+def _unique(rows: pa.Table, key: Sequence[str]) -> bool:
+    """Whether no two rows share ``key`` (Arrow's hash grouping; a key with a map
+    column, which it cannot group, counts as maybe not)."""
+    if any(pa.types.is_map(rows.schema.field(k).type) for k in key):
+        return False
+    return rows.select(list(key)).group_by(list(key)).aggregate([]).num_rows == rows.num_rows
 
 
 def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) -> int:
     """Insert the rows of ``rows`` whose ``key`` is neither stored nor earlier in
-    ``rows``; the caller holds the transaction. Returns the rows added."""
+    ``rows``, in their order; the caller holds the transaction. Returns the
+    rows added (the INSERT's own count)."""
     if rows.num_rows == 0:
         return 0
     cols = ", ".join(f'"{c}"' for c in rows.schema.names)
     on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
     part = ", ".join(f'"{k}"' for k in key)
     batch = rows.append_column("_pyproflab_row", pa.array(range(rows.num_rows), pa.int64()))
-    before = _count(store, table)
+    # A log's own cycles have distinct keys: the window over the batch only
+    # when they may not (it was most of the insert's time).
+    first = (
+        "_pyproflab_batch"
+        if _unique(rows, key)
+        else "(SELECT * FROM _pyproflab_batch QUALIFY row_number() OVER "
+        f"(PARTITION BY {part} ORDER BY _pyproflab_row) = 1)"
+    )
     with store.registered(_pyproflab_batch=batch):
-        store.execute(
-            f"INSERT INTO {table} ({cols}) "
-            f"SELECT {cols} FROM ("
-            f"  SELECT * FROM _pyproflab_batch"
-            f"  QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _pyproflab_row) = 1"
-            f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) "
-            f"ORDER BY _pyproflab_row"
+        added = store.sql(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {first} n "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) ORDER BY _pyproflab_row"
         )
-    return _count(store, table) - before
+    return int(added.column(0)[0].as_py())
 
 
-METRIC_KEY = ("instance", "metric", "labels", "time")
-GC_KEY = ("instance", "source", "run", "gc_num")
+METRIC_KEY = tables.BY_NAME["metric_samples"].key
+GC_KEY = tables.BY_NAME["gc_cycles"].key
 
 
 def ingest_metric_samples(
@@ -194,6 +204,60 @@ def write_rows(store: Store, rows: pa.Table) -> int:
         return _insert_new(store, rows, "gc_cycles", GC_KEY)
     rows = _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples")
     return _insert_new(store, rows, "metric_samples", METRIC_KEY)
+
+
+# DuckDB's memory limit while a ``StreamedRows`` ingest writes.
+WRITER_MEMORY = 256 << 20
+
+
+class StreamedRows:
+    """GC rows (``with_meta``'s) stored as they are read, all in one transaction:
+    every row of the input, or none when it fails part-way (a bad line at the
+    end of a 2-million-cycle log). Memory holds one batch. The store is opened
+    (``open_store()``) only once ``batch_rows`` rows are waiting, or at
+    ``finish()``: an input refused within its first batch leaves no store.
+
+    Use as a context manager; ``finish()`` commits and returns the rows added."""
+
+    def __init__(self, open_store: Callable[[], Store], batch_rows: int = 1 << 16):
+        self._open = open_store
+        self._batch_rows = batch_rows
+        self._waiting: list[pa.Table] = []
+        self._n = 0
+        self._stack = ExitStack()
+        self._store: Store | None = None
+        self.rows = 0
+        self.added = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self._waiting.append(rows)
+        self._n += rows.num_rows
+        self.rows += rows.num_rows
+        if self._n >= self._batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._store is None:
+            self._store = self._stack.enter_context(self._open())
+            # DuckDB caches what it writes up to its limit (80% of RAM): bounded
+            # here, a 2-million-row ingest holds a batch, not the table.
+            self._stack.enter_context(self._store.memory_limited(WRITER_MEMORY))
+            self._stack.enter_context(self._store.transaction())
+        for t in self._waiting:
+            self.added += write_rows(self._store, t)
+        self._waiting, self._n = [], 0
+
+    def finish(self) -> int:
+        """Store what is waiting and commit; the rows added."""
+        self._flush()
+        self._stack.close()
+        return self.added
+
+    def __enter__(self) -> StreamedRows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)  # rolls back when the input failed
 
 
 def with_meta(
@@ -358,18 +422,9 @@ def gc_cycle_rows(
     if not _has_table(store, "gc_cycles"):
         return schema.STORE_GC_CYCLES.empty_table()
     where, params = _where(service, version, instance)
-    have = set(
-        store.sql(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'gc_cycles' "
-            "AND schema_name = current_schema() AND database_name = current_database()"
-        )
-        .column(0)
-        .to_pylist()
-    )
-    cols = ", ".join(
-        "1 AS run" if f.name == "run" and "run" not in have else f.name
-        for f in schema.STORE_GC_CYCLES
-    )
+    from pyproflab.store.queries import column_names
+
+    cols = tables.select_list("gc_cycles", column_names(store, "gc_cycles"))
     rows = store.sql(
         f"SELECT {cols} FROM gc_cycles WHERE {where} ORDER BY instance, source, run, gc_num",
         params,

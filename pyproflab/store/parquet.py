@@ -8,18 +8,26 @@ Layout written by ``export_parquet(store, dir)``::
     dir/samples/service=S/date=D/*.parquet   samples columns plus ``row_order``
                                              (file order within a profile)
     dir/{stacks,locations,functions,mappings,label_sets}.parquet   whole
+    dir/{metric_samples,gc_cycles,job_runs,...}.parquet  whole: every other
+                                             store table with rows
 
 Rules: ``date`` is the UTC day the profile was taken (``select.TAKEN_AT``); a
 profile without a service goes under ``service=__HIVE_DEFAULT_PARTITION__``
 and one whose name passes 80 bytes under ``service=sha256-<hex>`` (the files
 keep the name in ``service_name``);
-the export is written in a hidden sibling folder (holding ``PARTIAL`` until it
-is complete) and renamed into place, so ``dir`` is whole or absent, and an
-interrupted export is never read. The marker lists every file with its size
-and sha256; import refuses, in one line, a dataset with a file missing,
-added or altered. ``import_parquet`` adds the dataset's
-profiles that the store does not have (by content_hash; new profile ids),
-in one transaction, and is therefore idempotent.
+the export is written in a hidden sibling folder (holding ``PARTIAL``, with
+the writer's pid, until it is complete) and renamed into place, so ``dir`` is
+whole or absent, and an interrupted export is never read; the next export of
+``dir`` removes such folders whose writer is gone. The marker lists every file with its size
+and sha256, and the rows of every table; import refuses, in one line, a
+dataset with a file missing, added or altered, or a table whose files hold
+other than its count of rows. ``import_parquet`` adds, in one transaction,
+the dataset's profiles that the store does not have (by content_hash; new
+profile ids) and the rows of every other table whose key
+(``tables.Table.row_key``: GC samples by instance, metric, labels and time,
+gctrace cycles by instance, log, run and cycle) the store does not have; so
+it is idempotent, and export then import into an empty store gives every
+table its rows back. Datasets of format 2 (profiles only) are read too.
 """
 
 from __future__ import annotations
@@ -38,15 +46,18 @@ import pyarrow as pa
 
 from pyproflab.errors import StoreError
 from pyproflab.newfiles import create_temp_dir
-from pyproflab.store import ids
+from pyproflab.store import ids, tables
 from pyproflab.store.connection import SCHEMA_VERSION, Store
 from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
-from pyproflab.store.queries import refuse_collisions
+from pyproflab.store.parquet_tables import READ_PARQUET, import_tables, verify_counts
+from pyproflab.store.queries import column_names, refuse_collisions, row_counts
 from pyproflab.store.select import TAKEN_AT
 
 FORMAT = "pyproflab-parquet"
 # 2: content ids of schema version 2 (blake2b locations and stacks).
-FORMAT_VERSION = 2
+# 3: every store table (GC metrics, job and source state), counted in the marker.
+FORMAT_VERSION = 3
+READS_VERSIONS = (2, 3)
 DEDUP = (
     ("stacks", "stack_id"),
     ("locations", "location_id"),
@@ -54,6 +65,9 @@ DEDUP = (
     ("mappings", "mapping_id"),
     ("label_sets", "label_set_id"),
 )
+PROFILE_TABLES = ("profiles", "samples", *(t for t, _ in DEDUP))
+# The schema version is the marker's; every other store table is exported whole.
+NOT_EXPORTED = ("store_meta",)
 
 
 def _literal(path: Path) -> str:
@@ -67,9 +81,14 @@ class ExportSummary:
     counts: dict[str, int]
 
     def __str__(self) -> str:
+        more = "".join(
+            f", {n} {t.replace('_', ' ')}"
+            for t, n in self.counts.items()
+            if t not in PROFILE_TABLES and n
+        )
         return (
-            f"exported {self.counts['profiles']} profiles, {self.counts['samples']} samples "
-            f"to {self.path}"
+            f"exported {self.counts['profiles']} profiles, {self.counts['samples']} "
+            f"samples{more} to {self.path}"
         )
 
 
@@ -85,11 +104,14 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
         raise StoreError(f"{out}: exists and is not an empty folder")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_exports(out)
         tmp = create_temp_dir(out.parent, f".{out.name[:100]}.", PARTIAL)
     except OSError as e:
         raise StoreError(f"{out}: cannot create ({e.strerror or e})") from None
     try:
-        (tmp / PARTIAL).write_text("an export in progress or interrupted\n", encoding="utf-8")
+        (tmp / PARTIAL).write_text(
+            f"an export in progress or interrupted\npid {os.getpid()}\n", encoding="utf-8"
+        )
         counts = _write_tables(store, tmp)
         finish_dataset(tmp, out, counts, _manifest(tmp))
     except BaseException as e:
@@ -98,6 +120,39 @@ def export_parquet(store: Store, directory: str | os.PathLike) -> ExportSummary:
             raise StoreError(f"{out}: export failed, nothing written ({_reason(e)})") from None
         raise
     return ExportSummary(str(out), counts)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_exports(out: Path) -> list[Path]:
+    """Remove the hidden folders killed exports of ``out`` left beside it (named
+    ``.<name>.*`` + ``PARTIAL``, holding ``PARTIAL``), unless the process that
+    wrote one still runs; returns those removed."""
+    prefix = f".{out.name[:100]}."
+    removed = []
+    for p in out.parent.iterdir():
+        marker = p / PARTIAL
+        if not (p.name.startswith(prefix) and p.name.endswith(PARTIAL) and marker.is_file()):
+            continue
+        try:
+            words = marker.read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError):
+            continue
+        at = words.index("pid") + 1 if "pid" in words[:-1] else None
+        pid = int(words[at]) if at is not None and words[at].isdigit() else None
+        if pid is not None and pid != os.getpid() and _alive(pid):
+            continue  # an export still writing
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
 
 
 # The folder name of a service: the name itself, or for a long one (over 80
@@ -132,6 +187,15 @@ def _write_tables(store: Store, out: Path) -> dict[str, int]:
         )
     for table, _ in DEDUP:
         store.execute(f"COPY {table} TO {_literal(out / (table + '.parquet'))} (FORMAT parquet)")
+    for table, n in row_counts(store).items():
+        if table in PROFILE_TABLES or table in NOT_EXPORTED or not n:
+            continue
+        cols = tables.select_list(table, column_names(store, table))
+        store.execute(
+            f"COPY (SELECT {cols} FROM {table} ORDER BY rowid) "
+            f"TO {_literal(out / (table + '.parquet'))} (FORMAT parquet)"
+        )
+        counts[table] = n
     return counts
 
 
@@ -236,7 +300,7 @@ def read_marker(d: Path) -> dict:
     if (
         not isinstance(marker, dict)
         or marker.get("format") != FORMAT
-        or marker.get("format_version") != FORMAT_VERSION
+        or marker.get("format_version") not in READS_VERSIONS
     ):
         got = marker if not isinstance(marker, dict) else marker.get("format_version")
         raise StoreError(
@@ -247,59 +311,67 @@ def read_marker(d: Path) -> dict:
 
 
 def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
-    """Add a dataset's profiles that the store lacks (by content_hash), in one
-    transaction. Returns new/present counts like ``ingest_paths``."""
+    """Add a dataset's profiles that the store lacks (by content_hash) and the
+    rows of its other tables that the store lacks (by key), in one
+    transaction. Returns new/present profile counts like ``ingest_paths``,
+    and the GC metric rows added."""
     d = Path(directory)
     marker = read_marker(d)
     verify(d, marker)
+    whole = verify_counts(d, marker, PROFILE_TABLES, NOT_EXPORTED)
     report = IngestReport()
+    with store.transaction():
+        _import_profiles(store, d, report)
+        report.metric_rows += import_tables(store, d, whole, _files(d, "profiles"))
+    return report
+
+
+def _import_profiles(store: Store, d: Path, report: IngestReport) -> None:
+    """The dataset's profiles the store lacks, with their samples and rows of
+    the dedup tables, inside the caller's transaction."""
     profile_files = _files(d, "profiles")
     if not profile_files:
-        return report
+        return
     sample_files = _files(d, "samples")
-    rp = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
-    with store.transaction():
-        # Which of the dataset's profiles are new, and their ids here.
-        idmap = store.sql(
-            f"SELECT n.profile_id AS old_id, n.content_hash FROM {rp} n "
-            "ANTI JOIN profiles p USING (content_hash) ORDER BY n.profile_id",
+    rp = READ_PARQUET
+    # Which of the dataset's profiles are new, and their ids here.
+    idmap = store.sql(
+        f"SELECT n.profile_id AS old_id, n.content_hash FROM {rp} n "
+        "ANTI JOIN profiles p USING (content_hash) ORDER BY n.profile_id",
+        [profile_files],
+    )
+    total = store.sql(f"SELECT count(*) FROM {rp}", [profile_files]).column(0)[0].as_py()
+    report.present = int(total) - idmap.num_rows
+    if idmap.num_rows == 0:
+        return
+    base = int(store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py())
+    new_ids = list(range(base + 1, base + 1 + idmap.num_rows))
+    idmap = idmap.append_column("new_id", pa.array(new_ids, pa.int64()))
+    report.new = len(new_ids)
+    report.profile_ids = new_ids
+    with store.registered(_pyproflab_idmap=idmap):
+        for table, id_col in DEDUP:
+            path = d / f"{table}.parquet"
+            if path.is_file():
+                rows = _checked_rows(store, d, table, id_col)
+                with store.registered(_pyproflab_import=rows):
+                    store.execute(
+                        f"INSERT INTO {table} BY NAME SELECT n.* FROM "
+                        f"_pyproflab_import n ANTI JOIN {table} t USING ({id_col})"
+                    )
+        if sample_files:
+            store.execute(
+                'INSERT INTO samples (profile_id, stack_id, label_set_id, "values") '
+                'SELECT m.new_id, s.stack_id, s.label_set_id, s."values" '
+                f"FROM {rp} s JOIN _pyproflab_idmap m ON m.old_id = s.profile_id "
+                "ORDER BY m.new_id, s.row_order",
+                [sample_files],
+            )
+        store.execute(
+            "INSERT INTO profiles BY NAME "
+            "SELECT n.* EXCLUDE (profile_id, date, service, service_name), "
+            "n.service_name AS service, m.new_id AS profile_id "
+            f"FROM {rp} n JOIN _pyproflab_idmap m ON m.old_id = n.profile_id "
+            "ORDER BY m.new_id",
             [profile_files],
         )
-        total = store.sql(f"SELECT count(*) FROM {rp}", [profile_files]).column(0)[0].as_py()
-        report.present = int(total) - idmap.num_rows
-        if idmap.num_rows == 0:
-            return report
-        base = int(
-            store.sql("SELECT coalesce(max(profile_id), 0) FROM profiles").column(0)[0].as_py()
-        )
-        new_ids = list(range(base + 1, base + 1 + idmap.num_rows))
-        idmap = idmap.append_column("new_id", pa.array(new_ids, pa.int64()))
-        report.new = len(new_ids)
-        report.profile_ids = new_ids
-        with store.registered(_pyproflab_idmap=idmap):
-            for table, id_col in DEDUP:
-                path = d / f"{table}.parquet"
-                if path.is_file():
-                    rows = _checked_rows(store, d, table, id_col)
-                    with store.registered(_pyproflab_import=rows):
-                        store.execute(
-                            f"INSERT INTO {table} BY NAME SELECT n.* FROM "
-                            f"_pyproflab_import n ANTI JOIN {table} t USING ({id_col})"
-                        )
-            if sample_files:
-                store.execute(
-                    'INSERT INTO samples (profile_id, stack_id, label_set_id, "values") '
-                    'SELECT m.new_id, s.stack_id, s.label_set_id, s."values" '
-                    f"FROM {rp} s JOIN _pyproflab_idmap m ON m.old_id = s.profile_id "
-                    "ORDER BY m.new_id, s.row_order",
-                    [sample_files],
-                )
-            store.execute(
-                "INSERT INTO profiles BY NAME "
-                "SELECT n.* EXCLUDE (profile_id, date, service, service_name), "
-                "n.service_name AS service, m.new_id AS profile_id "
-                f"FROM {rp} n JOIN _pyproflab_idmap m ON m.old_id = n.profile_id "
-                "ORDER BY m.new_id",
-                [profile_files],
-            )
-    return report

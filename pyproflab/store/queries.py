@@ -39,6 +39,24 @@ def table_names(store: Store) -> set[str]:
     return set(t.column(0).to_pylist())
 
 
+def column_names(store: Store, table: str) -> set[str]:
+    """The columns the store's table ``table`` has (an older store may lack
+    those added since: ``tables.ADDED``)."""
+    t = store.sql(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
+        "AND database_name = current_database() AND schema_name = current_schema()",
+        [table],
+    )
+    return set(t.column(0).to_pylist())
+
+
+def row_counts(store: Store) -> dict[str, int]:
+    """Rows of every store table (``tables.ALL``) the store has, by name."""
+    names = [t.name for t in tables.ALL if t.name in table_names(store)]
+    row = store.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM {n})" for n in names))
+    return {n: int(row.column(i)[0].as_py()) for i, n in enumerate(names)}
+
+
 # --- ingest ------------------------------------------------------------------------
 
 

@@ -67,6 +67,19 @@ class Table:
     column_sql: Mapping[str, str] = field(default_factory=dict)
     #: a primary key over several columns
     primary_key: tuple[str, ...] = ()
+    #: the columns that identify a row when rows are added to it (ingest,
+    #: import): a row is present when a stored row has the same values, null
+    #: equal to null; the primary key when empty
+    key: tuple[str, ...] = ()
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """``key``, else the primary key (of several columns or one), else
+        every column (a row is present when an equal row is stored)."""
+        if self.key or self.primary_key:
+            return self.key or self.primary_key
+        single = tuple(c for c, sql in self.column_sql.items() if "PRIMARY KEY" in sql)
+        return single or tuple(self.columns.names)
 
     def ddl(self) -> str:
         """``CREATE TABLE IF NOT EXISTS`` for this table."""
@@ -101,9 +114,18 @@ CORE: tuple[Table, ...] = (
 )
 
 METRICS: tuple[Table, ...] = (
-    Table("metric_samples", schema.STORE_METRIC_SAMPLES),
+    Table(
+        "metric_samples",
+        schema.STORE_METRIC_SAMPLES,
+        key=("instance", "metric", "labels", "time"),
+    ),
     # source may be null in Arrow rows: ingest_gc_rows refuses them with its own message.
-    Table("gc_cycles", schema.STORE_GC_CYCLES, {"source": "NOT NULL"}),
+    Table(
+        "gc_cycles",
+        schema.STORE_GC_CYCLES,
+        {"source": "NOT NULL"},
+        key=("instance", "source", "run", "gc_num"),
+    ),
 )
 
 # Go execution traces: one row per trace, and its tables keyed by trace_id;
@@ -113,13 +135,15 @@ TRACES: tuple[Table, ...] = (
     *(Table(f"trace_{name}", s) for name, s in schema.STORE_TRACE_TABLES.items()),
 )
 
-# Columns added to a table after stores were made with it, each with the value
-# its existing rows take; run on every writable open, after METRICS.
-UPGRADES: tuple[str, ...] = (
+# Columns added to a table after stores were made with it: (table, column) ->
+# the value (SQL) its existing rows take. A writable open adds them
+# (``UPGRADES``); a read-only open of an older store reads them as that value
+# (``select_list``).
+ADDED: dict[tuple[str, str], str] = {
     # gctrace cycles stored before runs existed were keyed without them, so
     # their log's later runs were dropped: the rows kept are each run 1.
-    "ALTER TABLE gc_cycles ADD COLUMN IF NOT EXISTS run BIGINT DEFAULT 1",
-)
+    ("gc_cycles", "run"): "1",
+}
 
 JOBS: tuple[Table, ...] = (
     Table("job_runs", schema.JOB_RUNS, primary_key=("job", "run_id")),
@@ -131,6 +155,25 @@ SOURCES: tuple[Table, ...] = (
 )
 
 ALL: tuple[Table, ...] = CORE + METRICS + TRACES + JOBS + SOURCES
+BY_NAME: dict[str, Table] = {t.name: t for t in ALL}
+
+#: ``ALTER TABLE`` statements adding the ``ADDED`` columns (run on every writable open).
+UPGRADES: tuple[str, ...] = tuple(
+    f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {_ident(c)} "
+    f"{duckdb_type(BY_NAME[t].columns.field(c).type)} DEFAULT {v}"
+    for (t, c), v in ADDED.items()
+)
+
+
+def select_list(table: str, have: set[str]) -> str:
+    """The columns of ``table`` for a SELECT from a store whose table has the
+    columns ``have``: an ``ADDED`` column it lacks reads as its value."""
+    return ", ".join(
+        f"{ADDED[table, f.name]} AS {_ident(f.name)}"
+        if f.name not in have and (table, f.name) in ADDED
+        else _ident(f.name)
+        for f in BY_NAME[table].columns
+    )
 
 
 def ddl(tables: tuple[Table, ...] = ALL) -> str:

@@ -253,6 +253,23 @@ def test_one_prometheus_snapshot_falls_back_to_gctrace(tmp_path: Path) -> None:
     assert res.recommendation is not None
 
 
+def test_a_share_above_100_percent_is_refused(tmp_path: Path) -> None:
+    """Issue 35: GC CPU above the process's (2 cores of GC in 1 busy core) is
+    never modelled: the intervals are refused, in one line."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    paths = []
+    for i in range(4):
+        text = _snapshot(t0 + timedelta(seconds=i), i).replace(
+            f"go_cpu_classes_gc_total_cpu_seconds_total {10 + 0.2 * i!r}",
+            f"go_cpu_classes_gc_total_cpu_seconds_total {10 + 2.0 * i!r}",
+        )
+        p = tmp_path / f"m-{i}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    with pytest.raises(UsageError, match="share above 100%"):
+        model.observe(samples=model.read_metric_files(paths))
+
+
 def test_neither_source_serves_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,7 +310,8 @@ def test_gomaxprocs_above_the_quota_is_a_finding_and_the_limit_the_budget() -> N
         res.findings
         and "GOMAXPROCS 2 is above the container's CPU quota of 0.25" in res.findings[0]
     )
-    assert all(r["process_cores"] <= 0.25 + 1e-9 for r in res.rows())
+    # The runtime's P-time, not the quota: at most GOMAXPROCS.
+    assert all(r["process_cores"] <= 2.0 + 1e-9 for r in res.rows())
     assert res.recommendation is not None
     assert res.recommendation["peak_memory_hi"] <= 0.9 * 256 * MiB
 

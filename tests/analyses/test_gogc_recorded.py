@@ -282,8 +282,7 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings() -> None:
 def test_the_container_case_under_a_quarter_cpu_quota() -> None:
     """service at GOMAXPROCS 2 in a cgroup with a 0.25-CPU quota and a 256 MiB
     limit (bench/gc_record.py --quota): the budget is the container's limit,
-    GOMAXPROCS above the quota is a finding with the throttled periods, and
-    no prediction exceeds the quota."""
+    GOMAXPROCS above the quota is a finding with the throttled periods."""
     dirs = [d for label in ("gogc100",) for d in rec.quota_runs(label)]
     obs = model.observe(cycles=rec.cycles_table(dirs), samples=rec.samples_table(dirs, cgroup=True))
     res = model.advise(obs)
@@ -293,4 +292,25 @@ def test_the_container_case_under_a_quarter_cpu_quota() -> None:
         and "GOMAXPROCS 2 is above the container's CPU quota of 0.25" in res.findings[0]
     )
     assert "CFS periods" in res.findings[0]
-    assert all(r["process_cores"] <= 0.25 + 1e-9 for r in res.rows())
+    # The runtime counts P-time (throttled time included): GC share at the
+    # current setting as the CPU classes give it, no prediction above GOMAXPROCS.
+    assert all(r["process_cores"] <= 2.0 + 1e-9 for r in res.rows())
+    assert res.current["gc_share"] < 0.9
+    assert "--process-cpu" not in res.findings[0]  # Prometheus gave the process's CPU
+
+
+def test_the_quota_case_from_gctrace_alone_asks_for_the_process_cpu(capsys) -> None:
+    """The same recording's gctrace log alone, with --cpu-limit 0.25: the quota
+    finding and the notes say the process's CPU is needed (--process-cpu); given
+    it, neither asks."""
+    from pyproflab.cli import main
+
+    log = str(rec.quota_runs("gogc100")[0] / "gctrace.log")
+    base = ["gogc", "--gctrace", log, "--cpu-limit", "0.25", "--container-memory", "256MiB"]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    finding = next(x for x in out.splitlines() if "above the container's CPU quota" in x)
+    assert "give --process-cpu" in finding
+    assert "gctrace does not hold the process's CPU" in out.split("Notes:")[1]
+    assert main([*base, "--process-cpu", "2"]) == 0
+    assert "--process-cpu" not in capsys.readouterr().out

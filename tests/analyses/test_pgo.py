@@ -560,3 +560,38 @@ def test_weightings_compared(cpu_files, tmp_path, capsys):
     assert cli_main(["pgo", "weights", *map(str, files), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["comparisons"]) == 3 and doc["weightings"]["instance"]["hot"] == len(hot_inst)
+
+
+# --- size guards ------------------------------------------------------------------------
+
+
+def test_max_edges_keeps_the_heaviest(tmp_path, monkeypatch):
+    """--max-edges N: the N heaviest edges with their weights, the report of what
+    went, the written file as go tool preprofile reads it; a big profile without
+    it gets a note."""
+    from support.pgo_synth import edge_profile
+
+    names = [f"example.com/p{i % 20}.f{i}" for i in range(400)]
+    path = tmp_path / "many.pb.gz"
+    path.write_bytes(edge_profile(names, 3000, top=3000))
+    full = pgo_mod.pgo_files([path])
+    monkeypatch.setattr(pgo_mod, "EDGES_WARNING", 1000)
+    noted = pgo_mod.pgo_files([path])
+    assert any("--max-edges" in n for n in noted.notes)
+    assert not any("--max-edges" in n for n in full.notes)  # 3000 <= 20,000
+    res = pgo_mod.pgo_files([path], max_edges=500)
+    assert len(res.edges) == 500  # one sample per edge here: exactly the kept ones
+    before = full.edges.weights()
+    assert all(before[e.key] == e.weight for e in res.edges.edges)
+    assert {e.key for e in res.edges.edges} == {e.key for e in full.edges.edges[:500]}
+    r = res.trim_report
+    assert (r.edges_before, r.edges_after) == (3000, 500)
+    assert r.weight_dropped == full.edges.total - res.edges.total
+    assert {e.key for e in r.hot_lost} == {e.key for e in full.edges.hot} - {
+        e.key for e in res.edges.hot
+    }
+    out = res.write(tmp_path / "trimmed.pgo")
+    assert (
+        res.verified.weights() == res.edges.weights() and out.stat().st_size < path.stat().st_size
+    )
+    assert "trimmed to the heaviest edges: 3000 -> 500" in str(pgo_mod.render(res, "text"))

@@ -16,6 +16,7 @@ them on the recording, where the answer is fixed:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,30 @@ def test_aa_splits(fleet_store) -> None:
     store, *_ = fleet_store
     noisy = aa_noisy_splits(store)
     assert len(noisy) <= 1, f"splits with a significant regression: {noisy}"
+
+
+@pytest.mark.parametrize("test", ["quasi-poisson", "permutation"])
+def test_intervals_agree_with_the_selection(fleet_store, test) -> None:
+    """Each selected (significant) row has an FCR interval of its relative change at
+    1 - R q / m that leaves out 0 (for the quasi-Poisson test by construction, for
+    the permutation test on this recording); no other row has one. The unadjusted
+    interval of a row that is not selected may leave out 0: it is labelled so."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.select import Selection
+
+    store, planted, _ = fleet_store
+    r = regressions(store, Selection(version="v1"), Selection(version="v2"), test=test)
+    rows = r.rows.to_pylist()
+    selected = [(x, m) for x in rows for m in ("flat", "cum") if x[f"{m}_significant"]]
+    tests = sum(x[f"{m}_tested"] for x in rows for m in ("flat", "cum"))
+    assert selected and any(x["name"] == planted for x, _ in selected)
+    assert r.fcr_confidence == pytest.approx(1 - len(selected) * r.fdr / tests)
+    for x, m in selected:
+        lo, hi = x[f"{m}_rel_fcr_lo"], x[f"{m}_rel_fcr_hi"]
+        assert lo <= x[f"{m}_rel"] <= hi
+        assert lo > 0 or hi < 0, (x["label"], m, lo, hi)
+    others = [x[f"{m}_rel_fcr_lo"] for x in rows for m in ("flat", "cum")]
+    assert sum(not math.isnan(v) for v in others) == len(selected)
 
 
 def test_example_job_finds_the_demo_plant(tmp_path) -> None:

@@ -90,8 +90,19 @@ def test_fleet_top_api(index: int, fleet_db: Path, fleet_oracle):
 
 @pytest.mark.parametrize("index", [0, 1], ids=["samples", "cpu"])
 def test_fleet_top_cli(index: int, fleet_db: Path, fleet_oracle):
-    """`pyproflab top --db DB --format csv` == pprof -top over the 1,000 files."""
-    res = cli("top", "--db", str(fleet_db), "--sample-index", str(index), "--format", "csv")
+    """`pyproflab top --db DB --nodefraction 0 --format csv` == pprof -top -nodefraction=0
+    over the 1,000 files (the oracle's flags: every node, pprof's default edge fraction)."""
+    res = cli(
+        "top",
+        "--db",
+        str(fleet_db),
+        "--sample-index",
+        str(index),
+        "--nodefraction",
+        "0",
+        "--format",
+        "csv",
+    )
     assert res.returncode == 0, f"pyproflab top --db failed: {res.stderr[-2000:]}"
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     ours = []

@@ -241,7 +241,8 @@ def test_spark_refuses_a_mixed_selection(spark, sparked):
 
 
 def test_cli_top_engine_spark(sparked, pprof):
-    """`pyproflab top --engine spark --dataset D --service notesd --format csv` (its own JVM)."""
+    """`pyproflab top --engine spark --dataset D --service notesd --nodefraction 0 --format csv`
+    (its own JVM) == pprof -top -nodefraction=0, the oracle's flags."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     res = subprocess.run(
         [
@@ -257,6 +258,8 @@ def test_cli_top_engine_spark(sparked, pprof):
             "notesd",
             "--sample-index",
             "1",
+            "--nodefraction",
+            "0",
             "--format",
             "csv",
             "--spark-conf",
@@ -276,21 +279,20 @@ def test_cli_top_engine_spark(sparked, pprof):
     assert_same_rows(ours, pprof.top(FLEET, sample_index=1), "CLI spark top")
 
 
-def test_readme_spark_example_runs(spark, tmp_path: Path, monkeypatch):
-    """The README's Spark example, as written, on the fleet under service ``api``
+def test_docs_spark_example_runs(spark, tmp_path: Path, monkeypatch):
+    """docs/spark.md's example, as written, on the fleet under service ``api``
     (its getOrCreate returns this run's session)."""
     import re
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Spark: the dataset past one machine", 1)[1].split("\n## ", 1)[0]
-    (code,) = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    text = (REPO / "docs" / "spark.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
     (tmp_path / "profiles").mkdir()
     for f in FLEET[:8]:  # a few: the example's API is what is checked here
         shutil.copy(f, tmp_path / "profiles" / f.name)
         (tmp_path / "profiles" / (f.name + ".json")).write_text('{"service": "api"}')
     monkeypatch.chdir(tmp_path)
-    ns: dict = {"__name__": "readme"}
-    exec(compile(code, "README.md", "exec"), ns)  # noqa: S102
+    ns: dict = {"__name__": "example"}
+    exec(compile(code, "docs/spark.md", "exec"), ns)  # noqa: S102
     assert ns["result"].rows.num_rows > 0
     assert ns["profile"].samples.num_rows > 0
     assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()
@@ -417,6 +419,33 @@ def test_spark_regressions_refuse_a_counter(spark, sparked):
         dataset.regressions(Selection(version="v1"), Selection(version="v2"), per="requests")
 
 
+def test_spark_regressions_per_counter_equal_the_store(spark, tmp_path: Path):
+    """per=COUNTER on the exported dataset (issue 35, finding 3): the metric
+    samples travel with the profiles, so rates per request on Spark equal the
+    store's (the planted load case: its request counter per profile window)."""
+    from support import regdata
+
+    from pyproflab import open_spark
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store.parquet import export_parquet
+    from pyproflab.store.select import Selection
+
+    if not (regdata.DATA / "load").is_dir():
+        pytest.skip("no recorded regression data")
+    store = regdata.store_of(tmp_path / "s.duckdb", ["load", "base-load"])
+    base, new = Selection(instance="base-load"), Selection(instance="load")
+    try:
+        export_parquet(store, tmp_path / "ds")
+        want = regressions(store, base, new, per="requests_total")
+    finally:
+        store.close()
+    ours = open_spark(spark, tmp_path / "ds").regressions(base, new, per="requests_total")
+    assert want.rows.num_rows > 0 and want.n_units_base == ours.n_units_base
+    for name in ("rows", "per_profile", "profiles"):
+        _assert_same_table(getattr(ours, name), getattr(want, name), name)
+    assert ours.rate_unit == want.rate_unit and ours.notes == want.notes
+
+
 def _regressions_cli(*args: str) -> list[dict[str, str]]:
     """The csv rows of `pyproflab regressions` with notesd v1 as base, v2 as new."""
     sides = ["--base", "service=notesd", "version=v1", "--new", "service=notesd", "version=v2"]
@@ -459,7 +488,7 @@ def test_cli_regressions_engine_spark(sparked, duck):
 
 
 def test_cli_regressions_spark_refuses_store_options(tmp_path: Path):
-    """--per and --over-time need the store: one line, exit 2, before any JVM starts."""
+    """--over-time needs the store: one line, exit 2, before any JVM starts."""
     res = subprocess.run(
         [
             sys.executable,
@@ -470,12 +499,9 @@ def test_cli_regressions_spark_refuses_store_options(tmp_path: Path):
             "spark",
             "--dataset",
             str(tmp_path),
-            "--base",
-            "version=v1",
-            "--new",
-            "version=v2",
-            "--per",
-            "requests",
+            "--service",
+            "notesd",
+            "--over-time",
         ],
         cwd=REPO,
         capture_output=True,
@@ -483,4 +509,4 @@ def test_cli_regressions_spark_refuses_store_options(tmp_path: Path):
         timeout=120,
     )
     assert res.returncode == 2, res.stderr[-2000:]
-    assert "need the store" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "needs the store" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import http.client
 import logging
 import socket
 import time
@@ -229,3 +230,48 @@ def test_without_a_token_only_loopback(tmp_path):
         listen_check("0.0.0.0", Tokens())
     listen_check("127.0.0.1", Tokens())
     listen_check("0.0.0.0", Tokens({TOKEN: None}))
+
+
+def test_tls(tmp_path):
+    """With --tls-cert/--tls-key the same push is taken over HTTPS, and plain
+    HTTP on that port is not."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not found (it makes the test's certificate)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    _, rec, body = PYRO[0]
+    with running_server(tmp_path / "spool", certfile=str(cert), keyfile=str(key)) as server:
+        port = server.server_address[1]
+        ctx = ssl.create_default_context(cafile=str(cert))
+        ctx.check_hostname = False
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+        h = {k: v[0] for k, v in rec["header"].items()}
+        conn.request("POST", rec["url"].split("recorded.invalid", 1)[1], body=body, headers=h)
+        assert conn.getresponse().status == 200
+        conn.close()
+        with pytest.raises((http.client.HTTPException, OSError)):
+            replay(port, rec, body)
+        assert _spooled(server) == 1

@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 
 import pytest
-from support.push_helpers import expected_hashes, split_records, stored_rows
+from support.push_helpers import (
+    TRACE_TYPES,
+    expected_hashes,
+    pushed,
+    split_records,
+    stored_rows,
+    stored_traces,
+    trace_hashes,
+)
 from support.testenv import REPO
 
 pytestmark = pytest.mark.go
@@ -103,10 +111,18 @@ def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_p
     acked = [p for p in sent if json.loads(p.read_text())["status"] == 200]
     pushes = [p for p in sent if "/telemetry/" not in json.loads(p.read_text())["url"]]
     assert {p.parent.name for p in acked} == {"dd", "pyro"}, err[-2000:]
-    want = expected_hashes(split_records(pushers_bin, acked, tmp_path / "acked"))
-    could = expected_hashes(split_records(pushers_bin, pushes, tmp_path / "sent"))
-    stored = {r["content_hash"]: r for r in stored_rows(db)}
+    acked_parts = split_records(pushers_bin, acked, tmp_path / "acked")
+    sent_parts = split_records(pushers_bin, pushes, tmp_path / "sent")
+    want, could = expected_hashes(acked_parts), expected_hashes(sent_parts)
+    rows = stored_rows(db)
+    stored = {r["content_hash"]: r for r in pushed(rows)}
     assert set(want) <= set(stored), "an acknowledged profile is missing from the store"
     assert set(stored) <= set(could), "the store holds a profile nobody sent"
+    # dd-trace-go sends an execution trace now and then: stored with its blocking profiles.
+    traces = stored_traces(db)
+    assert trace_hashes(acked_parts) <= {t["content_hash"] for t in traces}
+    assert {t["content_hash"] for t in traces} <= trace_hashes(sent_parts)
+    made = sorted(r["profile_id"] for r in rows if r["profile_type"] in TRACE_TYPES)
+    assert made == sorted(i for t in traces for i in t["profile_ids"])
     assert {r["service"] for r in stored.values()} == {"ddpush", "pyropush"}
     assert not any((spool / "refused").iterdir())

@@ -6,11 +6,14 @@ mime/multipart and zstd, not by pyproflab).
 Recordings: tests/testdata/push (tests/support/record_pushes.py): dd-trace-go
 v2.12.0's profiler (3 uploads without and 1 with an execution trace) and
 pyroscope-go v1.5.0 (20 pushes: cpu, heap, mutex, block, goroutine).
+The execution trace goes to the store (with its four blocking profiles,
+``trace-*``) when the Go helper can run, else beside the spool.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import subprocess
 import sys
@@ -20,15 +23,19 @@ from pathlib import Path
 import pytest
 from support.push_helpers import (
     RECORDED,
+    TRACE_TYPES,
     drain,
     expected_hashes,
     is_profile_part,
     proto_sha256,
+    pushed,
     records,
     replay,
     running_server,
     split_records,
     stored_rows,
+    stored_traces,
+    trace_hashes,
 )
 from support.testenv import REPO, Pprof, api_top, assert_same_rows, our_top_keys
 
@@ -66,7 +73,7 @@ def test_every_profile_is_stored_once_with_its_tags(served):
     db, _, parts = served
     rows = stored_rows(db)
     want = {**expected_hashes(parts["dd"]), **expected_hashes(parts["pyro"])}
-    assert sorted(r["content_hash"] for r in rows) == sorted(want)
+    assert sorted(r["content_hash"] for r in pushed(rows)) == sorted(want)
     for r in rows:
         labels = dict(r["labels"])
         if r["service"] == "ddpush":
@@ -81,16 +88,40 @@ def test_every_profile_is_stored_once_with_its_tags(served):
         assert r["window_start"] is not None and r["window_end"] is not None
 
 
-def test_execution_traces_are_kept_beside_the_spool(served):
-    _, spool, parts = served
-    traces = {f.read_bytes() for f in (spool / "traces" / "ddpush").iterdir()}
-    want = {
-        f.read_bytes()
-        for files in parts["dd"].values()
-        for n, f in files.items()
-        if n == "go.trace"
+def test_execution_traces_are_stored_with_their_tags(served):
+    """The one upload with a trace: the trace (its bytes as Go split them) is in
+    the store with the upload's tags, and its four blocking profiles beside it."""
+    db, spool, parts = served
+    traces = stored_traces(db)
+    want = trace_hashes(parts["dd"])
+    assert [t["content_hash"] for t in traces] == list(want) and len(want) == 1
+    (trace,) = traces
+    assert trace["service"] == "ddpush" and trace["version"] == "v1.2.3"
+    assert trace["instance"] in ("dd-1", "dd-2")
+    made = [r for r in stored_rows(db) if r["profile_type"] in TRACE_TYPES]
+    assert {r["profile_type"] for r in made} == TRACE_TYPES
+    assert sorted(trace["profile_ids"]) == sorted(r["profile_id"] for r in made)
+    assert all(r["instance"] == trace["instance"] for r in made)
+    assert not (spool / "traces").exists()
+
+
+def test_without_the_go_helper_traces_are_kept_beside_the_spool(
+    served, tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    """The same upload, ingested where the trace reader cannot run: its profiles
+    are stored, its trace is a file under SPOOL/traces/SERVICE, none refused."""
+    _, _, parts = served
+    monkeypatch.setenv("PYPROFLAB_GO_HELPER", str(tmp_path / "absent"))
+    spool, db = tmp_path / "spool", tmp_path / "s.duckdb"
+    with_trace = [(p, r, b) for p, r, b in DD if b"go.trace" in b]
+    with running_server(spool) as server:
+        assert [replay(server.server_address[1], r, b)[0] for _, r, b in with_trace] == [200]
+    assert drain(spool, db) == 1
+    kept = {
+        hashlib.sha256(f.read_bytes()).hexdigest() for f in (spool / "traces" / "ddpush").iterdir()
     }
-    assert traces == want and len(want) == 1
+    assert kept == trace_hashes(parts["dd"]) and not stored_traces(db)
+    assert len(stored_rows(db)) >= 4 and not list((spool / "refused").glob("*.push"))
 
 
 def _cli_top(db: Path, service: str, ptype: str, index: int) -> list[tuple]:
@@ -108,7 +139,12 @@ def _cli_top(db: Path, service: str, ptype: str, index: int) -> list[tuple]:
             ptype,
             "--sample-index",
             str(index),
-            "--no-trim",
+            # the oracle's flags: every node, edges at pprof's default -edgefraction
+            # (they decide the inline markers; --no-trim would zero it as -trim=false)
+            "--nodefraction",
+            "0",
+            "--nodecount",
+            "1000000",
             "--format",
             "csv",
         ],
@@ -131,7 +167,7 @@ def _cli_top(db: Path, service: str, ptype: str, index: int) -> list[tuple]:
 def _groups(db: Path, parts) -> dict[tuple[str, str], list[Path]]:
     by_hash = {**expected_hashes(parts["dd"]), **expected_hashes(parts["pyro"])}
     groups: dict[tuple[str, str], list[Path]] = defaultdict(list)
-    for r in stored_rows(db):
+    for r in pushed(stored_rows(db)):
         groups[(r["service"], r["profile_type"])].append(by_hash[r["content_hash"]])
     return groups
 

@@ -331,7 +331,9 @@ CAP = 64 << 20
 
 
 def _peak_rss_of_ingest(folder: Path, db: Path, workers: int) -> tuple[int, str]:
-    """(largest peak RSS of the ingest process and its workers, stderr)."""
+    """(largest peak RSS of the ingest process and its workers, stderr). Every bomb is
+    refused (48 MiB of zeros is not a profile), so the run stored nothing: exit 2 and no
+    store file (issue 34, defect 6)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyproflab", "ingest", str(folder), "--db", str(db)]
         + ["--max-bytes", str(CAP), "--workers", str(workers)],
@@ -341,7 +343,8 @@ def _peak_rss_of_ingest(folder: Path, db: Path, workers: int) -> tuple[int, str]
     )
     err = proc.stderr.read().decode() if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
+    assert os.waitstatus_to_exitcode(status) == 2, err[-2000:]
+    assert not db.exists(), f"{db} was created although nothing was stored"
     return usage.ru_maxrss * 1024, err
 
 
@@ -359,6 +362,7 @@ def test_gzip_bombs_are_decompressed_one_at_a_time(tmp_path: Path, workers: int)
     peak_one, _ = _peak_rss_of_ingest(one, tmp_path / "one.duckdb", workers)
     peak_eight, err = _peak_rss_of_ingest(eight, tmp_path / "eight.duckdb", workers)
     assert err.count("refused") == 8, err[-2000:]
+    assert err.count("not a pprof profile (starts with byte 0x00)") == 8, err[-2000:]
     # All eight at once would add 7 x 48 MiB (336 MiB) at least.
     assert peak_eight < peak_one + 2 * BOMB, (
         f"peak RSS {peak_eight >> 20} MiB for eight bombs, {peak_one >> 20} MiB for one"

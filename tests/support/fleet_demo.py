@@ -10,26 +10,39 @@ What it does, in order:
    loadgen load generator) with ``tests/support/fleet_harness.py`` (cached by source hash).
 2. Starts four notesd instances on 127.0.0.1: versions v1 and v2 (v2 plants
    about +30% CPU in ``main.scoreNote``) times instances a and b, with GOGC 50
-   (a) and 200 (b), ``GODEBUG=gctrace=1`` to one log per instance, and
+   (a) and 200 (b), GOMAXPROCS=1 each (as a container of one CPU sets it: with
+   Go's default, eight Ps of four processes on two CPUs keep goroutines
+   "running" on threads the kernel has set aside, the runtime preempts them,
+   and the CPU profiles book 28% of their samples to ``runtime.asyncPreempt``,
+   against 14% with one P each, on the same busy machine),
+   ``GODEBUG=gctrace=1`` to one log per instance, and
    ``/debug/pprof/`` behind a bearer token. The token comes from
    ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
    header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
 3. Drives load at all four, round robin: a warm-up whose rate ramps up, then a
-   steady rate for the rest of ``--load-seconds`` (steady, so that profiles
-   taken at different moments measure the same work and can be compared as
-   samples). ``collect`` then runs ``--windows`` windows one after the other:
-   each takes a CPU profile of ``--cpu-seconds`` plus allocs, mutex and block
-   deltas over the same window and scrapes ``/metrics`` every 2 s; the last
-   also takes heap and goroutine snapshots at its end. Several CPU profiles
-   per instance give the v1 vs v2 comparison samples to do statistics on.
+   steady rate (steady, so that profiles taken at different moments measure
+   the same work and can be compared as samples). ``collect`` then runs
+   windows one after the other, each a CPU profile of ``--cpu-seconds`` plus
+   allocs, mutex and block deltas over the same window, ``/metrics`` scraped
+   every 2 s: at least ``--windows`` of them, and more until each version's
+   CPU profiles hold ``--min-samples`` CPU samples or ``--max-seconds`` of
+   load have passed. On a busy machine the fleet gets less CPU, its profiles
+   fewer samples, and a fixed number of windows would leave a +30% change
+   within the noise of a few hundred samples; a count of samples is known
+   before any comparison, so stopping on it biases nothing. Heap and goroutine
+   snapshots are taken at the end; then the load stops.
 4. Stops the fleet, reads the gctrace logs into ``gc_cycles`` (times = each
    process's start + the runtime's ``@seconds``), and prints a summary of this
    run's profiles: the top CPU functions fleet-wide, the GC share per instance
    (profile view vs runtime view; over the windowed profiles, since the heap
    and goroutine snapshots are instants with no scrape in them) and the v1 vs
-   v2 headline for ``main.scoreNote`` from ``analyses.regressions``: its CPU
-   rate on each side, flat and cum (cum also holds the ``runtime.asyncPreempt``
-   samples taken inside it), the relative change, its interval and q-value.
+   v2 headline for ``main.scoreNote`` from ``analyses.regressions``: its share
+   of each side's CPU, cum first, the relative change with each row's own
+   (unadjusted) interval, its FCR interval when selected, and its q-value. Cum
+   is the plant's measure: on a busy machine, a CPU-profiling signal that
+   arrives with a pending preemption signal is booked to
+   ``runtime.asyncPreempt``, called from the function it interrupted, so up
+   to half of the function's flat samples move to that callee; cum keeps them.
 
 Rules:
 
@@ -49,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -77,6 +91,7 @@ INSTANCES: tuple[tuple[str, str, int], ...] = (
 )
 PROFILE_TYPES = ("cpu", "heap", "allocs", "mutex", "block", "goroutine")
 WINDOWED_TYPES = ("cpu", "allocs", "mutex", "block")  # taken over the whole window
+SNAPSHOT_TYPES = ("heap", "goroutine")  # instants, taken once at the end
 METRICS_INTERVAL = 2.0
 WARMUP_SECONDS = 4.0  # load, ramping up, before the first collection window opens
 # Requests/s over the fleet: ramped from RATE_START during the warm-up, then
@@ -85,6 +100,10 @@ WARMUP_SECONDS = 4.0  # load, ramping up, before the first collection window ope
 RATE_START, RATE = 300.0, 700.0
 # Each window's fetches take about this much longer than the window itself.
 WINDOW_OVERHEAD_SECONDS = 3.0
+# CPU samples per version before the windows stop (see the module docstring):
+# at 4,000 a run on a busy machine found the plant (cum) at q 0.024 with about
+# 150 tests; twice the samples give it sqrt(2) the z, for 9 runs in 10.
+MIN_SAMPLES = 8000
 TOP_NODES = 12
 
 
@@ -219,7 +238,7 @@ class Demo:
     def start_fleet(self, harness: ModuleType, bins: Any, procs: Processes, token: str) -> None:
         """Launch the four instances (each PID noted at once), then await them all."""
         # A service outlives the demo by at most a minute, even if the demo is SIGKILLed.
-        lifetime = self.args.load_seconds + 60.0
+        lifetime = WARMUP_SECONDS + load_bound(self.args) + 60.0
         for version, suffix, gogc in INSTANCES:
             name = f"{version}-{suffix}"
             inst = harness.FleetInstance(bins.notesd, workdir=self.run_dir)
@@ -232,6 +251,7 @@ class Demo:
                     token=token,
                     gctrace_path=self.run_dir / f"{name}.gctrace",
                     max_lifetime=lifetime,
+                    gomaxprocs=1,
                 )
                 procs.note("notesd", inst.pid, name)
         for inst in procs.instances:
@@ -241,45 +261,69 @@ class Demo:
     def load_and_collect(
         self, harness: ModuleType, bins: Any, procs: Processes, lab: Any
     ) -> list[Any]:
-        """Warm up, then collect ``--windows`` windows under steady load; the
-        collect reports, one per window."""
-        from pyproflab.collect import collect
+        """Warm up, then collect windows under steady load until the CPU samples
+        suffice (see the module docstring); the collect reports, one per window,
+        the snapshots' last."""
         from pyproflab.sources.targets import Target
 
         a = self.args
         warmup = self.start_load(harness, bins, procs, WARMUP_SECONDS, RATE_START, RATE)
         self.say(f"warm-up: {RATE_START:.0f} -> {RATE:.0f} requests/s for {WARMUP_SECONDS:g} s")
         self.finish_load(harness, warmup, "warm-up")
-        steady_seconds = a.load_seconds - WARMUP_SECONDS
-        run = self.start_load(harness, bins, procs, steady_seconds, RATE, RATE)
-        self.say(f"load: {RATE:.0f} requests/s for {steady_seconds:g} s (loadgen pid {run.pid})")
+        # The load runs until the windows are done (then it is stopped), bounded by
+        # itself well past --max-seconds: the minimum of windows is always taken.
+        run = self.start_load(harness, bins, procs, load_bound(a), RATE, RATE)
+        self.say(f"load: {RATE:.0f} requests/s (loadgen pid {run.pid})")
         targets = [
             Target(SERVICE, inst.version, inst.instance, inst.base_url, auth_env=AUTH_ENV)
             for inst in procs.instances
         ]
         self.archive.mkdir(parents=True, exist_ok=True)
-        reports = []
-        for w in range(a.windows):
-            last = w == a.windows - 1
-            types = PROFILE_TYPES if last else WINDOWED_TYPES
+        reports: list[Any] = []
+        # A window is started only while it can end within the load.
+        last_start = time.monotonic() + a.max_seconds - a.cpu_seconds - WINDOW_OVERHEAD_SECONDS
+        while True:
             self.say(
-                f"window {w + 1}/{a.windows}: {', '.join(types)} from {len(targets)} "
+                f"window {len(reports) + 1}: {', '.join(WINDOWED_TYPES)} from {len(targets)} "
                 f"instances, CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
             )
-            report = collect(
-                lab.store,
-                targets,
-                seconds=a.cpu_seconds,
-                types=types,
-                archive_dir=self.archive,
-                metrics_interval=METRICS_INTERVAL,
+            reports.append(self.collect_window(lab, targets, a.cpu_seconds, WINDOWED_TYPES))
+            counts = cpu_samples(
+                lab, [f.profile_id for r in reports for f in r.fetches if f.profile_id is not None]
             )
-            self.say(report.summary())
-            for line in report.errors():
-                print(f"  {line}", file=sys.stderr)
-            reports.append(report)
-        self.finish_load(harness, run, "loadgen")
+            self.say("CPU samples so far: " + ", ".join(f"{v} {n}" for v, n in counts.items()))
+            if len(reports) < a.windows:
+                continue
+            if min(counts.get(v, 0) for v in ("v1", "v2")) >= a.min_samples:
+                break
+            if time.monotonic() > last_start:
+                self.say(
+                    f"--max-seconds {a.max_seconds:g} reached before {a.min_samples} CPU "
+                    "samples per version: the comparison has less to go on"
+                )
+                break
+        self.say(f"snapshots: {', '.join(SNAPSHOT_TYPES)} from {len(targets)} instances")
+        reports.append(self.collect_window(lab, targets, 1, SNAPSHOT_TYPES, metrics=False))
+        self.finish_load(harness, run, "loadgen", stop=True)
         return reports
+
+    def collect_window(
+        self, lab: Any, targets: list, seconds: int, types: tuple, metrics: bool = True
+    ) -> Any:
+        from pyproflab.collect import collect
+
+        report = collect(
+            lab.store,
+            targets,
+            seconds=seconds,
+            types=types,
+            archive_dir=self.archive,
+            metrics_interval=METRICS_INTERVAL if metrics else None,
+        )
+        self.say(report.summary())
+        for line in report.errors():
+            print(f"  {line}", file=sys.stderr)
+        return report
 
     def start_load(
         self,
@@ -304,9 +348,12 @@ class Demo:
             procs.note("loadgen", run.pid)
         return run
 
-    def finish_load(self, harness: ModuleType, run: Any, what: str) -> None:
-        """Wait for a loadgen to end (it is bounded by its duration) and say how it went."""
+    def finish_load(self, harness: ModuleType, run: Any, what: str, stop: bool = False) -> None:
+        """Wait for a loadgen to end (it is bounded by its duration; ``stop``: ask it
+        to end now, SIGTERM, on which it prints its summary) and say how it went."""
         try:
+            if stop:
+                run.proc.send_signal(signal.SIGTERM)
             load = run.wait()
             self.say(
                 f"{what}: {load.get('requests')} requests, {load.get('errors')} errors, "
@@ -368,6 +415,25 @@ class Demo:
         print(headline(lab, cpu_ids))
 
 
+def load_bound(args: argparse.Namespace) -> float:
+    """Seconds the steady load may run at most (it is stopped when the windows end):
+    past --max-seconds by the time the minimum of windows takes on a starved machine."""
+    return args.max_seconds + 10 * args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+
+
+def cpu_samples(lab: Any, ids: list[int]) -> dict[str, int]:
+    """CPU samples per version in the CPU profiles among ``ids``."""
+    if not ids:
+        return {}
+    rows = lab.sql(
+        "SELECT p.version, sum(v.value) AS n FROM sample_values v JOIN profiles p USING "
+        "(profile_id) WHERE p.profile_type = 'cpu' AND v.sample_type = 'samples' "
+        "AND list_contains(?, p.profile_id) GROUP BY ALL ORDER BY 1",
+        [ids],
+    ).to_pylist()
+    return {r["version"]: int(r["n"]) for r in rows}
+
+
 def _pct(v: float | None) -> str:
     from pyproflab.reports.formatting import pct
 
@@ -421,30 +487,35 @@ def gc_table(result: Any) -> str:
     return "\n".join([*table, *legend, *notes])
 
 
-def _side_change(row: dict[str, Any], m: str, unit: str, confidence: float, fdr: float) -> str:
-    """``flat: v1 0.046 (18.2%) -> v2 0.054 (20.0%), +17.4% [-2% .. +37%], q 0.98``."""
+def _rel(v: float | None, digits: int = 0) -> str:
+    """A signed percentage; "-" where it is undefined (a base of 0: never "nan")."""
+    return "-" if v is None or not math.isfinite(v) else f"{v:+.{digits}%}"
+
+
+def _side_change(row: dict[str, Any], m: str, r: Any) -> str:
+    """``cum   22.9% -> 30.3% of each side's CPU, +32.3%; unadjusted 95% interval
+    +13% .. +55%; FCR 99.4% interval +9% .. +61%; q 0.012, significant at FDR 5%``."""
     text = (
-        f"{m:<4}  v1 {row[f'{m}_rate_base']:.3f} ({_pct(row[f'{m}_share_base'])})"
-        f"  ->  v2 {row[f'{m}_rate_new']:.3f} ({_pct(row[f'{m}_share_new'])})"
+        f"{m:<4}  {_pct(row[f'{m}_share_base'])} -> {_pct(row[f'{m}_share_new'])} "
+        f"of each side's CPU, {_rel(row[f'{m}_rel'], 1)}"
     )
-    rel = row[f"{m}_rel"]
-    if rel is None:
-        return text
-    text += f"  {rel:+.1%}"
     lo, hi = row[f"{m}_rel_lo"], row[f"{m}_rel_hi"]
-    if lo is not None and hi is not None:
-        text += f", {confidence:.0%} interval {lo:+.0%} .. {hi:+.0%}"
+    if _rel(lo) != "-" and _rel(hi) != "-":
+        text += f"; unadjusted {r.confidence:.0%} interval {_rel(lo)} .. {_rel(hi)}"
+    flo, fhi = row[f"{m}_rel_fcr_lo"], row[f"{m}_rel_fcr_hi"]
+    if row[f"{m}_significant"] and _rel(flo) != "-" and _rel(fhi) != "-":
+        text += f"; FCR {r.fcr_confidence:.1%} interval {_rel(flo)} .. {_rel(fhi)}"
     q = row[f"{m}_q"]
-    if q is not None:
+    if q is not None and math.isfinite(q):
         verdict = "significant" if row[f"{m}_significant"] else "not significant"
-        text += f", q {q:.2g} ({verdict} at FDR {fdr:.0%})"
+        text += f"; q {q:.2g}, {verdict} at FDR {r.fdr:.0%}"
     return text
 
 
 def headline(lab: Any, cpu_ids: list[int]) -> str:
-    """The planted function's CPU on each side, from ``regressions``: rates in
-    cores (CPU time / profile duration), shares of each side's CPU, the relative
-    change with its bootstrap interval and q-value, flat and cum."""
+    """The planted function's share of each side's CPU, from ``regressions``, cum
+    first (the plant's measure, see the module docstring): the relative change
+    with its unadjusted interval, its FCR interval when selected, its q-value."""
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store.select import Selection
 
@@ -462,26 +533,28 @@ def headline(lab: Any, cpu_ids: list[int]) -> str:
     mine = next((x for x in rows if x["name"] == planted), None)
     if mine is None:
         return f"{planted}: not in either side's CPU profiles"
-    unit = r.rate_unit
+    samples = cpu_samples(lab, cpu_ids)
     lines = [
-        f"{planted}: CPU {unit} on each side ({r.n_base} v1 vs {r.n_new} v2 CPU profiles; "
-        f"the plant is +30%: 13 counting passes instead of 10)"
+        f"{planted}, v1 -> v2 ({r.n_base} and {r.n_new} CPU profiles, {samples.get('v1', 0)} "
+        f"and {samples.get('v2', 0)} CPU samples; the plant: +30% CPU in the function, "
+        "13 counting passes instead of 10)"
     ]
-    for m in ("flat", "cum"):
-        lines.append("  " + _side_change(mine, m, unit, r.confidence, r.fdr))
+    for m in ("cum", "flat"):
+        lines.append("  " + _side_change(mine, m, r))
     lines.append(
-        "  (cum also holds the runtime.asyncPreempt samples taken inside the function:"
-        " where preemption signals are costly, they are part of its CPU)"
+        "  (cum holds the samples booked to runtime.asyncPreempt inside the function: on a "
+        "busy machine a profiling signal that arrives with a preemption signal lands there)"
     )
-    if not mine["flat_significant"] and min(r.n_base, r.n_new) < 3:
-        lines.append(
-            "  (fewer than 3 CPU profiles per version: too few for the t-test to call"
-            " anything; the size and rank of the change are the signal; run more --windows)"
-        )
-    lines.append(f"  rank {mine['rank']} of {len(rows)} functions by |flat change|; top 3:")
+    if r.fcr_confidence is None:
+        lines.append("  (no row is significant: no FCR interval)")
+    lines.append(f"  rank {mine['rank']} of {len(rows)} rows by evidence; the first 3:")
     for x in rows[:3]:
-        rel_x = "" if x["flat_rel"] is None else f" ({x['flat_rel']:+.0%})"
-        lines.append(f"    {x['rank']}. {x['name']}: {x['flat_change']:+.3f} {unit}{rel_x}")
+        m = x["evidence_metric"]
+        lines.append(
+            f"    {x['rank']}. {x['name']}: {m} {_pct(x[f'{m}_share_base'])} -> "
+            f"{_pct(x[f'{m}_share_new'])} ({_rel(x[f'{m}_rel'])})"
+            + (", significant" if x[f"{m}_significant"] else "")
+        )
     if r.notes:
         lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)
@@ -497,21 +570,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--db", default="pyproflab.duckdb", help="the store (default %(default)s)")
     p.add_argument("--workdir", default=".demo", help="logs and PID files (default %(default)s)")
+    p.add_argument("--cpu-seconds", type=int, default=20, help="length of each window (20)")
+    p.add_argument("--windows", type=int, default=3, help="collection windows at least (3)")
     p.add_argument(
-        "--load-seconds", type=float, default=56.0, help="load duration, warm-up included (56)"
+        "--min-samples",
+        type=int,
+        default=MIN_SAMPLES,
+        help=f"more windows until each version's CPU profiles hold this many samples "
+        f"({MIN_SAMPLES})",
     )
-    p.add_argument("--cpu-seconds", type=int, default=10, help="length of each window (10)")
-    p.add_argument("--windows", type=int, default=4, help="collection windows in a row (4)")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=420.0,
+        help="the most seconds of steady load, windows included, however few the samples (420)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     args = p.parse_args(argv)
-    if not 4 <= args.load_seconds <= 600:
-        p.error("--load-seconds must be between 4 and 600")
-    if args.cpu_seconds < 1 or args.windows < 1:
-        p.error("--cpu-seconds and --windows must be at least 1")
-    needed = WARMUP_SECONDS + args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
-    if needed > args.load_seconds:
+    if args.cpu_seconds < 1 or args.windows < 1 or args.min_samples < 0:
+        p.error("--cpu-seconds and --windows must be at least 1, --min-samples at least 0")
+    needed = args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+    if not needed <= args.max_seconds <= 3600:
         p.error(
-            f"--load-seconds must cover the warm-up and every window: at least {needed:g} "
+            f"--max-seconds must be at most 3600 and cover every window: at least {needed:g} "
             f"for {args.windows} windows of {args.cpu_seconds} s"
         )
     return args

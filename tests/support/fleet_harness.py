@@ -307,6 +307,7 @@ class FleetInstance:
         gctrace_path: str | os.PathLike | None = None,
         max_lifetime: float = 600.0,
         extra_args: Sequence[str] = (),
+        gomaxprocs: int | None = None,
     ) -> None:
         """Start the process without waiting for it (see ``start``)."""
         if self.proc is not None:
@@ -325,6 +326,8 @@ class FleetInstance:
             env["GOGC"] = str(gogc)
         if gomemlimit is not None:
             env["GOMEMLIMIT"] = str(gomemlimit)
+        if gomaxprocs is not None:
+            env["GOMAXPROCS"] = str(gomaxprocs)
         if token is not None:
             env["PPROF_TOKEN"] = token
         if gctrace_path is not None:

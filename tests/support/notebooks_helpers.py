@@ -31,12 +31,13 @@ def _inject(nb, params: dict) -> None:
     nb.cells.insert(1, cell)
 
 
-def run_notebook(name: str, store: Path, workdir: Path, **extra) -> object:
-    """Execute one notebook on ``store`` in ``workdir``; returns the executed notebook."""
+def run_notebook(name: str, store: Path, workdir: Path, *, timeout: int = 240, **extra) -> object:
+    """Execute one notebook on ``store`` in ``workdir`` (``timeout``: seconds per
+    cell); returns the executed notebook."""
     nb = _read(name)
     _inject(nb, {"STORE": str(store), "SERVICE": "notesd", **extra})
     client = nbclient.NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
     )
     client.execute()
     return nb

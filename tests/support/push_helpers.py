@@ -11,7 +11,11 @@ pushers built from tests/pushers, a server in this process, and the oracle.
   pyproflab's parser;
 - ``stored_hashes`` / ``expected_hashes``: the content hashes in a store, and
   those of the profile parts of acknowledged requests (sha256 of the
-  decompressed protobuf, the store's rule).
+  decompressed protobuf, the store's rule);
+- ``TRACE_TYPES`` / ``pushed``: the profile types the store makes from a
+  stored execution trace, and the rows without them; ``trace_hashes`` /
+  ``stored_traces``: the sha256 of the ``go.trace`` parts, and the stored
+  traces' rows.
 """
 
 from __future__ import annotations
@@ -130,6 +134,33 @@ def expected_hashes(parts: dict[str, dict[str, Path]]) -> dict[str, Path]:
         for name, f in files.items()
         if is_profile_part(name)
     }
+
+
+TRACE_TYPES = frozenset({"trace-net", "trace-sync", "trace-syscall", "trace-sched"})
+
+
+def pushed(rows: list[dict]) -> list[dict]:
+    """The rows of profiles the SDKs pushed (not those made from a stored trace)."""
+    return [r for r in rows if r["profile_type"] not in TRACE_TYPES]
+
+
+def trace_hashes(parts: dict[str, dict[str, Path]]) -> set[str]:
+    """sha256 of every execution trace part (zstd undone by the Go split)."""
+    return {
+        hashlib.sha256(f.read_bytes()).hexdigest()
+        for files in parts.values()
+        for name, f in files.items()
+        if name == "go.trace"
+    }
+
+
+def stored_traces(db: Path) -> list[dict]:
+    """The stored traces: content hash, service, version, instance, profile ids."""
+    from pyproflab.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        cols = "content_hash, service, version, instance, profile_ids"
+        return store.sql(f"SELECT {cols} FROM traces ORDER BY trace_id").to_pylist()
 
 
 def stored_rows(db: Path) -> list[dict]:

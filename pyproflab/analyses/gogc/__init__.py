@@ -12,8 +12,8 @@ The modules, each stating its rules:
 - ``pacer``: one setting's steady state (the GC guide's goal, the pacer's
   trigger and runway, floating garbage from the mark's length at the
   background workers' 25 %, GC CPU per cycle as fixed + per marked byte + per
-  heap byte, the mutator's CPU with sweeping, CPU saturation at GOMAXPROCS or
-  the quota, the memory limit and its 50 % CPU limiter).
+  heap byte, the mutator's CPU with sweeping, CPU saturation at GOMAXPROCS,
+  the memory limit and its 50 % CPU limiter).
 - ``fit``: the parameters from all observed settings at once, each term
   identified or given a range; residuals that make observed settings exact.
 - ``predict``: points and intervals (spread across runs, unidentified terms at
@@ -156,7 +156,7 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
     if opts.peak_rss is not None:
         with_peak_rss(obs, opts.peak_rss)
     box = container_of(obs, opts)
-    model = pr.Model.build(obs, box.cpu_limit)
+    model = pr.Model.build(obs)
     cur = obs.current
     budget, how = _budget(model.predict(*cur), opts, box)  # type: ignore[misc]
     usable = opts.usable(budget) if budget is not None else None
@@ -192,9 +192,14 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
         usable,
         dict(rec) if rec else None,
         pr.canary_plan(model, rec),
-        ct.findings(box, obs.procs),
+        ct.findings(box, obs.procs, cpu_known=not _cpu_from_gctrace(obs)),
         notes,
     )
+
+
+def _cpu_from_gctrace(obs: Observation) -> bool:
+    """Whether the process's CPU was inferred from gctrace (no figure gave it)."""
+    return obs.provenance.get("mutator CPU", "").startswith("gctrace")
 
 
 def _notes(
@@ -213,7 +218,7 @@ def _notes(
             "not identified by the observed settings, given a range that widens every "
             "interval: " + "; ".join(f"{t.name} ({t.how})" for t in loose)
         )
-    if obs.provenance.get("mutator CPU", "").startswith("gctrace"):
+    if _cpu_from_gctrace(obs):
         out.append(
             "gctrace does not hold the process's CPU: "
             + (

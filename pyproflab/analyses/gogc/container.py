@@ -16,7 +16,10 @@ Rules:
 - GOMAXPROCS above the CPU quota is a finding of its own: the runtime plans
   for GOMAXPROCS cores (its background GC workers take a quarter of them)
   while the quota throttles the process; the share of CFS periods throttled
-  says how often. The model's CPU is capped at the quota.
+  says how often. The model's CPU figures stay in the runtime's accounting
+  (P-time: a P held while the quota throttles its thread counts as busy), so
+  they are capped at GOMAXPROCS, not at the quota: under a quota the GC's
+  cores there can exceed it (the throttled share says by how much time).
 """
 
 from __future__ import annotations
@@ -146,8 +149,10 @@ def from_cadvisor(samples: pa.Table | None) -> Container | None:
     return c
 
 
-def findings(c: Container | None, procs: float) -> list[str]:
-    """The container's findings (module rules): GOMAXPROCS above the quota, throttling."""
+def findings(c: Container | None, procs: float, *, cpu_known: bool = True) -> list[str]:
+    """The container's findings (module rules): GOMAXPROCS above the quota, throttling.
+    ``cpu_known`` false (the process's CPU from gctrace alone): the finding asks
+    for it, since under the quota the process runs below GOMAXPROCS."""
     if c is None or c.cpu_limit is None:
         return []
     out = []
@@ -163,7 +168,14 @@ def findings(c: Container | None, procs: float) -> list[str]:
             f"cores ({c.source.get('CPU limit', 'given')}): the runtime plans for {procs:g} "
             f"cores, its background GC workers alone a quarter of them{thr}. Set GOMAXPROCS="
             f"{max(1, math.ceil(c.cpu_limit)):d} (Go 1.25 and later set it from the quota "
-            "themselves unless GOMAXPROCS is given); predictions are capped at the quota"
+            "themselves unless GOMAXPROCS is given). CPU figures here are the runtime's "
+            "P-time, which counts throttled time: under this quota they overstate the CPU"
+            + (
+                ""
+                if cpu_known
+                else ". gctrace does not hold the process's CPU, which under a quota can "
+                "lie below GOMAXPROCS: give --process-cpu (or Prometheus beside the log)"
+            )
         )
     elif thr:
         out.append(f"CPU quota {c.cpu_limit:g} cores{thr}")

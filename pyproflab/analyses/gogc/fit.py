@@ -37,7 +37,7 @@ seconds it stands for; ``S = H + R`` the scan work):
    ``[0, SWEEP_MAX]`` (core-seconds per heap byte per cycle), with ``α`` or
    ``N0`` then taken from the observed setting.
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
-   saturated``). ``cap``: GOMAXPROCS, or a container's CPU quota when lower.
+   saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
 6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
    cons/mark ratios (gctrace), else the runway the Prometheus intervals
    show.

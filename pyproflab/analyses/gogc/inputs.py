@@ -24,9 +24,7 @@ Rules:
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -45,33 +43,32 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
 
 
 def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
-    """The gctrace cycles of log files, one instance per file."""
-    from pyproflab.sources.gctrace import parse_gctrace
+    """The gctrace cycles of log files, one instance per file (named by its path).
+    An unreadable file is one line naming it; one holding no gctrace line is a
+    ``UsageError`` naming it (the log was given: "no gctrace cycles" alone would
+    not say which)."""
+    from pyproflab.sources.gctrace import read_gctrace
 
     tables = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                t = parse_gctrace(f, source=path, errors=[])
-        except OSError as e:
-            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+        # Read in bounded pieces, each value checked (sources.gctrace).
+        t = read_gctrace(path, source=path, errors=[])
+        if t.num_rows == 0:
+            raise UsageError(
+                f"{path}: no gctrace line in it (a GODEBUG=gctrace=1 log has lines "
+                "'gc N @Ts P%: ...')"
+            )
         tables.append(_with_instance(t, path))
     return pa.concat_tables(tables) if tables else pa.table({})
 
 
 def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
     """Prometheus text snapshots, as one instance."""
-    from pyproflab.sources.prometheus import parse_exposition
+    from pyproflab.sources.prometheus import read_exposition
 
     tables = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            when = datetime.fromtimestamp(os.path.getmtime(path), UTC)
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-        t = parse_exposition(text, default_time=when, source=path)
+        t = read_exposition(path, source=path)  # undated samples: the file's mtime
         tables.append(_with_instance(t, instance))
     return pa.concat_tables(tables)
 

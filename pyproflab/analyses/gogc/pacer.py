@@ -3,7 +3,7 @@ set of parameters (``Params``).
 
 Symbols: ``L`` the truly live heap, ``R`` roots (stacks + globals), ``g`` =
 GOGC/100, ``M`` the memory limit, ``P`` GOMAXPROCS (``cap``: the CPU the
-process can have, P or a lower CPU quota), ``A`` the allocation rate.
+process can have in the runtime's P-time accounting: P), ``A`` the allocation rate.
 
 1. Goal (the GC guide; ``mgcpacer.go``): ``goal_g = H + (H + R)·g``, at least
    ``4 MiB·g`` (the heap minimum scales with GOGC); off: none. Under a limit,
@@ -73,7 +73,7 @@ class Params:
     live: float  # L
     roots: float  # R
     procs: float  # P
-    cap: float  # the CPU the process can use: P, or a lower quota
+    cap: float  # the CPU the process can use in P-time: P
     b_nat: float  # B_nat at the reference allocation rate (rule 3)
     alloc: float  # A, paced; the reference rate for b_nat
     runway_k: float  # the pacer's runway per scan byte (rule 2); 0: the trigger's floor

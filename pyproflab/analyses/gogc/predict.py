@@ -43,9 +43,16 @@ Rules:
    leaves. Run ``gogc`` again with the canary's cycles stored: it refits on
    both settings.
 
-The priors of ``fit`` (``THETA``, ``SWEEP``, ``B_NAT_RANGE``) and ``WIDEN``
-were set on six of the seven validation workloads of tests/gcbench
-(``make bench-gc``); the seventh, ``queue``, was held out of every choice.
+Where the constants come from. ``fit``'s priors for terms one setting does not
+identify: ``THETA`` (the per-heap-byte share of the per-cycle cost: 3-10 % on
+the earlier tests/gcbench recordings, about 0 in the published gateway case)
+and ``SWEEP`` (about 1e-10 core-seconds per heap byte per cycle on the earlier
+recordings: the point is a fifth of it, the range up to twice it);
+``B_NAT_RANGE``, ``HURRIED``, ``MARGIN``, ``WIDEN`` and ``CANARY_*`` were chosen
+looking at six of the seven validation workloads of tests/gcbench (``make
+bench-gc``); the seventh, ``queue``, was held out of every choice. Fits of the
+sweep term on the seven gave 0 to 7e-9 (the machine's other work moves the
+mutator's CPU more): no prior came from them.
 """
 
 from __future__ import annotations

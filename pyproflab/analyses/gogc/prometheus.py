@@ -28,6 +28,8 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
   (45/64)·D`` (``Δ = A/n`` the bytes a cycle allocates, ``D`` = goal − H): on
   a machine shared with other work, the workers' CPU counts time their
   threads waited for a core, and ``A·T`` ran to twice gctrace's ``B``.
+- An interval whose GC CPU exceeds the process's busy CPU (a share above
+  100 %: counters reset or mixed) is left out with a note: never advice.
 - client_golang's defaults without the runtime/metrics set: GC CPU from
   ``go_memstats_gc_cpu_fraction`` × P (an average since the process
   started), P = the busy CPU rounded up, no mark time (``B = 0``): each
@@ -199,6 +201,7 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
         pause=pause / cyc if pause is not None else math.nan,
         mark_s=mark_s,
         mutator=(busy / dt - gc_cores) if busy is not None else math.nan,
+        busy_all=busy / dt if busy is not None else math.nan,
         # Without the idle class (client_golang's defaults) P comes from the busy CPU
         # itself: no telling whether the process was CPU-bound.
         busy=busy / dt if busy is not None and idle is not None else math.nan,
@@ -265,7 +268,7 @@ def from_metrics(
     insts = sorted({k[0] for k in ser}, key=lambda x: (x is None, str(x)))
     out: list[dict[str, Any]] = []
     peaks: dict[Setting, list[float]] = {}
-    run = 0
+    run, absurd = 0, 0
     for inst in insts:
         s = _Snaps(ser, inst)
         cname = _first(ser, inst, CYCLES)
@@ -280,6 +283,9 @@ def from_metrics(
                     _setting(s, t1, (gogc, memory_limit)),
                 )
                 if st0 == st1 and (smp := _interval(s, t0, t1, st1)) is not None:
+                    if smp["mutator"] < -0.01 * smp["busy_all"]:  # GC CPU above the process's
+                        absurd += 1
+                        continue
                     got.append(smp)
             if not got:
                 continue
@@ -290,6 +296,11 @@ def from_metrics(
             if rss:
                 peaks.setdefault(got[-1]["setting"], []).append(max(rss))
             run += 1
+    if not out and absurd:
+        raise UsageError(
+            f"{source}: every interval's GC CPU exceeds the process's CPU (a share above "
+            "100%): refused, cannot model GOGC"
+        )
     if not out:
         raise UsageError(
             f"{source}: no instance has two snapshots of a GC cycle count "
@@ -298,6 +309,11 @@ def from_metrics(
         )
     obs = Observation(out, statistics.median(x["procs"] for x in out), source, peak_rss=peaks)
     _notes(ser, obs, gogc, memory_limit)
+    if absurd:
+        obs.notes.append(
+            f"{absurd} interval(s) whose GC CPU exceeds the process's (a share above 100%): "
+            "left out"
+        )
     return obs
 
 

@@ -56,7 +56,12 @@ Rules:
    the counts; p can go no lower than one over the splits).
    ``test="welch"``: Student's t.
    Benjamini–Hochberg over every test in the table, flat and cum of each
-   tested node as one family; ``*_significant`` is ``q <= fdr``.
+   tested node as one family; ``*_significant`` is ``q <= fdr``. The
+   ``*_rel_lo/hi`` intervals are each row's own (unadjusted, at
+   ``confidence``); the selected rows also get Benjamini–Yekutieli FCR
+   intervals, ``*_rel_fcr_lo/hi`` at ``fcr_confidence`` = 1 - R fdr / m,
+   which leave out 0 exactly when a row is selected (quasi-Poisson; see
+   ``inference``).
    Nodes whose pooled share (both sides) is below ``min_share`` are reported
    but not tested (independent filtering). ``*_detectable`` is the smallest
    relative increase found with 80% power at level FDR / tests.
@@ -93,6 +98,7 @@ from pyproflab.analyses.regressions.measure import MEASURES, denominators_of, re
 from pyproflab.analyses.regressions.reads import reads_of
 from pyproflab.analyses.regressions.result import (
     EDGES_SCHEMA,
+    FCR_COLUMNS,
     METRIC_COLUMNS,
     ROWS_SCHEMA,
     RegressionsResult,
@@ -189,6 +195,7 @@ def _metric_columns(name, mats, units: Units, merged, present, totals, opts) -> 
     nan = np.full(len(present), np.nan)
     c.update(change_lo=nan, change_hi=nan, rel_lo=nan, rel_hi=nan, p=nan, detectable=nan)
     c["tested"], c["fit"], c["splits"], c["exact"] = tested, None, 0, False
+    c["counts"] = m
     if opts["stat"]:
         r = inference.compare(m, d, new, tested, unit_value=unit_value, **opts["test_opts"])
         c.update({k: r[k] for k in ("change_lo", "change_hi", "rel_lo", "rel_hi", "p")})
@@ -210,10 +217,18 @@ def _statistics(mats, units: Units, merged, present, totals, opts) -> tuple[dict
         c["significant"] = c["tested"] & (np.nan_to_num(qm, nan=1.0) <= opts["fdr"])
         if c["fit"] is not None and n_tests:
             c["detectable"] = inference.detectable(c["fit"], opts["fdr"] / n_tests)
-        for k in (*METRIC_COLUMNS, "tested", "significant"):
+    selected = int(per["flat"]["significant"].sum() + per["cum"]["significant"].sum())
+    fcr = 1 - selected * opts["fdr"] / n_tests if selected else None
+    for name, c in per.items():
+        c["rel_fcr_lo"], c["rel_fcr_hi"] = inference.fcr_intervals(
+            c["counts"], units.denominators, units.is_new, c["significant"], fcr or 0.0,
+            **{k: opts["test_opts"][k] for k in ("test", "resamples", "seed")},
+            unit_value=opts["count_scale"] * opts["factor"],
+        )  # fmt: skip
+        for k in (*METRIC_COLUMNS, *FCR_COLUMNS, "tested", "significant"):
             cols[f"{name}_{k}"] = c[k]
     facts = {"splits": per["flat"]["splits"], "exact": per["flat"]["exact"], "n_tests": n_tests}
-    return cols, facts
+    return cols, facts | {"fcr_confidence": fcr}
 
 
 def _edges(nv: NodeValues, mats, units: Units, cols, present, opts) -> pa.Table:
@@ -436,6 +451,7 @@ def _compare(reads, sides: Sides, nv: NodeValues, settings: dict, permutations: 
         total_new=totals[1],
         statistics=stat,
         permutations=facts["splits"],
+        fcr_confidence=facts["fcr_confidence"],
         n_units_base=units.n_base,
         n_units_new=units.n_new,
         base_description=sides.base_description,

@@ -21,6 +21,15 @@ Three tests:
   percentile bootstrap intervals.
 - ``welch``: the same t from Student's t; bootstrap intervals.
 
+FCR intervals (Benjamini and Yekutieli 2005): after BH selects R of m tests
+at level q, each selected row's relative change gets an interval at level
+1 - R q / m; over the selected rows the expected share of intervals that miss
+their change is at most q. With the quasi-Poisson test the interval inverts
+the score test the p-value comes from (the ratios it does not reject, a
+Wilson interval widened by ``phi``), so a row is selected exactly when its
+FCR interval leaves out 0 (no change); with the permutation and Welch tests
+it is the bootstrap's at that level.
+
 Detectable: the smallest relative increase the quasi-Poisson test finds with
 80% power at level ``alpha`` (the caller passes FDR / number of tests: the BH
 threshold of a finding that is alone), given the base side's counts, the
@@ -221,3 +230,48 @@ def compare(
     out["rel_hi"] = np.where(rel, np.nan, out["rel_hi"])
     out["p"] = np.where(tested, p, np.nan)
     return out
+
+
+def score_ratio_interval(fit: Fit, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rel_lo, rel_hi): the ratios r_new / r_base, minus 1, that the score test of
+    ``_quasi_poisson`` does not reject at quantile ``q`` (NaN where the base has
+    no sample). Conditional on the total Y, y_new ~ Binomial(Y, pi) with
+    pi = rho d_new / (rho d_new + d_base), its variance inflated by ``phi``:
+    |y_new - Y pi| <= q sqrt(phi Y pi (1 - pi)) is a quadratic in pi."""
+    yb, yn = fit.y_base, fit.y_new
+    total = yb + yn
+    k = q**2 * fit.phi * total
+    a, b = total**2 + k, 2 * yn * total + k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = np.sqrt(k * (k + 4 * yn * yb))
+        pi_lo, pi_hi = (b - root) / (2 * a), (b + root) / (2 * a)
+        to_rel = lambda pi: pi * fit.d_base / ((1 - pi) * fit.d_new) - 1.0  # noqa: E731
+        ok = (yb > 0) & (total > 0)
+        return np.where(ok, to_rel(pi_lo), np.nan), np.where(ok, to_rel(pi_hi), np.nan)
+
+
+def fcr_intervals(
+    values: np.ndarray,
+    exposure: np.ndarray,
+    is_new: np.ndarray,
+    selected: np.ndarray,
+    level: float,
+    *,
+    test: str,
+    unit_value: float,
+    resamples: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rel_lo, rel_hi) at ``level`` (1 - R q / m) for the ``selected`` columns of
+    ``values`` (rows: units, in sample counts), NaN for the others (module rules)."""
+    lo, hi = np.full(values.shape[1], np.nan), np.full(values.shape[1], np.nan)
+    if not selected.any():
+        return lo, hi
+    cols = values[:, selected]
+    if test == "quasi-poisson":
+        fit = quasi_poisson_fit(cols, exposure, is_new)
+        lo[selected], hi[selected] = score_ratio_interval(fit, fit.quantile(1 - (1 - level) / 2))
+    else:
+        boot = _bootstrap(cols * unit_value, exposure, is_new, level, resamples, seed)
+        lo[selected], hi[selected] = boot["rel_lo"], boot["rel_hi"]
+    return lo, hi

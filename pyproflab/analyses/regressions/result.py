@@ -32,6 +32,10 @@ METRIC_COLUMNS = (
     "detectable",
 )
 
+#: Per metric, the Benjamini–Yekutieli FCR interval of the relative change of a
+#: selected (significant) row at ``RegressionsResult.fcr_confidence``; null otherwise.
+FCR_COLUMNS = ("rel_fcr_lo", "rel_fcr_hi")
+
 ROWS_SCHEMA = pa.schema(
     [
         pa.field("rank", pa.int64(), nullable=False),
@@ -42,6 +46,7 @@ ROWS_SCHEMA = pa.schema(
             for s in ("base", "new", "diff")
         ],
         *[pa.field(f"{m}_{c}", pa.float64()) for m in ("flat", "cum") for c in METRIC_COLUMNS],
+        *[pa.field(f"{m}_{c}", pa.float64()) for m in ("flat", "cum") for c in FCR_COLUMNS],
         *[
             pa.field(f"{m}_{c}", pa.bool_(), nullable=False)
             for m in ("flat", "cum")
@@ -120,6 +125,8 @@ class RegressionsResult(RowsResult):
     base_description: str = ""
     new_description: str = ""
     per: str | None = None
+    # The level of the FCR intervals (1 - R fdr / m), None when no row is selected.
+    fcr_confidence: float | None = None
     edges: pa.Table = field(default_factory=lambda: EDGES_SCHEMA.empty_table())
     notes: list[str] = field(default_factory=list)
 
@@ -187,6 +194,10 @@ class RegressionsResult(RowsResult):
 
     def _repr_html_(self) -> str:
         return render(self, "html", top=50)
+
+    def __str__(self) -> str:
+        """The text report, its first 30 rows (``print(result)``)."""
+        return render(self, "text")
 
     def __repr__(self) -> str:
         return (

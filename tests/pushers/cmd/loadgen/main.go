@@ -29,11 +29,13 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -334,7 +336,10 @@ func run(addr, out, token string, n int, every, duration time.Duration, dd, pyro
 	}
 	defer f.Close()
 	st := &stats{status: map[string]int{}, errors: map[string]int{}, acked: f}
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	// SIGTERM or an interrupt ends the run early, with the summary written.
+	sigctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigctx, duration)
 	defer cancel()
 	var wg sync.WaitGroup
 	for id := 0; id < n; id++ {

@@ -1,0 +1,266 @@
+"""What each key of a job file may hold: its type and its range, one table per section.
+
+Rules:
+
+- A job file is checked against these tables before anything runs (no source
+  is read, no store opened): an unknown key, a missing required key, a value
+  of the wrong type or out of range is one ``UsageError`` naming the file,
+  the section and the key, what the key must hold and what it got.
+- Types are TOML's: a boolean is not a number (``wait = true`` is refused),
+  an integer key refuses ``64.5`` and ``"64"``, a number must be finite
+  (``inf``, ``nan`` and ``1e308`` days are refused by the ranges). A size is
+  read as ``gogc``'s (``2GiB``), a time as the selection's (ISO or ``7d``).
+- The ranges of an analysis's options are the ones the analysis enforces
+  (regressions: ``fdr`` in (0, 1), ``resamples`` at least 100), so a bad
+  value stops the job at once instead of skipping every service at run time.
+- Each section's table lists every field of its dataclass in ``jobs.spec``
+  (a test holds them equal), so a new option cannot go unchecked. A table can
+  take its rules from elsewhere (an analysis's options object, a source
+  kind's declared keys) by being built from them here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from pyproflab.errors import ProflabError, UsageError
+
+
+def _size(v: Any) -> None:
+    from pyproflab.analyses.gogc import parse_size
+
+    if not isinstance(v, str):
+        raise ValueError("a size such as 2GiB")
+    n = parse_size(v)
+    if not (math.isfinite(n) and 0 < n < 2**63):
+        raise ValueError("a size between 1 byte and 8 EiB")
+
+
+def _time(v: Any) -> None:
+    from pyproflab.store.select import parse_time
+
+    if isinstance(v, date) and not isinstance(v, datetime):
+        raise ValueError("a time (ISO, or a duration ago such as 7d)")
+    if not isinstance(v, str | datetime):
+        raise ValueError("a time (ISO, or a duration ago such as 7d)")
+    parse_time(v)
+
+
+def _gogc_list(v: Any) -> None:
+    if not isinstance(v, list) or not v:
+        raise ValueError('a list of GOGC values (1 to 10000, or "off")')
+    for x in v:
+        if x == "off":
+            continue
+        if isinstance(x, bool) or not isinstance(x, int | float) or not 1 <= x <= 10_000:
+            raise ValueError('a list of GOGC values (1 to 10000, or "off")')
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one key holds. ``kind``: string, integer, number, boolean, names
+    (a string or a list of strings), strings (a list), labels (a table of
+    strings), choice (one of ``choices``), or ``check`` (a function that
+    raises ``ValueError`` with what the key must be). Numbers lie in
+    [``low``, ``high``] (``low`` excluded when ``above``, ``high`` when ``below``)."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    below: bool = False
+    choices: tuple[str, ...] = ()
+    required: bool = False
+    check: Callable[[Any], None] | None = None
+
+    def expected(self) -> str:
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "strings" and self.choices:
+            return "a list of " + ", ".join(self.choices)
+        noun = {
+            "string": "a non-empty string",
+            "integer": "an integer",
+            "number": "a number",
+            "boolean": "true or false",
+            "names": "a string or a list of strings",
+            "strings": "a list of strings",
+            "labels": "a table of strings (key = value)",
+        }.get(self.kind, f"a {self.kind}")
+        if self.low is None and self.high is None:
+            return noun
+        lo = f"{'above' if self.above else 'at least'} {self.low:g}"
+        if self.high is None:
+            return f"{noun} {lo}"
+        if self.low is None:
+            return f"{noun} up to {self.high:g}"
+        lo = f"above {self.low:g}" if self.above else f"from {self.low:g}"
+        hi = f"below {self.high:g}" if self.below else f"up to {self.high:g}"
+        return f"{noun} {lo}, {hi}"
+
+    def problem(self, v: Any) -> str | None:
+        """Why ``v`` does not fit (the text after the key), or None."""
+        if self.check is not None:
+            try:
+                self.check(v)
+            except (ValueError, ProflabError) as e:
+                return f"must be {e}" if isinstance(e, ValueError) else str(e)
+            return None
+        return None if self._fits(v) else f"must be {self.expected()}"
+
+    def _fits(self, v: Any) -> bool:
+        k = self.kind
+        if k == "string":
+            return isinstance(v, str) and v != ""
+        if k == "boolean":
+            return isinstance(v, bool)
+        if k == "choice":
+            return isinstance(v, str) and v in self.choices
+        if k == "names":
+            return isinstance(v, str) or (
+                isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
+            )
+        if k == "strings":
+            return isinstance(v, list) and all(
+                isinstance(x, str) and (not self.choices or x in self.choices) for x in v
+            )
+        if k == "labels":
+            return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return False
+        if k == "integer" and not isinstance(v, int):
+            return False
+        if not math.isfinite(v):
+            return False
+        if self.low is not None and (v <= self.low if self.above else v < self.low):
+            return False
+        return self.high is None or (v < self.high if self.below else v <= self.high)
+
+
+def check_table(raw: Any, rules: Mapping[str, Rule], where: str) -> dict[str, Any]:
+    """``raw`` (a parsed TOML table) checked against ``rules``: returned as it
+    is, or the first problem raised as one ``UsageError`` starting with ``where``."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: must be a table")
+    extra = sorted(set(raw) - set(rules))
+    if extra:
+        known = ", ".join(sorted(rules))
+        raise UsageError(f"{where}: unknown key {extra[0]!r} (known: {known})")
+    for key, rule in rules.items():
+        if key not in raw:
+            if rule.required:
+                raise UsageError(f"{where}: {key} is required ({rule.expected()})")
+            continue
+        problem = rule.problem(raw[key])
+        if problem is not None:
+            raise UsageError(f"{where}: {key} {problem} (got {_shown(raw[key])})")
+    return raw
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+DAY = 86_400.0
+TEXT, FLAG = Rule("string"), Rule("boolean")
+
+JOB: dict[str, Rule] = {
+    "name": Rule("string", required=True),
+    "store": Rule("string", required=True),
+    "output": Rule("string", required=True),
+    "wait": Rule("number", 0, 30 * DAY),
+    "formats": Rule("strings", choices=("json", "text", "html")),
+}
+
+SOURCE: dict[str, Rule] = {
+    "kind": Rule("choice", choices=("drop", "collect", "parquet"), required=True),
+    "path": TEXT,
+    "path_template": TEXT,
+    "service": TEXT,
+    "version": TEXT,
+    "instance": TEXT,
+    "labels": Rule("labels"),
+    "min_age_seconds": Rule("number", 0, 365 * DAY),
+    "batch_size": Rule("integer", 1, 100_000),
+    "targets": TEXT,
+    "seconds": Rule("integer", 1, DAY),
+    "types": Rule("strings"),
+    "archive": TEXT,
+    "metrics_interval": Rule("number", 0, 3600),
+    "timeout": Rule("number", 0, 3600, above=True),
+    "retries": Rule("integer", 0, 100),
+}
+
+SELECTION: dict[str, Rule] = {
+    "service": Rule("names"),
+    "version": Rule("names"),
+    "instance": Rule("names"),
+    "profile_type": Rule("names"),
+    "since": Rule("time", check=_time),
+    "until": Rule("time", check=_time),
+    "labels": Rule("labels"),
+}
+
+
+def _regressions() -> dict[str, Rule]:
+    from pyproflab.analyses.regressions import GRANULARITIES, RANK_BY
+    from pyproflab.analyses.regressions.inference import TESTS
+    from pyproflab.analyses.regressions.measure import MEASURES
+    from pyproflab.workflows import ORDERS
+
+    return {
+        "enabled": FLAG,
+        "profile_type": TEXT,
+        "order": Rule("choice", choices=tuple(ORDERS)),
+        "metric": Rule("choice", choices=RANK_BY),
+        "threshold_pct": Rule("number", 0, 1e6),
+        "fdr": Rule("number", 0, 1, above=True, below=True),
+        "resamples": Rule("integer", 100, 1_000_000),
+        "min_share": Rule("number", 0, 1, below=True),
+        "granularity": Rule("choice", choices=tuple(GRANULARITIES)),
+        "measure": Rule("choice", choices=tuple(MEASURES)),
+        "test": Rule("choice", choices=tuple(TESTS)),
+        "per": TEXT,
+        "over_time": FLAG,
+        "over_time_since": Rule("time", check=_time),
+    }
+
+
+GOGC: dict[str, Rule] = {
+    "enabled": FLAG,
+    "budget": Rule("size", check=_size),
+    "headroom": Rule("number", 0, 1, below=True),
+    "candidates": Rule("gogc", check=_gogc_list),
+}
+
+PGO: dict[str, Rule] = {
+    "enabled": FLAG,
+    "top": Rule("integer", 1, 100_000),
+    "version": Rule("choice", choices=("newest", "all")),
+    "verify": FLAG,
+}
+
+RETENTION: dict[str, Rule] = {
+    "max_age_days": Rule("number", 0, 36_500, above=True),
+    "metrics": FLAG,
+    "keep_runs": Rule("integer", 0, 1_000_000),
+}
+
+
+def rules(section: str) -> dict[str, Rule]:
+    """The rules of a section: job, source, selection, regressions, gogc, pgo, retention."""
+    if section == "regressions":
+        return _regressions()
+    return {
+        "job": JOB,
+        "source": SOURCE,
+        "selection": SELECTION,
+        "gogc": GOGC,
+        "pgo": PGO,
+        "retention": RETENTION,
+    }[section]

@@ -1,0 +1,3 @@
+module example.com/pgoeffect
+
+go 1.24

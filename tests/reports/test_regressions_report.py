@@ -1,0 +1,57 @@
+"""The regressions report says what it shows (issue 34, defect 2).
+
+On the recorded demo run (v1 against v2, shares, the quasi-Poisson test):
+
+- the chart of the top flat changes draws only rows whose flat share changed,
+  and its caption, title and axis name the measure (share), the intervals
+  (Wald, unadjusted) as the analysis computed them, never "cores" or "bootstrap";
+- the text and HTML tables label the intervals: "unadj." for each row's own,
+  and the FCR interval of the selected rows in a column of its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.browser.stores import demo_store
+
+
+@pytest.fixture(scope="module")
+def result():
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store import Selection, Store
+
+    with Store.open(demo_store(), read_only=True) as s:
+        return regressions(
+            s,
+            Selection(version="v1", profile_type="cpu"),
+            Selection(version="v2", profile_type="cpu"),
+        )
+
+
+def test_chart_draws_what_its_caption_says(result) -> None:
+    pytest.importorskip("plotly")
+    from pyproflab.reports.regressions import figure_caption
+
+    assert result.measure == "share" and result.test == "quasi-poisson"
+    fig = result.figure_top(n=15, metric="flat")
+    xs = list(fig.data[0].x)
+    assert xs and all(x != 0 for x in xs)
+    flat = {r["label"]: r["flat_change"] for r in result.rows.to_pylist()}
+    assert (
+        sorted(abs(x) for x in xs)[::-1]
+        == sorted((abs(v) for v in flat.values() if v), reverse=True)[: len(xs)]
+    )
+    words = " ".join([fig.layout.title.text, fig.layout.xaxis.title.text, figure_caption(result)])
+    assert "share" in words and "Wald" in words and "unadjusted" in words
+    assert "cores" not in words and "bootstrap" not in words
+
+
+def test_tables_label_their_intervals(result) -> None:
+    from pyproflab.reports import render
+
+    text = render(result, "text")
+    assert "95% interval, unadj." in text and "rel interval, unadj." in text
+    assert "FCR rel interval" in text
+    assert "Intervals: 'unadj.' is each row's own 95% Wald interval" in text
+    html = render(result, "html")
+    assert "95% interval, unadj." in html and "FCR rel interval" in html

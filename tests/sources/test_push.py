@@ -1,0 +1,131 @@
+"""The push protocols' parsers (sources/push.py, sources/multipart.py) on the
+recorded SDK requests and on hand-made edge cases."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from support.push_helpers import RECORDED, records
+
+from pyproflab.errors import CorruptProfileError, TooLargeError
+from pyproflab.sources.multipart import MultipartError, header_params, parse_multipart
+from pyproflab.sources.push import (
+    PushError,
+    check_size,
+    cut,
+    parse_app_name,
+    parse_datadog,
+    parse_pyroscope,
+    pprof_bytes,
+    push_meta,
+)
+
+DD = records(RECORDED / "dd")
+PYRO = records(RECORDED / "pyro")
+
+
+def test_datadog_upload():
+    _, rec, body = DD[0]
+    push = parse_datadog(rec["header"]["Content-Type"][0], body)
+    names = [a.name for a in push.attachments]
+    assert {"cpu.pprof", "delta-heap.pprof", "goroutines.pprof", "metrics.json"} <= set(names)
+    assert push.tags["service"] == "ddpush" and push.tags["env"] == "test"
+    assert push.start_ns < push.end_ns
+    meta = push_meta(push)
+    assert (meta["service"], meta["version"], meta["instance"]) == ("ddpush", "v1.2.3", "dd-1")
+    from pyproflab.decode import decode_bytes
+
+    for a in push.profiles:
+        profile = decode_bytes(pprof_bytes(a.data, source=a.name, max_bytes=1 << 26))
+        assert profile.samples.num_rows > 0, a.name
+
+
+def test_pyroscope_push():
+    _, rec, body = PYRO[0]
+    push = parse_pyroscope(rec["url"].split("?", 1)[1], rec["header"]["Content-Type"][0], body)
+    assert [a.name for a in push.attachments] == ["profile"]
+    assert push.details["app"] == "pyropush" and push.details["spyName"] == "gospy"
+    meta = push_meta(push)
+    assert (meta["service"], meta["version"], meta["instance"]) == ("pyropush", "v2.0.0", "pyro-1")
+
+
+@pytest.mark.parametrize(
+    ("name", "app", "tags"),
+    [
+        ("app", "app", {}),
+        ("app{}", "app", {}),
+        ("my.app{env=prod,region=eu-1}", "my.app", {"env": "prod", "region": "eu-1"}),
+        ("a{k=v=w}", "a", {"k": "v=w"}),
+    ],
+)
+def test_app_names(name, app, tags):
+    assert parse_app_name(name) == (app, tags)
+
+
+@pytest.mark.parametrize("name", ["app{k=v", "app{novalue}", "app{=v}"])
+def test_bad_app_names(name):
+    with pytest.raises(PushError):
+        parse_app_name(name)
+
+
+@pytest.mark.parametrize(
+    ("value", "ns"),
+    [
+        ("1700000000", 1700000000 * 10**9),
+        ("1700000000123", 1700000000123 * 10**6),
+        ("1700000000123456789", 1700000000123456789),
+    ],
+)
+def test_pyroscope_times_in_any_unit(value, ns):
+    _, rec, body = PYRO[0]
+    query = rec["url"].split("?", 1)[1].replace("from=", "x=") + f"&from={value}"
+    push = parse_pyroscope(query, rec["header"]["Content-Type"][0], body)
+    assert push.start_ns == ns
+
+
+def test_too_many_tags_and_long_values():
+    with pytest.raises(PushError) as e:
+        parse_app_name("a{" + ",".join(f"k{i}=v" for i in range(200)) + "}")
+    assert e.value.reason == "too_many_tags"
+    assert cut("é" * 200, 11) == "é" * 5  # never half a character
+    assert len(cut("x" * 1000, 256)) == 256
+
+
+def test_multipart_edge_cases():
+    ct = "multipart/form-data; boundary=XyZ"
+    body = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="a\\"b"; filename="f"\r\n\r\n'
+        b"hello\r\n--XyZ--\r\n"
+    )
+    (part,) = parse_multipart(body, ct)
+    assert (part.name, part.filename, part.data) == ('a"b', "f", b"hello")
+    for bad in (body[:-9], body + b"junk", b"--Other\r\n", body.replace(b"name=", b"nom=")):
+        with pytest.raises(MultipartError):
+            parse_multipart(bad, ct)
+    with pytest.raises(MultipartError):
+        parse_multipart(body, "application/json")
+    many = b"".join(
+        b'--XyZ\r\nContent-Disposition: form-data; name="p"\r\n\r\nx\r\n' for _ in range(70)
+    )
+    with pytest.raises(MultipartError, match="more than 64"):
+        parse_multipart(many + b"--XyZ--", ct)
+    assert header_params('form-data; name=plain; x="q"') == (
+        "form-data",
+        {"name": "plain", "x": "q"},
+    )
+
+
+def test_size_checks_stop_at_the_cap():
+    from backports import zstd
+
+    raw = b"\0" * (4 << 20)
+    for data in (gzip.compress(raw), zstd.compress(raw), gzip.compress(raw) * 2):
+        with pytest.raises(TooLargeError):
+            check_size(data, source="x", max_bytes=1 << 20)
+        check_size(data, source="x", max_bytes=16 << 20)
+    with pytest.raises(TooLargeError):
+        pprof_bytes(zstd.compress(raw), source="x", max_bytes=1 << 20)
+    for broken in (gzip.compress(raw)[:100], zstd.compress(raw)[:10]):
+        with pytest.raises(CorruptProfileError):
+            check_size(broken, source="x", max_bytes=16 << 20)
