@@ -36,12 +36,12 @@ from pyproflab.decode import decode_bytes
 from pyproflab.decode.gotrace import BATCH_ROWS, check_trace_file, meta_of, trace_parts
 from pyproflab.errors import TraceError, UsageError
 from pyproflab.gohelper import GoUnavailableError
+from pyproflab.keying.keys import ProfileMeta, key_profile
 from pyproflab.sources.base import Outcome, TraceItem
 from pyproflab.store import ingest, queries, sourced
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest import write_keyed
 from pyproflab.store.ingest_report import IngestReport
-from pyproflab.store.keys import ProfileMeta, key_profile
 from pyproflab.store.select import Selection
 from pyproflab.store.sourced import profile_meta
 

@@ -26,9 +26,9 @@ import numpy as np
 from pyproflab import forkserver
 from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
 from pyproflab.errors import ProfileError, StoreError
-from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.store.paths import PathTemplate, compile_template, sidecar_meta, template_meta
-from pyproflab.store.sent import SentMemory
+from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
+from pyproflab.keying.paths import PathTemplate, compile_template, sidecar_meta, template_meta
+from pyproflab.keying.sent import SentMemory
 
 
 def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
