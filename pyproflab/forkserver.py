@@ -19,7 +19,7 @@ import multiprocessing.context
 INGEST_PRELOAD = ["pyproflab.keying.prepare"]
 
 #: below this many files ingest's pool costs more to start than it saves
-#: (``store.prepare`` reads them in its own process); here so that a command can
+#: (``keying.prepare`` reads them in its own process); here so that a command can
 #: tell, before its imports, whether a pool may run at all
 POOL_MIN_FILES = 8
 
