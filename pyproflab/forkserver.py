@@ -18,6 +18,11 @@ import multiprocessing.context
 #: what the server imports for ingest's workers (``keying.prepare``)
 INGEST_PRELOAD = ["pyproflab.keying.prepare"]
 
+#: below this many files ingest's pool costs more to start than it saves
+#: (``keying.prepare`` reads them in its own process); here so that a command can
+#: tell, before its imports, whether a pool may run at all
+POOL_MIN_FILES = 8
+
 
 def context(preload: list[str]) -> multiprocessing.context.ForkServerContext:
     """The forkserver context, its server to import ``preload`` (effective until
