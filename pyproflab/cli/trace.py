@@ -62,7 +62,7 @@ class Command:
             return _pprof(args)
         from pyproflab.analyses.gotrace_answers import answer
         from pyproflab.errors import UsageError
-        from pyproflab.reports.gotrace import render
+        from pyproflab.reports import render
 
         name = args.trace_command
         options = question_options(args)
