@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.errors import ProflabError, UsageError
 
 
@@ -256,7 +257,7 @@ GOGC: dict[str, Rule] = {
 
 PGO: dict[str, Rule] = {
     "enabled": FLAG,
-    "top": Rule("integer", 1, 100_000),
+    "top": _option_rule(PgoOptions, "top"),
     "version": Rule("choice", choices=("newest", "all")),
     "verify": FLAG,
 }
