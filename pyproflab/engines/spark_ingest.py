@@ -49,11 +49,11 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
+from pyproflab.keying.paths import PARTIAL
 from pyproflab.newfiles import create_temp_dir
 from pyproflab.sources.base import FileSet, ItemMeta, Request, Source, nothing_known
 from pyproflab.sources.local import FileSource
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
-from pyproflab.store.ingest_report import PARTIAL
 from pyproflab.store.parquet import finish_dataset
 from pyproflab.store.sourced import item_meta, profile_meta
 

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pyproflab.decode import DEFAULT_MAX_BYTES
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.gohelper import GoUnavailableError, helper_binary
+from pyproflab.keying.keys import KeyedProfile
 from pyproflab.sources.base import (
     Item,
     ProfileItem,
@@ -49,7 +50,6 @@ from pyproflab.sources.base import (
 from pyproflab.sources.push import cut
 from pyproflab.sources.spool import Entry, Spool, SpoolSource
 from pyproflab.store.connection import Store
-from pyproflab.store.keys import KeyedProfile
 from pyproflab.store.lock import StoreBusyError
 from pyproflab.store.sourced import ItemBatch, item_bytes, key_item, store_batch
 from pyproflab.store.traces import write_trace_items
