@@ -102,7 +102,6 @@ class Command:
         from pyproflab.sources.ahead import read_ahead
         from pyproflab.sources.gctrace import iter_gctrace_file
         from pyproflab.sources.prometheus import iter_exposition_file
-        from pyproflab.store.connection import Store
         from pyproflab.store.metrics import StreamedRows, with_meta
         from pyproflab.store.select import parse_time
 
@@ -127,7 +126,7 @@ class Command:
             return iter_gctrace_file(path, process_start=start, source=path, errors=errors)
 
         # Read as stored, in one transaction: a bad line anywhere stores nothing.
-        with StreamedRows(lambda: Store.open(common.db_path(args))) as stream:
+        with StreamedRows(lambda: common.open_store(args)) as stream:
             for path in args.files:
                 source = os.path.abspath(path)
                 for t in read_ahead(tables(path)):
@@ -159,7 +158,6 @@ class Command:
         import pyarrow as pa
 
         from pyproflab.errors import UsageError
-        from pyproflab.store.connection import Store
         from pyproflab.store.metrics import (
             DEFAULT_GC_QUERIES,
             fetch_prometheus,
@@ -192,7 +190,7 @@ class Command:
             if value is not None:
                 i = rows.schema.get_field_index(col)
                 rows = rows.set_column(i, rows.schema.field(i), pa.array([value] * n, pa.string()))
-        with Store.open(common.db_path(args)) as store:
+        with common.open_store(args) as store:
             added = ingest_metric_rows(store, rows)
         series = len(
             set(

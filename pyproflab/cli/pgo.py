@@ -214,11 +214,10 @@ class Command:
             result = pgo_files(args.files, **options)
         else:
             from pyproflab.analyses.pgo import pgo
-            from pyproflab.store import Store
 
             if args.top is not None and args.top < 1:
                 raise UsageError("--top must be at least 1")
-            with Store.open(common.db_path(args), read_only=True) as store:
+            with common.open_store(args, read_only=True) as store:
                 result = pgo(
                     store, common.selection_from_args(args), top=args.top, all=args.all, **options
                 )
