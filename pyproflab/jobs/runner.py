@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pyproflab import workflows
-from pyproflab.errors import ProflabError, UsageError
+from pyproflab.errors import ProflabError, StoreIOError, UsageError
 from pyproflab.jobs import outputs, state
 from pyproflab.jobs.retention import apply_retention
 from pyproflab.jobs.sources import Log, run_sources
@@ -115,6 +115,8 @@ def _regressions(
                 test=r.test,
                 per=r.per,
             )
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
@@ -166,6 +168,8 @@ def _over_time(
             res = over_time(
                 store, narrowed, fdr=r.fdr, min_share=r.min_share, granularity=r.granularity
             )
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
@@ -204,6 +208,8 @@ def _gogc(
         kw["candidates"] = g.candidates
     try:
         res = gogc(store, sel, **kw)
+    except StoreIOError:
+        raise  # a damaged store fails the run (exit 2), never a skipped step
     except ProflabError as e:
         summary["gogc"] = {"skipped": str(e)}
         return
@@ -235,6 +241,8 @@ def _pgo(
         summary["pgo"].append(item)
         try:
             res = pgo(store, chosen, top=p.top)
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
