@@ -77,7 +77,12 @@ def cli_top(db: Path, service: str, ptype: str, index: int) -> Counter:
             ptype,
             "--sample-index",
             str(index),
-            "--no-trim",
+            # the oracle's flags: every node, edges at pprof's default -edgefraction
+            # (they decide the inline markers; --no-trim would zero it as -trim=false)
+            "--nodefraction",
+            "0",
+            "--nodecount",
+            "1000000",
             "--format",
             "csv",
         ],

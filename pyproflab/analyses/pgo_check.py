@@ -15,7 +15,11 @@ Rules, per hot edge (the compiler's 99% cutoff, ``pgo_edges``):
 2. *runtime*: the callee is in the runtime (``runtime.asyncPreempt``, which is
    preemption, or a helper the compiler inserts, such as ``runtime.mallocgc``)
    and the line holds no explicit call to it: not a call in the source, so
-   neither counted nor checked.
+   neither counted nor checked. *closure of an inlined copy*: the caller is
+   a closure copied when its function was inlined (``main.F.G.func1`` for
+   ``main.G.func1`` inlined into F): the compiler makes that copy after it
+   has matched the profile, so it never applies such an edge, fresh or not;
+   not counted either.
 3. Every other hot edge is checked and counted, by weight:
    - *applies*: the caller exists (by linker name) and the line at its
      offset holds a call to the callee (same name; for ``x.M()``, the same
@@ -61,8 +65,9 @@ APPLIES, ELSEWHERE = "applies", "applies elsewhere"
 CALLER_GONE, OUTSIDE_FUNC = "caller gone", "offset outside the caller"
 NO_CALL, COLD_CALL = "no call at the line", "calls no hot callee"
 OUTSIDE, RUNTIME = "outside the module", "runtime (not a call)"
+COPY = "closure of an inlined copy"
 APPLIED = (APPLIES, ELSEWHERE)
-NOT_COUNTED = (OUTSIDE, RUNTIME)
+NOT_COUNTED = (OUTSIDE, RUNTIME, COPY)
 RUNTIME_PACKAGES = ("runtime",)
 RUNTIME_PREFIXES = ("internal/runtime/", "runtime/internal/")
 
@@ -341,7 +346,12 @@ def _check_one(e: Edge, ctx: _Context, starts: dict[str, int]) -> EdgeCheck:
     callee_state = _callee_state(e.callee, funcs, prefixes, starts)
     fn = funcs.get(generic_key(e.caller))
     if fn is None:
-        status = RUNTIME if is_runtime(e.callee) else CALLER_GONE
+        if is_runtime(e.callee):
+            status = RUNTIME
+        elif _inlined_copy(e.caller, funcs):
+            status = COPY
+        else:
+            status = CALLER_GONE
         return EdgeCheck(e, status, callee_state=callee_state)
     moved = fn["start"] - starts[e.caller] if e.caller in starts else None
     line = fn["start"] + e.offset
@@ -361,6 +371,20 @@ def _check_one(e: Edge, ctx: _Context, starts: dict[str, int]) -> EdgeCheck:
     if other is not None:
         return EdgeCheck(e, ELSEWHERE, target=other, callee_state=callee_state, **base)
     return EdgeCheck(e, COLD_CALL, callee_state=callee_state, **base)
+
+
+def _inlined_copy(name: str, funcs: dict) -> bool:
+    """Whether ``name`` is a closure of the source under a longer name: the copy
+    inlining made (``pkg.F.G.func1`` when ``pkg.G.func1`` exists)."""
+    pkg, parts = split_symbol(name)
+    closure = next((i for i, p in enumerate(parts) if _closure_part(p)), None)
+    if closure is None or closure < 2:
+        return False
+    return any(
+        f"{pkg}.{'.'.join(parts[i:])}" in funcs
+        or generic_key(f"{pkg}.{'.'.join(parts[i:])}") in funcs
+        for i in range(1, closure)
+    )
 
 
 def _callee_state(callee: str, funcs: dict, prefixes: set[str], starts: dict[str, int]) -> str:

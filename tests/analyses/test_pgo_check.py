@@ -275,3 +275,47 @@ def test_cli_bad_source(tmp_path, capsys):
     assert cli_main(["pgo", "check", profile, "--source", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "a.go:" in err and len(err.strip().splitlines()) == 1
+
+
+def test_closure_copies_of_inlining_are_not_counted():
+    """A closure copied when its function was inlined (main.F.G.func1 for
+    main.G.func1) is made after the compiler matched the profile: never applied,
+    so not counted against the profile (a fresh notesd profile: 9.8% of its weight)."""
+    from pyproflab.analyses.pgo_edges import EdgeKey, build_edge_set
+
+    index = {
+        "module": "m",
+        "packages": [{"prefix": "main"}],
+        "interface_methods": [],
+        "functions": [
+            {
+                "name": "main.G.func1",
+                "start": 10,
+                "end": 12,
+                "generic": False,
+                "file": "a.go",
+                "calls": [{"line": 11, "kind": "func", "name": "main.H"}],
+            },
+            {
+                "name": "main.H",
+                "start": 20,
+                "end": 22,
+                "generic": False,
+                "file": "a.go",
+                "calls": [],
+            },
+        ],
+    }
+    edges = build_edge_set(
+        {
+            EdgeKey("main.F.G.func1", "main.H", 1): 5,
+            EdgeKey("main.G.func1", "main.H", 1): 5,
+            EdgeKey("main.Gone.func1", "main.H", 1): 1,
+        }
+    )
+    status = {c.edge.caller: c.status for c in pgo_check.check_edges(edges, index, {})}
+    assert status == {
+        "main.F.G.func1": pgo_check.COPY,
+        "main.G.func1": pgo_check.APPLIES,
+        "main.Gone.func1": pgo_check.CALLER_GONE,
+    }

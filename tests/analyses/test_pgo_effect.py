@@ -174,6 +174,7 @@ def test_safeguard_keeps_scratch_out_of_walk(effect, go_bin, tmp_path):
     keys = {(d.kind, d.callee, d.caller) for d in effect.decisions}
     assert into_walk <= keys
     assert not into_walk & {(d.kind, d.callee, d.caller) for d in guarded}
+
     def devirt(ds):
         return {(d.file, d.line, d.callee, d.target) for d in ds if d.target is not None}
 

@@ -12,6 +12,7 @@ On a short demo run's store (tests/support/browser/stores.py):
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shlex
@@ -96,6 +97,23 @@ def test_every_section_and_chart(demo_report):
     ):
         assert heading in text
     assert "main.scoreNote" in text  # the planted function is in the top table
+
+
+def test_the_gogc_section_is_fitted_on_each_setting(demo_report):
+    """Issue 34 defect 7: the demo's instances run GOGC 50 and 200. The GOGC
+    section fits one model on both settings, lists each with its own cycles,
+    and marks both observed; nothing is "taken as current" and dropped."""
+    _, page = demo_report
+    section = re.search(r'<section id="gogc".*?</section>', page, re.S)
+    assert section, "no GOGC section"
+    text = html.unescape(re.sub(r"<[^>]+>", "\n", section.group(0)))
+    assert "Observed settings (the model is fitted on all of them):" in text
+    for g in (50, 200):
+        assert re.search(rf"^\s*GOGC={g}: \d+ cycles, 2 run\(s\)", text, re.M), g
+    assert "fitted on 2 observed setting(s): GOGC=50" in text
+    assert "taken as current" not in text and "modelled on the" not in text
+    observed = re.findall(r"^\s*([*>o])\s*$\n^\s*(\d+|off)\s*$\n^\s*off\s*$", text, re.M)
+    assert {g for mark, g in observed if mark in "*o"} == {"50", "200"}, observed
 
 
 def test_section_commands_give_json(demo_report, tmp_path, capsys, monkeypatch):

@@ -139,7 +139,12 @@ def _cli_top(db: Path, service: str, ptype: str, index: int) -> list[tuple]:
             ptype,
             "--sample-index",
             str(index),
-            "--no-trim",
+            # the oracle's flags: every node, edges at pprof's default -edgefraction
+            # (they decide the inline markers; --no-trim would zero it as -trim=false)
+            "--nodefraction",
+            "0",
+            "--nodecount",
+            "1000000",
             "--format",
             "csv",
         ],

@@ -192,9 +192,14 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
         usable,
         dict(rec) if rec else None,
         pr.canary_plan(model, rec),
-        ct.findings(box, obs.procs),
+        ct.findings(box, obs.procs, cpu_known=not _cpu_from_gctrace(obs)),
         notes,
     )
+
+
+def _cpu_from_gctrace(obs: Observation) -> bool:
+    """Whether the process's CPU was inferred from gctrace (no figure gave it)."""
+    return obs.provenance.get("mutator CPU", "").startswith("gctrace")
 
 
 def _notes(
@@ -213,7 +218,7 @@ def _notes(
             "not identified by the observed settings, given a range that widens every "
             "interval: " + "; ".join(f"{t.name} ({t.how})" for t in loose)
         )
-    if obs.provenance.get("mutator CPU", "").startswith("gctrace"):
+    if _cpu_from_gctrace(obs):
         out.append(
             "gctrace does not hold the process's CPU: "
             + (

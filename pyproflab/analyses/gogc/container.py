@@ -149,8 +149,10 @@ def from_cadvisor(samples: pa.Table | None) -> Container | None:
     return c
 
 
-def findings(c: Container | None, procs: float) -> list[str]:
-    """The container's findings (module rules): GOMAXPROCS above the quota, throttling."""
+def findings(c: Container | None, procs: float, *, cpu_known: bool = True) -> list[str]:
+    """The container's findings (module rules): GOMAXPROCS above the quota, throttling.
+    ``cpu_known`` false (the process's CPU from gctrace alone): the finding asks
+    for it, since under the quota the process runs below GOMAXPROCS."""
     if c is None or c.cpu_limit is None:
         return []
     out = []
@@ -168,6 +170,12 @@ def findings(c: Container | None, procs: float) -> list[str]:
             f"{max(1, math.ceil(c.cpu_limit)):d} (Go 1.25 and later set it from the quota "
             "themselves unless GOMAXPROCS is given). CPU figures here are the runtime's "
             "P-time, which counts throttled time: under this quota they overstate the CPU"
+            + (
+                ""
+                if cpu_known
+                else ". gctrace does not hold the process's CPU, which under a quota can "
+                "lie below GOMAXPROCS: give --process-cpu (or Prometheus beside the log)"
+            )
         )
     elif thr:
         out.append(f"CPU quota {c.cpu_limit:g} cores{thr}")
