@@ -10,7 +10,7 @@ Rules checked:
   errors, and every result object renders as HTML and every figure as plotly.
 - No notebook reaches into private modules (``pyproflab._*`` or ``_name``); the
   only pyproflab import is ``import pyproflab`` and every ``pyproflab.NAME`` it
-  uses is in ``pyproflab.__all__`` (the README says they use only the public API).
+  uses is in ``pyproflab.__all__`` (docs/python.md says they use only the public API).
 - Executed, each notebook leaves its working folder as it found it (notebook 04
   writes its default.pgo to a temporary folder unless OUT is given).
 - Exported with nbconvert's HTML exporter (what ``jupyter nbconvert --to html

@@ -1,27 +1,40 @@
-"""The README's examples run exactly as written.
+"""The README's commands and Python run exactly as written, and so do the examples of
+docs/cli.md, docs/python.md and docs/store.md.
 
-The code blocks are read from README.md (not copied here), so an example that
-changes is tested as changed. They run in a sandbox folder holding the files
-they name: cpu.pb.gz, heap.pb.gz, a.pb.gz, b.pb.gz, profiles/ and dump/ (the
-Go test program's profiles), gctrace.log, api-1.log, api-2.log, metrics.txt
-(recorded GC data), old/default.pgo, examples/job.toml with its drop folder
-examples/incoming, and fleet.duckdb: a
-copy of a short demo run's store whose service is named ``api`` (the README's
-running example) and whose v1 profiles were taken on 2026-11-15 (the day the
-README's time-window example compares).
+The code blocks are read from the files (not copied here), so an example that
+changes is tested as changed.
 
-- Every ``pyproflab`` line of the CLI, live-fleet and analyses blocks runs
-  in-process and exits 0, except the two that need live services
-  (``collect`` of a targets file, ``ingest-gc --prometheus``), which are
-  listed and skipped by name.
-- The Python quick start runs as one script; the SQL example runs on the store.
+README.md, as a new user meets it:
+
+- ``make`` lines (``make setup``, ``make demo``, ``make test``): the targets
+  exist and their recipes expand (``make -n``); running them is the suite
+  itself (``make test``), and ``make demo`` is run by tests/test_demo.py on
+  short settings.
+- ``. .venv/bin/activate``: in a shell, after it, ``pyproflab`` is the
+  command of this checkout's ``.venv`` (skipped, saying so, where ``make
+  setup`` has not made one).
+- The tour's ``pyproflab`` lines run in-process, in order, in a folder that
+  holds only what ``make demo`` leaves there: ``pyproflab.duckdb`` (the
+  recorded demo run's store). Each exits 0 without a traceback. Then the
+  Python block runs as one script in the same folder, as the README says.
+
+The docs' examples run in a folder holding the files they name: cpu.pb.gz,
+heap.pb.gz, a.pb.gz, b.pb.gz, profiles/ and dump/ (the Go test program's
+profiles), gctrace.log, api-1.log, api-2.log, metrics.txt (recorded GC data),
+old/default.pgo, examples/job.toml with its drop folder, and fleet.duckdb: a
+copy of the demo store whose service is named ``api`` and whose v1 profiles
+were taken on 2026-11-15 (the day an example compares). Every ``pyproflab``
+line of docs/cli.md exits 0; docs/python.md's block runs as one script;
+docs/store.md's SQL runs on the store.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,15 +42,13 @@ from support.browser.stores import demo_store
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 GC_DATA = REPO / "tests" / "testdata" / "gc"
 
-# Lines that need services running on the network: not run, named here.
-NEEDS_LIVE_SERVICES = ("pyproflab collect targets.toml", "pyproflab ingest-gc --prometheus")
 
-
-def blocks(lang: str) -> list[tuple[str, str]]:
-    """(heading above, code) of every ```lang block of the README."""
-    text = README.read_text(encoding="utf-8")
+def blocks(path: Path, lang: str) -> list[tuple[str, str]]:
+    """(heading above, code) of every ```lang block of ``path``."""
+    text = path.read_text(encoding="utf-8")
     out = []
     heading = ""
     for m in re.finditer(r"^(#+ [^\n]*)$|^```(\w*)\n(.*?)^```", text, re.M | re.S):
@@ -48,10 +59,99 @@ def blocks(lang: str) -> list[tuple[str, str]]:
     return out
 
 
-def commands(code: str) -> list[str]:
-    """The shell lines of a block, continuation lines joined, comments dropped."""
+def lines(code: str) -> list[str]:
+    """The shell lines of a block, continuation lines joined, blank ones dropped."""
     joined = code.replace("\\\n", " ")
-    return [ln.strip() for ln in joined.splitlines() if ln.strip().startswith("pyproflab ")]
+    return [ln.strip() for ln in joined.splitlines() if ln.strip()]
+
+
+def run_lines(found: list[str], cwd: Path, monkeypatch, capsys) -> list[str]:
+    """Run each ``pyproflab`` line in-process in ``cwd``; each must exit 0."""
+    from pyproflab.cli import main
+
+    monkeypatch.chdir(cwd)
+    ran = []
+    for line in found:
+        args = shlex.split(line, comments=True)
+        assert args[0] == "pyproflab", line
+        capsys.readouterr()
+        code = main(args[1:])
+        out = capsys.readouterr()
+        assert code == 0, f"line failed (exit {code}): {line}\n{out.err[-2000:]}"
+        assert "Traceback" not in out.err, line
+        ran.append(line)
+    return ran
+
+
+def run_python(path: Path, code: str, cwd: Path, monkeypatch) -> dict:
+    monkeypatch.chdir(cwd)
+    ns: dict = {"__name__": "example"}
+    try:
+        exec(compile(code, str(path), "exec"), ns)  # noqa: S102
+    finally:
+        if hasattr(ns.get("lab"), "close"):
+            ns["lab"].close()  # a block may leave it open; the next test opens the store
+    return ns
+
+
+# --- README.md ---------------------------------------------------------------------
+
+
+def test_readme_is_a_short_guide() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    for heading in ("## Installing", "## The two commands", "## A five-minute tour"):
+        assert heading in text
+    for doc in re.findall(r"\]\(([\w./-]+\.md)\)", text):
+        assert (REPO / doc).is_file(), f"README links to {doc}, which is not there"
+    # what is tested against the real thing and what against stand-ins, said plainly
+    assert "real SDKs" in text
+
+
+def test_readme_make_lines_expand() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not on PATH")
+    found = [ln for _, code in blocks(README, "sh") for ln in lines(code) if ln.startswith("make")]
+    assert {"make setup", "make demo", "make test"} <= set(found), found
+    for line in found:
+        res = subprocess.run([*shlex.split(line), "-n"], cwd=REPO, capture_output=True, text=True)
+        assert res.returncode == 0, f"{line}: {res.stderr}"
+
+
+def test_readme_activate_puts_pyproflab_on_path() -> None:
+    found = [ln for _, code in blocks(README, "sh") for ln in lines(code) if "activate" in ln]
+    assert found == [". .venv/bin/activate"], found
+    if not (REPO / ".venv" / "bin" / "activate").is_file():
+        pytest.skip("no .venv here (make setup makes it)")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    res = subprocess.run(
+        ["sh", "-c", f"{found[0]} && command -v pyproflab"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(REPO / ".venv" / "bin" / "pyproflab")
+
+
+def test_readme_tour_and_python_run_as_written(tmp_path, monkeypatch, capsys) -> None:
+    """The tour's commands, then its Python, in a folder holding only the demo's store."""
+    shutil.copy(demo_store(), tmp_path / "pyproflab.duckdb")
+    (tour,) = [c for h, c in blocks(README, "sh") if "tour" in h.lower() and "pyproflab" in c]
+    ran = run_lines(lines(tour), tmp_path, monkeypatch, capsys)
+    assert len(ran) >= 10
+    for out in ("v1.pb.gz", "v2.pb.gz", "default.pgo", "report.html"):
+        assert (tmp_path / out).stat().st_size > 0, out
+    (code,) = [c for _, c in blocks(README, "python")]
+    run_python(README, code, tmp_path, monkeypatch)
+    out = capsys.readouterr().out
+    assert "CPU profiles" in out and "main.scoreNote" in out
+    assert "RegressionsResult(" not in out  # print(r) is the report, not a repr
+    assert "pyarrow.Table" not in out  # print(p) is one line, not its tables
+
+
+# --- docs ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +160,7 @@ def sandbox(tmp_path_factory, go_profiles) -> Path:
 
     import pyproflab
 
-    d = tmp_path_factory.mktemp("readme")
+    d = tmp_path_factory.mktemp("docs")
     for name, kind in (("cpu.pb.gz", "cpu"), ("heap.pb.gz", "heap"), ("a.pb.gz", "cpu")):
         shutil.copy(go_profiles[kind], d / name)
     shutil.copy(go_profiles["cpu2"], d / "b.pb.gz")
@@ -92,61 +192,25 @@ def sandbox(tmp_path_factory, go_profiles) -> Path:
     return d
 
 
-def _run_block(heading_part: str, sandbox: Path, monkeypatch, capsys) -> list[str]:
-    from pyproflab.cli import main
-
-    monkeypatch.chdir(sandbox)
-    code = next(c for h, c in blocks("sh") if heading_part in h)
-    ran = []
-    for line in commands(code):
-        if line.startswith(NEEDS_LIVE_SERVICES):
-            continue
-        args = shlex.split(line, comments=True)
-        capsys.readouterr()
-        code_ = main(args[1:])
-        out = capsys.readouterr()
-        assert code_ == 0, f"README line failed (exit {code_}): {line}\n{out.err[-2000:]}"
-        assert "Traceback" not in out.err, line
-        ran.append(line)
-    assert ran, f"no command found under {heading_part!r}"
-    return ran
-
-
-def test_cli_quick_start(sandbox, monkeypatch, capsys):
-    ran = _run_block("Quick start: the CLI", sandbox, monkeypatch, capsys)
-    assert len(ran) == 18  # four of them tree, peek, list and traces --tagshow
+def test_cli_reference_examples(sandbox, monkeypatch, capsys) -> None:
+    found = [ln for _, code in blocks(DOCS / "cli.md", "sh") for ln in lines(code)]
+    ran = run_lines(found, sandbox, monkeypatch, capsys)
+    assert len(ran) >= 25
     assert (sandbox / "merged.pb.gz").stat().st_size > 0
     assert (sandbox / "other.duckdb").exists()
-
-
-def test_live_fleet_examples_that_need_no_service(sandbox, monkeypatch, capsys):
-    ran = _run_block("Live fleets", sandbox, monkeypatch, capsys)
-    assert len(ran) == 3  # collect and ingest-gc --prometheus need live services
-
-
-def test_analyses(sandbox, monkeypatch, capsys):
-    ran = _run_block("Analyses: regressions", sandbox, monkeypatch, capsys)
-    assert len(ran) == 9
     assert (sandbox / "report.html").stat().st_size > 0
-    assert (sandbox / "default.pgo").stat().st_size > 0
 
 
-def test_python_quick_start(sandbox, monkeypatch):
-    monkeypatch.chdir(sandbox)
-    (code,) = [c for h, c in blocks("python") if "Quick start: Python" in h]
-    ns: dict = {"__name__": "readme"}
-    try:
-        exec(compile(code, str(README), "exec"), ns)  # noqa: S102
-    finally:
-        if "lab" in ns:
-            ns["lab"].close()  # the README leaves it open; the next test opens the store
+def test_python_reference_runs(sandbox, monkeypatch) -> None:
+    (code,) = [c for _, c in blocks(DOCS / "python.md", "python")]
+    run_python(DOCS / "python.md", code, sandbox, monkeypatch)
     assert (sandbox / "copy.pb.gz").stat().st_size > 0
 
 
-def test_sql_example(sandbox):
+def test_store_sql_example(sandbox) -> None:
     import pyproflab
 
-    (code,) = [c for _, c in blocks("sql")]
+    (code,) = [c for _, c in blocks(DOCS / "store.md", "sql")]
     with pyproflab.open(sandbox / "fleet.duckdb", read_only=True) as lab:
         rows = lab.sql(code).to_pylist()
     assert rows and set(rows[0]) == {"fn", "cpu_seconds"}

@@ -7,7 +7,7 @@
   GC data).
 - A selection mixing profile types (the demo store without ``--type``)
   defaults to the CPU profiles and says so: ``pyproflab top --db`` and the
-  README's ``lab.regressions(..., sample="cpu")``.
+  docs/python.md's ``lab.regressions(..., sample="cpu")``.
 - ``pyproflab ingest`` of an empty folder or a glob matching nothing exits 2
   with one line (a scheduled job can tell it ingested nothing).
 """

@@ -279,21 +279,20 @@ def test_cli_top_engine_spark(sparked, pprof):
     assert_same_rows(ours, pprof.top(FLEET, sample_index=1), "CLI spark top")
 
 
-def test_readme_spark_example_runs(spark, tmp_path: Path, monkeypatch):
-    """The README's Spark example, as written, on the fleet under service ``api``
+def test_docs_spark_example_runs(spark, tmp_path: Path, monkeypatch):
+    """docs/spark.md's example, as written, on the fleet under service ``api``
     (its getOrCreate returns this run's session)."""
     import re
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Spark: the dataset past one machine", 1)[1].split("\n## ", 1)[0]
-    (code,) = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    text = (REPO / "docs" / "spark.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
     (tmp_path / "profiles").mkdir()
     for f in FLEET[:8]:  # a few: the example's API is what is checked here
         shutil.copy(f, tmp_path / "profiles" / f.name)
         (tmp_path / "profiles" / (f.name + ".json")).write_text('{"service": "api"}')
     monkeypatch.chdir(tmp_path)
-    ns: dict = {"__name__": "readme"}
-    exec(compile(code, "README.md", "exec"), ns)  # noqa: S102
+    ns: dict = {"__name__": "example"}
+    exec(compile(code, "docs/spark.md", "exec"), ns)  # noqa: S102
     assert ns["result"].rows.num_rows > 0
     assert ns["profile"].samples.num_rows > 0
     assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()
