@@ -41,9 +41,9 @@ def run_weights(args: argparse.Namespace) -> int:
             result = compare_weights(
                 store,
                 common.selection_from_args(args),
-                top=args.top,
                 all=args.all,
                 min_change=args.min_change,
+                **common.given_options(args, ["top"]),  # else pgo's default
                 **options,
             )
     common.write_output(reports.render(result, args.format), args.output)
