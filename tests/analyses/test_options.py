@@ -159,6 +159,12 @@ def test_pgo_front_ends_given_nothing_take_its_defaults() -> None:
     build = inspect.signature(pgo.build_pgo).parameters
     for name in ("weight", "trim_leaf", "fold_preempt", "max_edges"):
         assert build[name].default == getattr(d, name), name
+    from pyproflab.analyses.pgo_edges import diff_edges
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    for fn in (diff_edges, compare_weights, pgo.PgoResult.diff):
+        assert inspect.signature(fn).parameters["min_change"].default == d.min_change, fn
+    assert common.given_options(_parse("pgo", "diff", "a", "b"), ["min_change"]) == {}
     job = {"job": {"name": "j", "store": "s.duckdb", "output": "out"}, "pgo": {}}
     assert job_from_dict(job).pgo.top == d.top
     args = _parse("pgo", "-o", "default.pgo", "--top", "3", "--weight", "duration")
