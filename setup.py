@@ -14,7 +14,7 @@ setup(
         # The fast decoder's hot loops.
         Extension("pyproflab.decode._wire", ["pyproflab/decode/_wire.c"], optional=True),
         # blake2b of the store's content ids.
-        Extension("pyproflab.store._blake", ["pyproflab/store/_blake.c"], optional=True),
+        Extension("pyproflab.keying._blake", ["pyproflab/keying/_blake.c"], optional=True),
         # The merge's numbering of keys (also the store's digest cache).
         Extension("pyproflab._intern", ["pyproflab/_intern.c"], optional=True),
         # One-member gzip files inflated whole by libdeflate; without it zlib-ng

@@ -5,7 +5,7 @@ Layers, each importing only those before it (as ARCHITECTURE.md):
 ```
 errors, schema, model, arrays, display, native, forkserver, gohelper, version,
   newfiles
-  ->  sources, decode, encode  ->  store  ->  analyses  ->  workflows, engines
+  ->  sources, decode, encode  ->  keying  ->  store  ->  analyses  ->  workflows, engines
   ->  reports  ->  files, collect, lab, serve  ->  jobs  ->  cli
 ```
 
@@ -147,15 +147,11 @@ def traces(source: Any, **options: Any) -> str:
 
 def _with_base(source: Any, options: dict[str, Any]) -> Profile:
     """``source`` read, minus ``diff_base=``/``base=`` (popped from ``options``)."""
-    diff_base, base = options.pop("diff_base", None), options.pop("base", None)
-    source = _profile(source)
-    if diff_base is not None or base is not None:
-        from pyproflab.analyses.diff import subtract
+    from pyproflab.analyses.diff import with_base
 
-        if diff_base is not None and base is not None:
-            raise ProflabError("give diff_base or base, not both")
-        source = subtract(source, _profile(diff_base or base), diff_base=diff_base is not None)
-    return source
+    bases = {n: options.pop(n, None) for n in ("diff_base", "base")}
+    given = {n: _profile(b) for n, b in bases.items() if b is not None}
+    return with_base(_profile(source), **given)
 
 
 def _profile(source: Any) -> Profile:

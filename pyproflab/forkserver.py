@@ -1,6 +1,6 @@
 """The fork server that worker pools start their workers from, started early.
 
-Rules: pools of pyproflab (``store.prepare``: ingest; ``analyses.merge_files``:
+Rules: pools of pyproflab (``keying.prepare``: ingest; ``analyses.merge_files``:
 many files) use multiprocessing's "forkserver" context, so workers inherit
 neither the caller's threads nor its open stores. The server is one process per
 caller, started at the first pool, and it imports its modules (``preload``) once
@@ -15,8 +15,13 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.context
 
-#: what the server imports for ingest's workers (``store.prepare``)
-INGEST_PRELOAD = ["pyproflab.store.prepare"]
+#: what the server imports for ingest's workers (``keying.prepare``)
+INGEST_PRELOAD = ["pyproflab.keying.prepare"]
+
+#: below this many files ingest's pool costs more to start than it saves
+#: (``keying.prepare`` reads them in its own process); here so that a command can
+#: tell, before its imports, whether a pool may run at all
+POOL_MIN_FILES = 8
 
 
 def context(preload: list[str]) -> multiprocessing.context.ForkServerContext:

@@ -103,7 +103,7 @@ PROFILE_MAPPINGS = pa.schema(
 # stored once for the whole store, keyed by a 64-bit hash of its content, so
 # the same function seen in a thousand profiles is one row and a fleet-wide
 # GROUP BY function is one join. Ids of the dedup tables are computed by ingest
-# from content alone (pyproflab/store/ids.py), so a batch can be keyed before it
+# from content alone (pyproflab/keying/ids.py), so a batch can be keyed before it
 # touches the database. In DuckDB uint64 is UBIGINT, a non-nullable field is
 # NOT NULL, and timestamps are microseconds in UTC (TIMESTAMPTZ).
 

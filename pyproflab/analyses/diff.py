@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.arrays import list_parts, to_numpy
+from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
 BASE_LABEL = {"key": "pprof::base", "str": "true", "num": None, "num_unit": None}
@@ -49,6 +50,18 @@ def label_base(profile: Profile) -> Profile:
     field = profile.samples.schema.field(col)
     samples = profile.samples.set_column(col, field, pa.array(labels, field.type))
     return dataclasses.replace(profile, samples=samples)
+
+
+def with_base(
+    source: Profile, *, diff_base: Profile | None = None, base: Profile | None = None
+) -> Profile:
+    """``source`` minus ``diff_base`` (pprof's -diff_base) or ``base`` (-base), as
+    is with neither; both is a ``UsageError`` (pprof takes one)."""
+    if diff_base is not None and base is not None:
+        raise UsageError("give diff_base or base, not both")
+    if diff_base is None and base is None:
+        return source
+    return subtract(source, diff_base if diff_base is not None else base, diff_base=base is None)
 
 
 def subtract(source: Profile, base: Profile, *, diff_base: bool = True) -> Profile:

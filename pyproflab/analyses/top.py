@@ -40,15 +40,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import filters
 from pyproflab.analyses.graph import (
-    GRANULARITIES,
     Frames,
-    Granularity,
     Graph,
     Nodes,
     build_nodes,
@@ -62,10 +61,10 @@ from pyproflab.analyses.graph import (
     sorted_nodes,
     with_edges,
 )
+from pyproflab.analyses.options import FILTERS, TopOptions
 from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.arrays import from_numpy, from_strings
 from pyproflab.display import render
-from pyproflab.errors import UsageError
 from pyproflab.model import Profile, ValueType
 
 ROWS_SCHEMA = pa.schema(
@@ -118,17 +117,7 @@ class TopResult(RowsResult):
     def active_filters(self) -> list[str]:
         """``name=value`` of each filter in effect, in the order pprof lists them."""
         given = {"focus": self.focus, "ignore": self.ignore, **self.filters}
-        order = (
-            "focus",
-            "ignore",
-            "hide",
-            "show",
-            "show_from",
-            "tagfocus",
-            "tagignore",
-            "tagshow",
-            "taghide",
-        )
+        order = ("focus", "ignore", *FILTERS)
         return [f"{k}={given[k]}" for k in order if given.get(k)]
 
     def header_lines(self, value_format=None) -> list[str]:
@@ -149,27 +138,11 @@ class TopResult(RowsResult):
         return render(self, "text")
 
 
-def top(
-    profile: Profile,
-    *,
-    sample_index: int | str | None = None,
-    granularity: Granularity = "functions",
-    nodecount: int | None = None,
-    cum_sort: bool = False,
-    focus: str | None = None,
-    ignore: str | None = None,
-    edge_fraction: float = 0.001,
-    node_fraction: float = 0.0,
-    hide: str | None = None,
-    show: str | None = None,
-    show_from: str | None = None,
-    tagfocus: str | None = None,
-    tagignore: str | None = None,
-    tagshow: str | None = None,
-    taghide: str | None = None,
-) -> TopResult:
+def top(profile: Profile, options: TopOptions | None = None, /, **keywords: Any) -> TopResult:
     """Top nodes of ``profile`` exactly as ``go tool pprof -top`` computes them.
 
+    The options are ``options.TopOptions`` (defaults and ranges there): an
+    options object, or its fields as keywords, or both (keywords win).
     ``sample_index``: number or type name (default: the profile's default type,
     else the last). ``nodecount``: keep the first N rows (None or 0: all).
     ``focus``/``ignore``: Python regular expressions (see ``filters``).
@@ -178,24 +151,7 @@ def top(
     those names (see ``pprof_filters``), applied like focus after the total is computed.
     ``tagshow``/``taghide`` change no value; they are listed among the active filters.
     """
-    return top_graph(
-        profile,
-        sample_index=sample_index,
-        granularity=granularity,
-        nodecount=nodecount,
-        cum_sort=cum_sort,
-        focus=focus,
-        ignore=ignore,
-        edge_fraction=edge_fraction,
-        node_fraction=node_fraction,
-        hide=hide,
-        show=show,
-        show_from=show_from,
-        tagfocus=tagfocus,
-        tagignore=tagignore,
-        tagshow=tagshow,
-        taghide=taghide,
-    ).result
+    return top_graph(profile, TopOptions.build(options, **keywords)).result
 
 
 @dataclass
@@ -253,27 +209,12 @@ class TopGraph:
     edge_cutoff: int  # |weight| an edge needs to count (pprof's -edgefraction)
 
 
-def top_graph(
-    profile: Profile,
-    *,
-    sample_index: int | str | None = None,
-    granularity: Granularity = "functions",
-    nodecount: int | None = None,
-    cum_sort: bool = False,
-    focus: str | None = None,
-    ignore: str | None = None,
-    edge_fraction: float = 0.001,
-    node_fraction: float = 0.0,
-    **pprof_options: str | None,
-) -> TopGraph:
-    """``top`` (same arguments), keeping the graph: ``TopGraph``."""
-    if granularity not in GRANULARITIES:
-        raise UsageError(
-            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
-        )
-    if nodecount is not None and nodecount < 0:
-        raise UsageError("nodecount must be >= 0")
-    prep = prepare(profile, sample_index, focus, ignore, **pprof_options)
+def top_graph(profile: Profile, opts: TopOptions) -> TopGraph:
+    """``top`` with its options, keeping the graph: ``TopGraph``."""
+    granularity, nodecount, cum_sort = opts.granularity, opts.nodecount, opts.cum_sort
+    focus, ignore = opts.focus, opts.ignore
+    node_fraction, edge_fraction = opts.node_fraction, opts.edge_fraction
+    prep = prepare(profile, opts.sample_index, focus, ignore, **opts.filters())
     profile, index, total, work = prep.profile, prep.index, prep.total, prep.work
     nodes = build_nodes(work, granularity)
     frames = expand_frames(work, nodes, prep.w_all, prep.keep)

@@ -23,10 +23,12 @@ Rules, re-expressed:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from pyproflab.analyses.filters import compile_regex
+from pyproflab.analyses.options import TreeOptions
 from pyproflab.analyses.top import TopResult, top_graph
 from pyproflab.display import render
 from pyproflab.errors import UsageError
@@ -77,21 +79,24 @@ class TreeResult:
         return render(self, "text")
 
 
-TREE_DEFAULTS = {"nodecount": 80, "node_fraction": 0.005, "edge_fraction": 0.001}
-
-
-def tree(profile: Profile, *, symbol: str | None = None, **options) -> TreeResult:
+def tree(
+    profile: Profile,
+    options: TreeOptions | None = None,
+    /,
+    *,
+    symbol: str | None = None,
+    **keywords: Any,
+) -> TreeResult:
     """Callers and callees of every shown node (see the module rules).
 
-    ``options`` are ``top``'s (sample_index, granularity, cum_sort, focus,
-    ignore, hide, show, show_from, tagfocus, ...); nodecount, node_fraction and
-    edge_fraction default to pprof's (80, 0.005, 0.001). ``symbol``: print only
-    the nodes whose name matches this regex.
+    The options are ``options.TreeOptions``: ``top``'s (sample_index,
+    granularity, cum_sort, focus, ignore, hide, show, show_from, tagfocus, ...)
+    with pprof's -tree defaults for nodecount, node_fraction and edge_fraction;
+    an options object, or its fields as keywords, or both. ``symbol``: print
+    only the nodes whose name matches this regex.
     """
-    for key, value in TREE_DEFAULTS.items():
-        options.setdefault(key, value)
     rx = compile_regex("peek", symbol)
-    tg = top_graph(profile, **options)
+    tg = top_graph(profile, TreeOptions.build(options, **keywords))
     g, nodes = tg.graph, tg.nodes
     # pprof trims the edges into the graph's nodes only: an edge into a node whose
     # flat and cum are both 0 (left out of the graph, as where a diff cancels)

@@ -9,7 +9,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -323,26 +323,16 @@ def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -
         metavar="N",
         help="for URLs: ask for an N-second profile (the seconds parameter, as pprof)",
     )
+    from pyproflab.analyses.options import TopOptions
+
     add_db_option(parser)
     add_selection_options(parser)
-    parser.add_argument(
-        "--sample-index",
-        metavar="NAME|N",
-        help="sample type to show (default: the profile's default, else the last)",
-    )
+    add_option_flags(parser, TopOptions, ["sample_index"])
     if graph:
-        parser.add_argument("--cum", action="store_true", help="sort by cumulative value")
-        parser.add_argument(
-            "--granularity", choices=["functions", "lines", "files"], default="functions"
+        add_option_flags(
+            parser, TopOptions, ["cum_sort", "granularity"], flags={"cum_sort": "--cum"}
         )
-    parser.add_argument(
-        "--focus",
-        metavar="REGEX",
-        help="only samples with a frame matching REGEX (Python re syntax)",
-    )
-    parser.add_argument(
-        "--ignore", metavar="REGEX", help="drop samples with a frame matching REGEX"
-    )
+    add_option_flags(parser, TopOptions, ["focus", "ignore"])
     add_pprof_filters(parser)
     add_base_options(parser)
     parser.add_argument(
@@ -361,26 +351,30 @@ def add_base_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(*flags, dest=name, action="append", metavar="FILE", help=text)
 
 
-PPROF_FILTERS = (
-    ("tagfocus", "KEY=VALUE", "only samples with this label (regexes, or a range: 1kb:, :64b)"),
-    ("tagignore", "KEY=VALUE", "drop samples with this label (as --tagfocus)"),
-    ("hide", "REGEX", "remove frames matching REGEX from the stacks"),
-    ("show", "REGEX", "keep only frames matching REGEX in the stacks"),
-    ("show_from", "REGEX", "drop the frames above (callers of) the first match from the root"),
-    ("tagshow", "REGEX", "keep only the labels whose key matches REGEX (as printed by traces)"),
-    ("taghide", "REGEX", "drop the labels whose key matches REGEX (as printed by traces)"),
-)
-
-
 def add_pprof_filters(parser: argparse.ArgumentParser) -> None:
-    """pprof's sample and frame filters, by pprof's names (see analyses.pprof_filters)."""
-    for name, metavar, text in PPROF_FILTERS:
+    """pprof's sample and frame filters, by pprof's names (``options.FILTERS``,
+    their help in ``options.TopOptions``; see analyses.pprof_filters)."""
+    from pyproflab.analyses.options import FILTERS, TopOptions
+
+    for name in FILTERS:
+        meta = TopOptions.meta(name)
         flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
-        parser.add_argument(*flags, dest=name, metavar=metavar, help=text)
+        parser.add_argument(*flags, dest=name, metavar=meta["metavar"], help=meta["help"])
 
 
 def pprof_filters(args: argparse.Namespace) -> dict[str, str | None]:
-    return {name: getattr(args, name, None) for name, _, _ in PPROF_FILTERS}
+    from pyproflab.analyses.options import FILTERS
+
+    return {name: getattr(args, name, None) for name in FILTERS}
+
+
+def graph_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``add_report_options`` given that ``top``/``tree``/``peek``
+    take (the others are the analysis's defaults)."""
+    from pyproflab.analyses.options import FILTERS
+
+    names = ("sample_index", "granularity", "cum_sort", "focus", "ignore", *FILTERS)
+    return given_options(args, names)
 
 
 def parse_sample_index(value: str | None) -> int | str | None:
@@ -401,20 +395,56 @@ def report_profile(args: argparse.Namespace):
 def load_profile(args: argparse.Namespace):
     """The profile that --db/selection or the files describe (merged if several)."""
     if args.files:
+        from pyproflab.analyses.diff import with_base
         from pyproflab.files import read_and_merge
 
         profile = read_and_merge(args.files, seconds=getattr(args, "seconds", None))
-        base = getattr(args, "diff_base", None) or getattr(args, "base", None)
-        if base:
-            from pyproflab.analyses.diff import subtract
-
-            if args.diff_base and args.base:
-                raise UsageError("give --diff_base or --base, not both")
-            profile = subtract(profile, read_and_merge(base), diff_base=bool(args.diff_base))
-        return profile
+        bases = {n: getattr(args, n, None) for n in ("diff_base", "base")}
+        if all(bases.values()):
+            raise UsageError("give --diff_base or --base, not both")
+        return with_base(profile, **{n: read_and_merge(b) for n, b in bases.items() if b})
     from pyproflab.store import Store
 
     with Store.open(db_path(args), read_only=True) as store:
         sel = selection_from_args(args)
         sample = parse_sample_index(getattr(args, "sample_index", None))
         return store.merged_profile(one_kind(store, sel, sample))
+
+
+# --- an analysis's options as flags ---------------------------------------------------
+
+
+def add_option_flags(
+    parser, options: type, names: Iterable[str], *, flags: dict[str, str] | None = None
+) -> None:
+    """A flag for each field ``names`` of the options class ``options``
+    (``analyses.options``): ``--NAME`` with dashes (or ``flags[name]``), type,
+    choices and help from the field. Its default is None, "not given": the
+    analysis then takes the class's default (shown in the help), so no default
+    is written here."""
+    defaults = options.defaults()
+    for name in names:
+        meta, (accepted, _) = options.meta(name), options.kind(name)
+        flag = (flags or {}).get(name) or "--" + name.replace("_", "-")
+        text = meta["help"]
+        if defaults[name] is not None and not isinstance(defaults[name], bool):
+            text = f"{text} (default {defaults[name]})" if text else f"default {defaults[name]}"
+        kw: dict[str, Any] = {"dest": name, "default": None, "help": text or None}
+        if accepted == {bool}:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = int if accepted == {int} else float if float in accepted else str
+            if meta["choices"] is not None:
+                kw["choices"] = list(meta["choices"])
+            elif meta["metavar"]:
+                kw["metavar"] = meta["metavar"]
+        parser.add_argument(flag, **kw)
+
+
+def given_options(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The options among ``names`` given on the command line (not None), a
+    sample index given as digits a number."""
+    out = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if isinstance(out.get("sample_index"), str) and out["sample_index"].isdigit():
+        out["sample_index"] = int(out["sample_index"])
+    return out

@@ -86,7 +86,7 @@ class Command:
         from pyproflab import forkserver
         from pyproflab.errors import UsageError
 
-        if args.workers != 1:
+        if args.workers != 1 and _may_pool(args.paths):
             # The workers' server imports on another core while this process does.
             forkserver.start(forkserver.INGEST_PRELOAD)
         from pyproflab.lab import Lab
@@ -127,6 +127,17 @@ class Command:
         if stored_none and report.refused:
             return 2  # every input refused: nothing of them is in the store
         return 2 if (args.strict and report.refused) else 0
+
+
+def _may_pool(paths: list[str]) -> bool:
+    """Whether the paths may name enough files for ingest's worker pool: a folder
+    or a glob may; fewer than ``forkserver.POOL_MIN_FILES`` plain files never do
+    (a trace's ingest, then, starts no server: 136 MiB of processes for nothing)."""
+    import os
+
+    from pyproflab import forkserver
+
+    return not all(os.path.isfile(p) for p in paths) or len(paths) >= forkserver.POOL_MIN_FILES
 
 
 def _remove_store(db: str) -> None:

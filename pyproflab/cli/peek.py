@@ -11,7 +11,6 @@ import argparse
 
 from pyproflab.cli import common
 from pyproflab.cli.common import add_report_options, report_profile
-from pyproflab.cli.tree import graph_options
 
 
 class Command:
@@ -25,6 +24,6 @@ class Command:
         from pyproflab import reports
         from pyproflab.analyses.tree import peek
 
-        result = peek(report_profile(args), args.regex, **graph_options(args))
+        result = peek(report_profile(args), args.regex, **common.graph_options(args))
         common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0

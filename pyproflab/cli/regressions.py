@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import argparse
 
+from pyproflab.analyses.options import OverTimeOptions, RegressionsOptions
 from pyproflab.cli import common
 from pyproflab.cli.common import add_engine_options, spark_dataset
 
 _KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
-_NODES = ["functions", "lines", "files"]
 
 # (group, flags, add_argument keywords): every option once, grouped as --help shows them.
 OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
@@ -61,83 +61,10 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
         ("--fail-on-change",),
         {"action": "store_true", "help": "exit 1 when an increase persisted"},
     ),
-    ("analysis", ("--sample-index",), {"metavar": "NAME|N", "help": "sample type"}),
-    ("analysis", ("--granularity",), {"choices": _NODES, "default": "functions"}),
-    (
-        "analysis",
-        ("--noinlines",),
-        {"action": "store_true", "help": "count inlined calls as their caller's"},
-    ),
-    (
-        "analysis",
-        ("--measure",),
-        {
-            "choices": ["auto", "rate", "share"],
-            "default": "auto",
-            "help": "shares of each profile's total (auto's choice without --per: load and "
-            "machine speed cancel), or rates (per second, or per --per counter)",
-        },
-    ),
-    (
-        "analysis",
-        ("--rank-by",),
-        {
-            "choices": ["evidence", "flat", "cum"],
-            "default": "evidence",
-            "help": "order: by the conservative end of the change's interval, increases "
-            "first (default), or by |change| of flat or cum",
-        },
-    ),
-    (
-        "analysis",
-        ("--per",),
-        {
-            "metavar": "COUNTER",
-            "help": "rates per unit of work: the increase of this counter (stored from "
-            "/metrics, e.g. a request counter) over each profile's window",
-        },
-    ),
-    (
-        "analysis",
-        ("--unit",),
-        {
-            "choices": ["profile", "instance", "window"],
-            "default": "profile",
-            "help": "independent unit of the statistics: each profile (default), each "
-            "instance's profiles summed, or the profiles taken together summed",
-        },
-    ),
-    ("analysis", ("--fdr",), {"type": float, "default": 0.05, "metavar": "Q"}),
-    ("analysis", ("--confidence",), {"type": float, "default": 0.95, "metavar": "C"}),
-    ("analysis", ("--resamples",), {"type": int, "default": 2000, "metavar": "N"}),
-    ("analysis", ("--seed",), {"type": int, "default": 0}),
-    (
-        "analysis",
-        ("--test",),
-        {
-            "choices": ["quasi-poisson", "permutation", "welch"],
-            "default": "quasi-poisson",
-            "help": "source of the p-values (see the description)",
-        },
-    ),
-    (
-        "analysis",
-        ("--permutations",),
-        {"type": int, "default": 10_000, "metavar": "N", "help": "at most N splits"},
-    ),
-    (
-        "analysis",
-        ("--min-share",),
-        {"type": float, "default": 0.005, "metavar": "F", "help": "test nodes above F"},
-    ),
     ("output", ("--top",), {"type": int, "metavar": "N", "help": "show at most N rows"}),
     ("output", ("--format",), {"choices": ["text", "json", "csv", "html"], "default": "text"}),
     ("output", ("-o", "--output"), {"metavar": "FILE", "help": "write here, not to stdout"}),
 ]
-
-# The options each analysis takes as they are (argparse dest = keyword).
-COMMON_KW = ("granularity", "fdr", "confidence", "min_share", "seed", "per", "measure")
-TWO_SIDES_KW = ("resamples", "rank_by", "unit", "test", "permutations")
 
 
 class Command:
@@ -150,7 +77,18 @@ class Command:
             if group not in groups:
                 groups[group] = parser.add_argument_group(group)
             groups[group].add_argument(*flags, **kw)
-        common.add_type_option(groups["analysis"], "profile type for both sides (e.g. cpu)")
+        analysis = parser.add_argument_group("analysis")
+        names = [n for n in RegressionsOptions.names() if n != "inlines"]
+        common.add_option_flags(analysis, RegressionsOptions, names)
+        analysis.add_argument(
+            "--noinlines",
+            dest="inlines",
+            action="store_const",
+            const=False,
+            default=None,
+            help="count inlined calls as their caller's",
+        )
+        common.add_type_option(analysis, "profile type for both sides (e.g. cpu)")
         add_engine_options(parser.add_argument_group("engine"), "sum the two sides")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -184,7 +122,7 @@ class Command:
         if not sel.service:
             raise UsageError("--over-time needs --service S (or --select service=S)")
         with Store.open(common.db_path(args), read_only=True) as store:
-            result = over_time(store, sel, **_keywords(args, COMMON_KW))
+            result = over_time(store, sel, over_time_options(args))
         text = reports.output(result, args.format, title="regressions over time")
         common.write_output(text, args.output)
         ups = [
@@ -208,16 +146,16 @@ class Command:
             sel.until = sel.until if until is None else until
             sel.profile_type = sel.profile_type or args.profile_type
             sides[side] = sel
-        kw = _keywords(args, COMMON_KW + TWO_SIDES_KW) | {"inlines": not args.noinlines}
+        opts = regressions_options(args)
         if args.engine == "spark":
-            result = spark_dataset(args).regressions(sides["base"], sides["new"], **kw)
+            result = spark_dataset(args).regressions(sides["base"], sides["new"], opts)
         else:
             with Store.open(common.db_path(args), read_only=True) as store:
                 result = regressions(
                     store,
-                    common.one_kind(store, sides["base"], kw["sample_index"]),
-                    common.one_kind(store, sides["new"], kw["sample_index"]),
-                    **kw,
+                    common.one_kind(store, sides["base"], opts.sample_index),
+                    common.one_kind(store, sides["new"], opts.sample_index),
+                    opts,
                 )
         # Without --top, text shows its first rows (the renderer's default), the others all.
         top = {"top": args.top} if args.top else {}
@@ -226,10 +164,11 @@ class Command:
         return 0
 
 
-def _keywords(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
-    """The analysis keywords ``names`` from the options, and the sample index
-    (a number when given as digits)."""
-    sample_index = args.sample_index
-    if sample_index is not None and sample_index.isdigit():
-        sample_index = int(sample_index)
-    return {"sample_index": sample_index, **{n: getattr(args, n) for n in names}}
+def regressions_options(args: argparse.Namespace) -> RegressionsOptions:
+    """The two sides' analysis options: those given, the rest the analysis's defaults."""
+    return RegressionsOptions.build(**common.given_options(args, RegressionsOptions.names()))
+
+
+def over_time_options(args: argparse.Namespace) -> OverTimeOptions:
+    """--over-time's analysis options: those given, the rest its defaults."""
+    return OverTimeOptions.build(**common.given_options(args, OverTimeOptions.names()))

@@ -69,36 +69,26 @@ class Command:
         profile = (
             common.spark_profile(args) if args.engine == "spark" else common.report_profile(args)
         )
-        sample_index = common.parse_sample_index(args.sample_index)
         nodecount = args.nodecount
         if nodecount is not None and nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
         result = top(
-            profile,
-            sample_index=sample_index,
-            granularity=args.granularity,
-            nodecount=nodecount or None,
-            cum_sort=args.cum,
-            focus=args.focus,
-            ignore=args.ignore,
-            **trimming(args),
-            **common.pprof_filters(args),
+            profile, **common.graph_options(args), nodecount=nodecount or None, **trimming(args)
         )
         text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
 
 
-# pprof's defaults for -top (its driver's config): trim nodes below 0.5% of the
-# total and edges below 0.1%, then show every node left.
-NODE_FRACTION, EDGE_FRACTION = 0.005, 0.001
-
-
 def trimming(args: argparse.Namespace) -> dict[str, float]:
-    """pprof's rule: with -trim (the default) the fractions given or its defaults;
+    """pprof's rule: with -trim (the default) the fractions given or its driver's
+    defaults for -top (``options.PPROF_NODE_FRACTION``/``PPROF_EDGE_FRACTION``:
+    nodes below 0.5% of the total, edges below 0.1%, then every node left);
     with -trim=false none, whatever was given."""
+    from pyproflab.analyses.options import PPROF_EDGE_FRACTION, PPROF_NODE_FRACTION
+
     if not args.trim:
         return {"node_fraction": 0.0, "edge_fraction": 0.0}
-    node = NODE_FRACTION if args.nodefraction is None else args.nodefraction
-    edge = EDGE_FRACTION if args.edgefraction is None else args.edgefraction
+    node = PPROF_NODE_FRACTION if args.nodefraction is None else args.nodefraction
+    edge = PPROF_EDGE_FRACTION if args.edgefraction is None else args.edgefraction
     return {"node_fraction": node, "edge_fraction": edge}

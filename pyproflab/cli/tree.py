@@ -13,8 +13,6 @@ import argparse
 from pyproflab.cli import common
 from pyproflab.cli.common import (
     add_report_options,
-    parse_sample_index,
-    pprof_filters,
     report_profile,
 )
 
@@ -23,39 +21,22 @@ class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        from pyproflab.analyses.options import TreeOptions
+
         add_report_options(parser)
-        for flag, kind, default, text in (
-            ("--nodecount", int, 80, "show at most N nodes (0: all)"),
-            ("--nodefraction", float, 0.005, "hide nodes below F of the total"),
-            ("--edgefraction", float, 0.001, "hide edges below F of the total"),
-        ):
-            parser.add_argument(flag, type=kind, default=default, metavar="N", help=text)
+        common.add_option_flags(parser, TreeOptions, TRIM, flags=FLAGS)
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.tree import tree
-        from pyproflab.errors import UsageError
 
-        if args.nodecount < 0:
-            raise UsageError("--nodecount must be >= 0")
         result = tree(
-            report_profile(args),
-            **graph_options(args),
-            nodecount=args.nodecount,
-            node_fraction=args.nodefraction,
-            edge_fraction=args.edgefraction,
+            report_profile(args), **common.graph_options(args), **common.given_options(args, TRIM)
         )
         common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0
 
 
-def graph_options(args: argparse.Namespace) -> dict:
-    """The options of ``add_report_options`` that ``top``/``tree``/``peek`` take."""
-    return dict(
-        sample_index=parse_sample_index(args.sample_index),
-        granularity=args.granularity,
-        cum_sort=args.cum,
-        focus=args.focus,
-        ignore=args.ignore,
-        **pprof_filters(args),
-    )
+# pprof's trimming options, by their flags (-nodecount, -nodefraction, -edgefraction).
+TRIM = ("nodecount", "node_fraction", "edge_fraction")
+FLAGS = {"node_fraction": "--nodefraction", "edge_fraction": "--edgefraction"}

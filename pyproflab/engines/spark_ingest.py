@@ -48,9 +48,9 @@ from pyproflab import schema
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.engines import spark_files as sf
 from pyproflab.errors import StoreError, UsageError
+from pyproflab.keying.paths import PARTIAL
 from pyproflab.newfiles import create_temp_dir
 from pyproflab.store.ingest import FileJob, KeyedProfile, ProfileMeta, expand_paths, prepare_file
-from pyproflab.store.ingest_report import PARTIAL
 from pyproflab.store.parquet import finish_dataset
 
 # (table, id column, STORE schema), in the order export writes them.

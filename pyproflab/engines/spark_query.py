@@ -40,6 +40,7 @@ from pyproflab.store.parquet import read_marker
 from pyproflab.store.select import Selection, parse_time
 
 if TYPE_CHECKING:
+    from pyproflab.analyses.options import RegressionsOptions
     from pyproflab.analyses.regressions import RegressionsResult
 
 DEDUP_SCHEMAS = {
@@ -133,16 +134,21 @@ class SparkDataset:
 
         return top(self.merged_profile(selection), **options)
 
-    def regressions(self, base: Any, new: Any, **options: Any) -> RegressionsResult:
+    def regressions(
+        self, base: Any, new: Any, options: RegressionsOptions | None = None, /, **keywords: Any
+    ) -> RegressionsResult:
         """``analyses.regressions.regressions`` of the ``base`` and ``new``
-        selections (``Selection``s or dicts of their fields) and its keyword
-        options, with its sums on Spark (``engines.spark_regressions``): the
-        store's RegressionsResult; ``per`` reads the dataset's metric samples."""
+        selections (``Selection``s or dicts of their fields) and its options
+        (an options object, keywords, or both), with its sums on Spark
+        (``engines.spark_regressions``): the store's RegressionsResult; ``per``
+        reads the dataset's metric samples."""
+        from pyproflab.analyses.options import RegressionsOptions
         from pyproflab.analyses.regressions import regressions
         from pyproflab.engines.spark_regressions import SparkReads, refuse_per
 
-        refuse_per(self, options.get("per"))  # before any Spark job
-        return regressions(SparkReads(self), base, new, **options)
+        opts = RegressionsOptions.build(options, **keywords)
+        refuse_per(self, opts.per)  # before any Spark job
+        return regressions(SparkReads(self), base, new, opts)
 
     def _merged_samples(self, rows: list[dict], index_lists: list[list[int]], k: int) -> pa.Table:
         """(stack_id, label_set_id, v0..vk-1) of the merge, in first-sample order."""

@@ -10,9 +10,10 @@ Rules:
   an integer key refuses ``64.5`` and ``"64"``, a number must be finite
   (``inf``, ``nan`` and ``1e308`` days are refused by the ranges). A size is
   read as ``gogc``'s (``2GiB``), a time as the selection's (ISO or ``7d``).
-- The ranges of an analysis's options are the ones the analysis enforces
-  (regressions: ``fdr`` in (0, 1), ``resamples`` at least 100), so a bad
-  value stops the job at once instead of skipping every service at run time.
+- The keys of an analysis's options take their types, ranges and choices from
+  its options object (``analyses.options``: regressions' ``fdr`` in (0, 1),
+  ``resamples`` from 100), so a bad value stops the job at once instead of
+  skipping every service at run time, and no range is written twice.
 - Each section's table lists every field of its dataclass in ``jobs.spec``
   (a test holds them equal), so a new option cannot go unchecked. A table can
   take its rules from elsewhere (an analysis's options object, a source
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.errors import ProflabError, UsageError
 
 
@@ -38,6 +40,19 @@ def _size(v: Any) -> None:
     n = parse_size(v)
     if not (math.isfinite(n) and 0 < n < 2**63):
         raise ValueError("a size between 1 byte and 8 EiB")
+
+
+def _budget(v: Any) -> None:
+    """A budget as gogc reads one (``Budget.parse``, the one reading of it): a size,
+    or a multiple of the current peak such as ``2.5x``."""
+    from pyproflab.analyses.gogc import Budget
+
+    if not isinstance(v, str):
+        raise ValueError("a size such as 2GiB, or a multiple of the current peak such as 2.5x")
+    if v.strip().lower().endswith("x"):
+        Budget.parse(v)
+    else:
+        _size(v)
 
 
 def _time(v: Any) -> None:
@@ -207,40 +222,55 @@ SELECTION: dict[str, Rule] = {
 }
 
 
+_KINDS = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _option_rule(cls: Any, name: str) -> Rule:
+    """The rule of an analysis's option, from its options object (``analyses.options``):
+    its type, range and choices, written there once."""
+    accepted, _ = cls.kind(name)
+    m = cls.meta(name)
+    if m["choices"] is not None:
+        return Rule("choice", choices=tuple(map(str, m["choices"])))
+    if len(accepted) == 1 and (kind := _KINDS.get(next(iter(accepted)))) is not None:
+        return Rule(kind, m["low"], m["high"], above=m["low_open"], below=m["high_open"])
+
+    def check(v: Any) -> None:  # a field of more than one type (sample_index)
+        why = cls.problem(name, v)
+        if why is not None:
+            raise ValueError(why.removeprefix("must be "))
+
+    return Rule("option", check=check)
+
+
 def _regressions() -> dict[str, Rule]:
-    from pyproflab.analyses.regressions import GRANULARITIES, RANK_BY
-    from pyproflab.analyses.regressions.inference import TESTS
-    from pyproflab.analyses.regressions.measure import MEASURES
+    from pyproflab.analyses.options import RANK_BY, RegressionsOptions
     from pyproflab.workflows import ORDERS
 
-    return {
+    own = {
         "enabled": FLAG,
         "profile_type": TEXT,
         "order": Rule("choice", choices=tuple(ORDERS)),
         "metric": Rule("choice", choices=RANK_BY),
         "threshold_pct": Rule("number", 0, 1e6),
-        "fdr": Rule("number", 0, 1, above=True, below=True),
-        "resamples": Rule("integer", 100, 1_000_000),
-        "min_share": Rule("number", 0, 1, below=True),
-        "granularity": Rule("choice", choices=tuple(GRANULARITIES)),
-        "measure": Rule("choice", choices=tuple(MEASURES)),
-        "test": Rule("choice", choices=tuple(TESTS)),
-        "per": TEXT,
         "over_time": FLAG,
         "over_time_since": Rule("time", check=_time),
     }
+    # Every other key is an option of the analysis (``metric`` is its rank_by).
+    names = [n for n in RegressionsOptions.names() if n != "rank_by"]
+    return own | {n: _option_rule(RegressionsOptions, n) for n in names}
 
 
 GOGC: dict[str, Rule] = {
     "enabled": FLAG,
-    "budget": Rule("size", check=_size),
+    "budget": Rule("budget", check=_budget),
     "headroom": Rule("number", 0, 1, below=True),
     "candidates": Rule("gogc", check=_gogc_list),
 }
 
 PGO: dict[str, Rule] = {
     "enabled": FLAG,
-    "top": Rule("integer", 1, 100_000),
+    "top": _option_rule(PgoOptions, "top"),
     "version": Rule("choice", choices=("newest", "all")),
     "verify": FLAG,
 }

@@ -102,19 +102,7 @@ def _regressions(
         base = workflows.narrow(sel, service=svc, version=pair.base, profile_type=r.profile_type)
         new = workflows.narrow(sel, service=svc, version=pair.new, profile_type=r.profile_type)
         try:
-            res = regressions(
-                store,
-                base,
-                new,
-                fdr=r.fdr,
-                resamples=r.resamples,
-                min_share=r.min_share,
-                granularity=r.granularity,
-                rank_by=r.metric,
-                measure=r.measure,
-                test=r.test,
-                per=r.per,
-            )
+            res = regressions(store, base, new, r.options, rank_by=r.metric)
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
@@ -163,8 +151,9 @@ def _over_time(
             sel, service=svc, profile_type=r.profile_type, since=r.over_time_since
         )
         try:
+            o = r.options
             res = over_time(
-                store, narrowed, fdr=r.fdr, min_share=r.min_share, granularity=r.granularity
+                store, narrowed, fdr=o.fdr, min_share=o.min_share, granularity=o.granularity
             )
         except ProflabError as e:
             item["skipped"] = str(e)

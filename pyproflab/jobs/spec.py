@@ -43,10 +43,11 @@ import hashlib
 import json
 import os
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pyproflab.analyses.options import PgoOptions, RegressionsOptions
 from pyproflab.errors import UsageError
 from pyproflab.jobs import keys
 
@@ -90,24 +91,32 @@ class RegressionsSpec:
     any significant change of that metric. ``over_time``: also follow each
     service's profiles of the last ``over_time_since`` (e.g. "7d") through
     their collection windows; an increase above ``threshold_pct`` that
-    persisted is a finding too."""
+    persisted is a finding too.
+
+    Every other key of the table is an option of ``regressions``
+    (``analyses.options.RegressionsOptions``: fdr, resamples, min_share,
+    granularity, measure, test, per, ...), with its default and its check;
+    ``metric`` is its ``rank_by``."""
 
     enabled: bool = True
     profile_type: str = "cpu"
     order: str = "ingest"
-    metric: str = "evidence"
+    metric: str = RegressionsOptions.rank_by
     threshold_pct: float = 10.0
-    fdr: float = 0.05
-    resamples: int = 1000
-    min_share: float = 0.005
-    granularity: str = "functions"
-    # As ``regressions``' options of these names: what is compared (rate or
-    # share), the test, and a counter whose increase is the unit of work.
-    measure: str = "auto"
-    test: str = "quasi-poisson"
-    per: str | None = None
     over_time: bool = False
     over_time_since: str = "7d"
+    options: RegressionsOptions = field(default_factory=RegressionsOptions)
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: str) -> RegressionsSpec:
+        """The spec of a [regressions] table, checked (``keys``): the job's keys, the
+        rest the analysis's options."""
+        keys.check_table(table, keys.rules("regressions"), where)
+        own = {f.name for f in fields(cls)} - {"options"}
+        spec = cls(**{k: v for k, v in table.items() if k in own})
+        analysis = {k: v for k, v in table.items() if k not in own}
+        spec.options = RegressionsOptions.from_mapping(analysis, where)
+        return spec
 
 
 @dataclass
@@ -116,7 +125,7 @@ class GogcSpec:
 
     enabled: bool = True
     budget: str | None = None
-    headroom: float = 0.1
+    headroom: float | None = None  # None: GogcOptions' default
     candidates: list[Any] | None = None
 
 
@@ -126,7 +135,7 @@ class PgoSpec:
     for every version), the top ``top`` by CPU cores."""
 
     enabled: bool = True
-    top: int = 5
+    top: int = PgoOptions.top
     version: str = "newest"
     verify: bool = False  # go tool preprofile on the written file (needs Go)
 
@@ -181,7 +190,8 @@ def _section(data: dict[str, Any], key: str, cls: type, where: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: [{key}] must be a table (or true/false)")
-    spec = _take(raw, cls, key, f"{where} [{key}]")
+    take = getattr(cls, "from_table", None)
+    spec = take(raw, f"{where} [{key}]") if take else _take(raw, cls, key, f"{where} [{key}]")
     return spec if getattr(spec, "enabled", True) else None
 
 

@@ -40,6 +40,7 @@ from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.decode.pprof import decompress
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.gohelper import GoUnavailableError, helper_binary
+from pyproflab.keying.keys import KeyedProfile, key_profile
 from pyproflab.sources.base import (
     Item,
     ProfileItem,
@@ -52,7 +53,6 @@ from pyproflab.sources.push import cut
 from pyproflab.sources.spool import Entry, Spool, SpoolSource
 from pyproflab.store.connection import Store
 from pyproflab.store.ingest import store_keyed
-from pyproflab.store.keys import KeyedProfile, key_profile
 from pyproflab.store.lock import StoreBusyError
 from pyproflab.store.sourced import profile_meta
 from pyproflab.store.traces import write_trace_items

@@ -289,8 +289,8 @@ class Store:
             self._run(query, params)
 
     @contextmanager
-    def registered(self, **tables: pa.Table) -> Iterator[None]:
-        """Make Arrow tables visible to SQL under the given names for a block."""
+    def registered(self, **tables: pa.Table | pa.RecordBatch) -> Iterator[None]:
+        """Make Arrow tables (or batches) visible to SQL under the given names for a block."""
         self._check_open()
         with self._translate("cannot register table"):
             for name, table in tables.items():

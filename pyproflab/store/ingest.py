@@ -22,12 +22,9 @@ Rules:
 Metadata comes, lowest priority first, from the ``defaults`` given, a
 path template, and a sidecar ``FILE.json`` next to the profile.
 
-Keying one profile (no database) is ``keys.py``; turning files into keyed
-rows in worker processes, ``prepare.py``; which files a path names and the
-metadata of its template and sidecar, ``paths.py``. Their names callers take
-from here stay importable here (``ProfileMeta``, ``key_profile``,
-``expand_paths``, ``compile_template``, ``FileJob``, ``prepare_file``,
-``DATASET_MARKER``, ``PARTIAL``).
+Keying (``pyproflab.keying``: a profile, files into keyed rows in worker
+processes, paths, templates, sidecars) touches no database; the names callers
+take from here (``ProfileMeta``, ``FileJob``, ``expand_paths``, ...) stay here.
 """
 
 from __future__ import annotations
@@ -45,13 +42,15 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.arrays import from_numpy, from_rows
 from pyproflab.errors import IdCollisionError, StoreError, UsageError
-from pyproflab.model import Profile
-from pyproflab.store import ids
-from pyproflab.store.connection import MEMORY, Store
-from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport  # noqa: F401
-from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile, profile_digest
-from pyproflab.store.paths import compile_template, expand_paths  # noqa: F401 (re-exported)
-from pyproflab.store.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_workers: re-exported)
+from pyproflab.keying import ids
+from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile, profile_digest
+from pyproflab.keying.paths import (  # noqa: F401 (re-exported)
+    DATASET_MARKER,
+    PARTIAL,
+    compile_template,
+    expand_paths,
+)
+from pyproflab.keying.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_workers: re-exported)
     POOL_MIN_FILES,
     FileJob,
     Trace,
@@ -61,6 +60,9 @@ from pyproflab.store.prepare import (  # noqa: F401 (POOL_MIN_FILES, default_wor
     prepare_file,
     prepared,
 )
+from pyproflab.model import Profile
+from pyproflab.store.connection import MEMORY, Store
+from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.queries import checkpoint, refuse_collisions
 
 BATCH_SIZE = 64

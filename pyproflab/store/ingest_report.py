@@ -5,11 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: The file that marks a folder as an exported dataset (see ``store.parquet``).
-DATASET_MARKER = "_pyproflab_dataset.json"
-# Present in a folder an export is still writing (or was killed writing).
-PARTIAL = ".pyproflab-export-partial"
-
 
 @dataclass
 class IngestReport:

@@ -32,8 +32,8 @@ import pyarrow as pa
 from pyproflab import schema
 from pyproflab.arrays import empty_lists, from_numpy, to_numpy
 from pyproflab.errors import StoreError
+from pyproflab.keying import ids
 from pyproflab.model import Profile, ValueType
-from pyproflab.store import ids
 
 if TYPE_CHECKING:
     from pyproflab.store.select import Selection

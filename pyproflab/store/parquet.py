@@ -45,10 +45,12 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.errors import StoreError
+from pyproflab.keying import ids
+from pyproflab.keying.paths import DATASET_MARKER, PARTIAL
 from pyproflab.newfiles import create_temp_dir
-from pyproflab.store import ids, tables
+from pyproflab.store import tables
 from pyproflab.store.connection import SCHEMA_VERSION, Store
-from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL, IngestReport
+from pyproflab.store.ingest_report import IngestReport
 from pyproflab.store.parquet_tables import READ_PARQUET, import_tables, verify_counts
 from pyproflab.store.queries import column_names, refuse_collisions, row_counts
 from pyproflab.store.select import TAKEN_AT

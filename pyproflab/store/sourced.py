@@ -38,6 +38,8 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import IdCollisionError, ProfileError, StoreError
+from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
+from pyproflab.keying.prepare import _read_raw
 from pyproflab.sources.base import (
     GC_CYCLES,
     Dataset,
@@ -63,8 +65,6 @@ from pyproflab.store.ingest import (
     write_keyed,
 )
 from pyproflab.store.ingest_report import IngestReport
-from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.store.prepare import _read_raw
 
 Progress = Callable[[int, int], None]
 

@@ -684,7 +684,7 @@ def test_cli(planted_db, planted_name, capsys) -> None:
     assert rc == 0 and doc["test"] == "welch" and doc["rows"][0]["flat_significant"]
     assert 0 < doc["rows"][0]["flat_change_lo"] < doc["rows"][0]["flat_change_hi"]
     rc = main([*common, "version=v2", "--permutations", "5"])
-    assert rc == 2 and "permutations must be at least 100" in capsys.readouterr().err
+    assert rc == 2 and "permutations: must be a whole number >= 100" in capsys.readouterr().err
     rc = main(
         [
             "regressions",

@@ -1,6 +1,8 @@
 """What a CLI run loads: `top` over a store or a file needs neither pandas (a quarter
 of a second: pyarrow loads it on the first ``pa.array`` or ``to_numpy``, see
-pyproflab.arrays) nor, over a store, protobuf. Checked by module, not by time."""
+pyproflab.arrays) nor, over a store, protobuf; ingesting one trace needs neither
+pandas nor ingest's fork server (136 MiB of processes for no pool). Checked by
+module and process, not by time."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import pytest
 
 PROBE = """
 import json, sys
+from multiprocessing import forkserver
 from pyproflab.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "loaded": [m for m in ("pandas", "google.protobuf")
-                                           if m in sys.modules]}))
+                                           if m in sys.modules]
+                  + (["forkserver"] if forkserver._forkserver._forkserver_pid else [])}))
 """
 
 
@@ -57,3 +61,10 @@ def test_top_of_a_file_does_not_load_pandas(store_and_file, granularity, tmp_pat
     )
     assert code == 0
     assert "pandas" not in loaded
+
+
+def test_ingesting_one_trace_loads_no_pandas_and_starts_no_fork_server(tmp_path):
+    trace = Path(__file__).parents[1] / "testdata" / "traces" / "mutex.trace"
+    code, loaded = _loaded("ingest", str(trace), "--db", str(tmp_path / "t.duckdb"), "--strict")
+    assert code == 0
+    assert [m for m in loaded if m != "google.protobuf"] == []

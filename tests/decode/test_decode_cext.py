@@ -187,7 +187,7 @@ def test_the_extension_is_built_and_used(monkeypatch) -> None:
     ("module", "env"),
     [
         ("pyproflab.decode._wire", "PYPROFLAB_PURE_DECODE"),
-        ("pyproflab.store._blake", "PYPROFLAB_PURE_KEYS"),
+        ("pyproflab.keying._blake", "PYPROFLAB_PURE_KEYS"),
     ],
 )
 def test_pure_switch(monkeypatch, module, env) -> None:

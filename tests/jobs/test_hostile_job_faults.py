@@ -44,7 +44,7 @@ def _job(folder: Path, drop: Path) -> Path:
         store=folder / "s.duckdb",
         output=folder / "out",
         batch_size=3,
-        resamples=50,
+        resamples=100,  # the least regressions takes
     )
 
 

@@ -19,7 +19,8 @@ import pytest
 from support.store_helpers import make_profile
 
 from pyproflab.errors import IdCollisionError, StoreError
-from pyproflab.store import Store, ids
+from pyproflab.keying import ids
+from pyproflab.store import Store
 from pyproflab.store.ingest import DATASET_MARKER, ProfileMeta, ingest, key_profile
 from pyproflab.store.parquet import export_parquet, import_parquet
 

@@ -15,15 +15,16 @@ from support.store_helpers import canonical, check_ids, label, make_profile
 from support.testenv import CORPUS, SKIP_NO_CORPUS
 
 import pyproflab.store.ingest as ingest_mod
+from pyproflab.keying import ids
+from pyproflab.keying.profile_types import infer_profile_type
 from pyproflab.model import ValueType
-from pyproflab.store import Store, ids
+from pyproflab.store import Store
 from pyproflab.store.ingest import (
     ProfileMeta,
     compile_template,
     ingest,
     ingest_paths,
 )
-from pyproflab.store.profile_types import infer_profile_type
 
 CPU_GZ = CORPUS / "parca/pkg/query/testdata/profile1.pb.gz"
 HEAP_GZ = CORPUS / "pyroscope/pkg/og/convert/pprof/testdata/heap.pb.gz"

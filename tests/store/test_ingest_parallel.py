@@ -260,7 +260,7 @@ def test_duckdb_runs_on_one_thread_while_workers_take_the_cores(
 )
 def test_a_worker_keeps_freed_memory_for_the_next_file() -> None:
     """In a process like a worker (the setting is process-wide), glibc takes both values."""
-    code = "from pyproflab.store import prepare; print(prepare._keep_freed_memory())"
+    code = "from pyproflab.keying import prepare; print(prepare._keep_freed_memory())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.stdout.strip() == "True", out.stderr
 
@@ -269,9 +269,9 @@ _KEY_PROBE = """
 import sys
 from datetime import UTC, datetime
 import numpy as np
-from pyproflab.store.keys import ProfileMeta
-from pyproflab.store.prepare import FileJob, _trimmed, prepare_file
-from pyproflab.store.sent import SentMemory
+from pyproflab.keying.keys import ProfileMeta
+from pyproflab.keying.prepare import FileJob, _trimmed, prepare_file
+from pyproflab.keying.sent import SentMemory
 job = FileJob(ProfileMeta(), None, 1 << 30, np.zeros(0, np.uint64), 1 << 25)
 sent = SentMemory(1 << 25)
 kinds = {type(_trimmed(sent, prepare_file(job, f, datetime.now(UTC)))).__name__

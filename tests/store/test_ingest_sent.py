@@ -1,5 +1,5 @@
 """Issue 14: each ingest process leaves out the rows it has sent before
-(``store/sent.py``), and the rules of the store still hold: a row is left out
+(``keying/sent.py``), and the rules of the store still hold: a row is left out
 only when its bytes equal what was sent, a profile that relies on a refused
 file's rows is keyed again in full (so a colliding id is still refused, never
 merged), the memory is bounded, and the store is the one a full send gives."""
@@ -15,9 +15,10 @@ from support.store_helpers import make_profile
 
 import pyproflab.store.ingest as ingest_mod
 from pyproflab.encode import write_profile
-from pyproflab.store import Store, ids, sent
+from pyproflab.keying import ids, sent
+from pyproflab.keying.sent import SentMemory, same_segments
+from pyproflab.store import Store
 from pyproflab.store.ingest import ProfileMeta, ingest, ingest_paths, key_profile
-from pyproflab.store.sent import SentMemory, same_segments
 
 
 def _keyed(rows, time_nanos: int):

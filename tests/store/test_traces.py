@@ -11,8 +11,8 @@ from support.trace_helpers import damaged_traces, one_line_error, run_cli, trace
 from pyproflab import schema
 from pyproflab.decode.gotrace import read_trace
 from pyproflab.errors import TraceError
+from pyproflab.keying.keys import ProfileMeta
 from pyproflab.store import Store
-from pyproflab.store.keys import ProfileMeta
 from pyproflab.store.traces import ingest_trace
 
 pytestmark = pytest.mark.go

@@ -108,8 +108,8 @@ def cpulimit_store(path: Path):
     import pyarrow as pa
 
     from pyproflab import schema
+    from pyproflab.keying.keys import ProfileMeta
     from pyproflab.store import Store
-    from pyproflab.store.keys import ProfileMeta
     from pyproflab.store.metrics import ingest_metric_samples
     from pyproflab.store.traces import ingest_trace
 

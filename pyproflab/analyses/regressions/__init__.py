@@ -91,7 +91,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.analyses import stats
-from pyproflab.analyses.graph import GRANULARITIES
+from pyproflab.analyses.options import RANK_BY, UNITS, RegressionsOptions
 from pyproflab.analyses.regressions import attribution, inference
 from pyproflab.analyses.regressions.incidence import NodeValues, node_values
 from pyproflab.analyses.regressions.measure import MEASURES, denominators_of, resolve_measure
@@ -111,7 +111,7 @@ from pyproflab.analyses.regressions.selection import (
     select_sides,
     without_empty,
 )
-from pyproflab.analyses.regressions.units import UNITS, Units, group_units, time_windows
+from pyproflab.analyses.regressions.units import Units, group_units, time_windows
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 
@@ -128,27 +128,6 @@ __all__ = [
     "regressions_of_profiles",
     "time_windows",
 ]
-
-RANK_BY = ("evidence", "flat", "cum")
-
-
-def _check(granularity, rank_by, fdr, confidence, unit, resamples, test, permutations):
-    if granularity not in GRANULARITIES:
-        raise UsageError(
-            f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}"
-        )
-    if rank_by not in RANK_BY:
-        raise UsageError(f"rank_by must be one of {', '.join(RANK_BY)}, not {rank_by!r}")
-    if not 0 < fdr < 1 or not 0 < confidence < 1:
-        raise UsageError("fdr and confidence must be between 0 and 1")
-    if unit not in UNITS:
-        raise UsageError(f"unit must be one of {', '.join(UNITS)}, not {unit!r}")
-    if resamples < 100:
-        raise UsageError("resamples must be at least 100")
-    if test not in inference.TESTS:
-        raise UsageError(f"test must be one of {', '.join(inference.TESTS)}, not {test!r}")
-    if permutations < 100:
-        raise UsageError("permutations must be at least 100")
 
 
 def _merged(nv: NodeValues, sides: Sides) -> dict[str, np.ndarray]:
@@ -347,24 +326,7 @@ def _notes(notes, opts, facts, units: Units, unit: str, rows: pa.Table) -> None:
 
 
 def regressions(
-    store,
-    base,
-    new,
-    *,
-    sample_index: int | str | None = None,
-    granularity: str = "functions",
-    fdr: float = 0.05,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-    min_share: float = 0.005,
-    rank_by: str = "evidence",
-    unit: str = "profile",
-    inlines: bool = True,
-    measure: str = "auto",
-    test: str = "quasi-poisson",
-    permutations: int = 10_000,
-    per: str | None = None,
+    store, base, new, options: RegressionsOptions | None = None, /, **keywords: Any
 ) -> RegressionsResult:
     """Compare the profiles selected by ``base`` and ``new`` (``Selection``s) per node.
 
@@ -380,23 +342,15 @@ def regressions(
     (default), ``permutation`` (at most ``permutations`` splits) or ``welch``.
     ``measure``: auto, share or rate (rule 4); ``per``: a counter in
     ``metric_samples``, its increase over each profile the denominator.
+    The options are ``options.RegressionsOptions`` (defaults and ranges there):
+    an options object, or its fields as keywords, or both (keywords win).
     """
-    measure = resolve_measure(measure, per)
-    _check(granularity, rank_by, fdr, confidence, unit, resamples, test, permutations)
-    settings = {
-        "granularity": granularity,
-        "fdr": fdr,
-        "confidence": confidence,
-        "resamples": resamples,
-        "seed": seed,
-        "min_share": min_share,
-        "rank_by": rank_by,
-        "unit": unit,
-        "inlines": inlines,
-        "measure": measure,
-        "test": test,
-        "per": per,
-    }
+    opts = RegressionsOptions.build(options, **keywords)
+    sample_index, granularity, inlines = opts.sample_index, opts.granularity, opts.inlines
+    measure = resolve_measure(opts.measure, opts.per)
+    settings = opts.keywords() | {"measure": measure}
+    permutations = settings.pop("permutations")
+    del settings["sample_index"]
     reads = reads_of(store)
     sides = select_sides(reads, base, new, sample_index, measure)
     nv = node_values(reads, sides, granularity, inlines)

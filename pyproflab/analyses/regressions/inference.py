@@ -46,8 +46,6 @@ from scipy import stats as sps
 
 from pyproflab.analyses import stats
 
-TESTS = ("quasi-poisson", "permutation", "welch")
-
 
 @dataclass
 class Fit:

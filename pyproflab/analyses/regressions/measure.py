@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyproflab.analyses.options import MEASURES
 from pyproflab.analyses.regressions import inference
 from pyproflab.analyses.regressions.incidence import NodeValues
 from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.regressions.selection import Sides
 from pyproflab.analyses.regressions.units import per_work
 from pyproflab.errors import UsageError
-
-MEASURES = ("auto", "rate", "share")
 
 
 def resolve_measure(measure: str, per: str | None) -> str:

@@ -45,12 +45,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from scipy import stats as sps
 
 from pyproflab.analyses import stats
+from pyproflab.analyses.options import OverTimeOptions
 from pyproflab.analyses.regressions import attribution
 from pyproflab.analyses.regressions.incidence import node_values
 from pyproflab.analyses.regressions.inference import dispersion, log_ratio, rate_change
@@ -273,26 +275,15 @@ def _windows_table(sides, win: np.ndarray, nw: int) -> pa.Table:
 
 
 def over_time(
-    store,
-    selection,
-    *,
-    sample_index: int | str | None = None,
-    granularity: str = "functions",
-    fdr: float = 0.05,
-    confidence: float = 0.95,
-    min_share: float = 0.005,
-    permutations: int = 999,
-    seed: int = 0,
-    per: str | None = None,
-    measure: str = "auto",
+    store, selection, options: OverTimeOptions | None = None, /, **keywords: Any
 ) -> OverTimeResult:
     """Change points per function in ``selection``'s series of windows (see the
-    module rules)."""
-    if not 0 < fdr < 1 or not 0 < confidence < 1:
-        raise UsageError("fdr and confidence must be between 0 and 1")
-    if permutations < 99:
-        raise UsageError("permutations must be at least 99")
-    measure = resolve_measure(measure, per)
+    module rules). The options are ``options.OverTimeOptions`` (defaults and
+    ranges there): an options object, or its fields as keywords, or both."""
+    o = OverTimeOptions.build(options, **keywords)
+    sample_index, granularity, per, seed = o.sample_index, o.granularity, o.per, o.seed
+    fdr, confidence, min_share, permutations = o.fdr, o.confidence, o.min_share, o.permutations
+    measure = resolve_measure(o.measure, per)
     args = (store, selection, sample_index, granularity, per, measure)
     sel, sides, win, nw, nv, (den, factor, unit) = _window_series(*args)
     d = np.bincount(win, weights=den, minlength=nw)

@@ -13,9 +13,6 @@ from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.analyses.regressions.selection import TwoSided
 from pyproflab.errors import UsageError
 
-#: Independent units of the statistics (see ``regressions``).
-UNITS = ("profile", "instance", "window")
-
 
 def time_windows(rows: list[dict[str, Any]]) -> list[int]:
     """Window number per profile row (``time_nanos``, ``duration_nanos``).

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"bytes"
-	"sort"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -33,31 +32,37 @@ import (
 type blocking struct {
 	kinds  []*blockKind
 	stacks *stacks
-	ran    map[exptrace.GoID]bool
-	frames map[uint64][]exptrace.StackFrame // stack id -> frames, for the stacks charged
+	frames [][]exptrace.StackFrame // by stack id, for the stacks charged
 	o      *out
 	t      *table
 }
 
 type blockKind struct {
-	name     string
-	state    exptrace.GoState
-	match    func(string) bool
-	tracking map[exptrace.GoID]tracked
-	pending  map[exptrace.GoID][]charge
-	records  map[uint64]*charge // by stack id
+	name    string
+	state   exptrace.GoState
+	match   func(string) bool
+	records []charge // by stack id; count 0: none
+}
+
+// gblock is one goroutine's share of the blocking state, kept in its gstate
+// (one map lookup an event, not one a kind): the interval each kind tracks,
+// whether it has run, and the intervals waiting for its first run.
+type gblock struct {
+	ran      bool
+	tracking [4]tracked
+	pending  [4][]charge
 }
 
 type tracked struct {
+	on    bool
 	start exptrace.Time
 	stack uint64
-	st    exptrace.Stack
 }
 
 type charge struct {
-	stack uint64
 	count int64
 	ns    int64
+	stack uint64
 }
 
 // BlockingKinds are the kinds of `go tool trace -pprof`, in its order.
@@ -65,14 +70,13 @@ var BlockingKinds = []string{"net", "sync", "syscall", "sched"}
 
 func newBlocking(o *out, s *stacks) *blocking {
 	any := func(string) bool { return true }
-	b := &blocking{stacks: s, ran: make(map[exptrace.GoID]bool), frames: make(map[uint64][]exptrace.StackFrame), o: o}
+	b := &blocking{stacks: s, o: o}
 	b.t = o.table("blocking", strf("kind"), u64f("stack_id"), i64f("count"), i64f("delay_ns"))
 	mk := func(name string, state exptrace.GoState, match func(string) bool) {
 		if !o.wants("blocking") && !o.wants("pprof-"+name) {
 			return
 		}
-		b.kinds = append(b.kinds, &blockKind{name: name, state: state, match: match,
-			tracking: map[exptrace.GoID]tracked{}, pending: map[exptrace.GoID][]charge{}, records: map[uint64]*charge{}})
+		b.kinds = append(b.kinds, &blockKind{name: name, state: state, match: match})
 	}
 	mk("net", exptrace.GoWaiting, func(r string) bool { return r == "network" })
 	mk("sync", exptrace.GoWaiting, func(r string) bool {
@@ -85,16 +89,13 @@ func newBlocking(o *out, s *stacks) *blocking {
 
 // transition is called for every goroutine transition, before the converter
 // updates its own state. evStack is the number of ev.Stack().
-func (b *blocking) transition(id exptrace.GoID, from, to exptrace.GoState, reason string, t exptrace.Time, evStack uint64, st exptrace.Stack) {
-	if len(b.kinds) == 0 {
-		return
-	}
-	firstRun := to == exptrace.GoRunning && from != to && !b.ran[id]
-	for _, k := range b.kinds {
-		start, ok := k.tracking[id]
-		if !ok {
+func (b *blocking) transition(g *gblock, from, to exptrace.GoState, reason string, t exptrace.Time, evStack uint64, st exptrace.Stack) {
+	firstRun := to == exptrace.GoRunning && from != to && !g.ran
+	for i, k := range b.kinds {
+		tr := &g.tracking[i]
+		if !tr.on {
 			if to == k.state && k.match(reason) {
-				k.tracking[id] = tracked{start: t, stack: evStack, st: st}
+				*tr = tracked{on: true, start: t, stack: evStack}
 				b.keepFrames(evStack, st)
 			}
 			continue
@@ -102,74 +103,73 @@ func (b *blocking) transition(id exptrace.GoID, from, to exptrace.GoState, reaso
 		if to == k.state {
 			continue
 		}
-		delete(k.tracking, id)
-		d := int64(t - start.start)
+		tr.on = false
+		d := int64(t - tr.start)
 		switch {
 		case d <= 0 || firstRun:
-		case b.ran[id]:
-			k.add(charge{stack: start.stack, count: 1, ns: d})
+		case g.ran:
+			k.add(tr.stack, 1, d)
 		default:
-			k.pending[id] = append(k.pending[id], charge{stack: start.stack, count: 1, ns: d})
+			g.pending[i] = append(g.pending[i], charge{stack: tr.stack, count: 1, ns: d})
 		}
 	}
 	if firstRun {
-		b.ran[id] = true
-		for _, k := range b.kinds {
-			delete(k.pending, id)
-		}
+		g.ran = true
+		g.pending = [4][]charge{}
 	}
 	if to == exptrace.GoNotExist {
-		b.exit(id)
+		b.settle(g)
 	}
 }
 
-// exit settles an exited goroutine: its pending intervals are kept (it never ran).
-func (b *blocking) exit(id exptrace.GoID) {
-	for _, k := range b.kinds {
-		for _, c := range k.pending[id] {
-			k.add(c)
+// settle keeps the pending intervals of a goroutine that exited or is alive
+// at the trace's end without having run.
+func (b *blocking) settle(g *gblock) {
+	for i, k := range b.kinds {
+		for _, c := range g.pending[i] {
+			k.add(c.stack, c.count, c.ns)
 		}
-		delete(k.pending, id)
-		delete(k.tracking, id)
 	}
-	delete(b.ran, id)
+	*g = gblock{}
 }
 
-func (k *blockKind) add(c charge) {
-	r := k.records[c.stack]
-	if r == nil {
-		r = &charge{stack: c.stack}
-		k.records[c.stack] = r
+func (k *blockKind) add(stack uint64, count, ns int64) {
+	for uint64(len(k.records)) <= stack {
+		k.records = append(k.records, charge{})
 	}
-	r.count += c.count
-	r.ns += c.ns
+	r := &k.records[stack]
+	r.stack = stack
+	r.count += count
+	r.ns += ns
 }
 
 func (b *blocking) keepFrames(id uint64, st exptrace.Stack) {
-	if _, ok := b.frames[id]; ok {
+	for uint64(len(b.frames)) <= id {
+		b.frames = append(b.frames, nil)
+	}
+	if b.frames[id] != nil || id == 0 {
 		return
 	}
-	var fs []exptrace.StackFrame
+	fs := []exptrace.StackFrame{}
 	for f := range st.Frames() {
 		fs = append(fs, f)
 	}
 	b.frames[id] = fs
 }
 
-// end keeps the pending intervals of goroutines that never ran, then writes
-// the blocking table and the four profiles.
-func (b *blocking) end() {
+// end keeps the pending intervals of goroutines alive at the end that never
+// ran, then writes the blocking table and the four profiles.
+func (b *blocking) end(alive map[exptrace.GoID]*gstate) {
+	for _, g := range alive {
+		b.settle(&g.blk)
+	}
 	for _, k := range b.kinds {
-		for _, cs := range k.pending {
-			for _, c := range cs {
-				k.add(c)
+		recs := make([]*charge, 0, len(k.records))
+		for i := range k.records {
+			if k.records[i].count > 0 {
+				recs = append(recs, &k.records[i])
 			}
 		}
-		recs := make([]*charge, 0, len(k.records))
-		for _, r := range k.records {
-			recs = append(recs, r)
-		}
-		sort.Slice(recs, func(i, j int) bool { return recs[i].stack < recs[j].stack })
 		if b.t.on {
 			for _, r := range recs {
 				b.t.s(0, k.name)

@@ -130,7 +130,6 @@ func (c *converter) goTransition(ev *exptrace.Event, st *exptrace.StateTransitio
 	t := ev.Time()
 	evStack := c.stacks.id(ev.Stack())
 	stack := c.stacks.id(st.Stack)
-	c.block.transition(id, from, to, st.Reason, t, evStack, ev.Stack())
 	g := c.gs[id]
 	var dur int64
 	known := g != nil && from != exptrace.GoUndetermined
@@ -144,6 +143,7 @@ func (c *converter) goTransition(ev *exptrace.Event, st *exptrace.StateTransitio
 		}
 		c.gs[id] = g
 	}
+	c.block.transition(&g.blk, from, to, st.Reason, t, evStack, ev.Stack())
 	if known {
 		dur = int64(t - g.since)
 		g.addTime(t)
@@ -231,5 +231,5 @@ func (c *converter) end() {
 			c.writeRegion(g, r, 0)
 		}
 	}
-	c.block.end()
+	c.block.end(c.gs)
 }

@@ -34,6 +34,7 @@ type gstate struct {
 	syscall      int64
 	waiting      int64
 	waitByReason map[string]int64
+	blk          gblock // the blocking profiles' state (blocking.go)
 }
 
 // addTime charges the time from since to t to the goroutine's current state.

@@ -81,6 +81,7 @@ func Convert(in io.Reader, w io.Writer, batchRows int, only map[string]bool) (er
 		return err
 	}
 	o := newOut(w, batchRows, only)
+	defer o.stop()
 	c := newConverter(o)
 	if err := c.run(r); err != nil {
 		return err

@@ -1,4 +1,4 @@
-"""The digest cache of content ids (store/digests.py, issue 14).
+"""The digest cache of content ids (keying/digests.py, issue 14).
 
 Rules checked: on real profiles (the recorded ones, the public corpus, and
 profiles made of overlapping halves of them, as a fleet's are) every keyed table
@@ -29,14 +29,14 @@ import pytest
 from support.testenv import CORPUS, RECORDED_GO
 
 from pyproflab.decode import decode_bytes
+from pyproflab.keying import digests, ids
+from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
+from pyproflab.keying.sent import SentMemory
 from pyproflab.model import Profile
-from pyproflab.store import digests, ids
-from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.store.sent import SentMemory
 
 needs_c = pytest.mark.skipif(
     ids._blake is None or digests._intern is None,
-    reason="the C extensions pyproflab.store._blake and pyproflab._intern are not built",
+    reason="the C extensions pyproflab.keying._blake and pyproflab._intern are not built",
 )
 
 RECORDED = ["cpu.pb.gz", "heap.pb.gz", "mutex.pb.gz", "goroutine.pb.gz", "notesd-cpu0.pb.gz"]
@@ -324,8 +324,8 @@ _PRINT_IDS = """
 import sys
 from datetime import UTC, datetime
 from pyproflab.decode import decode_bytes
-from pyproflab.store import digests, ids
-from pyproflab.store.keys import ProfileMeta, key_profile
+from pyproflab.keying import digests, ids
+from pyproflab.keying.keys import ProfileMeta, key_profile
 keyed = key_profile(decode_bytes(open(sys.argv[1], 'rb').read()), ProfileMeta(), 'h')
 print(ids._blake is None, digests._intern is None, ids.CACHE.enabled)
 for table in ('functions', 'locations', 'stacks'):

@@ -41,9 +41,9 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.arrays import from_numpy
-from pyproflab.store import ids, quick_hash
-from pyproflab.store.digests import Entries
-from pyproflab.store.keys import KeyedProfile
+from pyproflab.keying import ids, quick_hash
+from pyproflab.keying.digests import Entries
+from pyproflab.keying.keys import KeyedProfile
 
 Column = ids.Column
 

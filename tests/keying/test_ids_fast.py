@@ -1,4 +1,4 @@
-"""The C hashing path of the content ids (store/_blake.c) gives exactly the ids of
+"""The C hashing path of the content ids (keying/_blake.c) gives exactly the ids of
 the hashlib path, on chosen edge cases and on real profiles.
 
 Ids are stored: a store or a dataset written with one path must dedup against
@@ -16,11 +16,11 @@ import pytest
 from support.testenv import CORPUS, RECORDED_GO, SKIP_NO_CORPUS
 
 from pyproflab.decode import decode_bytes
-from pyproflab.store import ids
-from pyproflab.store.keys import ProfileMeta, key_profile
+from pyproflab.keying import ids
+from pyproflab.keying.keys import ProfileMeta, key_profile
 
 needs_c = pytest.mark.skipif(
-    ids._blake is None, reason="the C extension pyproflab.store._blake is not built"
+    ids._blake is None, reason="the C extension pyproflab.keying._blake is not built"
 )
 
 CORPUS_FILES = [

@@ -23,11 +23,12 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from pyproflab import forkserver
 from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
 from pyproflab.errors import ProfileError, StoreError
-from pyproflab.store.keys import KeyedProfile, ProfileMeta, key_profile
-from pyproflab.store.paths import PathTemplate, compile_template, sidecar_meta, template_meta
-from pyproflab.store.sent import SentMemory
+from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
+from pyproflab.keying.paths import PathTemplate, compile_template, sidecar_meta, template_meta
+from pyproflab.keying.sent import SentMemory
 
 
 def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
@@ -140,8 +141,7 @@ def _compiled(template: str) -> PathTemplate:
 
 # --- the worker pool ---------------------------------------------------------------------
 
-# Below this many files a pool costs more to start than it saves.
-POOL_MIN_FILES = 8
+POOL_MIN_FILES = forkserver.POOL_MIN_FILES
 
 Prepared = KeyedProfile | _Present | _Refused | Trace
 
@@ -220,8 +220,6 @@ def prepared(files: list[str], job: FileJob, workers: int | None) -> Iterator[tu
             yield path, _trimmed(sent, prepare_file(job, path, now))
         return
     from concurrent.futures import ProcessPoolExecutor
-
-    from pyproflab import forkserver
 
     # forkserver: workers do not inherit this process's DuckDB connection or threads.
     ctx = forkserver.context(forkserver.INGEST_PRELOAD)

@@ -17,7 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pyproflab.store.ingest_report import DATASET_MARKER, PARTIAL
+#: The file that marks a folder as an exported dataset (see ``store.parquet``).
+DATASET_MARKER = "_pyproflab_dataset.json"
+# Present in a folder an export is still writing (or was killed writing).
+PARTIAL = ".pyproflab-export-partial"
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -1,4 +1,4 @@
-# Type stub of the C extension pyproflab/store/_blake.c (optional: without a C
+# Type stub of the C extension pyproflab/keying/_blake.c (optional: without a C
 # compiler ids.py hashes with hashlib, to the same ids). See _blake.c; ``rows``:
 # only those rows are hashed, the rest of ``out`` is left as it is.
 from typing import Any

@@ -40,9 +40,9 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.arrays import list_parts, to_numpy
+from pyproflab.keying.digests import DigestCache, Entries
+from pyproflab.keying.quick_hash import combine, list_hash, same_lists
 from pyproflab.native import optional_extension
-from pyproflab.store.digests import DigestCache, Entries
-from pyproflab.store.quick_hash import combine, list_hash, same_lists
 
 U64 = np.uint64
 # Seeds of the fast in-profile grouping hashes (never stored).
@@ -52,8 +52,8 @@ _SEED_STACK = U64(0x535441434B000000)  # "STACK"
 
 # The C extension that hashes many segments in one call (``_blake.c``);
 # PYPROFLAB_PURE_KEYS=1 forces hashlib. Both give the same ids
-# (tests/store/test_ids_fast.py).
-_blake = optional_extension("pyproflab.store._blake", "PYPROFLAB_PURE_KEYS")
+# (tests/keying/test_ids_fast.py).
+_blake = optional_extension("pyproflab.keying._blake", "PYPROFLAB_PURE_KEYS")
 
 #: This process's ids of content it has hashed (``digests``), consulted on the C
 #: path only: hashlib's path hashes every row, to the same ids.

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pyproflab import schema
-from pyproflab.store import ids, keys
+from pyproflab.keying import ids, keys
 
 
 def _case(rng: np.random.Generator, n: int, refs: int) -> tuple[np.ndarray, np.ndarray]:

@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 from pyproflab import schema
 from pyproflab.arrays import from_numpy
 from pyproflab.errors import StoreError
+from pyproflab.keying import ids
+from pyproflab.keying.digests import Entries
+from pyproflab.keying.profile_types import PROFILE_TYPES, infer_profile_type
 from pyproflab.model import Profile
-from pyproflab.store import ids
-from pyproflab.store.digests import Entries
-from pyproflab.store.profile_types import PROFILE_TYPES, infer_profile_type
 
 
 @dataclass
