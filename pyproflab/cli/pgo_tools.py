@@ -33,7 +33,8 @@ def run_weights(args: argparse.Namespace) -> int:
     options = merge_options(args)
     paths = args.files[1:]
     if paths:
-        result = compare_weights(files=paths, min_change=args.min_change, **options)
+        change = common.given_options(args, ["min_change"])  # else PgoOptions'
+        result = compare_weights(files=paths, **change, **options)
     else:
         from pyproflab.store import Store
 
@@ -42,8 +43,7 @@ def run_weights(args: argparse.Namespace) -> int:
                 store,
                 common.selection_from_args(args),
                 all=args.all,
-                min_change=args.min_change,
-                **common.given_options(args, ["top"]),  # else pgo's default
+                **common.given_options(args, ["min_change", "top"]),  # else PgoOptions'
                 **options,
             )
     common.write_output(reports.render(result, args.format), args.output)
