@@ -149,6 +149,19 @@ def test_renderers_share_one_signature() -> None:
         assert not need, f"{module}.{function} ({cls}, {kind}): options without a default: {need}"
 
 
+def test_one_way_to_render() -> None:
+    """Front ends render through ``reports.render``/``display.render`` only: no
+    module of reports has a ``render(result, fmt)`` of its own choosing by format."""
+    own = [
+        str(p.relative_to(PACKAGE))
+        for p in sorted((PACKAGE / "reports").rglob("*.py"))
+        if p.name != "__init__.py"
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "render"
+    ]
+    assert not own, f"render functions besides reports.render: {own}"
+
+
 def test_reports_import_nothing_from_the_store() -> None:
     """Reports render results: they ask the store nothing (the workflows do)."""
     graph = import_graph()

@@ -377,3 +377,38 @@ class OverTimeOptions(_ChangeOptions):
     """``over_time``'s options (see its module rules)."""
 
     permutations: int = option(999, low=99, metavar="N", help="permutations per change point")
+
+
+#: ``pgo``'s weightings of the merged profiles, and the old names they had.
+PGO_WEIGHTS = ("none", "duration", "instance")
+PGO_WEIGHT_ALIASES = {"sum": "none", "rate": "duration"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PgoOptions(Options):
+    """``pgo``'s: which profiles of a store (the ``top`` by CPU cores) and how they
+    merge (``analyses.pgo``'s module rules; the safeguards are its keyword)."""
+
+    top: int = option(
+        5, low=1, high=100_000, metavar="N", help="a store's N profiles with the most CPU cores"
+    )
+    weight: str = option(
+        "none",
+        choices=PGO_WEIGHTS + tuple(PGO_WEIGHT_ALIASES),
+        help="none: a plain sum, as pprof merges; duration: each profile per second; "
+        "instance: each instance once (sum, rate: old names of none, duration)",
+    )
+    trim_leaf: int | None = option(
+        None,
+        low=1,
+        metavar="K",
+        help="cut stacks to K leaf frames when the hot edges stay the same",
+    )
+    fold_preempt: bool = option(True, help="samples in runtime.asyncPreempt count for their caller")
+    max_edges: int | None = option(
+        None, low=1, metavar="N", help="keep the N heaviest call edges (a smaller build)"
+    )
+    # How two PGO profiles' hot edges are compared (pgo diff, weights).
+    min_change: float = option(
+        0.1, low=0, metavar="PCT", help="smallest share move (percentage points) reported"
+    )

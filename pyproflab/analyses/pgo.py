@@ -74,6 +74,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyproflab.analyses.options import PGO_WEIGHT_ALIASES, PGO_WEIGHTS, PgoOptions
 from pyproflab.analyses.pgo_edges import (
     CPU_VALUE_TYPES,
     EdgeSet,
@@ -98,9 +99,9 @@ DEFAULT_SAFEGUARDS: tuple[str, ...] = (
 )
 SAFEGUARD_SUFFIX = " [pgo-safeguard]"
 RATE_RESOLUTION = 1000
-DEFAULT_TOP = 5
-WEIGHTS = ("none", "duration", "instance")
-WEIGHT_ALIASES = {"sum": "none", "rate": "duration"}
+# The defaults and names are ``PgoOptions``' (analyses.options), written there once.
+DEFAULT_TOP = PgoOptions.top
+WEIGHTS, WEIGHT_ALIASES = PGO_WEIGHTS, PGO_WEIGHT_ALIASES
 _INT64_MAX = 2**63 - 1
 
 
@@ -220,7 +221,9 @@ class PgoResult:
             }
         )
 
-    def diff(self, previous: PgoResult | str | os.PathLike, *, min_change: float = 0.1):
+    def diff(
+        self, previous: PgoResult | str | os.PathLike, *, min_change: float = PgoOptions.min_change
+    ):
         """Hot edges added, removed and re-weighted since ``previous`` (another result,
         or a default.pgo / preprofile file): an ``EdgeDiff``; ``print`` it for the text."""
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
@@ -287,7 +290,7 @@ def pgo_files(paths: Iterable[str | os.PathLike], **options: Any) -> PgoResult:
     labels = [os.fspath(p) for p in paths]
     if not labels:
         raise UsageError("no profiles given")
-    if _weight_name(options.get("weight", "none")) != "none":
+    if _weight_name(options.get("weight", PgoOptions.weight)) != "none":
         return _pgo_files_in_order(labels, **options)
     from pyproflab.analyses.merge_files import merge_files
 
@@ -444,11 +447,11 @@ def select_profiles(
 def build_pgo(
     inputs: Sequence[PgoInput],
     *,
-    weight: str = "none",
+    weight: str = PgoOptions.weight,
     safeguards: Iterable[str] | None = None,
-    trim_leaf: int | None = None,
-    fold_preempt: bool = True,
-    max_edges: int | None = None,
+    trim_leaf: int | None = PgoOptions.trim_leaf,
+    fold_preempt: bool = PgoOptions.fold_preempt,
+    max_edges: int | None = PgoOptions.max_edges,
 ) -> PgoResult:
     """Strip, weigh, merge, fold, safeguard, trim and validate (the module rules)."""
     from pyproflab.analyses.merge import merge
@@ -491,11 +494,11 @@ def build_pgo(
 def _new_result(
     inputs: Sequence[PgoInput],
     *,
-    weight: str = "none",
+    weight: str = PgoOptions.weight,
     safeguards: Iterable[str] | None = None,
-    trim_leaf: int | None = None,
-    fold_preempt: bool = True,
-    max_edges: int | None = None,
+    trim_leaf: int | None = PgoOptions.trim_leaf,
+    fold_preempt: bool = PgoOptions.fold_preempt,
+    max_edges: int | None = PgoOptions.max_edges,
 ) -> PgoResult:
     """An empty result for ``inputs`` with its options checked."""
     weight = _weight_name(weight)

@@ -21,6 +21,9 @@ import argparse
 
 from pyproflab.cli import common
 
+# GogcOptions' defaults as --help shows them (analyses.gogc.options).
+CANDIDATES, HEADROOM = "25,50,100,150,200,300,400,800,off", "10%"
+
 _FIGURES = ("gc_cycles_per_min", "gc_cpu_share", "heap_goal", "live_heap", "roots")
 
 
@@ -178,9 +181,10 @@ def _add_prediction(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("prediction")
     p.add_argument(
         "--candidates",
-        default="25,50,100,150,200,300,400,800,off",
         metavar="LIST",
-        help="GOGC values to predict (default %(default)s)",
+        # Not given (None): GogcOptions' default, which the help shows (a test holds
+        # them equal; the gogc package is not imported to build the parser).
+        help=f"GOGC values to predict (default {CANDIDATES})",
     )
     p.add_argument(
         "--memory-limit",
@@ -195,7 +199,6 @@ def _add_prediction(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--headroom",
-        default="10%",
         metavar="PCT|SIZE",
-        help="kept free out of the budget (default %(default)s)",
+        help=f"kept free out of the budget (default {HEADROOM})",
     )

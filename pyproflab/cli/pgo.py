@@ -41,8 +41,11 @@ from __future__ import annotations
 
 import argparse
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.cli import common, pgo_tools
 
+# PgoOptions' fields that are flags of their own (fold_preempt is --keep-preempt's).
+FLAGS = ("top", "weight", "trim_leaf", "max_edges")
 _KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
 _SAFEGUARD_HELP = "do not rename runtime.gopark and grpc's loopyWriter.processData"
 
@@ -51,28 +54,8 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     ("pgo", ("-o", "--output"), {"metavar": "OUT", "help": "the PGO profile to write"}),
     (
         "pgo",
-        ("--top",),
-        {
-            "type": int,
-            "default": 5,
-            "metavar": "N",
-            "help": "the N profiles with the most CPU cores (default 5; store only)",
-        },
-    ),
-    (
-        "pgo",
         ("--all",),
         {"action": "store_true", "help": "every selected CPU profile (over --top)"},
-    ),
-    (
-        "pgo",
-        ("--weight",),
-        {
-            "choices": ("none", "duration", "instance", "sum", "rate"),
-            "default": "none",
-            "help": "none: a plain sum, as pprof merges; duration: each profile per second; "
-            "instance: each instance once (sum, rate: old names of none, duration)",
-        },
     ),
     (
         "pgo",
@@ -95,20 +78,6 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     ("pgo", ("--no-default-safeguards",), {"action": "store_true", "help": _SAFEGUARD_HELP}),
     (
         "pgo",
-        ("--trim-leaf",),
-        {
-            "type": int,
-            "metavar": "K",
-            "help": "cut stacks to K leaf frames when the hot edges stay the same",
-        },
-    ),
-    (
-        "pgo",
-        ("--max-edges",),
-        {"type": int, "metavar": "N", "help": "keep the N heaviest call edges (a smaller build)"},
-    ),
-    (
-        "pgo",
         ("--fail",),
         {"action": "store_true", "help": "exit 2 when the profile is refused (default: warn)"},
     ),
@@ -126,16 +95,6 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
         "output",
         ("--edges",),
         {"type": int, "default": 20, "metavar": "N", "help": "edges shown (0: all)"},
-    ),
-    (
-        "pgo diff",
-        ("--min-change",),
-        {
-            "type": float,
-            "default": 0.1,
-            "metavar": "PCT",
-            "help": "smallest share move (percentage points) reported",
-        },
     ),
     (
         "pgo check, effect",
@@ -195,6 +154,10 @@ class Command:
             if group not in groups:
                 groups[group] = parser.add_argument_group(group)
             groups[group].add_argument(*flags, **kw)
+        # The analysis's options, with their defaults and ranges from PgoOptions.
+        common.add_option_flags(groups["pgo"], PgoOptions, FLAGS)
+        diff = groups.get("pgo diff") or parser.add_argument_group("pgo diff, weights")
+        common.add_option_flags(diff, PgoOptions, ["min_change"])
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
@@ -207,7 +170,10 @@ class Command:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
             raise UsageError("give profile files or --db with a selection, not both")
-        options = {"weight": args.weight, **pgo_tools.merge_options(args)}
+        given = common.given_options(args, FLAGS)
+        PgoOptions.build(**given)  # each given option checks itself
+        top = {"top": given.pop("top")} if "top" in given else {}  # a store's only
+        options = {**pgo_tools.merge_options(args), **given}
         if args.files:
             from pyproflab.analyses.pgo import pgo_files
 
@@ -215,12 +181,9 @@ class Command:
         else:
             from pyproflab.analyses.pgo import pgo
 
-            if args.top is not None and args.top < 1:
-                raise UsageError("--top must be at least 1")
             with common.open_store(args, read_only=True) as store:
-                result = pgo(
-                    store, common.selection_from_args(args), top=args.top, all=args.all, **options
-                )
+                sel = common.selection_from_args(args)
+                result = pgo(store, sel, all=args.all, **top, **options)
         return self.finish(result, args)
 
     def finish(self, result, args: argparse.Namespace) -> int:
@@ -255,7 +218,7 @@ class Command:
         if len(paths) != 2:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
-        d = diff_edges(old, new, min_change=args.min_change)
+        d = diff_edges(old, new, **common.given_options(args, ["min_change"]))
         d.old_name, d.new_name = paths
         common.write_output(reports.render(d, args.format), args.output)
         return 0

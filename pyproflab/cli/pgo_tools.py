@@ -33,15 +33,15 @@ def run_weights(args: argparse.Namespace) -> int:
     options = merge_options(args)
     paths = args.files[1:]
     if paths:
-        result = compare_weights(files=paths, min_change=args.min_change, **options)
+        change = common.given_options(args, ["min_change"])  # else PgoOptions'
+        result = compare_weights(files=paths, **change, **options)
     else:
         with common.open_store(args, read_only=True) as store:
             result = compare_weights(
                 store,
                 common.selection_from_args(args),
-                top=args.top,
                 all=args.all,
-                min_change=args.min_change,
+                **common.given_options(args, ["min_change", "top"]),  # else PgoOptions'
                 **options,
             )
     common.write_output(reports.render(result, args.format), args.output)

@@ -16,6 +16,7 @@ Reading a trace needs Go (the helper pyproflab-go is built on first use).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from pyproflab.cli import common
 
@@ -42,37 +43,30 @@ class Command:
             q.add_argument("--format", choices=["text", "json", "csv"], default="text")
             q.add_argument("--table", help="csv: which table (default: the main one)")
             q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+            # Not given (None): the question's options class's default
+            # (analyses.gotrace, gotrace_stw), written there once.
             if name in ("sched", "stw"):
-                q.add_argument("--window", type=float, default=1.0, metavar="SECONDS")
+                q.add_argument("--window", dest="window_s", type=float, metavar="SECONDS")
             if name == "sched":
-                q.add_argument("--top", type=int, default=10, help="longest waits listed")
-                q.add_argument("--starved-p99-ms", type=float, default=10.0)
+                q.add_argument("--top", type=int, help="longest waits listed")
+                q.add_argument("--starved-p99-ms", type=float)
             if name == "goroutines":
-                q.add_argument("--sort", default="g", help="g, running_ns, runnable_ns, ...")
-                q.add_argument("--top", type=int, default=None)
+                q.add_argument("--sort", help="g, running_ns, runnable_ns, ...")
+                q.add_argument("--top", type=int)
             if name == "leaks":
-                q.add_argument("--windows", type=int, default=10)
-                q.add_argument("--min-growth", type=int, default=10)
+                q.add_argument("--windows", type=int)
+                q.add_argument("--min-growth", type=int)
 
     def run(self, args: argparse.Namespace) -> int:
         if args.trace_command == "pprof":
             return _pprof(args)
-        from pyproflab.analyses import gotrace, gotrace_stw
         from pyproflab.analyses.gotrace_answers import answer
         from pyproflab.errors import UsageError
-        from pyproflab.reports.gotrace import render
+        from pyproflab.reports import render
 
         name = args.trace_command
-        options = {
-            "goroutines": lambda: gotrace.GoroutineOptions(sort=args.sort, top=args.top),
-            "sched": lambda: gotrace.SchedOptions(
-                window_s=args.window, top=args.top, starved_p99_ms=args.starved_p99_ms
-            ),
-            "stw": lambda: gotrace_stw.StwOptions(window_s=args.window),
-            "tasks": lambda: None,
-            "leaks": lambda: gotrace.LeakOptions(windows=args.windows, min_growth=args.min_growth),
-        }[name]()
-        if getattr(args, "window", 1.0) <= 0:
+        options = question_options(args)
+        if getattr(options, "window_s", 1.0) <= 0:
             raise UsageError("--window must be > 0 seconds")
         if args.file is not None:
             if common.has_selection(args) or args.db:
@@ -93,3 +87,17 @@ def _pprof(args: argparse.Namespace) -> int:
     _, profiles = read_trace(args.file, only=[f"pprof-{args.kind}"], needed_by="trace pprof")
     write_atomic(args.output, profiles[args.kind])
     return 0
+
+
+def question_options(args: argparse.Namespace) -> Any:
+    """The options object of the question asked (``gotrace_answers.ANSWERS``) with the
+    flags given; the others take the class's defaults (None for tasks)."""
+    from dataclasses import fields
+
+    from pyproflab.analyses.gotrace_answers import ANSWERS
+
+    cls = ANSWERS[args.trace_command][2]
+    if cls is type(None):
+        return None
+    given = {f.name: getattr(args, f.name, None) for f in fields(cls)}
+    return cls(**{k: v for k, v in given.items() if v is not None})

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.errors import ProflabError, UsageError
 
 
@@ -39,6 +40,19 @@ def _size(v: Any) -> None:
     n = parse_size(v)
     if not (math.isfinite(n) and 0 < n < 2**63):
         raise ValueError("a size between 1 byte and 8 EiB")
+
+
+def _budget(v: Any) -> None:
+    """A budget as gogc reads one (``Budget.parse``, the one reading of it): a size,
+    or a multiple of the current peak such as ``2.5x``."""
+    from pyproflab.analyses.gogc import Budget
+
+    if not isinstance(v, str):
+        raise ValueError("a size such as 2GiB, or a multiple of the current peak such as 2.5x")
+    if v.strip().lower().endswith("x"):
+        Budget.parse(v)
+    else:
+        _size(v)
 
 
 def _time(v: Any) -> None:
@@ -249,14 +263,14 @@ def _regressions() -> dict[str, Rule]:
 
 GOGC: dict[str, Rule] = {
     "enabled": FLAG,
-    "budget": Rule("size", check=_size),
+    "budget": Rule("budget", check=_budget),
     "headroom": Rule("number", 0, 1, below=True),
     "candidates": Rule("gogc", check=_gogc_list),
 }
 
 PGO: dict[str, Rule] = {
     "enabled": FLAG,
-    "top": Rule("integer", 1, 100_000),
+    "top": _option_rule(PgoOptions, "top"),
     "version": Rule("choice", choices=("newest", "all")),
     "verify": FLAG,
 }

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pyproflab.analyses.options import RegressionsOptions
+from pyproflab.analyses.options import PgoOptions, RegressionsOptions
 from pyproflab.errors import UsageError
 from pyproflab.jobs import keys
 
@@ -125,7 +125,7 @@ class GogcSpec:
 
     enabled: bool = True
     budget: str | None = None
-    headroom: float = 0.1
+    headroom: float | None = None  # None: GogcOptions' default
     candidates: list[Any] | None = None
 
 
@@ -135,7 +135,7 @@ class PgoSpec:
     for every version), the top ``top`` by CPU cores."""
 
     enabled: bool = True
-    top: int = 5
+    top: int = PgoOptions.top
     version: str = "newest"
     verify: bool = False  # go tool preprofile on the written file (needs Go)
 

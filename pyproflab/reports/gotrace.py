@@ -119,14 +119,3 @@ def render_text(result: Any, limit: int | None = 50) -> str:
     for n in names:
         lines += _text_table(n.replace("_", " "), getattr(result, n), limit)
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def render(result: Any, fmt: str, *, table: str | None = None, limit: int | None = 50) -> str:
-    """``result`` in ``fmt`` (text, json, csv)."""
-    if fmt == "json":
-        return render_json(result)
-    if fmt == "csv":
-        return render_csv(result, table)
-    if fmt == "text":
-        return render_text(result, limit)
-    raise UsageError(f"unknown format {fmt!r}; choose text, json or csv")

@@ -13,6 +13,7 @@ import pytest
 from pyproflab.analyses.options import (
     FILTERS,
     OverTimeOptions,
+    PgoOptions,
     RegressionsOptions,
     TopOptions,
     TreeOptions,
@@ -20,7 +21,7 @@ from pyproflab.analyses.options import (
 from pyproflab.cli import build_parser, common
 from pyproflab.errors import UsageError
 
-ALL = (TopOptions, TreeOptions, RegressionsOptions, OverTimeOptions)
+ALL = (TopOptions, TreeOptions, RegressionsOptions, OverTimeOptions, PgoOptions)
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
@@ -139,3 +140,73 @@ def test_the_schema_carries_types_and_ranges() -> None:
     assert s["test"]["enum"] == ["quasi-poisson", "permutation", "welch"]
     assert s["per"]["type"] == ["string", "null"]
     assert TopOptions.schema()["sample_index"]["type"] == ["integer", "string", "null"]
+
+
+def test_pgo_front_ends_given_nothing_take_its_defaults() -> None:
+    """pgo's defaults are PgoOptions': the CLI given nothing passes none of its own,
+    the analysis's keywords and a job's [pgo] read them from there."""
+    import inspect
+
+    from pyproflab.analyses import pgo
+    from pyproflab.cli.pgo import FLAGS
+    from pyproflab.jobs.spec import job_from_dict
+
+    args = _parse("pgo", "-o", "default.pgo", "x.pb.gz")
+    assert common.given_options(args, FLAGS) == {}
+    d = PgoOptions()
+    assert pgo.DEFAULT_TOP == d.top
+    assert inspect.signature(pgo.pgo).parameters["top"].default == d.top
+    build = inspect.signature(pgo.build_pgo).parameters
+    for name in ("weight", "trim_leaf", "fold_preempt", "max_edges"):
+        assert build[name].default == getattr(d, name), name
+    from pyproflab.analyses.pgo_edges import diff_edges
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    for fn in (diff_edges, compare_weights, pgo.PgoResult.diff):
+        assert inspect.signature(fn).parameters["min_change"].default == d.min_change, fn
+    assert common.given_options(_parse("pgo", "diff", "a", "b"), ["min_change"]) == {}
+    job = {"job": {"name": "j", "store": "s.duckdb", "output": "out"}, "pgo": {}}
+    assert job_from_dict(job).pgo.top == d.top
+    args = _parse("pgo", "-o", "default.pgo", "--top", "3", "--weight", "duration")
+    assert common.given_options(args, FLAGS) == {"top": 3, "weight": "duration"}
+
+
+def test_gogc_front_ends_given_nothing_take_its_defaults() -> None:
+    """The CLI and a job's [gogc] given nothing make ``GogcOptions()``; the defaults
+    gogc's --help shows are GogcOptions'."""
+    from pyproflab.analyses.gogc import DEFAULT_CANDIDATES, Budget, GogcOptions
+    from pyproflab.analyses.gogc.options import parse_candidates, parse_fraction
+    from pyproflab.cli import gogc as cli_gogc
+    from pyproflab.jobs.spec import job_from_dict
+
+    args = _parse("gogc", "--db", "s.duckdb")
+    keywords = {"candidates": args.candidates, "headroom": args.headroom, "budget": args.budget}
+    assert GogcOptions.parse(**keywords) == GogcOptions()
+    assert tuple(parse_candidates(cli_gogc.CANDIDATES)) == DEFAULT_CANDIDATES
+    assert parse_fraction(cli_gogc.HEADROOM) == GogcOptions().headroom
+    job = {"job": {"name": "j", "store": "s.duckdb", "output": "out"}, "gogc": {}}
+    g = job_from_dict(job).gogc
+    # as jobs.runner passes them
+    assert GogcOptions.parse(budget=g.budget, headroom=g.headroom) == GogcOptions()
+    # a job's budget is read as the CLI's and Lab's (Budget.parse): 2.5x the current peak
+    job["gogc"] = {"budget": "2.5x"}
+    budget = GogcOptions.parse(budget=job_from_dict(job).gogc.budget).budget
+    assert budget == Budget(times=2.5) == GogcOptions.parse(budget=args.budget or "2.5x").budget
+
+
+@pytest.mark.parametrize("question", ["goroutines", "sched", "stw", "tasks", "leaks"])
+def test_trace_questions_given_nothing_take_their_defaults(question) -> None:
+    from pyproflab.analyses.gotrace_answers import ANSWERS
+    from pyproflab.cli.trace import question_options
+
+    cls = ANSWERS[question][2]
+    options = question_options(_parse("trace", question, "x.trace"))
+    assert options == (None if cls is type(None) else cls())
+
+
+def test_trace_options_take_what_is_given() -> None:
+    from pyproflab.analyses.gotrace import SchedOptions
+    from pyproflab.cli.trace import question_options
+
+    args = _parse("trace", "sched", "x.trace", "--window", "2", "--top", "3")
+    assert question_options(args) == SchedOptions(window_s=2.0, top=3)

@@ -11,7 +11,7 @@ import pytest
 from support.trace_helpers import damaged_traces, one_line_error, run_cli, trace_path
 
 from pyproflab.analyses.gotrace_answers import answer
-from pyproflab.reports.gotrace import render
+from pyproflab.reports import render
 
 pytestmark = pytest.mark.go
 
