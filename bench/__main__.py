@@ -26,6 +26,9 @@ Sections (targets from the foundation issue):
            traces (truncated, bit-flipped, huge string table) (bench/bench_trace.py)
   demo     `make demo` 10 times beside a busy-looping neighbour: the plant found
            significant in at least 9 (bench/demo_reliability.py; 30 to 60 minutes)
+  gc-inputs  ingest-gc and gogc --gctrace on a 2,000,000-cycle log, ingest-gc of a
+           500 MB Prometheus exposition: time and peak RSS, each under 60 s and
+           1 GiB (bench/bench_gcinputs.py)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -42,6 +45,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from bench.bench_gcinputs import section_gc_inputs
 from bench.bench_spark import section_spark
 from bench.bench_trace import section_trace
 from bench.common import (
@@ -383,6 +387,7 @@ SECTIONS = {
     "pgo-size": section_pgo_size,
     "trace": section_trace,
     "demo": section_demo,
+    "gc-inputs": section_gc_inputs,
 }
 
 

@@ -12,7 +12,7 @@ each beside its floor, reading the same file line by line in Python
 (``for line in f``): the part no parser can avoid. Targets: each under 60 s
 and 1 GiB.
 
-    python -m bench --only gc-inputs [--gc-cycles N] [--prom-mb M]
+    python -m bench --only gc-inputs
 """
 
 from __future__ import annotations

@@ -57,11 +57,14 @@ __all__ = [
 ]
 
 
-def open(path: Any = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:  # noqa: A001
-    """Open (or create) a store and return a ``Lab`` on it (``":memory:"`` for none on disk)."""
+def open(  # noqa: A001
+    path: Any = "pyproflab.duckdb", *, read_only: bool = False, wait: float = 0.0
+) -> Lab:
+    """Open (or create) a store and return a ``Lab`` on it (``":memory:"`` for none
+    on disk), waiting up to ``wait`` seconds for a store another process holds."""
     from pyproflab.lab import Lab
 
-    return Lab.open(path, read_only=read_only)
+    return Lab.open(path, read_only=read_only, wait=wait)
 
 
 def open_spark(spark: Any, path: Any) -> SparkDataset:

@@ -56,6 +56,12 @@ class StoreError(ProflabError):
     """The store cannot be opened or used (missing, busy, wrong schema)."""
 
 
+class StoreIOError(StoreError):
+    """The store file failed a read or write: a checksum that does not match (a
+    damaged file), an I/O error, a full disk. Never a note or a skipped
+    section: every command stops with this one line, exit 2."""
+
+
 class IdCollisionError(StoreError):
     """Two different contents got the same content id: the newcomer is refused,
     never merged into the row already stored (a forged or colliding id)."""

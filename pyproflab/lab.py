@@ -38,9 +38,17 @@ class Lab:
     # --- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike = "pyproflab.duckdb", *, read_only: bool = False) -> Lab:
-        """Open (or create) the store at ``path``; ``":memory:"`` for a throw-away one."""
-        return cls(Store.open(path, read_only=read_only))
+    def open(
+        cls,
+        path: str | os.PathLike = "pyproflab.duckdb",
+        *,
+        read_only: bool = False,
+        wait: float = 0.0,
+    ) -> Lab:
+        """Open (or create) the store at ``path``; ``":memory:"`` for a throw-away
+        one. A store another process holds (a job ingesting) is waited for up to
+        ``wait`` seconds, then refused in one line."""
+        return cls(Store.open(path, read_only=read_only, wait=wait))
 
     @classmethod
     def from_connection(cls, con) -> Lab:

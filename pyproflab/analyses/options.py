@@ -408,3 +408,7 @@ class PgoOptions(Options):
     max_edges: int | None = option(
         None, low=1, metavar="N", help="keep the N heaviest call edges (a smaller build)"
     )
+    # How two PGO profiles' hot edges are compared (pgo diff, weights).
+    min_change: float = option(
+        0.1, low=0, metavar="PCT", help="smallest share move (percentage points) reported"
+    )

@@ -221,7 +221,9 @@ class PgoResult:
             }
         )
 
-    def diff(self, previous: PgoResult | str | os.PathLike, *, min_change: float = 0.1):
+    def diff(
+        self, previous: PgoResult | str | os.PathLike, *, min_change: float = PgoOptions.min_change
+    ):
         """Hot edges added, removed and re-weighted since ``previous`` (another result,
         or a default.pgo / preprofile file): an ``EdgeDiff``; ``print`` it for the text."""
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.arrays import list_parts, to_numpy
 from pyproflab.errors import UsageError
 from pyproflab.model import Profile
@@ -394,7 +395,9 @@ class EdgeDiff:
         )
 
 
-def diff_edges(old: EdgeSet, new: EdgeSet, *, min_change: float = 0.1) -> EdgeDiff:
+def diff_edges(
+    old: EdgeSet, new: EdgeSet, *, min_change: float = PgoOptions.min_change
+) -> EdgeDiff:
     """Compare the hot edges of two edge sets (see ``EdgeDiff``)."""
     o = {e.key: e for e in old.edges}
     n = {e.key: e for e in new.edges}

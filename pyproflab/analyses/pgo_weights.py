@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyproflab.analyses.options import PgoOptions
 from pyproflab.analyses.pgo import WEIGHTS, PgoResult, pgo, pgo_files
 from pyproflab.analyses.pgo_edges import EdgeDiff, diff_edges
 from pyproflab.display import render
@@ -40,7 +41,7 @@ class WeightComparison:
 
     results: dict[str, PgoResult]
     diffs: list[tuple[str, str, EdgeDiff, float]] = field(default_factory=list)  # + Jaccard
-    min_change: float = 0.1
+    min_change: float = PgoOptions.min_change
 
     def instance_shares(self, weight: str) -> dict[str, float]:
         """Instance -> percent of the merge under ``weight`` (module rules)."""
@@ -71,7 +72,7 @@ def compare_weights(
     selection: Selection | None = None,
     *,
     files: Iterable[str | os.PathLike] | None = None,
-    min_change: float = 0.1,
+    min_change: float = PgoOptions.min_change,
     **options: Any,
 ) -> WeightComparison:
     """Merge the files (or the store selection) under every weighting and compare

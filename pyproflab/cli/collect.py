@@ -115,7 +115,6 @@ class Command:
         from pyproflab.collect import collect
         from pyproflab.errors import UsageError
         from pyproflab.sources.targets import load_targets, parse_types
-        from pyproflab.store.connection import Store
 
         # Everything a user can get wrong is checked before the store is opened.
         targets = load_targets(args.targets)
@@ -132,7 +131,7 @@ class Command:
                 f"{archive}: cannot create the archive folder: {e.strerror or e}"
             ) from None
 
-        with Store.open(db) as store:
+        with common.open_store(args) as store:
             report = collect(
                 store,
                 targets,

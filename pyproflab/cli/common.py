@@ -26,17 +26,47 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def add_db_option(parser: argparse.ArgumentParser) -> None:
+def add_db_option(parser: argparse.ArgumentParser, *, wait: bool = True) -> None:
+    """``--db PATH``, and ``--wait SECONDS`` for a command that opens the store
+    itself (``open_store``)."""
     parser.add_argument(
         "--db",
         metavar="PATH",
         default=None,
         help=f"the store (a DuckDB file; default ./{DEFAULT_DB}, or $PYPROFLAB_DB)",
     )
+    if wait:
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="wait up to SECONDS for a store another process holds (default: fail at once)",
+        )
 
 
 def db_path(args: argparse.Namespace) -> str:
     return args.db or os.environ.get("PYPROFLAB_DB") or DEFAULT_DB
+
+
+def wait_seconds(args: argparse.Namespace) -> float:
+    """``--wait``: seconds, finite and >= 0 (0 without the option)."""
+    wait = getattr(args, "wait", None) or 0.0
+    if not 0.0 <= wait < float("inf"):
+        raise UsageError(f"--wait must be a number of seconds >= 0, not {wait}")
+    return wait
+
+
+def open_store(args: argparse.Namespace, *, read_only: bool = False, path: str | None = None):
+    """The store of ``--db`` (or ``path``), waiting up to ``--wait`` seconds for
+    one another process holds; a busy store is one line that suggests ``--wait``."""
+    from pyproflab.store import Store
+    from pyproflab.store.lock import StoreBusyError
+
+    try:
+        return Store.open(path or db_path(args), read_only=read_only, wait=wait_seconds(args))
+    except StoreBusyError as e:
+        raise e.with_hint() from None
 
 
 def add_type_option(parser, help: str) -> None:
@@ -403,9 +433,7 @@ def load_profile(args: argparse.Namespace):
         if all(bases.values()):
             raise UsageError("give --diff_base or --base, not both")
         return with_base(profile, **{n: read_and_merge(b) for n, b in bases.items() if b})
-    from pyproflab.store import Store
-
-    with Store.open(db_path(args), read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         sel = selection_from_args(args)
         sample = parse_sample_index(getattr(args, "sample_index", None))
         return store.merged_profile(one_kind(store, sel, sample))

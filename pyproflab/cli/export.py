@@ -16,10 +16,9 @@ class Command:
         parser.add_argument("--parquet", required=True, metavar="DIR", help="output folder")
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.store import Store
         from pyproflab.store.parquet import export_parquet
 
-        with Store.open(common.db_path(args), read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             summary = export_parquet(store, args.parquet)
         print(summary)
         return 0

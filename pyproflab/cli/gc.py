@@ -38,9 +38,8 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.gc import gc
-        from pyproflab.store import Store
 
-        with Store.open(common.db_path(args), read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             result = gc(store, common.selection_from_args(args), categories=not args.no_categories)
         text = reports.output(result, args.format, title="gc", table=args.table)
         common.write_output(text, args.output)

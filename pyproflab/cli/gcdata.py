@@ -98,7 +98,6 @@ class Command:
         from pyproflab.errors import UsageError
         from pyproflab.sources.base import ItemMeta
         from pyproflab.sources.metric_files import MetricFileSource
-        from pyproflab.store.connection import Store
         from pyproflab.store.select import parse_time
         from pyproflab.store.sourced import stream_source
 
@@ -115,7 +114,7 @@ class Command:
             lenient=args.lenient,
         )
         # Read as stored, in one transaction: a bad line anywhere stores nothing.
-        report = stream_source(lambda: Store.open(common.db_path(args)), source)
+        report = stream_source(lambda: common.open_store(args), source)
         added = report.metric_rows
         for e in source.skipped:
             print(f"skipped {e}", file=sys.stderr)
@@ -177,11 +176,10 @@ def _store_all(args: argparse.Namespace, source: Any, request: Any) -> int:
     (nothing is stored if any fails); returns the rows added."""
     from pyproflab.errors import UsageError
     from pyproflab.sources.base import prefetch
-    from pyproflab.store.connection import Store
     from pyproflab.store.sourced import ingest_source
 
     fetched = prefetch(source, request)  # before the store is opened: a failure creates none
-    with Store.open(common.db_path(args)) as store:
+    with common.open_store(args) as store:
         report = ingest_source(store, fetched, batch_size=2**62, batch_bytes=2**62)
     if report.refused:
         what, why = report.refused[0]

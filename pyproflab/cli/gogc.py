@@ -115,14 +115,13 @@ def _from_store(args: argparse.Namespace, opts, model):
     import os
 
     from pyproflab.errors import UsageError
-    from pyproflab.store import Store
 
     path = common.db_path(args)
     if not os.path.exists(path):
         raise UsageError(
             f"{path}: no such store (or give --gctrace LOG, --metrics FILE or figures)"
         )
-    with Store.open(path, read_only=True) as store:
+    with common.open_store(args, read_only=True) as store:
         return model.observe_store(
             store,
             service=args.service,

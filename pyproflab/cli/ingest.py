@@ -98,7 +98,7 @@ class Command:
         labels = common.parse_kv(args.label)
         db = common.db_path(args)
         created = not Path(db).exists()
-        with Lab.open(db) as lab:
+        with Lab(common.open_store(args, path=db)) as lab:
             report = lab.ingest(
                 args.paths,
                 service=args.service,

@@ -97,16 +97,6 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
         {"type": int, "default": 20, "metavar": "N", "help": "edges shown (0: all)"},
     ),
     (
-        "pgo diff",
-        ("--min-change",),
-        {
-            "type": float,
-            "default": 0.1,
-            "metavar": "PCT",
-            "help": "smallest share move (percentage points) reported",
-        },
-    ),
-    (
         "pgo check, effect",
         ("--source",),
         {"metavar": "DIR", "help": "the Go module (check against it; effect: build it)"},
@@ -166,6 +156,8 @@ class Command:
             groups[group].add_argument(*flags, **kw)
         # The analysis's options, with their defaults and ranges from PgoOptions.
         common.add_option_flags(groups["pgo"], PgoOptions, FLAGS)
+        diff = groups.get("pgo diff") or parser.add_argument_group("pgo diff, weights")
+        common.add_option_flags(diff, PgoOptions, ["min_change"])
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
@@ -188,9 +180,8 @@ class Command:
             result = pgo_files(args.files, **options)
         else:
             from pyproflab.analyses.pgo import pgo
-            from pyproflab.store import Store
 
-            with Store.open(common.db_path(args), read_only=True) as store:
+            with common.open_store(args, read_only=True) as store:
                 sel = common.selection_from_args(args)
                 result = pgo(store, sel, all=args.all, **top, **options)
         return self.finish(result, args)
@@ -227,7 +218,7 @@ class Command:
         if len(paths) != 2:
             raise UsageError("pgo diff takes two files: OLD NEW")
         old, new = (read_edges(p) for p in paths)
-        d = diff_edges(old, new, min_change=args.min_change)
+        d = diff_edges(old, new, **common.given_options(args, ["min_change"]))
         d.old_name, d.new_name = paths
         common.write_output(reports.render(d, args.format), args.output)
         return 0

@@ -33,17 +33,15 @@ def run_weights(args: argparse.Namespace) -> int:
     options = merge_options(args)
     paths = args.files[1:]
     if paths:
-        result = compare_weights(files=paths, min_change=args.min_change, **options)
+        change = common.given_options(args, ["min_change"])  # else PgoOptions'
+        result = compare_weights(files=paths, **change, **options)
     else:
-        from pyproflab.store import Store
-
-        with Store.open(common.db_path(args), read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             result = compare_weights(
                 store,
                 common.selection_from_args(args),
                 all=args.all,
-                min_change=args.min_change,
-                **common.given_options(args, ["top"]),  # else pgo's default
+                **common.given_options(args, ["min_change", "top"]),  # else PgoOptions'
                 **options,
             )
     common.write_output(reports.render(result, args.format), args.output)
@@ -57,7 +55,6 @@ def run_effect(args: argparse.Namespace) -> int:
     from pyproflab import reports
     from pyproflab.analyses.pgo_effect import EffectOptions, build_log, pgo_effect
     from pyproflab.errors import UsageError
-    from pyproflab.store import Store
     from pyproflab.store.select import Selection
 
     if not args.before or not args.after:
@@ -75,7 +72,7 @@ def run_effect(args: argparse.Namespace) -> int:
             raise UsageError("--source DIR and --pgo PROFILE go together")
         log = build_log(args.source, args.pgo, args.package)
     before, after = Selection.from_kv(args.before), Selection.from_kv(args.after)
-    with Store.open(common.db_path(args), read_only=True) as store:
+    with common.open_store(args, read_only=True) as store:
         result = pgo_effect(store, before, after, EffectOptions(per=args.per), log=log)
     common.write_output(reports.render(result, args.format), args.output)
     return 0

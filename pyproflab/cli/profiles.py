@@ -17,9 +17,8 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
-        from pyproflab.store import Store
 
-        with Store.open(common.db_path(args), read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             table = store.profiles(common.selection_from_args(args))
         cols = [
             c

@@ -80,7 +80,6 @@ class Command:
         from pyproflab.sources.base import Request
         from pyproflab.sources.http import Retries
         from pyproflab.sources.pull import PullOptions, pull_source
-        from pyproflab.store.connection import Store
         from pyproflab.store.select import parse_duration, parse_time
         from pyproflab.store.sourced import ingest_source
 
@@ -100,7 +99,7 @@ class Command:
         if "step" in values:
             values["step"] = parse_duration(args.step).total_seconds()
         source = pull_source(args.kind, values, options)
-        with Store.open(common.db_path(args)) as store:
+        with common.open_store(args) as store:
             report = ingest_source(
                 store,
                 source,

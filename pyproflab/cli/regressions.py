@@ -110,7 +110,6 @@ class Command:
         from pyproflab import reports
         from pyproflab.analyses.regressions.over_time import over_time
         from pyproflab.errors import UsageError
-        from pyproflab.store import Store
         from pyproflab.store.select import Selection
 
         if args.base or args.new:
@@ -121,7 +120,7 @@ class Command:
         sel.profile_type = sel.profile_type or args.profile_type or "cpu"
         if not sel.service:
             raise UsageError("--over-time needs --service S (or --select service=S)")
-        with Store.open(common.db_path(args), read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             result = over_time(store, sel, over_time_options(args))
         text = reports.output(result, args.format, title="regressions over time")
         common.write_output(text, args.output)
@@ -135,7 +134,6 @@ class Command:
     def _two_sides(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.regressions import regressions
-        from pyproflab.store import Store
         from pyproflab.store.select import Selection
 
         sides = {}
@@ -150,7 +148,7 @@ class Command:
         if args.engine == "spark":
             result = spark_dataset(args).regressions(sides["base"], sides["new"], opts)
         else:
-            with Store.open(common.db_path(args), read_only=True) as store:
+            with common.open_store(args, read_only=True) as store:
                 result = regressions(
                     store,
                     common.one_kind(store, sides["base"], opts.sample_index),

@@ -40,13 +40,12 @@ class Command:
         import time
 
         from pyproflab.reports.html_report import render_report
-        from pyproflab.store import Store
         from pyproflab.workflows.report import sections
 
         started = time.perf_counter()
         db = common.db_path(args)
         sel = common.selection_from_args(args)
-        with Store.open(db, read_only=True) as store:
+        with common.open_store(args, read_only=True) as store:
             found = sections(
                 store,
                 sel,

@@ -25,7 +25,7 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         add_spool_options(parser)
-        common.add_db_option(parser)
+        common.add_db_option(parser, wait=False)  # its ingester waits (spool-ingest)
         parser.add_argument("--listen", default="127.0.0.1:4040", metavar="HOST:PORT")
         parser.add_argument("--token", help="bearer token every push must carry")
         parser.add_argument(

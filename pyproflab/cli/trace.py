@@ -73,9 +73,7 @@ class Command:
                 raise UsageError("give a trace FILE or --db with a selection, not both")
             result = answer(name, path=args.file, options=options)
         else:
-            from pyproflab.store import Store
-
-            with Store.open(common.db_path(args), read_only=True) as store:
+            with common.open_store(args, read_only=True) as store:
                 sel = common.selection_from_args(args)
                 result = answer(name, store=store, selection=sel, options=options)
         common.write_output(render(result, args.format, table=args.table), args.output)

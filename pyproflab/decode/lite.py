@@ -230,12 +230,20 @@ def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
             return out, pos
 
 
-def strip_field_zero(buf: bytes | bytearray, nested: frozenset[int] = frozenset()) -> bytes | None:
-    """``buf`` without its fields numbered 0, which upb refuses and pprof skips
-    like any unknown field; fields numbered in ``nested`` are messages whose own
-    fields are stripped too. None when ``buf`` is not a sequence of fields (or
-    has no field 0): the parser's own error then stands. Only called after upb
-    refused a message, so well-formed profiles never pay for it."""
+# Protobuf's largest field number. upb refuses a field numbered 0 or past it;
+# pprof (go tool pprof, the oracle) skips either like any unknown field.
+MAX_FIELD_NUMBER = (1 << 29) - 1
+
+
+def strip_invalid_numbers(
+    buf: bytes | bytearray, nested: frozenset[int] = frozenset()
+) -> bytes | None:
+    """``buf`` without its fields numbered 0 or past ``MAX_FIELD_NUMBER``, which
+    upb refuses and pprof skips like any unknown field; fields numbered in
+    ``nested`` are messages whose own fields are stripped too. None when ``buf``
+    is not a sequence of fields (or has no such field): the parser's own error
+    then stands. Only called after upb refused a message, so well-formed
+    profiles never pay for it."""
     out: list[bytes | bytearray] = []
     pos, end, keep_from, changed = 0, len(buf), 0, False
     try:
@@ -248,8 +256,8 @@ def strip_field_zero(buf: bytes | bytearray, nested: frozenset[int] = frozenset(
             elif wire == 2:
                 n, body = _varint(buf, pos)
                 pos = body + n
-                if number in nested and number != 0:
-                    inner = strip_field_zero(buf[body:pos])
+                if number in nested:
+                    inner = strip_invalid_numbers(buf[body:pos])
                     if inner is not None:
                         out.append(buf[keep_from:start])
                         out.append(_encode_varint(tag) + _encode_varint(len(inner)) + inner)
@@ -260,7 +268,7 @@ def strip_field_zero(buf: bytes | bytearray, nested: frozenset[int] = frozenset(
                 return None
             if pos > end:
                 return None
-            if number == 0:
+            if number == 0 or number > MAX_FIELD_NUMBER:
                 out.append(buf[keep_from:start])
                 keep_from, changed = pos, True
     except IndexError:
@@ -366,7 +374,7 @@ def _parse_with_upb(raw: bytes | bytearray, *, source: str) -> TopLevel:
     try:
         msg.ParseFromString(raw)
     except DecodeError as e:
-        stripped = strip_field_zero(raw)
+        stripped = strip_invalid_numbers(raw)
         try:
             if stripped is None:
                 raise

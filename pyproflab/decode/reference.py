@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from pyproflab import schema
 from pyproflab._proto import profile_pb2
 from pyproflab.decode.common import metadata
-from pyproflab.decode.lite import TopLevel, check_unknown_fields, strip_field_zero
+from pyproflab.decode.lite import TopLevel, check_unknown_fields, strip_invalid_numbers
 from pyproflab.decode.validate import validate
 from pyproflab.errors import CorruptProfileError
 from pyproflab.model import Profile
@@ -47,8 +47,9 @@ def _parse_all(raws: Sequence[bytes], cls, nested: str | None, *, source: str) -
         try:
             msg.ParseFromString(raw)
         except DecodeError as e:
-            # Field number 0: upb refuses it, pprof skips it (lite.strip_field_zero).
-            stripped = strip_field_zero(raw, _NESTED.get(name, frozenset()))
+            # Field number 0 or past 2**29 - 1: upb refuses it, pprof skips it
+            # (lite.strip_invalid_numbers).
+            stripped = strip_invalid_numbers(raw, _NESTED.get(name, frozenset()))
             try:
                 if stripped is None:
                     raise

@@ -42,6 +42,19 @@ def _size(v: Any) -> None:
         raise ValueError("a size between 1 byte and 8 EiB")
 
 
+def _budget(v: Any) -> None:
+    """A budget as gogc reads one (``Budget.parse``, the one reading of it): a size,
+    or a multiple of the current peak such as ``2.5x``."""
+    from pyproflab.analyses.gogc import Budget
+
+    if not isinstance(v, str):
+        raise ValueError("a size such as 2GiB, or a multiple of the current peak such as 2.5x")
+    if v.strip().lower().endswith("x"):
+        Budget.parse(v)
+    else:
+        _size(v)
+
+
 def _time(v: Any) -> None:
     from pyproflab.store.select import parse_time
 
@@ -231,7 +244,7 @@ def _regressions() -> dict[str, Rule]:
 
 GOGC: dict[str, Rule] = {
     "enabled": FLAG,
-    "budget": Rule("size", check=_size),
+    "budget": Rule("budget", check=_budget),
     "headroom": Rule("number", 0, 1, below=True),
     "candidates": Rule("gogc", check=_gogc_list),
 }

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pyproflab import workflows
-from pyproflab.errors import ProflabError, UsageError
+from pyproflab.errors import ProflabError, StoreIOError, UsageError
 from pyproflab.jobs import outputs, state
 from pyproflab.jobs.retention import apply_retention
 from pyproflab.jobs.sources import Log, run_sources
@@ -103,6 +103,8 @@ def _regressions(
         new = workflows.narrow(sel, service=svc, version=pair.new, profile_type=r.profile_type)
         try:
             res = regressions(store, base, new, r.options, rank_by=r.metric)
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
@@ -155,6 +157,8 @@ def _over_time(
             res = over_time(
                 store, narrowed, fdr=o.fdr, min_share=o.min_share, granularity=o.granularity
             )
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue
@@ -193,6 +197,8 @@ def _gogc(
         kw["candidates"] = g.candidates
     try:
         res = gogc(store, sel, **kw)
+    except StoreIOError:
+        raise  # a damaged store fails the run (exit 2), never a skipped step
     except ProflabError as e:
         summary["gogc"] = {"skipped": str(e)}
         return
@@ -224,6 +230,8 @@ def _pgo(
         summary["pgo"].append(item)
         try:
             res = pgo(store, chosen, top=p.top)
+        except StoreIOError:
+            raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
             item["skipped"] = str(e)
             continue

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from pyproflab.errors import StoreError
+from pyproflab.errors import StoreError, StoreIOError
 from pyproflab.store import tables
 from pyproflab.store.lock import StoreLock, busy_error, read_holder
 
@@ -73,6 +73,19 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+# DuckDB's errors from the file itself: a damaged block's checksum, a failed
+# read or write (a full disk), or the state such an error leaves behind.
+_IO_ERRORS = (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)
+
+
+def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
+    """DuckDB's error as one line naming the store: ``StoreIOError`` when it
+    comes from the file (a checksum, an I/O error), else ``StoreError``."""
+    msg = _first_line(e)
+    damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
+    return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
+
+
 _DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
 
 
@@ -87,7 +100,7 @@ def _connect(name: str, read_only: bool, deadline: float, wait: float) -> duckdb
             if "not a valid DuckDB database" in msg:
                 raise StoreError(f"{name}: not a DuckDB store") from e
             if "lock" not in msg.lower():
-                raise StoreError(f"{name}: cannot open store: {msg}") from e
+                raise store_error(name, "cannot open store", e) from e
             if time.monotonic() < deadline:
                 time.sleep(0.1)
                 continue
@@ -268,7 +281,7 @@ class Store:
         try:
             yield
         except duckdb.Error as e:
-            raise StoreError(f"{self.name}: {what}: {_first_line(e)}") from e
+            raise store_error(self.name, what, e) from e
 
     def _check_open(self) -> None:
         if self._closed:

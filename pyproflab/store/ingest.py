@@ -324,7 +324,7 @@ def _says_how_many(report: IngestReport, files: int):
     try:
         yield
     except StoreError as e:
-        raise StoreError(
+        raise type(e)(
             f"{e}; {report.new} new profiles of the {files} files were stored before it "
             "(each batch whole): ingest again to add the rest"
         ) from None

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from pyproflab import workflows
-from pyproflab.errors import ProflabError
+from pyproflab.errors import ProflabError, StoreIOError
 from pyproflab.store import queries
 from pyproflab.store.kinds import one_kind
 from pyproflab.store.select import Selection
@@ -89,6 +89,8 @@ def sections(
 def _guard(make, store, sel: Selection, db: str, *args: Any) -> Section:
     try:
         return make(store, sel, db, *args)
+    except StoreIOError:
+        raise  # a damaged store stops the report: never a skipped section
     except ProflabError as e:
         name = make.__name__.removesuffix("_section")
         return Section(name, name, []).skip(f"{name}: {e}")
@@ -220,6 +222,8 @@ def _flame(store, sel: Selection, s: Section, sample: str, name: str, title: str
     try:
         profile = store.merged_profile(_one(store, sel, s, sample))
         s.found.setdefault("graphs", []).append((name, flame_graph(profile, sample, title=title)))
+    except StoreIOError:
+        raise  # a damaged store stops the report: never a skipped section
     except ProflabError as e:
         s.notes.append(f"no {sample} flame graph: {e}")
         return False
@@ -427,6 +431,8 @@ def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:
         return s.skip(_NO_GC)
     try:
         result = gogc(store, sel, budget=used)
+    except StoreIOError:
+        raise  # a damaged store stops the report: never a skipped section
     except ProflabError as e:
         return s.skip(f"no GOGC model: {e}")
     if budget is None:

@@ -61,6 +61,36 @@ def test_gateway_case_does_not_depend_on_units_or_roots() -> None:
     assert rooted["heap"] == pytest.approx((400 + 440 * 3) / (400 + 440), rel=1e-6)
 
 
+def _cost_samples(scan_mib: float, goal_mib: float, costs: list[float]) -> list[dict]:
+    mib = float(1 << 20)
+    return [
+        dict(w=1.0, run=i, cost=c, goal=goal_mib * mib, marked=scan_mib * mib, roots=0.0)
+        for i, c in enumerate(costs)
+    ]
+
+
+def test_the_fixed_gc_cost_gets_the_range_the_settings_leave_it() -> None:
+    """One setting: the fixed cost lies in [0, C], its point the middle. Two
+    settings fitted exactly by 0.4 + 0.01/MiB of marked heap (alike in goal/S,
+    so one per-byte term): the point is that solution and the
+    range what the runs' spread allows, still short of [0, C]. A cost that
+    falls as the heap grows beyond the runs' spread: a note, and non-negative
+    least squares."""
+    from pyproflab.analyses.gogc.cost import fit_cost
+
+    one = {1: _cost_samples(50, 100, [0.8, 0.9, 1.0])}
+    cf = fit_cost(one, dict(scan=50 * 2**20, goal=100 * 2**20, cost=0.9))
+    assert cf.c0 == pytest.approx((0.45, 0.0, 1.0))
+    two = {1: _cost_samples(50, 100, [0.88, 0.9, 0.92]), 2: _cost_samples(80, 160, [1.2] * 3)}
+    cf = fit_cost(two, dict(scan=50 * 2**20, goal=100 * 2**20, cost=0.9))
+    point, lo, hi = cf.c0
+    assert point == pytest.approx(0.4, abs=1e-6) and 0.0 < lo < 0.4 < hi < 0.9, cf.c0
+    assert sum(cf.per_byte(point, 0.0)) * 2**20 == pytest.approx(0.01, rel=1e-6)
+    falls = {1: _cost_samples(50, 100, [0.9] * 3), 2: _cost_samples(80, 160, [0.6] * 3)}
+    cf = fit_cost(falls, dict(scan=50 * 2**20, goal=100 * 2**20, cost=0.9))
+    assert cf.notes and 0.0 <= cf.c0[1] <= cf.c0[0] <= cf.c0[2]
+
+
 def test_heap_goal_rules() -> None:
     obs = model.from_figures(**GATEWAY_BEFORE, live_heap=100 * MiB, roots=10 * MiB)
     p = model.advise(obs).model.fit.params

@@ -37,24 +37,24 @@ TARGET = {"100+200": (10, 20), "100": (15, None)}
 
 ACHIEVED = {
     ("100+200", "graph", "gctrace"): {
-        "goal": (10, 24),
-        "cycles_per_min": (26, 71),
-        "gc_share": (29, 82),
+        "goal": (10, 28),
+        "cycles_per_min": (26, 73),
+        "gc_share": (19, 56),
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (31, 81),
-        "gc_share": (25, 57),
+        "cycles_per_min": (29, 75),
+        "gc_share": (22, 57),
     },
     ("100+200", "lru", "gctrace"): {
-        "goal": (10, 20),
-        "cycles_per_min": (25, 40),
-        "gc_share": (74, 276),
+        "goal": (11, 20),
+        "cycles_per_min": (29, 41),
+        "gc_share": (65, 225),
     },
     ("100+200", "lru", "prometheus"): {
         "goal": (11, 20),
-        "cycles_per_min": (20, 44),
-        "gc_share": (57, 181),
+        "cycles_per_min": (21, 44),
+        "gc_share": (58, 186),
     },
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),
@@ -63,12 +63,12 @@ ACHIEVED = {
     },
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (32, 46),
-        "gc_share": (19, 39),
+        "cycles_per_min": (31, 46),
+        "gc_share": (20, 39),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (11, 37),
+        "cycles_per_min": (10, 27),
         "gc_share": (10, 20),
     },
     ("100+200", "tiny", "prometheus"): {
@@ -78,13 +78,13 @@ ACHIEVED = {
     },
     ("100+200", "service", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (14, 27),
-        "gc_share": (12, 28),
+        "cycles_per_min": (12, 20),
+        "gc_share": (15, 30),
     },
     ("100+200", "service", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (18, 28),
-        "gc_share": (16, 32),
+        "cycles_per_min": (17, 28),
+        "gc_share": (19, 34),
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
@@ -94,87 +94,87 @@ ACHIEVED = {
     ("100+200", "batch", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (18, 26),
-        "gc_share": (81, 147),
+        "gc_share": (82, 149),
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (22, 46),
+        "gc_share": (23, 46),
     },
     ("100+200", "queue", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (22, 40),
+        "gc_share": (23, 40),
     },
     ("100", "graph", "gctrace"): {
-        "goal": (15, 40),
-        "cycles_per_min": (23, 68),
-        "gc_share": (44, 158),
+        "goal": (17, 50),
+        "cycles_per_min": (22, 67),
+        "gc_share": (24, 82),
     },
     ("100", "graph", "prometheus"): {
         "goal": (15, 33),
-        "cycles_per_min": (38, 70),
-        "gc_share": (33, 103),
+        "cycles_per_min": (38, 68),
+        "gc_share": (22, 66),
     },
     ("100", "lru", "gctrace"): {
-        "goal": (32, 83),
-        "cycles_per_min": (16, 32),
-        "gc_share": (50, 127),
+        "goal": (36, 97),
+        "cycles_per_min": (18, 32),
+        "gc_share": (29, 58),
     },
     ("100", "lru", "prometheus"): {
         "goal": (18, 33),
         "cycles_per_min": (22, 42),
-        "gc_share": (31, 76),
+        "gc_share": (28, 70),
     },
     ("100", "blob", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 30),
-        "gc_share": (73, 135),
+        "gc_share": (68, 127),
     },
     ("100", "blob", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (72, 130),
+        "gc_share": (68, 121),
     },
     ("100", "tiny", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (18, 39),
+        "cycles_per_min": (17, 31),
         "gc_share": (15, 20),
     },
     ("100", "tiny", "prometheus"): {
         "goal": (15, 20),
-        "cycles_per_min": (24, 36),
-        "gc_share": (15, 25),
+        "cycles_per_min": (23, 36),
+        "gc_share": (15, 21),
     },
     ("100", "service", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (25, 35),
-        "gc_share": (15, 20),
+        "cycles_per_min": (24, 34),
+        "gc_share": (15, 22),
     },
     ("100", "service", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (27, 47),
-        "gc_share": (15, 26),
+        "gc_share": (16, 28),
     },
     ("100", "batch", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (17, 39),
-        "gc_share": (143, 424),
+        "gc_share": (139, 418),
     },
     ("100", "batch", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (21, 53),
-        "gc_share": (170, 474),
+        "gc_share": (166, 467),
     },
     ("100", "queue", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 26),
-        "gc_share": (15, 34),
+        "gc_share": (15, 27),
     },
     ("100", "queue", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (16, 30),
-        "gc_share": (16, 37),
+        "gc_share": (15, 33),
     },
 }
 

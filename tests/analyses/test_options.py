@@ -159,6 +159,12 @@ def test_pgo_front_ends_given_nothing_take_its_defaults() -> None:
     build = inspect.signature(pgo.build_pgo).parameters
     for name in ("weight", "trim_leaf", "fold_preempt", "max_edges"):
         assert build[name].default == getattr(d, name), name
+    from pyproflab.analyses.pgo_edges import diff_edges
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    for fn in (diff_edges, compare_weights, pgo.PgoResult.diff):
+        assert inspect.signature(fn).parameters["min_change"].default == d.min_change, fn
+    assert common.given_options(_parse("pgo", "diff", "a", "b"), ["min_change"]) == {}
     job = {"job": {"name": "j", "store": "s.duckdb", "output": "out"}, "pgo": {}}
     assert job_from_dict(job).pgo.top == d.top
     args = _parse("pgo", "-o", "default.pgo", "--top", "3", "--weight", "duration")
@@ -168,7 +174,7 @@ def test_pgo_front_ends_given_nothing_take_its_defaults() -> None:
 def test_gogc_front_ends_given_nothing_take_its_defaults() -> None:
     """The CLI and a job's [gogc] given nothing make ``GogcOptions()``; the defaults
     gogc's --help shows are GogcOptions'."""
-    from pyproflab.analyses.gogc import DEFAULT_CANDIDATES, GogcOptions
+    from pyproflab.analyses.gogc import DEFAULT_CANDIDATES, Budget, GogcOptions
     from pyproflab.analyses.gogc.options import parse_candidates, parse_fraction
     from pyproflab.cli import gogc as cli_gogc
     from pyproflab.jobs.spec import job_from_dict
@@ -182,6 +188,10 @@ def test_gogc_front_ends_given_nothing_take_its_defaults() -> None:
     g = job_from_dict(job).gogc
     # as jobs.runner passes them
     assert GogcOptions.parse(budget=g.budget, headroom=g.headroom) == GogcOptions()
+    # a job's budget is read as the CLI's and Lab's (Budget.parse): 2.5x the current peak
+    job["gogc"] = {"budget": "2.5x"}
+    budget = GogcOptions.parse(budget=job_from_dict(job).gogc.budget).budget
+    assert budget == Budget(times=2.5) == GogcOptions.parse(budget=args.budget or "2.5x").budget
 
 
 @pytest.mark.parametrize("question", ["goroutines", "sched", "stw", "tasks", "leaks"])

@@ -285,3 +285,59 @@ def test_field_number_zero_top_equals_pprof(tmp_path, pprof) -> None:
     for index in (0, 1):
         ours = our_top_keys(api_top(decode_bytes(path.read_bytes()), sample_index=index))
         assert_same_rows(ours, pprof.top(path, sample_index=index), f"field 0, index {index}")
+
+
+BIG_NUMBER = 8_400_000_000_000_000  # past protobuf's 2**29 - 1 (issue 35, finding 11)
+
+
+def _with_big_field_numbers() -> bytes:
+    """minimal() with a field numbered past 2**29 - 1 at the top level, in a
+    function, in a sample, in a label and in a location's line: go tool pprof
+    skips each as an unknown field; upb refuses them."""
+    p = minimal()
+    fn = p.function[0].SerializeToString() + field(BIG_NUMBER, 0, 1)
+    del p.function[0]
+    sample = p.sample[1].SerializeToString() + field(BIG_NUMBER, 0, 5)
+    del p.sample[1]
+    label = field(1, 0, 9) + field(2, 0, 10) + field(BIG_NUMBER, 2, b"zz")
+    sample2 = field(1, 0, 2) + field(2, 0, 3) + field(2, 0, 4) + field(3, 2, label)
+    line = field(1, 0, 1) + field(2, 0, 5) + field(BIG_NUMBER + 1, 5, b"\x00" * 4)
+    loc = field(1, 0, 3) + field(2, 0, 1) + field(3, 0, 0x1400) + field(4, 2, line)
+    return (
+        field(BIG_NUMBER, 0, 1)
+        + p.SerializeToString()
+        + field(5, 2, fn)
+        + field(2, 2, sample)
+        + field(2, 2, sample2)
+        + field(4, 2, loc)
+        + field(BIG_NUMBER, 1, b"\x00" * 8)
+    )
+
+
+def test_field_numbers_past_the_limit_are_skipped_by_every_decoder(monkeypatch) -> None:
+    from support.decode_helpers import same_profile
+
+    from pyproflab.decode import fast as fast_module
+
+    raw = _with_big_field_numbers()
+    ours = decode_bytes(raw)
+    ref = decode_bytes(raw, method="reference")
+    monkeypatch.setattr(fast_module, "_wire", None)  # the numpy path
+    numpy = decode_bytes(raw)
+    same_profile(ours, ref)
+    same_profile(numpy, ref)
+    assert ref.num_samples == 3 and ref.functions.num_rows == 2 and ref.locations.num_rows == 3
+    assert ref.samples.column("labels").to_pylist()[2] == [
+        {"key": "k", "str": "v", "num": None, "num_unit": None}
+    ]
+
+
+@pytest.mark.go
+def test_field_numbers_past_the_limit_top_equals_pprof(tmp_path, pprof) -> None:
+    from support.testenv import api_top, assert_same_rows, our_top_keys
+
+    path = tmp_path / "big.pb"
+    path.write_bytes(_with_big_field_numbers())
+    for index in (0, 1):
+        ours = our_top_keys(api_top(decode_bytes(path.read_bytes()), sample_index=index))
+        assert_same_rows(ours, pprof.top(path, sample_index=index), f"big field, index {index}")

@@ -135,7 +135,7 @@ def test_an_absurd_duration_is_one_line(seeded: Path, capsys) -> None:
     assert "bad time '99999999999d': reaches before year 1" in err
 
 
-def test_only_commands_with_wait_suggest_it(seeded: Path) -> None:
+def test_a_busy_store_suggests_wait(seeded: Path) -> None:
     code = (
         "import time\nfrom pyproflab.store.lock import StoreLock\n"
         f"StoreLock({str(seeded)!r}, command='holder').acquire()\n"
@@ -151,7 +151,7 @@ def test_only_commands_with_wait_suggest_it(seeded: Path) -> None:
             timeout=60,
         )
         assert r.returncode == 2 and "store is busy" in r.stderr, r.stderr
-        assert "--wait" not in r.stderr  # ingest has no --wait
+        assert r.stderr.strip().endswith("or pass --wait SECONDS")  # every command has it
     finally:
         holder.kill()
         holder.wait()

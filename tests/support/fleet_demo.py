@@ -100,6 +100,8 @@ WARMUP_SECONDS = 4.0  # load, ramping up, before the first collection window ope
 RATE_START, RATE = 300.0, 700.0
 # Each window's fetches take about this much longer than the window itself.
 WINDOW_OVERHEAD_SECONDS = 3.0
+# The longest -duration loadgen accepts (tests/fleet/cmd/loadgen): 2h.
+LOADGEN_MAX_SECONDS = 7200.0
 # CPU samples per version before the windows stop (see the module docstring):
 # at 4,000 a run on a busy machine found the plant (cum) at q 0.024 with about
 # 150 tests; twice the samples give it sqrt(2) the z, for 9 runs in 10.
@@ -288,6 +290,10 @@ class Demo:
                 f"instances, CPU over {a.cpu_seconds} s, /metrics every {METRICS_INTERVAL:g} s"
             )
             reports.append(self.collect_window(lab, targets, a.cpu_seconds, WINDOWED_TYPES))
+            if run.proc.poll() is not None:
+                # Windows without load compare nothing: stop, saying why (its exit line).
+                run.wait()
+                raise harness.FleetError("loadgen ended before the collection windows did")
             counts = cpu_samples(
                 lab, [f.profile_id for r in reports for f in r.fetches if f.profile_id is not None]
             )
@@ -417,8 +423,10 @@ class Demo:
 
 def load_bound(args: argparse.Namespace) -> float:
     """Seconds the steady load may run at most (it is stopped when the windows end):
-    past --max-seconds by the time the minimum of windows takes on a starved machine."""
-    return args.max_seconds + 10 * args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+    past --max-seconds by the time the minimum of windows takes on a starved machine,
+    capped at loadgen's limit (2 h: an hour past the longest --max-seconds)."""
+    slack = 10 * args.windows * (args.cpu_seconds + WINDOW_OVERHEAD_SECONDS)
+    return min(args.max_seconds + slack, LOADGEN_MAX_SECONDS)
 
 
 def cpu_samples(lab: Any, ids: list[int]) -> dict[str, int]:

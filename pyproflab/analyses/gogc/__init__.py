@@ -14,6 +14,9 @@ The modules, each stating its rules:
   background workers' 25 %, GC CPU per cycle as fixed + per marked byte + per
   heap byte, the mutator's CPU with sweeping, CPU saturation at GOMAXPROCS,
   the memory limit and its 50 % CPU limiter).
+- ``cost``: GC CPU per cycle's fixed and per-byte terms, the fixed one with
+  the range the observed settings leave it (non-negative terms within the
+  runs' spread).
 - ``fit``: the parameters from all observed settings at once, each term
   identified or given a range; residuals that make observed settings exact.
 - ``predict``: points and intervals (spread across runs, unidentified terms at

@@ -22,14 +22,12 @@ seconds it stands for; ``S = H + R`` the scan work):
    (floating garbage does not shrink when the runway grows) to
    ``B_NAT_RANGE`` × the estimate. Each setting's figure is scaled to the
    reference allocation rate (the current setting's).
-3. GC CPU per cycle ``C = c0 + c1·S + c2·goal``: weighted least squares over
-   the settings' means (within a setting, cycles' costs move with the
-   machine's other work more than with their heaps), non-negative (NNLS);
-   the fixed ``c0`` only with three settings or more (two identify two
-   terms), else 0. ``c2`` is identified when the settings' mean ``goal/S``
-   differ by 20 % or more (two settings). Otherwise the per-byte part of ``C`` splits
-   between ``c1`` and ``c2`` with a share ``θ`` of it per heap byte: point
-   ``THETA``, range ``[0, THETA_MAX]``.
+3. GC CPU per cycle ``C = c0 + c1·S + c2·goal`` (``cost``): the fixed
+   ``c0`` has the range of the non-negative terms that put every setting's
+   cost within its runs' spread, its point the middle of the exact fits (two
+   settings or one) or least squares (three or more); ``c1`` and ``c2`` follow
+   from it, by NNLS when the settings' mean ``goal/S`` differ by 20 % or more,
+   else split by ``θ``: point ``THETA``, range ``[0, THETA_MAX]``.
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. CPU-bound: ``N = A/α + s·n·goal``; paced: ``N = N0 +
    s·n·goal``, least squares over settings when two or more are seen (``s``
@@ -65,6 +63,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pyproflab.analyses.gogc.cost import THETA, THETA_MAX, CostFit, fit_cost, nonneg_fit
+from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
     BACKGROUND_UTILIZATION,
     MIN_TRIGGER,
@@ -76,7 +76,6 @@ from pyproflab.analyses.gogc.samples import Observation, Setting
 
 # Priors for terms one setting does not identify (rules 2-4); see the module notes
 # in ``predict`` for the workloads they were set on.
-THETA, THETA_MAX = 0.05, 0.6
 SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
 B_NAT_RANGE = 1.5
 HURRIED = 0.6  # of the widest runway: a mark hurried by assists
@@ -119,20 +118,11 @@ class Fit:
     residuals: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     current: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cost: CostFit | None = None
 
     def with_terms(self, **values: float) -> Params:
         """The point parameters with some unidentified terms at other values."""
         return params_with(self, values)
-
-
-def _wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
-    num = den = 0.0
-    for s in ss:
-        v = s.get(key)
-        if v is not None and math.isfinite(v):
-            num += s["w"] * v
-            den += s["w"]
-    return num / den if den > 0 else math.nan
 
 
 def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict[str, float]:
@@ -176,20 +166,6 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
     return f
 
 
-def nonneg_fit(rows: list[tuple[float, list[float], float]], names: list[str]) -> dict[str, float]:
-    """Weighted least squares with every coefficient at least 0 (rows: weight,
-    regressors, value), by scipy's NNLS on the rows scaled by √weight."""
-    import numpy as np
-    from scipy.optimize import nnls
-
-    w = np.sqrt(np.array([r[0] for r in rows], dtype=float))
-    a = np.array([r[1] for r in rows], dtype=float) * w[:, None]
-    b = np.array([r[2] for r in rows], dtype=float) * w
-    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)  # columns of bytes and of ones
-    coef, _ = nnls(a / scale, b)
-    return {n: float(c / k) for n, c, k in zip(names, coef, scale, strict=True)}
-
-
 def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
     """Weighted coefficient of variation."""
     tot = sum(ws)
@@ -198,32 +174,22 @@ def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
     return math.sqrt(var) / mean if mean > 0 else 0.0
 
 
-def _cost_terms(obs: Observation, cur: dict[str, float]) -> dict[str, Term]:
-    """Rule 3: c0, c1 and c2 (or c1/c2 split by θ), from each setting's means."""
-    rows = []
-    for v in obs.settings.values():
-        cost, goal = _wmean(v, "cost"), _wmean(v, "goal")
-        scan = _wmean(v, "marked") + _wmean(v, "roots")
-        if math.isfinite(cost) and cost > 0 and scan > 0:
-            rows.append((sum(s["w"] for s in v), [1.0, scan, goal], cost))
-    ratio = [x[2] / x[1] for _, x, _ in rows]
-    if len(rows) >= 2 and max(ratio) >= 1.2 * min(ratio):
-        # Two settings identify two terms: the per-byte ones; a fixed term needs a third.
-        names = ["c0", "c1", "c2"] if len(rows) >= 3 else ["c1", "c2"]
-        c = dict(c0=0.0) | nonneg_fit([(w, x[3 - len(names) :], y) for w, x, y in rows], names)
-        how = f"fitted on the means of {len(rows)} settings"
-        return {
-            "c0": Term("c0", c["c0"], c["c0"], c["c0"], True, how),
-            "c1": Term("c1", c["c1"], c["c1"], c["c1"], True, how),
-            "c2": Term("c2", c["c2"], c["c2"], c["c2"], True, how),
-            "theta": Term("theta", math.nan, math.nan, math.nan, True, how),
-        }
-    how = "one setting: the per-byte cost split between marked and heap bytes is not identified"
-    return {
-        "c0": Term("c0", 0.0, 0.0, 0.0, True, "taken as 0 (a fixed cost needs three settings)"),
-        "per_byte": Term("per_byte", cur["cost"], cur["cost"], cur["cost"], True, "observed"),
-        "theta": Term("theta", THETA, 0.0, THETA_MAX, False, how),
-    }
+def _cost_terms(obs: Observation, cur: dict[str, float]) -> tuple[dict[str, Term], CostFit]:
+    """Rule 3 (``cost``): c0 with its range, c1 and c2 at the point c0 (or θ's split)."""
+    cf = fit_cost(obs.settings, cur)
+    point, lo, hi = cf.c0
+    exact = hi - lo <= 1e-9 * max(point, 1e-300)
+    c1, c2 = cf.per_byte(point, THETA)
+    how = f"fitted on the means of {len(cf.rows)} settings, given c0"
+    out = {"c0": Term("c0", point, lo, hi, exact, cf.how)}
+    if cf.by_goal:
+        out["c1"] = Term("c1", c1, c1, c1, True, how)
+        out["c2"] = Term("c2", c2, c2, c2, True, how)
+        out["theta"] = Term("theta", math.nan, math.nan, math.nan, True, how)
+    else:
+        how = "the per-byte cost split between marked and heap bytes is not identified"
+        out["theta"] = Term("theta", THETA, 0.0, THETA_MAX, False, how)
+    return out, cf
 
 
 def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -> dict[str, Term]:
@@ -352,10 +318,10 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
     t = {k: values.get(k, term.point) for k, term in fit.terms.items()}
     cur = fit.current
     p = fit.params
-    c1, c2 = p.c1, p.c2
-    if "per_byte" in fit.terms:
-        c2 = t["theta"] * t["per_byte"] / cur["goal"]
-        c1 = (1 - t["theta"]) * t["per_byte"] / cur["scan"]
+    c0, c1, c2 = p.c0, p.c1, p.c2
+    if fit.cost is not None:
+        c0 = t["c0"]
+        c1, c2 = fit.cost.per_byte(c0, t["theta"])
     s = t["sweep"]
     alpha, mut0 = p.alpha, p.mutator0
     if "alpha" not in fit.terms and "mutator0" not in fit.terms:
@@ -364,7 +330,7 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
             s, base = 0.0, cur["mutator"]
         alpha = cur["alloc"] / base if base > 0 else 0.0
         mut0 = base
-    return replace(p, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
+    return replace(p, c0=c0, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
 
 
 def same_service(obs: Observation) -> tuple[Observation, list[str]]:
@@ -399,7 +365,8 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
     live = avg("marked") - avg("mark_alloc")
     roots = avg("roots")
-    terms = _cost_terms(obs, cur)
+    terms, cost = _cost_terms(obs, cur)
+    notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
     c = {k: terms[k].point for k in ("c0", "c1", "c2") if k in terms}
@@ -433,7 +400,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         )
         for k, v in obs.settings.items()
     ]
-    out = Fit(base, terms, observed, notes=notes)
+    out = Fit(base, terms, observed, notes=notes, cost=cost)
     out.current = cur
     out.params = params_with(out, {})
     out.params = replace(out.params, eps=_eps(out.params, cur))

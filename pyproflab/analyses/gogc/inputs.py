@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyproflab.analyses.gogc import container as ct
 from pyproflab.analyses.gogc.prometheus import METRIC_NAMES, from_metrics
 from pyproflab.analyses.gogc.samples import MiB, Observation, combine, from_gctrace
+from pyproflab.analyses.gogc.thin import thin_cycles, thinned_note
 from pyproflab.errors import UsageError
 
 
@@ -47,19 +48,22 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
     An unreadable file is one line naming it; one holding no gctrace line is a
     ``UsageError`` naming it (the log was given: "no gctrace cycles" alone would
     not say which)."""
-    from pyproflab.sources.gctrace import read_gctrace
+    from pyproflab.analyses.gogc.thin import Thinner
+    from pyproflab.sources.gctrace import iter_gctrace_file
 
-    tables = []
+    thinner = Thinner()
     for path in paths:
-        # Read in bounded pieces, each value checked (sources.gctrace).
-        t = read_gctrace(path, source=path, errors=[])
-        if t.num_rows == 0:
+        before = thinner.cycles
+        # Read in bounded pieces, each value checked (sources.gctrace), and
+        # thinned as read: memory stays bounded whatever the log's length.
+        for t in iter_gctrace_file(path, source=path, errors=[]):
+            thinner.add(_with_instance(t, path))
+        if thinner.cycles == before:
             raise UsageError(
                 f"{path}: no gctrace line in it (a GODEBUG=gctrace=1 log has lines "
                 "'gc N @Ts P%: ...')"
             )
-        tables.append(_with_instance(t, path))
-    return pa.concat_tables(tables) if tables else pa.table({})
+    return thinner.table()
 
 
 def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
@@ -86,6 +90,7 @@ def observe(
     got: dict[str, Observation] = {}
     why: dict[str, str] = {}
     if cycles is not None and cycles.num_rows > 0:
+        cycles = cycles if thinned_note(cycles) else thin_cycles(cycles)
         try:
             got["gctrace"] = from_gctrace(
                 cycles,
@@ -116,6 +121,8 @@ def observe(
         other = "prometheus" if used == "gctrace" else "gctrace"
         if other in why and not why[other].startswith("no "):
             obs.notes.insert(0, f"GC data from {used} only: {other} could not serve ({why[other]})")
+    if "gctrace" in got and (note := thinned_note(cycles)):  # type: ignore[arg-type]
+        obs.notes.append(note)
     obs.container = ct.from_cadvisor(samples)
     return obs
 

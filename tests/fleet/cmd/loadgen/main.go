@@ -76,7 +76,7 @@ func parseFlags(args []string) (config, error) {
 	var targets string
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.StringVar(&targets, "targets", "", "comma-separated base URLs, loopback only (required)")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run (at most 10m)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run (at most 2h)")
 	fs.IntVar(&c.maxRequests, "max-requests", 10000, "hard bound on the number of requests (at most 1000000)")
 	fs.Float64Var(&c.rateStart, "rate-start", 20, "requests/second at the start")
 	fs.Float64Var(&c.rateEnd, "rate-end", 20, "requests/second at the end")
@@ -91,8 +91,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	case targets == "":
 		return c, errors.New("-targets is required")
-	case c.duration <= 0 || c.duration > 10*time.Minute:
-		return c, errors.New("-duration must be in (0, 10m]")
+	case c.duration <= 0 || c.duration > 2*time.Hour:
+		return c, errors.New("-duration must be in (0, 2h]")
 	case c.maxRequests < 1 || c.maxRequests > 1_000_000:
 		return c, errors.New("-max-requests must be in [1, 1000000]")
 	case c.rateStart < 0 || c.rateEnd < 0 || c.rateStart+c.rateEnd == 0 || c.rateStart > 10000 || c.rateEnd > 10000:
