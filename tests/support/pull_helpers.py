@@ -65,19 +65,25 @@ def top_rows(csv_text: str) -> list[tuple[str, int, int, str]]:
 
 
 def store_top(db: Path, *extra: str, sample_index: int = 1) -> list[tuple[str, int, int, str]]:
-    res = cli("top", "--db", str(db), "--sample-index", str(sample_index), "--no-trim",
-              "--format", "csv", *extra)  # fmt: skip
+    # The oracle's own trimming: every node, and pprof's default edge fraction
+    # (--no-trim would also drop that, as -trim=false does, and edges decide
+    # the inline markers).
+    res = cli("top", "--db", str(db), "--sample-index", str(sample_index),
+              "--nodefraction", "0", "--nodecount", "1000000", "--format", "csv", *extra)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     return top_rows(res.stdout)
 
 
 def assert_top_per_version(db: Path, what: str, groups: dict[str, list[Path]] = VERSIONS) -> None:
-    """``top --db --version V`` equals ``go tool pprof -top`` of V's served files."""
+    """``top --db --version V`` equals ``go tool pprof -top`` of V's served files, and
+    ``top --db`` that of them all."""
     from support.testenv import assert_same_rows
 
     for version, files in groups.items():
         rows = store_top(db, "--version", version)
         assert_same_rows(rows, oracle_top(files), f"{what}, version {version}")
+    every = [f for files in groups.values() for f in files]
+    assert_same_rows(store_top(db), oracle_top(every), f"{what}, every version")
 
 
 def oracle_top(files: list[Path], sample_index: int = 1) -> oracle.TopReport:
