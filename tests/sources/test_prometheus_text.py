@@ -219,6 +219,45 @@ def test_ingest_keeps_nan_and_dedupes_inside_a_batch():
         assert math.isnan(vals[0].as_py()) and vals[1].as_py() == math.inf
 
 
+def test_streamed_ingest_stores_a_key_once_across_batches(tmp_path):
+    """Batches of two rows in one transaction: a key stored before, or met in an
+    earlier batch or earlier in its own batch, is not added again (the first wins)."""
+    from pyproflab.store.metrics import StreamedRows, with_meta
+
+    def rows(*lines: str) -> pa.Table:  # one parse a line: the parser refuses repeats
+        t = pa.concat_tables(parse_exposition(x, default_time=T0, source="s") for x in lines)
+        return with_meta(t, service=None, version=None, instance="i", source=None)
+
+    db = tmp_path / "m.duckdb"
+    with Store.open(db) as store:
+        ingest_metric_samples(
+            store,
+            parse_exposition("a 1\n", default_time=T0, source="s"),
+            service=None,
+            version=None,
+            instance="i",
+            source=None,
+        )
+    # Each add is one insert: a is stored before; b in the 1st and 3rd; c twice in
+    # the 2nd; d in the 3rd and 4th.
+    adds = [("a 10", 'b{x="1"} 2'), ("c 3", "c 30"), ("d 4", 'b{x="1"} 20'), ("d 40", 'b{x="2"} 5')]
+    with StreamedRows(lambda: Store.open(db), batch_rows=2) as streamed:
+        for text in adds:
+            streamed.add(rows(*text))
+        assert streamed.finish() == 4
+    with Store.open(db, read_only=True) as store:
+        got = store.sql(
+            "SELECT metric, labels, value FROM metric_samples ORDER BY metric, value"
+        ).to_pylist()
+    assert [(r["metric"], dict(r["labels"]), r["value"]) for r in got] == [
+        ("a", {}, 1.0),
+        ("b", {"x": "1"}, 2.0),
+        ("b", {"x": "2"}, 5.0),
+        ("c", {}, 3.0),
+        ("d", {}, 4.0),
+    ]
+
+
 def test_ingest_is_all_or_nothing(tmp_path):
     t = parse_exposition("a 1\n", default_time=T0, source="s")
     db = tmp_path / "m.duckdb"
