@@ -69,7 +69,8 @@ def store_top(db: Path, *extra: str, sample_index: int = 1) -> list[tuple[str, i
     # (--no-trim would also drop that, as -trim=false does, and edges decide
     # the inline markers).
     res = cli("top", "--db", str(db), "--sample-index", str(sample_index),
-              "--nodefraction", "0", "--nodecount", "1000000", "--format", "csv", *extra)  # fmt: skip
+              "--nodefraction", "0", "--nodecount", "1000000",
+              "--format", "csv", *extra)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     return top_rows(res.stdout)
 
