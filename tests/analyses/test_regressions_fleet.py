@@ -107,7 +107,12 @@ def test_example_job_finds_the_demo_plant(tmp_path) -> None:
         spec,
         store=str(tmp_path / "fleet.duckdb"),
         output=str(tmp_path / "out"),
-        sources=[dataclasses.replace(spec.sources[0], path=str(tmp_path / "incoming"))],
+        sources=[
+            dataclasses.replace(
+                spec.sources[0],
+                options={**spec.sources[0].options, "path": str(tmp_path / "incoming")},
+            )
+        ],
         pgo=None,
         gogc=None,
     )
