@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -133,6 +134,10 @@ class Store:
     ):
         self.con = con
         self.name = name
+        # One statement at a time: ingest's writer thread shares the connection,
+        # and its drop_cached_blocks lowers the memory limit for a moment, which
+        # another thread's statement must not run under (an Out of Memory at 1 MiB).
+        self._use = threading.RLock()
         self.read_only = read_only
         self._owned = owned
         self._closed = False
@@ -272,8 +277,9 @@ class Store:
 
     def _run(self, query: str, params: Any = None) -> list[tuple]:
         """Execute and fetch every row (DuckDB wants each result finished before the next)."""
-        cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
-        return cur.fetchall()
+        with self._use:
+            cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
+            return cur.fetchall()
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
@@ -291,7 +297,7 @@ class Store:
         """Run one SQL statement and return its rows as Arrow (bind values with ``?`` or
         ``$name``; never format values into ``query``)."""
         self._check_open()
-        with self._translate("query failed"):
+        with self._use, self._translate("query failed"):
             rel = self.con.sql(query, params=params) if params is not None else self.con.sql(query)
             return to_arrow(rel)
 
@@ -374,13 +380,14 @@ class Store:
         """
         if self.name == MEMORY:
             return
-        before = self._memory_limit()
-        try:
-            self.con.execute("SET memory_limit = '1MiB'")
-        except duckdb.Error:
-            pass
-        finally:
-            self._restore_memory_limit(before)
+        with self._use:
+            before = self._memory_limit()
+            try:
+                self.con.execute("SET memory_limit = '1MiB'")
+            except duckdb.Error:
+                pass
+            finally:
+                self._restore_memory_limit(before)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
