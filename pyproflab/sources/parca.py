@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,11 +49,11 @@ from pyproflab.sources.pull import (
     candidates,
     exact_selector,
     given,
+    split_query,
     utc,
 )
 
 SERVICE = "/parca.query.v1alpha1.QueryService/"
-_QUERY = re.compile(r"\s*([^{\s]+)\s*(\{.*\})?\s*$", re.S)
 
 
 @dataclass
@@ -71,12 +70,7 @@ class ParcaSource(WindowedMerges):
     options: PullOptions = field(default_factory=PullOptions)
 
     def __post_init__(self) -> None:
-        m = _QUERY.match(self.query)
-        if not m or m.group(1).count(":") < 4:
-            raise SourceError(
-                self.name, f"query must be PROFILE_TYPE{{selector}}, not {self.query!r}"
-            )
-        self.type_id, self.selector = m.group(1), m.group(2) or "{}"
+        self.type_id, self.selector = split_query(self.query, self.name, "PROFILE_TYPE")
         self.api = self.options.api(
             self.name, self.base_url, headers={"Connect-Protocol-Version": "1"}
         )

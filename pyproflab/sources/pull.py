@@ -14,6 +14,7 @@ windows, and (Pyroscope, Parca) one merged profile per series and window.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -64,6 +65,19 @@ def utc(t: datetime) -> datetime:
 def ms(t: datetime) -> int:
     """Milliseconds since the Unix epoch."""
     return round(utc(t).timestamp() * 1000)
+
+
+# A profile type and an optional {selector}: Parca's and Pyroscope's query.
+_QUERY = re.compile(r"\s*([^{\s]+)\s*(\{.*\})?\s*$", re.S)
+
+
+def split_query(query: str, source: str, type_name: str) -> tuple[str, str]:
+    """(profile type id, selector) of ``TYPE{selector}``; the type id has five
+    colon-separated parts (name:sample:unit:period:unit); no selector is ``{}``."""
+    m = _QUERY.match(query)
+    if not m or m.group(1).count(":") < 4:
+        raise SourceError(source, f"query must be {type_name}{{selector}}, not {query!r}")
+    return m.group(1), m.group(2) or "{}"
 
 
 def windows(

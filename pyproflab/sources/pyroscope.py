@@ -62,11 +62,11 @@ from pyproflab.sources.pull import (
     exact_selector,
     given,
     ms,
+    split_query,
 )
 
 QUERIER = "/querier.v1.QuerierService/"
 RENDER = "/pyroscope/render"
-_QUERY = re.compile(r"\s*([^{\s]+)\s*(\{.*\})?\s*$", re.S)
 _MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
@@ -87,12 +87,7 @@ class PyroscopeSource(WindowedMerges):
     options: PullOptions = field(default_factory=PullOptions)
 
     def __post_init__(self) -> None:
-        m = _QUERY.match(self.query)
-        if not m or m.group(1).count(":") < 4:
-            raise SourceError(
-                self.name, f"query must be PROFILE_TYPE_ID{{selector}}, not {self.query!r}"
-            )
-        self.type_id, self.selector = m.group(1), m.group(2) or "{}"
+        self.type_id, self.selector = split_query(self.query, self.name, "PROFILE_TYPE_ID")
         self.matchers = _matchers(self.selector, self.name)
         headers = {"Connect-Protocol-Version": "1"}
         if self.tenant:
