@@ -19,7 +19,7 @@ helper: $(STAMP)
 # Reinstall only when the project's own dependency list or a C extension
 # changes (the editable install compiles them, after the headers they use).
 $(STAMP): pyproject.toml setup.py pyproflab/decode/_wire.c pyproflab/keying/_blake.c pyproflab/_intern.c \
-		pyproflab/decode/_inflate.c
+		pyproflab/decode/_inflate.c pyproflab/sources/_promtext.c
 	sh scripts/install-build-deps.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -17,6 +17,8 @@ setup(
         Extension("pyproflab.keying._blake", ["pyproflab/keying/_blake.c"], optional=True),
         # The merge's numbering of keys (also the store's digest cache).
         Extension("pyproflab._intern", ["pyproflab/_intern.c"], optional=True),
+        # Prometheus text's sample lines as Arrow buffers (sources/prometheus_scan.py).
+        Extension("pyproflab.sources._promtext", ["pyproflab/sources/_promtext.c"], optional=True),
         # One-member gzip files inflated whole by libdeflate; without it zlib-ng
         # streams every file.
         Extension(

@@ -3,7 +3,7 @@
 Rules:
 
 - ``MetricFileSource`` reads each file with its format's streaming reader
-  (``prometheus.iter_exposition_file``: samples without a timestamp get
+  (``prometheus_scan.iter_exposition_file``: samples without a timestamp get
   ``default_time``, else the file's modification time;
   ``gctrace.iter_gctrace_file``: cycles get ``process_start + seconds`` when
   ``process_start`` is given), a thread ahead of the caller
@@ -92,7 +92,7 @@ class MetricFileSource:
 
     def _tables(self, path: str) -> Iterator[pa.Table]:
         from pyproflab.sources.gctrace import iter_gctrace_file
-        from pyproflab.sources.prometheus import iter_exposition_file
+        from pyproflab.sources.prometheus_scan import iter_exposition_file
 
         if self.format == "prom":
             return iter_exposition_file(path, default_time=self.default_time, source=path)

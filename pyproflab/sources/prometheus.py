@@ -46,13 +46,10 @@ parsers and requires the same samples.
 from __future__ import annotations
 
 import math
-import os
 import re
 from array import array
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -327,6 +324,16 @@ class _Repeats:
         k = same[np.argmin(lines[order][same + 1])]
         return int(lines[order][k + 1]), int(lines[order][k])
 
+    def check(self, source: str) -> None:
+        """``MetricsError`` at the first repeated sample, if any."""
+        repeat = self.first()
+        if repeat is not None:
+            raise MetricsError(
+                source,
+                f"a second sample of the series and time of line {repeat[1]}",
+                line=repeat[0],
+            )
+
 
 def iter_exposition(
     lines: Iterable[str],
@@ -352,31 +359,33 @@ def iter_exposition(
     repeats = _Repeats()
     cols: tuple[list, ...] = ([], [], [], [], [])
     for lineno, raw in enumerate(lines, start=1):
-        line = raw[:-1] if raw.endswith("\n") else raw
-        line = line[:-1] if line.endswith("\r") else line
-        try:
-            got = _sample(line, fams, default_us)
-        except ValueError as e:
-            raise MetricsError(source, str(e), line=lineno) from None
-        if got is None:
+        row = read_line(raw, lineno, fams, default_us, source)
+        if row is None:
             continue
-        name, lab, ftype, value, ts = got
-        labels = sorted(lab.items())
-        repeats.add(name, labels, ts, lineno)
-        for col, v in zip(cols, (name, labels, ftype, ts, value), strict=True):
+        repeats.add(row[0], row[1], row[3], lineno)
+        for col, v in zip(cols, row, strict=True):
             col.append(v)
         if len(cols[0]) >= batch_rows:
             yield _samples(cols, source)
             cols = ([], [], [], [], [])
     if cols[0]:
         yield _samples(cols, source)
-    repeat = repeats.first()
-    if repeat is not None:
-        raise MetricsError(
-            source,
-            f"a second sample of the series and time of line {repeat[1]}",
-            line=repeat[0],
-        )
+    repeats.check(source)
+
+
+def read_line(raw: str, lineno: int, fams: _Families, default_us: int, source: str) -> tuple | None:
+    """The row (name, sorted label pairs, type, time_us, value) of line ``lineno``
+    (its end of line included or not); None for a blank or comment line."""
+    line = raw[:-1] if raw.endswith("\n") else raw
+    line = line[:-1] if line.endswith("\r") else line
+    try:
+        got = _sample(line, fams, default_us)
+    except ValueError as e:
+        raise MetricsError(source, str(e), line=lineno) from None
+    if got is None:
+        return None
+    name, lab, ftype, value, ts = got
+    return name, sorted(lab.items()), ftype, ts, value
 
 
 def _samples(cols: tuple[list, ...], source: str) -> pa.Table:
@@ -387,8 +396,11 @@ def _samples(cols: tuple[list, ...], source: str) -> pa.Table:
 
 
 def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Table:
-    """``iter_exposition`` of a whole text, as one table."""
-    tables = list(iter_exposition(text.split("\n"), default_time=default_time, source=source))
+    """``iter_exposition`` of a whole text, as one table (read by
+    ``prometheus_scan``'s fast path where it can)."""
+    from pyproflab.sources import prometheus_scan
+
+    tables = list(prometheus_scan.iter_text(text, default_time=default_time, source=source))
     return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()
 
 
@@ -446,48 +458,3 @@ def _help_text(text: str) -> str:
         else:
             raise ValueError(f"invalid escape sequence '\\{e}' in HELP text")
     return "".join(out)
-
-
-def _file_lines(f: BinaryIO, name: str) -> Iterator[str]:
-    """The lines of a file as UTF-8 text, at most ``LINE_LIMIT`` bytes each."""
-    lineno = 0
-    while raw := f.readline(LINE_LIMIT + 1):
-        lineno += 1
-        if len(raw) > LINE_LIMIT:
-            raise MetricsError(name, f"line longer than {LINE_LIMIT} bytes", line=lineno)
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise MetricsError(name, f"not UTF-8 text (byte {e.start})", line=lineno) from None
-
-
-def iter_exposition_file(
-    path: str | Path,
-    *,
-    default_time: datetime | None = None,
-    source: str | None = None,
-    batch_rows: int = BATCH_ROWS,
-) -> Iterator[pa.Table]:
-    """``iter_exposition`` of a saved file, read as the tables are taken; samples
-    without a timestamp get ``default_time``, else the file's modification time."""
-    p = Path(path)
-    name = source or str(path)
-    try:
-        with open(p, "rb") as f:
-            mtime = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime, UTC)
-            yield from iter_exposition(
-                _file_lines(f, name),
-                default_time=default_time or mtime,
-                source=name,
-                batch_rows=batch_rows,
-            )
-    except OSError as e:
-        raise MetricsError(name, f"cannot read: {e.strerror or e}") from None
-
-
-def read_exposition(
-    path: str | Path, *, default_time: datetime | None = None, source: str | None = None
-) -> pa.Table:
-    """``iter_exposition_file`` as one table."""
-    tables = list(iter_exposition_file(path, default_time=default_time, source=source))
-    return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()

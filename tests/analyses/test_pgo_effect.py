@@ -32,7 +32,7 @@ PRINTED = re.compile(r"hot-budget check allows|hot-big check disallows|PGO devir
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory) -> Path:
     """The recorded windows in a store: version nopgo and pgo, one instance per run."""
-    from pyproflab.sources.prometheus import read_exposition
+    from pyproflab.sources.prometheus_scan import read_exposition
     from pyproflab.store.metrics import ingest_metric_rows, with_meta
 
     path = tmp_path_factory.mktemp("effect") / "s.duckdb"

@@ -68,7 +68,7 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
 
 def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.Table:
     """Prometheus text snapshots, as one instance."""
-    from pyproflab.sources.prometheus import read_exposition
+    from pyproflab.sources.prometheus_scan import read_exposition
 
     tables = []
     for path in paths:
