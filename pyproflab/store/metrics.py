@@ -80,23 +80,33 @@ def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) ->
     rows added (the INSERT's own count)."""
     if rows.num_rows == 0:
         return 0
-    cols = ", ".join(f'"{c}"' for c in rows.schema.names)
+    batch = rows.append_column("_pyproflab_row", pa.array(range(rows.num_rows), pa.int64()))
+    with store.registered(_pyproflab_batch=batch):
+        return _insert_from(
+            store, "_pyproflab_batch", rows.schema.names, table, key, _unique(rows, key)
+        )
+
+
+def _insert_from(
+    store: Store, source: str, names: Sequence[str], table: str, key: Sequence[str], unique: bool
+) -> int:
+    """``_insert_new`` of the rows of relation ``source`` (``names`` and a
+    ``_pyproflab_row`` giving their order); ``unique``: no two share ``key``."""
+    cols = ", ".join(f'"{c}"' for c in names)
     on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
     part = ", ".join(f'"{k}"' for k in key)
-    batch = rows.append_column("_pyproflab_row", pa.array(range(rows.num_rows), pa.int64()))
     # A log's own cycles have distinct keys: the window over the batch only
     # when they may not (it was most of the insert's time).
     first = (
-        "_pyproflab_batch"
-        if _unique(rows, key)
-        else "(SELECT * FROM _pyproflab_batch QUALIFY row_number() OVER "
+        source
+        if unique
+        else f"(SELECT * FROM {source} QUALIFY row_number() OVER "
         f"(PARTITION BY {part} ORDER BY _pyproflab_row) = 1)"
     )
-    with store.registered(_pyproflab_batch=batch):
-        added = store.sql(
-            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {first} n "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) ORDER BY _pyproflab_row"
-        )
+    added = store.sql(
+        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {first} n "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) ORDER BY _pyproflab_row"
+    )
     return int(added.column(0)[0].as_py())
 
 
@@ -174,15 +184,24 @@ def write_rows(store: Store, rows: pa.Table) -> int:
     """Store ``STORE_METRIC_SAMPLES`` or ``STORE_GC_CYCLES`` rows (``with_meta``'s)
     inside the caller's transaction (a source's batch, ``store/sourced.py``);
     returns the rows added."""
+    rows, table, key = _store_rows(rows)
+    return _insert_new(store, rows, table, key)
+
+
+def _store_rows(rows: pa.Table) -> tuple[pa.Table, str, Sequence[str]]:
+    """``with_meta``'s rows as their table's (runs computed), the table and its key."""
     if "gc_num" in rows.schema.names:
         rows = _conform(
             with_runs(rows, ("instance", "source")), schema.STORE_GC_CYCLES, "gc cycles"
         )
         if rows.column("source").null_count:
             raise StoreError("gc cycles: every row needs a source (the log's name)")
-        return _insert_new(store, rows, "gc_cycles", GC_KEY)
-    rows = _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples")
-    return _insert_new(store, rows, "metric_samples", METRIC_KEY)
+        return rows, "gc_cycles", GC_KEY
+    return (
+        _conform(rows, schema.STORE_METRIC_SAMPLES, "metric samples"),
+        "metric_samples",
+        METRIC_KEY,
+    )
 
 
 # DuckDB's memory limit while a ``StreamedRows`` ingest writes.
@@ -196,6 +215,12 @@ class StreamedRows:
     (``open_store()``) only once ``batch_rows`` rows are waiting, or at
     ``finish()``: an input refused within its first batch leaves no store.
 
+    Batches are appended to a temporary table of the transaction, without
+    checks; ``finish()`` inserts its new rows in one statement (``_insert_from``:
+    one anti-join with the stored rows). Checked batch by batch, each insert
+    joined the whole table so far: a 4.5-million-sample exposition took 0.7 s,
+    growing to 2.2 s, a batch of 65,536 rows.
+
     Use as a context manager; ``finish()`` commits and returns the rows added."""
 
     def __init__(self, open_store: Callable[[], Store], batch_rows: int = 1 << 16):
@@ -205,6 +230,8 @@ class StreamedRows:
         self._n = 0
         self._stack = ExitStack()
         self._store: Store | None = None
+        #: target table -> [its columns, its key, rows staged]
+        self._staged: dict[str, list] = {}
         self.rows = 0
         self.added = 0
 
@@ -223,12 +250,44 @@ class StreamedRows:
             self._stack.enter_context(self._store.memory_limited(WRITER_MEMORY))
             self._stack.enter_context(self._store.transaction())
         for t in self._waiting:
-            self.added += write_rows(self._store, t)
+            self._stage(self._store, *_store_rows(t))
         self._waiting, self._n = [], 0
+
+    def _stage(self, store: Store, rows: pa.Table, table: str, key: Sequence[str]) -> None:
+        stage = f"_pyproflab_stage_{table}"
+        if table not in self._staged:
+            store.execute(
+                f"CREATE TEMP TABLE {stage} AS SELECT *, 0::BIGINT AS _pyproflab_row "
+                f"FROM {table} LIMIT 0"
+            )
+            self._staged[table] = [rows.schema.names, key, 0]
+        names, _, n = self._staged[table]
+        batch = rows.append_column(
+            "_pyproflab_row", pa.array(range(n, n + rows.num_rows), pa.int64())
+        )
+        cols = ", ".join(f'"{c}"' for c in [*names, "_pyproflab_row"])
+        with store.registered(_pyproflab_batch=batch):
+            store.execute(f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM _pyproflab_batch")
+        self._staged[table][2] = n + rows.num_rows
 
     def finish(self) -> int:
         """Store what is waiting and commit; the rows added."""
         self._flush()
+        store = self._store
+        assert store is not None
+        for table, (names, key, _) in self._staged.items():
+            stage = f"_pyproflab_stage_{table}"
+            part = ", ".join(f'"{k}"' for k in key)
+            repeats = (
+                store.sql(
+                    f"SELECT count(*) FROM (SELECT 1 FROM {stage} GROUP BY {part} "
+                    "HAVING count(*) > 1 LIMIT 1)"
+                )
+                .column(0)[0]
+                .as_py()
+            )
+            self.added += _insert_from(store, stage, names, table, key, unique=not repeats)
+            store.execute(f"DROP TABLE {stage}")
         self._stack.close()
         return self.added
 
