@@ -17,6 +17,7 @@ import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from support.testenv import assert_compiles_without_warnings
 
@@ -87,8 +88,8 @@ def _outcome(tables) -> tuple:
     """The batches' rows, values as bits, or the error's text and line."""
     try:
         out = []
-        for t in tables:
-            rows = t.to_pylist()
+        for t in tables:  # times as integers: some are past datetime's range
+            rows = t.set_column(3, "time", t["time"].cast(pa.int64())).to_pylist()
             for r in rows:
                 r["value"] = struct.pack("<d", r["value"])
             out.append(rows)
@@ -98,7 +99,7 @@ def _outcome(tables) -> tuple:
 
 
 def _both(data: bytes, monkeypatch, *, batch: int, chunk: int, limit: int) -> tuple:
-    monkeypatch.setattr(prometheus_scan, "LINE_LIMIT", limit)
+    monkeypatch.setattr(prometheus_scan, "LINE_LIMIT", limit or 1 << 30)  # 0: any
     lines = prometheus_scan._file_lines(io.BytesIO(data), "f.prom")
     pure = _outcome(iter_exposition(lines, default_time=T0, source="f.prom", batch_rows=batch))
     monkeypatch.setattr(prometheus_scan, "CHUNK", chunk)
@@ -156,7 +157,7 @@ def test_mutated_inputs_read_alike(monkeypatch):
         )
         assert fast == pure, data
         kinds[pure[0]] += 1
-    assert min(kinds.values()) > 300  # both outcomes were compared often
+    assert min(kinds.values()) > 200  # both outcomes were compared often
 
 
 @needs_c
