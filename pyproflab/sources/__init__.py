@@ -13,9 +13,8 @@ is ``pyproflab.store.metrics``. Errors are ``MetricsError`` naming the source
 from __future__ import annotations
 
 from pyproflab.sources.gctrace import parse_gctrace, read_gctrace
-from pyproflab.sources.prometheus import parse_exposition
 from pyproflab.sources.prometheus_api import metric_metadata, query_range
-from pyproflab.sources.prometheus_scan import read_exposition
+from pyproflab.sources.prometheus_scan import parse_exposition, read_exposition
 
 __all__ = [
     "metric_metadata",

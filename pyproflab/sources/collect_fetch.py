@@ -146,7 +146,7 @@ class Scraped:
 
 
 def scrape(target: Target, *, timeout: float) -> Scraped:
-    from pyproflab.sources.prometheus import parse_exposition
+    from pyproflab.sources.prometheus_scan import parse_exposition
 
     url = f"{target.url}/metrics"
     shown = redact_url(url)

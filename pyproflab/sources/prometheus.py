@@ -395,15 +395,6 @@ def _samples(cols: tuple[list, ...], source: str) -> pa.Table:
         raise MetricsError(source, f"timestamp out of range: {e}") from None
 
 
-def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Table:
-    """``iter_exposition`` of a whole text, as one table (read by
-    ``prometheus_scan``'s fast path where it can)."""
-    from pyproflab.sources import prometheus_scan
-
-    tables = list(prometheus_scan.iter_text(text, default_time=default_time, source=source))
-    return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()
-
-
 def _check_float(value: str, label: str) -> None:
     try:
         parse_float(value)

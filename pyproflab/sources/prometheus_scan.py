@@ -213,6 +213,12 @@ def iter_text(text: str, *, default_time: datetime, source: str) -> Iterator[pa.
     return iter_exposition(text.split("\n"), default_time=default_time, source=source)
 
 
+def parse_exposition(text: str, *, default_time: datetime, source: str) -> pa.Table:
+    """``prometheus.iter_exposition`` of a whole text, as one table (``iter_text``)."""
+    tables = list(iter_text(text, default_time=default_time, source=source))
+    return pa.concat_tables(tables) if tables else schema.METRIC_SAMPLES.empty_table()
+
+
 def _file_lines(f: BinaryIO, name: str) -> Iterator[str]:
     """The lines of a file as UTF-8 text, at most ``LINE_LIMIT`` bytes each."""
     lineno = 0

@@ -262,7 +262,7 @@ def _snapshot(t: datetime, i: int, *, procs: int = 2, gogc: float = 100) -> str:
 def test_one_prometheus_snapshot_falls_back_to_gctrace(tmp_path: Path) -> None:
     """Issue 35: with gctrace cycles and a single /metrics snapshot of the same
     instance, gogc uses the cycles and says why not Prometheus."""
-    from pyproflab.sources.prometheus import parse_exposition
+    from pyproflab.sources.prometheus_scan import parse_exposition
     from pyproflab.store import Store
     from pyproflab.store.metrics import ingest_gc_rows, ingest_metric_rows
 

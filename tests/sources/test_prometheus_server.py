@@ -27,8 +27,8 @@ from support.prometheus_server_helpers import (
 from pyproflab.cli import main
 from pyproflab.errors import MetricsError
 from pyproflab.sources.base import Request
-from pyproflab.sources.prometheus import parse_exposition
 from pyproflab.sources.prometheus_api import metric_metadata, query_range
+from pyproflab.sources.prometheus_scan import parse_exposition
 from pyproflab.sources.prometheus_server import InstanceInfo, PrometheusSource
 from pyproflab.store.connection import Store
 from pyproflab.store.sourced import ingest_source

@@ -11,8 +11,7 @@ import pytest
 
 from pyproflab import schema
 from pyproflab.errors import MetricsError, StoreError
-from pyproflab.sources.prometheus import parse_exposition
-from pyproflab.sources.prometheus_scan import read_exposition
+from pyproflab.sources.prometheus_scan import parse_exposition, read_exposition
 from pyproflab.store.connection import Store
 from pyproflab.store.metrics import ingest_metric_samples
 

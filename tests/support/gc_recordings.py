@@ -33,7 +33,7 @@ from pyproflab.analyses.gogc import samples as ob
 from pyproflab.analyses.gogc.predict import Model
 from pyproflab.analyses.gogc.prometheus import from_metrics
 from pyproflab.sources.gctrace import parse_gctrace
-from pyproflab.sources.prometheus import parse_exposition
+from pyproflab.sources.prometheus_scan import parse_exposition
 
 # PYPROFLAB_GC_RECORDINGS points the bench script at raw runs (.bench/gc/raw).
 ROOT = Path(
