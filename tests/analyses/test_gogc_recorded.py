@@ -37,38 +37,38 @@ TARGET = {"100+200": (10, 20), "100": (15, None)}
 
 ACHIEVED = {
     ("100+200", "graph", "gctrace"): {
-        "goal": (10, 28),
-        "cycles_per_min": (26, 73),
-        "gc_share": (19, 56),
+        "goal": (10, 29),
+        "cycles_per_min": (26, 71),
+        "gc_share": (18, 49),
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (29, 75),
-        "gc_share": (22, 57),
+        "cycles_per_min": (29, 73),
+        "gc_share": (19, 42),
     },
     ("100+200", "lru", "gctrace"): {
-        "goal": (11, 20),
-        "cycles_per_min": (29, 41),
-        "gc_share": (65, 225),
+        "goal": (10, 20),
+        "cycles_per_min": (28, 40),
+        "gc_share": (23, 31),
     },
     ("100+200", "lru", "prometheus"): {
-        "goal": (11, 20),
-        "cycles_per_min": (21, 44),
-        "gc_share": (58, 186),
+        "goal": (10, 20),
+        "cycles_per_min": (22, 47),
+        "gc_share": (22, 42),
     },
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (17, 44),
-        "gc_share": (17, 36),
+        "gc_share": (18, 36),
     },
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (31, 46),
-        "gc_share": (20, 39),
+        "cycles_per_min": (30, 44),
+        "gc_share": (21, 44),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 27),
+        "cycles_per_min": (10, 29),
         "gc_share": (10, 20),
     },
     ("100+200", "tiny", "prometheus"): {
@@ -79,12 +79,12 @@ ACHIEVED = {
     ("100+200", "service", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (12, 20),
-        "gc_share": (15, 30),
+        "gc_share": (11, 24),
     },
     ("100+200", "service", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (17, 28),
-        "gc_share": (19, 34),
+        "gc_share": (15, 29),
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
@@ -93,18 +93,18 @@ ACHIEVED = {
     },
     ("100+200", "batch", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (18, 26),
-        "gc_share": (82, 149),
+        "cycles_per_min": (17, 27),
+        "gc_share": (82, 148),
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (23, 46),
+        "gc_share": (24, 46),
     },
     ("100+200", "queue", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (23, 40),
+        "gc_share": (25, 47),
     },
     ("100", "graph", "gctrace"): {
         "goal": (17, 50),

@@ -23,7 +23,10 @@ Rules (each setting's cost a weighted mean over its samples; ``S = H + R``):
    when its range is a point.
 4. The per-byte terms given ``c0``: ``c1`` and ``c2`` by weighted NNLS on the
    settings' ``C − c0`` when the settings' mean ``goal/S`` differ by 20 % or
-   more (two settings); otherwise the current setting's ``C − c0`` splits
+   more (two settings) and no fixed and per-marked-byte costs alone (``c2 =
+   0``) put every setting's cost within its runs' spread (a per-heap-byte
+   cost the runs' noise can hide is not identified: fitted from it, it
+   grew tenfold past the observed heaps); otherwise the current setting's ``C − c0`` splits
    between them with a share ``θ`` per heap byte: point ``THETA``, range
    ``[0, THETA_MAX]``.
 """
@@ -113,17 +116,19 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     return Row(sum(s["w"] for s in ss), scan, goal, cost, min(means), max(means))
 
 
-def c0_range(rows: Sequence[Row], exact: bool) -> tuple[float, float] | None:
+def c0_range(
+    rows: Sequence[Row], exact: bool, per_heap: bool = True
+) -> tuple[float, float] | None:
     """Rule 2: the least and largest ``c0`` with ``c0, c1, c2 ≥ 0`` putting every
-    setting's cost within ``[lo, hi]`` (``exact``: at its mean); None when
-    none does."""
+    setting's cost within ``[lo, hi]`` (``exact``: at its mean; without
+    ``per_heap``, ``c2 = 0``); None when none does."""
     import numpy as np
     from scipy.optimize import linprog
 
     top = max(r.hi for r in rows)
     ks = max(r.scan for r in rows)
     kg = max(r.goal for r in rows)
-    a = np.array([[1.0, r.scan / ks, r.goal / kg] for r in rows])
+    a = np.array([[1.0, r.scan / ks, r.goal / kg if per_heap else 0.0] for r in rows])
     lo = np.array([(r.cost if exact else r.lo) / top for r in rows])
     hi = np.array([(r.cost if exact else r.hi) / top for r in rows])
     a_ub, b_ub = np.vstack([a, -a]), np.concatenate([hi, -lo])
@@ -141,6 +146,7 @@ def fit_cost(settings: dict[Any, list[dict[str, Any]]], cur: dict[str, float]) -
     rows = [r for r in (_row(v) for v in settings.values()) if r is not None]
     ratio = [r.goal / r.scan for r in rows]
     by_goal = len(rows) >= 2 and max(ratio) >= GOAL_RATIO * min(ratio)
+    by_goal = by_goal and c0_range(rows, exact=False, per_heap=False) is None
     out = CostFit(rows, (cur["scan"], cur["goal"], cur["cost"]), by_goal)
     if not rows:
         out.how = "no GC cost per cycle seen: taken as 0"

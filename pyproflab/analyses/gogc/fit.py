@@ -28,12 +28,24 @@ seconds it stands for; ``S = H + R`` the scan work):
    settings or one) or least squares (three or more); ``c1`` and ``c2`` follow
    from it, by NNLS when the settings' mean ``goal/S`` differ by 20 % or more,
    else split by ``θ``: point ``THETA``, range ``[0, THETA_MAX]``.
+   The load: on a CPU-bound process the runtime counts P-time, so a P whose
+   thread the machine's other work holds off counts as busy. Settings
+   recorded at different times then differ in the GC's core-seconds per
+   cycle and the mutator's bytes per core-second (``α = A/N``) in opposite
+   directions, while their product, the bytes the mutator allocates in one
+   cycle's GC time, which sets the GC share (``pacer`` rule 5), varies far less
+   (lru's eight recorded settings, Prometheus: α 94-187 MiB/s and C
+   0.34-0.90 s, following no heap size: 167 MiB/s at GOGC 400 with a
+   limit, 109 without; α·C 64-102 MiB). So
+   each CPU-bound setting's costs are taken at the current setting's
+   mutator speed: ``C·α/α_current``.
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
-   regressor ``n·goal``. CPU-bound: ``N = A/α + s·n·goal``; paced: ``N = N0 +
-   s·n·goal``, least squares over settings when two or more are seen (``s``
-   identified, within 0 and ``SWEEP_MAX``); else ``s`` has point ``SWEEP`` and range
-   ``[0, SWEEP_MAX]`` (core-seconds per heap byte per cycle), with ``α`` or
-   ``N0`` then taken from the observed setting.
+   regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
+   settings when two or more are seen (``s`` identified, within 0 and
+   ``SWEEP_MAX``); else, and always when CPU-bound (the settings' ``α``
+   differ by the load more than by sweeping, rule 3), ``s`` has point
+   ``SWEEP`` and range ``[0, SWEEP_MAX]`` (core-seconds per heap byte per
+   cycle), with ``α = A/(N − s·n·goal)`` or ``N0`` from the current setting.
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
 6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
@@ -174,9 +186,30 @@ def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
     return math.sqrt(var) / mean if mean > 0 else 0.0
 
 
-def _cost_terms(obs: Observation, cur: dict[str, float]) -> tuple[dict[str, Term], CostFit]:
+def at_current_speed(
+    settings: dict[Setting, list[dict[str, Any]]],
+    groups: dict[Setting, dict[str, float]],
+    cur: dict,
+) -> dict[Setting, list[dict[str, Any]]]:
+    """Rule 3's load rule: each setting's per-cycle costs times its mutator's
+    bytes per core-second over the current setting's (CPU-bound only)."""
+    ref = cur["alloc"] / cur["mutator"] if cur["mutator"] > 0 else math.nan
+    out = {}
+    for k, ss in settings.items():
+        f = groups[k]
+        speed = f["alloc"] / f["mutator"] / ref if f["mutator"] > 0 else math.nan
+        if not (math.isfinite(speed) and speed > 0):
+            out[k] = ss
+            continue
+        out[k] = [dict(s, cost=s["cost"] * speed) if "cost" in s else s for s in ss]
+    return out
+
+
+def _cost_terms(
+    settings: dict[Setting, list[dict[str, Any]]], cur: dict[str, float]
+) -> tuple[dict[str, Term], CostFit]:
     """Rule 3 (``cost``): c0 with its range, c1 and c2 at the point c0 (or θ's split)."""
-    cf = fit_cost(obs.settings, cur)
+    cf = fit_cost(settings, cur)
     point, lo, hi = cf.c0
     exact = hi - lo <= 1e-9 * max(point, 1e-300)
     c1, c2 = cf.per_byte(point, THETA)
@@ -198,18 +231,16 @@ def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -
     work on the machine) is not taken, and the term stays unidentified."""
     use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
     how = "one setting: the mutator's CPU per heap byte swept is not identified"
-    if len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
-        if saturated:
-            rows = [(1.0, [f["alloc"], f["sweep_x"]], f["mutator"]) for f in use]
-            c = nonneg_fit(rows, ["inv_alpha", "s"])
-            ok = c["inv_alpha"] > 0
-            base = Term("alpha", 1 / c["inv_alpha"] if ok else 0.0, 0, 0, True, "")
-        else:
-            rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
-            c = nonneg_fit(rows, ["n0", "s"])
-            ok = c["n0"] > 0
-            base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
-        if ok and c["s"] <= SWEEP_MAX:
+    if saturated and len(use) >= 2:
+        how = (
+            "CPU-bound: the settings' mutator speeds differ by the machine's load more "
+            "than by sweeping: not identified (α is the current setting's)"
+        )
+    elif len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
+        rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
+        c = nonneg_fit(rows, ["n0", "s"])
+        base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
+        if c["n0"] > 0 and c["s"] <= SWEEP_MAX:
             base.how = f"fitted over {len(use)} settings"
             base.lo = base.hi = base.point
             return {base.name: base, "sweep": Term("sweep", c["s"], c["s"], c["s"], True, base.how)}
@@ -365,7 +396,10 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
     live = avg("marked") - avg("mark_alloc")
     roots = avg("roots")
-    terms, cost = _cost_terms(obs, cur)
+    if saturated:
+        terms, cost = _cost_terms(at_current_speed(obs.settings, groups, cur), cur)
+    else:
+        terms, cost = _cost_terms(obs.settings, cur)
     notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
