@@ -49,16 +49,21 @@ class Run:
     samples: tuple[int, int]
     cum: tuple[float, float, bool]  # relative change, q, significant
     flat: tuple[float, float, bool]
+    cum_interval: tuple[float, float, float, float]  # unadjusted 95% lo, hi; FCR lo, hi
+    detectable: float  # cum: smallest increase found with 80% power (the test's power)
     preempt: float  # share of all CPU samples booked to runtime.asyncPreempt
     exit_code: int
 
     def line(self, k: int) -> str:
-        c, f = self.cum, self.flat
+        c, f, ci = self.cum, self.flat, self.cum_interval
+        fcr = f" FCR [{ci[2]:+.1%}, {ci[3]:+.1%}]" if c[2] else ""
         return (
             f"  run {k}: {self.seconds:.0f} s, load {self.load[0]:.0f}->{self.load[1]:.0f}, "
             f"{self.profiles[0]}+{self.profiles[1]} CPU profiles, "
-            f"{self.samples[0]}+{self.samples[1]} samples; cum {c[0]:+.1%} q {c[1]:.2g}"
-            f"{' *' if c[2] else ''}; flat {f[0]:+.1%} q {f[1]:.2g}{' *' if f[2] else ''}; "
+            f"{self.samples[0]}+{self.samples[1]} samples; cum {c[0]:+.1%} "
+            f"[{ci[0]:+.1%}, {ci[1]:+.1%}]{fcr} q {c[1]:.2g}{' *' if c[2] else ''} "
+            f"(detectable {self.detectable:+.1%}); flat {f[0]:+.1%} q {f[1]:.2g}"
+            f"{' *' if f[2] else ''}; "
             f"asyncPreempt {self.preempt:.0%} of samples; exit {self.exit_code}"
         )
 
@@ -88,7 +93,7 @@ def one_run(out: Path, neighbours: int) -> int:
 
 
 def measure(out: Path) -> tuple:
-    """(profiles, samples, cum, flat, preempt) of the run's store."""
+    """(profiles, samples, cum, flat, cum interval, detectable, preempt) of the run's store."""
     from pyproflab.analyses.regressions import regressions
     from pyproflab.store import Selection, Store
 
@@ -112,6 +117,8 @@ def measure(out: Path) -> tuple:
         tuple(int(x["n"]) for x in samples),
         tuple(row[f"cum_{k}"] for k in ("rel", "q", "significant")),
         tuple(row[f"flat_{k}"] for k in ("rel", "q", "significant")),
+        tuple(row[f"cum_rel_{k}"] for k in ("lo", "hi", "fcr_lo", "fcr_hi")),
+        row["cum_detectable"],
         preempt,
     )
 
@@ -128,11 +135,11 @@ def run_all(runs: int, neighbours: int, priority: bool, work: Path) -> list[Run]
         rc = subprocess.run((prefix if priority else []) + cmd, cwd=REPO).returncode
         seconds, load1 = time.monotonic() - t0, os.getloadavg()[0]
         try:
-            profiles, samples, cum, flat, preempt = measure(d)
+            measured = measure(d)
         except Exception as e:  # a failed run counts as a miss, with its reason
             print(f"  run {k}: no comparison ({type(e).__name__}: {e}); exit {rc}", flush=True)
             continue
-        run = Run(seconds, (load0, load1), profiles, samples, cum, flat, preempt, rc)
+        run = Run(seconds, (load0, load1), *measured, rc)
         print(run.line(k), flush=True)
         out.append(run)
     return out

@@ -41,7 +41,16 @@ import threading
 import time
 from pathlib import Path
 
-from bench.serve_load import RECORDED, build_pushers, children, free_port, proc_kib, stored_hashes
+from bench.serve_common import (
+    RECORDED,
+    build_pushers,
+    children,
+    free_port,
+    loadgen_argv,
+    proc_kib,
+    serve_argv,
+    stored_hashes,
+)
 
 TOKEN = "bench-token-0123456789"
 
@@ -78,17 +87,10 @@ class Server:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pyproflab",
-                "serve",
-                "--spool",
-                str(self.spool),
-                "--db",
-                str(self.db),
-                "--listen",
-                f"127.0.0.1:{self.port}",
+            serve_argv(
+                self.spool,
+                self.db,
+                self.port,
                 "--token",
                 TOKEN,
                 "--max-connections",
@@ -107,7 +109,7 @@ class Server:
                 "2",
                 "--ingest-batch-files",
                 "8",
-            ],
+            ),
             stderr=self.log,
         )
         deadline = time.monotonic() + 60
@@ -253,23 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(out, port, spool, db)
     server.start()
     gen = subprocess.Popen(
-        [
-            str(bins / "loadgen"),
-            "-addr",
-            f"127.0.0.1:{port}",
-            "-recorded",
-            str(RECORDED),
-            "-instances",
-            str(args.instances),
-            "-interval",
-            f"{args.interval}s",
-            "-duration",
-            "3600s",
-            "-out",
-            str(out),
-            "-token",
-            TOKEN,
-        ],
+        loadgen_argv(
+            bins, port, args.instances, args.interval, 3600, out, "-token", TOKEN
+        ),  # fmt: skip
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,63 +34,19 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.common import REPO
-
-PUSHERS = REPO / "tests" / "pushers"
-RECORDED = REPO / "tests" / "testdata" / "push"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def build_pushers(out: Path) -> Path:
-    env = dict(os.environ, GOPROXY="off", GOWORK="off", CGO_ENABLED="0", GOTOOLCHAIN="local")
-    env.pop("GOFLAGS", None)
-    subprocess.run(["go", "build", "-o", f"{out}/", "./cmd/..."], cwd=PUSHERS, env=env, check=True)
-    return out
-
-
-def proc_kib(pid: int, field: str) -> int:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    m = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
-    return int(m.group(1)) if m else 0
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (of any of its threads)."""
-    out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU seconds of ``pid`` so far (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def spool_lag(spool: Path) -> tuple[float, int]:
-    """(age in seconds of the oldest ready spool file, ready files), read from the
-    folder: the ingest lag as the server's metric defines it, without asking a
-    server that may be too starved to answer."""
-    names = [n for n in os.listdir(spool / "ready") if n.endswith(".push")]
-    if not names:
-        return 0.0, 0
-    oldest = min(int(n.split("-", 1)[0]) for n in names)
-    return max(0.0, time.time() - oldest / 1e9), len(names)
+from bench.serve_common import (
+    build_pushers,
+    children,
+    cpu_seconds,
+    drain,
+    free_port,
+    loadgen_argv,
+    proc_kib,
+    serve_argv,
+    spool_lag,
+    spooled_hashes,
+    stored_hashes,
+)
 
 
 class Watch:
@@ -146,42 +101,6 @@ def histogram_quantile(text: str, q: float) -> float | None:
     return next(le for le, n in buckets if n >= q * total)
 
 
-def stored_hashes(db: Path) -> list[str]:
-    code = (
-        "import json,sys; from pyproflab.store import Store\n"
-        f"s = Store.open({str(db)!r}, read_only=True)\n"
-        "print(json.dumps(s.profiles().column('content_hash').to_pylist()))"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(res.stdout)
-
-
-def spooled_hashes(spool: Path) -> set[str]:
-    """The content hashes of the profiles still waiting in the spool."""
-    import hashlib
-
-    from pyproflab.decode.pprof import decompress
-    from pyproflab.sources.spool import Spool
-
-    out = set()
-    for _, push in Spool(spool).items():
-        if isinstance(push, Exception):
-            continue
-        for att in push.profiles:
-            from pyproflab.sources.push import pprof_bytes
-
-            raw = decompress(pprof_bytes(att.data, source="", max_bytes=1 << 30), source="")
-            out.add(hashlib.sha256(raw).hexdigest())
-    return out
-
-
-def drain(spool: Path, timeout: float) -> float:
-    t0 = time.monotonic()
-    while any((spool / "ready").glob("*.push")) and time.monotonic() - t0 < timeout:
-        time.sleep(2)
-    return time.monotonic() - t0
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=int, default=1000)
@@ -197,42 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     port, spool, db = free_port(), out / "spool", out / "s.duckdb"
     load_before = os.getloadavg()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyproflab",
-            "serve",
-            "--spool",
-            str(spool),
-            "--db",
-            str(db),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--max-connections",
-            "1024",
-            *args.serve_arg,
-        ],
+        serve_argv(spool, db, port, "--max-connections", "1024", *args.serve_arg),
         stderr=open(out / "serve.log", "w"),  # noqa: SIM115
     )
     time.sleep(2)
     watch = Watch(spool, server.pid)
     try:
         gen = subprocess.run(
-            [
-                str(bins / "loadgen"),
-                "-addr",
-                f"127.0.0.1:{port}",
-                "-recorded",
-                str(RECORDED),
-                "-instances",
-                str(args.instances),
-                "-interval",
-                f"{args.interval}s",
-                "-duration",
-                f"{args.duration}s",
-                "-out",
-                str(out),
-            ],
+            loadgen_argv(bins, port, args.instances, args.interval, args.duration, out),
             capture_output=True,
             text=True,
             check=True,

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bench.common import REPO
-from bench.serve_load import build_pushers, drain, free_port
+from bench.serve_common import build_pushers, drain, free_port, serve_argv
 
 if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))
@@ -145,18 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     bins = build_pushers(out / "bin")
     port, spool, db = free_port(), out / "spool", out / "s.duckdb"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyproflab",
-            "serve",
-            "--spool",
-            str(spool),
-            "--db",
-            str(db),
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+        serve_argv(spool, db, port),
         stderr=open(out / "serve.log", "w"),  # noqa: SIM115
     )
     try:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.fleet_demo import CPU_PROFILE_HZ
 
 pytestmark = pytest.mark.go
 
@@ -230,6 +231,9 @@ def test_short_run_prints_the_fleet_summary(fleet_built: None, tmp_path: Path) -
         for r in got:
             want = 1 if r["profile_type"] in ("heap", "goroutine") else 2
             assert r["n"] == r["windows"] == want, got
+        # The CPU profiles sample at the demo's rate (notesd -cpu-profile-hz), not pprof's 100.
+        periods = store.sql("SELECT DISTINCT period FROM profiles WHERE profile_type = 'cpu'")
+        assert periods.column(0).to_pylist() == [10**9 // CPU_PROFILE_HZ]
         cycles = store.sql("SELECT instance, count(*) AS n FROM gc_cycles GROUP BY ALL")
         assert len(cycles.to_pylist()) == 4 and all(r["n"] > 0 for r in cycles.to_pylist())
         samples = store.sql("SELECT count(DISTINCT instance) FROM metric_samples").column(0)

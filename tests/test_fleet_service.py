@@ -22,6 +22,7 @@ import pyproflab
 pytestmark = pytest.mark.go
 
 TOKEN = "s3cret-token"  # not a real secret: the test's own pprof token
+V2_CPU_HZ = 500  # v2's CPU profiles sample at this rate (-cpu-profile-hz); v1 at pprof's 100
 
 
 def _gone(pid: int) -> bool:
@@ -49,7 +50,14 @@ def fleet(bins, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("fleet")
     specs = [
         fh.InstanceSpec("v1", "notes-v1", gogc=100, token=TOKEN),
-        fh.InstanceSpec("v2", "notes-v2", gogc=50, gomemlimit="512MiB", gctrace=True),
+        fh.InstanceSpec(
+            "v2",
+            "notes-v2",
+            gogc=50,
+            gomemlimit="512MiB",
+            gctrace=True,
+            extra_args=(f"-cpu-profile-hz={V2_CPU_HZ}",),
+        ),
     ]
     with fh.start_fleet(specs, binaries=bins, workdir=workdir, max_lifetime=120) as f:
         profiles: dict[str, bytes] = {}
@@ -128,6 +136,8 @@ def test_cpu_profile_decodes_with_planted_function(fleet, version, tmp_path):
         ("cpu", "nanoseconds"),
     ]
     assert p.period_type is not None and p.period_type.type == "cpu"
+    # -cpu-profile-hz: the profile samples (and says it samples) at that rate.
+    assert p.period == 10**9 // (V2_CPU_HZ if version == "v2" else 100)
     # At least the requested window (a starved process can take longer to answer).
     assert p.duration_nanos >= 1.5e9
     # Which functions (and whether any) a 2 s sample of a live process catches is
@@ -177,6 +187,18 @@ def test_notesd_refuses_non_loopback_addr(bins, addr):
     )
     assert res.returncode == 2
     assert "refused" in res.stderr or "missing port" in res.stderr
+
+
+@pytest.mark.parametrize("hz", ["-1", "1001"])
+def test_notesd_refuses_a_cpu_profile_rate_out_of_range(bins, hz):
+    res = subprocess.run(
+        [str(bins.notesd), f"-cpu-profile-hz={hz}", "-max-lifetime=5s"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert res.returncode == 2
+    assert f"-cpu-profile-hz must be 0 to 1000, not {hz}" in res.stderr
 
 
 def test_loadgen_refuses_non_loopback_target(bins):

@@ -20,9 +20,13 @@ window spanning all of its selected profiles.
 
 Anything missing (a table, a metric, a window, an instance) gives NULL
 columns and a note in ``GcResult.notes``, never an error. A note says which
-rows it is about: a snapshot (heap, goroutine, threadcreate: an instant, whose
-fetch holds no scrape) has no runtime view of its own, while its instance's
-row, over the span of all its profiles, has one; the note says both.
+rows it is about. Profiles whose window holds no ``/metrics`` scrape of their
+instance (a snapshot, heap, goroutine or threadcreate, is an instant whose
+fetch holds none; a window too short for the scrape interval, or one whose
+scrapes failed) have no runtime view of their own: one note for the snapshots
+and one for the others says how many, of which types and instances, and
+whether those instances' rows, over the span of all of an instance's profiles,
+have the runtime view (which rows do, which do not).
 """
 
 from __future__ import annotations
@@ -233,7 +237,7 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
             notes.add("profile without an instance: runtime-view columns are NULL")
         elif meta["w_start"][i] is None:
             notes.add("profile without a time or collection window: runtime-view columns are NULL")
-    runtime = _runtime_view(store, profiles, present, notes)
+    runtime, bare = _runtime_view(store, profiles, present, notes)
 
     # Profile view: the categories of every CPU profile.
     cat_results: dict[int, GcCategoriesResult] = {}
@@ -278,14 +282,18 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
     cat_table = pa.table(cat_rows, schema=CATEGORIES_SCHEMA)
 
     instance_table = _instances(store, profile_table, present, notes)
+    at = {pid: i for i, pid in enumerate(ids)}
+    bare_rows = [{c: v[at[k]] for c, v in meta.items()} for k in bare]
+    _no_scrape_notes(bare_rows, instance_table, notes)
     return GcResult(profile_table, instance_table, cat_table, notes.lines("profiles"), cat_results)
 
 
 def _runtime_view(
     store: Store, profiles: pa.Table, present: set[str], notes: Notes
-) -> dict[int, dict[str, Any]]:
-    """Runtime-view values per profile id. Snapshots are asked apart: a snapshot
-    without metrics is one note of its own (its instance's row has them)."""
+) -> tuple[dict[int, dict[str, Any]], list[int]]:
+    """Runtime-view values per profile id, and the ids of the profiles whose window
+    holds no scrape of their instance (``_no_scrape_notes`` says which). Snapshots
+    are asked apart: a gap the spans already noted is not noted again for them."""
     windows = _windows_of(profiles, "profile_id")
     types = dict(
         zip(
@@ -294,26 +302,59 @@ def _runtime_view(
             strict=True,
         )
     )
-    keys = windows.column("key").to_pylist()
-    snap = [types[k] in SNAPSHOT_TYPES for k in keys]
-    spans = windows.filter(pa.array([not x for x in snap]))
+    snap = [types[k] in SNAPSHOT_TYPES for k in windows.column("key").to_pylist()]
+    spans = windows.filter(pa.array([not x for x in snap], pa.bool_()))
     runtime = window_metrics(store, spans, present, notes)
-    # A gap the spans already noted is not noted again for the snapshots.
     shot_notes = notes if spans.num_rows == 0 else Notes()
     picked = windows.filter(pa.array(snap, pa.bool_()))
-    shots = window_metrics(store, picked, present, shot_notes, no_metrics=None)
-    bare = [k for k, v in shots.items() if not v.get("scrapes")]
-    if bare and "metric_samples" in present:
-        kinds = "/".join(sorted({types[k] for k in bare}))
-        one = len(bare) == 1
+    runtime |= window_metrics(store, picked, present, shot_notes)
+    if "metric_samples" not in present:  # window_metrics said so, once
+        return runtime, []
+    return runtime, [k for k, v in runtime.items() if not v.get("scrapes")]
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
+def _no_scrape_notes(bare: list[dict[str, Any]], instances: pa.Table, notes: Notes) -> None:
+    """One note for the snapshots and one for the other profiles among ``bare``
+    (profiles whose window holds no scrape of their instance): how many, of which
+    types and instances, and which of those instances' rows have the runtime view."""
+    has = {
+        (r["service"], r["version"], r["instance"]): bool(r["scrapes"])
+        for r in instances.to_pylist()
+    }
+    for snapshots in (True, False):
+        mine = [r for r in bare if (r["profile_type"] in SNAPSHOT_TYPES) == snapshots]
+        if not mine:
+            continue
+        one = len(mine) == 1
+        its, s = ("its", "") if one else ("their", "s")
+        kinds = "/".join(sorted({r["profile_type"] for r in mine}))
+        if snapshots:
+            what = f"{kinds} snapshot{s} ({'an' if one else 'each an'} instant)"
+            where = "no /metrics scrape"
+        else:
+            what = f"{kinds} profile{s} of {_listed(sorted({r['instance'] for r in mine}))}"
+            where = f"no /metrics scrape of {its} instance in {its} window"
+        keys = {(r["service"], r["version"], r["instance"]) for r in mine}
+        with_view = sorted({k[2] for k in keys if has.get(k)})
+        without = sorted({k[2] for k in keys if not has.get(k)} - set(with_view))
+        if not without:
+            tail = "the instance rows, over all of an instance's profiles, have it"
+        elif not with_view:
+            tail = f"nor do the rows of {its} instance{'' if len(keys) == 1 else 's'}"
+        else:
+            tail = (
+                f"the rows of {_listed(with_view)} have it, over all of an instance's "
+                f"profiles; those of {_listed(without)} do not"
+            )
         notes.add(
-            f"{len(bare)} {kinds} snapshot{'' if one else 's'} "
-            f"({'an' if one else 'each an'} instant) "
-            f"hold{'s' if one else ''} no /metrics scrape: no runtime view in "
-            f"{'its' if one else 'their'} per-profile row{'' if one else 's'}; "
-            "the instance rows, over all of an instance's profiles, have it"
+            f"{len(mine)} {what} hold{'s' if one else ''} {where}: no runtime view in {its} "
+            f"per-profile row{s}; {tail}"
         )
-    return runtime | shots
 
 
 def _instances(store: Store, profiles: pa.Table, present: set[str], notes: Notes) -> pa.Table:

@@ -178,22 +178,16 @@ def _pick(series: dict[tuple, _Series], metric: str, notes: Notes) -> _Series | 
     return series[key]
 
 
-NO_METRICS = (
-    "no GC metrics of the instance in the profile's window: its runtime-view columns are NULL"
-)
-
-
 def window_metrics(
     store: Store,
     windows: pa.Table,
     present: set[str],
     notes: Notes,
-    no_metrics: str | None = NO_METRICS,
 ) -> dict[int, dict[str, Any]]:
     """Runtime-view values per window key. ``windows``: key, service, instance,
-    w_start, w_end (windows without an instance or bounds are skipped here).
-    ``no_metrics``: the note for a window without any scrape (None: no note;
-    the caller says it its own way)."""
+    w_start, w_end (windows without an instance or bounds are skipped here). A
+    window without any scrape gets ``scrapes`` 0 and no note: the caller says
+    which rows those are, its own way."""
     out: dict[int, dict[str, Any]] = {k: {} for k in windows.column("key").to_pylist()}
     if windows.num_rows == 0:
         return out
@@ -203,7 +197,7 @@ def window_metrics(
             "runtime-view columns are NULL"
         )
     else:
-        _metric_values(store, windows, out, notes, no_metrics)
+        _metric_values(store, windows, out, notes)
     if "gc_cycles" not in present:
         notes.add(
             "the store has no gc_cycles table (no gctrace logs ingested): gctrace columns are NULL"
@@ -218,7 +212,6 @@ def _metric_values(
     windows: pa.Table,
     out: dict[int, dict[str, Any]],
     notes: Notes,
-    no_metrics: str | None,
 ) -> None:
     rows = queries.window_metric_samples(store, windows, list(WINDOW_METRICS))
     settings = queries.window_metric_settings(store, windows, list(SETTING_METRICS))
@@ -243,9 +236,6 @@ def _metric_values(
         out[key][col] = float(value)
     for key, vals in out.items():
         vals["scrapes"] = len(times.get(key, ()))
-        if not vals["scrapes"] and no_metrics:
-            # One note for a window without any metrics, not one per metric.
-            notes.add(no_metrics)
         _fill_window(vals, grouped.get(key, {}), notes if vals["scrapes"] else Notes())
         for col, metric in (("gogc_percent", M_GOGC), ("gomemlimit_bytes", M_GOMEMLIMIT)):
             if col not in vals and vals["scrapes"]:

@@ -89,13 +89,33 @@ class _Headers(http.client.HTTPMessage):
         return "application"
 
 
+class _Reader:
+    """The connection's reader, noting whether the last line read ended without
+    its newline: the client closed the connection inside it (``http.client``'s
+    header parser takes the end of the stream as the end of the headers)."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.cut = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._raw.readline(limit)
+        self.cut = not line.endswith(b"\n")
+        return line
+
+    def __getattr__(self, name: str):
+        return getattr(self._raw, name)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     MessageClass = _Headers
     server: PushServer
+    rfile: _Reader
 
     def setup(self) -> None:
         super().setup()
+        self.rfile = _Reader(self.rfile)
         self.server.reaper.watch(self.connection, self.server.opts.idle + self.server.opts.deadline)
         self.connection.settimeout(self.server.opts.idle)
         if isinstance(self.connection, ssl.SSLSocket):
@@ -131,9 +151,20 @@ class Handler(BaseHTTPRequestHandler):
     # --- routes --------------------------------------------------------------------
 
     def _was_cut(self) -> bool:
-        """A connection cut at its deadline: what was read of it is not a request."""
+        """A connection cut at its deadline, or closed by its client inside the
+        headers: what was read of it is not a request (one line: the cut's, or
+        ``closed_early``; never a refusal of the headers it lacks)."""
         if self.server.reaper.was_cut(self.connection):
             self.close_connection = True
+            return True
+        if self.rfile.cut:
+            self.close_connection = True
+            self.server.telemetry.refused.labels("closed_early").inc()
+            log.warning(
+                "refused %s %s: closed_early: the client closed the connection inside the headers",
+                self.client_address[0],
+                self.path[:80],
+            )
             return True
         return False
 
@@ -249,7 +280,13 @@ class PushServer(ThreadingHTTPServer):
         if opts.certfile:
             self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             self._tls.load_cert_chain(opts.certfile, opts.keyfile)
-        super().__init__((opts.host, opts.port), Handler)
+        try:
+            super().__init__((opts.host, opts.port), Handler)
+        except OSError as e:  # the address is taken, or not this machine's
+            from pyproflab.errors import UsageError
+
+            self.reaper.stop()
+            raise UsageError(f"--listen {opts.host}:{opts.port}: {e.strerror or e}") from None
         self._full = False
         self._sync = threading.Thread(target=self._resync_loop, daemon=True)
         self._sync.start()

@@ -5,6 +5,7 @@
   and the profile attachments in them;
 - ``pyproflab_serve_refused_total{reason}``: requests refused, by reason
   (unauthorized, forbidden, rate_limited, too_many_connections, deadline,
+  closed_early,
   too_large, bomb, malformed, unsupported_format, spool_full, disk, ...);
 - ``pyproflab_serve_ack_seconds``: from the request's first byte read to its
   acknowledgement (a histogram);
@@ -36,16 +37,12 @@ class _SpoolCollector:
         self.connections = connections
 
     def collect(self):
-        entries = self.spool.pending()
-        lag = (time.time_ns() - entries[0].received_ns) / 1e9 if entries else 0.0
+        files, size, oldest = self.spool.depth()
+        lag = (time.time_ns() - oldest) / 1e9 if oldest is not None else 0.0
         yield GaugeMetricFamily(
-            "pyproflab_serve_spool_files", "spool files waiting for the store", len(entries)
+            "pyproflab_serve_spool_files", "spool files waiting for the store", files
         )
-        yield GaugeMetricFamily(
-            "pyproflab_serve_spool_bytes",
-            "bytes of spool files waiting",
-            sum(e.size for e in entries),
-        )
+        yield GaugeMetricFamily("pyproflab_serve_spool_bytes", "bytes of spool files waiting", size)
         yield GaugeMetricFamily(
             "pyproflab_serve_ingest_lag_seconds",
             "age of the oldest spool file waiting for the store",

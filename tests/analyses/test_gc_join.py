@@ -375,3 +375,55 @@ def test_demo_notes_agree_with_the_rows_shown() -> None:
     assert "the instance rows, over all of an instance's profiles, have it" in notes
     windowed = [r for r in res.profiles.to_pylist() if r["profile_type"] == "cpu"]
     assert all(r["gc_cpu_fraction"] is not None for r in windowed)
+
+
+def test_profiles_without_a_scrape_are_named(
+    go_profiles: dict[str, Path],
+    gc_cpu_profile: Path,  # noqa: F811
+) -> None:
+    """Profiles whose window holds no scrape of their instance (i-1's second
+    window, after its last scrape; i-3, never scraped) are named in one note, with
+    which of their instances' rows have the runtime view: never "runtime-view
+    columns are NULL" beside instance rows that show values."""
+    late = {"window_start": at(200), "window_end": at(230)}
+    with Store.open(":memory:") as s:
+        ingest(
+            s,
+            [
+                (
+                    read_profile(gc_cpu_profile),
+                    ProfileMeta(instance="i-1", window_start=T0, window_end=END),
+                ),
+                (read_profile(go_profiles["cpu2"]), ProfileMeta(instance="i-1", **late)),
+                (read_profile(go_profiles["mutex"]), ProfileMeta(instance="i-1", **late)),
+            ],
+        )
+        insert(s, "metric_samples", [r for r in i1_metrics() if r["instance"] == "i-1"])
+        res = gc(s, categories=False)
+        rows = res.profiles.to_pylist()
+        assert sorted(r["scrapes"] for r in rows) == [0, 0, 7]
+        assert [r["scrapes"] for r in res.instances.to_pylist()] == [8]  # 0 ... 230: 8 scrapes
+        notes = "\n".join(res.notes)
+        assert "runtime-view columns are NULL" not in notes, notes
+        assert (
+            "2 cpu/mutex profiles of i-1 hold no /metrics scrape of their instance in their "
+            "window: no runtime view in their per-profile rows; the instance rows, over all "
+            "of an instance's profiles, have it"
+        ) in res.notes, res.notes
+
+        # i-3, never scraped: its row has no runtime view either, and the note says so.
+        ingest(
+            s,
+            [(read_profile(go_profiles["cpu"]), ProfileMeta(instance="i-3", **late))],
+        )
+        res = gc(s, categories=False)
+        assert (
+            "3 cpu/mutex profiles of i-1, i-3 hold no /metrics scrape of their instance in "
+            "their window: no runtime view in their per-profile rows; the rows of i-1 have "
+            "it, over all of an instance's profiles; those of i-3 do not"
+        ) in res.notes, res.notes
+        res = gc(s, Selection(instance="i-3"), categories=False)
+        assert (
+            "1 cpu profile of i-3 holds no /metrics scrape of its instance in its window: "
+            "no runtime view in its per-profile row; nor do the rows of its instance"
+        ) in res.notes, res.notes

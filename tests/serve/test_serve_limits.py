@@ -179,6 +179,25 @@ def test_slow_clients_are_cut_at_the_deadline(tmp_path, logs):
     assert len(lines) == 1 and ": deadline: " in lines[0], lines  # one line, not a 401 as well
 
 
+def test_a_connection_closed_inside_its_headers_is_one_closed_early_line(tmp_path, logs):
+    """Headers cut by the client's close are not a request: one ``closed_early``
+    line, not a refusal of the token they never reached."""
+    with running_server(tmp_path / "spool", tokens={TOKEN: None}) as server:
+        port = server.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /profiling/v1/input HTTP/1.1\r\nHost: x\r\nContent-Len")
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(5)
+            while s.recv(100):  # the server closes it without an answer
+                pass
+        deadline = time.monotonic() + 5
+        while not _refusal_lines(logs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _spooled(server) == 0
+    lines = _refusal_lines(logs)
+    assert len(lines) == 1 and ": closed_early: " in lines[0], lines
+
+
 def test_connections_over_the_cap_are_503(tmp_path, logs):
     with running_server(tmp_path / "spool", max_connections=2, idle=5) as server:
         port = server.server_address[1]
@@ -230,6 +249,20 @@ def test_without_a_token_only_loopback(tmp_path):
         listen_check("0.0.0.0", Tokens())
     listen_check("127.0.0.1", Tokens())
     listen_check("0.0.0.0", Tokens({TOKEN: None}))
+
+
+def test_an_address_in_use_is_one_line(tmp_path):
+    from pyproflab.errors import UsageError
+    from pyproflab.serve.guard import Tokens
+    from pyproflab.serve.server import Options, PushServer
+    from pyproflab.sources.spool import Spool
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"--listen 127.0.0.1:{port}: .*in use"):
+            PushServer(Options(port=port), Spool(tmp_path / "spool"), Tokens())
 
 
 def test_tls(tmp_path):

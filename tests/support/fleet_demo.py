@@ -15,7 +15,9 @@ What it does, in order:
    "running" on threads the kernel has set aside, the runtime preempts them,
    and the CPU profiles book 28% of their samples to ``runtime.asyncPreempt``,
    against 14% with one P each, on the same busy machine),
-   ``GODEBUG=gctrace=1`` to one log per instance, and
+   ``GODEBUG=gctrace=1`` to one log per instance, CPU profiles at
+   ``CPU_PROFILE_HZ`` samples per second (notesd ``-cpu-profile-hz``; five
+   times pprof's 100, for the samples a busy machine leaves the fleet), and
    ``/debug/pprof/`` behind a bearer token. The token comes from
    ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
    header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
@@ -102,10 +104,21 @@ RATE_START, RATE = 300.0, 700.0
 WINDOW_OVERHEAD_SECONDS = 3.0
 # The longest -duration loadgen accepts (tests/fleet/cmd/loadgen): 2h.
 LOADGEN_MAX_SECONDS = 7200.0
-# CPU samples per version before the windows stop (see the module docstring):
-# at 4,000 a run on a busy machine found the plant (cum) at q 0.024 with about
-# 150 tests; twice the samples give it sqrt(2) the z, for 9 runs in 10.
-MIN_SAMPLES = 8000
+# CPU samples per second of each instance's profiles (notesd -cpu-profile-hz;
+# pprof's default is 100): on a busy machine the fleet gets little CPU, and
+# samples, not the spread between profiles, bounded the comparison (see
+# MIN_SAMPLES). Five times the rate gives five times the samples from the same
+# CPU time and the same minutes.
+CPU_PROFILE_HZ = 500
+# CPU samples per version before the windows stop (see the module docstring).
+# At 100 Hz and 8,000 samples, 10 runs beside two busy-looping neighbours found
+# the plant (cum) in 6 of 9: the smallest change found with 80% power was about
+# +18% of main.scoreNote's share, and a +30% CPU plant in a function with a
+# share s moves its share by 1.3 / (1 + 0.3 s) - 1, +20% at s = 0.29, so
+# about one run in five missed. The spread between profiles was near sampling
+# noise (Pearson X^2/df 0.6 to 1.5): more samples give the test more power,
+# 40,000 at 500 Hz taking the minutes 8,000 took at 100 Hz.
+MIN_SAMPLES = 40000
 TOP_NODES = 12
 
 
@@ -254,6 +267,7 @@ class Demo:
                     gctrace_path=self.run_dir / f"{name}.gctrace",
                     max_lifetime=lifetime,
                     gomaxprocs=1,
+                    extra_args=[f"-cpu-profile-hz={CPU_PROFILE_HZ}"],
                 )
                 procs.note("notesd", inst.pid, name)
         for inst in procs.instances:

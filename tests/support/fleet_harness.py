@@ -488,6 +488,7 @@ class InstanceSpec:
     gomemlimit: int | str | None = None
     token: str | None = None
     gctrace: bool = False
+    extra_args: tuple[str, ...] = ()  # notesd flags, e.g. ("-cpu-profile-hz=500",)
 
 
 class Fleet(list):
@@ -548,6 +549,7 @@ def start_fleet(
                 token=spec.token,
                 gctrace_path=base / f"{spec.instance}.gctrace" if spec.gctrace else None,
                 max_lifetime=max_lifetime,
+                extra_args=spec.extra_args,
             )
         for inst in fleet:
             inst.wait_ready(ready_timeout)

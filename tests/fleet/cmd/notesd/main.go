@@ -16,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -29,7 +30,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	rpprof "runtime/pprof"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -49,6 +53,7 @@ type config struct {
 	maxNotes      int
 	mutexFraction int
 	blockRate     int
+	cpuProfileHz  int
 }
 
 func parseFlags(args []string) (config, error) {
@@ -64,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.maxNotes, "max-notes", 20000, "notes kept at most (the oldest are dropped)")
 	fs.IntVar(&c.mutexFraction, "mutex-fraction", 10, "runtime.SetMutexProfileFraction")
 	fs.IntVar(&c.blockRate, "block-rate", 100000, "runtime.SetBlockProfileRate (nanoseconds)")
+	fs.IntVar(&c.cpuProfileHz, "cpu-profile-hz", 0, "CPU samples per second of /debug/pprof/profile, 1 to 1000 (0: net/http/pprof's 100)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -75,6 +81,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if err := checkLoopback(c.addr); err != nil {
 		return c, err
+	}
+	if c.cpuProfileHz < 0 || c.cpuProfileHz > 1000 {
+		return c, fmt.Errorf("-cpu-profile-hz must be 0 to 1000, not %d", c.cpuProfileHz)
 	}
 	if c.maxLifetime <= 0 {
 		return c, errors.New("-max-lifetime must be positive")
@@ -135,7 +144,7 @@ func run(args []string) int {
 	})
 	tel := newTelemetry(cfg)
 	mux.Handle("GET /metrics", tel.handler())
-	mountPprof(mux, cfg.token)
+	mountPprof(mux, cfg.token, cfg.cpuProfileHz)
 
 	srv := &http.Server{
 		Handler:           tel.instrument(mux),
@@ -181,12 +190,17 @@ func run(args []string) int {
 }
 
 // mountPprof mounts net/http/pprof's handlers under /debug/pprof/, behind
-// the bearer token when there is one.
-func mountPprof(mux *http.ServeMux, token string) {
+// the bearer token when there is one; the CPU profile at cpuHz samples per
+// second when it is not 0 (see cpuProfileAt).
+func mountPprof(mux *http.ServeMux, token string, cpuHz int) {
 	guard := func(h http.HandlerFunc) http.Handler { return requireToken(token, h) }
 	mux.Handle("/debug/pprof/", guard(pprof.Index)) // also heap, allocs, goroutine, mutex, block, ...
 	mux.Handle("/debug/pprof/cmdline", guard(pprof.Cmdline))
-	mux.Handle("/debug/pprof/profile", guard(pprof.Profile))
+	if cpuHz > 0 {
+		mux.Handle("/debug/pprof/profile", guard(cpuProfileAt(cpuHz)))
+	} else {
+		mux.Handle("/debug/pprof/profile", guard(pprof.Profile))
+	}
 	mux.Handle("/debug/pprof/symbol", guard(pprof.Symbol))
 	mux.Handle("/debug/pprof/trace", guard(pprof.Trace))
 }
@@ -261,4 +275,41 @@ func routeOf(r *http.Request) string {
 		return "/notes/{id}"
 	}
 	return "other"
+}
+
+// cpuProfileAt answers /debug/pprof/profile?seconds=N (default 30) as
+// net/http/pprof does, but sampling at hz per second instead of its fixed 100:
+// more samples from the same CPU time. runtime/pprof has no rate option, so
+// the runtime's profiler is turned on at hz first and StartCPUProfile keeps it
+// (the runtime then prints one line, "cannot set cpu profile rate until
+// previous profile has finished", to stderr; gctrace readers skip it). The
+// profile's period says the rate. One profile at a time: a second request
+// meanwhile gets 500, as net/http/pprof answers it.
+func cpuProfileAt(hz int) http.HandlerFunc {
+	var busy sync.Mutex
+	return func(w http.ResponseWriter, r *http.Request) {
+		sec, err := strconv.ParseInt(r.FormValue("seconds"), 10, 64)
+		if err != nil || sec <= 0 {
+			sec = 30
+		}
+		if !busy.TryLock() {
+			http.Error(w, "Could not enable CPU profiling: cpu profiling already in use", http.StatusInternalServerError)
+			return
+		}
+		defer busy.Unlock()
+		var buf bytes.Buffer
+		runtime.SetCPUProfileRate(hz)
+		if err := rpprof.StartCPUProfile(&buf); err != nil {
+			http.Error(w, "Could not enable CPU profiling: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		select {
+		case <-time.After(time.Duration(sec) * time.Second):
+		case <-r.Context().Done():
+		}
+		rpprof.StopCPUProfile()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
+		_, _ = w.Write(buf.Bytes())
+	}
 }
