@@ -59,14 +59,31 @@ def wait_seconds(args: argparse.Namespace) -> float:
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False, path: str | None = None):
     """The store of ``--db`` (or ``path``), waiting up to ``--wait`` seconds for
-    one another process holds; a busy store is one line that suggests ``--wait``."""
+    one another process holds; a busy store is one line that suggests ``--wait``.
+    A store opened to write is read whole first, once per process
+    (``store.verify``): a damaged block stops the command before it commits."""
     from pyproflab.store import Store
     from pyproflab.store.lock import StoreBusyError
+    from pyproflab.store.verify import verify
 
+    name = path or db_path(args)
     try:
-        return Store.open(path or db_path(args), read_only=read_only, wait=wait_seconds(args))
+        store = Store.open(name, read_only=read_only, wait=wait_seconds(args))
     except StoreBusyError as e:
         raise e.with_hint() from None
+    if not read_only and name not in _VERIFIED:
+        try:
+            verify(store)
+        except BaseException:
+            store.close()
+            raise
+        _VERIFIED.add(name)
+    return store
+
+
+# The stores this process has verified (a command that opens its store per batch
+# reads it whole once).
+_VERIFIED: set[str] = set()
 
 
 def add_type_option(parser, help: str) -> None:

@@ -42,6 +42,7 @@ from pyproflab.jobs.sources import Log, run_sources
 from pyproflab.jobs.spec import JobSpec
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
+from pyproflab.store.verify import verify
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -329,6 +330,7 @@ def run_job(
         "pgo": [],
     }
     with Store.open(spec.store, wait=spec.wait if wait is None else wait) as store:
+        verify(store)  # a damaged block stops the run before anything is written
         if store.lock is not None and store.lock.took_over:
             held = store.lock.took_over
             summary["stale_lock"] = held

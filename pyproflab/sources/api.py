@@ -11,6 +11,9 @@ Rules:
 - Transient failures (connection refused or reset, timeouts, short bodies,
   HTTP 408, 429 and 5xx) are retried with backoff (``http.retrying``),
   honouring the server's Retry-After; others fail at once.
+- The API's base URL is ``http://`` or ``https://`` with a host and holds no
+  credentials (``targets.check_url``): secrets never come from a URL, so none
+  is shown or stored with the source's name, nor sent as a Basic value.
 - ``secrets()`` gives the headers holding credentials (read from the
   environment when a request is made); they go to the API's own URL only,
   never to a redirect, and are never written: errors name the source, the
@@ -64,6 +67,14 @@ class Api:
     retries: Retries = field(default_factory=Retries)
     on_retry: OnRetry | None = None
     requests: int = 0
+
+    def __post_init__(self) -> None:
+        from pyproflab.sources.targets import check_url
+
+        try:
+            self.base_url = check_url(self.base_url, "the server's URL")
+        except ValueError as e:
+            raise SourceError(self.source, str(e)) from None
 
     def call(
         self,

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pyproflab.sources.api import env_secret
 from pyproflab.sources.base import PROFILES, Offer, Request, SourceError
 from pyproflab.sources.pull import (
     PullOptions,
@@ -59,6 +58,8 @@ SERVICE = "/parca.query.v1alpha1.QueryService/"
 @dataclass
 class ParcaSource(WindowedMerges):
     """Merged profiles from a Parca server (see the module rules)."""
+
+    kind = "parca"
 
     base_url: str
     query: str
@@ -82,17 +83,6 @@ class ParcaSource(WindowedMerges):
         """From ``pyproflab pull parca``'s or a job's values (``step`` in seconds)."""
         keys = ("step", "auth_env")
         return cls(values["url"], values["query"], options=options, **given(values, *keys))
-
-    @property
-    def name(self) -> str:
-        from pyproflab.sources.targets import redact_url
-
-        return f"parca:{redact_url(self.base_url.rstrip('/'))}"
-
-    def _auth(self) -> dict[str, str]:
-        if not self.auth_env:
-            return {}
-        return {"Authorization": env_secret(self.auth_env, "the Authorization value")}
 
     def _rpc(self, method: str, body: dict[str, Any]) -> Any:
         return self.api.json("POST", SERVICE + method, body=body)

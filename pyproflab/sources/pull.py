@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pyproflab.sources.api import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, Api, ApiError, OnRetry
+from pyproflab.sources.api import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT,
+    Api,
+    ApiError,
+    OnRetry,
+    env_secret,
+)
 from pyproflab.sources.base import (
     Expect,
     ItemMeta,
@@ -111,7 +118,8 @@ Work = list[tuple[dict[str, str], datetime, datetime]]
 
 class WindowedMerges:
     """A source of one merged profile per (series, window) with data (Pyroscope's
-    and Parca's pulls). A subclass gives ``name``, ``type_id``, ``step`` and
+    and Parca's pulls). A subclass gives ``kind``, ``base_url``, ``auth_env``
+    (its ``name`` and Authorization come from them), ``type_id``, ``step`` and
     ``*_label`` (which series labels are service, version and instance), and
     implements ``check_type()``, ``work(spans)`` (the (labels, start, end) of
     the windows that may hold data), ``merge(labels, start, end)`` (pprof bytes
@@ -124,13 +132,28 @@ class WindowedMerges:
     (not the server's own ``__`` ones) are kept as the profile's labels, its
     window as its window."""
 
-    name: str
+    kind: str  # the service's name: "pyroscope", "parca"
+    base_url: str
+    auth_env: str | None
     type_id: str
     step: float
     service_label: str
     version_label: str
     instance_label: str
     merge_path: str = ""
+
+    @property
+    def name(self) -> str:
+        """``KIND:URL``, the URL without credentials (as it is shown and stored)."""
+        from pyproflab.sources.targets import redact_url
+
+        return f"{self.kind}:{redact_url(self.base_url.rstrip('/'))}"
+
+    def _auth(self) -> dict[str, str]:
+        """The Authorization header, from ``auth_env``'s variable when a request is made."""
+        if not self.auth_env:
+            return {}
+        return {"Authorization": env_secret(self.auth_env, "the Authorization value")}
 
     def check_type(self) -> None:
         raise NotImplementedError

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pyproflab.sources.api import ApiError, env_secret
+from pyproflab.sources.api import ApiError
 from pyproflab.sources.base import PROFILES, Offer, Request, SourceError
 from pyproflab.sources.pull import (
     PullOptions,
@@ -73,6 +73,8 @@ _MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\
 @dataclass
 class PyroscopeSource(WindowedMerges):
     """Merged profiles from a Pyroscope server (see the module rules)."""
+
+    kind = "pyroscope"
 
     base_url: str
     query: str
@@ -103,17 +105,6 @@ class PyroscopeSource(WindowedMerges):
         return cls(
             values["url"], values["query"], legacy=legacy, options=options, **given(values, *keys)
         )
-
-    @property
-    def name(self) -> str:
-        from pyproflab.sources.targets import redact_url
-
-        return f"pyroscope:{redact_url(self.base_url.rstrip('/'))}"
-
-    def _auth(self) -> dict[str, str]:
-        if not self.auth_env:
-            return {}
-        return {"Authorization": env_secret(self.auth_env, "the Authorization value")}
 
     def _rpc(self, method: str, body: dict[str, Any]) -> Any:
         return self.api.json("POST", QUERIER + method, body=body)

@@ -51,6 +51,7 @@ KNOWN_TYPES = COLLECT_TYPES + ON_REQUEST_TYPES
 _REQUIRED = ("service", "version", "instance", "url")
 _OPTIONAL = ("auth_env", "types", "allow_redirects_to_other_hosts")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_USERINFO = re.compile(r"[^/@?#]*@")
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,9 @@ class Target:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user:password@ (what may be shown or stored)."""
+    """``url`` without user:password@ (what may be shown or stored), also where
+    urlsplit sees none (``user:pw@host``, ``http:/user:pw@host``): every run of
+    characters up to an ``@`` after the last ``/`` before it is cut."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -94,27 +97,32 @@ def redact_url(url: str) -> str:
         netloc = host + (f":{parts.port}" if parts.port is not None else "")
     except ValueError:
         return "<unparsable url>"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    shown = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return _USERINFO.sub("", shown)
 
 
-def _check_url(url: str) -> str:
-    """The normalized base URL, or ValueError with a reason that never shows credentials."""
+def check_url(url: str, what: str = "url") -> str:
+    """The normalized base URL (``http://`` or ``https://``, a host, no credentials,
+    query or fragment), or ValueError with a reason that never shows credentials;
+    ``what`` names the URL in the reason."""
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError for a bad port
     except ValueError:
-        raise ValueError("url is not a valid URL") from None
+        raise ValueError(f"{what} is not a valid URL") from None
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise ValueError(
-            "url must not hold credentials (put the Authorization value in an "
+            f"{what} must not hold credentials (put the Authorization value in an "
             "environment variable and name it in auth_env)"
         )
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"url must start with http:// or https://, got {redact_url(url)!r}")
+        raise ValueError(f"{what} must start with http:// or https://, got {redact_url(url)!r}")
     if not parts.hostname:
-        raise ValueError(f"url has no host: {redact_url(url)!r}")
+        raise ValueError(f"{what} has no host: {redact_url(url)!r}")
     if parts.query or parts.fragment:
-        raise ValueError(f"url must be a base URL without ?query or #fragment: {redact_url(url)!r}")
+        raise ValueError(
+            f"{what} must be a base URL without ?query or #fragment: {redact_url(url)!r}"
+        )
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
@@ -134,7 +142,7 @@ def _one_target(raw: Any) -> Target:
         if any(c in v for c in "\r\n\t\0"):
             raise ValueError(f"{key} must be one line")
         values[key] = v.strip()
-    url = _check_url(values["url"])
+    url = check_url(values["url"])
     auth_env = raw.get("auth_env")
     if auth_env is not None and (
         not isinstance(auth_env, str) or not _ENV_NAME.fullmatch(auth_env)

@@ -29,6 +29,7 @@ from support.pull_helpers import (
     assert_pgo_equal,
     assert_top_per_version,
     cli,
+    on_a_terminal,
     oracle_top,
     profile_count,
     served_hashes,
@@ -241,3 +242,22 @@ def test_a_job_pulls_incrementally(tmp_path):
     assert any(p.parent != tmp_path for p in written)
     for secret in (API_KEY, APP_KEY):
         assert_no_secret(secret, texts, written)
+
+
+def test_progress_on_a_terminal_only(tmp_path):
+    """On a terminal, a pull shows a progress bar counting the profiles it means to
+    fetch (tqdm's, label "pulling"); piped (a log, CI) a short pull prints none;
+    with nothing left to fetch (a re-run), no bar either."""
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        args = ["pull", "datadog", "--query", QUERY, "--since", "72h", "--db", str(db),
+                "--base-url", s.url]  # fmt: skip
+        code, out, terminal = on_a_terminal(*args, env=KEYS)
+        assert code == 0 and "5 new" in out, terminal
+        assert "pulling:" in terminal and "0/5 [" in terminal and "profile/s]" in terminal
+        again = on_a_terminal(*args, env=KEYS)
+        assert again[0] == 0 and "0 new" in again[1], again[2]
+        assert "pulling" not in again[2]
+        piped = _pull(s.url, tmp_path / "piped.duckdb")
+        assert piped.returncode == 0 and "5 new" in piped.stdout, piped.stderr
+        assert "pulling" not in piped.stderr

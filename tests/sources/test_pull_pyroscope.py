@@ -23,6 +23,7 @@ import pytest
 from support.fake_services import serve
 from support.pull_helpers import (
     CPU_FILES,
+    assert_jobs_write_no_secret,
     assert_no_secret,
     assert_pgo_equal,
     assert_top_per_version,
@@ -232,3 +233,9 @@ def test_profile_types_labels_and_services_on_offer(tmp_path):
     assert offer.profile_types == (CPU,) and offer.services == ("notes-api",)
     assert {"service_name", "version", "instance"} <= set(names)
     assert versions == ["v1", "v2"]
+
+
+def test_jobs_write_no_secret(tmp_path):
+    keys = f'query = \'{QUERY}\'\nsince = "6h"\nstep = "10m"\ntenant = "acme"\nretries = 1\n'
+    with serve("pyroscope", _manifest(authorization=TOKEN), tmp_path) as s:
+        assert_jobs_write_no_secret(s, tmp_path, "pyroscope", keys, TOKEN)

@@ -72,3 +72,24 @@ def test_top_of_a_damaged_store_is_exit_2(damaged, capsys):
 def test_the_store_error_says_it_comes_from_the_file(damaged):
     with Store.open(str(damaged), read_only=True) as s, pytest.raises(StoreIOError):
         s.sql("SELECT name FROM functions").to_pylist()
+
+
+GCTRACE = Path(__file__).resolve().parents[1] / "testdata" / "gc" / "gctrace-go1.26.log"
+
+
+def test_ingest_gc_into_a_store_damaged_where_it_does_not_read_is_exit_2(damaged, capsys):
+    """ingest-gc reads and writes only the GC tables, never the damaged block of
+    function names: the store is checked before anything is committed, so it
+    stops with one line naming the store and adds no GC cycle."""
+    argv = ["ingest-gc", str(GCTRACE), "--format", "gctrace", "--db", str(damaged)]
+    assert main([*argv, "--service", "s", "--process-start", "2025-03-01T12:00:00Z"]) == 2
+    _one_line(capsys, damaged)
+    with Store.open(str(damaged), read_only=True) as s:
+        assert s.sql("SELECT count(*) AS n FROM gc_cycles").to_pylist() == [{"n": 0}]
+
+
+def test_ingest_gc_into_a_good_store_is_exit_0(good, tmp_path, capsys):
+    db = Path(shutil.copy(good, tmp_path / "copy.duckdb"))
+    argv = ["ingest-gc", str(GCTRACE), "--format", "gctrace", "--db", str(db)]
+    assert main([*argv, "--service", "s", "--process-start", "2025-03-01T12:00:00Z"]) == 0
+    assert "20 new" in capsys.readouterr().out

@@ -13,8 +13,12 @@ in pairs), ``snap-NNN.prom`` (three metric snapshots) and ``summary.txt``
 Measured, per run: the heap goal (mean of gctrace's goals), GC cycles per
 minute (gctrace: cycle numbers over start times), the GC CPU share (the
 snapshots: GC CPU classes over busy CPU, total − idle, first to last), the
-peak RSS. A setting's measured value is the mean over its runs. Each run is
-one instance of the service.
+peak RSS. A setting's measured value, the truth a prediction is compared
+with, is the mean over its runs (each run one instance of the service); its
+standard error (the runs' standard deviation over √runs, of the mean) is
+given beside it: a single run's cycles per minute moved by 13-35 % between
+runs of one setting on the shared machine, so no one run is the truth, and
+an error within about twice the standard error is within what the runs know.
 """
 
 from __future__ import annotations
@@ -218,6 +222,15 @@ class Row:
     def inside(self) -> bool:
         return self.lo <= self.measured <= self.hi
 
+    @property
+    def se(self) -> float:
+        """The measured mean's standard error, of the mean (module notes)."""
+        xs = self.runs_measured
+        if len(xs) < 2 or self.measured == 0:
+            return math.nan
+        var = sum((x - self.measured) ** 2 for x in xs) / (len(xs) - 1)
+        return math.sqrt(var / len(xs)) / abs(self.measured)
+
 
 @cache
 def model(workload: str, fit_labels: tuple[str, ...], source: str) -> Model:
@@ -266,14 +279,15 @@ def format_compact(rows: list[Row]) -> str:
             f = lambda v: f"{v:.0f}" if math.isfinite(v) else str(v)  # noqa: E731
         mark = "" if r.inside else "!"
         err = f"{100 * r.error:+.0f}%" if math.isfinite(r.error) else "?"
-        return f"{f(r.predicted)}/{f(r.measured)} {err} [{f(r.lo)}-{f(r.hi)}]{mark}"
+        se = f"±{100 * r.se:.0f}%" if math.isfinite(r.se) else ""
+        return f"{f(r.predicted)}/{f(r.measured)}{se} {err} [{f(r.lo)}-{f(r.hi)}]{mark}"
 
     by: dict[str, dict[str, Row]] = {}
     for r in rows:
         by.setdefault(r.label, {})[r.metric] = r
     lines = [
         "setting          goal MiB | GC/min | GC share % | peak MiB"
-        "   (pred/meas err [interval], ! outside)"
+        "   (pred/meas±its standard error, err [interval], ! outside)"
     ]
     for label, ms in by.items():
         lines.append(
