@@ -22,11 +22,14 @@ Tables are ``schema.STORE_METRIC_SAMPLES`` and ``schema.STORE_GC_CYCLES`` (DDL:
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pyproflab import schema
 from pyproflab.errors import StoreError
@@ -215,11 +218,14 @@ class StreamedRows:
     (``open_store()``) only once ``batch_rows`` rows are waiting, or at
     ``finish()``: an input refused within its first batch leaves no store.
 
-    Batches are appended to a temporary table of the transaction, without
-    checks; ``finish()`` inserts its new rows in one statement (``_insert_from``:
-    one anti-join with the stored rows). Checked batch by batch, each insert
-    joined the whole table so far: a 4.5-million-sample exposition took 0.7 s,
-    growing to 2.2 s, a batch of 65,536 rows.
+    Batches are appended to a Parquet file per table in a temporary folder
+    (removed on every way out), without checks; ``finish()`` inserts its new
+    rows in one statement (``_insert_from``: one anti-join with the stored
+    rows). Checked batch by batch, each insert joined the whole table so far
+    (a 4.5-million-sample exposition: 0.7 s, growing to 2.2 s, a batch of
+    65,536 rows). Staged in a TEMP table of the transaction instead, DuckDB
+    held the stage in memory past its limit (1.5 GiB for that exposition);
+    read back from Parquet, the one insert spills under ``WRITER_MEMORY``.
 
     Use as a context manager; ``finish()`` commits and returns the rows added."""
 
@@ -230,7 +236,8 @@ class StreamedRows:
         self._n = 0
         self._stack = ExitStack()
         self._store: Store | None = None
-        #: target table -> [its columns, its key, rows staged]
+        self._folder: str | None = None
+        #: target table -> [its columns, its key, rows staged, its Parquet writer]
         self._staged: dict[str, list] = {}
         self.rows = 0
         self.added = 0
@@ -249,34 +256,35 @@ class StreamedRows:
             # here, a 2-million-row ingest holds a batch, not the table.
             self._stack.enter_context(self._store.memory_limited(WRITER_MEMORY))
             self._stack.enter_context(self._store.transaction())
+            self._folder = self._stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="pyproflab-stage-")
+            )
         for t in self._waiting:
-            self._stage(self._store, *_store_rows(t))
+            self._stage(*_store_rows(t))
         self._waiting, self._n = [], 0
 
-    def _stage(self, store: Store, rows: pa.Table, table: str, key: Sequence[str]) -> None:
-        stage = f"_pyproflab_stage_{table}"
+    def _stage(self, rows: pa.Table, table: str, key: Sequence[str]) -> None:
         if table not in self._staged:
-            store.execute(
-                f"CREATE TEMP TABLE {stage} AS SELECT *, 0::BIGINT AS _pyproflab_row "
-                f"FROM {table} LIMIT 0"
-            )
-            self._staged[table] = [rows.schema.names, key, 0]
-        names, _, n = self._staged[table]
-        batch = rows.append_column(
-            "_pyproflab_row", pa.array(range(n, n + rows.num_rows), pa.int64())
+            assert self._folder is not None
+            path = os.path.join(self._folder, f"{table}.parquet")
+            schema_ = rows.schema.append(pa.field("_pyproflab_row", pa.int64()))
+            writer = self._stack.enter_context(pq.ParquetWriter(path, schema_))
+            self._staged[table] = [rows.schema.names, key, 0, writer]
+        names, _, n, writer = self._staged[table]
+        writer.write_table(
+            rows.append_column("_pyproflab_row", pa.array(range(n, n + rows.num_rows), pa.int64()))
         )
-        cols = ", ".join(f'"{c}"' for c in [*names, "_pyproflab_row"])
-        with store.registered(_pyproflab_batch=batch):
-            store.execute(f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM _pyproflab_batch")
         self._staged[table][2] = n + rows.num_rows
 
     def finish(self) -> int:
         """Store what is waiting and commit; the rows added."""
         self._flush()
         store = self._store
-        assert store is not None
-        for table, (names, key, _) in self._staged.items():
-            stage = f"_pyproflab_stage_{table}"
+        assert store is not None and self._folder is not None
+        for table, (names, key, _, writer) in self._staged.items():
+            writer.close()
+            path = os.path.join(self._folder, f"{table}.parquet").replace("'", "''")
+            stage = f"read_parquet('{path}')"
             part = ", ".join(f'"{k}"' for k in key)
             repeats = (
                 store.sql(
@@ -287,7 +295,6 @@ class StreamedRows:
                 .as_py()
             )
             self.added += _insert_from(store, stage, names, table, key, unique=not repeats)
-            store.execute(f"DROP TABLE {stage}")
         self._stack.close()
         return self.added
 
