@@ -116,9 +116,7 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     return Row(sum(s["w"] for s in ss), scan, goal, cost, min(means), max(means))
 
 
-def c0_range(
-    rows: Sequence[Row], exact: bool, per_heap: bool = True
-) -> tuple[float, float] | None:
+def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[float, float] | None:
     """Rule 2: the least and largest ``c0`` with ``c0, c1, c2 ≥ 0`` putting every
     setting's cost within ``[lo, hi]`` (``exact``: at its mean; without
     ``per_heap``, ``c2 = 0``); None when none does."""
