@@ -39,7 +39,7 @@ class Command:
         parser.add_argument(
             "--ingest-batch-files",
             type=int,
-            default=64,
+            default=256,  # the ingester's BATCH_FILES
             metavar="N",
             help="spool files per store transaction (the store's lock is held for one)",
         )

@@ -21,7 +21,7 @@ class Command:
         parser.add_argument("spool", metavar="SPOOL")
         common.add_db_option(parser, wait=False)  # its own --wait, per batch
         parser.add_argument("--follow", action="store_true", help="keep ingesting as pushes come")
-        parser.add_argument("--batch-files", type=int, default=64, metavar="N")
+        parser.add_argument("--batch-files", type=int, default=256, metavar="N")  # BATCH_FILES
         parser.add_argument(
             "--max-bytes",
             type=int,

@@ -85,6 +85,10 @@ class Limits:
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
+def _limit_values(lim: Limits) -> tuple[int, ...]:
+    return (lim.samples, lim.stack_depth, lim.labels, lim.label_value, lim.symbol)
+
+
 def _refuse(source: str, name: str, limit: int, got: int, what: str) -> LimitError:
     return LimitError(
         source,
@@ -113,10 +117,15 @@ def _max_len(arr: pa.Array) -> int:
     return int(pc.max(pc.binary_length(arr)).as_py() or 0)
 
 
-def check(profile, source: str, limits: Limits | None = None) -> None:
+def check(profile, source: str, limits: Limits | None = None, *, size: int | None = None) -> None:
     """Raise ``LimitError`` if ``profile`` passes one of ``limits`` (default:
-    ``Limits.from_env()``)."""
+    ``Limits.from_env()``). ``size``: the bytes of the pprof protobuf it was
+    decoded from. Every sample, location id, label and string byte it counts
+    takes at least one byte of them, so a profile of no more bytes than every
+    limit (0: none) cannot pass one, and is not looked at."""
     lim = limits or Limits.from_env()
+    if size is not None and all(v == 0 or size <= v for v in _limit_values(lim)):
+        return
     samples = profile.samples
     if lim.samples and samples.num_rows > lim.samples:
         raise _refuse(source, "samples", lim.samples, samples.num_rows, "sample count")

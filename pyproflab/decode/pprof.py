@@ -95,6 +95,7 @@ def decode_bytes(
     """Decode pprof bytes (gzipped or not) into a validated ``Profile`` that
     keeps within ``limits`` (default: ``Limits.from_env()``)."""
     raw = decompress(data, source=source, max_bytes=max_bytes)
+    size = len(raw) if legacy.legacy_kind(raw) is None else None  # the protobuf's bytes
     top = parse_raw(raw, source=source)
     del raw  # the top level holds what is needed; free the rest early
     if method == "reference":
@@ -105,7 +106,7 @@ def decode_bytes(
         from pyproflab.decode.fast import decode_fast
 
         profile = decode_fast(top, source=source)
-    check_limits(profile, source, limits)
+    check_limits(profile, source, limits, size=size)
     return profile
 
 

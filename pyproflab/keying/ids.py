@@ -462,6 +462,15 @@ def raw_label_keys(labels_col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     num = values.field("num")
     num_valid = num.is_valid().to_numpy(zero_copy_only=False)
     num_v = num.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return raw_label_keys_of(parts, num_v, num_valid, offsets)
+
+
+def raw_label_keys_of(
+    parts: list[np.ndarray], num_v: np.ndarray, num_valid: np.ndarray, offsets: np.ndarray
+) -> np.ndarray:
+    """``raw_label_keys`` from the labels' fields: the dictionary codes of key, str
+    and num_unit (-1 for null), num (0 for null) and whether num is set, and each
+    sample's offsets into them. Each sample's key is its own labels' alone."""
     h = combine(
         combine(combine(parts[0].astype(U64), parts[1].astype(U64)), parts[2].astype(U64)),
         combine(num_v.astype(U64), num_valid.astype(U64)),

@@ -19,14 +19,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pyproflab import schema
 from pyproflab.arrays import from_numpy
-from pyproflab.errors import StoreError
 from pyproflab.keying import ids
 from pyproflab.keying.digests import Entries
-from pyproflab.keying.profile_types import PROFILE_TYPES, infer_profile_type
+from pyproflab.keying.profile_types import profile_type_of
 from pyproflab.model import Profile
 
 
@@ -140,50 +138,11 @@ def profile_digest(profile: Profile) -> str:
     return h.hexdigest()
 
 
-def _leaf_functions(profile: Profile) -> list[str]:
-    """Names of the innermost function of every sample's leaf location."""
-    loc_ids = profile.samples.column("location_ids").combine_chunks()
-    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
-    wanted = set(firsts.to_pylist())
-    names = dict(
-        zip(
-            profile.functions.column("id").to_pylist(),
-            profile.functions.column("name").to_pylist(),
-            strict=True,
-        )
-    )
-    out = []
-    for lid, lines in zip(
-        profile.locations.column("id").to_pylist(),
-        profile.locations.column("lines").to_pylist(),
-        strict=True,
-    ):
-        if lid in wanted and lines:
-            out.append(names.get(lines[0]["function_id"], ""))
-    return out
-
-
-def _profile_type(profile: Profile, meta: ProfileMeta, hint: str | None) -> str:
-    if meta.profile_type:
-        if meta.profile_type not in PROFILE_TYPES:
-            raise StoreError(
-                f"unknown profile type {meta.profile_type!r} (one of {', '.join(PROFILE_TYPES)})"
-            )
-        return meta.profile_type
-    types = [st.type.lower() for st in profile.sample_types]
-    leaves = _leaf_functions(profile) if "contentions" in types else None
-    return infer_profile_type(
-        profile.sample_types,
-        profile.period_type,
-        default_sample_type=profile.default_sample_type,
-        hint=hint or meta.source,
-        leaf_functions=leaves,
-    )
-
-
-def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
+def _referenced(
+    profile: Profile, kept_mappings: np.ndarray | None = None
+) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(locations, functions, mappings) of ``profile`` that its samples reference;
-    the first mapping is always kept."""
+    the first mapping (or the rows ``kept_mappings``) is always kept."""
     loc_values, _ = ids.list_values(profile.samples.column("location_ids"))
     locs = profile.locations
     if locs.num_rows:
@@ -199,7 +158,7 @@ def _referenced(profile: Profile) -> tuple[pa.Table, pa.Table, pa.Table]:
     mappings = profile.mappings
     if mappings.num_rows:
         used = _used(ids.u64(mappings.column("id")), ids.u64(locs.column("mapping_id")))
-        used[0] = True
+        used[0 if kept_mappings is None else kept_mappings] = True
         if not used.all():
             mappings = mappings.filter(from_numpy(used))
     return locs, functions, mappings
@@ -259,6 +218,46 @@ def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32), pa.int32()), values)
 
 
+@dataclass
+class KeyedDefinitions:
+    """A profile's functions, mappings and locations that its samples keep, as store
+    rows keyed by content, with what ``key_profile`` needs of them: the locations'
+    own and content ids, and the rows' content."""
+
+    functions: pa.Table
+    mappings: pa.Table
+    locations: pa.Table
+    loc_local: np.ndarray
+    loc_ids: np.ndarray
+    content: dict[str, list[ids.Column] | None]
+    entries: dict[str, Entries | None]
+
+
+def _key_definitions(locs: pa.Table, functions: pa.Table, mappings: pa.Table) -> KeyedDefinitions:
+    """Functions and mappings (blake2b of their content), then locations (their
+    references rewritten to content ids, then hashed)."""
+    fn_columns = ids.function_columns(functions)
+    fn_ids, fn_entries = ids.function_keys(functions, fn_columns)
+    fn_local = ids.u64(functions.column("id"))
+    map_local, map_ids = ids.u64(mappings.column("id")), ids.mapping_ids(mappings)
+    loc_local, loc_ids, locations, (loc_words, loc_entries) = _key_locations(
+        locs, (fn_local, fn_ids), (map_local, map_ids)
+    )
+    return KeyedDefinitions(
+        pa.table(
+            [from_numpy(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
+        ),
+        pa.table(
+            [from_numpy(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
+        ),
+        locations,
+        loc_local,
+        loc_ids,
+        {"functions": fn_columns, "locations": [loc_words]},
+        {"functions": fn_entries, "locations": loc_entries},
+    )
+
+
 def key_profile(
     profile: Profile,
     meta: ProfileMeta,
@@ -277,16 +276,9 @@ def key_profile(
     and the profile's own row. ``with_content``: keep the rows' content
     (``KeyedProfile.content``) for ``SentMemory.trim``.
     """
-    locs, functions, mappings = _referenced(profile)
-    fn_columns = ids.function_columns(functions)
-    fn_ids, fn_entries = ids.function_keys(functions, fn_columns)
-    fn_local = ids.u64(functions.column("id"))
-    map_local, map_ids = ids.u64(mappings.column("id")), ids.mapping_ids(mappings)
-    loc_local, loc_ids, locations, (loc_words, loc_entries) = _key_locations(
-        locs, (fn_local, fn_ids), (map_local, map_ids)
-    )
+    d = _key_definitions(*_referenced(profile))
     samples = profile.samples
-    stack_of, stacks, (stack_locs, stack_entries) = _key_stacks(samples, loc_local, loc_ids)
+    stack_of, stacks, (stack_locs, stack_entries) = _key_stacks(samples, d.loc_local, d.loc_ids)
     label_of, label_sets = _key_label_sets(samples)
     out_samples = pa.table(
         {
@@ -299,19 +291,15 @@ def key_profile(
         content_hash,
         _profile_row(profile, meta, content_hash, type_hint, now),
         out_samples,
-        pa.table(
-            [from_numpy(fn_ids, pa.uint64())] + functions.columns[1:], schema=schema.STORE_FUNCTIONS
-        ),
-        pa.table(
-            [from_numpy(map_ids, pa.uint64())] + mappings.columns[1:], schema=schema.STORE_MAPPINGS
-        ),
-        locations,
+        d.functions,
+        d.mappings,
+        d.locations,
         stacks,
         label_sets,
     )
     if with_content:
-        keyed.content = {"functions": fn_columns, "locations": [loc_words], "stacks": [stack_locs]}
-        keyed.entries = {"functions": fn_entries, "locations": loc_entries, "stacks": stack_entries}
+        keyed.content = {**d.content, "stacks": [stack_locs]}
+        keyed.entries = {**d.entries, "stacks": stack_entries}
     return keyed
 
 
@@ -412,10 +400,11 @@ def _key_label_sets(samples: pa.Table) -> tuple[np.ndarray, pa.Table]:
         labels_col = samples.column("labels")
         set_of_raw = np.zeros(len(uniq_raw), dtype=ids.U64)
         seen: set[int] = set()
-        for k, (rk, row) in enumerate(zip(uniq_raw, first_raw, strict=True)):
+        rows = labels_col.take(from_numpy(first_raw.astype(np.int64))).to_pylist()
+        for k, (rk, row) in enumerate(zip(uniq_raw, rows, strict=True)):
             if rk == 0:
                 continue
-            canon = ids.canonical_labels(labels_col[int(row)].as_py())
+            canon = ids.canonical_labels(row)
             sid = ids.label_set_id(canon)
             set_of_raw[k] = sid
             if sid and sid not in seen:
@@ -443,16 +432,19 @@ def _profile_row(
     content_hash: str,
     type_hint: str | None,
     now: datetime | None,
+    main_mapping: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The profile's STORE_PROFILES row (profile_id unset)."""
-    main_mapping = ids.mapping_ids(profile.mappings.slice(0, 1))
+    """The profile's STORE_PROFILES row (profile_id unset); ``main_mapping``: the
+    content id of its first mapping (none: no mappings), when the caller has it."""
+    if main_mapping is None:
+        main_mapping = ids.mapping_ids(profile.mappings.slice(0, 1))
     pt = profile.period_type
     return {
         "content_hash": content_hash,
         "service": meta.service,
         "version": meta.version,
         "instance": meta.instance,
-        "profile_type": _profile_type(profile, meta, type_hint),
+        "profile_type": profile_type_of(profile, meta.profile_type, type_hint or meta.source),
         "labels": list(meta.labels.items()) if meta.labels else None,
         "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
         if profile.time_nanos

@@ -24,7 +24,12 @@ Rules, first match wins (type names compared case-insensitively):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pyproflab.errors import StoreError
+
+if TYPE_CHECKING:
+    from pyproflab.model import Profile
 
 PROFILE_TYPES = (
     "cpu",
@@ -106,3 +111,47 @@ def infer_profile_type(
     if "cpu" in tset or ptype == "cpu":
         return "cpu"
     return "other"
+
+
+def profile_type_of(profile: Profile, given: str | None, hint: str | None) -> str:
+    """The profile type of ``profile``: ``given`` when set (one of ``PROFILE_TYPES``,
+    else ``StoreError``), else inferred (``infer_profile_type``, the leaf frames
+    read only for a profile of contentions)."""
+    if given:
+        if given not in PROFILE_TYPES:
+            raise StoreError(f"unknown profile type {given!r} (one of {', '.join(PROFILE_TYPES)})")
+        return given
+    types = [st.type.lower() for st in profile.sample_types]
+    leaves = _leaf_functions(profile) if "contentions" in types else None
+    return infer_profile_type(
+        profile.sample_types,
+        profile.period_type,
+        default_sample_type=profile.default_sample_type,
+        hint=hint,
+        leaf_functions=leaves,
+    )
+
+
+def _leaf_functions(profile: Profile) -> list[str]:
+    """Names of the innermost function of every sample's leaf location."""
+    import pyarrow.compute as pc
+
+    loc_ids = profile.samples.column("location_ids").combine_chunks()
+    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
+    wanted = set(firsts.to_pylist())
+    names = dict(
+        zip(
+            profile.functions.column("id").to_pylist(),
+            profile.functions.column("name").to_pylist(),
+            strict=True,
+        )
+    )
+    out = []
+    for lid, lines in zip(
+        profile.locations.column("id").to_pylist(),
+        profile.locations.column("lines").to_pylist(),
+        strict=True,
+    ):
+        if lid in wanted and lines:
+            out.append(names.get(lines[0]["function_id"], ""))
+    return out

@@ -58,48 +58,37 @@ def _grid(head: list[str], rows: list[list[str]], first_right: int) -> list[str]
     return grid(head, rows, "l" * first_right + "r" * (len(head) - first_right))
 
 
+# The per-instance table's columns: (head, cell of a row, shown in HTML too).
+# HTML leaves out the heap goal, allocation and STW total to fit a notebook cell.
+_INSTANCE_COLUMNS = (
+    ("service", lambda r: _cell(r["service"]), True),
+    ("version", lambda r: _cell(r["version"]), True),
+    ("instance", lambda r: _cell(r["instance"]), True),
+    ("profiles", lambda r: f"{r['profiles']} ({r['cpu_profiles']} cpu)", True),
+    ("profile view", lambda r: pct(r["profile_gc_share"]), True),
+    ("profile mark", lambda r: pct(r["profile_gc_mark_share"]), True),
+    ("runtime busy", lambda r: pct(r["gc_cpu_fraction_busy"]), True),
+    ("runtime all", lambda r: pct(r["gc_cpu_fraction"]), True),
+    ("GC/min", lambda r: _num(r["gc_cycles_per_min"]), True),
+    ("heap live", lambda r: mib(r["heap_live_mean_bytes"]), True),
+    ("heap goal", lambda r: mib(r["heap_goal_mean_bytes"]), False),
+    ("alloc/s", lambda r: mib(r["alloc_bytes_per_sec"]), False),
+    ("STW total", lambda r: seconds(r["stw_pause_total_seconds"]), False),
+    ("STW p99", lambda r: seconds(r["stw_pause_p99_seconds"]), True),
+    ("GOGC", lambda r: _num(r["gogc_percent"], 0), True),
+    ("GOMEMLIMIT", lambda r: _limit(r["gomemlimit_bytes"]), True),
+)
+
+
+def _instance_table(rows: list[dict], *, in_html: bool) -> tuple[list[str], list[list[str]]]:
+    """The per-instance table's heads and cells (HTML's shorter set when ``in_html``)."""
+    cols = [c for c in _INSTANCE_COLUMNS if c[2] or not in_html]
+    return [c[0] for c in cols], [[c[1](r) for c in cols] for r in rows]
+
+
 def instance_lines(result) -> list[str]:
     """The per-instance table: GC share, profile view vs runtime view, and the metrics."""
-    head = [
-        "service",
-        "version",
-        "instance",
-        "profiles",
-        "profile view",
-        "profile mark",
-        "runtime busy",
-        "runtime all",
-        "GC/min",
-        "heap live",
-        "heap goal",
-        "alloc/s",
-        "STW total",
-        "STW p99",
-        "GOGC",
-        "GOMEMLIMIT",
-    ]
-    rows = []
-    for r in result.instances.to_pylist():
-        rows.append(
-            [
-                _cell(r["service"]),
-                _cell(r["version"]),
-                _cell(r["instance"]),
-                f"{r['profiles']} ({r['cpu_profiles']} cpu)",
-                pct(r["profile_gc_share"]),
-                pct(r["profile_gc_mark_share"]),
-                pct(r["gc_cpu_fraction_busy"]),
-                pct(r["gc_cpu_fraction"]),
-                _num(r["gc_cycles_per_min"]),
-                mib(r["heap_live_mean_bytes"]),
-                mib(r["heap_goal_mean_bytes"]),
-                mib(r["alloc_bytes_per_sec"]),
-                seconds(r["stw_pause_total_seconds"]),
-                seconds(r["stw_pause_p99_seconds"]),
-                _num(r["gogc_percent"], 0),
-                _limit(r["gomemlimit_bytes"]),
-            ]
-        )
+    head, rows = _instance_table(result.instances.to_pylist(), in_html=False)
     return _grid(head, rows, 3)
 
 
@@ -200,45 +189,11 @@ def render_gc_html(result, max_rows: int = 200, *, python: bool = True) -> str:
     """A ``<div>``: the per-instance table, the category table, the notes (all escaped);
     ``python``: end with the result's Python accessors (off in the offline report)."""
     esc = html.escape
-    inst = [
-        [
-            _cell(r["service"]),
-            _cell(r["version"]),
-            _cell(r["instance"]),
-            str(r["profiles"]),
-            pct(r["profile_gc_share"]),
-            pct(r["profile_gc_mark_share"]),
-            pct(r["gc_cpu_fraction_busy"]),
-            pct(r["gc_cpu_fraction"]),
-            _num(r["gc_cycles_per_min"]),
-            mib(r["heap_live_mean_bytes"]),
-            seconds(r["stw_pause_p99_seconds"]),
-            _num(r["gogc_percent"], 0),
-            _limit(r["gomemlimit_bytes"]),
-        ]
-        for r in result.instances.to_pylist()[:max_rows]
-    ]
+    head, inst = _instance_table(result.instances.to_pylist()[:max_rows], in_html=True)
     parts = [
         '<div class="pyproflab-gc">',
         "<p>GC share per instance</p>",
-        _html_table(
-            [
-                "service",
-                "version",
-                "instance",
-                "profiles",
-                "profile view",
-                "profile mark",
-                "runtime busy",
-                "runtime all",
-                "GC/min",
-                "heap live",
-                "STW p99",
-                "GOGC",
-                "GOMEMLIMIT",
-            ],
-            inst,
-        ),
+        _html_table(head, inst),
     ]
     if result.notes:
         parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in result.notes) + "</ul>")

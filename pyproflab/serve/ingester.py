@@ -4,8 +4,9 @@ Rules:
 
 - A batch is at most ``batch_files`` spool files and ``batch_bytes`` of them,
   oldest first. The spool is a source (``SpoolSource``); its profiles are
-  read, decoded and keyed (the store's ``key_item``, no database) before the
-  store is opened, and the store (and its lock) is held only while the keyed
+  read and decoded one by one, then keyed ``KEY_TOGETHER`` at a time (the
+  store's ``key_items``: the rows ``key_item`` gives each, no database) before
+  the store is opened, and the store (and its lock) is held only while the keyed
   batch is written, in one transaction (``store.sourced.store_batch``: one
   look-up of the batch's content hashes, not one per profile), so notebooks
   and the CLI wait at most one batch's write.
@@ -35,10 +36,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pyproflab.decode import DEFAULT_MAX_BYTES
+from pyproflab.decode import DEFAULT_MAX_BYTES, decode_bytes
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.gohelper import GoUnavailableError, helper_binary
 from pyproflab.keying.keys import KeyedProfile
+from pyproflab.model import Profile
 from pyproflab.sources.base import (
     Item,
     ProfileItem,
@@ -51,7 +53,7 @@ from pyproflab.sources.push import cut
 from pyproflab.sources.spool import Entry, Spool, SpoolSource
 from pyproflab.store.connection import Store
 from pyproflab.store.lock import StoreBusyError
-from pyproflab.store.sourced import ItemBatch, item_bytes, key_item, store_batch
+from pyproflab.store.sourced import ItemBatch, item_bytes, key_items, store_batch
 from pyproflab.store.traces import write_trace_items
 
 log = logging.getLogger("pyproflab.serve")
@@ -59,7 +61,7 @@ log = logging.getLogger("pyproflab.serve")
 #: a profile item and its rows, keyed for the store
 Keyed = tuple[ProfileItem, KeyedProfile]
 
-BATCH_FILES = 64
+BATCH_FILES = 256
 BATCH_BYTES = 8 << 20
 
 
@@ -77,26 +79,47 @@ class Round:
     refusals: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _keyed(items: Iterable[Item], max_bytes: int, now: datetime) -> list[Item | Keyed]:
-    """Each profile item read, hashed, decoded and keyed (no database: the store's
-    ``item_bytes`` and ``key_item``) as (item, keyed rows), or refused with its
-    reason; other items as they are."""
-    out: list[Item | Keyed] = []
+#: profiles decoded before they are keyed together (``key_items``): a few batches'
+#: worth of pushes, and the decoded profiles held at once stay few
+KEY_TOGETHER = 64
+
+
+def _keyed(
+    items: Iterable[Item], max_bytes: int, now: datetime, together: int = KEY_TOGETHER
+) -> list[Item | Keyed]:
+    """Each profile item read, hashed and decoded (the store's ``item_bytes``) and,
+    ``KEY_TOGETHER`` at a time, keyed (``key_items``: no database), as (item, keyed
+    rows), or refused with its reason; other items as they are."""
+    out: list[Item | Keyed | None] = []
+    waiting: list[tuple[int, ProfileItem, Profile]] = []
+
+    def key_waiting() -> None:
+        keyed = key_items([(item, profile) for _, item, profile in waiting], now)
+        for (at, item, _), k in zip(waiting, keyed, strict=True):
+            out[at] = (item, k) if isinstance(k, KeyedProfile) else Refused(item.what, k)
+        waiting.clear()
+
     for item in items:
         if isinstance(item, ProfileItem) and item.data is not None:
             try:
                 raw, item.content_hash = item_bytes(item, max_bytes)
-                keyed = key_item(item, raw, max_bytes=max_bytes, now=now)
+                profile = decode_bytes(raw, source=item.what, max_bytes=max_bytes)
             except ProfileError as e:
                 out.append(Refused(item.what, e.problem))
                 continue
             except (StoreError, ValueError) as e:
                 out.append(Refused(item.what, str(e)))
                 continue
-            out.append((item, keyed))
+            del raw  # the decompressed bytes go before the next item's
+            waiting.append((len(out), item, profile))
+            out.append(None)
+            if len(waiting) >= together:
+                key_waiting()
             continue
         out.append(item)
-    return out
+    if waiting:
+        key_waiting()
+    return [x for x in out if x is not None]
 
 
 def _traces_to_store() -> bool:
@@ -156,14 +179,18 @@ def run_batch(
     batch_bytes: int = BATCH_BYTES,
     max_bytes: int = DEFAULT_MAX_BYTES,
     wait: float = 0.0,
+    key_together: int = KEY_TOGETHER,
 ) -> Round:
-    """Ingest one batch of the spool (see the module's rules)."""
+    """Ingest one batch of the spool (see the module's rules); ``key_together``: the
+    profiles keyed as one (1: one by one, as before issue 32; a benchmark's peer)."""
     out = Round()
     entries = _take(spool, batch_files, batch_bytes)
     if not entries:
         return out
     source = SpoolSource(spool, entries, max_bytes=max_bytes)
-    items = _keyed(source.items(Request(), nothing_known), max_bytes, datetime.now(UTC))
+    items = _keyed(
+        source.items(Request(), nothing_known), max_bytes, datetime.now(UTC), key_together
+    )
     keyed = [k for k in items if isinstance(k, tuple)]
     traces = [t for t in items if isinstance(t, TraceItem)]
     to_store = bool(traces) and _traces_to_store()

@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -78,7 +78,12 @@ from pyproflab.store.ingest import (
 )
 from pyproflab.store.ingest_report import IngestReport
 
+if TYPE_CHECKING:
+    from pyproflab.model import Profile
+
 Progress = Callable[[int, int], None]
+#: a profile item keyed (``key_items``), or why it could not be
+Keyed = KeyedProfile | str
 
 #: item type -> writer(store, items) for items this module does not store itself
 #: (the traces' store module adds TraceItem here); a writer returns an IngestReport.
@@ -392,6 +397,36 @@ def key_item(
         del raw  # the decompressed bytes go before keying allocates
     meta = profile_meta(item.meta)
     keyed = key_profile(profile, meta, item.content_hash, now=now, with_content=False)
+    return _with_item_time(keyed, item)
+
+
+def key_items(decoded: Sequence[tuple[ProfileItem, Profile]], now: datetime) -> list[Keyed]:
+    """``key_item`` of each item and its decoded profile, keyed as one batch
+    (``keying.batch.key_profiles``: the same rows); where the batch cannot be
+    keyed, item by item, and an item that cannot be is its reason."""
+    from pyproflab.keying.batch import key_profiles
+
+    metas = [profile_meta(i.meta) for i, _ in decoded]
+    try:
+        keyed = key_profiles(
+            [p for _, p in decoded], metas, [i.content_hash or "" for i, _ in decoded], now=now
+        )
+    except (StoreError, ValueError):
+        out: list[Keyed] = []
+        for (item, profile), meta in zip(decoded, metas, strict=True):
+            try:
+                one = key_profile(
+                    profile, meta, item.content_hash or "", now=now, with_content=False
+                )
+            except (StoreError, ValueError) as e:
+                out.append(str(e))
+                continue
+            out.append(_with_item_time(one, item))
+        return out
+    return [_with_item_time(k, i) for k, (i, _) in zip(keyed, decoded, strict=True)]
+
+
+def _with_item_time(keyed: KeyedProfile, item: ProfileItem) -> KeyedProfile:
     if keyed.row.get("time") is None and item.meta.time is not None:
         keyed.row["time"] = item.meta.time
     return keyed

@@ -14,7 +14,7 @@ import pytest
 from support.push_helpers import RECORDED, records, stored_rows
 
 from pyproflab.serve.ingester import run_batch
-from pyproflab.sources.push import parse_datadog, parse_pyroscope
+from pyproflab.sources.push import parse_datadog, parse_pyroscope, pprof_bytes
 from pyproflab.sources.spool import Spool, SpoolFull, decode_push
 
 DD = records(RECORDED / "dd")
@@ -172,3 +172,53 @@ def test_concurrent_puts_share_the_folder_fsync(tmp_path, monkeypatch):
     entries = spool.pending()
     assert len(entries) == 64 and 1 <= len(calls) <= 64
     assert all(spool.read(e)[0].profiles for e in entries)
+
+
+def _table_rows(db) -> dict[str, list[str]]:
+    from pyproflab.store import Store
+
+    out = {}
+    with Store.open(str(db), read_only=True) as s:
+        for t in ("profiles", "samples", "functions", "mappings", "locations", "stacks"):
+            rows = s.sql(f"SELECT * FROM {t}").to_pylist()
+            # the source names the spool file, whose name holds its receipt time
+            drop = ("ingested_at", "source")
+            out[t] = sorted(repr({k: v for k, v in r.items() if k not in drop}) for r in rows)
+        out["label_sets"] = sorted(map(repr, s.sql("SELECT * FROM label_sets").to_pylist()))
+    return out
+
+
+def test_keyed_together_or_one_by_one_the_store_holds_the_same_rows(tmp_path):
+    dbs = []
+    for together in (1, 64):
+        spool = Spool(tmp_path / f"spool{together}")
+        for i in range(6):
+            spool.put(_pyro(i))
+        for i in range(2):
+            spool.put(_dd(i))
+        db = tmp_path / f"s{together}.duckdb"
+        r = run_batch(spool, str(db), key_together=together)
+        assert r.files == 8 and r.refused == 0 and spool.pending() == []
+        dbs.append(db)
+    assert _table_rows(dbs[0]) == _table_rows(dbs[1])
+
+
+def test_an_item_the_batch_cannot_key_is_refused_alone():
+    from datetime import UTC, datetime
+
+    from pyproflab.decode import decode_bytes
+    from pyproflab.keying.keys import KeyedProfile
+    from pyproflab.sources.base import ItemMeta, ProfileItem
+    from pyproflab.store.sourced import item_bytes, key_items
+
+    push = _dd(0)
+    decoded = []
+    for k, att in enumerate(push.profiles[:3]):
+        meta = ItemMeta(service="s", profile_type="nonsense" if k == 1 else None)
+        data = pprof_bytes(att.data, source="t", max_bytes=1 << 30)
+        item = ProfileItem(meta, data=data, key=f"f#{k}")
+        raw, item.content_hash = item_bytes(item, 1 << 30)
+        decoded.append((item, decode_bytes(raw)))
+    got = key_items(decoded, datetime.now(UTC))
+    assert isinstance(got[0], KeyedProfile) and isinstance(got[2], KeyedProfile)
+    assert isinstance(got[1], str) and "unknown profile type 'nonsense'" in got[1]
