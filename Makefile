@@ -107,9 +107,10 @@ demo: setup
 bench: setup
 	$(PY) -m bench --out .bench
 
-# Record tests/gcbench at every GOGC setting in both modes (~10 min; each run under
-# `heavy` at session priority, see bench/gc_record.py) and rewrite the trimmed test
-# data; then print the model's predictions against it.
+# Record the GC validation workloads at every GOGC setting (~30 min; each run in a
+# CPU group of its own that comes before other work, see bench/gc_record.py; needs
+# root; take the bench lock on a shared machine) and rewrite the trimmed test data;
+# then print the model's predictions against it.
 bench-gc: setup
 	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/work
 	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/quota --quota \

@@ -10,17 +10,19 @@ it); then mean and largest absolute errors, the share of predicted figures
 inside their intervals, and the advice under a budget of 2.5x the GOGC=100
 peak with what its setting's runs measured.
 
-The truth. One run is not the truth: on the shared machine a setting's runs
-differ by a median 13-35% in cycles per minute. The measured value is the
-mean of a setting's three runs (three instances), printed with its standard
-error (sd/√3, of the mean); errors are the prediction against that mean,
-nothing subtracted; the summary also counts the predictions within twice
-that standard error. Each workload's first line gives the runs' own spread
-and the median standard error of the measured means: the noise no model
-removes (fitted on measured means too, a prediction carries their noise).
+The truth. One run is not the truth: even with each run given the CPU it
+asks for (bench/gc_record.py), a setting's runs differ by a median 0-19% in
+cycles per minute (by workload). The measured value is the mean of a
+setting's three runs (three instances), printed with its standard error
+(sd/√3, of the mean); errors are the prediction against that mean, nothing
+subtracted; the summary also counts the predictions within twice that
+standard error. Each workload's first line gives the runs' own spread and the
+median standard error of the measured means: the noise no model removes
+(fitted on measured means too, a prediction carries their noise);
+``--spread`` prints each setting's.
 
     python -m bench.gc_validate [--workloads graph,lru] [--sources gctrace,prometheus]
-        [--fits 100+200,100] [--compact]
+        [--fits 100+200,100] [--compact] [--spread]
 """
 
 from __future__ import annotations
@@ -80,6 +82,29 @@ def spread_line(rec, workload: str) -> str:
     return "runs' spread (median CV of a setting's runs): " + ", ".join(parts)
 
 
+def spread_table(rec, workload: str) -> str:
+    """Per setting, the coefficient of variation of its runs' cycles per minute
+    and GC share, the other processes' CPU and the load at the runs' start."""
+    import statistics
+
+    out = []
+    for label in rec.labels(workload):
+        ms = [rec.measured(d) for d in rec.runs(workload, label)]
+        sums = [rec.summary(d) for d in rec.runs(workload, label)]
+        cvs = []
+        for m in ("cycles_per_min", "gc_share"):
+            vals = [x[m] for x in ms]
+            mean = statistics.mean(vals)
+            cvs.append(100 * statistics.stdev(vals) / mean if len(vals) > 1 and mean else math.nan)
+        other = max(x["other_cpu_cores"] for x in sums)
+        load = max(x.get("load_start", math.nan) for x in sums)
+        out.append(
+            f"   {label:<20} cycles/min CV {cvs[0]:5.1f}%  GC share CV {cvs[1]:5.1f}%  "
+            f"(n={len(ms)}; other CPU up to {other:.2f} cores, load up to {load:.1f})"
+        )
+    return "\n".join(out)
+
+
 def budget_line(rec, workload: str, source: str) -> str:
     r = rec.budget_check(workload, source)
     if r["recommendation"] is None:
@@ -102,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sources", default="gctrace,prometheus")
     p.add_argument("--fits", default="100+200,100")
     p.add_argument("--compact", action="store_true", help="only the summary lines")
+    p.add_argument("--spread", action="store_true", help="only each setting's run spread")
     args = p.parse_args(argv)
+    if args.spread:
+        for w in args.workloads.split(","):
+            print(f"=== {w}\n{spread_table(rec, w)}")
+        return 0
     totals: dict[str, list[int]] = {}
     for w in args.workloads.split(","):
         held = " (held out of every choice of the model's priors)" if w == rec.HELD_OUT else ""

@@ -16,9 +16,10 @@ snapshots: GC CPU classes over busy CPU, total − idle, first to last), the
 peak RSS. A setting's measured value, the truth a prediction is compared
 with, is the mean over its runs (each run one instance of the service); its
 standard error (the runs' standard deviation over √runs, of the mean) is
-given beside it: a single run's cycles per minute moved by 13-35 % between
-runs of one setting on the shared machine, so no one run is the truth, and
-an error within about twice the standard error is within what the runs know.
+given beside it: a single run's cycles per minute moves by a median 0-19 %
+(by workload) between runs of one setting, even with each run given the CPU
+it asks for, so no one run is the truth, and an error within about twice the
+standard error is within what the runs know.
 """
 
 from __future__ import annotations
