@@ -222,3 +222,17 @@ def _offsets(lists: Sequence[Sequence[Any]], nulls: np.ndarray) -> pa.Array:
 
 def _mask(nulls: np.ndarray) -> pa.Array | None:
     return from_numpy(nulls, pa.bool_()) if nulls.any() else None
+
+
+#: a chunk smaller than this on average is joined to its neighbours (``few_chunks``)
+SMALL_CHUNK = 64 << 10
+
+
+def few_chunks(table: pa.Table) -> pa.Table:
+    """``table`` with its chunks combined when they are many and small on average
+    (under ``SMALL_CHUNK`` bytes): DuckDB scans a registered table a chunk at a
+    time, and hundreds of one-profile chunks cost it more than one copy."""
+    chunks = max((c.num_chunks for c in table.columns), default=0)
+    if chunks > 1 and table.nbytes < SMALL_CHUNK * chunks:
+        return table.combine_chunks()
+    return table

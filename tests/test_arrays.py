@@ -161,3 +161,14 @@ def test_from_rows_builds_the_store_profile_rows() -> None:
 def test_from_rows_refuses_a_type_it_does_not_build() -> None:
     with pytest.raises(TypeError, match="does not build"):
         arrays.from_rows([{"x": 1.5}], pa.schema([("x", pa.float64())]))
+
+
+def test_many_small_chunks_are_joined_and_few_large_ones_kept() -> None:
+    from pyproflab.arrays import SMALL_CHUNK, few_chunks
+
+    small = pa.concat_tables([pa.table({"x": list(range(k, k + 3))}) for k in range(100)])
+    joined = few_chunks(small)
+    assert joined.column("x").num_chunks == 1 and joined.equals(small)
+    rows = SMALL_CHUNK // 8 + 1  # int64: each chunk just over the bound
+    large = pa.concat_tables([pa.table({"x": pa.array(range(rows), pa.int64())})] * 2)
+    assert few_chunks(large) is large

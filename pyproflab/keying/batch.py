@@ -278,6 +278,20 @@ def _label_set_id(canon: list[ids.LabelTuple]) -> int:
     return sid
 
 
+def _filled(arr: pa.Array, fill: int) -> tuple[np.ndarray, np.ndarray]:
+    """(an integer array's values as int64, nulls as ``fill``; which are valid), as
+    ``fill_null`` and ``is_valid`` give them, from its buffers."""
+    n = len(arr)
+    if not arr.null_count:
+        return to_numpy(arr).astype(np.int64), np.ones(n, dtype=bool)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    validity, data = arr.buffers()[:2]
+    values = np.frombuffer(data, dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+    bits = np.frombuffer(validity, dtype=np.uint8)
+    valid = np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset :].view(bool)
+    return np.where(valid, values.astype(np.int64), np.int64(fill)), valid
+
+
 def _raw_keys(profiles: Sequence[Profile], sample_cuts: np.ndarray) -> np.ndarray:
     """``ids.raw_label_keys`` of every profile's samples, end to end (each from the
     profile's own dictionary codes, as it computes them)."""
@@ -297,11 +311,10 @@ def _raw_keys(profiles: Sequence[Profile], sample_cuts: np.ndarray) -> np.ndarra
         for i, name in enumerate(("key", "str", "num_unit")):
             f = values.field(name)
             enc = f if pa.types.is_dictionary(f.type) else pc.dictionary_encode(f)
-            idx = enc.indices if not enc.indices.null_count else enc.indices.fill_null(-1)
-            parts[i].append(to_numpy(idx).astype(np.int64))
-        num = values.field("num")
-        parts[3].append(to_numpy(num.fill_null(0) if num.null_count else num).astype(np.int64))
-        parts[4].append(to_numpy(num.is_valid()))
+            parts[i].append(_filled(enc.indices, -1)[0])
+        num, valid = _filled(values.field("num"), 0)
+        parts[3].append(num)
+        parts[4].append(valid)
     n = int(sample_cuts[-1])
     if not total:
         return np.zeros(n, dtype=U64)

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
-from pyproflab.arrays import from_numpy, from_rows
+from pyproflab.arrays import few_chunks, from_numpy, from_rows
 from pyproflab.errors import IdCollisionError, StoreError, UsageError
 from pyproflab.keying import ids
 from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile, profile_digest
@@ -113,7 +113,7 @@ def _new_rows(store: Store, table_name: str, id_col: str, tables: list[pa.Table]
     bounds = np.cumsum([0] + [len(a) for a in id_arrays])
     owner = np.searchsorted(bounds, first, side="right") - 1
     pieces = [tables[o].take(from_numpy(first[owner == o] - bounds[o])) for o in np.unique(owner)]
-    return pa.concat_tables(pieces) if pieces else tables[0].slice(0, 0)
+    return few_chunks(pa.concat_tables(pieces)) if pieces else tables[0].slice(0, 0)
 
 
 def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> None:
@@ -129,7 +129,7 @@ def _insert_new(store: Store, table_name: str, id_col: str, rows: pa.Table) -> N
 
 
 def _insert_samples(store: Store, samples: pa.Table) -> None:
-    with store.registered(_pyproflab_samples=samples):
+    with store.registered(_pyproflab_samples=few_chunks(samples)):
         store.execute("INSERT INTO samples BY NAME SELECT * FROM _pyproflab_samples")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab import schema
+from pyproflab.arrays import few_chunks
 from pyproflab.errors import IdCollisionError
 from pyproflab.store import tables
 from pyproflab.store.connection import Store
@@ -70,7 +71,7 @@ def refuse_collisions(store: Store, table_name: str, id_col: str, tables: list[p
     """Raise ``IdCollisionError`` when one id names two different contents, in the
     batch or between the batch and the store: every hit is checked column by
     column, so a forged id can never take over a stored row."""
-    with store.registered(_pyproflab_rows=pa.concat_tables(tables)):
+    with store.registered(_pyproflab_rows=few_chunks(pa.concat_tables(tables))):
         clash = store.sql(
             f"SELECT {id_col} FROM (SELECT DISTINCT * FROM (SELECT * FROM _pyproflab_rows "
             f"UNION ALL BY NAME SELECT t.* FROM {table_name} t "
