@@ -22,7 +22,7 @@ median standard error of the measured means: the noise no model removes
 ``--spread`` prints each setting's.
 
     python -m bench.gc_validate [--workloads graph,lru] [--sources gctrace,prometheus]
-        [--fits 100+200,100] [--compact] [--spread]
+        [--fits 100+200,100] [--compact] [--spread] [--table]
 """
 
 from __future__ import annotations
@@ -105,6 +105,53 @@ def spread_table(rec, workload: str) -> str:
     return "\n".join(out)
 
 
+TARGETS = {"100+200": (10.0, 20.0), "100": (15.0, math.inf)}
+
+
+def markdown_table(rec, workloads: list[str], sources: list[str]) -> str:
+    """Issue 29's acceptance table: per workload, fit and source, the mean /
+    largest absolute error (%) of each figure (✗: its target missed), the
+    predicted figures inside their 90% intervals; then the totals."""
+    out = [
+        "| workload | fitted on | source | heap goal | cycles/min | GC share "
+        "| inside 90% interval | targets met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    inside: dict[str, list[int]] = {}
+    met = 0
+    for w in workloads:
+        for fit_name, fit in FITS.items():
+            for source in sources:
+                rows = rec.table(w, source, fit)
+                _, stats = summarize(rec, rows, fit)
+                cells, ok_all = [], True
+                for m in FIGURES:
+                    mean, worst = (100 * x for x in stats[m])
+                    ok = mean <= TARGETS[fit_name][0] and worst <= TARGETS[fit_name][1]
+                    ok_all &= ok
+                    cells.append(f"{mean:.1f} / {worst:.1f}" + ("" if ok else " ✗"))
+                t = inside.setdefault(fit_name, [0, 0])
+                t[0], t[1] = t[0] + stats["inside"][0], t[1] + stats["inside"][1]
+                met += ok_all
+                out.append(
+                    f"| {w} | GOGC {fit_name} | {source} | {' | '.join(cells)} | "
+                    f"{stats['inside'][0]}/{stats['inside'][1]} | {'yes' if ok_all else 'no'} |"
+                )
+    cases = len(workloads) * len(FITS) * len(sources)
+    out.append("")
+    out += [f"fitted on GOGC {k}: {i}/{n} inside" for k, (i, n) in inside.items()]
+    safe = sum(
+        (r := rec.budget_check(w, s))["recommendation"] is not None
+        and r["measured_peak"] <= r["budget"]
+        for w in workloads
+        for s in sources
+    )
+    out.append(
+        f"targets met in {met} of {cases} cases; budget-safe {safe}/{len(workloads) * len(sources)}"
+    )
+    return "\n".join(out)
+
+
 def budget_line(rec, workload: str, source: str) -> str:
     r = rec.budget_check(workload, source)
     if r["recommendation"] is None:
@@ -128,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fits", default="100+200,100")
     p.add_argument("--compact", action="store_true", help="only the summary lines")
     p.add_argument("--spread", action="store_true", help="only each setting's run spread")
+    p.add_argument("--table", action="store_true", help="only issue 29's acceptance table")
     args = p.parse_args(argv)
+    if args.table:
+        print(markdown_table(rec, args.workloads.split(","), args.sources.split(",")))
+        return 0
     if args.spread:
         for w in args.workloads.split(","):
             print(f"=== {w}\n{spread_table(rec, w)}")

@@ -11,7 +11,7 @@ The modules, each stating its rules:
   memory limit, CPU quota and throttling.
 - ``pacer``: one setting's steady state (the GC guide's goal, the pacer's
   trigger and runway, floating garbage from the mark's length at the
-  background workers' 25 %, GC CPU per cycle as fixed + per marked byte + per
+  background workers' 25 %, GC CPU per cycle as fixed + per scanned byte + per
   heap byte, the mutator's CPU with sweeping, CPU saturation at GOMAXPROCS,
   the memory limit and its 50 % CPU limiter).
 - ``cost``: GC CPU per cycle's fixed and per-byte terms, the fixed one with

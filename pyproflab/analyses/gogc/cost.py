@@ -1,7 +1,8 @@
 """GC CPU per cycle, ``C = c0 + c1·S + c2·goal`` (``pacer`` rule 4), from the
 observed settings (``fit`` rule 3).
 
-Rules (each setting's cost a weighted mean over its samples; ``S = H + R``):
+Rules (each setting's cost a weighted mean over its samples; ``S = H − B + R``,
+what the mark scans: ``fit`` rule 3):
 
 1. Non-negative terms. A fixed cost, a cost per marked byte and one per heap
    byte are each at least 0; no lower bound on the per-byte costs is taken
@@ -106,7 +107,9 @@ def wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
 
 def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     cost, goal = wmean(ss, "cost"), wmean(ss, "goal")
-    scan = wmean(ss, "marked") + wmean(ss, "roots")
+    marked, black = wmean(ss, "marked"), wmean(ss, "mark_alloc")
+    black = black if math.isfinite(black) else 0.0
+    scan = max(marked - black, 0.05 * marked) + wmean(ss, "roots")
     if not (math.isfinite(cost) and cost > 0 and scan > 0 and goal > 0):
         return None
     runs: dict[Any, list[dict[str, Any]]] = {}
@@ -140,7 +143,8 @@ def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[f
 
 
 def fit_cost(settings: dict[Any, list[dict[str, Any]]], cur: dict[str, float]) -> CostFit:
-    """Rules 1-4 over the observed settings' samples."""
+    """Rules 1-4 over the observed settings' samples (``cur``: the current
+    setting's ``scan`` S, ``goal`` and ``cost``)."""
     rows = [r for r in (_row(v) for v in settings.values()) if r is not None]
     ratio = [r.goal / r.scan for r in rows]
     by_goal = len(rows) >= 2 and max(ratio) >= GOAL_RATIO * min(ratio)

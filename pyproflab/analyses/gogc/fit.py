@@ -1,7 +1,7 @@
 """The model's parameters from every observed setting at once (``pacer.Params``).
 
 Rules (each figure a weighted mean over its samples, a sample weighing the
-seconds it stands for; ``S = H + R`` the scan work):
+seconds it stands for; ``S = L + R`` the scan work, rule 3):
 
 1. Truly live heap ``L``: ``H − B`` per setting (the marked heap less what
    was allocated black while marking), averaged over settings by weight.
@@ -28,17 +28,16 @@ seconds it stands for; ``S = H + R`` the scan work):
    settings or one) or least squares (three or more); ``c1`` and ``c2`` follow
    from it, by NNLS when the settings' mean ``goal/S`` differ by 20 % or more,
    else split by ``θ``: point ``THETA``, range ``[0, THETA_MAX]``.
-   The load: on a CPU-bound process the runtime counts P-time, so a P whose
-   thread the machine's other work holds off counts as busy. Settings
-   recorded at different times then differ in the GC's core-seconds per
-   cycle and the mutator's bytes per core-second (``α = A/N``) in opposite
-   directions, while their product, the bytes the mutator allocates in one
-   cycle's GC time, which sets the GC share (``pacer`` rule 5), varies far less
-   (lru's eight recorded settings, Prometheus: α 94-187 MiB/s and C
-   0.34-0.90 s, following no heap size: 167 MiB/s at GOGC 400 with a
-   limit, 109 without; α·C 64-102 MiB). So
-   each CPU-bound setting's costs are taken at the current setting's
-   mutator speed: ``C·α/α_current``.
+   ``S`` is what the mark scans, ``L + R`` (per setting ``H − B + R``), not
+   the marked heap ``H``: objects allocated while marking are allocated
+   black (counted as marked, never scanned) and are garbage by the next
+   mark. On the validation workloads, recorded with the CPU they asked for,
+   graph's GC CPU per cycle stayed at 0.07-0.09 core-seconds and lru's at
+   0.06 from GOGC 25 to 800 while their marked heaps grew 3.5x (graph 51 to
+   214 MiB, the live heap 26-27 MiB). The settings' costs are taken as
+   measured (an earlier rule scaled a CPU-bound setting's by its mutator's
+   speed, to cancel the load of a shared machine; on quiet recordings that
+   moved the cost with GOGC, and the GC share at GOGC 800 came out 2.6x).
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
@@ -46,6 +45,9 @@ seconds it stands for; ``S = H + R`` the scan work):
    differ by the load more than by sweeping, rule 3), ``s`` has point
    ``SWEEP`` and range ``[0, SWEEP_MAX]`` (core-seconds per heap byte per
    cycle), with ``α = A/(N − s·n·goal)`` or ``N0`` from the current setting.
+   A paced process's ``α`` is ``A/N0`` at the current setting (the speed
+   it runs at should the GC's CPU leave it short of its pace, ``pacer``
+   rule 5).
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
 6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
@@ -166,6 +168,7 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
     f["process_cores"] = f["mutator"] + f["gc_cores"]
     f["mutator_cores"] = f["mutator"]
     f["scan"] = f["marked"] + f["roots"]
+    f["scan_live"] = max(f["marked"] - f["mark_alloc"], 0.05 * f["marked"]) + f["roots"]
     f["u"] = math.log(max(f["goal"] / f["scan"], 1.0 + 1e-9)) if f["scan"] > 0 else 0.0
     f["runway"] = f["goal"] - f["marked"]
     b, t = f["mark_alloc"], f["mark_s"]
@@ -186,30 +189,11 @@ def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
     return math.sqrt(var) / mean if mean > 0 else 0.0
 
 
-def at_current_speed(
-    settings: dict[Setting, list[dict[str, Any]]],
-    groups: dict[Setting, dict[str, float]],
-    cur: dict,
-) -> dict[Setting, list[dict[str, Any]]]:
-    """Rule 3's load rule: each setting's per-cycle costs times its mutator's
-    bytes per core-second over the current setting's (CPU-bound only)."""
-    ref = cur["alloc"] / cur["mutator"] if cur["mutator"] > 0 else math.nan
-    out = {}
-    for k, ss in settings.items():
-        f = groups[k]
-        speed = f["alloc"] / f["mutator"] / ref if f["mutator"] > 0 else math.nan
-        if not (math.isfinite(speed) and speed > 0):
-            out[k] = ss
-            continue
-        out[k] = [dict(s, cost=s["cost"] * speed) if "cost" in s else s for s in ss]
-    return out
-
-
 def _cost_terms(
     settings: dict[Setting, list[dict[str, Any]]], cur: dict[str, float]
 ) -> tuple[dict[str, Term], CostFit]:
     """Rule 3 (``cost``): c0 with its range, c1 and c2 at the point c0 (or θ's split)."""
-    cf = fit_cost(settings, cur)
+    cf = fit_cost(settings, dict(cur, scan=cur["scan_live"]))
     point, lo, hi = cf.c0
     exact = hi - lo <= 1e-9 * max(point, 1e-300)
     c1, c2 = cf.per_byte(point, THETA)
@@ -361,6 +345,8 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
             s, base = 0.0, cur["mutator"]
         alpha = cur["alloc"] / base if base > 0 else 0.0
         mut0 = base
+    elif alpha <= 0 < mut0:  # paced: its speed should the GC's CPU leave it short
+        alpha = cur["alloc"] / mut0
     return replace(p, c0=c0, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
 
 
@@ -396,10 +382,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
     live = avg("marked") - avg("mark_alloc")
     roots = avg("roots")
-    if saturated:
-        terms, cost = _cost_terms(at_current_speed(obs.settings, groups, cur), cur)
-    else:
-        terms, cost = _cost_terms(obs.settings, cur)
+    terms, cost = _cost_terms(obs.settings, cur)
     notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])

@@ -27,12 +27,14 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    overshoots its goal). ``H`` is solved by damped
    fixed-point iteration; infinite when marking never catches up.
 4. A cycle allocates ``Δ = t + B`` bytes (what it frees in a steady state),
-   so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(H + R) +
-   c2·goal`` core-seconds: fixed, per marked byte, per heap byte. GC CPU is
-   ``G = (A/Δ)·C``.
+   so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(L + R) +
+   c2·goal`` core-seconds: fixed, per scanned byte (the live heap and roots:
+   what the mark allocates black it does not scan, ``fit`` rule 3), per heap
+   byte. GC CPU is ``G = (A/Δ)·C``.
 5. The mutator: ``N = N0 + s·(A/Δ)·goal`` cores, where ``s`` is its CPU per
    heap byte per cycle (sweeping every span in use once a cycle). Paced (not
-   CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``; CPU-bound,
+   CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``, and then
+   as CPU-bound with the current setting's ``α = A/N0``; CPU-bound,
    the CPU the GC leaves goes to the mutator, which allocates ``α`` bytes per
    core-second of its own: ``A = α·(cap − G − s·n·goal)``, that is
    ``A = α·cap / (1 + α·(C + s·goal)/Δ)``. No prediction exceeds ``cap``.
@@ -137,10 +139,17 @@ def floor_mark(
     ``Δ = (trigger − H) + B`` and the trigger is at least ``(45/64)·D`` above
     ``H``, so ``B ≤ Δ − (45/64)·D``; at that bound the mark lasted ``B/A``
     (CPU-bound: ``(B·(P − M·n)/A + M)/P``, the mutator holding every P the
-    mark workers leave). It holds when that cycle's runway reaches the floor's.
+    mark workers leave). It holds when that cycle's runway reaches the floor's,
+    and, below GOMAXPROCS, when the idle mark workers' CPU is at least half
+    of what the Ps left idle (neither the mutator's, ``busy`` − mark CPU,
+    nor the background workers' 25 %) would have given them over that mark:
+    idle workers take every idle P while marking, so a mark that long on an
+    idle process shows far more idle-worker CPU (on blob, paced at 0.3 of
+    2 cores, the floor's 76 ms mark against gctrace's 1-5 ms).
 
     ``c``: ``per_cycle`` bytes, ``runway`` goal − H, ``alloc``, ``n``,
-    ``mark_cpu`` (every mark worker class), ``assist``, ``idle_mark``."""
+    ``mark_cpu`` (every mark worker class), ``assist``, ``idle_mark``, and
+    optionally ``busy`` (the process's cores)."""
     b = c["per_cycle"] - MIN_TRIGGER * c["runway"]
     if b <= 0 or c["alloc"] <= 0 or c["runway"] <= 0:
         return None
@@ -153,6 +162,11 @@ def floor_mark(
         t = b / c["alloc"]
     if not 0 < t < 1 / c["n"]:
         return None
+    busy = c.get("busy", math.nan)
+    if not saturated and math.isfinite(busy):
+        spare = procs * (1 - BACKGROUND_UTILIZATION) - (busy - c["mark_cpu"] * c["n"])
+        if c["idle_mark"] < 0.5 * max(spare, 0.0) * t:
+            return None
     runway = pacer_runway(b, t, c["assist"], c["idle_mark"], procs)
     if runway < (1 - MIN_TRIGGER) * c["runway"]:
         return None
@@ -186,7 +200,7 @@ def _rates(p: Params, h: float, goal: float, per_cycle: float) -> tuple[float, f
     """(allocation rate, GC cores, mutator cores) at heap ``h`` and ``goal`` with
     ``per_cycle`` bytes a cycle (rule 5)."""
     per_cycle *= p.eps
-    cost = p.c0 + p.c1 * (h + p.roots) + p.c2 * goal
+    cost = p.c0 + p.c1 * (p.live + p.roots) + p.c2 * goal
     if not p.saturated:
         a = p.alloc
         n = a / per_cycle

@@ -179,6 +179,8 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
     ded, assist, idle_mark = (s.delta(k, t0, t1) for k in (DEDICATED, ASSIST, IDLE_MARK))
     pause = s.delta(PAUSE, t0, t1)
     per = dict(per_cycle=alloc / n, runway=goal - marked, alloc=alloc, n=n)
+    if busy is not None:
+        per["busy"] = busy / dt
     mark_s, b, runway = _mark(per, (ded, assist, idle_mark), cyc, p, saturated)
     work = sum(v for v in (ded, assist, idle_mark) if v is not None) / cyc
     rss, inuse = s.at("process_resident_memory_bytes", t1), s.at("go_memstats_heap_inuse_bytes", t1)
