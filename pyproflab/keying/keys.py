@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,11 +89,16 @@ class KeyedProfile:
     #: cache (``digests.Entries``; None for a table not cached), kept with
     #: ``content`` and dropped as it is: ``SentMemory.trim`` matches rows by them.
     entries: dict[str, Entries | None] | None = field(default=None, repr=False, compare=False)
+    #: ``nbytes`` when the caller measured it (rows cut from a batch's: their share)
+    measured: InitVar[int | None] = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "content": None, "entries": None}
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, measured: int | None) -> None:
+        if measured is not None:
+            self.nbytes = measured
+            return
         tables = (
             self.samples,
             self.functions,

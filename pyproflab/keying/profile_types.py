@@ -133,25 +133,26 @@ def profile_type_of(profile: Profile, given: str | None, hint: str | None) -> st
 
 
 def _leaf_functions(profile: Profile) -> list[str]:
-    """Names of the innermost function of every sample's leaf location."""
-    import pyarrow.compute as pc
+    """Names of the innermost function of every location that is some sample's
+    leaf, in the locations' order ("" for a function that is not there)."""
+    import numpy as np
 
-    loc_ids = profile.samples.column("location_ids").combine_chunks()
-    firsts = pc.list_element(loc_ids.filter(pc.greater(pc.list_value_length(loc_ids), 0)), 0)
-    wanted = set(firsts.to_pylist())
-    names = dict(
-        zip(
-            profile.functions.column("id").to_pylist(),
-            profile.functions.column("name").to_pylist(),
-            strict=True,
-        )
-    )
-    out = []
-    for lid, lines in zip(
-        profile.locations.column("id").to_pylist(),
-        profile.locations.column("lines").to_pylist(),
-        strict=True,
-    ):
-        if lid in wanted and lines:
-            out.append(names.get(lines[0]["function_id"], ""))
-    return out
+    from pyproflab.arrays import list_parts, to_numpy
+
+    offsets, values = list_parts(profile.samples.column("location_ids"))
+    starts = offsets[:-1][np.diff(offsets) > 0]
+    leaves = to_numpy(values).astype(np.uint64)[starts]
+    loc_ids = to_numpy(profile.locations.column("id")).astype(np.uint64)
+    line_offsets, lines = list_parts(profile.locations.column("lines"))
+    chosen = np.isin(loc_ids, leaves) & (np.diff(line_offsets) > 0)
+    if not chosen.any():
+        return []
+    line_fn = to_numpy(lines.field("function_id")).astype(np.uint64)
+    wanted = line_fn[line_offsets[:-1][chosen]]
+    fn_ids = to_numpy(profile.functions.column("id")).astype(np.uint64)
+    # The last function of an id names it (as a dict of them would).
+    last = {int(f): k for k, f in enumerate(fn_ids.tolist())}
+    rows = [last.get(int(f), -1) for f in wanted.tolist()]
+    found = [r for r in rows if r >= 0]
+    names = iter(profile.functions.column("name").take(found).to_pylist() if found else [])
+    return [next(names) if r >= 0 else "" for r in rows]

@@ -142,3 +142,27 @@ def _shifted(p: Profile, by: int) -> Profile:
 def test_ids_too_large_to_move_are_keyed_one_by_one() -> None:
     batch = [PUSHED[0], _shifted(PUSHED[1], 1 << 62), PUSHED[2]]
     _assert_same(_together(batch), _alone(batch))
+
+
+def _leaves_spelled_out(p: Profile) -> list[str]:
+    firsts = {ids[0] for ids in p.samples.column("location_ids").to_pylist() if ids}
+    fn = p.functions
+    names = dict(zip(fn.column("id").to_pylist(), fn.column("name").to_pylist(), strict=True))
+    return [
+        names.get(lines[0]["function_id"], "")
+        for lid, lines in zip(
+            p.locations.column("id").to_pylist(),
+            p.locations.column("lines").to_pylist(),
+            strict=True,
+        )
+        if lid in firsts and lines
+    ]
+
+
+def test_leaf_functions_are_those_samples_start_with() -> None:
+    from pyproflab.keying.profile_types import _leaf_functions
+
+    contentions = [p for p in PUSHED if "contentions" in [t.type for t in p.sample_types]]
+    assert contentions
+    for p in contentions + [_half_samples(p) for p in contentions] + [_no_samples(PUSHED[0])]:
+        assert _leaf_functions(p) == _leaves_spelled_out(p)
