@@ -41,8 +41,8 @@ TARGET = {"100+200": (10, 20), "100": (15, None)}
 ACHIEVED = {
     ("100+200", "graph", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (11, 22),
-        "gc_share": (10, 20),
+        "cycles_per_min": (10, 20),
+        "gc_share": (12, 20),
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (15, 40),
@@ -50,9 +50,9 @@ ACHIEVED = {
         "gc_share": (33, 73),
     },
     ("100+200", "lru", "gctrace"): {
-        "goal": (21, 40),
-        "cycles_per_min": (13, 25),
-        "gc_share": (10, 30),
+        "goal": (10, 20),
+        "cycles_per_min": (10, 20),
+        "gc_share": (10, 22),
     },
     ("100+200", "lru", "prometheus"): {
         "goal": (10, 20),
@@ -71,8 +71,8 @@ ACHIEVED = {
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (14, 21),
-        "gc_share": (23, 63),
+        "cycles_per_min": (14, 20),
+        "gc_share": (17, 47),
     },
     ("100+200", "tiny", "prometheus"): {
         "goal": (10, 20),
@@ -111,8 +111,8 @@ ACHIEVED = {
     },
     ("100", "graph", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (19, 27),
-        "gc_share": (15, 41),
+        "cycles_per_min": (17, 26),
+        "gc_share": (15, 20),
     },
     ("100", "graph", "prometheus"): {
         "goal": (15, 36),
@@ -120,9 +120,9 @@ ACHIEVED = {
         "gc_share": (17, 23),
     },
     ("100", "lru", "gctrace"): {
-        "goal": (17, 40),
-        "cycles_per_min": (17, 29),
-        "gc_share": (15, 54),
+        "goal": (15, 20),
+        "cycles_per_min": (15, 20),
+        "gc_share": (15, 35),
     },
     ("100", "lru", "prometheus"): {
         "goal": (15, 35),
@@ -142,7 +142,7 @@ ACHIEVED = {
     ("100", "tiny", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 24),
+        "gc_share": (15, 21),
     },
     ("100", "tiny", "prometheus"): {
         "goal": (15, 20),
