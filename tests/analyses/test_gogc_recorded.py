@@ -8,7 +8,7 @@ before everything else on the machine (bench/gc_record.py: the runs got the
 CPU they asked for; other processes took the cores a run left idle, up to
 1.0 core beside the GOMAXPROCS=1 workloads). A setting's runs still differ
 (median coefficient of variation of cycles per minute 0-19% by workload: the
-CPU-bound GOMAXPROCS=2 workloads' marks themselves vary from run to run;
+flat-out pointer-dense workloads' marks themselves vary from run to run;
 `bench.gc_validate` prints it per workload and `--spread` per setting).
 Fitted on GOGC 100 and 200, then on 100 alone, from gctrace (with the
 process's CPU at each observed setting, the one figure a log lacks) and from
