@@ -50,9 +50,15 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    rule 5).
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
-6. The pacer's runway per scan byte: 3 × the expected largest of 5 cycles'
-   cons/mark ratios (gctrace), else the runway the Prometheus intervals
-   show.
+6. The pacer's runway per scan byte: 3 × the expected largest of 5
+   samples' cons/mark ratios (gctrace's cycles, or Prometheus intervals with
+   the mark worker classes), else the runway the Prometheus intervals show.
+   Not that runway first: where an interval's trigger sat at its floor
+   (``floor_mark``), the runway it shows is the floor's, less than the pacer
+   asked for, and taken per scan byte it put the trigger near the goal at
+   GOGC 400 and 800: graph's and lru's floating garbage there came out a
+   third of what they marked (from Prometheus, GOGC 100 and 200: heap goal
+   -48 to -56 %).
 7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
    heap from RSS − heap in use (Prometheus) or the peak RSS given less the
    peak heap; what a limit counts beside the heap from sys − heap sys.

@@ -28,6 +28,8 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
   (45/64)·D`` (``Δ = A/n`` the bytes a cycle allocates, ``D`` = goal − H): on
   a machine shared with other work, the workers' CPU counts time their
   threads waited for a core, and ``A·T`` ran to twice gctrace's ``B``.
+  From ``B``, ``T`` and the mark classes' CPU, the interval's cons/mark as
+  gctrace's (``samples.cons_mark``), for the pacer's runway (``fit`` rule 6).
 - An interval whose GC CPU exceeds the process's busy CPU (a share above
   100 %: counters reset or mixed) is left out with a note: never advice.
 - client_golang's defaults without the runtime/metrics set: GC CPU from
@@ -66,7 +68,7 @@ from pyproflab.analyses.gogc.pacer import (
     floor_mark,
     mark_seconds,
 )
-from pyproflab.analyses.gogc.samples import Observation, Setting
+from pyproflab.analyses.gogc.samples import Observation, Setting, cons_mark
 from pyproflab.errors import UsageError
 
 NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
@@ -185,8 +187,13 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
     work = sum(v for v in (ded, assist, idle_mark) if v is not None) / cyc
     rss, inuse = s.at("process_resident_memory_bytes", t1), s.at("go_memstats_heap_inuse_bytes", t1)
     sys_, heap_sys = s.at("go_memstats_sys_bytes", t1), s.at("go_memstats_heap_sys_bytes", t1)
+    cons = math.nan
+    if ded is not None and assist is not None and math.isfinite(mark_s) and mark_s > 0:
+        x = p * mark_s
+        cons = cons_mark(b, marked + roots, work / x, (ded + assist) / cyc / x)
     return dict(
         setting=setting,
+        cons_mark=cons,
         pacer_runway=runway,
         n=n,
         alloc=alloc,

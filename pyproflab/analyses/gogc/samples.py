@@ -46,7 +46,10 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
 - The setting is not printed: GOGC is inferred per cycle from the goal it
   was given by the previous cycle's marked heap, ``g = 100·(goal − H)/(H + R)``,
-  taken as the median over 5 cycles, rounded (to a common value within 8 %,
+  taken as the median over 5 cycles (of those whose previous cycle the log
+  holds, where any in the 5 does: a thinned log's lone cycle's own marked
+  heap did not set its goal, and on lru, whose marks vary, such cycles put
+  a stretch of a GOGC=100 run at 75), rounded (to a common value within 8 %,
   else to 5 above 20); a run is cut into segments where that value changes
   for 5 cycles or more. Segments
   whose values lie within 12 % of each other (across runs too) are one
@@ -287,15 +290,21 @@ def _snap_gogc(g: float) -> float:
 
 
 def _cycle_gogc(ss: list[dict[str, Any]]) -> list[float]:
-    """Each cycle's GOGC from its goal and the previous cycle's marked heap (its
-    own where the log skips a cycle), median over 5 cycles, rounded."""
-    raw = []
+    """Each cycle's GOGC from its goal and the previous cycle's marked heap,
+    median over 5 cycles, rounded; cycles whose previous one the log lacks
+    count only where none in the window has it (their own marked heap did
+    not set their goal)."""
+    raw, own = [], []
     for i, s in enumerate(ss):
-        p = ss[i - 1] if i and ss[i - 1]["gc_num"] == s["gc_num"] - 1 else s
-        raw.append(100 * (s["goal"] - p["marked"]) / (p["marked"] + p["roots"]))
+        seen = bool(i) and ss[i - 1]["gc_num"] == s["gc_num"] - 1
+        p = ss[i - 1] if seen else s
+        g = 100 * (s["goal"] - p["marked"]) / (p["marked"] + p["roots"])
+        raw.append(g if seen else math.nan)
+        own.append(math.nan if seen else g)
     out = []
     for i in range(len(raw)):
-        window = raw[max(0, i - 2) : i + 3]
+        window = [g for g in raw[max(0, i - 2) : i + 3] if not math.isnan(g)]
+        window = window or [g for g in own[max(0, i - 2) : i + 3] if not math.isnan(g)]
         out.append(_snap_gogc(statistics.median(window)))
     return out
 
