@@ -1,23 +1,24 @@
 """Load on `pyproflab serve`: simulated instances replaying the real SDKs' requests.
 
     python -m bench.serve_load [--instances 1000] [--interval 10] [--duration 300]
-                               [--drain 900] [--out DIR]
+                               [--drain 900] [--ingesters N] [--out DIR]
 
-Builds tests/pushers, starts `pyproflab serve` (with its ingester) on a free
-loopback port, and runs `loadgen`: INSTANCES simulated instances (half
-dd-trace-go uploads, half pyroscope-go pushes, each a recorded request with
-its own tags and profile times), each pushing once every INTERVAL seconds for
-DURATION seconds from its own 127.1.x.y address. Every 5 s it reads the spool
-folder (depth, and the ingest lag: the oldest waiting file's age, as the
-server's metric has it; a starved server may not answer /metrics in time) and
-the RSS of the server and the ingester. After the load it waits up to DRAIN
-seconds for the spool to empty, then checks that every profile of every
-acknowledged push is in the store or still waiting in the spool (and nothing
-is stored twice). Prints one JSON summary: acknowledgement latency (p50, p99,
-max, from loadgen's clock), statuses, peak RSS of each process (VmHWM), CPU
-seconds of each, the ingest lag's maximum and its last value under load, the
-drain time, lost and duplicated profiles, and the load average before and
-after.
+Builds tests/pushers, starts `pyproflab serve` (with its ingesters,
+``--ingesters N``: serve's own flag) on a free loopback port, and runs
+`loadgen`: INSTANCES simulated instances (half dd-trace-go uploads, half
+pyroscope-go pushes, each a recorded request with its own tags and profile
+times), each pushing once every INTERVAL seconds for DURATION seconds from its
+own 127.1.x.y address. Every 5 s it reads the spool folder (depth, and the
+ingest lag: the oldest waiting file's age, as the server's metric has it; a
+starved server may not answer /metrics in time) and the RSS and CPU of the
+server and of each ingester. After the load it waits up to DRAIN seconds for
+the spool to empty, then checks that every profile of every acknowledged push
+is in the store or still waiting in the spool (and nothing is stored twice).
+Prints one JSON summary: acknowledgement latency (p50, p99, max, from
+loadgen's clock), statuses, peak RSS of each process (VmHWM), CPU seconds of
+each, the ingest lag's maximum, at 60 s and 180 s, its last value under load
+and after the drain, the drain time, lost and duplicated profiles, and the
+load average before and after.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Watch:
         self.samples: list[dict] = []
         self.peak = {"server_kib": 0, "ingester_kib": 0}
         self.cpu = {"server_s": 0.0, "ingester_s": 0.0}
+        self.each: dict[int, dict] = {}  # ingester pid -> its peak KiB and CPU s
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -72,8 +74,13 @@ class Watch:
             self.peak["server_kib"] = max(self.peak["server_kib"], proc_kib(self.pid, "VmHWM"))
             self.cpu["server_s"] = max(self.cpu["server_s"], cpu_seconds(self.pid))
             for c in children(self.pid):
-                self.peak["ingester_kib"] = max(self.peak["ingester_kib"], proc_kib(c, "VmHWM"))
-                self.cpu["ingester_s"] = max(self.cpu["ingester_s"], cpu_seconds(c))
+                one = self.each.setdefault(c, {"peak_mib": 0.0, "cpu_s": 0.0})
+                one["peak_mib"] = max(one["peak_mib"], round(proc_kib(c, "VmHWM") / 1024, 1))
+                one["cpu_s"] = max(one["cpu_s"], round(cpu_seconds(c), 1))
+            if self.each:  # the ingesters together (a restarted one counts again)
+                peaks = sum(e["peak_mib"] for e in self.each.values()) * 1024
+                self.peak["ingester_kib"] = max(self.peak["ingester_kib"], int(peaks))
+                self.cpu["ingester_s"] = sum(e["cpu_s"] for e in self.each.values())
             self.samples.append(
                 {"t": round(time.monotonic() - t0, 1), "lag_s": round(lag, 1), "spool_files": files}
             )
@@ -101,6 +108,12 @@ def histogram_quantile(text: str, q: float) -> float | None:
     return next(le for le, n in buckets if n >= q * total)
 
 
+def _lag_at(samples: list[dict], t: float) -> float | None:
+    """The lag of the sample nearest ``t`` seconds after the start."""
+    near = min(samples, key=lambda s: abs(s["t"] - t), default=None)
+    return near["lag_s"] if near else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=int, default=1000)
@@ -108,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=300.0)
     ap.add_argument("--drain", type=float, default=900.0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--ingesters", type=int, default=1, help="serve --ingesters N")
     ap.add_argument("--serve-arg", action="append", default=[], help="extra serve flag")
     args = ap.parse_args(argv)
+    args.serve_arg += ["--ingesters", str(args.ingesters)]
     out = args.out or Path(tempfile.mkdtemp(prefix="serve-load-"))
     out.mkdir(parents=True, exist_ok=True)
     bins = build_pushers(out / "bin")
@@ -135,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # a server too starved to answer within the timeout
             server_hist = ""
         drained = drain(spool, args.drain)
+        lag_drained = spool_lag(spool)[0]
     finally:
         watch.stop()
         server.terminate()
@@ -153,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_s": {k: round(v, 1) for k, v in watch.cpu.items()},
         "profiles_still_spooled": len(waiting),
         "lag_max_s": max((s["lag_s"] for s in under_load), default=0.0),
+        "lag_at_s": {str(t): _lag_at(under_load, t) for t in (60, 180)},
         "lag_last_s": under_load[-1]["lag_s"] if under_load else 0.0,
+        "lag_after_drain_s": round(lag_drained, 1),
+        "ingesters": {str(pid): v for pid, v in watch.each.items()},
         "spool_files_max": max((s["spool_files"] for s in under_load), default=0),
         "drain_s": round(drained, 1),
         "acked_profiles": len(acked),

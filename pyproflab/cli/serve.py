@@ -37,6 +37,13 @@ class Command:
             "--no-ingest", action="store_true", help="only spool; ingest with spool-ingest or a job"
         )
         parser.add_argument(
+            "--ingesters",
+            type=int,
+            default=1,
+            metavar="N",
+            help="ingester processes, each on its own share of the spool (one per ~300 profiles/s)",
+        )
+        parser.add_argument(
             "--ingest-batch-files",
             type=int,
             default=256,  # the ingester's BATCH_FILES
@@ -88,7 +95,7 @@ class Command:
 
         from pyproflab.errors import UsageError
         from pyproflab.serve.guard import Tokens
-        from pyproflab.serve.run import ingester_argv, serve
+        from pyproflab.serve.run import ingester_argvs, serve
         from pyproflab.serve.server import Options
         from pyproflab.sources.spool import Spool
 
@@ -96,6 +103,8 @@ class Command:
         host, sep, port = args.listen.rpartition(":")
         if not sep or not port.isdigit():
             raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT")
+        if args.ingesters < 1:
+            raise UsageError(f"--ingesters {args.ingesters}: expected 1 or more")
         if bool(args.tls_cert) != bool(args.tls_key):
             raise UsageError("--tls-cert and --tls-key go together")
         opts = Options(
@@ -119,10 +128,10 @@ class Command:
             min_free=args.spool_min_free_mib << 20,
         )
         tokens = Tokens.load(args.token, args.tokens)
-        child = None
+        children = None
         if not args.no_ingest:
             extra = ["--max-bytes", str(opts.max_profile_bytes)]
             extra += ["--batch-files", str(args.ingest_batch_files)]
-            child = ingester_argv(args.spool, common.db_path(args), extra)
-        serve(opts, spool, tokens, ingester=child, duration=args.duration)
+            children = ingester_argvs(args.spool, common.db_path(args), extra, args.ingesters)
+        serve(opts, spool, tokens, ingesters=children, duration=args.duration)
         return 0

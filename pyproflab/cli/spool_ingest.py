@@ -4,7 +4,9 @@ Each batch is one transaction; the store's lock is held only while a batch
 is written. A spool file leaves the spool only once its profiles are in the
 store; one that cannot be read, or a profile that is not valid, is refused
 with one line and kept in SPOOL/refused/. Without --follow it ingests what
-is waiting and exits.
+is waiting and exits. With --part I/N it takes only share I of N of the spool
+(the files whose name's CRC-32 is I mod N), so N of them run side by side;
+`serve --ingesters N` starts them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+
+
+def _part(text: str) -> tuple[int, int]:
+    i, sep, n = text.partition("/")
+    if not (sep and i.isdigit() and n.isdigit() and int(i) < int(n)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected I/N with 0 <= I < N")
+    return int(i), int(n)
 
 
 class Command:
@@ -37,6 +46,13 @@ class Command:
             help="seconds to wait for a busy store before trying later",
         )
         parser.add_argument(
+            "--part",
+            type=_part,
+            default=None,
+            metavar="I/N",
+            help="only share I of N of the spool (0 <= I < N)",
+        )
+        parser.add_argument(
             "--duration",
             type=float,
             default=None,
@@ -49,12 +65,13 @@ class Command:
 
         from pyproflab.decode import DEFAULT_MAX_BYTES
         from pyproflab.serve.ingester import follow, run_batch
-        from pyproflab.sources.spool import Spool
+        from pyproflab.sources.spool import Spool, part_role
 
         logging.basicConfig(level=logging.INFO, format="pyproflab spool-ingest: %(message)s")
         spool = Spool(args.spool)
-        spool.lock("ingester")
+        spool.lock(part_role(args.part))
         kw = {
+            "part": args.part,
             "batch_files": args.batch_files,
             "max_bytes": args.max_bytes or DEFAULT_MAX_BYTES,
             "wait": args.wait,

@@ -25,6 +25,14 @@ Rules:
   first). ``metrics.json`` is dropped.
 - A busy store (``StoreBusyError``) leaves the batch in the spool for the
   next round.
+- Shares: with ``part=(i, n)`` a batch takes only the files of share ``i`` of
+  ``n`` (``Spool.pending``: the CRC-32 of the file's name mod ``n``), oldest
+  first within it, so ``n`` ingesters run side by side without taking the same
+  file. Each reads, decodes and keys outside the store's lock, and holds the
+  lock only for its own batch's write: the writes take turns (a busy store
+  leaves that ingester's batch for its next round), the decoding overlaps. A
+  kill of one leaves the other shares' files alone; its own share's files stay
+  until a restarted ingester of that share takes them (stored once: above).
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from pyproflab.sources.base import (
     nothing_known,
 )
 from pyproflab.sources.push import cut
-from pyproflab.sources.spool import Entry, Spool, SpoolSource
+from pyproflab.sources.spool import Entry, Part, Spool, SpoolSource
 from pyproflab.store.connection import Store
 from pyproflab.store.lock import StoreBusyError
 from pyproflab.store.sourced import ItemBatch, item_bytes, key_items, store_batch
@@ -146,10 +154,10 @@ def _save_traces(spool: Spool, traces: list[TraceItem]) -> int:
     return len(traces)
 
 
-def _take(spool: Spool, batch_files: int, batch_bytes: int) -> list[Entry]:
+def _take(spool: Spool, batch_files: int, batch_bytes: int, part: Part | None) -> list[Entry]:
     entries: list[Entry] = []
     total = 0
-    for e in spool.pending(batch_files):
+    for e in spool.pending(batch_files, part):
         if entries and total + e.size > batch_bytes:
             break
         entries.append(e)
@@ -180,11 +188,13 @@ def run_batch(
     max_bytes: int = DEFAULT_MAX_BYTES,
     wait: float = 0.0,
     key_together: int = KEY_TOGETHER,
+    part: Part | None = None,
 ) -> Round:
-    """Ingest one batch of the spool (see the module's rules); ``key_together``: the
-    profiles keyed as one (1: one by one, as before issue 32; a benchmark's peer)."""
+    """Ingest one batch of the spool, of share ``part`` if given (see the module's
+    rules); ``key_together``: the profiles keyed as one (1: one by one, as before
+    issue 32; a benchmark's peer)."""
     out = Round()
-    entries = _take(spool, batch_files, batch_bytes)
+    entries = _take(spool, batch_files, batch_bytes, part)
     if not entries:
         return out
     source = SpoolSource(spool, entries, max_bytes=max_bytes)

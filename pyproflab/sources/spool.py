@@ -23,8 +23,13 @@ Rules:
 - ``done`` removes ingested files; ``refuse`` moves one to ``refused/`` with
   a ``.reason`` file beside it, so an operator can look at it.
 - One server per spool: ``lock("server")`` takes an flock on
-  ``.server.lock`` (``.ingester.lock`` for the ingester), dropped by the
-  kernel when the process dies.
+  ``.server.lock`` (``.ingester.lock`` for the ingester, ``.ingester-I-of-N.lock``
+  for the ingester of share I/N), dropped by the kernel when the process dies.
+- Shares: ``pending(part=(i, n))`` gives only the files whose name's CRC-32
+  (``zlib.crc32``: the same in every process and run, unlike Python's salted
+  ``hash()``) is ``i`` mod ``n``, oldest first within the share, so ``n``
+  ingesters take every file exactly once between them and never the same one.
+  ``depth`` (and so the ingest lag) counts the whole spool, every share.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import json
 import os
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +195,20 @@ def decode_push(data: bytes, source: str) -> tuple[Push, dict[str, Any]]:
     return push, header
 
 
+#: (i, n): the ingester's share of the spool, i in 0..n-1
+Part = tuple[int, int]
+
+
+def in_part(name: str, part: Part) -> bool:
+    """Whether spool file ``name`` is in share ``part`` (see the module's rules)."""
+    return zlib.crc32(name.encode()) % part[1] == part[0]
+
+
+def part_role(part: Part | None) -> str:
+    """The lock role of the ingester of ``part``."""
+    return "ingester" if part is None or part[1] == 1 else f"ingester-{part[0]}-of-{part[1]}"
+
+
 class Spool:
     """A spool folder (created if missing) with its capacity limits."""
 
@@ -288,9 +308,11 @@ class Spool:
                 return None
         return Entry(name, path, size)
 
-    def pending(self, limit: int | None = None) -> list[Entry]:
-        """Ready files, oldest first (at most ``limit``)."""
+    def pending(self, limit: int | None = None, part: Part | None = None) -> list[Entry]:
+        """Ready files, oldest first (at most ``limit``); with ``part``, of that share only."""
         names = self._names()
+        if part is not None and part[1] > 1:
+            names = [n for n in names if in_part(n, part)]
         chosen = heapq.nsmallest(limit, names) if limit is not None else sorted(names)
         return [e for e in map(self._entry, chosen) if e is not None]
 

@@ -58,3 +58,58 @@ def test_spool_ingest_once(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "3 spool files: 3 new profiles, 0 present, 0 refused"
     assert len(stored_rows(db)) == 3 and spool.pending() == []
+
+
+def test_spool_ingest_by_shares_and_serve_starts_one_ingester_a_share(tmp_path):
+    from pyproflab.serve.run import ingester_argv, ingester_argvs
+
+    spool = Spool(tmp_path / "spool")
+    for _, rec, body in records(RECORDED / "pyro")[:6]:
+        ctype = rec["header"]["Content-Type"][0]
+        spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    db = tmp_path / "s.duckdb"
+    counts = []
+    for part in ("1/2", "0/2"):
+        res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db), "--part", part)
+        assert res.returncode == 0, res.stderr
+        counts.append(int(res.stdout.split()[0]))
+    assert sum(counts) == 6 and len(stored_rows(db)) == 6 and spool.pending() == []
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db), "--part", "2/2")
+    assert res.returncode == 2 and "I/N" in res.stderr
+    argvs = ingester_argvs("SP", "DB", ["--max-bytes", "9"], 2)
+    assert [a[a.index("--part") + 1] for a in argvs] == ["0/2", "1/2"]
+    assert ingester_argvs("SP", "DB", [], 1) == [ingester_argv("SP", "DB", [])]
+    assert "--part" not in ingester_argv("SP", "DB", [])
+
+
+def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
+    import socket
+    import time
+
+    spool = Spool(tmp_path / "spool")
+    for _, rec, body in records(RECORDED / "pyro")[:6]:
+        ctype = rec["header"]["Content-Type"][0]
+        spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "s.duckdb"
+    argv = ["serve", "--spool", str(tmp_path / "spool"), "--db", str(db), "--ingesters", "2"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pyproflab", *argv, "--listen", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + 90
+        while spool.pending() and time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 0 and spool.pending() == [], err[-2000:]
+    hashes = [r["content_hash"] for r in stored_rows(db)]
+    assert len(hashes) == len(set(hashes)) == 6
+    batches = [ln for ln in err.splitlines() if " ingested " in ln]
+    assert sum(int(ln.split(" ingested ")[1].split()[0]) for ln in batches) == 6

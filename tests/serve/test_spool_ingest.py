@@ -222,3 +222,66 @@ def test_an_item_the_batch_cannot_key_is_refused_alone():
     got = key_items(decoded, datetime.now(UTC))
     assert isinstance(got[0], KeyedProfile) and isinstance(got[2], KeyedProfile)
     assert isinstance(got[1], str) and "unknown profile type 'nonsense'" in got[1]
+
+
+def _spool_of_two_shares(root, n: int = 12) -> Spool:
+    from pyproflab.sources.spool import in_part
+
+    spool = Spool(root)
+    for i in range(n):
+        spool.put(_pyro(i % len(PYRO)) if i % 3 else _dd(i % len(DD)))
+    names = [e.name for e in spool.pending()]
+    assert {in_part(name, (0, 2)) for name in names} == {True, False}  # both shares hold files
+    return spool
+
+
+def test_two_shares_take_every_file_exactly_once(tmp_path, monkeypatch):
+    spool = _spool_of_two_shares(tmp_path / "spool")
+    every = [e.name for e in spool.pending()]
+    shares = [[e.name for e in spool.pending(part=(i, 2))] for i in range(2)]
+    assert sorted(shares[0] + shares[1]) == every and not set(shares[0]) & set(shares[1])
+    assert all(s == sorted(s) for s in shares)  # oldest first within a share
+    assert spool.pending(2, part=(1, 2)) == spool.pending(part=(1, 2))[:2]
+    taken = []
+    real = spool.done
+    monkeypatch.setattr(spool, "done", lambda entries: (taken.extend(entries), real(entries)))
+    db = str(tmp_path / "s.duckdb")
+    r0, r1 = run_batch(spool, db, part=(0, 2)), run_batch(spool, db, part=(1, 2))
+    assert (r0.files, r1.files) == (len(shares[0]), len(shares[1])) and spool.pending() == []
+    assert sorted(e.name for e in taken) == every
+    hashes = [r["content_hash"] for r in stored_rows(tmp_path / "s.duckdb")]
+    assert r0.new + r1.new == len(hashes) == len(set(hashes)) and hashes
+
+
+def test_a_killed_share_leaves_the_other_alone_and_stores_nothing_twice(tmp_path, monkeypatch):
+    spool = _spool_of_two_shares(tmp_path / "spool")
+    share0 = [e.name for e in spool.pending(part=(0, 2))]
+    share1 = [e.name for e in spool.pending(part=(1, 2))]
+    db = str(tmp_path / "s.duckdb")
+
+    def killed(entries):
+        raise KeyboardInterrupt  # share 0's ingester dies after its commit
+
+    monkeypatch.setattr(spool, "done", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(spool, db, part=(0, 2))
+    monkeypatch.undo()
+    assert [e.name for e in spool.pending(part=(1, 2))] == share1  # untouched
+    first = len(stored_rows(tmp_path / "s.duckdb"))
+    r1 = run_batch(spool, db, part=(1, 2))  # the other share goes on meanwhile
+    assert r1.files == len(share1) and r1.present == 0
+    assert [e.name for e in spool.pending()] == share0  # share 0 waits for its restart
+    r0 = run_batch(spool, db, part=(0, 2))
+    assert r0.files == len(share0) and (r0.new, r0.present) == (0, first)
+    hashes = [r["content_hash"] for r in stored_rows(tmp_path / "s.duckdb")]
+    assert len(hashes) == len(set(hashes)) == first + r1.new and spool.pending() == []
+
+
+def test_each_share_has_its_own_ingester_lock(tmp_path):
+    from pyproflab.sources.spool import SpoolError, part_role
+
+    Spool(tmp_path).lock(part_role((0, 2)))
+    Spool(tmp_path).lock(part_role((1, 2)))
+    with pytest.raises(SpoolError, match="another ingester-1-of-2"):
+        Spool(tmp_path).lock(part_role((1, 2)))
+    assert part_role(None) == part_role((0, 1)) == "ingester"
