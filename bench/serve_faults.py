@@ -1,7 +1,7 @@
 """Faults on `pyproflab serve` under load: SIGKILLs, a full disk, hostile clients.
 
     python -m bench.serve_faults [--kills 24] [--instances 100] [--interval 2]
-                                 [--disk-mib 48] [--out DIR]
+                                 [--disk-mib 48] [--ingesters N] [--out DIR]
 
 While loadgen replays the real SDKs' requests (INSTANCES instances, one push
 every INTERVAL seconds each), this
@@ -10,10 +10,12 @@ every INTERVAL seconds each), this
   server 3 to 20 s after the last kill, the ingester 0 to 4 s after it
   stored a batch (it writes batches of 8 files, so its kills land before,
   during and after its transactions); a killed server is started again at
-  once, a killed ingester is restarted by the server;
+  once, a killed ingester is restarted by the server (with ``--ingesters
+  N``, serve's own flag, the ingester killed is one of the N at random, after
+  a batch stored by any of them; the others go on);
 - puts the spool on a small ext4 file system (a loop mount of DISK_MIB MiB;
   tmpfs where loop devices are not allowed) and, half-way, stops the ingester
-  (SIGSTOP) until the server answers 503 for lack of room, then lets it go on;
+  (all of them: SIGSTOP) until the server answers 503 for lack of room, then lets it go on;
 - runs hostile clients throughout: slowloris connections trickling bytes,
   bodies over the size cap, zstd and gzip bombs, wrong tokens.
 
@@ -79,8 +81,9 @@ def mount_small_disk(where: Path, mib: int) -> str | None:
 class Server:
     """`pyproflab serve` restarted after each kill; logs appended to one file."""
 
-    def __init__(self, out: Path, port: int, spool: Path, db: Path):
+    def __init__(self, out: Path, port: int, spool: Path, db: Path, ingesters: int = 1):
         self.out, self.port, self.spool, self.db = out, port, spool, db
+        self.ingesters = ingesters
         self.log = open(out / "serve.log", "a")  # noqa: SIM115
         self.proc: subprocess.Popen | None = None
         self.peak = {"server": 0, "ingester": 0}
@@ -109,6 +112,8 @@ class Server:
                 "2",
                 "--ingest-batch-files",
                 "8",
+                "--ingesters",
+                str(self.ingesters),
             ),
             stderr=self.log,
         )
@@ -120,15 +125,18 @@ class Server:
             except OSError:
                 time.sleep(0.1)
 
-    def ingester(self) -> int | None:
-        kids = children(self.proc.pid) if self.proc else []
-        return kids[0] if kids else None
+    def all_ingesters(self) -> list[int]:
+        return sorted(children(self.proc.pid)) if self.proc else []
+
+    def ingester(self, rng: random.Random | None = None) -> int | None:
+        kids = self.all_ingesters()
+        return (rng.choice(kids) if rng else kids[0]) if kids else None
 
     def sample(self) -> None:
+        """Peak RSS of the server and of the largest ingester."""
         if self.proc:
             self.peak["server"] = max(self.peak["server"], proc_kib(self.proc.pid, "VmHWM"))
-        ing = self.ingester()
-        if ing:
+        for ing in self.all_ingesters():
             self.peak["ingester"] = max(self.peak["ingester"], proc_kib(ing, "VmHWM"))
 
     def kill(self) -> None:
@@ -244,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=2.0)
     ap.add_argument("--disk-mib", type=int, default=48)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ingesters", type=int, default=1, help="serve --ingesters N")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -252,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     bins = build_pushers(out / "bin")
     spool, db, port = out / "spool", out / "s.duckdb", free_port()
     disk = mount_small_disk(spool, args.disk_mib)
-    server = Server(out, port, spool, db)
+    server = Server(out, port, spool, db, args.ingesters)
     server.start()
     gen = subprocess.Popen(
         loadgen_argv(
@@ -284,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                 # started, 0 to 4 s later: before, during or after the next one.
                 kills["after_a_batch"] += wait_for_batch(server, 180.0)
                 time.sleep(rng.uniform(0.0, 4.0))
-                ing = server.ingester()
+                ing = server.ingester(rng)
                 if ing:
                     os.kill(ing, signal.SIGKILL)
                     kills["ingester"] += 1
@@ -352,18 +361,26 @@ def wait_for_batch(server: Server, limit: float) -> int:
     return 0
 
 
-def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
-    """Stop the ingester until the server refuses pushes for lack of room (or
-    ``limit`` seconds), then let it go on."""
-    ing = None
-    for _ in range(60):  # an ingester that has just been restarted: wait for it
-        ing = server.ingester()
+def _signal_all(pids: list[int], sig: int) -> list[int]:
+    done = []
+    for pid in pids:
         try:
-            if ing:
-                os.kill(ing, signal.SIGSTOP)
-                break
+            os.kill(pid, sig)
+            done.append(pid)
         except ProcessLookupError:
             pass
+    return done
+
+
+def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
+    """Stop the ingesters until the server refuses pushes for lack of room (or
+    ``limit`` seconds), then let them go on."""
+    ing: list[int] = []
+    for _ in range(60):  # ingesters that have just been restarted: wait for them all
+        kids = server.all_ingesters()
+        if len(kids) == server.ingesters:
+            ing = _signal_all(kids, signal.SIGSTOP)
+            break
         time.sleep(1)
     if not ing:
         return {"stopped_s": 0.0, "spool_503": False}
@@ -375,10 +392,7 @@ def fill_disk(server: Server, spool: Path, limit: float = 120.0) -> dict:
             refused = True
             time.sleep(3)
             break
-    try:
-        os.kill(ing, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
+    _signal_all(ing, signal.SIGCONT)
     return {"stopped_s": round(time.monotonic() - t0, 1), "spool_503": refused}
 
 
