@@ -30,6 +30,8 @@ Rules:
   ``hash()``) is ``i`` mod ``n``, oldest first within the share, so ``n``
   ingesters take every file exactly once between them and never the same one.
   ``depth`` (and so the ingest lag) counts the whole spool, every share.
+  Ingesters of different ``n`` on one spool may take the same file: nothing
+  is stored twice (the store's content hash), but the work is done twice.
 """
 
 from __future__ import annotations

@@ -48,11 +48,17 @@ def test_the_systemd_unit_runs_a_valid_command_line():
     assert args.tokens and args.spool and args.db and args.listen.endswith(":4040")
 
 
-def test_spool_ingest_once(tmp_path):
-    spool = Spool(tmp_path / "spool")
-    for _, rec, body in records(RECORDED / "pyro")[:3]:
+def _spool_of(root, n: int) -> Spool:
+    """A spool holding the first ``n`` recorded pyroscope-go pushes."""
+    spool = Spool(root)
+    for _, rec, body in records(RECORDED / "pyro")[:n]:
         ctype = rec["header"]["Content-Type"][0]
         spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    return spool
+
+
+def test_spool_ingest_once(tmp_path):
+    spool = _spool_of(tmp_path / "spool", 3)
     db = tmp_path / "s.duckdb"
     res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db))
     assert res.returncode == 0, res.stderr
@@ -63,10 +69,7 @@ def test_spool_ingest_once(tmp_path):
 def test_spool_ingest_by_shares_and_serve_starts_one_ingester_a_share(tmp_path):
     from pyproflab.serve.run import ingester_argv, ingester_argvs
 
-    spool = Spool(tmp_path / "spool")
-    for _, rec, body in records(RECORDED / "pyro")[:6]:
-        ctype = rec["header"]["Content-Type"][0]
-        spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    spool = _spool_of(tmp_path / "spool", 6)
     db = tmp_path / "s.duckdb"
     counts = []
     for part in ("1/2", "0/2"):
@@ -86,10 +89,7 @@ def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
     import socket
     import time
 
-    spool = Spool(tmp_path / "spool")
-    for _, rec, body in records(RECORDED / "pyro")[:6]:
-        ctype = rec["header"]["Content-Type"][0]
-        spool.put(parse_pyroscope(rec["url"].split("?", 1)[1], ctype, body))
+    spool = _spool_of(tmp_path / "spool", 6)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -246,7 +246,9 @@ def test_two_shares_take_every_file_exactly_once(tmp_path, monkeypatch):
     real = spool.done
     monkeypatch.setattr(spool, "done", lambda entries: (taken.extend(entries), real(entries)))
     db = str(tmp_path / "s.duckdb")
-    r0, r1 = run_batch(spool, db, part=(0, 2)), run_batch(spool, db, part=(1, 2))
+    r0 = run_batch(spool, db, part=(0, 2))
+    assert spool.depth()[0] == len(shares[1])  # the lag's count: the whole spool
+    r1 = run_batch(spool, db, part=(1, 2))
     assert (r0.files, r1.files) == (len(shares[0]), len(shares[1])) and spool.pending() == []
     assert sorted(e.name for e in taken) == every
     hashes = [r["content_hash"] for r in stored_rows(tmp_path / "s.duckdb")]
