@@ -35,12 +35,12 @@ from pyproflab.keying import ids
 from pyproflab.keying.keys import (
     KeyedProfile,
     ProfileMeta,
-    _key_definitions,
-    _list_array,
-    _profile_row,
-    _referenced,
-    _remap,
+    key_definitions,
     key_profile,
+    list_array,
+    profile_row,
+    referenced,
+    remap_local,
 )
 from pyproflab.model import Profile
 
@@ -66,8 +66,8 @@ def key_profiles(
             for p, m, h in zip(profiles, metas, hashes, strict=True)
         ]
     whole, bases, first_mappings = joined
-    locs, functions, mappings = _referenced(whole, first_mappings)
-    d = _key_definitions(locs, functions, mappings)
+    locs, functions, mappings = referenced(whole, first_mappings)
+    d = key_definitions(locs, functions, mappings)
     n = len(profiles)
     cut = {
         "functions": _cuts(_owners(functions, bases["functions"]), n),
@@ -94,7 +94,7 @@ def key_profiles(
     out = []
     for k, (p, meta, digest) in enumerate(zip(profiles, metas, hashes, strict=True)):
         m0, m1 = cut["mappings"][k : k + 2]
-        row = _profile_row(p, meta, digest, None, now, mapping_ids[m0 : min(m1, m0 + 1)])
+        row = profile_row(p, meta, digest, None, now, mapping_ids[m0 : min(m1, m0 + 1)])
         out.append(
             KeyedProfile(
                 digest,
@@ -205,7 +205,7 @@ def _moved_locations(
             from_numpy(_moved(ids.u64(locs.column("mapping_id")), map_base)),
             locs.column("address"),
             locs.column("is_folded"),
-            _list_array(offsets, moved_lines),
+            list_array(offsets, moved_lines),
         ],
         schema=schema.PROFILE_LOCATIONS,
     )
@@ -218,7 +218,7 @@ def _moved_samples(samples: pa.Table, base: np.ndarray) -> pa.Table:
     return samples.set_column(
         0,
         samples.schema.field(0),
-        _list_array(offsets, from_numpy(moved, pa.uint64())),
+        list_array(offsets, from_numpy(moved, pa.uint64())),
     )
 
 
@@ -229,7 +229,7 @@ def _key_stacks(
     in the order they first occur in it, the profiles' row offsets in them), as
     ``keys._key_stacks`` keys one profile."""
     loc_values, loc_offsets = ids.list_values(samples.column("location_ids"))
-    flat = _remap(ids.u64(loc_values), loc_local, loc_ids)
+    flat = remap_local(ids.u64(loc_values), loc_local, loc_ids)
     n = len(sample_cuts) - 1
     if not samples.num_rows:
         empty = pa.table(
@@ -244,7 +244,7 @@ def _key_stacks(
     stacks = pa.table(
         [
             from_numpy(stack_of[first], pa.uint64()),
-            _list_array(
+            list_array(
                 np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
                 from_numpy(flat[ids.gather(starts, lengths)], pa.uint64()),
             ),

@@ -143,7 +143,7 @@ def profile_digest(profile: Profile) -> str:
     return h.hexdigest()
 
 
-def _referenced(
+def referenced(
     profile: Profile, kept_mappings: np.ndarray | None = None
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(locations, functions, mappings) of ``profile`` that its samples reference;
@@ -184,7 +184,7 @@ def _used(table_ids: np.ndarray, refs: np.ndarray) -> np.ndarray:
     return refs[pos] == table_ids
 
 
-def _remap(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
+def remap_local(local_ids: np.ndarray, from_ids: np.ndarray, to_ids: np.ndarray) -> np.ndarray:
     """``ids.remap`` (local ids to content ids, 0 stays 0) by a table when the
     profile's ids are small, as they are (1..n); a search otherwise."""
     top = int(from_ids.max()) if len(from_ids) else 0
@@ -219,7 +219,7 @@ def _first_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[start], order[start]
 
 
-def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
+def list_array(offsets: np.ndarray, values: pa.Array) -> pa.ListArray:
     return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32), pa.int32()), values)
 
 
@@ -238,7 +238,7 @@ class KeyedDefinitions:
     entries: dict[str, Entries | None]
 
 
-def _key_definitions(locs: pa.Table, functions: pa.Table, mappings: pa.Table) -> KeyedDefinitions:
+def key_definitions(locs: pa.Table, functions: pa.Table, mappings: pa.Table) -> KeyedDefinitions:
     """Functions and mappings (blake2b of their content), then locations (their
     references rewritten to content ids, then hashed)."""
     fn_columns = ids.function_columns(functions)
@@ -281,7 +281,7 @@ def key_profile(
     and the profile's own row. ``with_content``: keep the rows' content
     (``KeyedProfile.content``) for ``SentMemory.trim``.
     """
-    d = _key_definitions(*_referenced(profile))
+    d = key_definitions(*referenced(profile))
     samples = profile.samples
     stack_of, stacks, (stack_locs, stack_entries) = _key_stacks(samples, d.loc_local, d.loc_ids)
     label_of, label_sets = _key_label_sets(samples)
@@ -294,7 +294,7 @@ def key_profile(
     )
     keyed = KeyedProfile(
         content_hash,
-        _profile_row(profile, meta, content_hash, type_hint, now),
+        profile_row(profile, meta, content_hash, type_hint, now),
         out_samples,
         d.functions,
         d.mappings,
@@ -320,9 +320,9 @@ def _key_locations(
     and cache entries) of ``locs``: their mapping and function references
     rewritten to content ids first, so equal content hashes equal."""
     loc_local = ids.u64(locs.column("id"))
-    loc_mapping = _remap(ids.u64(locs.column("mapping_id")), *maps)
+    loc_mapping = remap_local(ids.u64(locs.column("mapping_id")), *maps)
     lines_values, line_offsets = ids.list_values(locs.column("lines"))
-    line_fn = _remap(ids.u64(lines_values.field("function_id")), *fns)
+    line_fn = remap_local(ids.u64(lines_values.field("function_id")), *fns)
     words = ids.location_words(locs, loc_mapping, line_fn)
     loc_ids, entries = ids.location_keys(*words)
     lines = pa.StructArray.from_arrays(
@@ -339,7 +339,7 @@ def _key_locations(
             from_numpy(loc_mapping, pa.uint64()),
             locs.column("address"),
             locs.column("is_folded"),
-            _list_array(line_offsets, lines),
+            list_array(line_offsets, lines),
         ],
         schema=schema.STORE_LOCATIONS,
     )
@@ -353,7 +353,7 @@ def _key_stacks(
     they first occur, their location ids as an ``ids.Column`` and their cache
     entries): blake2b of each sample's location content ids."""
     loc_values, loc_offsets = ids.list_values(samples.column("location_ids"))
-    flat = _remap(ids.u64(loc_values), loc_local, loc_ids)
+    flat = remap_local(ids.u64(loc_values), loc_local, loc_ids)
     stack_of, entries = (
         ids.stack_keys(flat, loc_offsets) if samples.num_rows else (np.zeros(0, ids.U64), None)
     )
@@ -371,7 +371,7 @@ def _key_stacks(
     stacks = pa.table(
         [
             from_numpy(uniq_stacks, pa.uint64()),
-            _list_array(uniq_offsets, from_numpy(uniq_flat, pa.uint64())),
+            list_array(uniq_offsets, from_numpy(uniq_flat, pa.uint64())),
         ],
         schema=schema.STORE_STACKS,
     )
@@ -431,7 +431,7 @@ def _key_label_sets(samples: pa.Table) -> tuple[np.ndarray, pa.Table]:
     return label_of, label_sets
 
 
-def _profile_row(
+def profile_row(
     profile: Profile,
     meta: ProfileMeta,
     content_hash: str,

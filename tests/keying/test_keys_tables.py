@@ -1,4 +1,4 @@
-"""The table paths of keying (``keys._remap``, ``keys._used``) against their
+"""The table paths of keying (``keys.remap_local``, ``keys._used``) against their
 search paths (``ids.remap``, ``np.isin``): a profile's ids are small, so keying
 looks them up in a table; the answers must be the search's, and ids outside the
 table must never index past it."""
@@ -28,7 +28,7 @@ def test_remap_by_table_equals_the_search(seed: int) -> None:
     rng = np.random.default_rng(seed)
     table, local = _case(rng, int(rng.integers(1, 3000)), int(rng.integers(0, 5000)))
     content = rng.integers(1, 2**63, size=len(table), dtype=np.int64).astype(ids.U64)
-    got = keys._remap(local, table, content)
+    got = keys.remap_local(local, table, content)
     assert got.dtype == ids.U64
     np.testing.assert_array_equal(got, ids.remap(local, table, content))
 
@@ -37,7 +37,7 @@ def test_remap_sends_ids_outside_the_table_to_zero() -> None:
     table = np.arange(1, 101, dtype=ids.U64)
     content = table * ids.U64(7)
     local = np.array([0, 1, 100, 101, 102, 10**6, 2**63, 2**64 - 1], dtype=ids.U64)
-    got = keys._remap(local, table, content)
+    got = keys.remap_local(local, table, content)
     assert got.tolist() == [0, 7, 700, 0, 0, 0, 0, 0]
 
 
