@@ -164,6 +164,7 @@ def run_once(
 
 
 _GC = re.compile(r"^gc (\d+) @([0-9.]+)s")
+_WHOLE = re.compile(r" \d+ P$")  # a gctrace line's end
 
 
 def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
@@ -178,7 +179,10 @@ def trim(run_dir: Path, dest: Path, max_lines: int) -> None:
     lines = [
         ln
         for ln in (run_dir / "gctrace.log").read_text().splitlines()
-        if (m := _GC.match(ln)) and float(m.group(2)) >= built + WARMUP_S and "(forced)" not in ln
+        if (m := _GC.match(ln))
+        and float(m.group(2)) >= built + WARMUP_S
+        and "(forced)" not in ln
+        and _WHOLE.search(ln)  # a run can end while the runtime prints its last line
     ]
     if "built_seconds" in summ:  # the workloads: from where floating garbage has settled
         lines = lines[SETTLE_CYCLES:]

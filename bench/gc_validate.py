@@ -13,7 +13,8 @@ peak with what its setting's runs measured.
 The truth. One run is not the truth: even with each run given the CPU it
 asks for (bench/gc_record.py), a setting's runs differ by a median 0-19% in
 cycles per minute (by workload). The measured value is the mean of a
-setting's three runs (three instances), printed with its standard error
+setting's runs (three instances; nine for graph, lru, tiny and queue, whose
+runs differ most), printed with its standard error
 (sd/√3, of the mean); errors are the prediction against that mean, nothing
 subtracted; the summary also counts the predictions within twice that
 standard error. Each workload's first line gives the runs' own spread and the
@@ -61,8 +62,8 @@ def summarize(rec, rows, fit: tuple[str, ...]) -> tuple[str, dict]:
 def spread_line(rec, workload: str) -> str:
     """The runs' own noise: per figure, the median over settings of the
     coefficient of variation of a setting's runs, and of the standard error
-    of their mean (a model exact on average still misses a three-run mean by
-    about 0.46 of the CV on average, from the measured mean's noise alone;
+    of their mean (a model exact on average still misses a k-run mean by
+    about 0.8/√k of the CV on average, from the measured mean's noise alone;
     the fitted settings' noise adds to that)."""
     import statistics
 

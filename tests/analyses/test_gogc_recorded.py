@@ -2,12 +2,13 @@
 `make bench-gc` records them, `python -m bench.gc_validate` prints every table).
 
 Seven workloads written for the purpose (tests/gcbench/workloads.go), each at
-GOGC 25-800, off and 400 with a memory limit, three runs each, recorded on
-2026-11-28 with each run in a CPU group of its own whose cpu.shares put it
+GOGC 25-800, off and 400 with a memory limit, three runs each (nine for the
+flat-out pointer-dense graph, lru, tiny and queue, whose runs differ most),
+recorded on 2026-11-28 with each run in a CPU group of its own whose cpu.shares put it
 before everything else on the machine (bench/gc_record.py: the runs got the
 CPU they asked for; other processes took the cores a run left idle, up to
 1.0 core beside the GOMAXPROCS=1 workloads). A setting's runs still differ
-(median coefficient of variation of cycles per minute 0-19% by workload: the
+(median coefficient of variation of cycles per minute 0-24% by workload: the
 flat-out pointer-dense workloads' marks themselves vary from run to run;
 `bench.gc_validate` prints it per workload and `--spread` per setting).
 Fitted on GOGC 100 and 200, then on 100 alone, from gctrace (with the
@@ -42,22 +43,22 @@ ACHIEVED = {
     ("100+200", "graph", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (12, 20),
+        "gc_share": (10, 20),
     },
     ("100+200", "graph", "prometheus"): {
-        "goal": (15, 40),
-        "cycles_per_min": (16, 37),
-        "gc_share": (33, 73),
+        "goal": (13, 34),
+        "cycles_per_min": (19, 36),
+        "gc_share": (31, 72),
     },
     ("100+200", "lru", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (10, 22),
+        "gc_share": (16, 45),
     },
     ("100+200", "lru", "prometheus"): {
-        "goal": (10, 20),
-        "cycles_per_min": (15, 41),
-        "gc_share": (32, 57),
+        "goal": (10, 21),
+        "cycles_per_min": (13, 44),
+        "gc_share": (28, 47),
     },
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),
@@ -67,27 +68,27 @@ ACHIEVED = {
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (27, 53),
+        "gc_share": (28, 53),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (14, 20),
-        "gc_share": (17, 47),
+        "cycles_per_min": (10, 20),
+        "gc_share": (10, 20),
     },
     ("100+200", "tiny", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (13, 20),
-        "gc_share": (15, 28),
+        "cycles_per_min": (10, 20),
+        "gc_share": (10, 20),
     },
     ("100+200", "service", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (10, 23),
+        "gc_share": (10, 20),
     },
     ("100+200", "service", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (13, 20),
+        "gc_share": (11, 20),
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
@@ -101,7 +102,7 @@ ACHIEVED = {
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (11, 21),
+        "cycles_per_min": (11, 23),
         "gc_share": (10, 20),
     },
     ("100+200", "queue", "prometheus"): {
@@ -111,23 +112,23 @@ ACHIEVED = {
     },
     ("100", "graph", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (17, 26),
-        "gc_share": (15, 20),
+        "cycles_per_min": (15, 21),
+        "gc_share": (15, 21),
     },
     ("100", "graph", "prometheus"): {
-        "goal": (15, 36),
-        "cycles_per_min": (15, 33),
-        "gc_share": (17, 23),
+        "goal": (15, 27),
+        "cycles_per_min": (15, 29),
+        "gc_share": (16, 30),
     },
     ("100", "lru", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 35),
+        "gc_share": (15, 33),
     },
     ("100", "lru", "prometheus"): {
-        "goal": (15, 35),
-        "cycles_per_min": (15, 26),
-        "gc_share": (28, 54),
+        "goal": (15, 27),
+        "cycles_per_min": (15, 40),
+        "gc_share": (26, 53),
     },
     ("100", "blob", "gctrace"): {
         "goal": (15, 20),
@@ -137,27 +138,27 @@ ACHIEVED = {
     ("100", "blob", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (23, 56),
+        "gc_share": (24, 56),
     },
     ("100", "tiny", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 21),
+        "gc_share": (15, 20),
     },
     ("100", "tiny", "prometheus"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 24),
-        "gc_share": (15, 22),
+        "cycles_per_min": (15, 20),
+        "gc_share": (15, 20),
     },
     ("100", "service", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 23),
+        "gc_share": (15, 20),
     },
     ("100", "service", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 21),
-        "gc_share": (15, 21),
+        "gc_share": (15, 20),
     },
     ("100", "batch", "gctrace"): {
         "goal": (15, 20),
@@ -171,15 +172,20 @@ ACHIEVED = {
     },
     ("100", "queue", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 26),
+        "cycles_per_min": (15, 23),
         "gc_share": (15, 20),
     },
     ("100", "queue", "prometheus"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 26),
+        "cycles_per_min": (15, 20),
         "gc_share": (15, 20),
     },
 }
+
+
+# The flat-out pointer-dense workloads, whose runs differ most, have nine runs
+# of every setting (tests/testdata/gc/README.md); the others three.
+RUNS = {"graph": 9, "lru": 9, "tiny": 9, "queue": 9}
 
 
 def test_recordings_are_complete() -> None:
@@ -187,7 +193,7 @@ def test_recordings_are_complete() -> None:
         labels = rec.labels(w)
         assert len(labels) == 8, (w, labels)
         for label in labels:
-            assert len(rec.runs(w, label)) == 3, (w, label)
+            assert len(rec.runs(w, label)) == RUNS.get(w, 3), (w, label)
 
 
 def test_the_workloads_span_what_the_issue_asks() -> None:
@@ -207,6 +213,40 @@ def test_the_workloads_span_what_the_issue_asks() -> None:
     assert procs == {1.0, 2.0}
     for w in ("graph", "lru"):
         assert mean(w, "gogc400", "marked") >= 1.5 * mean(w, "gogc100", "marked"), w
+
+
+@pytest.mark.parametrize("workload", ["graph", "lru"])
+def test_an_overrun_marks_floating_garbage_is_taken_as_seen(workload: str) -> None:
+    """fit rule 2: at GOGC=100 graph's and lru's marks overran the runway.
+    Fitted on GOGC 100 and 200 from gctrace (the current setting 200, where
+    the process allocates about 1.6x faster), the model's own marked heap at
+    GOGC=100 (before any residual) is the one measured there: the fastest
+    mark's allocation is taken as seen. Scaled by the allocation rate, it came
+    out 28-30 % high."""
+    m = rec.model(workload, FITS["100+200"], "gctrace")
+    pred = m.predict(*rec.setting_of("gogc100"))["marked"]
+    seen = [rec.measured(d)["marked"] for d in rec.runs(workload, "gogc100")]
+    assert pred == pytest.approx(sum(seen) / len(seen), rel=0.05)
+
+
+def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:
+    """pacer rule 4, fit rule 3b: service is paced and its idle Ps run idle mark
+    workers at GOGC 100 and 200; graph is CPU-bound and has none to give
+    them. At GOGC 25 service would use every P: the GC CPU per cycle predicted
+    there is the mark's work alone, as measured (26.8 ms; with the idle
+    workers' CPU of GOGC 100 and 200 carried over it came out 18 % high)."""
+    assert rec.model("graph", FITS["100+200"], "gctrace").fit.params.idle_s == 0
+    m = rec.model("service", FITS["100+200"], "gctrace")
+    assert m.fit.params.idle_s > 0
+    got = m.predict(25.0, None)
+    assert got["process_cores"] > 1.9  # of 2
+    predicted = got["gc_cores"] * 60 / got["cycles_per_min"]
+    runs = rec.runs("service", "gogc25")
+    seen = [
+        rec.measured(d)["gc_share"] * rec.busy_cores(d) * 60 / rec.measured(d)["cycles_per_min"]
+        for d in runs
+    ]
+    assert predicted == pytest.approx(sum(seen) / len(seen), rel=0.10)
 
 
 @pytest.mark.parametrize("fit", FITS)

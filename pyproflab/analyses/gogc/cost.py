@@ -1,5 +1,6 @@
 """GC CPU per cycle, ``C = c0 + c1·S + c2·goal`` (``pacer`` rule 4), from the
-observed settings (``fit`` rule 3).
+observed settings (``fit`` rule 3): the mark's work, without the idle mark
+workers' CPU (``work_cost``), which follows the idle Ps, not the heap.
 
 Rules (each setting's cost a weighted mean over its samples; ``S = H − B + R``,
 what the mark scans: ``fit`` rule 3):
@@ -9,10 +10,15 @@ what the mark scans: ``fit`` rule 3):
    (scanning pointer-free spans costs next to nothing, so no least scan cost
    holds for every heap).
 2. The feasible fixed cost: the range of ``c0`` over the non-negative terms
-   that put each setting's cost within its runs' spread (the smallest to the
-   largest of its runs' means; the mean itself for a setting seen in one
-   run), a linear programme (scipy's HiGHS). With one setting it is ``[0,
-   C]``; two or more bound it jointly. When no terms fit every setting
+   that put each setting's cost within its runs' spread (the 95 %
+   confidence interval of the mean of its runs' means, Student's t; the mean
+   itself for a setting seen in one run), a linear programme (scipy's
+   HiGHS). With one setting it is ``[0, C]`` (C that interval's upper end);
+   two or more bound it jointly. Not the smallest to the largest run: with
+   three runs that band is narrower than the mean's own uncertainty, and a
+   per-heap-byte cost fitted from the difference of two noisy settings
+   (tiny: 23.4 and 26.9 ms a cycle at GOGC 100 and 200, 24.5 and 25.7 at
+   400 and 800) doubled the GC share predicted at GOGC 800. When no terms fit every setting
    within its spread, the bound is non-negativity alone: ``[0, min C]`` (no
    setting's cost holds less than the fixed part).
 3. Its point, the best the data justify: with one or two settings the
@@ -105,8 +111,15 @@ def wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
     return num / den if den > 0 else math.nan
 
 
+def work_cost(ss: Sequence[dict[str, Any]]) -> float:
+    """GC CPU per cycle less the idle mark workers' (``pacer`` rule 4): what the
+    mark's work cost, the part these terms model."""
+    cost, idle = wmean(ss, "cost"), wmean(ss, "idle_mark")
+    return cost - idle if math.isfinite(idle) and 0 < idle < cost else cost
+
+
 def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
-    cost, goal = wmean(ss, "cost"), wmean(ss, "goal")
+    cost, goal = work_cost(ss), wmean(ss, "goal")
     marked, black = wmean(ss, "marked"), wmean(ss, "mark_alloc")
     black = black if math.isfinite(black) else 0.0
     scan = max(marked - black, 0.05 * marked) + wmean(ss, "roots")
@@ -115,8 +128,25 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     runs: dict[Any, list[dict[str, Any]]] = {}
     for s in ss:
         runs.setdefault(s["run"], []).append(s)
-    means = [m for m in (wmean(r, "cost") for r in runs.values()) if math.isfinite(m)]
-    return Row(sum(s["w"] for s in ss), scan, goal, cost, min(means), max(means))
+    means = [m for m in (work_cost(r) for r in runs.values()) if math.isfinite(m)]
+    lo, hi = _mean_interval(means)
+    return Row(sum(s["w"] for s in ss), scan, goal, cost, lo, hi)
+
+
+# Student's t, two-sided 95 %, by degrees of freedom (rule 2's interval of a mean).
+T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+
+
+def _mean_interval(means: Sequence[float]) -> tuple[float, float]:
+    """Rule 2: the 95 % confidence interval of the mean of the runs' means
+    (the mean itself for one run)."""
+    k = len(means)
+    mean = sum(means) / k
+    if k < 2:
+        return mean, mean
+    sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (k - 1))
+    half = T975.get(k - 1, 1.96) * sd / math.sqrt(k)
+    return max(mean - half, 0.0), mean + half
 
 
 def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[float, float] | None:

@@ -13,7 +13,8 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    over hurried settings that stayed within it, 0.5-1; 1 when none; ``pacer``
    rule 3 stops ``B`` there). A setting whose marks overran the runway shows
    the fastest mark's allocation, ``B_min``: the least floating garbage at
-   any setting (the smallest such ``B``; 0 when none). A
+   any setting (the smallest such ``B`` as seen, unscaled: assists pace an
+   overrun mark, not the mean allocation rate; 0 when none). A
    hurried setting's ``B_nat`` is estimated as the mark workers' CPU ``W`` done at
    the background workers' 25 % of P plus the CPU idle workers found,
    ``T_nat = W/(P/4 + idle_rate)``, times the mark-time allocation rate
@@ -28,6 +29,7 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    settings or one) or least squares (three or more); ``c1`` and ``c2`` follow
    from it, by NNLS when the settings' mean ``goal/S`` differ by 20 % or more,
    else split by ``θ``: point ``THETA``, range ``[0, THETA_MAX]``.
+   The costs are the mark's work: GC CPU less the idle mark workers' (3b).
    ``S`` is what the mark scans, ``L + R`` (per setting ``H − B + R``), not
    the marked heap ``H``: objects allocated while marking are allocated
    black (counted as marked, never scanned) and are garbage by the next
@@ -38,6 +40,10 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    measured (an earlier rule scaled a CPU-bound setting's by its mutator's
    speed, to cancel the load of a shared machine; on quiet recordings that
    moved the cost with GOGC, and the GC share at GOGC 800 came out 2.6x).
+3b. Idle mark workers (``pacer`` rule 4): ``ι``, their CPU per cycle per core
+   that would idle without them (GOMAXPROCS − the process's cores + theirs),
+   the mean over the settings that show them; 0 when CPU-bound (service's
+   took 0.3 ms a cycle at GOGC 25, at 1.99 of 2 cores, 9-11 at 200-400).
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
@@ -83,6 +89,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pyproflab.analyses.gogc import marks
 from pyproflab.analyses.gogc.cost import THETA, THETA_MAX, CostFit, fit_cost, nonneg_fit
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
@@ -168,6 +175,8 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
         )
     }
     f["gc_cores"] = f["n"] * f["cost"]
+    idle = f["idle_mark"]
+    f["work_cost"] = f["cost"] - idle if math.isfinite(idle) and 0 < idle < f["cost"] else f["cost"]
     if saturated:
         f["mutator"] = max(procs - f["gc_cores"], 1e-3)
     f["cycles_per_min"] = 60 * f["n"]
@@ -199,7 +208,7 @@ def _cost_terms(
     settings: dict[Setting, list[dict[str, Any]]], cur: dict[str, float]
 ) -> tuple[dict[str, Term], CostFit]:
     """Rule 3 (``cost``): c0 with its range, c1 and c2 at the point c0 (or θ's split)."""
-    cf = fit_cost(settings, dict(cur, scan=cur["scan_live"]))
+    cf = fit_cost(settings, dict(cur, scan=cur["scan_live"], cost=cur["work_cost"]))
     point, lo, hi = cf.c0
     exact = hi - lo <= 1e-9 * max(point, 1e-300)
     c1, c2 = cf.per_byte(point, THETA)
@@ -306,33 +315,6 @@ def _memory(obs: Observation) -> dict[str, float]:
     )
 
 
-def _hurry(groups: list[dict[str, float]]) -> float:
-    """Rule 2: the share of the widest runway hurried marks used, among those
-    that stayed within it (1 when none was seen)."""
-    got = [f["hurry"] for f in groups if f["hurried"] and f["hurry"] <= 1]
-    return min(max(sum(got) / len(got), 0.5), 1.0) if got else 1.0
-
-
-def _b_min(groups: list[dict[str, float]], ref_alloc: float) -> float:
-    """Rule 2: the mark-time allocation of the fastest mark seen: marks that
-    overran the widest runway (assists could not end them by the goal) show
-    the least floating garbage a cycle carries whatever the setting."""
-    got = [
-        f["mark_alloc"] * ref_alloc / f["alloc"]
-        for f in groups
-        if f["hurry"] > 1 and f["alloc"] > 0 and math.isfinite(f["mark_alloc"])
-    ]
-    return min(got) if got else 0.0
-
-
-def _slow_mark(ss: Sequence[dict[str, Any]]) -> float:
-    """``pacer`` rule 7: all the workers' CPU over the unassisted workers'."""
-    work, assist = _wmean(ss, "work"), _wmean(ss, "assist")
-    if not (math.isfinite(work) and math.isfinite(assist)) or work - assist <= 0:
-        return 1.0
-    return max(work / (work - assist), 1.0)
-
-
 def params_with(fit: Fit, values: dict[str, float]) -> Params:
     """The fit's parameters with the unidentified terms (``theta``, ``sweep``,
     ``b_nat``) at the given values (their points when not given)."""
@@ -408,11 +390,12 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         alpha=terms["alpha"].point if "alpha" in terms else 0.0,
         mutator0=terms["mutator0"].point if "mutator0" in terms else 0.0,
         sweep=terms["sweep"].point,
-        slow_mark=_slow_mark(obs.samples),
-        hurry=_hurry(list(groups.values())),
-        b_min=_b_min(list(groups.values()), cur["alloc"]),
+        slow_mark=marks.slow_mark(obs.samples),
+        hurry=marks.hurry_share(list(groups.values())),
+        b_min=marks.fastest_mark_alloc(list(groups.values())),
         **_memory(obs),
     )
+    base = replace(base, idle_s=marks.idle_take(list(groups.values()), base.cap, saturated))
     observed = [
         SettingFigures(
             k,

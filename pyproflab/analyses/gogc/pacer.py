@@ -30,7 +30,10 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(L + R) +
    c2·goal`` core-seconds: fixed, per scanned byte (the live heap and roots:
    what the mark allocates black it does not scan, ``fit`` rule 3), per heap
-   byte. GC CPU is ``G = (A/Δ)·C``.
+   byte. GC CPU is ``G = (A/Δ)·C``, plus, on a paced process, the idle mark
+   workers': the Ps that would idle while marking run them, ``ι`` (``fit``
+   rule 3b) core-seconds per cycle per idle core, ``min((A/Δ)·ι, 1)·(cap −
+   N − G)``; a CPU-bound process has no idle P to give them.
 5. The mutator: ``N = N0 + s·(A/Δ)·goal`` cores, where ``s`` is its CPU per
    heap byte per cycle (sweeping every span in use once a cycle). Paced (not
    CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``, and then
@@ -94,6 +97,7 @@ class Params:
     eps: float = 1.0  # observed bytes per cycle / rule 4's, where observed
     hurry: float = 1.0  # the share of the runway left a hurried mark uses (rule 3)
     b_min: float = 0.0  # the fastest mark's allocation (rule 3)
+    idle_s: float = 0.0  # ι: idle mark workers' CPU per cycle per idle core (rule 4)
 
 
 def background_workers(procs: float) -> tuple[int, float]:
@@ -206,7 +210,8 @@ def _rates(p: Params, h: float, goal: float, per_cycle: float) -> tuple[float, f
         n = a / per_cycle
         g, mut = n * cost, p.mutator0 + p.sweep * n * goal
         if mut + g <= p.cap * (1 + 1e-6):
-            return a, g, mut
+            idle = max(p.cap - mut - g, 0.0)  # the idle mark workers' share of it
+            return a, g + min(n * p.idle_s, 1.0) * idle, mut
     if p.alpha <= 0:
         return 0.0, 0.0, p.cap
     a = p.alpha * p.cap / (1 + p.alpha * (cost + p.sweep * goal) / per_cycle)

@@ -1,0 +1,55 @@
+"""What the observed marks show about the pacer, for the fit (``fit`` rules 2
+and 3b): how much of the runway hurried marks used, the least floating
+garbage an overrun mark carried, how much slower a mark runs with the
+assists' CPU left out, and the idle mark workers' CPU per idle core."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pyproflab.analyses.gogc.cost import wmean
+
+
+def hurry_share(groups: list[dict[str, float]]) -> float:
+    """``fit`` rule 2: the share of the widest runway hurried marks used, among those
+    that stayed within it (1 when none was seen)."""
+    got = [f["hurry"] for f in groups if f["hurried"] and f["hurry"] <= 1]
+    return min(max(sum(got) / len(got), 0.5), 1.0) if got else 1.0
+
+
+def fastest_mark_alloc(groups: list[dict[str, float]]) -> float:
+    """``fit`` rule 2: the mark-time allocation of the fastest mark seen: marks that
+    overran the widest runway (assists could not end them by the goal) show
+    the least floating garbage a cycle carries whatever the setting, as seen
+    (assists pace it, not the mean allocation rate)."""
+    got = [
+        f["mark_alloc"]
+        for f in groups
+        if f["hurry"] > 1 and f["alloc"] > 0 and math.isfinite(f["mark_alloc"])
+    ]
+    return min(got) if got else 0.0
+
+
+def idle_take(groups: list[dict[str, float]], cap: float, saturated: bool) -> float:
+    """``fit`` rule 3b: the idle mark workers' CPU per cycle per idle core, the mean over
+    the settings that show it (0 when CPU-bound: no P idles)."""
+    got = [
+        f["idle_mark"] / spare
+        for f in groups
+        if not saturated
+        and math.isfinite(f["idle_mark"])
+        and f["idle_mark"] > 0
+        # the cores that would idle but for the idle workers
+        and (spare := cap - f["process_cores"] + f["n"] * f["idle_mark"]) > 0
+    ]
+    return sum(got) / len(got) if got else 0.0
+
+
+def slow_mark(ss: Sequence[dict[str, Any]]) -> float:
+    """``pacer`` rule 7: all the workers' CPU over the unassisted workers'."""
+    work, assist = wmean(ss, "work"), wmean(ss, "assist")
+    if not (math.isfinite(work) and math.isfinite(assist)) or work - assist <= 0:
+        return 1.0
+    return max(work / (work - assist), 1.0)
