@@ -41,8 +41,9 @@ def _gctrace(n: int = 40, *, period: float = 0.5, idle: float = 0.0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _snapshots(tmp: Path, n: int = 6, procs: int = 2) -> list[str]:
-    """Prometheus snapshots 1 s apart: 2 cycles/s, 100 MiB/s, GC 0.2 of 1 busy core (1 idle)."""
+def _snapshots(tmp: Path, n: int = 6, procs: int = 2, growth: float = 0.0) -> list[str]:
+    """Prometheus snapshots 1 s apart: 2 cycles/s, 100 MiB/s, GC 0.2 of 1 busy core
+    (1 idle); the marked heap 40 MiB, growing by ``growth`` MiB a second."""
     paths = []
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for i in range(n):
@@ -54,8 +55,8 @@ def _snapshots(tmp: Path, n: int = 6, procs: int = 2) -> list[str]:
             "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total": ("counter", 5 + 0.1 * i),
             "go_cpu_classes_total_cpu_seconds_total": ("counter", 100 + 2 * i),
             "go_cpu_classes_idle_cpu_seconds_total": ("counter", 1.0 + i),
-            "go_gc_heap_live_bytes": ("gauge", 40 * MiB),
-            "go_gc_heap_goal_bytes": ("gauge", 80 * MiB),
+            "go_gc_heap_live_bytes": ("gauge", (40 + growth * i) * MiB),
+            "go_gc_heap_goal_bytes": ("gauge", 2 * (40 + growth * i) * MiB),
             "go_gc_gogc_percent": ("gauge", 100),
             "go_gc_gomemlimit_bytes": ("gauge", 2**63 - 1),
             "go_sched_gomaxprocs_threads": ("gauge", procs),
@@ -123,6 +124,16 @@ def test_cli_prometheus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert obs.mean("n") == pytest.approx(2.0)
     assert obs.mean("alloc") == pytest.approx(100 * MiB)
     assert obs.peak_rss == {(100.0, None): [100 * MiB]}
+
+
+def test_prometheus_gauges_span_their_interval(tmp_path: Path) -> None:
+    """An interval's counters average over it, so do its gauges: the mean of
+    the two ends, not the end alone (a heap growing 2 MiB a second reads 1 MiB
+    high at the end of each 1 s interval)."""
+    obs = from_metrics(gi.read_metric_files(_snapshots(tmp_path, growth=2.0)))
+    marked = [s["marked"] / MiB for s in sorted(obs.samples, key=lambda s: s["t_end"])]
+    assert marked == pytest.approx([41.0, 43.0, 45.0, 47.0, 49.0])
+    assert [s["goal"] / MiB for s in obs.samples] == pytest.approx([2 * m for m in marked])
 
 
 @pytest.mark.parametrize(
