@@ -18,9 +18,9 @@ what the mark scans: ``fit`` rule 3):
    three runs that band is narrower than the mean's own uncertainty, and a
    per-heap-byte cost fitted from the difference of two noisy settings
    (tiny: 23.4 and 26.9 ms a cycle at GOGC 100 and 200, 24.5 and 25.7 at
-   400 and 800) doubled the GC share predicted at GOGC 800. When no terms fit every setting
-   within its spread, the bound is non-negativity alone: ``[0, min C]`` (no
-   setting's cost holds less than the fixed part).
+   400 and 800) doubled the GC share predicted at GOGC 800. When no terms
+   fit every setting within its spread, the bound is non-negativity alone:
+   ``[0, min C]`` (no setting's cost holds less than the fixed part).
 3. Its point, the best the data justify: with one or two settings the
    middle of the ``c0`` that fit the settings' means exactly (one setting:
    ``[0, C]``; two: the segment of exact solutions), else the middle of the
@@ -111,11 +111,15 @@ def wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
     return num / den if den > 0 else math.nan
 
 
-def work_cost(ss: Sequence[dict[str, Any]]) -> float:
+def less_idle(cost: float, idle: float) -> float:
     """GC CPU per cycle less the idle mark workers' (``pacer`` rule 4): what the
     mark's work cost, the part these terms model."""
-    cost, idle = wmean(ss, "cost"), wmean(ss, "idle_mark")
     return cost - idle if math.isfinite(idle) and 0 < idle < cost else cost
+
+
+def work_cost(ss: Sequence[dict[str, Any]]) -> float:
+    """``less_idle`` over samples."""
+    return less_idle(wmean(ss, "cost"), wmean(ss, "idle_mark"))
 
 
 def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
@@ -133,19 +137,17 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     return Row(sum(s["w"] for s in ss), scan, goal, cost, lo, hi)
 
 
-# Student's t, two-sided 95 %, by degrees of freedom (rule 2's interval of a mean).
-T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-
-
 def _mean_interval(means: Sequence[float]) -> tuple[float, float]:
     """Rule 2: the 95 % confidence interval of the mean of the runs' means
-    (the mean itself for one run)."""
+    (the mean itself for one run), by scipy's Student's t."""
+    from scipy.stats import t
+
     k = len(means)
     mean = sum(means) / k
     if k < 2:
         return mean, mean
     sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (k - 1))
-    half = T975.get(k - 1, 1.96) * sd / math.sqrt(k)
+    half = float(t.ppf(0.975, k - 1)) * sd / math.sqrt(k)
     return max(mean - half, 0.0), mean + half
 
 

@@ -90,7 +90,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyproflab.analyses.gogc import marks
-from pyproflab.analyses.gogc.cost import THETA, THETA_MAX, CostFit, fit_cost, nonneg_fit
+from pyproflab.analyses.gogc.cost import (
+    THETA,
+    THETA_MAX,
+    CostFit,
+    fit_cost,
+    less_idle,
+    nonneg_fit,
+)
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
     BACKGROUND_UTILIZATION,
@@ -175,8 +182,7 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
         )
     }
     f["gc_cores"] = f["n"] * f["cost"]
-    idle = f["idle_mark"]
-    f["work_cost"] = f["cost"] - idle if math.isfinite(idle) and 0 < idle < f["cost"] else f["cost"]
+    f["work_cost"] = less_idle(f["cost"], f["idle_mark"])
     if saturated:
         f["mutator"] = max(procs - f["gc_cores"], 1e-3)
     f["cycles_per_min"] = 60 * f["n"]

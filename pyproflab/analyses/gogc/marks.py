@@ -24,11 +24,7 @@ def fastest_mark_alloc(groups: list[dict[str, float]]) -> float:
     overran the widest runway (assists could not end them by the goal) show
     the least floating garbage a cycle carries whatever the setting, as seen
     (assists pace it, not the mean allocation rate)."""
-    got = [
-        f["mark_alloc"]
-        for f in groups
-        if f["hurry"] > 1 and f["alloc"] > 0 and math.isfinite(f["mark_alloc"])
-    ]
+    got = [f["mark_alloc"] for f in groups if f["hurry"] > 1 and math.isfinite(f["mark_alloc"])]
     return min(got) if got else 0.0
 
 

@@ -14,8 +14,9 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
   over it (read at the end alone, a heap that grows through a run read high:
   graph's marked heap at GOGC 100 by 9 %): ``go_gc_heap_live_bytes`` (marked
   heap), ``go_gc_heap_goal_bytes`` (else ``go_memstats_next_gc_bytes``),
-  scan stack + globals (``go_sched_gomaxprocs_threads`` at the end). Without the live
-  heap it is derived from the goal, ``H = (goal − R·g)/(1 + g)``.
+  scan stack + globals (``go_sched_gomaxprocs_threads`` at the end).
+  Without the live heap it is derived from the goal, ``H = (goal − R·g)/(1 +
+  g)``.
 - The setting of an interval is ``go_gc_gogc_percent`` and
   ``go_gc_gomemlimit_bytes`` (2^62 or more: no limit) at both ends; an
   interval whose setting changed in it is left out. Without them: GOGC 100
