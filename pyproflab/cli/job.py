@@ -39,13 +39,13 @@ class Command:
         common.add_limit_options(run)
 
     def run(self, args: argparse.Namespace) -> int:
-        import json
         import sys
         import traceback
 
         from pyproflab.errors import ProflabError, UsageError
         from pyproflab.jobs import EXIT_ERROR, load_job, run_job
         from pyproflab.jobs.outputs import write_atomic
+        from pyproflab.reports.formatting import json_text
         from pyproflab.store.lock import StoreBusyError
 
         if args.wait is not None and args.wait < 0:
@@ -69,7 +69,7 @@ class Command:
         if args.summary:
             write_atomic(
                 args.summary,
-                json.dumps(result.summary, indent=2, default=str, sort_keys=True) + "\n",
+                json_text(result.summary, indent=2),
             )
         print(result.line, flush=True)
         return result.exit_code

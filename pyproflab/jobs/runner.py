@@ -26,7 +26,6 @@ Rules:
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from pyproflab.jobs import outputs, state
 from pyproflab.jobs.retention import apply_retention
 from pyproflab.jobs.sources import Log, run_sources
 from pyproflab.jobs.spec import JobSpec
+from pyproflab.reports.formatting import json_text
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
 from pyproflab.store.verify import verify
@@ -300,7 +300,7 @@ def _write_run(
         findings = _analyse_and_write(store, spec, sel, out, summary)
         code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
         summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
-        text = json.dumps(summary, indent=2, default=str, sort_keys=True) + "\n"
+        text = json_text(summary, indent=2)
         out.write("summary", "json", text)
         out.publish()
     except OSError as e:

@@ -13,6 +13,10 @@ Rules:
   ``+`` to gains. None, NaN and infinities print as ``missing``.
 - ``mib``, ``seconds``: bytes in MiB and durations in the unit that keeps them
   readable (µs, ms, s); None prints as ``missing``.
+- ``json_text``: every JSON document a report writes: keys sorted, text as
+  UTF-8, NaN and infinities as ``null`` (JSON has no such numbers: Python's
+  ``NaN`` token breaks jq, JavaScript and every strict parser), times in ISO
+  8601, anything else JSON lacks as its ``str``.
 - ``plotly_text``: every text a plotly figure shows (labels, hover, titles,
   legend names) goes through it: plotly reads a pseudo-HTML, so ``<``, ``>``
   and ``&`` are escaped; ``"`` is left as is, because plotly does not decode
@@ -22,9 +26,11 @@ Rules:
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from collections.abc import Sequence
+from datetime import date
 from typing import Any
 
 
@@ -98,3 +104,32 @@ def seconds(v: float | None, *, missing: str = "") -> str:
 def plotly_text(s: str) -> str:
     """``s`` escaped for plotly's pseudo-HTML text (see the module rules)."""
     return html.escape(s, quote=False)
+
+
+def json_text(doc: Any, *, indent: int = 1) -> str:
+    """``doc`` as a JSON document and a newline (see the module rules)."""
+    return (
+        json.dumps(
+            json_value(doc),
+            indent=indent,
+            sort_keys=True,
+            ensure_ascii=False,
+            allow_nan=False,
+            default=str,
+        )
+        + "\n"
+    )
+
+
+def json_value(v: Any) -> Any:
+    """``v`` with every non-finite float as None and every time as ISO 8601, through
+    dicts, lists and tuples."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: json_value(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [json_value(x) for x in v]
+    if isinstance(v, date):
+        return v.isoformat()
+    return v

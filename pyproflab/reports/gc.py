@@ -11,15 +11,12 @@ come from profiles and metric labels, which are untrusted).
 from __future__ import annotations
 
 import html
-import json
-import math
-from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import grid, mib, pct, seconds
+from pyproflab.reports.formatting import grid, json_text, json_value, mib, pct, seconds
 
 TABLES = ("profiles", "instances", "categories")
 
@@ -139,26 +136,14 @@ def render_text(result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, datetime):
-        return v.isoformat()
-    return v
-
-
-def _records(table: pa.Table) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in table.to_pylist()]
-
-
 def render_json(result) -> str:
     doc = {
-        "instances": _records(result.instances),
-        "profiles": _records(result.profiles),
-        "categories": _records(result.categories),
+        "instances": result.instances.to_pylist(),
+        "profiles": result.profiles.to_pylist(),
+        "categories": result.categories.to_pylist(),
         "notes": list(result.notes),
     }
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, sort_keys=True) + "\n"
+    return json_text(doc)
 
 
 def render_csv(result, table: str = "profiles") -> str:
@@ -172,7 +157,7 @@ def render_csv(result, table: str = "profiles") -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(t.column_names)
     for row in t.to_pylist():
-        w.writerow(["" if (v := _plain(row[c])) is None else v for c in t.column_names])
+        w.writerow(["" if (v := json_value(row[c])) is None else v for c in t.column_names])
     return buf.getvalue()
 
 

@@ -15,11 +15,10 @@ trade-off with the intervals as error bars.
 from __future__ import annotations
 
 import html
-import json
 import math
 from typing import Any
 
-from pyproflab.reports.formatting import plotly_text
+from pyproflab.reports.formatting import json_text, json_value, plotly_text
 
 MiB = float(1 << 20)
 
@@ -154,14 +153,8 @@ def render_text(result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
+# The observed settings' figures the JSON document gives.
+FIGURES = ("goal", "marked", "cycles_per_min", "gc_cores", "process_cores")
 
 
 def render_json(result) -> str:
@@ -177,18 +170,7 @@ def render_json(result) -> str:
                     "memory_limit_bytes": sf.setting[1],
                     "cycles": sf.cycles,
                     "runs": sf.runs,
-                    "figures": _plain(
-                        {
-                            k: sf.figures[k]
-                            for k in (
-                                "goal",
-                                "marked",
-                                "cycles_per_min",
-                                "gc_cores",
-                                "process_cores",
-                            )
-                        }
-                    ),
+                    "figures": {k: sf.figures[k] for k in FIGURES},
                 }
                 for sf in fit.observed
             ],
@@ -196,21 +178,25 @@ def render_json(result) -> str:
             "provenance": obs.provenance,
         },
         "terms": {
-            t.name: _plain(
-                {"point": t.point, "lo": t.lo, "hi": t.hi, "identified": t.identified, "how": t.how}
-            )
+            t.name: {
+                "point": t.point,
+                "lo": t.lo,
+                "hi": t.hi,
+                "identified": t.identified,
+                "how": t.how,
+            }
             for t in fit.terms.values()
         },
-        "budget_bytes": _plain(result.budget_bytes),
+        "budget_bytes": result.budget_bytes,
         "budget_source": result.budget_source,
-        "usable_bytes": _plain(result.usable_bytes),
-        "recommendation": _plain(result.recommendation),
-        "canary": _plain(result.canary),
-        "predictions": [_plain(r) for r in result.rows()],
+        "usable_bytes": result.usable_bytes,
+        "recommendation": result.recommendation,
+        "canary": result.canary,
+        "predictions": result.rows(),
         "findings": result.findings,
         "notes": result.notes,
     }
-    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    return json_text(doc)
 
 
 def render_csv(result) -> str:
@@ -222,7 +208,7 @@ def render_csv(result) -> str:
     cols = result.table.column_names
     w.writerow(cols)
     for r in result.rows():
-        w.writerow(["" if (v := _plain(r[c])) is None else v for c in cols])
+        w.writerow(["" if (v := json_value(r[c])) is None else v for c in cols])
     return buf.getvalue()
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import grid, seconds
+from pyproflab.reports.formatting import grid, json_text, seconds
 
 # result class -> (main table, the tables in order, findings attribute or None)
 _SHAPES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
@@ -49,7 +48,7 @@ def render_json(result: Any) -> str:
         doc["findings"] = list(getattr(result, findings))
     if names == (main,):
         doc = doc[main]  # type: ignore[assignment]
-    return json.dumps(doc, sort_keys=True, default=str, indent=1, ensure_ascii=False) + "\n"
+    return json_text(doc)
 
 
 def render_csv(result: Any, table: str | None = None) -> str:

@@ -12,8 +12,9 @@ profiles, which are untrusted).
 from __future__ import annotations
 
 import html
-import json
 from typing import TYPE_CHECKING, Any
+
+from pyproflab.reports.formatting import json_text
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo import PgoResult
@@ -152,7 +153,7 @@ def render_json(result: PgoResult) -> str:
         "verified": result.verified is not None,
         "verify_note": result.verify_note,
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc, indent=2)
 
 
 def render_html(result: PgoResult, *, edges: int = 50) -> str:
@@ -241,22 +242,18 @@ def render_diff_json(diff: EdgeDiff) -> str:
             for c in cs
         ]
 
-    return (
-        json.dumps(
-            {
-                "old_total": diff.old_total,
-                "new_total": diff.new_total,
-                "old_hot": diff.old_hot,
-                "new_hot": diff.new_hot,
-                "min_change": diff.min_change,
-                "changed": diff.changed,
-                "added": rows(diff.added),
-                "removed": rows(diff.removed),
-                "reweighted": rows(diff.reweighted),
-                "unchanged": diff.unchanged,
-            },
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n"
+    return json_text(
+        {
+            "old_total": diff.old_total,
+            "new_total": diff.new_total,
+            "old_hot": diff.old_hot,
+            "new_hot": diff.new_hot,
+            "min_change": diff.min_change,
+            "changed": diff.changed,
+            "added": rows(diff.added),
+            "removed": rows(diff.removed),
+            "reweighted": rows(diff.reweighted),
+            "unchanged": diff.unchanged,
+        },
+        indent=2,
     )

@@ -13,10 +13,10 @@ HTML escapes every name (profiles are untrusted).
 from __future__ import annotations
 
 import html
-import json
 from typing import TYPE_CHECKING
 
 from pyproflab.analyses.pgo_check import APPLIED, APPLIES, NOT_COUNTED
+from pyproflab.reports.formatting import json_text
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_check import EdgeCheck, PgoCheckResult
@@ -130,7 +130,7 @@ def render_json(r: PgoCheckResult) -> str:
             for c in r.checks
         ],
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc, indent=2)
 
 
 def render_html(r: PgoCheckResult, *, edges: int = 50) -> str:

@@ -12,9 +12,10 @@ every name.
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+from pyproflab.reports.formatting import json_text
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_effect import Change, Decision, PgoEffect
@@ -89,7 +90,7 @@ def render_json(effect: PgoEffect) -> str:
         "decisions": [asdict(d) for d in effect.decisions],
         "notes": effect.notes,
     }
-    return json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n"
+    return json_text(doc, indent=2)
 
 
 def render_html(effect: PgoEffect) -> str:

@@ -9,8 +9,9 @@ removed and re-weighted with the overlap of the two hot sets, and at most
 from __future__ import annotations
 
 import html
-import json
 from typing import TYPE_CHECKING
+
+from pyproflab.reports.formatting import json_text
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_edges import EdgeChange
@@ -98,7 +99,7 @@ def render_json(cmp: WeightComparison) -> str:
         ],
         "min_change": cmp.min_change,
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc, indent=2)
 
 
 def render_html(cmp: WeightComparison) -> str:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 import math
 from typing import Any
 
 from pyproflab.analyses.units import quantity
-from pyproflab.reports.formatting import grid, plotly_text
+from pyproflab.reports.formatting import grid, json_text, plotly_text
 
 
 def _num(v: float | None, digits: int = 4) -> str:
@@ -241,9 +240,9 @@ def _clean(v: Any) -> Any:
 def render_json(result, top: int | None = None) -> str:
     rows = result.rows.slice(0, top) if top else result.rows
     doc = facts(result)
-    doc["rows"] = [{k: _clean(v) for k, v in r.items()} for r in rows.to_pylist()]
-    doc["edges"] = [{k: _clean(v) for k, v in r.items()} for r in result.edges.to_pylist()]
-    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    doc["rows"] = rows.to_pylist()
+    doc["edges"] = result.edges.to_pylist()
+    return json_text(doc)
 
 
 def render_csv(result, top: int | None = None) -> str:
@@ -421,18 +420,15 @@ def render_over_time_json(result) -> str:
         "per": result.per,
         "notes": list(result.notes),
         "windows": [
-            {k: _clean(str(v) if k in ("start", "end") else v) for k, v in r.items()}
+            {k: str(v) if k in ("start", "end") else v for k, v in r.items()}
             for r in result.windows.to_pylist()
         ],
         "changes": [
-            {
-                k: _clean(str(v) if k in ("time", "until") and v is not None else v)
-                for k, v in r.items()
-            }
+            {k: str(v) if k in ("time", "until") and v is not None else v for k, v in r.items()}
             for r in result.changes.to_pylist()
         ],
     }
-    return json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    return json_text(doc)
 
 
 def render_over_time_csv(result) -> str:

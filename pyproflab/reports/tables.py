@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 import pyarrow as pa
 
-from pyproflab.reports.formatting import grid
+from pyproflab.reports.formatting import grid, json_text
 
 
 def _cell(v) -> str:
@@ -25,7 +24,7 @@ def render_text(table: pa.Table) -> str:
 def render_json(table: pa.Table) -> str:
     """``table`` as a JSON array of objects, keys sorted."""
     rows = table.to_pylist()
-    return json.dumps(rows, sort_keys=True, default=str, indent=1, ensure_ascii=False) + "\n"
+    return json_text(rows)
 
 
 def render_csv(table: pa.Table) -> str:

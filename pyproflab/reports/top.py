@@ -18,10 +18,10 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 from collections.abc import Callable
 
 from pyproflab.analyses import units
+from pyproflab.reports.formatting import json_text
 
 ValueFormat = Callable[[int], str]
 
@@ -141,7 +141,7 @@ def top_document(result) -> dict:
 
 def render_json(result) -> str:
     """``top_document`` as JSON, keys sorted."""
-    return json.dumps(top_document(result), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    return json_text(top_document(result))
 
 
 COLUMNS = ["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name"]

@@ -89,3 +89,37 @@ def test_grid_aligns_by_terminal_cells_and_keeps_names_inert():
     ]
     assert grid(["a", "b"], [], "rl") == ["a  b"]
     assert grid([], [[], []], "") == ["", "", ""]
+
+
+def _strict(text: str):
+    """Parse as a strict JSON parser does: NaN and Infinity are not JSON."""
+
+    def refuse(token: str):
+        raise AssertionError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_text_writes_what_json_has():
+    from datetime import UTC, datetime
+
+    from pyproflab.reports.formatting import json_text
+
+    when = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    doc = {"b": [float("nan"), 1.5, (float("inf"), -float("inf"))], "a": {"t": when, "n": None}}
+    text = json_text(doc)
+    assert _strict(text) == {
+        "a": {"n": None, "t": "2026-11-28T12:00:00+00:00"},
+        "b": [None, 1.5, [None, None]],
+    }
+    assert text.index('"a"') < text.index('"b"') and text.endswith("}\n")
+
+
+def test_an_undefined_change_is_null_in_json():
+    """A relative change with a zero side is undefined (NaN): the JSON says null,
+    where it once wrote the NaN token no strict parser reads."""
+    from pyproflab.analyses.pgo_effect import Change, PgoEffect
+
+    change = Change("cpu", "cores", 0.0, 1.2, *(3 * [float("nan")]), n_before=3, n_after=3)
+    doc = _strict(render(PgoEffect("v1", "v2", cpu=change), "json"))
+    assert doc["cpu"]["rel"] is None and doc["cpu"]["after"] == 1.2
