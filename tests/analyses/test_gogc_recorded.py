@@ -46,9 +46,9 @@ ACHIEVED = {
         "gc_share": (10, 20),
     },
     ("100+200", "graph", "prometheus"): {
-        "goal": (11, 20),
+        "goal": (10, 20),
         "cycles_per_min": (12, 24),
-        "gc_share": (18, 39),
+        "gc_share": (19, 39),
     },
     ("100+200", "lru", "gctrace"): {
         "goal": (10, 20),
@@ -88,7 +88,7 @@ ACHIEVED = {
     ("100+200", "service", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (12, 20),
+        "gc_share": (10, 20),
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
@@ -247,6 +247,19 @@ def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:
         for d in runs
     ]
     assert predicted == pytest.approx(sum(seen) / len(seen), rel=0.10)
+
+
+@pytest.mark.parametrize("fit", FITS)
+@pytest.mark.parametrize("workload", rec.WORKLOADS)
+def test_a_memory_limit_counts_the_spans_unused_part(workload: str, fit: str) -> None:
+    """pacer rule 1: what a limit counts beside the heap is the runtime's
+    nonHeapMemory, the spans' unused part included (Prometheus: sys − heap
+    sys + heap in use − heap alloc). The goal under each workload's limit
+    comes out within 5 % (with sys − heap sys alone service's came out 6-7 %
+    high, and its cycles per minute 12-15 % low)."""
+    rows = rec.table(workload, "prometheus", FITS[fit])
+    errs = {r.label: r.error for r in rows if "-lim" in r.label and r.metric == "goal"}
+    assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.05, errs
 
 
 @pytest.mark.parametrize("fit", FITS)

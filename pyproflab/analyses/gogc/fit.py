@@ -67,7 +67,9 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    -48 to -56 %).
 7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
    heap from RSS − heap in use (Prometheus) or the peak RSS given less the
-   peak heap; what a limit counts beside the heap from sys − heap sys.
+   peak heap; what a limit counts beside the heap, the mean over the
+   samples of sys − heap sys + heap in use − heap alloc (``prometheus``'s
+   rules; without them, the memory beyond the heap).
 8. Residuals: the bytes a cycle allocates are scaled by what the current
    setting showed over the pacer's rules (``eps``, within 0.5-2); then at each
    observed setting the point parameters' prediction is

@@ -8,7 +8,9 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
 1. Goal (the GC guide; ``mgcpacer.go``): ``goal_g = H + (H + R)·g``, at least
    ``4 MiB·g`` (the heap minimum scales with GOGC); off: none. Under a limit,
    ``goal_M = (M − O) − max(3 %·(M − O), 1 MiB)`` with ``O`` what the limit
-   counts beside the heap, never below ``H``; the goal is the smaller.
+   counts beside the heap's objects (the runtime's ``nonHeapMemory``: the
+   memory outside the heap and the unused part of the spans in use), never
+   below ``H``; the goal is the smaller.
 2. Trigger: the pacer starts marking ``runway`` bytes before the goal, kept
    between 45/64 and 61/64 of the way from ``H`` (or 4 MiB below the goal on
    large heaps): ``t = clamp(D − runway, (45/64)·D, max((61/64)·D, D − 4 MiB))``
