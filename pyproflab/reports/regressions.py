@@ -419,14 +419,8 @@ def render_over_time_json(result) -> str:
         "seed": result.seed,
         "per": result.per,
         "notes": list(result.notes),
-        "windows": [
-            {k: str(v) if k in ("start", "end") else v for k, v in r.items()}
-            for r in result.windows.to_pylist()
-        ],
-        "changes": [
-            {k: str(v) if k in ("time", "until") and v is not None else v for k, v in r.items()}
-            for r in result.changes.to_pylist()
-        ],
+        "windows": result.windows.to_pylist(),
+        "changes": result.changes.to_pylist(),
     }
     return json_text(doc)
 

@@ -208,6 +208,7 @@ def test_step_found_within_one_window(store) -> None:
 
 def test_cli_over_time_per_request(tmp_path, capsys) -> None:
     import json
+    from datetime import datetime
 
     from pyproflab.cli import main
 
@@ -216,6 +217,9 @@ def test_cli_over_time_per_request(tmp_path, capsys) -> None:
     rc = main([*argv, "--service", "regprog-step", "--per", PER, "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(doc["windows"]) == 16 and doc["per"] == PER
+    # Times as every JSON report writes them: ISO 8601.
+    start = doc["windows"][0]["start"]
+    assert datetime.fromisoformat(start).tzinfo is not None and "T" in start
     rc = main([*argv, "--service", "regprog-step", "--base", "version=v1"])
     assert rc == 2 and "drop --base/--new" in capsys.readouterr().err
     rc = main(argv)
