@@ -168,6 +168,29 @@ def delete_metric_rows_before(store: Store, table: str, cutoff: datetime) -> Non
     store.execute(f"DELETE FROM {table} WHERE time < ?", [cutoff])
 
 
+#: The tables holding rows of stored traces, by trace_id (``traces`` itself last).
+TRACE_TABLES = (*(f"trace_{name}" for name in schema.STORE_TRACE_TABLES), "traces")
+
+
+def count_traces_taken_before(store: Store, cutoff: datetime) -> int:
+    """Stored traces whose first event is before ``cutoff`` (0 where the store has none)."""
+    if "traces" not in table_names(store):
+        return 0
+    return _count(store, "SELECT count(*) FROM traces WHERE time < ?", [cutoff])
+
+
+def delete_traces_taken_before(store: Store, cutoff: datetime) -> None:
+    """Delete the traces whose first event is before ``cutoff`` and every trace_*
+    row of theirs. Their blocking profiles carry that time, so
+    ``delete_profiles_taken_before`` with the same cutoff takes those. Call inside
+    a transaction."""
+    have = table_names(store)
+    old = "SELECT trace_id FROM traces WHERE time < ?"
+    for table in TRACE_TABLES:
+        if table in have:
+            store.execute(f"DELETE FROM {table} WHERE trace_id IN ({old})", [cutoff])
+
+
 def database_bytes(store: Store) -> int | None:
     """Bytes the database file uses (None for an in-memory store)."""
     try:

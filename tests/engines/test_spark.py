@@ -281,7 +281,10 @@ def test_cli_top_engine_spark(sparked, pprof):
 
 def test_docs_spark_example_runs(spark, tmp_path: Path, monkeypatch):
     """docs/spark.md's example, as written, on the fleet under service ``api``
-    (its getOrCreate returns this run's session)."""
+    (its getOrCreate returns this run's session). A session it starts itself has
+    its Python workers on this interpreter: without PYSPARK_PYTHON they ran the
+    ``python3`` on PATH (a venv not activated, a kernel of `make lab`), which
+    has no pyproflab."""
     import re
 
     text = (REPO / "docs" / "spark.md").read_text(encoding="utf-8")
@@ -291,8 +294,10 @@ def test_docs_spark_example_runs(spark, tmp_path: Path, monkeypatch):
         shutil.copy(f, tmp_path / "profiles" / f.name)
         (tmp_path / "profiles" / (f.name + ".json")).write_text('{"service": "api"}')
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     ns: dict = {"__name__": "example"}
     exec(compile(code, "docs/spark.md", "exec"), ns)  # noqa: S102
+    assert os.environ.get("PYSPARK_PYTHON") == sys.executable
     assert ns["result"].rows.num_rows > 0
     assert ns["profile"].samples.num_rows > 0
     assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()

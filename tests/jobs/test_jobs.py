@@ -241,6 +241,39 @@ def test_retention_drops_old_profiles_and_orphans(go_profiles, tmp_path):
         assert not again.changed
 
 
+@pytest.mark.go
+def test_retention_drops_old_traces_with_their_profiles(tmp_path):
+    """A trace (a job's collect source of type trace stores them) goes with its
+    blocking profiles, every trace_* row with it; a newer trace stays whole. Before,
+    its profiles went and the trace and its rows stayed forever."""
+    from support.trace_helpers import trace_path
+
+    from pyproflab import schema
+    from pyproflab.jobs.retention import apply_retention
+    from pyproflab.keying.keys import ProfileMeta
+    from pyproflab.store import Store
+    from pyproflab.store.traces import ingest_trace
+
+    def counts(store: Store) -> dict[str, int]:
+        names = ["traces", *(f"trace_{n}" for n in schema.TRACE_TABLES), *store.counts()]
+        return {n: store.sql(f"SELECT count(*) FROM {n}")[0][0].as_py() for n in names}
+
+    meta = ProfileMeta(service="svc")
+    with Store.open(tmp_path / "ref.duckdb") as ref:
+        ingest_trace(ref, trace_path("mutex"), meta)
+        expected = counts(ref)  # what the newer trace alone needs
+    with Store.open(tmp_path / "s.duckdb") as store:
+        old = ingest_trace(store, trace_path("chan"), meta).trace_id
+        new = ingest_trace(store, trace_path("mutex"), meta).trace_id
+        rows = store.sql("SELECT trace_id, time FROM traces").to_pylist()
+        times = {r["trace_id"]: r["time"] for r in rows}
+        assert times[old] < times[new]
+        rep = apply_retention(store, 30, now=times[new] + timedelta(days=30, seconds=-1))
+        assert (rep.profiles, rep.traces) == (4, 1) and rep.changed
+        assert counts(store) == expected
+        assert store.sql("SELECT trace_id FROM traces")[0].to_pylist() == [new]
+
+
 def test_retention_in_a_job_and_no_reingest(go_profiles, tmp_path):
     """A dropped profile whose file is still in the drop folder is not ingested again."""
     from pyproflab.jobs import load_job, run_job

@@ -313,6 +313,31 @@ def test_ingest_stores_profiles_without_loading_pandas(fleet: list[Path], tmp_pa
     assert out.stdout.split() == ["3", "False"], out.stderr[-2000:]
 
 
+_SCRIPT = """
+import pyproflab
+print("script started")
+lab = pyproflab.open("s.duckdb")
+print(lab.ingest("profiles", service="api", workers=2).new)
+lab.close()
+"""
+
+
+def test_a_script_without_a_main_guard_ingests_with_a_pool(tmp_path: Path) -> None:
+    """docs/python.md's calls in a plain script (no ``if __name__ == "__main__"``):
+    the pool's workers run pyproflab's code only, never the script again (it did:
+    each worker re-ran it, found the store locked, and the pool broke)."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    recorded = sorted((REPO / "tests" / "testdata" / "fleet_regressions").glob("*.pb.gz"))
+    for f in recorded[:POOL_MIN_FILES]:
+        (folder / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "script.py").write_text(_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, "script.py"], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert (out.returncode, out.stdout) == (0, f"script started\n{POOL_MIN_FILES}\n"), out.stderr
+
+
 def _threads(store: Store) -> int:
     return int(store.sql("SELECT current_setting('threads')").column(0)[0].as_py())
 
