@@ -200,5 +200,5 @@ def _add_prediction(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom",
         metavar="PCT|SIZE",
-        help=f"kept free out of the budget (default {HEADROOM})",
+        help=f"kept free out of the budget (default {HEADROOM})".replace("%", "%%"),
     )

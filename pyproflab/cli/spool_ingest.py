@@ -62,11 +62,19 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         import logging
+        from pathlib import Path
 
         from pyproflab.decode import DEFAULT_MAX_BYTES
+        from pyproflab.errors import UsageError
         from pyproflab.serve.ingester import follow, run_batch
         from pyproflab.sources.spool import Spool, part_role
 
+        if not Path(args.spool).is_dir():
+            # Spool() would make one at a mistyped path and find nothing in it;
+            # serve makes its spool before it starts its ingesters.
+            raise UsageError(
+                f"{args.spool}: no such spool folder (pyproflab serve --spool makes it)"
+            )
         logging.basicConfig(level=logging.INFO, format="pyproflab spool-ingest: %(message)s")
         spool = Spool(args.spool)
         spool.lock(part_role(args.part))
