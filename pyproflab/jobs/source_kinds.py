@@ -20,12 +20,14 @@ Rules:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyproflab.errors import UsageError
 from pyproflab.jobs.keys import Rule, check_table
+from pyproflab.sources.targets import KNOWN_TYPES
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Key:
     choices: tuple[Any, ...] | None = None
     path: bool = False
     help: str = ""
+    #: raises ValueError saying what the value must be (then it decides alone)
+    check: Callable[[Any], None] | None = None
 
     def rule(self) -> Rule:
         """The key's rule in the job file's schema (``jobs.keys``)."""
@@ -49,7 +53,15 @@ class Key:
             return Rule("choice", choices=tuple(map(str, self.choices)))
         kind = {str: "string", int: "integer", float: "number", bool: "boolean",
                 list: "strings", dict: "labels"}[self.type]  # fmt: skip
-        return Rule(kind, self.low, self.high)
+        return Rule(kind, self.low, self.high, check=self.check)
+
+
+def _profile_types(v: Any) -> None:
+    """A collect source's ``types``: names ``--types`` takes (any case; [] is the default)."""
+    if not isinstance(v, list) or not all(
+        isinstance(x, str) and x.strip().lower() in KNOWN_TYPES for x in v
+    ):
+        raise ValueError("a list of " + ", ".join(KNOWN_TYPES))
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,7 @@ KINDS: dict[str, Kind] = {
             (
                 Key("targets", str, required=True, path=True),
                 Key("seconds", int, 10, low=1, high=3600),
-                Key("types", list),
+                Key("types", list, check=_profile_types),
                 Key("archive", str, path=True),
                 Key("metrics_interval", float, 2.0, low=0, high=3600),
                 Key("timeout", float, 10.0, low=0.1, high=3600),

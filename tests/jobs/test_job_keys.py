@@ -46,6 +46,10 @@ BAD = [
     ('[gogc]\nbudget = "lots"', "[gogc]: budget bad size 'lots'"),
     ("[pgo]\ntop = -1", "[pgo]: top must be an integer from 1, up to"),
     ('[selection]\nsince = "yesterday-ish"', "[selection]: since bad time"),
+    (
+        '[[source]]\nkind = "collect"\ntargets = "t.toml"\ntypes = ["cpuu"]',
+        "[[source]] #1: types must be a list of cpu, heap, allocs, goroutine, mutex, block, trace",
+    ),
 ]
 
 
