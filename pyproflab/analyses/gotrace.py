@@ -276,7 +276,21 @@ def task_latency(data: TraceData) -> TaskLatency:
             rows.append(
                 {"kind": kind, "type": typ, **_spread(d), "incomplete": int((is_t & ~ok).sum())}
             )
-    return TaskLatency(pa.Table.from_pylist(rows))
+    return TaskLatency(pa.Table.from_pylist(rows, TASKS))
+
+
+# A trace without tasks or regions still has the table's columns (a CSV header).
+TASKS = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("type", pa.string()),
+        ("count", pa.int64()),
+        ("total_ns", pa.int64()),
+        *[(f"p{p}_ns", pa.int64()) for p in PERCENTILES],
+        ("max_ns", pa.int64()),
+        ("incomplete", pa.int64()),
+    ]
+)
 
 
 # --- goroutine counts and leaks --------------------------------------------------------------

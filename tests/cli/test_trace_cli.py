@@ -58,3 +58,14 @@ def test_bad_traces_are_one_line(tmp_path: Path) -> None:
         run_cli("trace", "pprof", bad["bit-flipped"], "--kind", "net", "-o", tmp_path / "x"),
         str(bad["bit-flipped"]),
     )
+
+
+def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
+    """A trace with no user task or region (mutex.trace) still has the table's
+    header: CSV was one empty line, text a bare "rows:"."""
+    result = answer("tasks", path=trace_path("mutex"))
+    assert result.rows.num_rows == 0
+    header = "kind,type,count,total_ns,p50_ns,p90_ns,p99_ns,max_ns,incomplete"
+    assert render(result, "csv") == header + "\n"
+    assert render(result, "text").splitlines()[1].split() == header.split(",")
+    assert json.loads(render(result, "json")) == []
