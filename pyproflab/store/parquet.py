@@ -316,7 +316,7 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
     """Add a dataset's profiles that the store lacks (by content_hash) and the
     rows of its other tables that the store lacks (by key), in one
     transaction. Returns new/present profile counts like ``ingest_paths``,
-    and the GC metric rows added."""
+    and the GC metric rows and traces added."""
     d = Path(directory)
     marker = read_marker(d)
     verify(d, marker)
@@ -324,7 +324,9 @@ def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
     report = IngestReport()
     with store.transaction():
         _import_profiles(store, d, report)
-        report.metric_rows += import_tables(store, d, whole, _files(d, "profiles"))
+        metric_rows, traces = import_tables(store, d, whole, _files(d, "profiles"))
+        report.metric_rows += metric_rows
+        report.traces += traces
     return report
 
 

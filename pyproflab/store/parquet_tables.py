@@ -69,20 +69,23 @@ def verify_counts(
     return whole
 
 
-def import_tables(store: Store, d: Path, names: list[str], profile_files: list[str]) -> int:
+def import_tables(
+    store: Store, d: Path, names: list[str], profile_files: list[str]
+) -> tuple[int, int]:
     """Import the tables ``names`` of dataset ``d`` inside the caller's
-    transaction (module rules); the GC metric rows added."""
-    metric_rows = 0
+    transaction (module rules); the GC metric rows and the traces added."""
+    metric_rows = traces = 0
     for table in names:
         if table in TRACE_TABLES:
             continue  # with their traces
         if table == "traces":
-            _import_traces(store, d, [t for t in names if t in TRACE_TABLES], profile_files)
+            children = [t for t in names if t in TRACE_TABLES]
+            traces = _import_traces(store, d, children, profile_files)
             continue
         added = _import_by_key(store, d, table)
         if table in METRIC_TABLES:
             metric_rows += added
-    return metric_rows
+    return metric_rows, traces
 
 
 def _import_by_key(store: Store, d: Path, table: str) -> int:
@@ -115,9 +118,9 @@ def _profile_ids(store: Store, profile_files: list[str]) -> dict[int, int]:
     return dict(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
 
 
-def _import_traces(store: Store, d: Path, children: list[str], profile_files: list[str]) -> None:
+def _import_traces(store: Store, d: Path, children: list[str], profile_files: list[str]) -> int:
     """The dataset's traces the store lacks, under new trace ids, with their rows
-    of the ``children`` tables (module rules)."""
+    of the ``children`` tables (module rules); how many."""
     import pyarrow.parquet as pq
 
     store.execute(tables.ddl(tables.TRACES))
@@ -126,7 +129,7 @@ def _import_traces(store: Store, d: Path, children: list[str], profile_files: li
     keep = [h not in have for h in rows.column("content_hash").to_pylist()]
     rows = rows.filter(pa.array(keep, pa.bool_()))
     if rows.num_rows == 0:
-        return
+        return 0
     base = int(store.sql("SELECT coalesce(max(trace_id), 0) FROM traces").column(0)[0].as_py())
     old = rows.column("trace_id").to_pylist()
     new = list(range(base + 1, base + 1 + len(old)))
@@ -152,3 +155,4 @@ def _import_traces(store: Store, d: Path, children: list[str], profile_files: li
                 "JOIN _pyproflab_trace_ids m ON m.old_id = n.trace_id ORDER BY n.file_row_number",
                 [[str(d / f"{table}.parquet")]],
             )
+    return rows.num_rows

@@ -84,9 +84,11 @@ def test_export_then_import_gives_every_table_its_rows(demo: Path, tmp_path: Pat
     with Store.open(db) as store:
         report = import_parquet(store, tmp_path / "ds")
         assert (report.new, report.metric_rows) == (want["profiles"], 405 + 2984)
+        assert report.traces == want.get("traces", 0)  # said as a file ingest says it
         assert row_counts(store) == want
         again = import_parquet(store, tmp_path / "ds")
         assert (again.new, again.present, again.metric_rows) == (0, want["profiles"], 0)
+        assert again.traces == 0
         assert row_counts(store) == want
     for table in ("gc_cycles", "metric_samples", "job_runs", "job_files", "source_items"):
         assert _rows(db, table) == _rows(demo, table), table
