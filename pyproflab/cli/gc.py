@@ -38,9 +38,14 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.gc import gc
+        from pyproflab.errors import UsageError
 
+        sel = common.selection_from_args(args)
         with common.open_store(args, read_only=True) as store:
-            result = gc(store, common.selection_from_args(args), categories=not args.no_categories)
+            result = gc(store, sel, categories=not args.no_categories)
+        if not len(result):  # as top: a mistyped selection is not an empty table, exit 0
+            where = f"match {sel.describe()}" if sel.describe() else f"in {common.db_path(args)}"
+            raise UsageError(f"no profiles {where}")
         text = reports.output(result, args.format, title="gc", table=args.table)
         common.write_output(text, args.output)
         return 0

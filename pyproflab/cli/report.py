@@ -39,6 +39,7 @@ class Command:
         import sys
         import time
 
+        from pyproflab.errors import UsageError
         from pyproflab.reports.html_report import render_report
         from pyproflab.workflows.report import sections
 
@@ -53,6 +54,9 @@ class Command:
                 budget=args.budget,
                 progress=common.Progress("report", unit="section"),
             )
+        if all(s.skipped for s in found):  # a mistyped selection, an empty store
+            where = f"match {sel.describe()}" if sel.describe() else f"in {db}"
+            raise UsageError(f"no profiles or GC data {where}: nothing to report")
         report = render_report(found, db=db, selection=sel.describe(), title=args.title)
         common.write_output(report.html, args.output)
         if args.output not in (None, "-"):

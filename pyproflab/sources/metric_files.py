@@ -14,8 +14,10 @@ Rules:
 - Every path is checked to be a file before any is read (``UsageError``).
 - A file the reader refuses raises its one-line ``MetricsError``, naming the
   file and the line (``store.sourced.stream_source`` then stores nothing of
-  the run). ``lenient`` (gctrace only): lines split by other output are
-  skipped and collected in ``skipped`` instead.
+  the run); so does a file holding nothing of its format (a wrong file or
+  ``--format``: nothing to store is not a success). ``lenient`` (gctrace
+  only): lines split by other output are skipped and collected in
+  ``skipped`` instead.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 FORMATS = ("prom", "gctrace")
+_NOTHING = {
+    "prom": "no metric sample in it (Prometheus text has lines 'NAME{LABELS} VALUE')",
+    "gctrace": "no gctrace line in it (a GODEBUG=gctrace=1 log has lines 'gc N @Ts P%: ...')",
+}
 
 
 @dataclass
@@ -84,11 +90,14 @@ class MetricFileSource:
                 source=os.path.abspath(path),
             )
             kind = METRIC_SAMPLES if self.format == "prom" else GC_CYCLES
+            before = self.rows
             for table in read_ahead(self._tables(path)):
                 self.rows += table.num_rows
                 if "run" in table.schema.names:
                     self.runs |= {(meta.source or path, r) for r in set(table["run"].to_pylist())}
                 yield TableItem(kind, table, meta)
+            if self.rows == before:
+                raise MetricsError(path, _NOTHING[self.format])
 
     def _tables(self, path: str) -> Iterator[pa.Table]:
         from pyproflab.sources.gctrace import iter_gctrace_file

@@ -295,3 +295,25 @@ def test_cli_usage_errors(tmp_path, capsys, args, words):
     assert main(["ingest-gc", "--db", str(tmp_path / "s.duckdb"), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
+
+
+@pytest.mark.parametrize("fmt", ["gctrace", "prom"])
+def test_cli_file_with_nothing_of_its_format_is_refused(fmt, tmp_path, capsys):
+    """The Prometheus snapshot given as --format gctrace (or an empty file as
+    prom) said "0 gc cycles", exit 0, and made the store: a wrong file or format
+    is one line naming it, exit 2, nothing stored; the other files neither."""
+    from pyproflab.cli import main
+
+    nothing = tmp_path / "nothing.txt"
+    if fmt == "gctrace":
+        shutil.copy(GC_DATA / "prometheus-2.42-metrics.prom", nothing)
+        good, when = CAPTURED, ["--process-start", "2025-03-01T12:00:00Z"]
+    else:
+        nothing.write_text("", encoding="utf-8")
+        good, when = GC_DATA / "prometheus-2.42-metrics.prom", ["--time", "2025-03-01T12:00:00Z"]
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", str(good), str(nothing), "--format", fmt, "--db", str(db), *when]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"pyproflab: error: {nothing}: no "), err
+    assert not db.exists()
