@@ -9,7 +9,9 @@ the store never holds part of a profile.
 Exit codes: 0 when every profile named is now in the store (new or already
 present; refused files are listed, and fail the run only with ``--strict``);
 2 when no file was a profile to store (every one refused, or none found), and
-then a store this command would have created is not left behind.
+then a store this command would have created is not left behind. A Parquet
+dataset read whole is not "nothing": its GC metric rows and traces are kept
+even when it holds no profile, and a dataset already in the store exits 0.
 """
 
 from __future__ import annotations
@@ -115,10 +117,16 @@ class Command:
                 batch_size=args.batch_size,
                 batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
             )
-        stored_none = not (report.new or report.present)
-        if created and not report.new:
+        # A dataset's GC metric rows and traces are data too, without any profile.
+        added = report.new or report.metric_rows or report.traces
+        stored_none = not (added or report.present)
+        if created and not added:
             _remove_store(db)  # a store made for nothing is not left behind
-        if stored_none and all(reason in _NO_FILE for _, reason in report.refused):
+        if (
+            stored_none
+            and all(reason in _NO_FILE for _, reason in report.refused)
+            and not _named_datasets(args.paths)  # read whole: all of it is in the store
+        ):
             # A scheduled job must see that it ingested nothing: exit 2, not "0 new".
             raise UsageError(
                 f"{' '.join(args.paths)}: no profile files found "
@@ -141,6 +149,13 @@ def _may_pool(paths: list[str]) -> bool:
     from pyproflab import forkserver
 
     return not all(os.path.isfile(p) for p in paths) or len(paths) >= forkserver.POOL_MIN_FILES
+
+
+def _named_datasets(paths: list[str]) -> bool:
+    """Whether ``paths`` name a Parquet dataset (its rows may all be present already)."""
+    from pyproflab.keying.paths import expand_paths
+
+    return bool(expand_paths(paths)[1])
 
 
 def _remove_store(db: str) -> None:

@@ -66,7 +66,8 @@ def drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
     from pyproflab.store.sourced import ingest_source
 
     if not src.path or not os.path.isdir(src.path):
-        raise UsageError(f"drop folder {src.path} does not exist")
+        what = "is not a folder" if src.path and os.path.exists(src.path) else "does not exist"
+        raise UsageError(f"drop folder {src.path} {what}")
     files, _, _ = expand_paths([src.path])
     seen = state.seen_files(store, job)
     now = time.time()

@@ -131,3 +131,22 @@ def test_ingest_of_nothing_exits_2_with_one_line(what, tmp_path):
     assert res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "no profile files found" in lines[0] and path in lines[0]
+
+
+def test_ingest_of_a_dataset_of_gc_metrics_only_keeps_them(tmp_path, capsys):
+    """A store of gctrace cycles alone (ingest-gc, no profile), exported and then
+    ingested, twice: its rows are in the new store and both runs exit 0. Before,
+    the first run deleted the store it had just filled, saying "no profile files
+    found (empty folder)", and every run exited 2."""
+    from pyproflab.store import Store
+
+    log = Path(__file__).resolve().parents[1] / "testdata" / "gc" / "gctrace-go1.26.log"
+    a, b, ds = (str(tmp_path / n) for n in ("a.duckdb", "b.duckdb", "ds"))
+    start = ["--process-start", "2026-11-20T00:00:00Z"]
+    assert main(["ingest-gc", str(log), "--format", "gctrace", "--db", a, *start]) == 0
+    assert main(["export", "--db", a, "--parquet", ds]) == 0
+    assert main(["ingest", ds, "--db", b]) == 0
+    assert main(["ingest", ds, "--db", b]) == 0
+    assert "no profile files found" not in capsys.readouterr().err
+    with Store.open(b, read_only=True) as store:
+        assert store.sql("SELECT count(*) FROM gc_cycles")[0][0].as_py() == 20

@@ -186,6 +186,17 @@ def test_source_failure_is_exit_2(tmp_path):
     result = run_job(load_job(job), log=lambda line: None)
     assert result.exit_code == 2
     assert "does not exist" in result.summary["sources"][0]["error"]
+    (tmp_path / "a-file").write_text("not a folder")
+    job = write_job(
+        tmp_path / "job.toml",
+        drop=tmp_path / "a-file",
+        store=tmp_path / "s.duckdb",
+        output=tmp_path / "out",
+        pgo=False,
+    )
+    result = run_job(load_job(job), log=lambda line: None)
+    assert result.exit_code == 2  # it said "does not exist" of a file that does
+    assert result.summary["sources"][0]["error"].endswith("a-file is not a folder")
 
 
 def test_unexpected_exception_is_exit_2_not_1(drop_source, tmp_path, monkeypatch, capsys):
