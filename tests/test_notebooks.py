@@ -104,6 +104,11 @@ def test_notebooks_import_only_the_public_api(name):
     assert used <= set(pyproflab.__all__), f"{name} uses {used - set(pyproflab.__all__)}"
 
 
+def _title(fig: dict) -> str:
+    title = fig.get("layout", {}).get("title", "")
+    return title.get("text", "") if isinstance(title, dict) else str(title)
+
+
 def _count_drawn(html_path: Path) -> dict:
     probe = (
         "JSON.stringify({divs: document.querySelectorAll('.plotly-graph-div').length, "
@@ -137,6 +142,10 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     assert sorted(p.name for p in work.iterdir()) == [], f"{name} left files behind"
     figures = _outputs(nb, "application/vnd.plotly.v1+json")
     assert figures, f"{name} drew no plotly figure"
+    # A figure of no trace, or of traces without points, is drawn as empty axes.
+    for i, fig in enumerate(json.loads(f) for f in figures):
+        points = [len(t.get("x") or t.get("y") or t.get("values") or []) for t in fig["data"]]
+        assert any(points), f"{name}: plotly figure {i} ({_title(fig)}) shows no data"
     html = "\n".join(_outputs(nb, "text/html"))
     expected = {
         "01_fleet_overview": ["pyproflab-top", "pyproflab-gc"],
