@@ -12,6 +12,7 @@
   (or ``--workers 0``) was taken as the default, ``spool-ingest --batch-files 0``
   took nothing and said "0 spool files", and ``serve --ingest-batch-files 0``
   started ingesters that would never take a file.
+- ``pgo diff OLD NEW`` of a profile without a CPU sample type names the file.
 """
 
 from __future__ import annotations
@@ -102,3 +103,10 @@ def test_a_batch_of_nothing_is_one_line(argv, flag, tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"pyproflab: error: {flag} ") and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spool"]
+
+
+def test_pgo_diff_of_a_profile_go_rejects_names_it(go_profiles, capsys) -> None:
+    heap = str(go_profiles["heap"])
+    assert main(["pgo", "diff", str(go_profiles["cpu"]), heap]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {heap}: profile has no samples/count"), err
