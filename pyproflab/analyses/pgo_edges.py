@@ -334,7 +334,11 @@ def read_edges(path: str | os.PathLike) -> EdgeSet:
         return parse_preprofile(p.read_text(encoding="utf-8"))
     from pyproflab.decode import read_profile
 
-    return compute_edges(read_profile(p))
+    profile = read_profile(p)  # its errors name the file
+    try:
+        return compute_edges(profile)
+    except UsageError as e:  # which of the two files of a diff
+        raise UsageError(f"{path}: {e}") from None
 
 
 # --- diff --------------------------------------------------------------------------

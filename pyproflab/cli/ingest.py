@@ -88,15 +88,18 @@ class Command:
         from pyproflab import forkserver
         from pyproflab.errors import UsageError
 
+        if args.max_bytes is not None and args.max_bytes < 1:
+            raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
+        for flag in ("batch_size", "batch_mib", "workers"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:  # 0 was taken as the default, silently
+                name = "--" + flag.replace("_", "-")
+                raise UsageError(f"{name} must be a whole number >= 1, not {value}")
         if args.workers != 1 and _may_pool(args.paths):
             # The workers' server imports on another core while this process does.
             forkserver.start(forkserver.INGEST_PRELOAD)
         from pyproflab.lab import Lab
 
-        if args.max_bytes is not None and args.max_bytes < 1:
-            raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
-        if args.batch_mib is not None and args.batch_mib < 1:
-            raise UsageError(f"--batch-mib must be a whole number >= 1, not {args.batch_mib}")
         labels = common.parse_kv(args.label)
         db = common.db_path(args)
         created = not Path(db).exists()

@@ -105,6 +105,8 @@ class Command:
             raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT")
         if args.ingesters < 1:
             raise UsageError(f"--ingesters {args.ingesters}: expected 1 or more")
+        if args.ingest_batch_files < 1:  # its ingesters would take nothing, forever
+            raise UsageError(f"--ingest-batch-files {args.ingest_batch_files}: expected 1 or more")
         if bool(args.tls_cert) != bool(args.tls_key):
             raise UsageError("--tls-cert and --tls-key go together")
         opts = Options(

@@ -69,6 +69,8 @@ class Command:
         from pyproflab.serve.ingester import follow, run_batch
         from pyproflab.sources.spool import Spool, part_role
 
+        if args.batch_files < 1:  # a batch of 0 files takes nothing: "0 spool files"
+            raise UsageError(f"--batch-files must be a whole number >= 1, not {args.batch_files}")
         if not Path(args.spool).is_dir():
             # Spool() would make one at a mistyped path and find nothing in it;
             # serve makes its spool before it starts its ingesters.

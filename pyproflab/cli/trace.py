@@ -68,6 +68,10 @@ class Command:
         options = question_options(args)
         if getattr(options, "window_s", 1.0) <= 0:
             raise UsageError("--window must be > 0 seconds")
+        for flag, low in (("--windows", 1), ("--min-growth", 0), ("--top", 0)):
+            value = getattr(options, flag[2:].replace("-", "_"), None)
+            if value is not None and value < low:
+                raise UsageError(f"{flag} must be >= {low}, not {value}")
         if args.file is not None:
             if common.has_selection(args) or args.db:
                 raise UsageError("give a trace FILE or --db with a selection, not both")

@@ -8,6 +8,11 @@
 - ``report`` and ``gc`` of a selection that matches nothing (a mistyped
   service, an empty store) are one line and exit 2, as ``top`` is; the report
   wrote 4.8 MB of skipped sections and exited 0, gc an empty table.
+- A batch or pool size below 1 is one line and exit 2: ``ingest --batch-size 0``
+  (or ``--workers 0``) was taken as the default, ``spool-ingest --batch-files 0``
+  took nothing and said "0 spool files", and ``serve --ingest-batch-files 0``
+  started ingesters that would never take a file.
+- ``pgo diff OLD NEW`` of a profile without a CPU sample type names the file.
 """
 
 from __future__ import annotations
@@ -76,3 +81,32 @@ def test_a_report_of_an_empty_store_is_one_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("pyproflab: error: no profiles") and err.count("\n") == 1, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["ingest", "x.pb.gz", "--batch-size", "0"], "--batch-size"),
+        (["ingest", "x.pb.gz", "--workers", "0"], "--workers"),
+        (["spool-ingest", "spool", "--batch-files", "0"], "--batch-files"),
+        (
+            ["serve", "--spool", "spool", "--ingest-batch-files", "0"]
+            + ["--listen", "127.0.0.1:0", "--duration", "0.1"],  # bounded, were it to serve
+            "--ingest-batch-files",
+        ),
+    ],
+)
+def test_a_batch_of_nothing_is_one_line(argv, flag, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("spool").mkdir()
+    assert main([*argv, "--db", "s.duckdb"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {flag} ") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool"]
+
+
+def test_pgo_diff_of_a_profile_go_rejects_names_it(go_profiles, capsys) -> None:
+    heap = str(go_profiles["heap"])
+    assert main(["pgo", "diff", str(go_profiles["cpu"]), heap]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {heap}: profile has no samples/count"), err

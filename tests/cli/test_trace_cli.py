@@ -69,3 +69,22 @@ def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     assert render(result, "csv") == header + "\n"
     assert render(result, "text").splitlines()[1].split() == header.split(",")
     assert json.loads(render(result, "json")) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "flag", "value"),
+    [
+        ("leaks", "--windows", "0"),
+        ("leaks", "--min-growth", "-1"),
+        ("sched", "--top", "-1"),
+        ("goroutines", "--top", "-1"),
+    ],
+)
+def test_a_count_out_of_range_is_one_line(question, flag, value, capsys) -> None:
+    """``leaks --windows 0`` was a traceback (ZeroDivisionError); a negative --top
+    listed nothing, or all but the last, as if it were a figure."""
+    from pyproflab.cli import main
+
+    assert main(["trace", question, str(trace_path("many")), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err == f"pyproflab: error: {flag} must be >= {int(value) + 1}, not {value}\n"
