@@ -13,6 +13,7 @@
   took nothing and said "0 spool files", and ``serve --ingest-batch-files 0``
   started ingesters that would never take a file.
 - ``pgo diff OLD NEW`` of a profile without a CPU sample type names the file.
+- ``serve`` refused (a public --listen without a token) makes no spool folder.
 """
 
 from __future__ import annotations
@@ -110,3 +111,12 @@ def test_pgo_diff_of_a_profile_go_rejects_names_it(go_profiles, capsys) -> None:
     assert main(["pgo", "diff", str(go_profiles["cpu"]), heap]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"pyproflab: error: {heap}: profile has no samples/count"), err
+
+
+def test_a_refused_serve_makes_no_spool(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--spool", "spool", "--listen", "0.0.0.0:0", "--duration", "0.1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pyproflab: error: --listen 0.0.0.0") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
