@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyproflab.analyses.gotrace_data import TraceData
+from pyproflab.analyses.gotrace_data import TraceAnswer, TraceData
 from pyproflab.schema import GO_STATES
 
 PERCENTILES = (50, 90, 99)
@@ -73,10 +73,13 @@ class GoroutineOptions:
     top: int | None = None
 
 
-@dataclass
-class GoroutineSummary:
+@dataclass(repr=False)
+class GoroutineSummary(TraceAnswer):
     """One row per goroutine: trace_id, instance, g, name, running_ns,
     runnable_ns, syscall_ns, waiting_ns, waiting (by reason), created/ended."""
+
+    MAIN = "rows"
+    TABLES = ("rows",)
 
     rows: pa.Table
     traces: pa.Table
@@ -131,10 +134,14 @@ class SchedOptions:
     throttling: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-@dataclass
-class SchedLatency:
+@dataclass(repr=False)
+class SchedLatency(TraceAnswer):
     """``per_trace`` and ``windows``: count, total, p50/p90/p99/max of the waits;
     ``longest``: the longest waits; ``findings``: one line per starved trace."""
+
+    MAIN = "windows"
+    TABLES = ("per_trace", "windows", "longest")
+    FINDINGS = "findings"
 
     per_trace: pa.Table
     windows: pa.Table
@@ -252,10 +259,13 @@ LONGEST = pa.schema(
 # --- user tasks and regions ------------------------------------------------------------
 
 
-@dataclass
-class TaskLatency:
+@dataclass(repr=False)
+class TaskLatency(TraceAnswer):
     """One row per (kind task|region, type): count, p50/p90/p99/max of the
     complete ones, and ``incomplete`` (began or ended outside the trace)."""
+
+    MAIN = "rows"
+    TABLES = ("rows",)
 
     rows: pa.Table
 
@@ -305,11 +315,15 @@ class LeakOptions:
     min_growth: int = 10
 
 
-@dataclass
-class GoroutineCounts:
+@dataclass(repr=False)
+class GoroutineCounts(TraceAnswer):
     """``counts``: goroutines alive at each window's end per trace; ``groups``:
     per (trace, start function, creation stack) the counts over the windows and
     whether it is a leak ``suspect``; ``suspects``: one line each."""
+
+    MAIN = "groups"
+    TABLES = ("counts", "groups")
+    FINDINGS = "suspects"
 
     counts: pa.Table
     groups: pa.Table

@@ -18,11 +18,13 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.decode.gotrace import check_trace_file, meta_of, read_trace
+from pyproflab.display import render
 from pyproflab.errors import UsageError
 from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
@@ -97,3 +99,40 @@ class TraceData:
                 ):
                     self._stacks[(tid, sid)] = [f["func"] for f in frames]
         return self._stacks.get((trace_id, stack_id), [])
+
+
+class TraceAnswer:
+    """Mixin of an execution-trace answer: a dataclass (``repr=False``) of Arrow
+    tables, and one-line findings for some.
+
+    Rules: ``TABLES`` names its tables in the order reports print them, ``MAIN``
+    the one that is its answer (CSV's default, ``to_pandas``), ``FINDINGS`` the
+    attribute holding its findings (None: it has none). In a notebook it shows
+    its findings and tables (``reports.gotrace``); its repr counts them."""
+
+    MAIN: ClassVar[str]
+    TABLES: ClassVar[tuple[str, ...]]
+    FINDINGS: ClassVar[str | None] = None
+
+    def findings_list(self) -> list[str]:
+        return list(getattr(self, self.FINDINGS)) if self.FINDINGS else []
+
+    def __len__(self) -> int:
+        return self.to_arrow().num_rows
+
+    def to_arrow(self) -> pa.Table:
+        return getattr(self, self.MAIN)
+
+    def to_pandas(self):
+        return self.to_arrow().to_pandas()
+
+    def _repr_html_(self) -> str:
+        return render(self, "html")
+
+    def __str__(self) -> str:
+        return render(self, "text")
+
+    def __repr__(self) -> str:
+        tables = ", ".join(f"{n} {getattr(self, n).num_rows} rows" for n in self.TABLES)
+        found = f"; {len(self.findings_list())} findings" if self.FINDINGS else ""
+        return f"{type(self).__name__}({tables}{found})"

@@ -27,7 +27,7 @@ from datetime import timedelta
 import numpy as np
 import pyarrow as pa
 
-from pyproflab.analyses.gotrace_data import TraceData
+from pyproflab.analyses.gotrace_data import TraceAnswer, TraceData
 from pyproflab.store.connection import Store
 from pyproflab.store.traces import window_gctrace
 
@@ -45,11 +45,15 @@ class StwOptions:
     window_s: float = 1.0
 
 
-@dataclass
-class StwReport:
+@dataclass(repr=False)
+class StwReport(TraceAnswer):
     """``pauses``: every STW pause; ``windows``: per trace and window the
     pauses, GC cycles, assists, sweeping, heap goal and the gctrace join;
     ``findings``: one line per trace."""
+
+    MAIN = "windows"
+    TABLES = ("pauses", "windows")
+    FINDINGS = "findings"
 
     pauses: pa.Table
     windows: pa.Table

@@ -1,9 +1,11 @@
-"""Execution-trace answers as text, JSON and CSV (``analyses/gotrace*``).
+"""Execution-trace answers as text, JSON, CSV and HTML (``analyses/gotrace*``).
 
 Rules: text prints the findings first (one line each), then aligned tables
 with durations in µs/ms/s (``formatting.seconds``); JSON is every table of the
 result as lists of objects, integers in nanoseconds, keys sorted; CSV is one
-table (``table``: the result's main one by default), nanoseconds exact. In
+table (``table``: the result's main one by default), nanoseconds exact. HTML
+(a notebook's view) is the text's findings and tables, cells as text prints
+them, each table cut at ``limit`` rows. In
 the goroutine rows, ``waiting`` is an object reason -> ns in JSON and
 ``reason=ns;...`` in CSV.
 """
@@ -11,6 +13,7 @@ the goroutine rows, ``waiting`` is an object reason -> ns in JSON and
 from __future__ import annotations
 
 import csv
+import html
 import io
 from typing import Any
 
@@ -19,18 +22,11 @@ import pyarrow as pa
 from pyproflab.errors import UsageError
 from pyproflab.reports.formatting import grid, json_text, seconds
 
-# result class -> (main table, the tables in order, findings attribute or None)
-_SHAPES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
-    "GoroutineSummary": ("rows", ("rows",), None),
-    "SchedLatency": ("windows", ("per_trace", "windows", "longest"), "findings"),
-    "StwReport": ("windows", ("pauses", "windows"), "findings"),
-    "TaskLatency": ("rows", ("rows",), None),
-    "GoroutineCounts": ("groups", ("counts", "groups"), "suspects"),
-}
-
 
 def _shape(result: Any) -> tuple[str, tuple[str, ...], str | None]:
-    return _SHAPES[type(result).__name__]
+    """(main table, the tables in order, findings attribute or None): the
+    result's own (``analyses.gotrace_data.TraceAnswer``)."""
+    return result.MAIN, result.TABLES, result.FINDINGS
 
 
 def _rows(t: pa.Table) -> list[dict[str, Any]]:
@@ -118,3 +114,27 @@ def render_text(result: Any, limit: int | None = 50) -> str:
     for n in names:
         lines += _text_table(n.replace("_", " "), getattr(result, n), limit)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
+    esc = html.escape
+    cols = [c for c in t.column_names if c not in _HIDDEN]
+    rows = _rows(t)[:limit] if limit else _rows(t)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(_cell(c, r[c]))}</td>" for c in cols) + "</tr>" for r in rows
+    )
+    more = f"<p>... {t.num_rows - len(rows)} more rows</p>" if len(rows) < t.num_rows else ""
+    return (
+        f"<p><b>{esc(title)}</b> ({t.num_rows} rows)</p><table><tr>{head}</tr>{body}</table>{more}"
+    )
+
+
+def render_html(result: Any, limit: int | None = 20) -> str:
+    _, names, findings = _shape(result)
+    parts = ['<div class="pyproflab-gotrace">']
+    if findings:
+        found = list(getattr(result, findings)) or ["no findings"]
+        parts.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in found) + "</ul>")
+    parts += [_html_table(n.replace("_", " "), getattr(result, n), limit) for n in names]
+    return "".join(parts) + "</div>"

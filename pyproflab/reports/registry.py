@@ -90,20 +90,15 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
         json="render_json",
         html="render_html",
     ),
-    # The execution-trace questions' results (analyses.gotrace_answers).
-    **{
-        key: value
-        for cls in (
-            "gotrace.GoroutineSummary",
-            "gotrace.SchedLatency",
-            "gotrace.TaskLatency",
-            "gotrace.GoroutineCounts",
-            "gotrace_stw.StwReport",
-        )
-        for key, value in _rows(
-            A + cls, "gotrace", text="render_text", json="render_json", csv="render_csv"
-        ).items()
-    },
+    # The execution-trace questions' results (analyses.gotrace_answers): each a TraceAnswer.
+    **_rows(
+        A + "gotrace_data.TraceAnswer",
+        "gotrace",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_html",
+    ),
     # Plain Arrow tables (the store's profile list, ...).
     **_rows(
         "pyarrow.lib.Table", "tables", text="render_text", json="render_json", csv="render_csv"

@@ -3,6 +3,8 @@ against what its program is known to do."""
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyarrow.compute as pc
 import pytest
@@ -10,6 +12,7 @@ from support.trace_helpers import trace_path
 
 from pyproflab.analyses import gotrace
 from pyproflab.analyses.gotrace_answers import answer, load
+from pyproflab.display import render
 
 pytestmark = pytest.mark.go
 
@@ -67,3 +70,22 @@ def test_stw_counts_the_gc_heavy_program_s_cycles() -> None:
     sweep_terms = res.pauses["reason"].to_pylist().count("GC sweep termination")
     assert cycles >= 5 and abs(sweep_terms - cycles) <= 1
     assert any(v for v in res.windows["heap_goal_bytes"].to_pylist())
+
+
+@pytest.mark.parametrize("question", ["goroutines", "sched", "stw", "tasks", "leaks"])
+def test_an_answer_shows_itself_in_a_notebook(question: str) -> None:
+    """Each answer's repr counts its tables (not the Arrow dump it was), its
+    HTML view has its findings and tables, its pandas view is its main table."""
+    res = answer(question, path=trace_path("many"))
+    main = getattr(res, res.MAIN)
+    assert res.to_pandas().shape == (main.num_rows, main.num_columns) and len(res) == main.num_rows
+    assert repr(res).startswith(f"{type(res).__name__}({res.TABLES[0]} ")
+    assert len(repr(res)) < 200
+    page = res._repr_html_()
+    assert page.startswith('<div class="pyproflab-gotrace">')
+    for name in res.TABLES:
+        t = getattr(res, name)
+        assert f"<b>{name.replace('_', ' ')}</b> ({t.num_rows} rows)" in page
+    for line in res.findings_list():
+        assert f"<li>{html.escape(line)}</li>" in page
+    assert str(res) == render(res, "text")
