@@ -65,6 +65,10 @@ def _vt(t: str | None, u: str | None) -> ValueType | None:
 # --- headers (pprof's combineHeaders after compatibilizeSampleTypes) ---------------
 
 
+def _period(kind: str | None, unit: str | None) -> str:
+    return f"{kind}/{unit}" if kind or unit else "none"
+
+
 def merge_headers(
     rows: list[dict[str, Any]], keep: Sequence[str] | None = None
 ) -> tuple[dict[str, Any], list[list[int]]]:
@@ -75,9 +79,11 @@ def merge_headers(
         if (r["period_type"], r["period_unit"]) != ptype:
             raise StoreError(
                 "cannot merge profiles with different period types: "
-                f"{ptype[0]}/{ptype[1]} (profile {first['profile_id']}) and "
-                f"{r['period_type']}/{r['period_unit']} (profile {r['profile_id']}); "
-                "select one profile type"
+                f"{_period(*ptype)} (profile {first['profile_id']}) and "
+                f"{_period(r['period_type'], r['period_unit'])} (profile {r['profile_id']}); "
+                "narrow the selection to profiles of one period type (by service, "
+                "instance or profile id: profiles of one profile type can differ in it, "
+                "such as heap profiles of Go and of another runtime)"
             )
     counts: dict[str, int] = {}
     for r in rows:

@@ -200,3 +200,22 @@ def test_each_table_is_its_arrow_schema(table: tables.Table) -> None:
 def test_ddl_has_no_type_it_cannot_map() -> None:
     with pytest.raises(TypeError, match="no DuckDB type"):
         tables.duckdb_type(pa.float16())
+
+
+def test_merging_two_period_types_says_what_to_narrow() -> None:
+    """Heap profiles of Go (space/bytes) and of another runtime (no period type)
+    share a profile type: the error names both period types and how to narrow
+    the selection, not 'select one profile type' (one was selected)."""
+    from pyproflab.store.merge import merge_headers
+
+    heap = [{"type": "inuse_space", "unit": "bytes"}]
+    rows = [
+        {"profile_id": 1, "period_type": "space", "period_unit": "bytes", "sample_types": heap},
+        {"profile_id": 2, "period_type": None, "period_unit": None, "sample_types": heap},
+    ]
+    with pytest.raises(StoreError) as e:
+        merge_headers(rows)
+    msg = str(e.value)
+    assert "space/bytes (profile 1) and none (profile 2)" in msg
+    assert "one period type (by service, instance or profile id" in msg
+    assert "select one profile type" not in msg
