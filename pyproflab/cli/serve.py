@@ -96,7 +96,7 @@ class Command:
         from pyproflab.errors import UsageError
         from pyproflab.serve.guard import Tokens
         from pyproflab.serve.run import ingester_argvs, serve
-        from pyproflab.serve.server import Options
+        from pyproflab.serve.server import Options, listen_check
         from pyproflab.sources.spool import Spool
 
         logging.basicConfig(level=logging.INFO, format="pyproflab serve: %(message)s")
@@ -124,12 +124,13 @@ class Command:
             certfile=args.tls_cert,
             keyfile=args.tls_key,
         )
+        tokens = Tokens.load(args.token, args.tokens)
+        listen_check(opts.host, tokens)  # before the spool: a refused serve makes none
         spool = Spool(
             args.spool,
             max_bytes=args.spool_max_mib << 20,
             min_free=args.spool_min_free_mib << 20,
         )
-        tokens = Tokens.load(args.token, args.tokens)
         children = None
         if not args.no_ingest:
             extra = ["--max-bytes", str(opts.max_profile_bytes)]

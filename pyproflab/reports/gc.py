@@ -89,13 +89,19 @@ def instance_lines(result) -> list[str]:
     return _grid(head, rows, 3)
 
 
+CATEGORY_TITLE = "GC CPU by category (CPU profiles; exclusive, % of the profile's CPU)"
+
+
 def category_lines(result) -> list[str]:
     """Per CPU profile: GC share and each exclusive category's share of the profile."""
+    head, rows = _category_table(result)
+    return _grid(head, rows, 2) if rows else []
+
+
+def _category_table(result) -> tuple[list[str], list[list[str]]]:
     from pyproflab.analyses.gc_categories import CATEGORY_NAMES
 
     cpu = [r for r in result.profiles.to_pylist() if r["profile_cpu_ns"] is not None]
-    if not cpu:
-        return []
     head = [
         "profile",
         "instance",
@@ -115,7 +121,7 @@ def category_lines(result) -> list[str]:
                 *[pct(r[f"gc_{n}_ns"] / total) if total else "" for n in CATEGORY_NAMES],
             ]
         )
-    return _grid(head, rows, 2)
+    return head, rows
 
 
 def render_text(result) -> str:
@@ -129,7 +135,7 @@ def render_text(result) -> str:
     lines += instance_lines(result)
     cats = category_lines(result)
     if cats:
-        lines += ["", "GC CPU by category (CPU profiles; exclusive, % of the profile's CPU)", ""]
+        lines += ["", CATEGORY_TITLE, ""]
         lines += cats
     if result.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
@@ -180,6 +186,9 @@ def render_gc_html(result, max_rows: int = 200, *, python: bool = True) -> str:
         "<p>GC share per instance</p>",
         _html_table(head, inst),
     ]
+    head, cats = _category_table(result)
+    if cats:
+        parts += [f"<p>{esc(CATEGORY_TITLE)}</p>", _html_table(head, cats[:max_rows])]
     if result.notes:
         parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in result.notes) + "</ul>")
     if python:

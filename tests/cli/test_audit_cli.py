@@ -13,6 +13,9 @@
   took nothing and said "0 spool files", and ``serve --ingest-batch-files 0``
   started ingesters that would never take a file.
 - ``pgo diff OLD NEW`` of a profile without a CPU sample type names the file.
+- ``serve`` refused (a public --listen without a token) makes no spool folder.
+- ``gc --format html`` has the per-profile GC category table that text, JSON
+  and CSV have (its renderer's docstring said so; the table was not there).
 """
 
 from __future__ import annotations
@@ -110,3 +113,30 @@ def test_pgo_diff_of_a_profile_go_rejects_names_it(go_profiles, capsys) -> None:
     assert main(["pgo", "diff", str(go_profiles["cpu"]), heap]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"pyproflab: error: {heap}: profile has no samples/count"), err
+
+
+def test_a_refused_serve_makes_no_spool(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--spool", "spool", "--listen", "0.0.0.0:0", "--duration", "0.1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pyproflab: error: --listen 0.0.0.0") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gc_html_has_the_category_table(store, capsys) -> None:
+    import html
+    import re
+
+    assert main(["gc", "--db", str(store), "--service", "api", "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    rows = text.split("GC CPU by category")[1].split("\n\n")[1].splitlines()
+    assert rows[0].split()[:5] == ["profile", "instance", "cpu", "GC", "mark"]
+    assert main(["gc", "--db", str(store), "--service", "api", "--format", "html"]) == 0
+    page = html.unescape(capsys.readouterr().out)
+    table = page.split("GC CPU by category")[1].split("</table>")[0]
+    cells = [re.findall(r"<t[hd]>(.*?)</t[hd]>", r) for r in table.split("</tr>")[:-1]]
+    assert cells[0][:5] == ["profile", "instance", "cpu", "GC", "mark ded"]
+    # the same rows as text's (an empty instance is a blank in text)
+    assert [[c for c in r if c] for r in cells[1:]] == [r.split() for r in rows[1:]]
+    assert len(rows) == 2  # the header and the store's one CPU profile
