@@ -262,6 +262,16 @@ def _analyse_and_write(
     return findings
 
 
+def _removed(summary: dict[str, Any]) -> str:
+    """What retention removed, for the run's line ("" when nothing): a run whose
+    input is unchanged writes no outputs, and its deletions were otherwise only in
+    ``--summary``."""
+    rep = summary.get("retention") or {}
+    kinds = ("profiles", "traces", "metric_rows")
+    parts = [f"{rep[k]} {k.replace('_', ' ')}" for k in kinds if rep.get(k)]
+    return f", retention removed {', '.join(parts)}" if parts else ""
+
+
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -279,7 +289,7 @@ def _unchanged(
     line = (
         f"{job}: unchanged since run {prev['run_id']} "
         f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles, "
-        f"nothing written; exit {code}"
+        f"nothing written{_removed(summary)}; exit {code}"
     )
     summary.update(unchanged_since=prev["run_id"], exit_code=code)
     return JobResult(code, line, summary)
@@ -380,7 +390,7 @@ def run_job(
                 f"{spec.name}: run {run_id}: {ingested} new profiles, {n_profiles} selected, "
                 f"{findings} findings"
                 + (f" over {thr:g}%" if thr is not None else "")
-                + f", {len(out.written)} outputs in {out_dir}; exit {code}"
+                + f", {len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
             )
         except Exception as e:
             _record_failure(store, spec.name, run_id, summary, e)

@@ -311,9 +311,11 @@ def test_retention_in_a_job_and_no_reingest(go_profiles, tmp_path):
     spec = load_job(job)
     r1 = run_job(spec, log=lambda line: None)
     assert r1.summary["retention"]["profiles"] == 2 and r1.summary["profiles"] == 3
+    assert ", retention removed 2 profiles; exit 0" in r1.line  # the summary line says so too
     r2 = run_job(spec, log=lambda line: None)
     assert r2.summary["sources"][0]["files"] == 0
     assert r2.summary["unchanged_since"] == r1.summary["run_id"]
+    assert "retention removed" not in r2.line  # nothing more to remove
 
 
 def test_outputs_prune_keeps_latest(tmp_path):
