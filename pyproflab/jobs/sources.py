@@ -5,7 +5,9 @@ Rules:
 - ``drop``: the files of a folder not handled before (same path, size and
   mtime), and at least ``min_age_seconds`` old (a file still being written is
   left for the next run), ingested in batches of ``batch_size``, each batch
-  all-or-nothing; files are recorded as handled after their batch commits.
+  all-or-nothing; files are recorded as handled after their batch commits. A
+  refused file beside stored ones is listed in the summary; when every new
+  file was refused the source failed as a whole.
 - ``parquet``: an export of another store, imported (profiles already present
   are skipped).
 - ``collect``: one collection window from the targets file's live services,
@@ -106,6 +108,14 @@ def drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
         # files are read again next time and found present.
         state.record_files(
             store, job, [(p, s, m, "refused" if p in refused else "ingested") for p, s, m in chunk]
+        )
+    if todo and len(out["refused"]) == len(todo):
+        # Nothing new was usable: the source failed as a whole (as a collect whose
+        # every fetch failed). Its files are handled: the next run does not fail on them.
+        first = out["refused"][0]
+        raise ProflabError(
+            f"drop: every new file was refused ({len(todo)}); first: {first['path']}: "
+            f"{first['why']}"
         )
     return out
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -353,3 +354,26 @@ def test_job_over_time_finds_the_step(drop_source, tmp_path):
     # x4 (SLOWDOWN) is +300% as a rate, 4 / (1 + 3 s) - 1 as a share s (the default).
     assert item["findings"] and item["findings"][0]["rel_pct"] > 50, item
     assert (out / "over-time-svc.json").is_symlink()
+
+
+def test_a_drop_whose_every_new_file_is_refused_failed(tmp_path):
+    """As a collect source none of whose fetches succeeded: a drop folder whose
+    new files were all refused (a scraper writing error pages) failed as a whole,
+    exit 2, the files named; they are handled, so the next run does not fail on
+    them again. One refused file beside stored ones is only listed."""
+    from pyproflab.jobs import load_job, run_job
+
+    drop = tmp_path / "drop"
+    bad = drop / "svc" / "v1" / "i1" / "cpu-1.pb.gz"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"<html>502 Bad Gateway</html>")
+    os.utime(bad, (time.time() - 3600,) * 2)
+    job = write_job(
+        tmp_path / "job.toml", drop=drop, store=tmp_path / "s.duckdb", output=tmp_path / "out"
+    )
+    result = run_job(load_job(job), log=lambda line: None)
+    assert result.exit_code == 2
+    error = result.summary["sources"][0]["error"]
+    assert error.startswith("drop: every new file was refused (1); first: ") and str(bad) in error
+    again = run_job(load_job(job), log=lambda line: None)
+    assert "error" not in again.summary.get("sources", [{}])[0]
