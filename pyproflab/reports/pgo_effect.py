@@ -40,7 +40,7 @@ def _row_line(r: dict[str, Any]) -> str:
     return (
         f"    {r['label']}: {r['cum_rate_base'] or 0:.3g} -> {r['cum_rate_new'] or 0:.3g}, "
         f"{_interval(r['cum_rel'], r['cum_rel_lo'], r['cum_rel_hi'])}"
-        + (f", q {r['cum_q']:.2g}" if r["cum_q"] is not None else "")
+        + (f", q {q:.2g}" if (q := r["cum_q"]) is not None and q == q else "")  # NaN: untested
     )
 
 

@@ -16,6 +16,8 @@
 - ``serve`` refused (a public --listen without a token) makes no spool folder.
 - ``gc --format html`` has the per-profile GC category table that text, JSON
   and CSV have (its renderer's docstring said so; the table was not there).
+- ``pgo effect``'s text gives no q for a row the regressions did not test
+  (stack growth under the share floor printed "q nan").
 """
 
 from __future__ import annotations
@@ -140,3 +142,13 @@ def test_gc_html_has_the_category_table(store, capsys) -> None:
     # the same rows as text's (an empty instance is a blank in text)
     assert [[c for c in r if c] for r in cells[1:]] == [r.split() for r in rows[1:]]
     assert len(rows) == 2  # the header and the store's one CPU profile
+
+
+def test_pgo_effect_text_has_no_nan() -> None:
+    from pyproflab.reports.pgo_effect import _row_line
+
+    row = {"label": "runtime.newstack", "cum_rate_base": 5.21e-05, "cum_rate_new": 0.000123}
+    row |= {"cum_rel": 1.354, "cum_rel_lo": -0.797, "cum_rel_hi": 26.354}
+    untested = _row_line({**row, "cum_q": float("nan")})
+    assert "nan" not in untested and untested.endswith("+2635.4%]")
+    assert _row_line({**row, "cum_q": 0.91}).endswith(", q 0.91")
