@@ -87,6 +87,11 @@ class ListResult:
 
         return render(self, "text")
 
+    def _repr_html_(self) -> str:
+        from pyproflab.display import render
+
+        return render(self, "html")
+
 
 def source_list(
     profile: Profile,

@@ -78,6 +78,9 @@ class TreeResult:
         """The text ``go tool pprof -tree`` (or ``-peek``) prints."""
         return render(self, "text")
 
+    def _repr_html_(self) -> str:
+        return render(self, "html")
+
 
 def tree(
     profile: Profile,

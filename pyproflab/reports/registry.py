@@ -28,8 +28,13 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
         html="render_html",
         header_lines="header_lines",
     ),
-    **_rows(A + "tree.TreeResult", "tree", text="render_tree_text"),
-    **_rows(A + "source_list.ListResult", "source_list", text="render_list_text"),
+    **_rows(A + "tree.TreeResult", "tree", text="render_tree_text", html="render_tree_html"),
+    **_rows(
+        A + "source_list.ListResult",
+        "source_list",
+        text="render_list_text",
+        html="render_list_html",
+    ),
     **_rows(A + "traces.TracesResult", "traces", text="render_text"),
     **_rows(A + "flame.FlameGraph", "flamegraph", html="render_html"),
     **_rows(

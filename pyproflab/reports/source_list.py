@@ -11,6 +11,8 @@ its own (pprof does not pick one unit for a listing), unless ``unit`` is given.
 
 from __future__ import annotations
 
+import html
+
 from pyproflab.analyses import units
 
 
@@ -40,3 +42,8 @@ def render_list_text(result, unit: str | None = None, exact: bool = False) -> st
             continue
         out += [f"{dot(ln.flat):>10} {dot(ln.cum):>10} {ln.lineno:6d}:{ln.text}" for ln in r.lines]
     return "\n".join(out) + "\n"
+
+
+def render_list_html(result, **options) -> str:
+    """A notebook's view: the text, as ``render_list_text`` prints it, in a ``<pre>``."""
+    return f'<pre class="pyproflab-list">{html.escape(render_list_text(result, **options))}</pre>'

@@ -12,6 +12,8 @@ scales them (the unit of the smallest node, or ``unit`` when given).
 
 from __future__ import annotations
 
+import html
+
 from pyproflab.analyses import units
 from pyproflab.reports.top import header_lines, value_format
 
@@ -47,3 +49,8 @@ def _edge_lines(edges, cum: int, fmt) -> list[str]:
         + (" (inline)" if e.inline else "")
         for e in edges
     ]
+
+
+def render_tree_html(result, **options) -> str:
+    """A notebook's view: the text, as ``render_tree_text`` prints it, in a ``<pre>``."""
+    return f'<pre class="pyproflab-tree">{html.escape(render_tree_text(result, **options))}</pre>'

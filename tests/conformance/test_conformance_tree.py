@@ -17,6 +17,7 @@ run to run; such texts are compared block by block as multisets (``same_tree``).
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pytest
@@ -319,6 +320,14 @@ def test_api_and_lab_give_pprofs_text(go_profiles, tmp_path):
         assert str(listed) == expect["list"]
         assert "TreeResult(peek" in repr(lab.peek("main\\.fib", **cpu))
         assert repr(listed).startswith("ListResult('main\\\\.fib$', cpu/nanoseconds, ")
+        # In a notebook: the same text, escaped, in a <pre> (it had no HTML view).
+        peeked = lab.peek("main\\.fib", **cpu)
+        assert (
+            peeked._repr_html_() == f'<pre class="pyproflab-tree">{html.escape(str(peeked))}</pre>'
+        )
+        assert (
+            listed._repr_html_() == f'<pre class="pyproflab-list">{html.escape(str(listed))}</pre>'
+        )
 
 
 def test_list_guesses_the_prefix_from_the_working_directory(go_profiles, tmp_path, monkeypatch):
