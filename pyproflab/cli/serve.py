@@ -12,6 +12,7 @@ Its own metrics are on /metrics.
 from __future__ import annotations
 
 import argparse
+import math
 
 from pyproflab.cli import common
 
@@ -107,6 +108,7 @@ class Command:
             raise UsageError(f"--ingesters {args.ingesters}: expected 1 or more")
         if args.ingest_batch_files < 1:  # its ingesters would take nothing, forever
             raise UsageError(f"--ingest-batch-files {args.ingest_batch_files}: expected 1 or more")
+        _check_limits(args)
         if bool(args.tls_cert) != bool(args.tls_key):
             raise UsageError("--tls-cert and --tls-key go together")
         opts = Options(
@@ -138,3 +140,35 @@ class Command:
             children = ingester_argvs(args.spool, common.db_path(args), extra, args.ingesters)
         serve(opts, spool, tokens, ingesters=children, duration=args.duration)
         return 0
+
+
+#: each limit's least value: (flag's attribute, least, whether the least is allowed)
+_LIMITS = (
+    ("max_body_mib", 0, False),
+    ("max_profile_mib", 0, False),
+    ("max_connections", 0, False),
+    ("client_rate", 0, True),  # 0: no limit
+    ("client_burst", 0, False),
+    ("deadline", 0, False),
+    ("idle", 0, False),
+    ("spool_max_mib", 0, False),
+    ("spool_min_free_mib", 0, True),
+    ("retry_after", 0, True),
+    ("max_tag_value", 0, False),
+    ("duration", 0, False),
+)
+
+
+def _check_limits(args: argparse.Namespace) -> None:
+    """A limit of nothing is refused in one line (``--max-connections 0`` served
+    no one, ``--deadline 0`` timed every request out), as are infinities and NaN."""
+    from pyproflab.errors import UsageError
+
+    for name, least, allowed in _LIMITS:
+        v = getattr(args, name)
+        if v is None:
+            continue
+        if not math.isfinite(v) or v < least or (v == least and not allowed):
+            flag = "--" + name.replace("_", "-")
+            expected = f"{least} or more" if allowed else f"more than {least}"
+            raise UsageError(f"{flag} {v}: expected {expected}")

@@ -126,6 +126,28 @@ def test_a_refused_serve_makes_no_spool(tmp_path, monkeypatch, capsys) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--max-connections", "0"),
+        ("--max-body-mib", "-1"),
+        ("--deadline", "0"),
+        ("--idle", "nan"),
+        ("--spool-max-mib", "0"),
+        ("--retry-after", "-5"),
+    ],
+)
+def test_a_serve_limit_of_nothing_is_one_line(flag, value, tmp_path, monkeypatch, capsys) -> None:
+    """``--max-connections 0`` started and served no one; a limit of nothing, a
+    negative one or NaN is one line, exit 2, and no spool is made."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--spool", "spool", "--duration", "0.1", "--no-ingest", flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {flag} ") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_gc_html_has_the_category_table(store, capsys) -> None:
     import html
     import re
