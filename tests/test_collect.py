@@ -592,6 +592,26 @@ def test_collect_keeps_going_when_every_target_is_down(tmp_path: Path) -> None:
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").rglob("*.pb.gz"))
 
 
+def test_cli_collect_of_nothing_is_exit_2_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every target down: each failure on its own line, exit 2 (a job's collect
+    source fails so; 1 is for some fetches failing beside stored ones), and the
+    store and archive the command would have made are not left behind (an empty
+    800 KB store and an empty archive folder were)."""
+    targets = write_toml(
+        tmp_path / "t.toml",
+        '[[target]]\nservice="a"\nversion="v1"\n'
+        f'instance="i"\nurl="http://127.0.0.1:{closed_port()}"\n',
+    )
+    argv = ["collect", str(targets), "--db", str(tmp_path / "s.duckdb"), "--seconds", "1"]
+    argv += ["--types", "heap", "--timeout", "1", "--retries", "0", "--metrics-interval", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "connection refused" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.toml"]
+
+
 def test_bad_arguments_raise_value_error(tmp_path: Path) -> None:
     with Store.open(":memory:") as store, pytest.raises(ValueError):
         collect(store, [], seconds=0, archive_dir=tmp_path)

@@ -124,6 +124,7 @@ class Command:
             raise UsageError(str(e)) from None
         db = common.db_path(args)
         archive = Path(args.archive) if args.archive else Path(db).parent / "archive"
+        created = [p for p in (Path(db), archive) if not p.exists()]
         try:
             archive.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -147,4 +148,20 @@ class Command:
         for line in report.errors():
             print(f"collect: {line}", file=sys.stderr)
         print(report.summary())
-        return report.exit_code
+        if report.new or report.present or report.metric_samples:
+            return report.exit_code
+        _remove_created(created)  # a store and archive made for nothing are not left behind
+        return 2  # nothing came: the collection failed as a whole (a job's source fails so)
+
+
+def _remove_created(paths: list) -> None:
+    """Delete the store file (and its WAL) and the archive folder this command
+    created, when nothing was stored in them (an archive is removed only empty)."""
+    from pyproflab.cli.ingest import remove_store
+
+    for p in paths:
+        if p.is_dir():
+            if not any(p.iterdir()):
+                p.rmdir()
+        else:
+            remove_store(str(p))

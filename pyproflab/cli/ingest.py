@@ -121,7 +121,7 @@ class Command:
         added = report.new or report.metric_rows or report.traces
         stored_none = not (added or report.present)
         if created and not added:
-            _remove_store(db)  # a store made for nothing is not left behind
+            remove_store(db)  # a store made for nothing is not left behind
         if (
             stored_none
             and all(reason in _NO_FILE for _, reason in report.refused)
@@ -158,7 +158,7 @@ def _named_datasets(paths: list[str]) -> bool:
     return bool(expand_paths(paths)[1])
 
 
-def _remove_store(db: str) -> None:
+def remove_store(db: str) -> None:
     """Delete a store file this command created and stored nothing in (and its WAL)."""
     for path in (db, db + ".wal"):
         Path(path).unlink(missing_ok=True)
