@@ -133,3 +133,10 @@ def json_value(v: Any) -> Any:
     if isinstance(v, date):
         return v.isoformat()
     return v
+
+
+def csv_cell(v: Any) -> Any:
+    """``v`` as a CSV cell: empty for None and non-finite numbers, times in ISO
+    8601, as JSON writes them (``json_value``)."""
+    v = json_value(v)
+    return "" if v is None else v

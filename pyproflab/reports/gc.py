@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import grid, json_text, json_value, mib, pct, seconds
+from pyproflab.reports.formatting import csv_cell, grid, json_text, mib, pct, seconds
 
 TABLES = ("profiles", "instances", "categories")
 
@@ -163,7 +163,7 @@ def render_csv(result, table: str = "profiles") -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(t.column_names)
     for row in t.to_pylist():
-        w.writerow(["" if (v := json_value(row[c])) is None else v for c in t.column_names])
+        w.writerow([csv_cell(row[c]) for c in t.column_names])
     return buf.getvalue()
 
 

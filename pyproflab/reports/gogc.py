@@ -18,7 +18,7 @@ import html
 import math
 from typing import Any
 
-from pyproflab.reports.formatting import json_text, json_value, plotly_text
+from pyproflab.reports.formatting import csv_cell, json_text, plotly_text
 
 MiB = float(1 << 20)
 
@@ -208,7 +208,7 @@ def render_csv(result) -> str:
     cols = result.table.column_names
     w.writerow(cols)
     for r in result.rows():
-        w.writerow(["" if (v := json_value(r[c])) is None else v for c in cols])
+        w.writerow([csv_cell(r[c]) for c in cols])
     return buf.getvalue()
 
 

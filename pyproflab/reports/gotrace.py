@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import grid, json_text, seconds
+from pyproflab.reports.formatting import csv_cell, grid, json_text, seconds
 
 
 def _shape(result: Any) -> tuple[str, tuple[str, ...], str | None]:
@@ -64,7 +64,7 @@ def render_csv(result: Any, table: str | None = None) -> str:
                 v = ";".join(f"{k}={x}" for k, x in v.items())
             elif isinstance(v, list):
                 v = " ".join(map(str, v))
-            cells.append("" if v is None else v)
+            cells.append(csv_cell(v))
         w.writerow(cells)
     return buf.getvalue()
 

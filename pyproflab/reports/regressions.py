@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from pyproflab.analyses.units import quantity
-from pyproflab.reports.formatting import grid, json_text, plotly_text
+from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text
 
 
 def _num(v: float | None, digits: int = 4) -> str:
@@ -251,7 +251,7 @@ def render_csv(result, top: int | None = None) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(rows.column_names)
     for r in rows.to_pylist():
-        w.writerow(["" if _clean(v) is None else v for v in r.values()])
+        w.writerow([csv_cell(v) for v in r.values()])
     return buf.getvalue()
 
 
@@ -431,7 +431,7 @@ def render_over_time_csv(result) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(result.changes.column_names)
     for r in result.changes.to_pylist():
-        w.writerow(["" if _clean(v) is None else v for v in r.values()])
+        w.writerow([csv_cell(v) for v in r.values()])
     return buf.getvalue()
 
 

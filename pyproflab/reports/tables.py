@@ -7,7 +7,7 @@ import io
 
 import pyarrow as pa
 
-from pyproflab.reports.formatting import grid, json_text
+from pyproflab.reports.formatting import csv_cell, grid, json_text
 
 
 def _cell(v) -> str:
@@ -33,5 +33,5 @@ def render_csv(table: pa.Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(table.column_names)
     for r in table.to_pylist():
-        w.writerow(["" if r[c] is None else r[c] for c in table.column_names])
+        w.writerow([csv_cell(r[c]) for c in table.column_names])
     return buf.getvalue()

@@ -36,6 +36,23 @@ def test_every_question_in_every_format() -> None:
     assert res.returncode == 0 and res.stdout.startswith("kind,type,count"), res.stderr
 
 
+def test_csv_times_are_iso_8601_as_in_json(tmp_path: Path) -> None:
+    """Every CSV writes times as JSON does (``gc``'s did; ``profiles``' and the
+    trace tables' wrote Python's '2026-11-24 01:40:07+00:00')."""
+    from datetime import datetime
+
+    windows = answer("sched", path=trace_path("many")).windows
+    text = render(answer("sched", path=trace_path("many")), "csv")
+    row = next(csv.DictReader(io.StringIO(text)))
+    assert row["window_start"] == windows["window_start"][0].as_py().isoformat()
+    assert "T" in row["window_start"]
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("many"), "--db", db).returncode == 0
+    res = run_cli("profiles", "--db", db, "--format", "csv")
+    times = [r["time"] for r in csv.DictReader(io.StringIO(res.stdout))]
+    assert times and all(datetime.fromisoformat(t) and "T" in t for t in times), times
+
+
 def test_pprof_and_store_answers(tmp_path: Path) -> None:
     out = tmp_path / "sync.pb.gz"
     res = run_cli("trace", "pprof", trace_path("chan"), "--kind", "sync", "-o", out)
