@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pyproflab.errors import UsageError
+from pyproflab.errors import StoreError, UsageError
 
 DEFAULT_DB = "pyproflab.duckdb"
 
@@ -71,6 +71,11 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False, path: str |
         store = Store.open(name, read_only=read_only, wait=wait_seconds(args))
     except StoreBusyError as e:
         raise e.with_hint() from None
+    except StoreError as e:  # a newcomer's first command, in a folder without a store
+        if name != DEFAULT_DB or Path(name).exists():
+            raise
+        hint = "the default: --db names another; `pyproflab ingest FILES` or `make demo` makes one"
+        raise StoreError(f"{e} in {os.getcwd()} ({hint})") from None
     if not read_only and name not in _VERIFIED:
         try:
             verify(store)

@@ -148,6 +148,19 @@ def test_a_serve_limit_of_nothing_is_one_line(flag, value, tmp_path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [["top"], ["profiles"], ["gc"]])
+def test_no_store_in_a_new_folder_says_how_to_get_one(command, tmp_path, monkeypatch, capsys):
+    """A newcomer's first command, in a folder without the default store: one line
+    that says it is the default and how to name or make a store."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYPROFLAB_DB", raising=False)
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: pyproflab.duckdb: no such store in {tmp_path} ")
+    assert "--db names another" in err and "make demo" in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_gc_html_has_the_category_table(store, capsys) -> None:
     import html
     import re
