@@ -216,6 +216,8 @@ def test_cli_tree_peek_list(go_profiles, capsys, tmp_path):
     path = str(go_profiles["cpu"])
     runs = [
         (["tree", path, "--sample-index", "1", "--unit", "ms"], ["-tree", "-unit=ms"]),
+        (["tree", path, "--sample-index", "1", "--no-trim"], ["-tree", "-trim=false"]),
+        (["tree", path, "--no-trim", "--nodecount", "5"], ["-tree", "-trim=false", "-nodecount=5"]),
         (["peek", "main\\.fib", path, "--cum"], ["-peek=main\\.fib", "-cum"]),
         (
             ["list", "main\\.square", path, "--source_path", str(tmp_path)],
