@@ -13,7 +13,8 @@ Retry-After); one failed download is one line on stderr and the pull goes on.
 Credentials come from the environment (Datadog: DD_API_KEY and DD_APP_KEY;
 --auth-env names the variable of an Authorization value) and are written
 nowhere. Exit codes: 0 all stored; 1 some profiles were refused (listed on
-stderr); 2 the pull failed (a usage error, the listing failed).
+stderr); 2 the pull failed (a usage error, the listing failed, every profile
+refused).
 """
 
 from __future__ import annotations
@@ -121,4 +122,6 @@ class Command:
         for what, why in report.refused:
             print(f"refused {what}: {why}", file=sys.stderr)
         print(f"{source.name}: {report.summary()}")
+        if report.refused and not (report.new or report.present):
+            return 2  # every profile refused: nothing of the range landed, the pull failed
         return 1 if report.refused else 0

@@ -92,6 +92,8 @@ class PyroscopeSource(WindowedMerges):
     def __post_init__(self) -> None:
         self.type_id, self.selector = split_query(self.query, self.name, "PROFILE_TYPE_ID")
         check_step(self.step, self.name)
+        if self.go_pgo is not None and not 1 <= self.go_pgo <= 1000:  # a job's range too
+            raise SourceError(self.name, f"go_pgo must be from 1 to 1000, not {self.go_pgo}")
         self.matchers = _matchers(self.selector, self.name)
         headers = {"Connect-Protocol-Version": "1"}
         if self.tenant:

@@ -192,6 +192,13 @@ def test_faults_retry_or_one_line_naming_the_source_and_request(tmp_path):
         assert "2 new, 0 already present, 3 refused" in res.stdout
         assert took < 60, f"the slow body held the pull {took:.0f} s"
 
+        # Every download refused: nothing of the range landed, the pull failed.
+        s.faults([{"path": "/download", "kind": "status", "status": 500, "times": 100}])
+        res = _pull(s.url, tmp_path / "e.duckdb", "--retries", "0")
+        assert res.returncode == 2, res.stderr
+        assert "0 new, 0 already present, 5 refused" in res.stdout
+        assert not (tmp_path / "e.duckdb").exists()
+
         # A listing that never answers: bounded by --timeout and the retries.
         s.faults([{"path": "/list", "kind": "hang", "times": 5}])
         t0 = time.monotonic()

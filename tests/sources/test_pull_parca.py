@@ -170,7 +170,7 @@ def test_faults(tmp_path):
         ):
             s.faults([{"path": "/Query", "end": True, "times": 1000, **fault}])
             res = _pull(s.url, tmp_path / f"{fault['kind']}.duckdb", *extra)
-            assert res.returncode == 1, res.stderr
+            assert res.returncode == 2, res.stderr  # nothing landed: the pull failed
             refused = [ln for ln in res.stderr.splitlines() if ln.startswith("refused ")]
             assert len(refused) == windows, res.stderr
             assert all(

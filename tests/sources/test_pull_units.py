@@ -225,3 +225,13 @@ def test_a_window_step_of_zero_is_one_line_before_any_store(tmp_path: Path, kind
         f"pyproflab: error: {kind}:http://127.0.0.1:9: the window step must be positive, not 0 s"
     )
     assert not db.exists()
+
+
+@pytest.mark.parametrize("go_pgo", [0, -1, 1001])
+def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
+    from pyproflab.sources.base import SourceError
+    from pyproflab.sources.pyroscope import PyroscopeSource
+
+    query = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}"
+    with pytest.raises(SourceError, match=f"go_pgo must be from 1 to 1000, not {go_pgo}"):
+        PyroscopeSource("http://127.0.0.1:9", query, go_pgo=go_pgo)
