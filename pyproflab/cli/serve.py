@@ -102,8 +102,8 @@ class Command:
 
         logging.basicConfig(level=logging.INFO, format="pyproflab serve: %(message)s")
         host, sep, port = args.listen.rpartition(":")
-        if not sep or not port.isdigit():
-            raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT (a port up to 65535)")
         if args.ingesters < 1:
             raise UsageError(f"--ingesters {args.ingesters}: expected 1 or more")
         if args.ingest_batch_files < 1:  # its ingesters would take nothing, forever

@@ -34,6 +34,9 @@ def test_no_token_no_public_address(tmp_path):
 def test_bad_listen_and_token_file_are_one_line(tmp_path):
     res = cli("serve", "--spool", str(tmp_path / "s"), "--listen", "nowhere")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
+    res = cli("serve", "--spool", str(tmp_path / "p"), "--listen", "127.0.0.1:99999")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr  # not a traceback
+    assert "a port up to 65535" in res.stderr and not (tmp_path / "p").exists()
     bad = tmp_path / "tokens"
     bad.write_text("svc short\n")
     res = cli("serve", "--spool", str(tmp_path / "s"), "--tokens", str(bad), "--duration", "1")
