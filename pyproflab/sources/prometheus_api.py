@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import re
@@ -78,6 +79,10 @@ def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: fl
         ) from None
     except TimeoutError:
         raise MetricsError(where, f"timed out after {timeout:g}s") from None
+    except http.client.IncompleteRead as e:
+        raise MetricsError(where, f"short body: {len(e.partial)} bytes, then closed") from None
+    except http.client.HTTPException as e:  # a status line or headers that are not HTTP
+        raise MetricsError(where, f"bad HTTP response ({type(e).__name__})") from None
     except (OSError, ValueError) as e:
         raise MetricsError(where, f"request failed: {e}") from None
     try:

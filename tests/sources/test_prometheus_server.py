@@ -247,6 +247,31 @@ def test_not_json():
             query_range(url, "up", T0, T1, "15s")
 
 
+def test_short_body_is_one_line_not_a_traceback():
+    class Short(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2000")  # then 1000 bytes and a close
+            self.end_headers()
+            self.wfile.write(b" " * 1000)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Short)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(MetricsError, match="short body: 1000 bytes, then closed"):
+            metric_metadata(url, timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 def test_connection_refused():
     port = free_port()
     with pytest.raises(MetricsError, match="cannot connect"):
