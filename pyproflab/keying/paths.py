@@ -152,11 +152,11 @@ def sidecar_meta(path: str) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for key in ("service", "version", "instance", "profile_type"):
         if data.get(key) is not None:
-            out[key] = str(data[key])
+            out[key] = _text(side, key, data[key])
     labels = data.get("labels") or {}
     if not isinstance(labels, dict):
         raise ValueError(f"sidecar {side}: labels must be an object")
-    out["labels"] = {str(k): str(v) for k, v in labels.items()}
+    out["labels"] = {k: _text(side, f"label {k!r}", v) for k, v in labels.items()}
     for key in ("window_start", "window_end"):
         if data.get(key):
             try:
@@ -164,6 +164,16 @@ def sidecar_meta(path: str) -> dict[str, Any] | None:
             except ValueError:
                 raise ValueError(f"sidecar {side}: bad {key} {data[key]!r}") from None
     return out
+
+
+def _text(side: str, what: str, value: Any) -> str:
+    """A sidecar's value as stored: a string or a number; anything else is refused
+    (``str`` would store Python's spelling of it: ``None``, ``['x']``)."""
+    if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return str(value)
+    shown = json.dumps(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise ValueError(f"sidecar {side}: {what} must be a string or a number, not {shown}")
 
 
 def expand_paths(

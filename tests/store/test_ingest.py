@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -358,6 +359,25 @@ def test_template_mismatch_and_bad_sidecar_refuse(store: Store, tmp_path: Path) 
     report = ingest_paths(store, [tmp_path / "x.pb.gz"])
     assert report.new == 0 and "sidecar" in report.refused[0][1]
     assert store.counts()["profiles"] == 0
+
+
+def test_sidecar_values_are_strings_or_numbers(tmp_path: Path) -> None:
+    from pyproflab.keying.paths import sidecar_meta
+
+    side = tmp_path / "x.pb.gz.json"
+    side.write_text('{"service": "api", "version": 2, "labels": {"zone": "a", "shard": 7}}')
+    meta = sidecar_meta(str(tmp_path / "x.pb.gz"))
+    assert meta == {"service": "api", "version": "2", "labels": {"zone": "a", "shard": "7"}}
+    # str() would have stored "['x']", "None" and "True" as the values.
+    bad = {
+        '{"version": ["x"]}': 'version must be a string or a number, not ["x"]',
+        '{"labels": {"b": null}}': "label 'b' must be a string or a number, not null",
+        '{"instance": true}': "instance must be a string or a number, not true",
+    }
+    for doc, why in bad.items():
+        side.write_text(doc)
+        with pytest.raises(ValueError, match=re.escape(f"sidecar {side}: {why}")):
+            sidecar_meta(str(tmp_path / "x.pb.gz"))
 
 
 @needs_corpus
