@@ -46,6 +46,7 @@ from pyproflab.sources.pull import (
     WindowedMerges,
     Work,
     candidates,
+    check_step,
     exact_selector,
     given,
     split_query,
@@ -72,6 +73,7 @@ class ParcaSource(WindowedMerges):
 
     def __post_init__(self) -> None:
         self.type_id, self.selector = split_query(self.query, self.name, "PROFILE_TYPE")
+        check_step(self.step, self.name)
         self.api = self.options.api(
             self.name, self.base_url, headers={"Connect-Protocol-Version": "1"}
         )

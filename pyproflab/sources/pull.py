@@ -87,6 +87,13 @@ def split_query(query: str, source: str, type_name: str) -> tuple[str, str]:
     return m.group(1), m.group(2) or "{}"
 
 
+def check_step(step: float, source: str) -> None:
+    """A window step is a positive, finite number of seconds (a job's ``step =
+    "0m"`` or ``--step 0s`` is the user's mistake, one line, before any request)."""
+    if not 0 < step < float("inf"):
+        raise SourceError(source, f"the window step must be positive, not {step:g} s")
+
+
 def windows(
     since: datetime,
     until: datetime,

@@ -59,6 +59,7 @@ from pyproflab.sources.pull import (
     WindowedMerges,
     Work,
     candidates,
+    check_step,
     exact_selector,
     given,
     ms,
@@ -90,6 +91,7 @@ class PyroscopeSource(WindowedMerges):
 
     def __post_init__(self) -> None:
         self.type_id, self.selector = split_query(self.query, self.name, "PROFILE_TYPE_ID")
+        check_step(self.step, self.name)
         self.matchers = _matchers(self.selector, self.name)
         headers = {"Connect-Protocol-Version": "1"}
         if self.tenant:

@@ -172,6 +172,7 @@ def test_faults_retry_or_one_line_naming_the_source_and_request(tmp_path):
             "pyproflab: error: datadog:datadoghq.com: POST /api/unstable/profiles/list: "
             "expected application/json, got text/html"
         )
+        assert not (tmp_path / "b.duckdb").exists()  # a failed pull leaves no store it made
 
         # Truncated, slow and oversized downloads: each one line, the rest stored.
         s.faults([
@@ -210,6 +211,7 @@ def test_missing_keys_are_one_line_naming_the_variable(tmp_path):
         "pyproflab: error: datadog:datadoghq.com: environment variable DD_API_KEY "
         "(the Datadog API key) is not set"
     )
+    assert not (tmp_path / "x.duckdb").exists()  # no store made for a pull that failed
 
 
 def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):

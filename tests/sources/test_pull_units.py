@@ -210,3 +210,18 @@ def test_a_url_is_read_through_its_source_like_a_file(tmp_path: Path):
         server.server_close()
     assert from_url.returncode == 0, from_url.stderr
     assert from_url.stdout == from_file.stdout
+
+
+@pytest.mark.parametrize("kind", ["pyroscope", "parca"])
+def test_a_window_step_of_zero_is_one_line_before_any_store(tmp_path: Path, kind: str):
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    query = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}"
+    res = cli("pull", kind, "http://127.0.0.1:9", "--query", query, "--since", "6h",
+              "--step", "0m", "--db", str(db))  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == (
+        f"pyproflab: error: {kind}:http://127.0.0.1:9: the window step must be positive, not 0 s"
+    )
+    assert not db.exists()
