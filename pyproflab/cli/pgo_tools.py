@@ -75,6 +75,9 @@ def run_effect(args: argparse.Namespace) -> int:
         log = build_log(args.source, args.pgo, args.package)
     before, after = Selection.from_kv(args.before), Selection.from_kv(args.after)
     with common.open_store(args, read_only=True) as store:
+        for flag, sel in (("--before", before), ("--after", after)):
+            if not store.profiles(sel).num_rows:  # a typo, as regressions says
+                raise UsageError(f"no profiles match the {flag} selection {sel.describe()}")
         result = pgo_effect(store, before, after, EffectOptions(per=args.per), log=log)
     common.write_output(reports.render(result, args.format), args.output)
     return 0

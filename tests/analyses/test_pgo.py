@@ -471,10 +471,13 @@ def test_diff(cpu_files, tmp_path, capsys):
     assert "no change" in capsys.readouterr().out
 
 
-def test_cli_usage_errors(cpu_files, capsys):
+def test_cli_usage_errors(cpu_files, tmp_path, capsys):
     assert cli_main(["pgo", str(cpu_files[0])]) == 2
     assert "-o" in capsys.readouterr().err
     assert cli_main(["pgo", "diff", str(cpu_files[0])]) == 2
+    capsys.readouterr()
+    assert cli_main(["pgo", str(cpu_files[0]), "-o", str(tmp_path / "x.pgo"), "--edges", "-1"]) == 2
+    assert "--edges" in capsys.readouterr().err  # it showed every edge, as 0 does
 
 
 @pytest.mark.parametrize("value", ["nan", "-1", "inf"])
