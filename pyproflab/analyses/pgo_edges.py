@@ -403,6 +403,7 @@ def diff_edges(
     old: EdgeSet, new: EdgeSet, *, min_change: float = PgoOptions.min_change
 ) -> EdgeDiff:
     """Compare the hot edges of two edge sets (see ``EdgeDiff``)."""
+    PgoOptions.build(min_change=min_change)  # NaN or negative: one UsageError line
     o = {e.key: e for e in old.edges}
     n = {e.key: e for e in new.edges}
 

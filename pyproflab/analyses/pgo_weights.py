@@ -79,6 +79,7 @@ def compare_weights(
     the hot edge sets (module rules). ``options``: those of ``pgo``/``pgo_files``
     but ``weight``."""
     options.pop("weight", None)
+    PgoOptions.build(min_change=min_change)  # refused before any merge
     paths = list(files) if files is not None else None
     results: dict[str, PgoResult] = {}
     for weight in WEIGHTS:

@@ -162,6 +162,8 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
 
+        if args.edges < 0:
+            raise UsageError(f"--edges must be >= 0 (0: all), not {args.edges}")
         if args.files and args.files[0] == "diff":
             return self.diff(args)
         if args.files and args.files[0] in pgo_tools.TOOLS:

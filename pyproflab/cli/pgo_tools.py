@@ -18,6 +18,8 @@ def run_check(args: argparse.Namespace) -> int:
     paths = args.files[1:]
     if len(paths) != 1 or not args.source:
         raise UsageError("pgo check takes one profile and --source DIR (a Go module's root)")
+    if args.fail_under is not None and not 0 <= args.fail_under <= 100:  # NaN too
+        raise UsageError(f"--fail-under must be a percentage in [0, 100], not {args.fail_under:g}")
     result = check(paths[0], args.source)
     common.write_output(reports.render(result, args.format, edges=args.edges), args.output)
     if args.fail_under is not None and (result.share or 0.0) < args.fail_under:
@@ -73,6 +75,9 @@ def run_effect(args: argparse.Namespace) -> int:
         log = build_log(args.source, args.pgo, args.package)
     before, after = Selection.from_kv(args.before), Selection.from_kv(args.after)
     with common.open_store(args, read_only=True) as store:
+        for flag, sel in (("--before", before), ("--after", after)):
+            if not store.profiles(sel).num_rows:  # a typo, as regressions says
+                raise UsageError(f"no profiles match the {flag} selection {sel.describe()}")
         result = pgo_effect(store, before, after, EffectOptions(per=args.per), log=log)
     common.write_output(reports.render(result, args.format), args.output)
     return 0

@@ -55,7 +55,7 @@ class Command:
                 progress=common.Progress("report", unit="section"),
             )
         if all(s.skipped for s in found):  # a mistyped selection, an empty store
-            where = f"match {sel.describe()}" if sel.describe() else f"in {db}"
+            where = f"in {db}" if sel.everything else f"match {sel.describe()}"
             raise UsageError(f"no profiles or GC data {where}: nothing to report")
         report = render_report(found, db=db, selection=sel.describe(), title=args.title)
         common.write_output(report.html, args.output)

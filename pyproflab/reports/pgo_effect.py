@@ -5,7 +5,8 @@ change and its interval), then the functions whose CPU changed most (the
 regressions analysis' rows, cum per second), the CPU of stack growth, the
 memory measures, and the compiler's PGO decisions as one table in the order
 it printed them (kind, position, caller, callee or target, cost, times).
-Values keep three significant figures; JSON has them exact. HTML escapes
+Values keep three significant figures; JSON has them exact. A change
+without an interval (one profile on a side) says ``[no interval]``. HTML escapes
 every name.
 """
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 def _interval(rel: float | None, lo: float | None, hi: float | None) -> str:
     if rel is None or rel != rel:
         return "-"
+    if lo is None or hi is None or lo != lo or hi != hi:  # one profile on a side
+        return f"{rel:+.1%} [no interval]"
     return f"{rel:+.1%} [{lo:+.1%}, {hi:+.1%}]"
 
 

@@ -345,7 +345,15 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
             y=list(range(len(rows))),
             mode="markers",
             marker={"color": colors, "size": 9},
-            error_x={"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
+            # A colour of its own: the marker's array of colours is no colour for plotly's
+            # error bars (they drew black with a console warning).
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": plus,
+                "arrayminus": minus,
+                "color": "#444",
+            },
             hovertext=hover,
             hoverinfo="text",
         )

@@ -169,6 +169,11 @@ class Selection:
             params.append([int(i) for i in self.profile_ids])
         return (" AND ".join(parts) if parts else "TRUE"), params
 
+    @property
+    def everything(self) -> bool:
+        """No field is set: the selection is every profile."""
+        return all(getattr(self, f.name) is None for f in fields(self))
+
     def describe(self) -> str:
         """The set fields as ``key=value`` words (for messages)."""
         words = []

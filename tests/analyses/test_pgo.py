@@ -23,6 +23,7 @@ from pyproflab.analyses.pgo_edges import (
     preprofile_edges,
 )
 from pyproflab.cli import main as cli_main
+from pyproflab.errors import UsageError
 
 CPU = ("cpu", "cpu2")
 
@@ -470,10 +471,27 @@ def test_diff(cpu_files, tmp_path, capsys):
     assert "no change" in capsys.readouterr().out
 
 
-def test_cli_usage_errors(cpu_files, capsys):
+def test_cli_usage_errors(cpu_files, tmp_path, capsys):
     assert cli_main(["pgo", str(cpu_files[0])]) == 2
     assert "-o" in capsys.readouterr().err
     assert cli_main(["pgo", "diff", str(cpu_files[0])]) == 2
+    capsys.readouterr()
+    assert cli_main(["pgo", str(cpu_files[0]), "-o", str(tmp_path / "x.pgo"), "--edges", "-1"]) == 2
+    assert "--edges" in capsys.readouterr().err  # it showed every edge, as 0 does
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_bad_min_change(cpu_files, tmp_path, value, capsys):
+    """--min-change nan hid every re-weighted edge, -1 listed every shared edge:
+    refused in one line (pgo diff, pgo weights, and diff_edges from Python)."""
+    a = pgo_mod.pgo_files(cpu_files[:1]).write(tmp_path / "a.pgo")
+    assert cli_main(["pgo", "diff", str(a), str(a), "--min-change", value]) == 2
+    assert cli_main(["pgo", "weights", str(a), "--min-change", value]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("min_change") == 2 and len(err.strip().splitlines()) == 2
+    edges = compute_edges(pyproflab.read_profile(a))
+    with pytest.raises(UsageError, match="min_change"):
+        diff_edges(edges, edges, min_change=float(value))
 
 
 def test_files_on_workers_equal_reading_in_order(cpu_files, go_profiles, monkeypatch):

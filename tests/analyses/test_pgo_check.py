@@ -277,6 +277,17 @@ def test_cli_bad_source(tmp_path, capsys):
     assert "a.go:" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value", ["nan", "-5", "101", "inf"])
+def test_cli_bad_fail_under(value, capsys):
+    """A CI gate that could never trip (nan, negative) or always trips (over 100)
+    is refused before the check runs: one line naming the flag, exit 2."""
+    profile = str(PROFILES / "ledger.pgo")
+    args = ["pgo", "check", profile, "--source", str(PROGRAMS / "ledger" / "base")]
+    assert cli_main([*args, "--fail-under", value]) == 2
+    out, err = capsys.readouterr()
+    assert not out and "--fail-under" in err and len(err.strip().splitlines()) == 1
+
+
 def test_closure_copies_of_inlining_are_not_counted():
     """A closure copied when its function was inlined (main.F.G.func1 for
     main.G.func1) is made after the compiler matched the profile: never applied,

@@ -153,6 +153,26 @@ def test_cli(store_path, log, tmp_path, capsys):
     assert "--after" in capsys.readouterr().err
 
 
+def test_one_profile_a_side_prints_no_nan(store_path, capsys):
+    """One window of each build: no interval is possible, and the text says so
+    instead of printing '[+nan%, +nan%]' (the relative change still shows)."""
+    args = ["pgo", "effect", "--db", str(store_path), "--before", "instance=nopgo-w0"]
+    assert cli_main([*args, "--after", "instance=pgo-w0"]) == 0
+    text = capsys.readouterr().out
+    assert "CPU:" in text and "heap in use" in text and "(1 and 1 profiles)" in text
+    assert "nan" not in text.lower() and "[no interval]" in text
+
+
+def test_cli_side_matching_nothing(store_path, capsys):
+    """A selection that matches no profile (a typo) is one line naming it, exit 2,
+    as in regressions (it printed five notes and exited 0)."""
+    args = ["pgo", "effect", "--db", str(store_path), "--before", "version=nopgo"]
+    assert cli_main([*args, "--after", "version=pgp"]) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1
+    assert "--after" in err and "version=pgp" in err
+
+
 def test_effect_without_profiles_says_so(tmp_path):
     with pyproflab.open(tmp_path / "e.duckdb") as lab:
         e = pgo_effect(lab.store, BEFORE, AFTER, EffectOptions())

@@ -84,8 +84,11 @@ def test_a_report_of_an_empty_store_is_one_line(tmp_path, capsys) -> None:
         pass
     assert main(["report", "--db", str(db), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("pyproflab: error: no profiles") and err.count("\n") == 1, err
-    assert not out.exists()
+    assert err.startswith(f"pyproflab: error: no profiles or GC data in {db}: "), err
+    assert err.count("\n") == 1 and not out.exists()
+    assert main(["gc", "--db", str(db)]) == 2  # it said "no profiles match (everything)"
+    err = capsys.readouterr().err
+    assert err == f"pyproflab: error: no profiles in {db} (for GC metrics alone: pyproflab gogc)\n"
 
 
 @pytest.mark.parametrize(
