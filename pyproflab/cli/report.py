@@ -39,10 +39,15 @@ class Command:
         import sys
         import time
 
+        from pyproflab.analyses.gogc import Budget
         from pyproflab.errors import UsageError
         from pyproflab.reports.html_report import render_report
         from pyproflab.workflows.report import sections
 
+        try:  # a bad --budget is the user's mistake, not a skipped section
+            Budget.parse(args.budget)
+        except UsageError as e:
+            raise UsageError(f"--budget: {e}") from None
         started = time.perf_counter()
         db = common.db_path(args)
         sel = common.selection_from_args(args)

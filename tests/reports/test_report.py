@@ -147,6 +147,17 @@ def test_one_version_skips_regressions_with_a_note(tmp_path):
     assert not by["flame"]["skipped"] and not by["gc"]["skipped"]
 
 
+@pytest.mark.parametrize("budget", ["abc", "nan", "-1", "0x"])
+def test_bad_budget_is_refused(budget, tmp_path, capsys):
+    """A --budget gogc refuses is one line and exit 2, no file written (the report
+    was written with its GOGC section skipped, exit 0)."""
+    out = tmp_path / "r.html"
+    assert main(["report", "--db", str(demo_store()), "-o", str(out), "--budget", budget]) == 2
+    err = capsys.readouterr().err
+    assert "budget" in err and budget in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_no_gc_tables_and_no_go_skip_with_notes(tmp_path, monkeypatch):
     import duckdb
 
