@@ -119,6 +119,10 @@ def parse_raw(raw: bytes | bytearray, *, source: str) -> TopLevel:
     except (CorruptProfileError, InvalidProfileError) as e:
         if legacy.looks_like_text(raw):
             raise NotAProfileError(source, "not a pprof profile (it is text, e.g. JSON)") from None
+        if raw[:4] == b"PAR1":  # a file of an exported dataset, named alone or by a glob
+            raise NotAProfileError(
+                source, "not a pprof profile (a Parquet file: ingest reads a dataset by its folder)"
+            ) from None
         if not legacy.could_start_profile(raw):
             raise NotAProfileError(
                 source, f"not a pprof profile (starts with byte 0x{raw[0]:02x})"

@@ -93,6 +93,15 @@ def test_json_and_text_are_not_profiles() -> None:
     refused(b"<html><body>404</body></html>", NotAProfileError)
 
 
+def test_a_parquet_file_is_named_as_one(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1, 2, 3]}), tmp_path / "functions.parquet")
+    e = refused((tmp_path / "functions.parquet").read_bytes(), NotAProfileError)
+    assert str(e).endswith("(a Parquet file: ingest reads a dataset by its folder)"), e
+
+
 def test_gzip_bomb_is_stopped_by_the_cap() -> None:
     member = gzip.compress(bytes(64 << 20), compresslevel=9, mtime=0)  # 64 MiB -> ~64 KiB
     bomb = member * 64  # 4 GiB once inflated
