@@ -174,6 +174,7 @@ def sandbox(tmp_path_factory, go_profiles) -> Path:
     shutil.copy(GC_DATA / "gctrace-go1.26.log", d / "api-1.log")
     shutil.copy(GC_DATA / "gctrace-go1.26.log", d / "api-2.log")
     shutil.copy(GC_DATA / "prometheus-2.42-metrics.prom", d / "metrics.txt")
+    shutil.copy(REPO / "tests" / "testdata" / "traces" / "chan.trace", d / "trace.out")
     (d / "examples").mkdir()
     shutil.copy(REPO / "examples" / "job.toml", d / "examples" / "job.toml")
     (d / "examples" / "incoming").mkdir()  # the job's drop folder
