@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
+from pathlib import Path
 
 from pyproflab.cli import common
 
@@ -128,6 +130,7 @@ class Command:
         )
         tokens = Tokens.load(args.token, args.tokens)
         listen_check(opts.host, tokens)  # before the spool: a refused serve makes none
+        made = not Path(args.spool).exists()
         spool = Spool(
             args.spool,
             max_bytes=args.spool_max_mib << 20,
@@ -138,7 +141,12 @@ class Command:
             extra = ["--max-bytes", str(opts.max_profile_bytes)]
             extra += ["--batch-files", str(args.ingest_batch_files)]
             children = ingester_argvs(args.spool, common.db_path(args), extra, args.ingesters)
-        serve(opts, spool, tokens, ingesters=children, duration=args.duration)
+        try:
+            serve(opts, spool, tokens, ingesters=children, duration=args.duration)
+        except UsageError:  # the address is taken: it never served, so no spool stays
+            if made and not _holds_pushes(Path(args.spool)):
+                shutil.rmtree(args.spool, ignore_errors=True)
+            raise
         return 0
 
 
@@ -172,3 +180,8 @@ def _check_limits(args: argparse.Namespace) -> None:
             flag = "--" + name.replace("_", "-")
             expected = f"{least} or more" if allowed else f"more than {least}"
             raise UsageError(f"{flag} {v}: expected {expected}")
+
+
+def _holds_pushes(spool: Path) -> bool:
+    """Whether a spool holds any file but its locks (what a push or a refusal wrote)."""
+    return any(p.is_file() and not p.name.endswith(".lock") for p in spool.rglob("*"))

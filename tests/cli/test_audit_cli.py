@@ -164,6 +164,23 @@ def test_no_store_in_a_new_folder_says_how_to_get_one(command, tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_serve_whose_address_is_taken_leaves_no_spool(tmp_path, monkeypatch, capsys) -> None:
+    """The address in use is found when the server binds, after the spool was
+    made: one line, exit 2, and the spool it made is gone again."""
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["serve", "--spool", "spool", "--listen", f"127.0.0.1:{port}", "--no-ingest"]
+        assert main([*argv, "--duration", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: --listen 127.0.0.1:{port}: ") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_gc_html_has_the_category_table(store, capsys) -> None:
     import html
     import re
