@@ -4,8 +4,9 @@ Each side is a selection of KEY=VALUE words (service, version, instance,
 type, since, until, profile_id, or any metadata label), e.g. --base
 version=v1 --new version=v2, narrowed by --base-since/--base-until/
 --new-since/--new-until and by --type (given to both sides). Per function
-(or line), the rate per second of profile duration (or per unit of work
-with --per COUNTER) on each side, the change with its interval, p-values
+(or line), its share of each side's total (the default, --measure auto; a
+rate per second of profile duration with --measure rate, or per unit of
+work with --per COUNTER), the change with its interval, p-values
 from a quasi-Poisson test of the sample counts (or --test permutation, a
 permutation test of Welch's t, or welch), Benjamini-Hochberg q-values over
 flat and cum of every tested function, and the smallest change detectable
