@@ -224,3 +224,5 @@ def test_cli_over_time_per_request(tmp_path, capsys) -> None:
     assert rc == 2 and "drop --base/--new" in capsys.readouterr().err
     rc = main(argv)
     assert rc == 2 and "needs --service" in capsys.readouterr().err
+    rc = main([*argv, "--service", "regprog-step", "--per", "nosuch"])  # a mistyped counter
+    assert rc == 2 and "--per nosuch: no metric samples" in capsys.readouterr().err

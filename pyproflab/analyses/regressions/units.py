@@ -43,10 +43,16 @@ def per_work(reads: ProfileReads, rows: list[dict[str, Any]], counter: str) -> n
     Rule: the window is [time, time + duration] of the profile; the counter's
     samples (``metric_samples``, summed over label sets) of the profile's
     service and instance are interpolated linearly at both ends, so scrapes
-    need not line up with profiles but must bracket them. A profile without a
-    positive increase is a UsageError naming it.
+    need not line up with profiles but must bracket them. A counter with no
+    sample at all is a UsageError naming it; a profile without a positive
+    increase is one naming the profile.
     """
     tab = reads.counter_samples(counter, sorted({r["service"] for r in rows}, key=str))
+    if not tab.num_rows:  # a mistyped name: no sample of it for any selected service
+        raise UsageError(
+            f"--per {counter}: no metric samples of that counter for the selected services "
+            "(pyproflab ingest-gc stores /metrics; lab.sql lists metric_samples' names)"
+        )
     series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     keys = list(
         zip(tab.column("service").to_pylist(), tab.column("instance").to_pylist(), strict=True)
