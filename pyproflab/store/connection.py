@@ -387,6 +387,10 @@ class Store:
             except duckdb.Error:
                 pass
             finally:
+                # The limit back first, by a SET alone: under 1 MiB the RESET or the
+                # SELECT of its check could fail to allocate a result (an ingest once
+                # ended 'Out of Memory Error: ... (1.0 MiB/1.0 MiB used)').
+                self.con.execute("SET memory_limit = '{}'".format(before.replace("'", "''")))
                 self._restore_memory_limit(before)
 
     @contextmanager
