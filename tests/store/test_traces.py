@@ -60,7 +60,7 @@ def test_a_damaged_trace_leaves_nothing(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.duckdb") as store:
         ingest_trace(store, trace_path("mutex"))
         before = _counts(store)
-        for name in ("truncated", "bit-flipped", "go1.19", "text"):
+        for name in ("truncated", "header-only", "bit-flipped", "go1.19", "text"):
             with pytest.raises(TraceError) as e:
                 ingest_trace(store, bad[name])
             assert "\n" not in str(e.value) and str(bad[name]) in str(e.value)
