@@ -76,3 +76,15 @@ def test_a_sample_type_no_profile_has() -> None:
             r"\(they have: alloc_space, cpu, samples\)$",
         ):
             lab.top(sample_index="nosuch")
+
+
+def test_pgo_options(lab) -> None:
+    # top=0 was a result refused as "no CPU profiles match the selection",
+    # top="3" a TypeError comparing int and str, tpo=3 one naming build_pgo().
+    with pytest.raises(UsageError, match=r"^top: must be a whole number in \[1, 100000\], not 0"):
+        lab.pgo(top=0)
+    with pytest.raises(UsageError, match=r"^top: must be a whole number, not '3'"):
+        lab.pgo(top="3")
+    with pytest.raises(UsageError, match=r"^unknown option 'tpo' \(known: all, fold_preempt, "):
+        lab.pgo_weights(tpo=3)
+    assert lab.pgo(top=1).ok
