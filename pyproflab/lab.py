@@ -22,11 +22,13 @@ from pyproflab.store.select import Selection
 SELECTION_KEYS = ("service", "version", "instance", "profile_type", "since", "until", "labels")
 
 
-def _selection(selection: Selection | None, kwargs: dict[str, Any]) -> Selection:
+def _selection(selection: Any, kwargs: dict[str, Any]) -> Selection:
+    """The selection from a ``Selection``, a dict of its fields, or the selection
+    keywords (popped from ``kwargs``); a wrong type is one line naming it."""
     picked = {k: kwargs.pop(k) for k in list(kwargs) if k in SELECTION_KEYS}
     if selection is not None and picked:
         raise TypeError("give a Selection or selection keywords, not both")
-    return selection or Selection(**picked)
+    return Selection.of(selection if selection is not None else picked)
 
 
 class Lab:
@@ -174,7 +176,13 @@ class Lab:
         """
         from pyproflab.analyses.gc import gc
 
-        return gc(self.store, _selection(selection, kwargs), categories=categories)
+        sel = _selection(selection, kwargs)
+        if kwargs:  # gc has no options but categories: a misspelled key selected everything
+            raise TypeError(
+                f"gc() got an unexpected keyword {next(iter(kwargs))!r} "
+                f"(selection keys: {', '.join(SELECTION_KEYS)}; categories)"
+            )
+        return gc(self.store, sel, categories=categories)
 
     def gogc(
         self,
@@ -226,8 +234,7 @@ class Lab:
         (``pgo_build_log``), the compiler's PGO decisions (``PgoEffect``)."""
         from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
 
-        before = before if isinstance(before, Selection) else Selection(**before)
-        after = after if isinstance(after, Selection) else Selection(**after)
+        before, after = Selection.of(before, "before"), Selection.of(after, "after")
         return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
 
     @staticmethod
@@ -247,8 +254,8 @@ class Lab:
         from pyproflab.analyses.regressions import regressions
 
         options.setdefault("sample_index", sample)
-        base = self._one_kind(base if isinstance(base, Selection) else Selection(**base), sample)
-        new = self._one_kind(new if isinstance(new, Selection) else Selection(**new), sample)
+        base = self._one_kind(Selection.of(base, "base"), sample)
+        new = self._one_kind(Selection.of(new, "new"), sample)
         return regressions(self.store, base, new, **options)
 
     def _one_kind(self, selection: Selection, sample: Any = None) -> Selection:

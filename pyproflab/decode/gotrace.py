@@ -12,7 +12,8 @@ Rules:
 
 - A trace is recognised by its header, ``go 1.N trace\\0\\0\\0``. Only the Go
   1.22+ format is read; an older one is refused in one line naming its version
-  before the helper runs (so without Go too).
+  before the helper runs (so without Go too). A gzipped trace is read by no
+  one: it is refused in one line saying so (``GZIPPED``).
 - ``trace_parts`` yields the batches as they arrive: memory is bounded by the
   batch (``batch_rows`` rows), never by the trace. Anything short of a ``Z``
   frame and a zero exit is one ``TraceError`` naming the file and the helper's
@@ -27,6 +28,7 @@ import os
 import re
 import struct
 import subprocess
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +43,25 @@ HEADER_BYTES = 16
 FIRST_READ = (1, 22)
 BATCH_ROWS = 65536
 BLOCKING_KINDS = ("net", "sync", "syscall", "sched")
+GZIPPED = "a gzip-compressed Go execution trace: traces are read uncompressed (gunzip it first)"
+GZIP_PEEK = 4096  # bytes read to find a gzipped trace's header (past a gzip header's file name)
 
 
 def trace_version(head: bytes) -> int | None:
     """The minor Go version of a trace header (``go 1.N trace``), or None."""
     m = HEADER.match(head[:HEADER_BYTES])
     return int(m.group(1)) if m else None
+
+
+def gzipped_trace(data: bytes | bytearray) -> bool:
+    """Whether ``data``, a file's first bytes, begins a gzipped trace."""
+    if not data.startswith(b"\x1f\x8b"):
+        return False
+    try:
+        head = zlib.decompressobj(wbits=31).decompress(data[:GZIP_PEEK], HEADER_BYTES)
+    except zlib.error:
+        return False
+    return trace_version(head) is not None
 
 
 def file_trace_version(path: str | os.PathLike) -> int | None:
@@ -63,9 +78,11 @@ def check_trace_file(path: str | os.PathLike) -> int:
     try:
         with open(path, "rb") as f:
             head = f.read(HEADER_BYTES)
+            minor = trace_version(head)
+            if minor is None and gzipped_trace(head + f.read(GZIP_PEEK)):
+                raise TraceError(str(path), GZIPPED)
     except OSError as e:
         raise TraceError(str(path), e.strerror or str(e)) from None
-    minor = trace_version(head)
     if minor is None:
         raise TraceError(str(path), 'not a Go execution trace (no "go 1.N trace" header)')
     if (1, minor) < FIRST_READ:

@@ -123,6 +123,10 @@ def parse_raw(raw: bytes | bytearray, *, source: str) -> TopLevel:
             raise NotAProfileError(
                 source, "not a pprof profile (a Parquet file: ingest reads a dataset by its folder)"
             ) from None
+        from pyproflab.decode.gotrace import GZIPPED, trace_version
+
+        if trace_version(raw[:16]) is not None:  # the file was gzipped: ingest's sniff missed it
+            raise NotAProfileError(source, GZIPPED) from None
         if not legacy.could_start_profile(raw):
             raise NotAProfileError(
                 source, f"not a pprof profile (starts with byte 0x{raw[0]:02x})"

@@ -14,7 +14,7 @@ must match.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -91,6 +91,47 @@ class Selection:
 
     KEYS = ("service", "version", "instance", "profile_type", "since", "until")
 
+    def __post_init__(self) -> None:
+        # A notebook's slip (service=5, labels="team=x") is refused here in one line,
+        # not later as an AttributeError or TypeError deep in the query.
+        for key in ("service", "version", "instance", "profile_type"):
+            v = getattr(self, key)
+            if v is None or isinstance(v, str):
+                continue
+            if not isinstance(v, (list, tuple, set, frozenset)) or not all(
+                isinstance(x, str) for x in v
+            ):
+                raise UsageError(f"{key}={v!r}: expected a string or a list of strings")
+        for key in ("since", "until"):
+            v = getattr(self, key)
+            if v is not None and not isinstance(v, (str, datetime)):
+                raise UsageError(
+                    f"{key}={v!r}: expected a datetime, an ISO time (2026-11-01T10:00) "
+                    "or a duration ago (30m, 72h, 7d)"
+                )
+        if self.labels is not None and not isinstance(self.labels, Mapping):
+            raise UsageError(f"labels={self.labels!r}: expected a dict such as {{'team': 'x'}}")
+
+    @classmethod
+    def of(cls, value: Selection | Mapping[str, Any] | None, name: str = "selection") -> Selection:
+        """A ``Selection`` as given, or built from a dict of its fields (None: all);
+        anything else, or a dict with a key that is no field, is a UsageError naming
+        ``name`` (the argument) and what it accepts."""
+        if value is None:
+            return cls()
+        if isinstance(value, Selection):
+            return value
+        accepted = ", ".join(f.name for f in fields(cls))
+        if not isinstance(value, Mapping):
+            raise UsageError(
+                f"{name}={value!r}: expected a Selection or a dict such as "
+                f"{{'version': 'v1'}} (keys: {accepted})"
+            )
+        unknown = sorted(str(k) for k in value if k not in {f.name for f in fields(cls)})
+        if unknown:
+            raise UsageError(f"{name}: unknown key {unknown[0]!r} (keys: {accepted})")
+        return cls(**value)
+
     @classmethod
     def from_kv(cls, items: Iterable[str]) -> Selection:
         """From ``KEY=VALUE`` strings: known keys (service, version, instance,
@@ -155,12 +196,20 @@ class Selection:
             else:
                 parts.append(f"list_contains(?::VARCHAR[], p.{col})")
                 params.append(vals)
-        if self.since is not None:
+        now = now or datetime.now(UTC)  # one now: since=2h and until=1h are an hour apart
+        since = None if self.since is None else parse_time(self.since, now=now)
+        until = None if self.until is None else parse_time(self.until, now=now)
+        if since is not None and until is not None and until < since:
+            raise UsageError(
+                f"until={self.until!r} is before since={self.since!r} ({until:%Y-%m-%d %H:%M:%S} "
+                f"< {since:%Y-%m-%d %H:%M:%S} UTC): the window ends before it starts"
+            )
+        if since is not None:
             parts.append(f"{TAKEN_AT} >= ?")
-            params.append(parse_time(self.since, now=now))
-        if self.until is not None:
+            params.append(since)
+        if until is not None:
             parts.append(f"{TAKEN_AT} < ?")
-            params.append(parse_time(self.until, now=now))
+            params.append(until)
         for key, value in (self.labels or {}).items():
             parts.append("map_extract_value(p.labels, ?) = ?")
             params += [str(key), str(value)]

@@ -200,3 +200,41 @@ def test_merged_profile_equals_pprof_merge(files, pprof, tmp_path: Path) -> None
         assert getattr(ours, attr) == getattr(theirs, attr), attr
     assert canonical(ours) == canonical(theirs)
     assert ours.num_samples == theirs.num_samples
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"service": 5}, r"service=5: expected a string or a list of strings"),
+        ({"version": ["v1", 2]}, r"version=\['v1', 2\]: expected a string or a list"),
+        ({"labels": "team=x"}, r"labels='team=x': expected a dict"),
+        ({"since": 5}, r"since=5: expected a datetime, an ISO time"),
+    ],
+)
+def test_selection_refuses_wrong_types(kwargs: dict, message: str) -> None:
+    # They failed later: AttributeError 'str' object has no attribute 'items',
+    # TypeError 'int' object is not iterable.
+    with pytest.raises(UsageError, match=message):
+        Selection(**kwargs).where()
+
+
+def test_selection_of() -> None:
+    sel = Selection(version="v1")
+    assert Selection.of(sel) is sel
+    assert Selection.of({"version": "v1"}) == sel
+    assert Selection.of(None) == Selection()
+    with pytest.raises(UsageError, match=r"^base='v1': expected a Selection or a dict"):
+        Selection.of("v1", "base")
+    with pytest.raises(UsageError, match=r"^new: unknown key 'verison' \(keys: service, "):
+        Selection.of({"verison": "v1"}, "new")
+
+
+def test_window_ending_before_it_starts_is_refused(fleet: Store) -> None:
+    with pytest.raises(UsageError, match=r"^until='2h' is before since='1h' .* ends before"):
+        Selection(since="1h", until="2h").where(now=NOW)
+    with pytest.raises(UsageError, match="ends before it starts"):
+        fleet.profiles(Selection(since="2026-11-01T13:00", until="2026-11-01T11:00"))
+    assert Selection(since="2h", until="1h").where(now=NOW)[1] == [
+        NOW - timedelta(hours=2),
+        NOW - timedelta(hours=1),
+    ]

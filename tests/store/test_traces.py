@@ -3,6 +3,7 @@ all or nothing, once per content, recognised by `ingest` by their header."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_a_damaged_trace_leaves_nothing(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.duckdb") as store:
         ingest_trace(store, trace_path("mutex"))
         before = _counts(store)
-        for name in ("truncated", "bit-flipped", "go1.19", "text"):
+        for name in ("truncated", "header-only", "bit-flipped", "go1.19", "text"):
             with pytest.raises(TraceError) as e:
                 ingest_trace(store, bad[name])
             assert "\n" not in str(e.value) and str(bad[name]) in str(e.value)
@@ -84,6 +85,17 @@ def test_ingest_recognises_trace_files_by_header(tmp_path: Path) -> None:
     bad = damaged_traces(tmp_path)
     res = run_cli("ingest", bad["truncated"], "--db", db)  # every input refused: exit 2
     assert res.returncode == 2 and "refused" in res.stderr and "truncated" in res.stderr
+
+
+def test_a_gzipped_trace_is_named_as_one(tmp_path: Path) -> None:
+    gz = tmp_path / "chan.trace.gz"
+    gz.write_bytes(gzip.compress(trace_path("chan").read_bytes()))
+    db = tmp_path / "s.duckdb"
+    res = run_cli("ingest", gz, "--db", db)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"refused {gz}: a gzip-compressed Go execution trace" in res.stderr
+    assert "gunzip" in res.stderr
+    one_line_error(run_cli("trace", "goroutines", gz), str(gz), "gzip-compressed", "gunzip")
 
 
 def test_an_old_trace_names_its_version(tmp_path: Path) -> None:

@@ -79,13 +79,15 @@ def one_line_error(res: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def damaged_traces(tmp: Path) -> dict[str, Path]:
-    """Truncated, bit-flipped, older-format and not-a-trace files made from a recording."""
+    """Truncated (in a batch, or right after the header), bit-flipped, older-format
+    and not-a-trace files made from a recording."""
     data = trace_path("chan").read_bytes()
     flipped = bytearray(data)
     for i in range(64, len(flipped), 97):
         flipped[i] ^= 0x40
     out = {
         "truncated": data[: len(data) * 2 // 3],
+        "header-only": data[:16],
         "bit-flipped": bytes(flipped),
         "go1.19": b"go 1.19 trace\x00\x00\x00" + data[16:4096],
         "text": b"hello, not a trace\n",

@@ -96,7 +96,7 @@ def as_selection(selection):
     """A ``Selection`` as given, or built from a dict of its fields (None: all)."""
     from pyproflab.store.select import Selection
 
-    return selection if isinstance(selection, Selection) else Selection(**(selection or {}))
+    return Selection.of(selection)
 
 
 def select_sides(

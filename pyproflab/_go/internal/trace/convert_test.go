@@ -188,6 +188,20 @@ func TestDamagedTraceHasNoEndFrame(t *testing.T) {
 	}
 }
 
+// TestHeaderOnlyTraceIsRefused: a trace cut right after its header (or one
+// byte later) has no events but the reader's closing sync; it is an error, not
+// an empty trace with empty tables and profiles.
+func TestHeaderOnlyTraceIsRefused(t *testing.T) {
+	for _, in := range []string{"go 1.26 trace\x00\x00\x00", "go 1.26 trace\x00\x00\x00\x01"} {
+		var out bytes.Buffer
+		err := Convert(strings.NewReader(in), &out, 10, nil)
+		_, _, end := frames(t, out.Bytes())
+		if err == nil || end || !strings.Contains(err.Error(), "no events") {
+			t.Errorf("%q: err = %v, end frame = %v; want a \"no events\" error and no end", in, err, end)
+		}
+	}
+}
+
 func TestOnlySelectsOutputs(t *testing.T) {
 	var out bytes.Buffer
 	if err := Convert(bytes.NewReader(record(t)), &out, 1000, map[string]bool{"pprof-sched": true}); err != nil {

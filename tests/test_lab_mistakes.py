@@ -1,0 +1,78 @@
+"""A notebook user's mistakes with the Lab: each is one line naming the argument
+and what it accepts (never an AttributeError or a TypeError from deep inside),
+and an empty answer says it is empty."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from support.store_helpers import make_profile
+
+import pyproflab
+from pyproflab.errors import UsageError
+from pyproflab.model import ValueType
+from pyproflab.store.ingest import ProfileMeta, ingest
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """Four CPU profiles: versions v1 and v2 x two instances."""
+    with pyproflab.open(":memory:") as lab:
+        base = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) * 10**9
+        items = []
+        for i in range(4):
+            p = make_profile(
+                [
+                    (["main.work", "main.main"], [1, 10 * (i + 1)]),
+                    (["main.f", "main.main"], [2, 5]),
+                ],
+                time_nanos=base + i * 60 * 10**9,
+            )
+            meta = ProfileMeta(service="api", version=f"v{1 + i // 2}", instance=f"pod-{i % 2}")
+            items.append((p, meta))
+        ingest(lab.store, items)
+        yield lab
+
+
+@pytest.mark.parametrize("method", ["top", "tree", "merged", "profiles", "gc", "pgo"])
+def test_a_string_for_the_selection(lab, method: str) -> None:
+    # AttributeError: 'str' object has no attribute 'profile_ids' (or 'query').
+    with pytest.raises(UsageError, match=r"^selection='cpu': expected a Selection or a dict"):
+        getattr(lab, method)("cpu")
+
+
+def test_a_dict_for_the_selection(lab) -> None:
+    assert lab.top({"version": "v1"}).total == lab.top(version="v1").total
+
+
+def test_regressions_sides(lab) -> None:
+    with pytest.raises(UsageError, match=r"^base='v1': expected a Selection or a dict"):
+        lab.regressions(base="v1", new={"version": "v2"})
+    with pytest.raises(UsageError, match=r"^new: unknown key 'verison'"):
+        lab.regressions(base={"version": "v1"}, new={"verison": "v2"})
+
+
+def test_gc_misspelled_keyword(lab) -> None:
+    # It was dropped: gc(servce="api") answered for the whole store.
+    with pytest.raises(TypeError, match=r"^gc\(\) got an unexpected keyword 'servce'"):
+        lab.gc(servce="api")
+
+
+def test_a_sample_type_no_profile_has() -> None:
+    # A selection mixing kinds was merged whole: "cannot merge profiles with
+    # different period types: ... bytes ... nanoseconds".
+    heap = make_profile(
+        [(["main.alloc", "main.main"], [4096])],
+        sample_types=[ValueType("alloc_space", "bytes")],
+        period_type=ValueType("space", "bytes"),
+    )
+    cpu = make_profile([(["main.work", "main.main"], [1, 10])])
+    with pyproflab.open(":memory:") as lab:
+        ingest(lab.store, [(p, ProfileMeta(service="api")) for p in (heap, cpu)])
+        with pytest.raises(
+            UsageError,
+            match=r"^sample type 'nosuch': no selected profile has it "
+            r"\(they have: alloc_space, cpu, samples\)$",
+        ):
+            lab.top(sample_index="nosuch")
