@@ -86,11 +86,18 @@ def one_kind(
     )
     names = _names(groups)
     kinds = ", ".join(
-        f"{names[k]} {len(v)}" for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        f"{names[k]} {len(v)}"
+        for k, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), names[kv[0]]))
+    )
+    # A sample type only one kind holds already chose: nothing is left to choose.
+    why = (
+        f", the only ones with sample type {sample!r}"
+        if isinstance(sample, str) and len(fits) == 1
+        else " (choose with --type / profile_type=)"
     )
     note = (
         f"the selection mixes profile types ({kinds}): using the {len(ids)} "
-        f"{names[chosen]} profiles (choose with --type / profile_type=)"
+        f"{names[chosen]} profiles{why}"
     )
     return narrowed, note
 
