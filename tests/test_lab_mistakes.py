@@ -11,6 +11,7 @@ from support.store_helpers import make_profile
 
 import pyproflab
 from pyproflab.errors import UsageError
+from pyproflab.model import ValueType
 from pyproflab.store.ingest import ProfileMeta, ingest
 
 
@@ -56,3 +57,34 @@ def test_gc_misspelled_keyword(lab) -> None:
     # It was dropped: gc(servce="api") answered for the whole store.
     with pytest.raises(TypeError, match=r"^gc\(\) got an unexpected keyword 'servce'"):
         lab.gc(servce="api")
+
+
+def test_a_sample_type_no_profile_has() -> None:
+    # A selection mixing kinds was merged whole: "cannot merge profiles with
+    # different period types: ... bytes ... nanoseconds".
+    heap = make_profile(
+        [(["main.alloc", "main.main"], [4096])],
+        sample_types=[ValueType("alloc_space", "bytes")],
+        period_type=ValueType("space", "bytes"),
+    )
+    cpu = make_profile([(["main.work", "main.main"], [1, 10])])
+    with pyproflab.open(":memory:") as lab:
+        ingest(lab.store, [(p, ProfileMeta(service="api")) for p in (heap, cpu)])
+        with pytest.raises(
+            UsageError,
+            match=r"^sample type 'nosuch': no selected profile has it "
+            r"\(they have: alloc_space, cpu, samples\)$",
+        ):
+            lab.top(sample_index="nosuch")
+
+
+def test_pgo_options(lab) -> None:
+    # top=0 was a result refused as "no CPU profiles match the selection",
+    # top="3" a TypeError comparing int and str, tpo=3 one naming build_pgo().
+    with pytest.raises(UsageError, match=r"^top: must be a whole number in \[1, 100000\], not 0"):
+        lab.pgo(top=0)
+    with pytest.raises(UsageError, match=r"^top: must be a whole number, not '3'"):
+        lab.pgo(top="3")
+    with pytest.raises(UsageError, match=r"^unknown option 'tpo' \(known: all, fold_preempt, "):
+        lab.pgo_weights(tpo=3)
+    assert lab.pgo(top=1).ok

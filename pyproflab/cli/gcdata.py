@@ -77,7 +77,12 @@ class Command:
             metavar="PROM=INSTANCE",
             help="Prometheus instance label -> our instance (repeatable)",
         )
-        g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+        g.add_argument(
+            "--timeout", type=float, default=30.0, metavar="SECONDS", help="per request, in all"
+        )
+        g.add_argument(
+            "--max-mib", type=int, default=256, metavar="N", help="largest answer (default 256)"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
@@ -152,6 +157,10 @@ class Command:
             raise UsageError("--since is required with --prometheus")
         if args.instance:
             raise UsageError("with --prometheus, name instances with --map PROM=INSTANCE")
+        if args.max_mib < 1:
+            raise UsageError(f"--max-mib must be a whole number >= 1, not {args.max_mib}")
+        if not 0 < args.timeout < float("inf"):
+            raise UsageError(f"--timeout must be a number of seconds above 0, not {args.timeout}")
         start = parse_time(args.since)
         end = parse_time(args.until) if args.until else datetime.now(UTC)
         if end <= start:
@@ -162,6 +171,7 @@ class Command:
             queries=args.query or DEFAULT_GC_QUERIES,
             instances=common.parse_kv(args.map, "--map"),
             timeout=args.timeout,
+            max_bytes=args.max_mib << 20,
             service=args.service,
             version=args.meta_version,
         )

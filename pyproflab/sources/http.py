@@ -18,7 +18,9 @@ Rules:
   token that was never sent there.
 - No proxies: collect talks to the services directly.
 - Every failure is a ``FetchError``: one line naming the URL without
-  credentials or query, never a header; ``transient`` says whether a retry
+  credentials or query, never a header (an HTTP error keeps the first
+  ``ERROR_BODY_BYTES`` of its body apart, for the caller to read an API's
+  explanation from); ``transient`` says whether a retry
   may help (connection refused or reset, timeout, HTTP 408/429/5xx), and
   ``retry_after`` holds the seconds an HTTP 429 or 503 asked to wait
   (``Retry-After``, in seconds or as an HTTP date).
@@ -52,6 +54,9 @@ from pyproflab.sources.targets import redact_url
 USER_AGENT = "pyproflab-collect"
 MAX_BODY = 512 << 20
 MAX_REDIRECTS = 5
+# What an HTTP error's body is read of: APIs explain there (Prometheus' JSON
+# errorType and error), in far less.
+ERROR_BODY_BYTES = 64 << 10
 DEFAULT_BACKOFF = 0.5
 BACKOFF_CAP = 8.0
 
@@ -69,12 +74,14 @@ class FetchError(Exception):
         status: int | None = None,
         redirected: bool = False,
         retry_after: float | None = None,
+        body: bytes = b"",
     ):
         super().__init__(message)
         self.transient = transient
         self.status = status
         self.redirected = redirected
         self.retry_after = retry_after
+        self.body = body  # an HTTP error's body, its first ERROR_BODY_BYTES
 
 
 @dataclass(frozen=True)
@@ -321,7 +328,12 @@ def _read(
             msg += " after a redirect (no token is sent to a redirect)"
         wait = retry_after_seconds(resp.headers.get("retry-after")) if transient else None
         raise FetchError(
-            msg, transient=transient, status=code, redirected=redirected, retry_after=wait
+            msg,
+            transient=transient,
+            status=code,
+            redirected=redirected,
+            retry_after=wait,
+            body=_error_body(resp, expired),
         )
     declared = resp.headers.get("content-length")
     length = int(declared) if declared and declared.isdigit() else None
@@ -345,6 +357,22 @@ def _read(
         )
     kind = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     return Reply(code, kind, b"".join(chunks))
+
+
+def _error_body(resp: httpx.Response, expired: threading.Event) -> bytes:
+    """The first ERROR_BODY_BYTES of an error reply's body; what cannot be read
+    (the deadline, a connection closed) is left out: the status is the error."""
+    got = b""
+    try:
+        for chunk in resp.iter_raw(1 << 14):
+            if expired.is_set():
+                break
+            got += chunk
+            if len(got) >= ERROR_BODY_BYTES:
+                break
+    except (httpx.HTTPError, OSError):
+        pass
+    return got[:ERROR_BODY_BYTES]
 
 
 def _is_transient(e: BaseException) -> bool:

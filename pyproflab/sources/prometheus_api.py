@@ -1,19 +1,17 @@
 """Prometheus metrics from a server's HTTP API (``/api/v1/query_range``,
 ``/api/v1/metadata``), as ``schema.METRIC_SAMPLES`` rows like the text format's
 (``prometheus``): values are read as Go floats, labels keep ``instance`` and
-``job``. The client uses the standard library only; every failure is one
-``MetricsError`` naming the URL.
+``job``. Requests are ``sources.http``'s (a deadline for the whole exchange,
+a cap on the answer, ``max_bytes``); every failure is one ``MetricsError``
+naming the URL.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,9 +20,12 @@ import pyarrow as pa
 
 from pyproflab import schema
 from pyproflab.errors import MetricsError
+from pyproflab.sources.http import FetchError, http_request, shown
 from pyproflab.sources.prometheus import non_finite_problem, parse_float, samples_table
 
 DEFAULT_TIMEOUT = 30.0
+# The largest answer read: a range query's JSON takes about 30 bytes a point.
+DEFAULT_MAX_BYTES = 256 << 20
 # Prometheus refuses a query_range of more than 11,000 points per series.
 MAX_POINTS = 11_000
 
@@ -48,45 +49,28 @@ def _step_seconds(step: timedelta | float | int | str) -> float:
     return float(step)
 
 
-def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: float) -> Any:
+def _api_get(
+    base_url: str, path: str, params: Mapping[str, str], *, timeout: float, max_bytes: int
+) -> Any:
     """GET ``base_url + path`` and return the ``data`` of a ``status: success`` body.
 
-    Every failure (HTTP error, connection refused, timeout, a body that is not
-    the API's JSON, ``status: error``) is one ``MetricsError`` naming the URL.
+    The request is ``sources.http``'s: ``timeout`` bounds the whole exchange and
+    a body over ``max_bytes`` is refused, so a server cannot hold us or fill
+    memory. Every failure (HTTP error, connection refused, timeout, a body
+    that is not the API's JSON, ``status: error``) is one ``MetricsError``
+    naming the URL; an HTTP error gives the API's own explanation when its
+    body has one.
     """
     url = base_url.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
     where = base_url.rstrip("/") + path
-    body: bytes
     try:
-        req = urllib.request.Request(url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as e:
-        # The API answers 400/422/503 with a JSON error body: prefer its message.
-        try:
-            body = e.read()
-            err = json.loads(body)
-            msg = f"{err.get('errorType', 'error')}: {err.get('error', '')}".strip()
-        except (ValueError, AttributeError, OSError):
-            msg = e.reason if isinstance(e.reason, str) else ""
-        raise MetricsError(where, f"HTTP {e.code}: {msg}".rstrip(": ")) from None
-    except urllib.error.URLError as e:
-        reason = e.reason
-        if isinstance(reason, TimeoutError):
-            raise MetricsError(where, f"timed out after {timeout:g}s") from None
-        raise MetricsError(
-            where, f"cannot connect: {getattr(reason, 'strerror', None) or reason}"
-        ) from None
-    except TimeoutError:
-        raise MetricsError(where, f"timed out after {timeout:g}s") from None
-    except http.client.IncompleteRead as e:
-        raise MetricsError(where, f"short body: {len(e.partial)} bytes, then closed") from None
-    except http.client.HTTPException as e:  # a status line or headers that are not HTTP
-        raise MetricsError(where, f"bad HTTP response ({type(e).__name__})") from None
-    except (OSError, ValueError) as e:
-        raise MetricsError(where, f"request failed: {e}") from None
+        reply = http_request(
+            "GET", url, headers={"Accept": "application/json"}, timeout=timeout, max_bytes=max_bytes
+        )
+    except FetchError as e:
+        raise MetricsError(where, _failure(e, url, max_bytes)) from None
     try:
-        doc = json.loads(body)
+        doc = json.loads(reply.body)
     except ValueError:
         raise MetricsError(where, "response is not JSON (is this a Prometheus server?)") from None
     if not isinstance(doc, dict) or "status" not in doc:
@@ -94,6 +78,23 @@ def _api_get(base_url: str, path: str, params: Mapping[str, str], *, timeout: fl
     if doc["status"] != "success":
         raise MetricsError(where, f"{doc.get('errorType', 'error')}: {doc.get('error', '')}")
     return doc.get("data")
+
+
+def _failure(e: FetchError, url: str, max_bytes: int) -> str:
+    """What went wrong, in one line after the URL (so without it again): the
+    API's errorType and error for an HTTP error that has them (Prometheus
+    answers 400, 422 and 503 so)."""
+    if e.status is None:
+        text = str(e).replace(shown(url), "the server")
+        if text.startswith("body larger than"):
+            return f"answer larger than {max_bytes >> 20} MiB: narrow the window or the query"
+        return text
+    try:
+        err = json.loads(e.body)
+        msg = f"{err.get('errorType', 'error')}: {err.get('error', '')}".strip()
+    except (ValueError, AttributeError):
+        msg = ""
+    return f"HTTP {e.status}: {' '.join(msg.split())}".rstrip(": ")
 
 
 def query_range(
@@ -105,6 +106,7 @@ def query_range(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     types: Mapping[str, str] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> pa.Table:
     """Rows of ``schema.METRIC_SAMPLES`` for a PromQL range query.
 
@@ -137,7 +139,9 @@ def query_range(
             "end": repr(chunk_end),
             "step": repr(dt),
         }
-        data = _api_get(base_url, "/api/v1/query_range", params, timeout=timeout)
+        data = _api_get(
+            base_url, "/api/v1/query_range", params, timeout=timeout, max_bytes=max_bytes
+        )
         where = base_url.rstrip("/") + "/api/v1/query_range"
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise MetricsError(where, "expected a matrix result")
@@ -186,11 +190,15 @@ def _type_of(name: str, types: Mapping[str, str] | None) -> str:
 
 
 def metric_metadata(
-    base_url: str, *, metrics: Iterable[str] | None = None, timeout: float = DEFAULT_TIMEOUT
+    base_url: str,
+    *,
+    metrics: Iterable[str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> dict[str, str]:
     """metric family -> type, from ``/api/v1/metadata`` (types Prometheus
     learned from the scraped TYPE lines; ``unknown`` becomes ``untyped``)."""
-    data = _api_get(base_url, "/api/v1/metadata", {}, timeout=timeout)
+    data = _api_get(base_url, "/api/v1/metadata", {}, timeout=timeout, max_bytes=max_bytes)
     wanted = set(metrics) if metrics is not None else None
     out: dict[str, str] = {}
     if not isinstance(data, dict):

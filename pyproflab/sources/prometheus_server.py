@@ -64,6 +64,7 @@ class PrometheusSource:
     only_mapped: bool = False
     types: Mapping[str, str] | None = None
     timeout: float = 30.0
+    max_bytes: int = 256 << 20  # the largest answer read (prometheus_api)
     service: str | None = None
     version: str | None = None
     #: what the items held: rows, and (metric, labels) series
@@ -87,11 +88,18 @@ class PrometheusSource:
         start, end = request.since, request.until or datetime.now(UTC)
         types = self.types
         if types is None:
-            types = metric_metadata(self.base_url, timeout=self.timeout)
+            types = metric_metadata(self.base_url, timeout=self.timeout, max_bytes=self.max_bytes)
         base = self.base_url.rstrip("/")
         for query in self.queries:
             got = query_range(
-                self.base_url, query, start, end, self.step, timeout=self.timeout, types=types
+                self.base_url,
+                query,
+                start,
+                end,
+                self.step,
+                timeout=self.timeout,
+                types=types,
+                max_bytes=self.max_bytes,
             )
             if got.num_rows == 0:
                 continue

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 # reversible hash a crafted profile could steer onto another row's id).
 SCHEMA_VERSION = 2
 MEMORY = ":memory:"
+# Room left above what DuckDB cannot evict when drop_cached_blocks lowers its
+# limit: the statements that follow (the one putting the limit back first)
+# allocate a few KiB each, and must not find the pool full.
+EVICTION_ROOM = 16 << 20
 
 # Applied to every connection, ours or adopted. Replacement scans are off so a
 # Python variable that happens to share a table's name can never be read by
@@ -374,24 +378,36 @@ class Store:
 
         Under ``memory_limited`` the cache still grows to the limit as the store
         grows, so an ingest of 10,000 small profiles ended 23% above one of 1,000
-        (the writer's peak RSS). Lowering the limit to almost nothing evicts every
-        block not in use (they are on disk); what DuckDB cannot drop stays (the
-        error that says so is expected). The limit is then put back as it was.
+        (the writer's peak RSS). Lowering the limit evicts every table block it
+        can (they are on disk); what DuckDB cannot drop stays (the error that
+        says so is expected). The limit is then put back as it was.
+
+        The lowered limit is what DuckDB holds besides cached table blocks plus
+        ``EVICTION_ROOM``, never less: every statement allocates, and at a limit
+        below what cannot be evicted the one that puts the limit back fails too,
+        leaving the connection unable to run anything (1 MiB once did: 'Out of
+        Memory Error: failed to allocate data of size 2.0 KiB (1.0 MiB/1.0 MiB
+        used)', about one ingest in a hundred).
         """
         if self.name == MEMORY:
             return
         with self._use:
             before = self._memory_limit()
             try:
-                self.con.execute("SET memory_limit = '1MiB'")
+                low = self._unevictable_bytes() + EVICTION_ROOM
+                self.con.execute(f"SET memory_limit = '{low >> 10}KiB'")
             except duckdb.Error:
                 pass
             finally:
-                # The limit back first, by a SET alone: under 1 MiB the RESET or the
-                # SELECT of its check could fail to allocate a result (an ingest once
-                # ended 'Out of Memory Error: ... (1.0 MiB/1.0 MiB used)').
-                self.con.execute("SET memory_limit = '{}'".format(before.replace("'", "''")))
                 self._restore_memory_limit(before)
+
+    def _unevictable_bytes(self) -> int:
+        """The bytes DuckDB holds in memory other than cached table blocks."""
+        rows = self._run(
+            "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()"
+            " WHERE tag <> 'BASE_TABLE'"
+        )
+        return int(rows[0][0])
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -8,7 +8,8 @@ selection without a type would fail to merge. Rules of ``one_kind``:
   it is returned unchanged (a merge error then says what is wrong).
 - The selected profiles are grouped by kind: (profile_type, period type,
   period unit, sample types). With ``sample`` (a sample type name such as ``cpu`` or
-  ``alloc_space``), only kinds holding that sample type count.
+  ``alloc_space``), only kinds holding that sample type count; when none does, a
+  UsageError names the sample types there are.
 - One kind: unchanged. Several: the CPU profiles (the kind most questions are
   about), else the kind with the most profiles (ties: by name); the selection
   gets that profile type, plus the profile ids when other kinds share the type
@@ -23,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from typing import TYPE_CHECKING
+
+from pyproflab.errors import UsageError
 
 if TYPE_CHECKING:
     from pyproflab.store.connection import Store
@@ -68,7 +71,11 @@ def one_kind(
         return selection, None
     fits = [k for k in groups if not isinstance(sample, str) or sample in k[3]]
     if not fits:
-        return selection, None  # the merge says which sample type is missing
+        # No kind holds it: merging them all would fail on their period types instead.
+        have = sorted({t for k in groups for t in k[3]})
+        raise UsageError(
+            f"sample type {sample!r}: no selected profile has it (they have: {', '.join(have)})"
+        )
     chosen = min(fits, key=lambda k: (k[0] != "cpu", -len(groups[k]), tuple(map(str, k))))
     ids = groups[chosen]
     same_type = [k for k in groups if k[0] == chosen[0]]
@@ -79,11 +86,18 @@ def one_kind(
     )
     names = _names(groups)
     kinds = ", ".join(
-        f"{names[k]} {len(v)}" for k, v in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        f"{names[k]} {len(v)}"
+        for k, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), names[kv[0]]))
+    )
+    # A sample type only one kind holds already chose: nothing is left to choose.
+    why = (
+        f", the only ones with sample type {sample!r}"
+        if isinstance(sample, str) and len(fits) == 1
+        else " (choose with --type / profile_type=)"
     )
     note = (
         f"the selection mixes profile types ({kinds}): using the {len(ids)} "
-        f"{names[chosen]} profiles (choose with --type / profile_type=)"
+        f"{names[chosen]} profiles{why}"
     )
     return narrowed, note
 

@@ -738,3 +738,18 @@ def test_measure_auto_is_share_or_rate_per_work() -> None:
     assert row["flat_rate_new"] == pytest.approx(44 / 244)
     assert not row["flat_significant"]
     assert any(n.startswith("totals: ") and "+0.0%" in n for n in r.notes), r.notes
+
+
+def test_min_share_above_every_node_says_nothing_was_tested(planted_db) -> None:
+    """A --min-share no node reaches leaves nothing to test: the note says so and how
+    to change it (it printed 'detectable ... at level FDR/0')."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    with Store.open(planted_db, read_only=True) as store:
+        r = regressions(store, Selection(version="v1"), Selection(version="v2"), min_share=1.0)
+    notes = " | ".join(r.notes)
+    assert "FDR/0" not in notes, notes
+    assert "no node has >= 100.00% of the pooled total, so nothing was tested" in notes, notes
+    assert not any(r.rows.column("flat_significant").to_pylist())

@@ -99,8 +99,12 @@ def test_readme_regressions_example_on_mixed_store():
 
     lab = pyproflab.open(demo_store(), read_only=True)
     try:
-        with pytest.warns(SelectionNarrowed, match="using the .* cpu profiles"):
+        with pytest.warns(SelectionNarrowed, match="using the .* cpu profiles") as seen:
             r = lab.regressions(base={"version": "v1"}, new={"version": "v2"}, sample="cpu")
+        # The sample type chose the kind: the note does not ask to choose one.
+        notes = [str(w.message) for w in seen]  # one a side, the kinds in one order
+        assert len(notes) == 2 and notes[0] == notes[1], notes
+        assert notes[0].endswith("cpu profiles, the only ones with sample type 'cpu'"), notes
         assert r.rows.num_rows > 0
         assert r.sample_type.type == "cpu"
     finally:
@@ -119,6 +123,7 @@ def test_a_selection_naming_its_type_is_not_narrowed():
         # allocs and heap both hold alloc_space, as many of each: the tie goes by name.
         assert narrowed.profile_type == "allocs" and narrowed.profile_ids is None
         assert note is not None and "using the 2 allocs profiles" in note
+        assert note.endswith("(choose with --type / profile_type=)")  # two kinds hold it
 
 
 @pytest.mark.parametrize("what", ["empty folder", "glob matching nothing"])

@@ -264,7 +264,7 @@ def test_short_body_is_one_line_not_a_traceback():
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        with pytest.raises(MetricsError, match="short body: 1000 bytes, then closed"):
+        with pytest.raises(MetricsError, match="short body from the server"):
             metric_metadata(url, timeout=10)
     finally:
         server.shutdown()
@@ -274,7 +274,7 @@ def test_short_body_is_one_line_not_a_traceback():
 
 def test_connection_refused():
     port = free_port()
-    with pytest.raises(MetricsError, match="cannot connect"):
+    with pytest.raises(MetricsError, match="connection refused by the server"):
         query_range(f"http://127.0.0.1:{port}", "up", T0, T1, "15s", timeout=2)
 
 
@@ -285,7 +285,7 @@ def test_timeout():
 
     with http_server(slow) as url:
         t = time.monotonic()
-        with pytest.raises(MetricsError, match="timed out after 0.3s"):
+        with pytest.raises(MetricsError, match="timed out after 0.3 s waiting for the server"):
             query_range(url, "up", T0, T1, "15s", timeout=0.3)
         assert time.monotonic() - t < 1.4
 
@@ -330,5 +330,69 @@ def test_cli_unreachable_server_leaves_store_unchanged(tmp_path, capsys):
     argv = ["ingest-gc", "--prometheus", f"http://127.0.0.1:{port}", "--db", str(db)]
     assert main(argv + ["--since", "10m", "--timeout", "2"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cannot connect" in err
+    assert err.count("\n") == 1 and "connection refused by the server" in err
     assert not db.exists()
+
+
+def test_cli_answer_over_max_mib_is_refused_and_stores_nothing(tmp_path, capsys):
+    """An answer larger than --max-mib is one line and no store: before, any
+    answer was read whole into memory, however large."""
+    big = b'{"status":"success","data":{"x":"' + b"a" * (2 << 20) + b'"}}'
+    db = tmp_path / "s.duckdb"
+    with http_server(lambda h: (200, "application/json", big)) as url:
+        argv = ["ingest-gc", "--prometheus", url, "--db", str(db), "--since", "10m"]
+        assert main(argv + ["--max-mib", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"pyproflab: error: {url}/api/v1/metadata: answer larger than 1 MiB: "
+        "narrow the window or the query\n"
+    )
+    assert not db.exists()
+    assert main(argv + ["--max-mib", "0"]) == 2
+    assert "--max-mib must be a whole number >= 1, not 0" in capsys.readouterr().err
+
+
+def test_a_trickling_answer_is_cut_at_the_timeout():
+    """--timeout bounds the whole answer, not each read: a server sending one byte
+    every 50 ms (whose 1,000 bytes would take 50 s) is cut at the timeout."""
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(100):  # 5 s at most, then the test's server stops
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        t = time.monotonic()
+        with pytest.raises(MetricsError, match="timed out after 0.5 s waiting for the server"):
+            metric_metadata(url, timeout=0.5)
+        assert time.monotonic() - t < 3
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_http_error_body_is_read_only_so_far():
+    """An HTTP error's explanation comes from its body's first 64 KiB: a large
+    error body is not read whole, and the status is still the error."""
+    body = b'{"status":"error","errorType":"bad_data","error":"' + b"x" * (1 << 20) + b'"}'
+    with http_server(lambda h: (400, "application/json", body)) as url:
+        with pytest.raises(MetricsError) as ei:
+            query_range(url, "up", T0, T1, "15s")
+    assert str(ei.value) == f"{url}/api/v1/query_range: HTTP 400"

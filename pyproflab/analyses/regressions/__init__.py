@@ -303,10 +303,16 @@ def _notes(notes, opts, facts, units: Units, unit: str, rows: pa.Table) -> None:
             f"; {t['confidence']:.0%} percentile bootstrap intervals over {unit}s "
             f"({t['resamples']} resamples, seed {seed})"
         )
+    tested = f">= {opts['min_share']:.2%} of the pooled total"
+    if not facts["n_tests"]:
+        notes.append(
+            f"units: {ub} base and {un} new {unit}s; no node has {tested}, so nothing "
+            "was tested (lower --min-share / min_share=)"
+        )
+        return
     notes.append(
         f"units: {ub} base and {un} new {unit}s; p: {how}; BH FDR {opts['fdr']:g} "
-        "over flat and cum of the nodes with "
-        f">= {opts['min_share']:.2%} of the pooled total; detectable: smallest increase "
+        f"over flat and cum of the nodes with {tested}; detectable: smallest increase "
         f"found with 80% power at level FDR/{facts['n_tests']}"
     )
     if t["test"] == "permutation" and splits:
