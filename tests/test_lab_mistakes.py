@@ -88,3 +88,18 @@ def test_pgo_options(lab) -> None:
     with pytest.raises(UsageError, match=r"^unknown option 'tpo' \(known: all, fold_preempt, "):
         lab.pgo_weights(tpo=3)
     assert lab.pgo(top=1).ok
+
+
+def test_regressions_figure_says_what_it_draws(lab) -> None:
+    # Its title promised "95% Wald intervals" over bare dots, and over empty axes.
+    one = lab.regressions(base={"instance": "pod-0", "version": "v1"}, new={"version": "v2"})
+    title = one.figure_top().layout.title.text
+    assert "no intervals (no statistics with one profile on a side)" in title
+    with pyproflab.open(":memory:") as other:  # one stack: every share is 100% on both sides
+        items = [
+            (make_profile([(["main.work", "main.main"], [k, 10 * k])]), ProfileMeta(version=v))
+            for k, v in ((1, "v1"), (2, "v2"))
+        ]
+        ingest(other.store, items)
+        r = other.regressions(base={"version": "v1"}, new={"version": "v2"})
+        assert "none: no function's flat changed" in r.figure_top().layout.title.text
