@@ -10,7 +10,7 @@ import pytest
 from support.store_helpers import make_profile
 
 import pyproflab
-from pyproflab.errors import UsageError
+from pyproflab.errors import StoreError, UsageError
 from pyproflab.model import ValueType
 from pyproflab.store.ingest import ProfileMeta, ingest
 
@@ -103,3 +103,25 @@ def test_regressions_figure_says_what_it_draws(lab) -> None:
         ingest(other.store, items)
         r = other.regressions(base={"version": "v1"}, new={"version": "v2"})
         assert "none: no function's flat changed" in r.figure_top().layout.title.text
+
+
+def test_opening(tmp_path) -> None:
+    # open(5) made a store named "5" in the working folder; read_only="yes" was a
+    # TypeError from duckdb.connect, wait="5" one comparing str and float.
+    with pytest.raises(UsageError, match=r"^path=5: expected a file name"):
+        pyproflab.open(5)
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(UsageError, match=r"^read_only='yes': expected True or False$"):
+        pyproflab.open(db, read_only="yes")
+    with pytest.raises(UsageError, match=r"^wait='5': expected seconds, a number >= 0$"):
+        pyproflab.open(db, wait="5")
+    assert not db.exists()
+    with pyproflab.open(db):
+        # DuckDB's "Can't open a connection to same database file with a different
+        # configuration than existing connections".
+        with pytest.raises(StoreError, match=r"already open read-write in this process"):
+            pyproflab.open(db, read_only=True)
+    with pyproflab.open(db, read_only=True) as lab:
+        # It decoded every file, then said "0 new profiles ... ingest again to add the rest".
+        with pytest.raises(StoreError, match=r"store is open read-only: open it with"):
+            lab.ingest(tmp_path / "nothing.pb.gz")
