@@ -243,7 +243,7 @@ class Lab:
         (``PgoCheckResult``; needs Go to build the source reader)."""
         from pyproflab.analyses.pgo_check import CheckOptions, check
 
-        return check(profile, source, CheckOptions(**options))
+        return check(profile, source, CheckOptions.build(**options))
 
     def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
         """What PGO changed between two builds' profiles (Selections or dicts such as
@@ -252,7 +252,7 @@ class Lab:
         from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
 
         before, after = Selection.of(before, "before"), Selection.of(after, "after")
-        return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
+        return pgo_effect(self.store, before, after, EffectOptions.build(**options), log=log)
 
     @staticmethod
     def pgo_build_log(

@@ -149,3 +149,18 @@ def test_trace_path_and_selection(lab) -> None:
     with pytest.raises(TypeError, match=r"^give path= \(one trace file\) or a selection, not b"):
         lab.trace("sched", path=TRACE, service="api")  # the selection was dropped
     assert lab.trace("sched", path=TRACE, window_s=0.5).windows.num_rows > 0
+
+
+def test_pgo_effect_and_check_options(lab, tmp_path) -> None:
+    # confidence=2 and top=-1 were taken (intervals of nothing, rows cut from the
+    # end); misspelled keywords were TypeErrors naming EffectOptions, CheckOptions.
+    v1, v2 = {"version": "v1"}, {"version": "v2"}
+    with pytest.raises(UsageError, match=r"^confidence: must be a number in \(0, 1\), not 2$"):
+        lab.pgo_effect(v1, v2, confidence=2)
+    with pytest.raises(UsageError, match=r"^top: must be a whole number >= 0, not -1$"):
+        lab.pgo_effect(v1, v2, top=-1)
+    with pytest.raises(UsageError, match=r"^unknown option 'confidnce' \(known: confidence, "):
+        lab.pgo_effect(v1, v2, confidnce=0.9)
+    with pytest.raises(UsageError, match=r"^cdf_percent: must be a number in \(0, 100\], not 200"):
+        lab.pgo_check(tmp_path / "default.pgo", tmp_path, cdf_percent=200)
+    assert lab.pgo_effect(v1, v2, confidence=0.9).cpu is not None
