@@ -50,6 +50,16 @@ class Lab:
         """Open (or create) the store at ``path``; ``":memory:"`` for a throw-away
         one. A store another process holds (a job ingesting) is waited for up to
         ``wait`` seconds, then refused in one line."""
+        from pyproflab.errors import UsageError
+
+        # Checked here, not by DuckDB: open(5) made a store named "5", read_only="yes"
+        # was a TypeError from duckdb.connect, wait="5" one comparing str and float.
+        if not isinstance(path, (str, os.PathLike)):
+            raise UsageError(f"path={path!r}: expected a file name (str or Path) or ':memory:'")
+        if not isinstance(read_only, bool):
+            raise UsageError(f"read_only={read_only!r}: expected True or False")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+            raise UsageError(f"wait={wait!r}: expected seconds, a number >= 0")
         return cls(Store.open(path, read_only=read_only, wait=wait))
 
     @classmethod
@@ -118,7 +128,14 @@ class Lab:
         batch; returns an ``IngestReport``. ``options``: those of
         ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
         import pyproflab.store.traces  # noqa: F401 (registers the writers of trace files and items)
+        from pyproflab.errors import StoreError
         from pyproflab.store.sourced import ingest_source
+
+        if self.store.read_only:  # before decoding every file, not after
+            raise StoreError(
+                f"{self.store.name}: store is open read-only: open it with "
+                "pyproflab.open(path) (read_only=False) to ingest"
+            )
 
         return ingest_source(self.store, source, request, **options)
 

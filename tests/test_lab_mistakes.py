@@ -10,7 +10,7 @@ import pytest
 from support.store_helpers import make_profile
 
 import pyproflab
-from pyproflab.errors import UsageError
+from pyproflab.errors import StoreError, UsageError
 from pyproflab.model import ValueType
 from pyproflab.store.ingest import ProfileMeta, ingest
 
@@ -76,3 +76,52 @@ def test_a_sample_type_no_profile_has() -> None:
             r"\(they have: alloc_space, cpu, samples\)$",
         ):
             lab.top(sample_index="nosuch")
+
+
+def test_pgo_options(lab) -> None:
+    # top=0 was a result refused as "no CPU profiles match the selection",
+    # top="3" a TypeError comparing int and str, tpo=3 one naming build_pgo().
+    with pytest.raises(UsageError, match=r"^top: must be a whole number in \[1, 100000\], not 0"):
+        lab.pgo(top=0)
+    with pytest.raises(UsageError, match=r"^top: must be a whole number, not '3'"):
+        lab.pgo(top="3")
+    with pytest.raises(UsageError, match=r"^unknown option 'tpo' \(known: all, fold_preempt, "):
+        lab.pgo_weights(tpo=3)
+    assert lab.pgo(top=1).ok
+
+
+def test_regressions_figure_says_what_it_draws(lab) -> None:
+    # Its title promised "95% Wald intervals" over bare dots, and over empty axes.
+    one = lab.regressions(base={"instance": "pod-0", "version": "v1"}, new={"version": "v2"})
+    title = one.figure_top().layout.title.text
+    assert "no intervals (no statistics with one profile on a side)" in title
+    with pyproflab.open(":memory:") as other:  # one stack: every share is 100% on both sides
+        items = [
+            (make_profile([(["main.work", "main.main"], [k, 10 * k])]), ProfileMeta(version=v))
+            for k, v in ((1, "v1"), (2, "v2"))
+        ]
+        ingest(other.store, items)
+        r = other.regressions(base={"version": "v1"}, new={"version": "v2"})
+        assert "none: no function's flat changed" in r.figure_top().layout.title.text
+
+
+def test_opening(tmp_path) -> None:
+    # open(5) made a store named "5" in the working folder; read_only="yes" was a
+    # TypeError from duckdb.connect, wait="5" one comparing str and float.
+    with pytest.raises(UsageError, match=r"^path=5: expected a file name"):
+        pyproflab.open(5)
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(UsageError, match=r"^read_only='yes': expected True or False$"):
+        pyproflab.open(db, read_only="yes")
+    with pytest.raises(UsageError, match=r"^wait='5': expected seconds, a number >= 0$"):
+        pyproflab.open(db, wait="5")
+    assert not db.exists()
+    with pyproflab.open(db):
+        # DuckDB's "Can't open a connection to same database file with a different
+        # configuration than existing connections".
+        with pytest.raises(StoreError, match=r"already open read-write in this process"):
+            pyproflab.open(db, read_only=True)
+    with pyproflab.open(db, read_only=True) as lab:
+        # It decoded every file, then said "0 new profiles ... ingest again to add the rest".
+        with pytest.raises(StoreError, match=r"store is open read-only: open it with"):
+            lab.ingest(tmp_path / "nothing.pb.gz")

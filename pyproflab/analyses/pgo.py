@@ -265,6 +265,7 @@ def pgo(
     (all of them with ``all=True``). Options: see ``build_pgo``."""
     from pyproflab.store.select import Selection
 
+    _check_options(top, options)
     chosen, candidates, notes = select_profiles(
         store, selection or Selection(), top=None if all else top
     )
@@ -278,6 +279,17 @@ def pgo(
         desc = (selection or Selection()).describe()
         result.refusal = f"no CPU profiles match the selection ({desc})"
     return result
+
+
+def _check_options(top: int | None, options: dict[str, Any]) -> None:
+    """A keyword ``pgo`` does not take, or a value outside its option's rule, is one
+    line naming it (``top=0`` was refused as if no CPU profile matched)."""
+    known = {"top", "all", "safeguards", *PgoOptions.names()} - {"min_change"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(f"unknown option {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    checked = {k: v for k, v in options.items() if k != "safeguards"}
+    PgoOptions.build(**checked, **({} if top is None else {"top": top}))
 
 
 def pgo_files(paths: Iterable[str | os.PathLike], **options: Any) -> PgoResult:

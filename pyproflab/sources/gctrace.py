@@ -117,6 +117,10 @@ BATCH_ROWS = 1 << 16
 # Characters read of a line at once: a gctrace line has about 200; the rest of
 # a longer line (program output, binary data) is read in pieces and skipped.
 LINE_LIMIT = 1 << 16
+# Byte order marks and the encoding each file is read in: Windows shells write
+# redirected output with one (PowerShell 5 in UTF-16, whose NUL bytes would
+# read as binary data); the mark itself is not part of the first line.
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 # The last microsecond of year 9999, since the epoch (Python's datetime.max).
 _MAX_US = 253_402_300_799_999_999
 
@@ -340,12 +344,16 @@ def iter_gctrace_file(
     errors: list[MetricsError] | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> Iterator[pa.Table]:
-    """``iter_gctrace`` of a log file, read as the tables are taken (undecodable
-    bytes are replaced: logs mix in program output)."""
+    """``iter_gctrace`` of a log file, read as the tables are taken (in UTF-8,
+    or as its byte order mark says; undecodable bytes are replaced: logs mix
+    in program output)."""
     name = source or str(path)
     reader = _Reader(name, process_start, errors, batch_rows)
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        with open(path, "rb") as f:
+            head = f.read(3)
+        encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), "utf-8")
+        with open(path, encoding=encoding, errors="replace", newline="\n") as f:
             first = 1
             for lines in _blocks(f, name, batch_rows):
                 yield from reader.tables(lines, first)

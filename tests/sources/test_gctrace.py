@@ -214,6 +214,19 @@ def test_lines_that_only_look_alike_are_skipped(line):
 # --- the CLI ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("encoding", "bom"),
+    [("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")],
+)
+def test_a_log_with_a_byte_order_mark_is_read_in_its_encoding(tmp_path, encoding, bom):
+    # Windows shells write redirected output with a BOM (PowerShell 5: UTF-16).
+    text = CAPTURED.read_text()
+    log = tmp_path / "gc.log"
+    log.write_bytes(bom + text.replace("\n", "\r\n").encode(encoding))
+    want = read_gctrace(CAPTURED, process_start=START)
+    assert read_gctrace(log, process_start=START).equals(want)
+
+
 def test_cli_ingest_gctrace(tmp_path, capsys):
     from pyproflab.cli import main
 
