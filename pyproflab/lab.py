@@ -287,15 +287,17 @@ class Lab:
         ``sched``, ``stw``, ``tasks``, ``leaks``: ``analyses.gotrace_answers``)
         over the selected traces; ``path=FILE`` asks one trace file instead.
         Other keywords are the question's options (``window_s``, ``top`` ...)."""
-        from pyproflab.analyses.gotrace_answers import ANSWERS, answer
+        from pyproflab.analyses.gotrace_answers import ANSWERS, answer, options_of
 
         path = kwargs.pop("path", None)
+        given = selection is not None or any(k in SELECTION_KEYS for k in kwargs)
         sel = _selection(selection, kwargs)
         if question not in ANSWERS:
             raise ValueError(f"unknown trace question {question!r}; one of {', '.join(ANSWERS)}")
-        options_class = ANSWERS[question][2]
-        options = options_class(**kwargs) if kwargs else None
+        options = options_of(question, **kwargs)
         if path is not None:
+            if given:  # the selection was dropped without a word
+                raise TypeError("give path= (one trace file) or a selection, not both")
             return answer(question, path=path, options=options)
         return answer(question, store=self.store, selection=sel, options=options)
 

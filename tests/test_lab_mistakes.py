@@ -5,6 +5,7 @@ and an empty answer says it is empty."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from support.store_helpers import make_profile
@@ -13,6 +14,8 @@ import pyproflab
 from pyproflab.errors import StoreError, UsageError
 from pyproflab.model import ValueType
 from pyproflab.store.ingest import ProfileMeta, ingest
+
+TRACE = Path(__file__).parent / "testdata" / "traces" / "chan.trace"
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +128,24 @@ def test_opening(tmp_path) -> None:
         # It decoded every file, then said "0 new profiles ... ingest again to add the rest".
         with pytest.raises(StoreError, match=r"store is open read-only: open it with"):
             lab.ingest(tmp_path / "nothing.pb.gz")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"window_s": 0}, r"^window_s=0: expected a number > 0$"),  # was a ZeroDivisionError
+        ({"window_s": -1}, r"^window_s=-1: expected a number > 0$"),  # was no windows
+        ({"window_s": "1"}, r"^window_s='1': expected a number > 0$"),  # was a TypeError
+        ({"top": -1}, r"^top=-1: expected a whole number >= 0$"),  # was no longest waits
+        ({"windw_s": 1}, r"^trace sched: unknown option 'windw_s' \(known: window_s, top, "),
+    ],
+)
+def test_trace_options(lab, options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        lab.trace("sched", path=TRACE, **options)
+
+
+def test_trace_path_and_selection(lab) -> None:
+    with pytest.raises(TypeError, match=r"^give path= \(one trace file\) or a selection, not b"):
+        lab.trace("sched", path=TRACE, service="api")  # the selection was dropped
+    assert lab.trace("sched", path=TRACE, window_s=0.5).windows.num_rows > 0
