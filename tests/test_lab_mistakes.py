@@ -164,3 +164,11 @@ def test_pgo_effect_and_check_options(lab, tmp_path) -> None:
     with pytest.raises(UsageError, match=r"^cdf_percent: must be a number in \(0, 100\], not 200"):
         lab.pgo_check(tmp_path / "default.pgo", tmp_path, cdf_percent=200)
     assert lab.pgo_effect(v1, v2, confidence=0.9).cpu is not None
+
+
+def test_results_with_a_table_have_both_views(lab) -> None:
+    # The Lab's docstring promises to_pandas() and to_arrow(); PgoResult and
+    # GogcResult had only to_pandas.
+    r = lab.pgo()
+    assert r.to_arrow().column_names == list(r.to_pandas().columns)
+    assert r.to_arrow().num_rows == len(r.to_pandas()) > 0

@@ -111,6 +111,10 @@ class GogcResult:
     def to_pandas(self):
         return self.table.to_pandas()
 
+    def to_arrow(self):
+        """The settings' table (as ``to_pandas``; every result with a table has both)."""
+        return self.table
+
     @property
     def current(self) -> dict[str, Any]:
         return next(r for r in self.rows() if r["current"])
