@@ -31,6 +31,18 @@ def _selection(selection: Any, kwargs: dict[str, Any]) -> Selection:
     return Selection.of(selection if selection is not None else picked)
 
 
+def _selection_only(method: str, selection: Any, kwargs: dict[str, Any], *extra: str) -> Selection:
+    """``_selection`` for a method whose keywords are the selection's (and ``extra``):
+    any other keyword is refused (a misspelled key selected everything)."""
+    sel = _selection(selection, kwargs)
+    if kwargs:
+        raise TypeError(
+            f"{method}() got an unexpected keyword {next(iter(kwargs))!r} "
+            f"(selection keys: {', '.join((*SELECTION_KEYS, *extra))})"
+        )
+    return sel
+
+
 class Lab:
     """A store plus the analyses that run on it."""
 
@@ -143,11 +155,12 @@ class Lab:
 
     def profiles(self, selection: Selection | None = None, **kwargs: Any) -> pa.Table:
         """The selected profiles' metadata, one row each."""
-        return self.store.profiles(_selection(selection, kwargs))
+        return self.store.profiles(_selection_only("profiles", selection, kwargs))
 
     def merged(self, selection: Selection | None = None, **kwargs: Any) -> Profile:
         """One profile merging the selection, as ``go tool pprof -proto`` would."""
-        return self.store.merged_profile(self._one_kind(_selection(selection, kwargs)))
+        sel = _selection_only("merged", selection, kwargs)
+        return self.store.merged_profile(self._one_kind(sel))
 
     def top(self, selection: Selection | None = None, **kwargs: Any):
         """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``.
@@ -193,12 +206,7 @@ class Lab:
         """
         from pyproflab.analyses.gc import gc
 
-        sel = _selection(selection, kwargs)
-        if kwargs:  # gc has no options but categories: a misspelled key selected everything
-            raise TypeError(
-                f"gc() got an unexpected keyword {next(iter(kwargs))!r} "
-                f"(selection keys: {', '.join(SELECTION_KEYS)}; categories)"
-            )
+        sel = _selection_only("gc", selection, kwargs, "categories")
         return gc(self.store, sel, categories=categories)
 
     def gogc(

@@ -56,10 +56,12 @@ def test_regressions_sides(lab) -> None:
         lab.regressions(base={"version": "v1"}, new={"verison": "v2"})
 
 
-def test_gc_misspelled_keyword(lab) -> None:
-    # It was dropped: gc(servce="api") answered for the whole store.
-    with pytest.raises(TypeError, match=r"^gc\(\) got an unexpected keyword 'servce'"):
-        lab.gc(servce="api")
+@pytest.mark.parametrize("method", ["gc", "profiles", "merged"])
+def test_misspelled_selection_keyword(lab, method: str) -> None:
+    # It was dropped: gc(servce="api"), profiles(...) and merged(...) answered for the
+    # whole store.
+    with pytest.raises(TypeError, match=rf"^{method}\(\) got an unexpected keyword 'servce'"):
+        getattr(lab, method)(servce="api")
 
 
 def test_a_sample_type_no_profile_has() -> None:
