@@ -225,9 +225,10 @@ class Lab:
         current predicted peak, or a size; default the container's memory limit),
         headroom, gogc, current_limit, process_cpu, peak_rss, cpu_limit,
         container_memory, cgroup."""
-        from pyproflab.analyses.gogc import gogc
+        from pyproflab.analyses.gogc import gogc, refuse_unused
 
         sel = None if observation is not None else _selection(selection, kwargs)
+        refuse_unused(sel)
         return gogc(self.store, sel, observation=observation, options=options, **kwargs)
 
     def pgo(self, selection: Selection | None = None, **kwargs: Any):

@@ -174,3 +174,28 @@ def test_results_with_a_table_have_both_views(lab) -> None:
     r = lab.pgo()
     assert r.to_arrow().column_names == list(r.to_pandas().columns)
     assert r.to_arrow().num_rows == len(r.to_pandas()) > 0
+
+
+def test_gogc_refuses_what_it_does_not_select_by(lab) -> None:
+    # gogc(since="2099-01-01") modelled every stored cycle without a word.
+    with pytest.raises(UsageError, match=r"^gogc: since is not used: the advice models every"):
+        lab.gogc(since="2099-01-01")
+    with pytest.raises(UsageError, match=r"^gogc: profile_type is not used"):
+        lab.gogc(profile_type="cpu")
+
+
+def test_gogc_cli_refuses_a_window(tmp_path, capsys) -> None:
+    from pyproflab.cli import main
+
+    db = tmp_path / "s.duckdb"
+    pyproflab.open(db).close()
+    assert main(["gogc", "--db", str(db), "--since", "2099-01-01"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "gogc: since is not used: the advice models "
+            "every stored GC cycle and metric sample of "
+            "the service, version and instance"
+        )
+    )

@@ -255,6 +255,22 @@ def _notes(
     return out
 
 
+def refuse_unused(selection) -> None:
+    """A selection field ``observe_store`` does not use (a time window, labels, a
+    profile type) is refused in one line: the advice would be about every stored
+    cycle of the service, version and instance (it was, without a word)."""
+    unused = [
+        k
+        for k in ("since", "until", "labels", "profile_type", "profile_ids")
+        if getattr(selection, k, None) is not None
+    ]
+    if unused:
+        raise UsageError(
+            f"gogc: {unused[0]} is not used: the advice models every stored GC cycle "
+            "and metric sample of the service, version and instance"
+        )
+
+
 def gogc(
     store=None,
     selection=None,
@@ -298,6 +314,7 @@ __all__ = [
     "observe_store",
     "parse_candidates",
     "parse_gogc",
+    "refuse_unused",
     "parse_limit",
     "parse_size",
     "read_gctrace_files",
