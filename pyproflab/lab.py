@@ -31,6 +31,18 @@ def _selection(selection: Any, kwargs: dict[str, Any]) -> Selection:
     return Selection.of(selection if selection is not None else picked)
 
 
+def _selection_only(method: str, selection: Any, kwargs: dict[str, Any], *extra: str) -> Selection:
+    """``_selection`` for a method whose keywords are the selection's (and ``extra``):
+    any other keyword is refused (a misspelled key selected everything)."""
+    sel = _selection(selection, kwargs)
+    if kwargs:
+        raise TypeError(
+            f"{method}() got an unexpected keyword {next(iter(kwargs))!r} "
+            f"(selection keys: {', '.join((*SELECTION_KEYS, *extra))})"
+        )
+    return sel
+
+
 class Lab:
     """A store plus the analyses that run on it."""
 
@@ -50,6 +62,16 @@ class Lab:
         """Open (or create) the store at ``path``; ``":memory:"`` for a throw-away
         one. A store another process holds (a job ingesting) is waited for up to
         ``wait`` seconds, then refused in one line."""
+        from pyproflab.errors import UsageError
+
+        # Checked here, not by DuckDB: open(5) made a store named "5", read_only="yes"
+        # was a TypeError from duckdb.connect, wait="5" one comparing str and float.
+        if not isinstance(path, (str, os.PathLike)):
+            raise UsageError(f"path={path!r}: expected a file name (str or Path) or ':memory:'")
+        if not isinstance(read_only, bool):
+            raise UsageError(f"read_only={read_only!r}: expected True or False")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+            raise UsageError(f"wait={wait!r}: expected seconds, a number >= 0")
         return cls(Store.open(path, read_only=read_only, wait=wait))
 
     @classmethod
@@ -118,7 +140,14 @@ class Lab:
         batch; returns an ``IngestReport``. ``options``: those of
         ``store.sourced.ingest_source`` (progress, batch_size, batch_bytes, ...)."""
         import pyproflab.store.traces  # noqa: F401 (registers the writers of trace files and items)
+        from pyproflab.errors import StoreError
         from pyproflab.store.sourced import ingest_source
+
+        if self.store.read_only:  # before decoding every file, not after
+            raise StoreError(
+                f"{self.store.name}: store is open read-only: open it with "
+                "pyproflab.open(path) (read_only=False) to ingest"
+            )
 
         return ingest_source(self.store, source, request, **options)
 
@@ -126,11 +155,12 @@ class Lab:
 
     def profiles(self, selection: Selection | None = None, **kwargs: Any) -> pa.Table:
         """The selected profiles' metadata, one row each."""
-        return self.store.profiles(_selection(selection, kwargs))
+        return self.store.profiles(_selection_only("profiles", selection, kwargs))
 
     def merged(self, selection: Selection | None = None, **kwargs: Any) -> Profile:
         """One profile merging the selection, as ``go tool pprof -proto`` would."""
-        return self.store.merged_profile(self._one_kind(_selection(selection, kwargs)))
+        sel = _selection_only("merged", selection, kwargs)
+        return self.store.merged_profile(self._one_kind(sel))
 
     def top(self, selection: Selection | None = None, **kwargs: Any):
         """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``.
@@ -176,12 +206,7 @@ class Lab:
         """
         from pyproflab.analyses.gc import gc
 
-        sel = _selection(selection, kwargs)
-        if kwargs:  # gc has no options but categories: a misspelled key selected everything
-            raise TypeError(
-                f"gc() got an unexpected keyword {next(iter(kwargs))!r} "
-                f"(selection keys: {', '.join(SELECTION_KEYS)}; categories)"
-            )
+        sel = _selection_only("gc", selection, kwargs, "categories")
         return gc(self.store, sel, categories=categories)
 
     def gogc(
@@ -200,9 +225,10 @@ class Lab:
         current predicted peak, or a size; default the container's memory limit),
         headroom, gogc, current_limit, process_cpu, peak_rss, cpu_limit,
         container_memory, cgroup."""
-        from pyproflab.analyses.gogc import gogc
+        from pyproflab.analyses.gogc import gogc, refuse_unused
 
         sel = None if observation is not None else _selection(selection, kwargs)
+        refuse_unused(sel)
         return gogc(self.store, sel, observation=observation, options=options, **kwargs)
 
     def pgo(self, selection: Selection | None = None, **kwargs: Any):
@@ -226,7 +252,7 @@ class Lab:
         (``PgoCheckResult``; needs Go to build the source reader)."""
         from pyproflab.analyses.pgo_check import CheckOptions, check
 
-        return check(profile, source, CheckOptions(**options))
+        return check(profile, source, CheckOptions.build(**options))
 
     def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
         """What PGO changed between two builds' profiles (Selections or dicts such as
@@ -235,7 +261,7 @@ class Lab:
         from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
 
         before, after = Selection.of(before, "before"), Selection.of(after, "after")
-        return pgo_effect(self.store, before, after, EffectOptions(**options), log=log)
+        return pgo_effect(self.store, before, after, EffectOptions.build(**options), log=log)
 
     @staticmethod
     def pgo_build_log(
@@ -270,15 +296,17 @@ class Lab:
         ``sched``, ``stw``, ``tasks``, ``leaks``: ``analyses.gotrace_answers``)
         over the selected traces; ``path=FILE`` asks one trace file instead.
         Other keywords are the question's options (``window_s``, ``top`` ...)."""
-        from pyproflab.analyses.gotrace_answers import ANSWERS, answer
+        from pyproflab.analyses.gotrace_answers import ANSWERS, answer, options_of
 
         path = kwargs.pop("path", None)
+        given = selection is not None or any(k in SELECTION_KEYS for k in kwargs)
         sel = _selection(selection, kwargs)
         if question not in ANSWERS:
             raise ValueError(f"unknown trace question {question!r}; one of {', '.join(ANSWERS)}")
-        options_class = ANSWERS[question][2]
-        options = options_class(**kwargs) if kwargs else None
+        options = options_of(question, **kwargs)
         if path is not None:
+            if given:  # the selection was dropped without a word
+                raise TypeError("give path= (one trace file) or a selection, not both")
             return answer(question, path=path, options=options)
         return answer(question, store=self.store, selection=sel, options=options)
 

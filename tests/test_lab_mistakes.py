@@ -5,14 +5,17 @@ and an empty answer says it is empty."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from support.store_helpers import make_profile
 
 import pyproflab
-from pyproflab.errors import UsageError
+from pyproflab.errors import StoreError, UsageError
 from pyproflab.model import ValueType
 from pyproflab.store.ingest import ProfileMeta, ingest
+
+TRACE = Path(__file__).parent / "testdata" / "traces" / "chan.trace"
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +56,12 @@ def test_regressions_sides(lab) -> None:
         lab.regressions(base={"version": "v1"}, new={"verison": "v2"})
 
 
-def test_gc_misspelled_keyword(lab) -> None:
-    # It was dropped: gc(servce="api") answered for the whole store.
-    with pytest.raises(TypeError, match=r"^gc\(\) got an unexpected keyword 'servce'"):
-        lab.gc(servce="api")
+@pytest.mark.parametrize("method", ["gc", "profiles", "merged"])
+def test_misspelled_selection_keyword(lab, method: str) -> None:
+    # It was dropped: gc(servce="api"), profiles(...) and merged(...) answered for the
+    # whole store.
+    with pytest.raises(TypeError, match=rf"^{method}\(\) got an unexpected keyword 'servce'"):
+        getattr(lab, method)(servce="api")
 
 
 def test_a_sample_type_no_profile_has() -> None:
@@ -88,3 +93,109 @@ def test_pgo_options(lab) -> None:
     with pytest.raises(UsageError, match=r"^unknown option 'tpo' \(known: all, fold_preempt, "):
         lab.pgo_weights(tpo=3)
     assert lab.pgo(top=1).ok
+
+
+def test_regressions_figure_says_what_it_draws(lab) -> None:
+    # Its title promised "95% Wald intervals" over bare dots, and over empty axes.
+    one = lab.regressions(base={"instance": "pod-0", "version": "v1"}, new={"version": "v2"})
+    title = one.figure_top().layout.title.text
+    assert "no intervals (no statistics with one profile on a side)" in title
+    with pyproflab.open(":memory:") as other:  # one stack: every share is 100% on both sides
+        items = [
+            (make_profile([(["main.work", "main.main"], [k, 10 * k])]), ProfileMeta(version=v))
+            for k, v in ((1, "v1"), (2, "v2"))
+        ]
+        ingest(other.store, items)
+        r = other.regressions(base={"version": "v1"}, new={"version": "v2"})
+        assert "none: no function's flat changed" in r.figure_top().layout.title.text
+
+
+def test_opening(tmp_path) -> None:
+    # open(5) made a store named "5" in the working folder; read_only="yes" was a
+    # TypeError from duckdb.connect, wait="5" one comparing str and float.
+    with pytest.raises(UsageError, match=r"^path=5: expected a file name"):
+        pyproflab.open(5)
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(UsageError, match=r"^read_only='yes': expected True or False$"):
+        pyproflab.open(db, read_only="yes")
+    with pytest.raises(UsageError, match=r"^wait='5': expected seconds, a number >= 0$"):
+        pyproflab.open(db, wait="5")
+    assert not db.exists()
+    with pyproflab.open(db):
+        # DuckDB's "Can't open a connection to same database file with a different
+        # configuration than existing connections".
+        with pytest.raises(StoreError, match=r"already open read-write in this process"):
+            pyproflab.open(db, read_only=True)
+    with pyproflab.open(db, read_only=True) as lab:
+        # It decoded every file, then said "0 new profiles ... ingest again to add the rest".
+        with pytest.raises(StoreError, match=r"store is open read-only: open it with"):
+            lab.ingest(tmp_path / "nothing.pb.gz")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"window_s": 0}, r"^window_s=0: expected a number > 0$"),  # was a ZeroDivisionError
+        ({"window_s": -1}, r"^window_s=-1: expected a number > 0$"),  # was no windows
+        ({"window_s": "1"}, r"^window_s='1': expected a number > 0$"),  # was a TypeError
+        ({"top": -1}, r"^top=-1: expected a whole number >= 0$"),  # was no longest waits
+        ({"windw_s": 1}, r"^trace sched: unknown option 'windw_s' \(known: window_s, top, "),
+    ],
+)
+def test_trace_options(lab, options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        lab.trace("sched", path=TRACE, **options)
+
+
+def test_trace_path_and_selection(lab) -> None:
+    with pytest.raises(TypeError, match=r"^give path= \(one trace file\) or a selection, not b"):
+        lab.trace("sched", path=TRACE, service="api")  # the selection was dropped
+    assert lab.trace("sched", path=TRACE, window_s=0.5).windows.num_rows > 0
+
+
+def test_pgo_effect_and_check_options(lab, tmp_path) -> None:
+    # confidence=2 and top=-1 were taken (intervals of nothing, rows cut from the
+    # end); misspelled keywords were TypeErrors naming EffectOptions, CheckOptions.
+    v1, v2 = {"version": "v1"}, {"version": "v2"}
+    with pytest.raises(UsageError, match=r"^confidence: must be a number in \(0, 1\), not 2$"):
+        lab.pgo_effect(v1, v2, confidence=2)
+    with pytest.raises(UsageError, match=r"^top: must be a whole number >= 0, not -1$"):
+        lab.pgo_effect(v1, v2, top=-1)
+    with pytest.raises(UsageError, match=r"^unknown option 'confidnce' \(known: confidence, "):
+        lab.pgo_effect(v1, v2, confidnce=0.9)
+    with pytest.raises(UsageError, match=r"^cdf_percent: must be a number in \(0, 100\], not 200"):
+        lab.pgo_check(tmp_path / "default.pgo", tmp_path, cdf_percent=200)
+    assert lab.pgo_effect(v1, v2, confidence=0.9).cpu is not None
+
+
+def test_results_with_a_table_have_both_views(lab) -> None:
+    # The Lab's docstring promises to_pandas() and to_arrow(); PgoResult and
+    # GogcResult had only to_pandas.
+    r = lab.pgo()
+    assert r.to_arrow().column_names == list(r.to_pandas().columns)
+    assert r.to_arrow().num_rows == len(r.to_pandas()) > 0
+
+
+def test_gogc_refuses_what_it_does_not_select_by(lab) -> None:
+    # gogc(since="2099-01-01") modelled every stored cycle without a word.
+    with pytest.raises(UsageError, match=r"^gogc: since is not used: the advice models every"):
+        lab.gogc(since="2099-01-01")
+    with pytest.raises(UsageError, match=r"^gogc: profile_type is not used"):
+        lab.gogc(profile_type="cpu")
+
+
+def test_gogc_cli_refuses_a_window(tmp_path, capsys) -> None:
+    from pyproflab.cli import main
+
+    db = tmp_path / "s.duckdb"
+    pyproflab.open(db).close()
+    assert main(["gogc", "--db", str(db), "--since", "2099-01-01"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "gogc: since is not used: the advice models "
+            "every stored GC cycle and metric sample of "
+            "the service, version and instance"
+        )
+    )

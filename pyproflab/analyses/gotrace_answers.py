@@ -8,6 +8,7 @@ runs the analysis; ``stw`` joins the store's gctrace when reading a store.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -28,6 +29,38 @@ ANSWERS: dict[str, tuple[list[str], Callable[..., Any], type]] = {
     "tasks": (["tasks", "regions"], gotrace.task_latency, type(None)),
     "leaks": (["goroutines", "stacks"], gotrace.goroutine_counts, gotrace.LeakOptions),
 }
+
+
+# The numeric options' floor and whether it is excluded; the CLI's flags say the same.
+_LOW = {"window_s": (0, True), "starved_p99_ms": (0, True), "top": (0, False)}
+_LOW |= {"windows": (1, False), "min_growth": (0, False)}
+_WHOLE = ("top", "windows", "min_growth")
+
+
+def options_of(name: str, **keywords: Any) -> Any:
+    """The options object of question ``name`` from keywords (None when none are
+    given), each checked: an unknown keyword, a wrong type or a number out of
+    range is one line naming it (``window_s=0`` was a ZeroDivisionError,
+    ``window_s=-1`` an answer without windows)."""
+    if not keywords:
+        return None
+    cls = ANSWERS[name][2]
+    known = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+    unknown = sorted(set(keywords) - set(known))
+    if unknown:
+        raise UsageError(
+            f"trace {name}: unknown option {unknown[0]!r} (known: {', '.join(known) or 'none'})"
+        )
+    for key, v in keywords.items():
+        if key not in _LOW or (v is None and key == "top" and name == "goroutines"):
+            continue
+        low, open_ = _LOW[key]
+        whole = key in _WHOLE
+        number = not isinstance(v, bool) and isinstance(v, int if whole else (int, float))
+        if not number or not (v > low if open_ else v >= low):
+            what = "a whole number" if whole else "a number"
+            raise UsageError(f"{key}={v!r}: expected {what} {'>' if open_ else '>='} {low}")
+    return cls(**keywords)
 
 
 def load(

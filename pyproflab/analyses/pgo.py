@@ -207,6 +207,10 @@ class PgoResult:
         """The edges as a DataFrame (caller, callee, offset, weight, share, cum_share, hot)."""
         return self.edges_table().to_pandas()
 
+    def to_arrow(self) -> pa.Table:
+        """The edges as ``to_pandas`` has them, as an Arrow table."""
+        return self.edges_table()
+
     def edges_table(self) -> pa.Table:
         e = self.verified or self.edges
         return pa.table(

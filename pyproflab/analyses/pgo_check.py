@@ -57,6 +57,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyproflab.analyses.options import Options, option
 from pyproflab.analyses.pgo_edges import HOT_CDF_PERCENT, Edge, EdgeSet, read_edges
 from pyproflab.display import render
 from pyproflab.errors import UsageError
@@ -73,12 +74,13 @@ RUNTIME_PREFIXES = ("internal/runtime/", "runtime/internal/")
 
 
 @dataclass(frozen=True)
-class CheckOptions:
-    """What ``check`` takes (defaults: the compiler's cutoff, the verdict bounds)."""
+class CheckOptions(Options):
+    """What ``check`` takes (defaults: the compiler's cutoff, the verdict bounds),
+    percentages, each checked (``analyses.options``)."""
 
-    current_at: float = 90.0
-    stale_below: float = 50.0
-    cdf_percent: float = HOT_CDF_PERCENT
+    current_at: float = option(90.0, low=0, high=100)
+    stale_below: float = option(50.0, low=0, high=100)
+    cdf_percent: float = option(HOT_CDF_PERCENT, low=0, high=100, low_open=True)
 
 
 @dataclass(frozen=True)

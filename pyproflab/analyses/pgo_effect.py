@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyproflab.analyses.options import Options, option
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 
@@ -67,12 +68,13 @@ _DEVIRT = re.compile(rf"^{_POS}: PGO devirtualizing (interface|function) call (.
 
 
 @dataclass(frozen=True)
-class EffectOptions:
+class EffectOptions(Options):
     """What ``pgo_effect`` takes: the interval's confidence, the CPU rows kept,
-    the counter of work CPU is divided by (None: per second)."""
+    the counter of work CPU is divided by (None: per second). Each is checked
+    (``analyses.options``: confidence=2 gave intervals of nothing, top=-1 cut rows)."""
 
-    confidence: float = 0.95
-    top: int = 10
+    confidence: float = option(0.95, low=0, high=1, low_open=True, high_open=True)
+    top: int = option(10, low=0)
     per: str | None = None
 
 

@@ -121,6 +121,7 @@ def _from_store(args: argparse.Namespace, opts, model):
         raise UsageError(
             f"{path}: no such store (or give --gctrace LOG, --metrics FILE or figures)"
         )
+    model.refuse_unused(common.selection_from_args(args))
     with common.open_store(args, read_only=True) as store:
         return model.observe_store(
             store,

@@ -359,9 +359,16 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
         )
     )
     kind = "Wald" if result.test == "quasi-poisson" else "bootstrap"
+    # The title says what is drawn: no rows, or rows without intervals (one profile
+    # on a side), were an empty chart or bare dots under a title promising intervals.
+    if not rows:
+        how = f"none: no function's {metric} changed"
+    elif all(v is None for v in plus + minus):
+        how = "no intervals (no statistics with one profile on a side): the plain diff"
+    else:
+        how = f"{_level(result.confidence)} {kind} intervals, unadjusted; red: q ≤ {result.fdr:g}"
     fig.update_layout(
-        title=f"Top {metric} changes ({plotly_text(result.rate_unit)}), "
-        f"{_level(result.confidence)} {kind} intervals, unadjusted; red: q ≤ {result.fdr:g}",
+        title=f"Top {metric} changes ({plotly_text(result.rate_unit)}), {how}",
         yaxis={"tickvals": list(range(len(rows))), "ticktext": names},
         xaxis_title=plotly_text(f"change of {_what(result, metric)}"),
         height=max(300, 28 * len(rows) + 120),

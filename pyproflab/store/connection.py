@@ -104,6 +104,12 @@ def _connect(name: str, read_only: bool, deadline: float, wait: float) -> duckdb
             msg = _first_line(e)
             if "not a valid DuckDB database" in msg:
                 raise StoreError(f"{name}: not a DuckDB store") from e
+            if "different configuration than existing" in msg:  # one process, two modes
+                mode = "read-write" if read_only else "read-only"
+                raise StoreError(
+                    f"{name}: already open {mode} in this process (another Lab or Store): "
+                    "use that one, or close() it first"
+                ) from e
             if "lock" not in msg.lower():
                 raise store_error(name, "cannot open store", e) from e
             if time.monotonic() < deadline:

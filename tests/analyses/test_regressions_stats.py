@@ -106,6 +106,11 @@ def test_change_points_step_and_transient() -> None:
     assert p <= 0.05 and [c["window"] for c in ch] == [5, 6]
     assert ch[0]["status"] == "went away" and ch[0]["until_window"] == 6
     assert ch[1]["status"] == "return"
+    # change_lo/hi are the change's interval, a fall's below zero too (change_lo
+    # was the lower end of |change|: above the change itself for a fall).
+    for c in ch:
+        assert c["change_lo"] <= c["change"] <= c["change_hi"], c
+    assert ch[0]["change_lo"] > 0 and ch[1]["change_hi"] < 0, ch
 
 
 def test_flat_series_has_no_change_point() -> None:

@@ -111,6 +111,10 @@ class GogcResult:
     def to_pandas(self):
         return self.table.to_pandas()
 
+    def to_arrow(self):
+        """The settings' table (as ``to_pandas``; every result with a table has both)."""
+        return self.table
+
     @property
     def current(self) -> dict[str, Any]:
         return next(r for r in self.rows() if r["current"])
@@ -251,6 +255,22 @@ def _notes(
     return out
 
 
+def refuse_unused(selection) -> None:
+    """A selection field ``observe_store`` does not use (a time window, labels, a
+    profile type) is refused in one line: the advice would be about every stored
+    cycle of the service, version and instance (it was, without a word)."""
+    unused = [
+        k
+        for k in ("since", "until", "labels", "profile_type", "profile_ids")
+        if getattr(selection, k, None) is not None
+    ]
+    if unused:
+        raise UsageError(
+            f"gogc: {unused[0]} is not used: the advice models every stored GC cycle "
+            "and metric sample of the service, version and instance"
+        )
+
+
 def gogc(
     store=None,
     selection=None,
@@ -294,6 +314,7 @@ __all__ = [
     "observe_store",
     "parse_candidates",
     "parse_gogc",
+    "refuse_unused",
     "parse_limit",
     "parse_size",
     "read_gctrace_files",

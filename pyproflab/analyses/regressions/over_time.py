@@ -31,14 +31,17 @@ Rules:
    surely (smaller first p; flat on a tie); functions below ``min_share`` of
    the total are not tested.
 3. Each change point: the first window after it, its start time, the rates
-   before and after (the adjacent segments), the relative change with a
-   Wald interval on the log ratio (over-dispersion from the segmented fit,
-   at least 1), and its status: ``went away`` when a later change returns
+   before and after (the adjacent segments), the change with its Wald
+   interval (``change_lo``, ``change_hi``) and the relative change with one
+   on the log ratio (over-dispersion from the segmented fit, at least 1),
+   and its status: ``went away`` when a later change returns
    the rate to one consistent with the rate before (and when), the return
    itself ``return``; otherwise ``persisted``.
-4. A change is ``explained_by`` a more credible change (larger lower end of
-   the absolute change) in the same window and direction of a function on
-   the same stacks (ancestor or descendant).
+4. Changes are ranked by the lower end of their size (``|change|`` less its
+   interval's half width), the surest first, returns last. A change is
+   ``explained_by`` a more credible change (ranked before it) in the same
+   window and direction of a function on the same stacks (ancestor or
+   descendant).
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ CHANGES_SCHEMA = pa.schema(
         pa.field("rate_after", pa.float64()),
         pa.field("change", pa.float64()),
         pa.field("change_lo", pa.float64()),
+        pa.field("change_hi", pa.float64()),
         pa.field("rel", pa.float64()),
         pa.field("rel_lo", pa.float64()),
         pa.field("rel_hi", pa.float64()),
@@ -203,7 +207,9 @@ def _changes(y, d, cuts, unit_value, confidence) -> list[dict]:
                 "rate_before": yb / db * unit_value,
                 "rate_after": ya / da * unit_value,
                 "change": ch,
-                "change_lo": abs(ch) - q * se_c,
+                "change_lo": ch - q * se_c,
+                "change_hi": ch + q * se_c,
+                "_sure": abs(ch) - q * se_c,  # the lower end of its size: the ranking's
                 "rel": float(rel),
                 "rel_lo": float(lo),
                 "rel_hi": float(hi),
@@ -360,7 +366,7 @@ def _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng):
 def _rank(found: list[dict], paths, starts) -> pa.Table:
     """Most credible first; a change explained by an earlier one on the same
     stacks, window and direction is marked so (rule 4)."""
-    found.sort(key=lambda c: (c["status"] == "return", -c["change_lo"], c["label"]))
+    found.sort(key=lambda c: (c["status"] == "return", -c["_sure"], c["label"]))
     anc = attribution.ancestors(paths, {c["_node"] for c in found})
     heads: list[dict] = []
     for c in found:
