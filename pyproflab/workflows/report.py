@@ -422,15 +422,23 @@ def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:
     from pyproflab.analyses.gogc import gogc
 
     used = budget or DEFAULT_BUDGET
+    # gogc selects its GC data by service, version and instance only (and refuses
+    # the rest): the command shown runs as printed.
+    whole = Selection(service=sel.service, version=sel.version, instance=sel.instance)
     s = Section(
         "gogc",
         "GOGC trade-off and recommendation",
-        [_cmd("gogc", *_flags(sel, db), "--budget", used, "--format", "json")],
+        [_cmd("gogc", *_flags(whole, db), "--budget", used, "--format", "json")],
     )
     if not any(_gc_rows(store).values()):
         return s.skip(_NO_GC)
+    if whole != sel:
+        s.notes.append(
+            "the time window, labels and type of the selection do not apply here: the model "
+            "uses every stored GC cycle of its services, versions and instances"
+        )
     try:
-        result = gogc(store, sel, budget=used)
+        result = gogc(store, whole, budget=used)
     except StoreIOError:
         raise  # a damaged store stops the report: never a skipped section
     except ProflabError as e:

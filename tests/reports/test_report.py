@@ -184,3 +184,19 @@ def test_script_json_escapes_script_ends():
     text = script_json({"n": "</script><script>alert(2)</script>", "m": "<!-- \u2028 &"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
     assert json.loads(text) == {"n": "</script><script>alert(2)</script>", "m": "<!-- \u2028 &"}
+
+
+def test_a_windowed_reports_gogc_command_runs(capsys):
+    """gogc refuses a time window (it models every stored cycle): the section's
+    command leaves it out, the section says so, and the command runs as shown."""
+    from pyproflab.store import Selection, Store
+    from pyproflab.workflows.report import gogc_section
+
+    db = demo_store()
+    with Store.open(db, read_only=True) as store:
+        s = gogc_section(store, Selection(service="notesd", since="72h"), str(db), "1.5x")
+    assert "gogc" in s.found and not s.skipped
+    assert any("time window, labels and type of the selection do not apply" in n for n in s.notes)
+    (command,) = s.commands
+    assert "--since" not in command and "--service notesd" in command
+    assert main(shlex.split(command)[1:]) == 0, capsys.readouterr().err
