@@ -36,6 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pyproflab import gohelper, schema
+from pyproflab.decode.inputs import open_input
 from pyproflab.errors import TraceError
 
 HEADER = re.compile(rb"go 1\.(\d+) trace\x00\x00\x00")
@@ -67,7 +68,7 @@ def gzipped_trace(data: bytes | bytearray) -> bool:
 def file_trace_version(path: str | os.PathLike) -> int | None:
     """The trace version of a file, or None when it is not a trace."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             return trace_version(f.read(HEADER_BYTES))
     except OSError:
         return None
@@ -76,7 +77,7 @@ def file_trace_version(path: str | os.PathLike) -> int | None:
 def check_trace_file(path: str | os.PathLike) -> int:
     """The file's trace version; ``TraceError`` when it is not one we read."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(HEADER_BYTES)
             minor = trace_version(head)
             if minor is None and gzipped_trace(head + f.read(GZIP_PEEK)):

@@ -33,6 +33,7 @@ except ImportError:  # a platform without its wheel: the standard library's
     import zlib  # type: ignore[no-redef]
 
 from pyproflab.decode import legacy
+from pyproflab.decode.inputs import open_input
 from pyproflab.decode.limits import Limits
 from pyproflab.decode.limits import check as check_limits
 from pyproflab.decode.lite import TopLevel, parse_top_level
@@ -68,7 +69,7 @@ def read_profile(
     """Read and decode the pprof file at ``path``."""
     source = str(path)
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             # A raw file larger than the cap is refused before it is read.
             size = os.fstat(f.fileno()).st_size
             head = f.read(2)

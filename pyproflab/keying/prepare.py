@@ -25,6 +25,7 @@ import numpy as np
 
 from pyproflab import forkserver
 from pyproflab.decode.gotrace import HEADER_BYTES, trace_version
+from pyproflab.decode.inputs import open_input
 from pyproflab.errors import ProfileError, StoreError
 from pyproflab.keying.keys import KeyedProfile, ProfileMeta, key_profile
 from pyproflab.keying.paths import PathTemplate, compile_template, sidecar_meta, template_meta
@@ -40,7 +41,7 @@ def _read_raw(path: str, max_bytes: int) -> tuple[bytes | bytearray, str]:
         size = os.path.getsize(path)
         if size > max_bytes:
             raise TooLargeError(path, f"file is larger than the cap of {max_bytes} bytes")
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(HEADER_BYTES)
             if trace_version(head) is not None:
                 raise _TraceFile()  # never read whole: the trace writer streams it

@@ -50,6 +50,7 @@ Rules:
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -61,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyproflab import schema
+from pyproflab.decode.inputs import open_input
 from pyproflab.errors import MetricsError
 from pyproflab.sources.gctrace_runs import RunSplitter
 
@@ -350,10 +352,9 @@ def iter_gctrace_file(
     name = source or str(path)
     reader = _Reader(name, process_start, errors, batch_rows)
     try:
-        with open(path, "rb") as f:
-            head = f.read(3)
-        encoding = next((enc for bom, enc in _BOMS if head.startswith(bom)), "utf-8")
-        with open(path, encoding=encoding, errors="replace", newline="\n") as f:
+        with open_input(path) as raw:
+            encoding = next((e for bom, e in _BOMS if raw.peek(3).startswith(bom)), "utf-8")
+            f = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline="\n")
             first = 1
             for lines in _blocks(f, name, batch_rows):
                 yield from reader.tables(lines, first)

@@ -11,7 +11,8 @@ Rules:
   rows, its ``source`` the file's absolute path and its service, version and
   instance the ones given. Memory holds a few batches, whatever the size of
   the files.
-- Every path is checked to be a file before any is read (``UsageError``).
+- Every path is checked to be a regular file before any is read
+  (``UsageError``; a FIFO would block the reader).
 - A file the reader refuses raises its one-line ``MetricsError``, naming the
   file and the line (``store.sourced.stream_source`` then stores nothing of
   the run); so does a file holding nothing of its format (a wrong file or
@@ -50,6 +51,17 @@ _NOTHING = {
 }
 
 
+def _special_file(path: str) -> str | None:
+    """What the reader refuses a path that exists but is not a file for, or None."""
+    from pyproflab.decode.inputs import open_input
+
+    try:
+        open_input(path).close()
+    except OSError as e:
+        return e.strerror
+    return None
+
+
 @dataclass
 class MetricFileSource:
     """Prometheus text (``format`` "prom") or gctrace logs ("gctrace"); see the rules."""
@@ -81,7 +93,8 @@ class MetricFileSource:
     def items(self, request: Request, known: Known) -> Iterator[TableItem]:
         for path in self.paths:
             if not os.path.isfile(path):
-                raise UsageError(f"{path}: no such file")
+                what = os.path.exists(path) and _special_file(path) or "no such file"
+                raise UsageError(f"{path}: {what}")
         for path in self.paths:
             meta = ItemMeta(
                 service=self.meta.service,

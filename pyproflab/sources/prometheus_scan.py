@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
+from pyproflab.decode.inputs import open_input
 from pyproflab.errors import MetricsError
 from pyproflab.native import optional_extension
 from pyproflab.sources.prometheus import (
@@ -244,7 +245,7 @@ def iter_exposition_file(
     p = Path(path)
     name = source or str(path)
     try:
-        with open(p, "rb") as f:
+        with open_input(p) as f:
             mtime = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime, UTC)
             when = default_time or mtime
             if _ext is not None:

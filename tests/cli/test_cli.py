@@ -154,6 +154,26 @@ def test_bad_file_among_good_ones_is_refused_alone(go_profiles, tmp_path):
     assert f"refused {bad}" in res.stderr
 
 
+def test_fifos_and_symlink_loops_are_refused_without_blocking(go_profiles, tmp_path):
+    # Opening a FIFO for reading blocks until a writer comes: none ever does.
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "cpu.pb.gz").write_bytes(go_profiles["cpu"].read_bytes())
+    fifo = folder / "fifo.pb.gz"
+    os.mkfifo(fifo)
+    (folder / "self").symlink_to("self")
+    (folder / "sub" / "up").symlink_to("..")
+    db = tmp_path / "s.duckdb"
+    res = pyproflab("ingest", folder, "--db", db)
+    assert res.returncode == 0 and "1 new" in res.stdout and "2 refused" in res.stdout, res
+    assert f"refused {fifo}: cannot read: a FIFO, not a regular file" in res.stderr
+    assert f"refused {folder / 'self'}: cannot read: " in res.stderr
+    assert_user_error(pyproflab("ingest", fifo, "--db", db), str(fifo), "FIFO")
+    assert_user_error(pyproflab("top", fifo), str(fifo), "FIFO")
+    assert_user_error(pyproflab("trace", "goroutines", fifo), str(fifo), "FIFO")
+    assert_user_error(pyproflab("ingest-gc", fifo, "--format", "gctrace"), str(fifo), "FIFO")
+
+
 def test_corpus_malformed_profile_is_refused(corpus_dir):
     bad = corpus_dir / "pyroscope/pkg/og/convert/pprof/testdata/dotnet-pprof-73.pb.gz"
     res = pyproflab("top", bad)
