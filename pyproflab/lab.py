@@ -2,7 +2,8 @@
 
 A ``Lab`` owns one store and offers the analyses over selections of it.
 Selections are keyword arguments (service, version, instance, profile_type,
-since, until, labels) or a ``Selection``. Analyses return result objects
+since, until, labels), a dict of them, or a ``Selection``; a wrong type or a
+misspelled key is one line naming it (``Selection.of``). Analyses return result objects
 with ``to_pandas()``, ``to_arrow()`` and an HTML repr for Jupyter.
 """
 

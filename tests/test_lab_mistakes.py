@@ -230,3 +230,9 @@ def test_profile_functions_given_a_lab(lab, tmp_path) -> None:
 def test_ingest_arguments(args: tuple, kwargs: dict, message: str) -> None:
     with pyproflab.open(":memory:") as lab, pytest.raises(UsageError, match=message):
         lab.ingest(*args, **kwargs)
+
+
+def test_peek_regex_not_a_string(lab) -> None:
+    # re's TypeError "first argument must be string or compiled pattern".
+    with pytest.raises(UsageError, match=r"^peek regexp 5: expected a string$"):
+        lab.peek(5)
