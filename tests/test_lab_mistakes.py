@@ -236,3 +236,11 @@ def test_peek_regex_not_a_string(lab) -> None:
     # re's TypeError "first argument must be string or compiled pattern".
     with pytest.raises(UsageError, match=r"^peek regexp 5: expected a string$"):
         lab.peek(5)
+
+
+def test_a_closed_lab_says_so(tmp_path) -> None:
+    lab = pyproflab.open(tmp_path / "s.duckdb")
+    lab.close()
+    assert repr(lab) == f"Lab(Store({str(tmp_path / 's.duckdb')!r}, closed))"  # was read-write
+    with pytest.raises(StoreError, match=r"store is closed$"):
+        lab.top()
