@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyproflab.errors import ProflabError
+from pyproflab.errors import ProflabError, UsageError
 from pyproflab.model import Profile, ValueType
 from pyproflab.version import __version__ as __version__
 
@@ -162,11 +162,25 @@ def _profile(source: Any) -> Profile:
     if isinstance(source, Profile):
         return source
     import os
+    from collections.abc import Iterable
 
     from pyproflab.files import read_and_merge
 
     single = isinstance(source, (str, os.PathLike))
+    if not single and isinstance(source, Iterable) and not isinstance(source, bytes):
+        source = list(source)  # a glob's generator of paths too
+    many = isinstance(source, list) and all(isinstance(x, (str, os.PathLike)) for x in source)
+    if not (single or many):  # pyproflab.top(lab) was "'Lab' object is not iterable"
+        raise UsageError(
+            f"{_short(source)}: expected a Profile, a file name or a list of file names "
+            "(for a store: lab.top(...), lab.merged(...))"
+        )
     return read_and_merge([source] if single else source)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def flame(
@@ -183,6 +197,11 @@ def flame(
     ``.html()`` for a page. Works offline; every name stays text."""
     from pyproflab.analyses.flame import flame_graph
 
+    for name, p in (("profile", profile), ("base", base)):
+        if not isinstance(p, Profile) and (p is not None or name == "profile"):
+            raise UsageError(
+                f"{name}={_short(p)}: expected a Profile (lab.merged(...), read_profile)"
+            )
     return flame_graph(profile, sample_index, base=base, base_scale=base_scale, title=title)
 
 

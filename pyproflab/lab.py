@@ -2,7 +2,8 @@
 
 A ``Lab`` owns one store and offers the analyses over selections of it.
 Selections are keyword arguments (service, version, instance, profile_type,
-since, until, labels) or a ``Selection``. Analyses return result objects
+since, until, labels), a dict of them, or a ``Selection``; a wrong type or a
+misspelled key is one line naming it (``Selection.of``). Analyses return result objects
 with ``to_pandas()``, ``to_arrow()`` and an HTML repr for Jupyter.
 """
 
@@ -43,6 +44,28 @@ def _selection_only(method: str, selection: Any, kwargs: dict[str, Any], *extra:
     return sel
 
 
+def _check_ingest(paths: Any, service: Any, version: Any, instance: Any, labels: Any) -> list:
+    """``ingest``'s paths as a list, and its metadata checked: a wrong type is one
+    line naming the argument (ingest(None) was "'NoneType' object is not iterable",
+    labels="a=b" a ValueError of dict(), service=5 taken as it is)."""
+    from pyproflab.errors import UsageError
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    elif isinstance(paths, Iterable) and not isinstance(paths, bytes):
+        paths = list(paths)
+    if not isinstance(paths, list) or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        raise UsageError(f"paths={paths!r}: expected a file, folder or glob, or a list of them")
+    for name, v in (("service", service), ("version", version), ("instance", instance)):
+        if v is not None and not isinstance(v, str):
+            raise UsageError(f"{name}={v!r}: expected a string")
+    if labels is not None and not (
+        isinstance(labels, Mapping) and all(isinstance(v, str) for v in labels.values())
+    ):
+        raise UsageError(f"labels={labels!r}: expected a dict of strings such as {{'team': 'x'}}")
+    return paths
+
+
 class Lab:
     """A store plus the analyses that run on it."""
 
@@ -77,6 +100,12 @@ class Lab:
     @classmethod
     def from_connection(cls, con) -> Lab:
         """Adopt a DuckDB connection a notebook already has."""
+        import duckdb
+
+        from pyproflab.errors import UsageError
+
+        if not isinstance(con, duckdb.DuckDBPyConnection):  # was an AttributeError on .execute
+            raise UsageError(f"con={con!r}: expected a DuckDB connection (duckdb.connect(...))")
         return cls(Store.from_connection(con))
 
     def close(self) -> None:
@@ -113,12 +142,19 @@ class Lab:
         Returns an ``IngestReport``: counts of new, already present and refused
         profiles, with each refusal's reason.
         """
+        from pyproflab.errors import UsageError
         from pyproflab.sources.base import ItemMeta
         from pyproflab.sources.local import FileSource
         from pyproflab.store.ingest import BATCH_BYTES, BATCH_SIZE
 
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
+        paths = _check_ingest(paths, service, version, instance, labels)
+        for name, n in (
+            ("workers", workers),
+            ("batch_size", batch_size),
+            ("batch_bytes", batch_bytes),
+        ):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                raise UsageError(f"{name}={n!r}: expected a whole number >= 1 (None: the default)")
         meta = ItemMeta(
             service=service, version=version, instance=instance, labels=dict(labels or {})
         )

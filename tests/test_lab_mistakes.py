@@ -199,3 +199,48 @@ def test_gogc_cli_refuses_a_window(tmp_path, capsys) -> None:
             "the service, version and instance"
         )
     )
+
+
+def test_profile_functions_given_a_lab(lab, tmp_path) -> None:
+    # pyproflab.top(lab) was "'Lab' object is not iterable", flame(lab) an
+    # AttributeError on sample_types, write_profile into a missing folder a
+    # FileNotFoundError naming its temporary file, from_connection("x") an
+    # AttributeError on execute.
+    with pytest.raises(UsageError, match=r"^Lab\(.*\): expected a Profile, a file name or a list"):
+        pyproflab.top(lab)
+    with pytest.raises(UsageError, match=r"^profile=Lab\(.*\): expected a Profile"):
+        pyproflab.flame(lab)
+    with pytest.raises(UsageError, match=r"x\.pb\.gz: folder .*nowhere does not exist$"):
+        pyproflab.write_profile(lab.merged(), tmp_path / "nowhere" / "x.pb.gz")
+    with pytest.raises(UsageError, match=r"^con='x': expected a DuckDB connection"):
+        pyproflab.from_connection("x")
+    pyproflab.write_profile(lab.merged(), tmp_path / "m.pb.gz")
+    assert pyproflab.top(tmp_path.glob("*.pb.gz")).total == lab.top().total  # a generator of paths
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((None,), {}, r"^paths=None: expected a file, folder or glob, or a list of them$"),
+        (("x",), {"labels": "a=b"}, r"^labels='a=b': expected a dict of strings"),
+        (("x",), {"service": 5}, r"^service=5: expected a string$"),
+        (("x",), {"workers": "2"}, r"^workers='2': expected a whole number >= 1"),
+    ],
+)
+def test_ingest_arguments(args: tuple, kwargs: dict, message: str) -> None:
+    with pyproflab.open(":memory:") as lab, pytest.raises(UsageError, match=message):
+        lab.ingest(*args, **kwargs)
+
+
+def test_peek_regex_not_a_string(lab) -> None:
+    # re's TypeError "first argument must be string or compiled pattern".
+    with pytest.raises(UsageError, match=r"^peek regexp 5: expected a string$"):
+        lab.peek(5)
+
+
+def test_a_closed_lab_says_so(tmp_path) -> None:
+    lab = pyproflab.open(tmp_path / "s.duckdb")
+    lab.close()
+    assert repr(lab) == f"Lab(Store({str(tmp_path / 's.duckdb')!r}, closed))"  # was read-write
+    with pytest.raises(StoreError, match=r"store is closed$"):
+        lab.top()

@@ -38,6 +38,8 @@ def compile_regex(option: str, pattern: str | re.Pattern | None) -> re.Pattern |
         return pattern
     if pattern == "":
         return None
+    if not isinstance(pattern, str):  # peek(5) was re's "first argument must be string"
+        raise UsageError(f"{option} regexp {pattern!r}: expected a string")
     try:
         return re.compile(pattern)
     except re.error as e:

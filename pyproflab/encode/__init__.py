@@ -27,6 +27,7 @@ import pyarrow as pa
 from pyproflab._proto import profile_pb2
 from pyproflab.arrays import from_numpy, from_strings, list_parts, to_numpy
 from pyproflab.encode import wire
+from pyproflab.errors import UsageError
 from pyproflab.model import Profile
 from pyproflab.newfiles import create_temp_file
 
@@ -210,6 +211,11 @@ def _chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
 def write_profile(profile: Profile, path: str | os.PathLike, *, gzip: bool = True) -> Path:
     """Write ``profile`` to ``path`` atomically; return the path."""
     target = Path(path)
+    # Said here: the temporary file's FileNotFoundError named a file the user never chose.
+    if not target.parent.is_dir():
+        raise UsageError(f"{path}: folder {target.parent} does not exist")
+    if target.is_dir():
+        raise UsageError(f"{path}: is a directory")
     data = encode_profile(profile, gzip=gzip)
     fd, tmp = create_temp_file(target.parent, f".{target.name}.", ".tmp")
     try:

@@ -492,5 +492,5 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        mode = "read-only" if self.read_only else "read-write"
+        mode = "closed" if self._closed else "read-only" if self.read_only else "read-write"
         return f"Store({self.name!r}, {mode})"
