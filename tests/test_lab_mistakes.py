@@ -244,3 +244,11 @@ def test_a_closed_lab_says_so(tmp_path) -> None:
     assert repr(lab) == f"Lab(Store({str(tmp_path / 's.duckdb')!r}, closed))"  # was read-write
     with pytest.raises(StoreError, match=r"store is closed$"):
         lab.top()
+
+
+def test_flags_are_booleans(lab) -> None:
+    # A string was truthy: all="no" took every profile, categories="no" read the stacks.
+    with pytest.raises(UsageError, match=r"^all='no': expected True or False$"):
+        lab.pgo(all="no")
+    with pytest.raises(UsageError, match=r"^categories='no': expected True or False$"):
+        lab.gc(categories="no")
