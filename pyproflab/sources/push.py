@@ -21,7 +21,8 @@ Two protocols, as their SDKs send them (read from the SDKs' sources):
 Rules:
 
 - A malformed push is a ``PushError`` (one line; ``reason`` names the kind for
-  metrics): the server answers 400 and stores nothing of it.
+  metrics): the server answers 400 and stores nothing of it. So is a window
+  time a store cannot keep (before 1970 or past year 9999, ``window_ns``).
 - Tags are kept as sent, at most ``max_tags`` of them; each value is cut to
   ``max_value`` bytes (at a character boundary) when it becomes metadata.
 - Metadata (``push_meta``): service is Datadog's ``service`` tag or
@@ -43,7 +44,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -60,6 +61,10 @@ PYROSCOPE_PATH = "/ingest"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 MAX_TAGS = 128
 MAX_TAG_VALUE = 256
+# The window times a store keeps: from the epoch to the last second of year
+# 9999 (Python's datetime.max). SDKs send times inside; others are refused.
+MAX_NS = 253_402_300_799 * 10**9
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 1 << 20
 
 
@@ -106,7 +111,7 @@ class Push:
 # --- Datadog ---------------------------------------------------------------------
 
 
-def _rfc3339_ns(value: Any) -> int | None:
+def _rfc3339_ns(value: Any, what: str) -> int | None:
     if not isinstance(value, str) or not value:
         return None
     text = value.replace("Z", "+00:00")
@@ -121,7 +126,15 @@ def _rfc3339_ns(value: Any) -> int | None:
         raise PushError(f"event time {value!r} is not RFC 3339") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return int(t.timestamp()) * 10**9 + int((frac + "000000000")[:9])
+    ns = int(t.timestamp()) * 10**9 + int((frac + "000000000")[:9])
+    return window_ns(ns, f"event {what} {value[:40]!r}")
+
+
+def window_ns(ns: int, what: str) -> int:
+    """``ns`` when a store keeps it as a window time, else ``PushError``."""
+    if not 0 <= ns <= MAX_NS + 999_999_999:
+        raise PushError(f"{what} is outside the years 1970 to 9999")
+    return ns
 
 
 def _split_tags(text: str, max_tags: int) -> dict[str, str]:
@@ -162,8 +175,8 @@ def parse_datadog(content_type: str, body: bytes, *, max_tags: int = MAX_TAGS) -
         "datadog",
         tags,
         [Attachment(n, by_name[n]) for n in names],
-        _rfc3339_ns(event.get("start")),
-        _rfc3339_ns(event.get("end")),
+        _rfc3339_ns(event.get("start"), "start"),
+        _rfc3339_ns(event.get("end"), "end"),
         {k: event[k] for k in ("family", "version") if isinstance(event.get(k), str)},
     )
 
@@ -196,11 +209,11 @@ def _unix_ns(value: str | None, what: str) -> int | None:
         n = int(value)
     except ValueError:
         raise PushError(f"{what}={value[:40]!r} is not a whole number") from None
-    if n < 10**11:
-        return n * 10**9
-    if n < 10**14:
-        return n * 10**6
-    return n
+    if 0 <= n < 10**11:
+        n *= 10**9
+    elif 0 <= n < 10**14:
+        n *= 10**6
+    return window_ns(n, f"{what}={value[:40]!r}")
 
 
 def parse_pyroscope(
@@ -272,7 +285,9 @@ def push_meta(push: Push, max_value: int = MAX_TAG_VALUE) -> dict[str, Any]:
         )
 
     def ts(ns: int | None) -> datetime | None:
-        return datetime.fromtimestamp(ns / 1e9, UTC) if ns else None
+        # Whole microseconds, not ns / 1e9: a float rounds 9999-12-31 23:59:59.9999999 up
+        # into year 10000.
+        return _EPOCH + timedelta(microseconds=window_ns(ns, "window") // 1000) if ns else None
 
     return {
         "service": cut(service, max_value) if service else None,

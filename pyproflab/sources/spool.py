@@ -64,7 +64,7 @@ from pyproflab.sources.base import (
     Request,
     TraceItem,
 )
-from pyproflab.sources.push import Attachment, Push, pprof_bytes, push_meta
+from pyproflab.sources.push import Attachment, Push, PushError, pprof_bytes, push_meta
 
 MAGIC = b"PYPROFLAB-PUSH 1\n"
 SUFFIX = ".push"
@@ -427,7 +427,11 @@ class SpoolSource:
     def _entry_items(
         self, entry: Entry, push: Push, request: Request, known: Known
     ) -> Iterator[Item]:
-        meta = push_meta(push)
+        try:
+            meta = push_meta(push)
+        except PushError as e:  # spooled before the server checked it: refused, not raised
+            yield self._refuse(entry, "", str(e))
+            return
         wanted = [
             a
             for a in push.attachments

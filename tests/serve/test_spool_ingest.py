@@ -66,6 +66,19 @@ def test_a_damaged_spool_file_is_refused_whole(tmp_path, caplog, damage):
     assert len([m for m in caplog.messages if m.startswith("refused ")]) == 1
 
 
+def test_a_push_whose_window_no_store_keeps_is_refused_alone(tmp_path):
+    # Spooled by a server that did not check it: every batch raised, so the
+    # ingester restarted forever and nothing behind it was stored.
+    spool = Spool(tmp_path / "spool")
+    push = _pyro(0)
+    push.start_ns = 10**40
+    bad = spool.put(push)
+    spool.put(_pyro(1))
+    r = run_batch(spool, str(tmp_path / "s.duckdb"))
+    assert (r.files, r.new, r.refused) == (2, 1, 1)
+    assert "outside the years 1970 to 9999" in (spool.refused / (bad.name + ".reason")).read_text()
+
+
 def test_an_invalid_profile_is_refused_and_its_siblings_stored(tmp_path):
     push = _dd(1)
     n = len(push.profiles)

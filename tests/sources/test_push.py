@@ -84,6 +84,31 @@ def test_pyroscope_times_in_any_unit(value, ns):
     assert push.start_ns == ns
 
 
+@pytest.mark.parametrize("value", ["1" + "0" * 40, "-5", "253402300800000000000"])
+def test_pyroscope_times_past_what_a_store_keeps_are_refused(value):
+    _, rec, body = PYRO[0]
+    query = rec["url"].split("?", 1)[1].replace("from=", "x=") + f"&from={value}"
+    with pytest.raises(PushError, match="from=.* outside the years 1970 to 9999"):
+        parse_pyroscope(query, rec["header"]["Content-Type"][0], body)
+
+
+def test_datadog_times_past_what_a_store_keeps_are_refused_and_the_last_one_is_kept():
+    _, rec, body = DD[0]
+    ct = rec["header"]["Content-Type"][0]
+    start = b'"start":"9999-12-31T23:59:59.999999999Z"'
+    push = parse_datadog(ct, _with_event_field(body, b'"start":', start))
+    assert push_meta(push)["window_start"].year == 9999  # no float rounding into year 10000
+    with pytest.raises(PushError, match="start .* outside the years 1970 to 9999"):
+        parse_datadog(ct, _with_event_field(body, b'"start":', b'"start":"1969-12-31T23:59:59Z"'))
+
+
+def _with_event_field(body: bytes, key: bytes, new: bytes) -> bytes:
+    """The upload with the event's field ``key`` (and its string value) set to ``new``."""
+    at = body.index(key)
+    end = body.index(b'"', body.index(b'"', at + len(key)) + 1) + 1
+    return body[:at] + new + body[end:]
+
+
 def test_too_many_tags_and_long_values():
     with pytest.raises(PushError) as e:
         parse_app_name("a{" + ",".join(f"k{i}=v" for i in range(200)) + "}")
