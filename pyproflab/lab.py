@@ -241,7 +241,6 @@ class Lab:
         ``categories=False`` skips reading CPU profiles' stacks (runtime view only).
         """
         from pyproflab.analyses.gc import gc
-
         from pyproflab.errors import UsageError
 
         sel = _selection_only("gc", selection, kwargs, "categories")
