@@ -232,6 +232,11 @@ class PgoResult:
         or a default.pgo / preprofile file): an ``EdgeDiff``; ``print`` it for the text."""
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
 
+        # A refused side has no edges: diffing it reported every hot edge as added
+        # or removed, a change that is not there.
+        for side, res in (("this", self), ("previous", previous)):
+            if isinstance(res, PgoResult) and res.refusal is not None:
+                raise PgoRefusedError(f"no diff: {side} PGO profile was refused: {res.refusal}")
         if isinstance(previous, PgoResult):
             old, old_name = previous.verified or previous.edges, "previous"
         else:
