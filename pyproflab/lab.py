@@ -241,8 +241,11 @@ class Lab:
         ``categories=False`` skips reading CPU profiles' stacks (runtime view only).
         """
         from pyproflab.analyses.gc import gc
+        from pyproflab.errors import UsageError
 
         sel = _selection_only("gc", selection, kwargs, "categories")
+        if not isinstance(categories, bool):  # categories="no" read every CPU stack
+            raise UsageError(f"categories={categories!r}: expected True or False")
         return gc(self.store, sel, categories=categories)
 
     def gogc(

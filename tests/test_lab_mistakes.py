@@ -244,3 +244,30 @@ def test_a_closed_lab_says_so(tmp_path) -> None:
     assert repr(lab) == f"Lab(Store({str(tmp_path / 's.duckdb')!r}, closed))"  # was read-write
     with pytest.raises(StoreError, match=r"store is closed$"):
         lab.top()
+
+
+def test_flags_are_booleans(lab) -> None:
+    # A string was truthy: all="no" took every profile, categories="no" read the stacks.
+    with pytest.raises(UsageError, match=r"^all='no': expected True or False$"):
+        lab.pgo(all="no")
+    with pytest.raises(UsageError, match=r"^categories='no': expected True or False$"):
+        lab.gc(categories="no")
+
+
+def test_figure_top_arguments(lab) -> None:
+    r = lab.regressions(base={"version": "v1"}, new={"version": "v2"})
+    with pytest.raises(UsageError, match=r"^metric='bogus': expected 'flat' or 'cum'$"):
+        r.figure_top(metric="bogus")  # a KeyError on 'bogus_change'
+    with pytest.raises(UsageError, match=r"^n=-1: expected a whole number >= 1$"):
+        r.figure_top(n=-1)  # drew every row but the last
+
+
+def test_a_refused_pgo_profile_has_no_diff(lab) -> None:
+    # It diffed as every hot edge removed (or added): a change that is not there.
+    from pyproflab.analyses.pgo import PgoRefusedError
+
+    ok, refused = lab.pgo(), lab.pgo(version="v9")
+    with pytest.raises(PgoRefusedError, match=r"^no diff: this PGO profile was refused: no CPU"):
+        refused.diff(ok)
+    with pytest.raises(PgoRefusedError, match=r"^no diff: previous PGO profile was refused"):
+        ok.diff(refused)

@@ -232,6 +232,11 @@ class PgoResult:
         or a default.pgo / preprofile file): an ``EdgeDiff``; ``print`` it for the text."""
         from pyproflab.analyses.pgo_edges import diff_edges, read_edges
 
+        # A refused side has no edges: diffing it reported every hot edge as added
+        # or removed, a change that is not there.
+        for side, res in (("this", self), ("previous", previous)):
+            if isinstance(res, PgoResult) and res.refusal is not None:
+                raise PgoRefusedError(f"no diff: {side} PGO profile was refused: {res.refusal}")
         if isinstance(previous, PgoResult):
             old, old_name = previous.verified or previous.edges, "previous"
         else:
@@ -269,7 +274,7 @@ def pgo(
     (all of them with ``all=True``). Options: see ``build_pgo``."""
     from pyproflab.store.select import Selection
 
-    _check_options(top, options)
+    _check_options(top, {**options, "all": all})
     chosen, candidates, notes = select_profiles(
         store, selection or Selection(), top=None if all else top
     )
@@ -292,7 +297,9 @@ def _check_options(top: int | None, options: dict[str, Any]) -> None:
     unknown = sorted(set(options) - known)
     if unknown:
         raise UsageError(f"unknown option {unknown[0]!r} (known: {', '.join(sorted(known))})")
-    checked = {k: v for k, v in options.items() if k != "safeguards"}
+    if not isinstance(options.get("all", False), bool):  # all="no" was all of them
+        raise UsageError(f"all={options['all']!r}: expected True or False")
+    checked = {k: v for k, v in options.items() if k not in ("safeguards", "all")}
     PgoOptions.build(**checked, **({} if top is None else {"top": top}))
 
 

@@ -11,6 +11,7 @@ from pyproflab.analyses.regressions.incidence import NodeValues
 from pyproflab.analyses.regressions.selection import Sides
 from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.display import render
+from pyproflab.errors import UsageError
 from pyproflab.model import ValueType
 
 #: Per metric (flat, cum) statistics columns, in order.
@@ -153,6 +154,10 @@ class RegressionsResult(RowsResult):
     def figure_top(self, n: int = 20, metric: str | None = None):
         """Plotly figure: the top ``n`` changes with their intervals."""
         m = metric or (self.rank_by if self.rank_by in ("flat", "cum") else "flat")
+        if m not in ("flat", "cum"):  # was a KeyError on 'bogus_change'
+            raise UsageError(f"metric={m!r}: expected 'flat' or 'cum'")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:  # n=-1 left out one row
+            raise UsageError(f"n={n!r}: expected a whole number >= 1")
         return render(self, "figure_top", n=n, metric=m)
 
     def figure_flame(self, *, min_fraction: float = 0.001, max_nodes: int = 3000):
