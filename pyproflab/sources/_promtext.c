@@ -4,11 +4,11 @@
  * Rules: scan() takes a strict subset of what the Python parser
  * (sources/prometheus.py) reads: a sample line `name[{labels}] value [timestamp]`
  * of valid UTF-8, label values without control bytes, a decimal value that is
- * finite, a timestamp of at most 15 digits, no line longer than the limit. It
- * stops at the first line outside that subset (a comment, a NaN, anything
- * malformed) and leaves it, and the rules that depend on the families (types,
- * `le` and `quantile`), to Python: what C reads, it reads as Python would, and
- * everything else Python reads itself. Values are read with the C library's
+ * finite, a timestamp of at most 15 digits in the years 1 to 9999, no line
+ * longer than the limit. It stops at the first line outside that subset (a
+ * comment, a NaN, anything malformed) and leaves it, and the rules that depend
+ * on the families (types, `le` and `quantile`), to Python: what C reads, it
+ * reads as Python would, and everything else Python reads itself. Values are read with the C library's
  * strtod in the "C" locale, correctly rounded as Python's float() is. Each row
  * also gets a 64-bit hash of its series and time (row_hash gives the same for a
  * row Python read) for the check of repeated samples, which Python does. The
@@ -26,6 +26,9 @@
 #define MAX_LABELS 64
 #define MAX_VALUE_TOKEN 64
 #define MAX_STAMP_DIGITS 15 /* milliseconds * 1000 stays inside int64 */
+/* Timestamps Python reads (prometheus.STAMP_MS_MIN/MAX: years 1 to 9999); others it refuses. */
+#define STAMP_MS_MIN INT64_C(-62135596800000)
+#define STAMP_MS_MAX INT64_C(253402300799999)
 
 enum { STOP_MORE = 0, STOP_PYTHON = 1, STOP_ROOM = 2 };
 enum { FLAG_BAD_LE = 1, FLAG_BAD_QUANTILE = 2 };
@@ -358,7 +361,10 @@ read_value_time(Scan *sc, const uint8_t *s, size_t n, size_t i, double *value, i
         i++;
     if (i != n)
         return ROW_PYTHON;
-    *ts = (neg ? -ms : ms) * 1000;
+    ms = neg ? -ms : ms;
+    if (ms < STAMP_MS_MIN || ms > STAMP_MS_MAX)
+        return ROW_PYTHON;
+    *ts = ms * 1000;
     return ROW_OK;
 }
 

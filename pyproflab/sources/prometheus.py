@@ -21,7 +21,8 @@ Text format rules, as the Prometheus client library's parser applies them:
   ``\\"`` and ``\\n`` only; a trailing comma inside the braces is allowed.
 - Values are Go floats (``NaN``, ``+Inf``, ``-Inf`` and the other spellings
   Go's ParseFloat reads; no ``_``, no hex); timestamps are integer
-  milliseconds since the epoch. A sample without one gets ``default_time``.
+  milliseconds since the epoch, in the years 1 to 9999 (what a datetime
+  holds; Go reads any int64). A sample without one gets ``default_time``.
 - ``x_sum``/``x_count`` belong to a summary ``x``, ``x_bucket``/``x_sum``/
   ``x_count`` to a histogram ``x`` (they take its type); ``le`` and
   ``quantile`` must be floats. A sample of an undeclared family is untyped.
@@ -66,6 +67,9 @@ _FLOAT = re.compile(
 _BLANK = " \t"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Timestamps (ms) a store can give back as datetimes: years 1 to 9999. One
+# outside was stored, then every reader of the series failed on it.
+STAMP_MS_MIN, STAMP_MS_MAX = -62_135_596_800_000, 253_402_300_799_999
 
 
 def parse_float(token: str) -> float:
@@ -287,6 +291,8 @@ def _sample(line: str, fams: _Families, default_us: int) -> tuple | None:
     if stamp:
         if not _INT.fullmatch(stamp) or not _INT64_MIN <= int(stamp) <= _INT64_MAX:
             raise ValueError(f"expected integer as timestamp, got {stamp!r}")
+        if not STAMP_MS_MIN <= int(stamp) <= STAMP_MS_MAX:
+            raise ValueError(f"timestamp {stamp} is outside the years 1 to 9999")
         ts = int(stamp) * 1000
         cur.skip_blank()
         if cur.peek():

@@ -106,6 +106,10 @@ HEAD = "# TYPE go_gc_heap_allocs_bytes_total counter\n"
             3,
             "a second sample of the series and time of line 1",
         ),
+        # Past year 9999 (15 digits: the scanner's own subset), and at the ends of int64.
+        ("a 1 1\nb 1 253402300800000\n", 2, "timestamp 253402300800000 is outside the years 1"),
+        ("a 1 -62135596800001\n", 1, "timestamp -62135596800001 is outside the years 1 to"),
+        ("a 1 9223372036854775807\n", 1, "is outside the years 1 to 9999"),
     ],
 )
 def test_ingest_gc_refuses_a_value_the_series_cannot_take(tmp_path, capsys, text, line, words):
