@@ -111,7 +111,7 @@ def top(source: Any, **options: Any):
     """
     from pyproflab.analyses.top import top as _top
 
-    return _top(_with_base(source, options), **options)
+    return _filtered(_top, _with_base(source, options), **options)
 
 
 def tree(source: Any, **options: Any):
@@ -120,7 +120,7 @@ def tree(source: Any, **options: Any):
     edge_fraction default to pprof's 80, 0.005 and 0.001."""
     from pyproflab.analyses.tree import tree as _tree
 
-    return _tree(_with_base(source, options), **options)
+    return _filtered(_tree, _with_base(source, options), **options)
 
 
 def peek(source: Any, regex: str, **options: Any):
@@ -128,7 +128,7 @@ def peek(source: Any, regex: str, **options: Any):
     (``TreeResult``). Options as ``top``."""
     from pyproflab.analyses.tree import peek as _peek
 
-    return _peek(_with_base(source, options), regex, **options)
+    return _filtered(_peek, _with_base(source, options), regex, **options)
 
 
 def source_list(source: Any, regex: str, **options: Any):
@@ -137,7 +137,7 @@ def source_list(source: Any, regex: str, **options: Any):
     trim_path, focus, ignore and pprof's other filters."""
     from pyproflab.analyses.source_list import source_list as _list
 
-    return _list(_with_base(source, options), regex, **options)
+    return _filtered(_list, _with_base(source, options), regex, **options)
 
 
 def traces(source: Any, **options: Any) -> str:
@@ -146,6 +146,16 @@ def traces(source: Any, **options: Any) -> str:
     from pyproflab.analyses.traces import traces as _traces
 
     return str(_traces(_with_base(source, options), **options))
+
+
+def _filtered(analysis: Any, profile: Profile, *args: Any, **options: Any):
+    """``analysis(profile, ...)``, then pprof's warning for each filter that matched
+    nothing (``pprof_filters.warn_unmatched``)."""
+    from pyproflab.analyses.pprof_filters import warn_unmatched
+
+    result = analysis(profile, *args, **options)
+    warn_unmatched(profile, options, stacklevel=4)
+    return result
 
 
 def _with_base(source: Any, options: dict[str, Any]) -> Profile:

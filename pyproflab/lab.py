@@ -66,6 +66,16 @@ def _check_ingest(paths: Any, service: Any, version: Any, instance: Any, labels:
     return paths
 
 
+def _filtered(analysis: Callable[..., Any], profile: Profile, *args: Any, **kwargs: Any):
+    """``analysis(profile, ...)``, then pprof's warning for each filter that matched
+    nothing (``pprof_filters.warn_unmatched``)."""
+    from pyproflab.analyses.pprof_filters import warn_unmatched
+
+    result = analysis(profile, *args, **kwargs)
+    warn_unmatched(profile, kwargs, stacklevel=4)  # the caller of the Lab's method
+    return result
+
+
 class Lab:
     """A store plus the analyses that run on it."""
 
@@ -207,7 +217,7 @@ class Lab:
         from pyproflab.analyses.top import top
 
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
-        return top(self.store.merged_profile(sel), **kwargs)
+        return _filtered(top, self.store.merged_profile(sel), **kwargs)
 
     def tree(self, selection: Selection | None = None, **kwargs: Any):
         """Callers and callees of every node over the selection (``TreeResult``), as
@@ -215,7 +225,7 @@ class Lab:
         from pyproflab.analyses.tree import tree
 
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
-        return tree(self.store.merged_profile(sel), **kwargs)
+        return _filtered(tree, self.store.merged_profile(sel), **kwargs)
 
     def peek(self, regex: str, selection: Selection | None = None, **kwargs: Any):
         """Callers and callees of the nodes matching ``regex`` (``TreeResult``), as
@@ -223,7 +233,7 @@ class Lab:
         from pyproflab.analyses.tree import peek
 
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
-        return peek(self.store.merged_profile(sel), regex, **kwargs)
+        return _filtered(peek, self.store.merged_profile(sel), regex, **kwargs)
 
     def source_list(self, regex: str, selection: Selection | None = None, **kwargs: Any):
         """Annotated source of the functions matching ``regex`` (``ListResult``), as
@@ -231,7 +241,7 @@ class Lab:
         from pyproflab.analyses.source_list import source_list
 
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
-        return source_list(self.store.merged_profile(sel), regex, **kwargs)
+        return _filtered(source_list, self.store.merged_profile(sel), regex, **kwargs)
 
     def gc(self, selection: Selection | None = None, *, categories: bool = True, **kwargs: Any):
         """GC metrics of each selected profile's instance and window, beside the GC CPU

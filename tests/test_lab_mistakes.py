@@ -271,3 +271,14 @@ def test_a_refused_pgo_profile_has_no_diff(lab) -> None:
         refused.diff(ok)
     with pytest.raises(PgoRefusedError, match=r"^no diff: previous PGO profile was refused"):
         ok.diff(refused)
+
+
+def test_a_filter_matching_nothing_warns(lab) -> None:
+    # A notebook showed an empty table under "0, 0% of" the total and no word of
+    # pprof's "Focus expression matched no samples" (the CLI prints it on stderr).
+    from pyproflab.analyses.pprof_filters import FilterMatchedNothing
+
+    with pytest.warns(FilterMatchedNothing, match=r"^Focus expression matched no samples$"):
+        assert lab.top(focus="nosuch").rows.num_rows == 0
+    with pytest.warns(FilterMatchedNothing, match=r"^Hide expression matched no samples$"):
+        pyproflab.tree(lab.merged(), hide="nosuch")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -118,6 +119,38 @@ def unmatched(
     if any(options.values()):
         _apply(work, options, out)
     return out
+
+
+FILTERS = (
+    "focus",
+    "ignore",
+    "hide",
+    "show",
+    "show_from",
+    "tagfocus",
+    "tagignore",
+    "tagshow",
+    "taghide",
+)
+
+
+class FilterMatchedNothing(UserWarning):
+    """A filter (focus, ignore, hide, ...) matched no sample: pprof's warning."""
+
+
+def warn_unmatched(profile: Profile, options: dict[str, Any], stacklevel: int = 3) -> None:
+    """pprof's "<name> expression matched no samples" as a ``FilterMatchedNothing``
+    warning for each filter in ``options`` that matched nothing in ``profile`` (the
+    Python API's: a notebook showed an empty table and "0, 0% of" the total only)."""
+    given = {k: options[k] for k in FILTERS if options.get(k)}
+    if not given:
+        return
+    import warnings
+
+    for name in unmatched(profile, **given):
+        warnings.warn(
+            f"{name} expression matched no samples", FilterMatchedNothing, stacklevel=stacklevel
+        )
 
 
 # --- names ----------------------------------------------------------------------------
