@@ -105,7 +105,12 @@ class Lab:
             raise UsageError(f"read_only={read_only!r}: expected True or False")
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
             raise UsageError(f"wait={wait!r}: expected seconds, a number >= 0")
-        return cls(Store.open(path, read_only=read_only, wait=wait))
+        from pyproflab.store.lock import StoreBusyError
+
+        try:
+            return cls(Store.open(path, read_only=read_only, wait=wait))
+        except StoreBusyError as e:  # the CLI suggests --wait; a notebook, its keyword
+            raise e.with_hint("wait=SECONDS") from None
 
     @classmethod
     def from_connection(cls, con) -> Lab:

@@ -282,3 +282,21 @@ def test_a_filter_matching_nothing_warns(lab) -> None:
         assert lab.top(focus="nosuch").rows.num_rows == 0
     with pytest.warns(FilterMatchedNothing, match=r"^Hide expression matched no samples$"):
         pyproflab.tree(lab.merged(), hide="nosuch")
+
+
+def test_a_busy_store_suggests_wait(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "s.duckdb"
+    pyproflab.open(db).close()
+    hold = "import pyproflab, sys; lab = pyproflab.open(sys.argv[1]); print(1, flush=True); input()"
+    with subprocess.Popen(
+        [sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as p:
+        try:
+            assert p.stdout.readline().strip() == b"1"
+            with pytest.raises(StoreError, match=r"store is busy .*try again later or pass wait="):
+                pyproflab.open(db, read_only=True)
+        finally:
+            p.communicate(b"\n", timeout=60)
