@@ -33,7 +33,9 @@ def expand_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
         elif os.path.exists(p):
             out.append(p)
         elif glob.has_magic(p):
-            matched = sorted(glob.glob(p, recursive=True))
+            from pyproflab.keying.paths import glob_paths
+
+            matched = glob_paths(p)
             if not matched:
                 raise UsageError(f"{p}: no file matches this pattern")
             out.extend(m for m in matched if os.path.isfile(m))

@@ -176,6 +176,30 @@ def _text(side: str, what: str, value: Any) -> str:
     raise ValueError(f"sidecar {side}: {what} must be a string or a number, not {shown}")
 
 
+def glob_paths(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, sorted, less what ``**`` reached
+    through a link to a folder: folders are walked without following links
+    (``os.walk``'s rule), and ``**`` follows them, so a link back up repeated
+    the tree until the system's limit of links (40 times)."""
+    matches = sorted(glob.glob(pattern, recursive=True))
+    if "**" not in pattern:
+        return matches
+    root = os.path.dirname(pattern.split("**", 1)[0] + "x")  # the fixed folder before **
+    return [m for m in matches if not _through_link(m, root)]
+
+
+def _through_link(path: str, root: str) -> bool:
+    """Whether ``path``, or a folder between ``root`` and it, is a link to a folder."""
+    if os.path.islink(path) and os.path.isdir(path):
+        return True
+    parent = os.path.dirname(path)
+    while len(parent) > len(root) and parent != os.path.dirname(parent):
+        if os.path.islink(parent):
+            return True
+        parent = os.path.dirname(parent)
+    return False
+
+
 def expand_paths(
     paths: Iterable[str | os.PathLike],
 ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
@@ -213,7 +237,7 @@ def expand_paths(
         elif os.path.exists(s):
             files.append(s)
         elif _GLOB_CHARS.search(s):
-            matches = sorted(glob.glob(s, recursive=True))
+            matches = glob_paths(s)
             if not matches:
                 refused.append((s, "no files match"))
             for mpath in matches:

@@ -174,6 +174,21 @@ def test_fifos_and_symlink_loops_are_refused_without_blocking(go_profiles, tmp_p
     assert_user_error(pyproflab("ingest-gc", fifo, "--format", "gctrace"), str(fifo), "FIFO")
 
 
+def test_a_recursive_glob_does_not_follow_a_link_back_up(go_profiles, tmp_path):
+    # glob's ** follows links to folders: sub/up -> .. repeated the tree 40 times (the
+    # limit of links), and top merged the one profile 41 times.
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "cpu.pb.gz").write_bytes(go_profiles["cpu"].read_bytes())
+    (folder / "sub" / "up").symlink_to("..")
+    res = pyproflab("ingest", f"{folder}/**", "--db", tmp_path / "s.duckdb")
+    assert res.returncode == 0 and res.stdout.startswith("1 new, 0 already present, 0 refused")
+    one, globbed = (
+        pyproflab("top", p, "--format", "json") for p in (folder / "cpu.pb.gz", f"{folder}/**")
+    )
+    assert json.loads(globbed.stdout) == json.loads(one.stdout), globbed.stderr
+
+
 def test_corpus_malformed_profile_is_refused(corpus_dir):
     bad = corpus_dir / "pyroscope/pkg/og/convert/pprof/testdata/dotnet-pprof-73.pb.gz"
     res = pyproflab("top", bad)
