@@ -300,3 +300,10 @@ def test_a_busy_store_suggests_wait(tmp_path) -> None:
                 pyproflab.open(db, read_only=True)
         finally:
             p.communicate(b"\n", timeout=60)
+
+
+def test_an_empty_store_says_so(tmp_path) -> None:
+    # A misspelled path makes a new store: it said only "no profiles match profile_type=cpu".
+    with pyproflab.open(tmp_path / "fleeet.duckdb") as lab:
+        with pytest.raises(StoreError, match=r"^no profiles match profile_type=cpu \(.*fleeet"):
+            lab.top(profile_type="cpu")

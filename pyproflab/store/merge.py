@@ -337,7 +337,10 @@ def merged_profile(
     selection = selection or Selection()
     rows = _header_rows(store, selection)
     if not rows:
-        raise StoreError(f"no profiles match {selection.describe()}")
+        # An empty store is said so: a misspelled path to open() makes a new, empty one.
+        (n,) = store.sql("SELECT count(*) AS n FROM profiles").column("n").to_pylist()
+        empty = f" ({store.name} holds no profiles)" if n == 0 else ""
+        raise StoreError(f"no profiles match {selection.describe()}{empty}")
     header, index_lists = merge_headers(rows, sample_types)
     k = len(header["sample_types"])
 
