@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -147,6 +148,8 @@ def sidecar_meta(path: str) -> dict[str, Any] | None:
             data = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"sidecar {side}: {e}") from None
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise ValueError(f"sidecar {side}: not JSON we read (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError(f"sidecar {side}: expected a JSON object")
     out: dict[str, Any] = {}
@@ -167,8 +170,11 @@ def sidecar_meta(path: str) -> dict[str, Any] | None:
 
 
 def _text(side: str, what: str, value: Any) -> str:
-    """A sidecar's value as stored: a string or a number; anything else is refused
-    (``str`` would store Python's spelling of it: ``None``, ``['x']``)."""
+    """A sidecar's value as stored: a string or a finite number; anything else is
+    refused (``str`` would store Python's spelling of it: ``None``, ``['x']``, and
+    ``inf`` for JSON's 1e400)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"sidecar {side}: {what} must be a finite number, not {value}")
     if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
         return str(value)
     shown = json.dumps(value)

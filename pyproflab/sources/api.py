@@ -134,7 +134,7 @@ class Api:
         reply = self.call(method, path, **kw)
         try:
             return json.loads(reply.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the limit
             raise ApiError(
                 self.source, f"{method} {path}: the reply is not JSON", transient=False, status=200
             ) from None

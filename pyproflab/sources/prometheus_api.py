@@ -71,7 +71,7 @@ def _api_get(
         raise MetricsError(where, _failure(e, url, max_bytes)) from None
     try:
         doc = json.loads(reply.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the limit
         raise MetricsError(where, "response is not JSON (is this a Prometheus server?)") from None
     if not isinstance(doc, dict) or "status" not in doc:
         raise MetricsError(where, "response is not a Prometheus API answer")
@@ -92,7 +92,7 @@ def _failure(e: FetchError, url: str, max_bytes: int) -> str:
     try:
         err = json.loads(e.body)
         msg = f"{err.get('errorType', 'error')}: {err.get('error', '')}".strip()
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         msg = ""
     return f"HTTP {e.status}: {' '.join(msg.split())}".rstrip(": ")
 

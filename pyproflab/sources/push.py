@@ -162,7 +162,7 @@ def parse_datadog(content_type: str, body: bytes, *, max_tags: int = MAX_TAGS) -
         raise PushError("no event part (only event version 4 uploads are taken)")
     try:
         event = json.loads(by_name.pop("event"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested past the recursion limit
         raise PushError("event part is not JSON") from None
     if not isinstance(event, dict) or not isinstance(event.get("attachments"), list):
         raise PushError("event has no attachments list")
@@ -248,7 +248,7 @@ def parse_pyroscope(
         if "sample_type_config" in parts:
             try:
                 details["sample_type_config"] = json.loads(parts["sample_type_config"])
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 raise PushError("sample_type_config is not JSON") from None
     else:
         data = body

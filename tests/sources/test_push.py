@@ -109,6 +109,15 @@ def _with_event_field(body: bytes, key: bytes, new: bytes) -> bytes:
     return body[:at] + new + body[end:]
 
 
+def test_json_nested_too_deeply_is_a_push_error():
+    _, rec, body = DD[0]
+    ct = rec["header"]["Content-Type"][0]
+    at = body.index(b"{", body.index(b'name="event"'))
+    end = body.index(b"\r\n--", at)
+    with pytest.raises(PushError, match="event part is not JSON"):
+        parse_datadog(ct, body[:at] + b"[" * 100_000 + body[end:])
+
+
 def test_too_many_tags_and_long_values():
     with pytest.raises(PushError) as e:
         parse_app_name("a{" + ",".join(f"k{i}=v" for i in range(200)) + "}")

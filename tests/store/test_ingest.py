@@ -373,6 +373,10 @@ def test_sidecar_values_are_strings_or_numbers(tmp_path: Path) -> None:
         '{"version": ["x"]}': 'version must be a string or a number, not ["x"]',
         '{"labels": {"b": null}}': "label 'b' must be a string or a number, not null",
         '{"instance": true}': "instance must be a string or a number, not true",
+        # 1e400 is JSON's infinity: str() stored it as "inf".
+        '{"service": 1e400}': "service must be a finite number, not inf",
+        '{"labels": {"x": -1e400}}': "label 'x' must be a finite number, not -inf",
+        "[" * 100_000 + "]" * 100_000: "not JSON we read (nested too deeply)",
     }
     for doc, why in bad.items():
         side.write_text(doc)
