@@ -307,3 +307,11 @@ def test_an_empty_store_says_so(tmp_path) -> None:
     with pyproflab.open(tmp_path / "fleeet.duckdb") as lab:
         with pytest.raises(StoreError, match=r"^no profiles match profile_type=cpu \(.*fleeet"):
             lab.top(profile_type="cpu")
+
+
+def test_an_empty_trace_table_says_none(lab) -> None:
+    # chan.trace has no user tasks: the answer was a header over no rows.
+    tasks = lab.trace("tasks", path=TRACE)
+    assert len(tasks) == 0
+    assert str(tasks) == "rows: none\n"
+    assert "<b>rows</b>: none" in tasks._repr_html_() and "<table>" not in tasks._repr_html_()

@@ -90,6 +90,8 @@ _HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
 
 
 def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
+    if not t.num_rows:  # said, not a header over nothing
+        return [f"{title}: none", ""]
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
     numeric = {
@@ -118,6 +120,8 @@ def render_text(result: Any, limit: int | None = 50) -> str:
 
 def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
     esc = html.escape
+    if not t.num_rows:
+        return f"<p><b>{esc(title)}</b>: none</p>"
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
