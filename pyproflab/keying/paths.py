@@ -14,7 +14,7 @@ import math
 import os
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -163,8 +163,10 @@ def sidecar_meta(path: str) -> dict[str, Any] | None:
     for key in ("window_start", "window_end"):
         if data.get(key):
             try:
-                out[key] = datetime.fromisoformat(str(data[key]).replace("Z", "+00:00"))
-            except ValueError:
+                t = datetime.fromisoformat(str(data[key]).replace("Z", "+00:00"))
+                # In UTC (as stored) it must still be a datetime: 9999-12-31T23:00-01:00 is not.
+                out[key] = t.astimezone(UTC) if t.tzinfo else t
+            except (ValueError, OverflowError):
                 raise ValueError(f"sidecar {side}: bad {key} {data[key]!r}") from None
     return out
 

@@ -377,6 +377,9 @@ def test_sidecar_values_are_strings_or_numbers(tmp_path: Path) -> None:
         '{"service": 1e400}': "service must be a finite number, not inf",
         '{"labels": {"x": -1e400}}': "label 'x' must be a finite number, not -inf",
         "[" * 100_000 + "]" * 100_000: "not JSON we read (nested too deeply)",
+        # In UTC, past datetime's years: the store's conversion raised OverflowError.
+        '{"window_start": "9999-12-31T23:59:59-01:00"}': "bad window_start '9999-12-31T23",
+        '{"window_end": "0001-01-01T00:00:00+01:00"}': "bad window_end '0001-01-01T00",
     }
     for doc, why in bad.items():
         side.write_text(doc)
