@@ -90,8 +90,6 @@ _HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
 
 
 def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
-    if not t.num_rows:  # said, not a header over nothing
-        return [f"{title}: none", ""]
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
     numeric = {
@@ -103,6 +101,8 @@ def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
     cells = [[_cell(c, r[c]) for c in cols] for r in rows]
     align = "".join("r" if c in numeric else "l" for c in cols)
     more = [f"... {t.num_rows - len(rows)} more rows"] if len(rows) < t.num_rows else []
+    if not t.num_rows:  # the columns stay; "none" says, not a header over nothing
+        more = ["(none)"]
     return [f"{title}:", *grid(cols, cells, align), *more, ""]
 
 
@@ -120,8 +120,6 @@ def render_text(result: Any, limit: int | None = 50) -> str:
 
 def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
     esc = html.escape
-    if not t.num_rows:
-        return f"<p><b>{esc(title)}</b>: none</p>"
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
@@ -129,6 +127,7 @@ def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
         "<tr>" + "".join(f"<td>{esc(_cell(c, r[c]))}</td>" for c in cols) + "</tr>" for r in rows
     )
     more = f"<p>... {t.num_rows - len(rows)} more rows</p>" if len(rows) < t.num_rows else ""
+    more = more if t.num_rows else "<p>(none)</p>"
     return (
         f"<p><b>{esc(title)}</b> ({t.num_rows} rows)</p><table><tr>{head}</tr>{body}</table>{more}"
     )
