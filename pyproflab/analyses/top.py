@@ -223,7 +223,8 @@ def top_graph(profile: Profile, opts: TopOptions) -> TopGraph:
     edge_cutoff = shown_nodes.edge_cutoff(edge_fraction)
     has_inline, has_plain = _inline_markers(g, nodes.count, edge_cutoff)
     rows = _rows(nodes, order, g, total, has_inline, has_plain, granularity)
-    shown = int(sum(int(g.flat[i]) for i in order))
+    # An int64 sum, wrapping past 2**63 as pprof's does (the total wraps so too).
+    shown = (sum(int(g.flat[i]) for i in order) + 2**63) % 2**64 - 2**63
     mappings = work.mappings
     first_map = mappings.slice(0, 1).to_pylist()[0] if mappings.num_rows else None
     result = TopResult(

@@ -11,6 +11,7 @@ bomb: one Python object per unknown field).
 from __future__ import annotations
 
 import gzip
+import re
 import subprocess
 import sys
 import textwrap
@@ -341,3 +342,18 @@ def test_field_numbers_past_the_limit_top_equals_pprof(tmp_path, pprof) -> None:
     for index in (0, 1):
         ours = our_top_keys(api_top(decode_bytes(path.read_bytes()), sample_index=index))
         assert_same_rows(ours, pprof.top(path, sample_index=index), f"big field, index {index}")
+
+
+@pytest.mark.go
+def test_sums_past_int64_wrap_as_pprof_s(tmp_path, pprof) -> None:
+    from support.testenv import api_top
+
+    p = minimal()
+    p.sample[0].value[0] = p.sample[1].value[0] = 2**63 - 1
+    path = tmp_path / "big.pb"
+    path.write_bytes(p.SerializeToString())
+    ours = api_top(decode_bytes(path.read_bytes()), sample_index=0, node_fraction=0)
+    theirs = pprof.top(path, sample_index=0)
+    showing = next(ln for ln in theirs.header if ln.startswith("Showing nodes"))
+    shown = int(re.match(r"Showing nodes accounting for (-?\d+)", showing).group(1))
+    assert (ours.shown_total, ours.total) == (shown, theirs.total) == (-2, -2)
