@@ -65,7 +65,10 @@ def parse_time(value: datetime | str, *, now: datetime | None = None) -> datetim
             ) from None
     else:
         raise UsageError(f"bad time {value!r}: expected a datetime or a string")
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    try:
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    except OverflowError:
+        raise UsageError(f"bad time {value!r}: in UTC it passes the years 1 to 9999") from None
 
 
 def _values(v: StrOrList) -> list[str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +29,10 @@ def test_parse_time() -> None:
     assert parse_time(datetime(2026, 1, 1)) == datetime(2026, 1, 1, tzinfo=UTC)
     with pytest.raises(UsageError, match="bad time"):
         parse_time("yesterday-ish")
+    # Past datetime's years once in UTC (OverflowError from astimezone).
+    for late in ("9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"):
+        with pytest.raises(UsageError, match=re.escape(f"bad time '{late}': in UTC it passes")):
+            parse_time(late)
 
 
 def test_from_kv() -> None:
