@@ -315,3 +315,9 @@ def test_an_empty_trace_table_says_none(lab) -> None:
     assert len(tasks) == 0
     assert str(tasks).splitlines()[-1] == "(none)"  # under the columns' header
     assert tasks._repr_html_().endswith("</table><p>(none)</p></div>")
+
+
+def test_pgo_effect_sides_overlap(lab) -> None:
+    # It said "2 profiles are in both the base and the new selection".
+    with pytest.raises(UsageError, match=r"^2 profiles are in both the before and the after sel"):
+        lab.pgo_effect({"version": "v1"}, {"version": "v1"})

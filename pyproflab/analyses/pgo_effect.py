@@ -373,6 +373,14 @@ def pgo_effect(
     """Compare the builds' stored profiles; ``log``: a build log (``build_log``)
     whose PGO decisions to list (module rules)."""
     opts = options or EffectOptions()
+    # Said in this question's words: the comparisons below said "the base and the new".
+    ids = [set(store.profiles(s).column("profile_id").to_pylist()) for s in (before, after)]
+    if ids[0] & ids[1]:
+        both = ids[0] & ids[1]
+        raise UsageError(
+            f"{len(both)} profiles are in both the before and the after selection "
+            f"(e.g. profile {min(both)}); make the selections disjoint"
+        )
     out = PgoEffect(before.describe(), after.describe(), options=opts)
     cpu = _compare(store, before, after, "cpu", "cpu", opts.per)
     if cpu is None:
