@@ -246,7 +246,7 @@ def _time(value: Any) -> datetime | None:
         return None
     try:
         return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: past datetime's years in UTC
         return None
 
 

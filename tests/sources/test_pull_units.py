@@ -18,7 +18,7 @@ from support.pull_helpers import CPU_FILES, HEAP_FILE
 
 from pyproflab.errors import UsageError
 from pyproflab.jobs.source_kinds import KINDS, check
-from pyproflab.sources.datadog import DatadogSource, _pprof_files
+from pyproflab.sources.datadog import DatadogSource, _pprof_files, _time
 from pyproflab.sources.flamebearer import to_pprof
 from pyproflab.sources.http import FetchError, Retries, retry_after_seconds, retrying
 from pyproflab.sources.pull import candidates, exact_selector, windows
@@ -146,6 +146,13 @@ def test_datadog_zip_members_by_type_and_cap():
         _pprof_files(bomb, ("cpu",), 1 << 20)
     with pytest.raises(ValueError, match="not a zip archive"):
         _pprof_files(b"<html>", ("cpu",), 1 << 20)
+
+
+def test_datadog_times_past_datetime_s_years_in_utc_are_unknown():
+    assert _time("2026-11-01T10:00:00Z") == T0
+    # Past year 9999 in UTC: astimezone raised OverflowError out of pull.
+    assert _time("9999-12-31T23:59:59-01:00") is None
+    assert _time("0001-01-01T00:00:00+01:00") is None
 
 
 def test_datadog_query_gets_runtime_go_as_datadog_pgo_does():
