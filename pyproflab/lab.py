@@ -308,13 +308,25 @@ class Lab:
 
         return check(profile, source, CheckOptions.build(**options))
 
-    def pgo_effect(self, before: Any, after: Any, *, log: str | None = None, **options: Any):
+    def pgo_effect(
+        self, before: Any, after: Any, *, log: str | os.PathLike | None = None, **options: Any
+    ):
         """What PGO changed between two builds' profiles (Selections or dicts such as
         ``{"version": "v1"}``): CPU with intervals, memory, and, from a build log
-        (``pgo_build_log``), the compiler's PGO decisions (``PgoEffect``)."""
+        (its text, as ``pgo_build_log`` gives it, or a ``Path`` to it), the
+        compiler's PGO decisions (``PgoEffect``)."""
         from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
 
         before, after = Selection.of(before, "before"), Selection.of(after, "after")
+        if isinstance(log, os.PathLike):
+            from pathlib import Path
+
+            from pyproflab.errors import UsageError
+
+            try:
+                log = Path(log).read_text(encoding="utf-8", errors="replace")
+            except OSError as e:
+                raise UsageError(f"{log}: cannot read: {e.strerror or e}") from None
         return pgo_effect(self.store, before, after, EffectOptions.build(**options), log=log)
 
     @staticmethod

@@ -321,3 +321,20 @@ def test_pgo_effect_sides_overlap(lab) -> None:
     # It said "2 profiles are in both the base and the new selection".
     with pytest.raises(UsageError, match=r"^2 profiles are in both the before and the after sel"):
         lab.pgo_effect({"version": "v1"}, {"version": "v1"})
+
+
+def test_pgo_effect_log_as_a_path_or_without_decisions(lab, tmp_path) -> None:
+    """log= takes the build log's text or a Path to it; a log without a PGO decision
+    (a path given as a string is one) says so instead of an empty list alone."""
+    v1, v2 = {"version": "v1"}, {"version": "v2"}
+    hot = "hot-budget check allows inlining for call main.g (cost 120) at ./a.go:9:2 in "
+    log = tmp_path / "build.log"
+    log.write_text(hot + "function main.f\n")
+    by_path = lab.pgo_effect(v1, v2, log=log)
+    assert [d.callee for d in by_path.decisions] == ["main.g"]
+    assert not any("holds no PGO decision" in n for n in by_path.notes)
+    as_text = lab.pgo_effect(v1, v2, log=str(log))  # the path's text is no log
+    assert as_text.decisions == []
+    assert any(n.startswith("the build log holds no PGO decision") for n in as_text.notes)
+    with pytest.raises(UsageError, match=r"nosuch\.log: cannot read: No such file"):
+        lab.pgo_effect(v1, v2, log=tmp_path / "nosuch.log")

@@ -411,4 +411,9 @@ def pgo_effect(
         out.memory.append(stacks)
     if log is not None:
         out.decisions = parse_build_log(log)
+        if not out.decisions:  # said, so an empty list is not read as "PGO did nothing"
+            out.notes.append(
+                "the build log holds no PGO decision: it is the output of go build "
+                "-pgo=PROFILE -gcflags=-m -d=pgodebug=1 (log= takes its text, or a Path)"
+            )
     return out
