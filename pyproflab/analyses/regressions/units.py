@@ -51,7 +51,8 @@ def per_work(reads: ProfileReads, rows: list[dict[str, Any]], counter: str) -> n
     if not tab.num_rows:  # a mistyped name: no sample of it for any selected service
         raise UsageError(
             f"per-work counter {counter!r} (--per, per=): no metric samples of it for the "
-            "selected services (pyproflab ingest-gc stores /metrics; lab.sql lists metric_samples' names)"
+            "selected services (pyproflab ingest-gc stores /metrics; lab.sql lists "
+            "metric_samples' names)"
         )
     series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     keys = list(
