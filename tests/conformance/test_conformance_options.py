@@ -145,8 +145,9 @@ TOP_DEFAULTS = [
         ([], []),
         (["--no-trim"], ["-trim=false"]),
         (["--nodefraction", "0.05"], ["-nodefraction=0.05"]),
+        (["--no-trim", "--nodecount", "10"], ["-trim=false", "-nodecount=10"]),
     ],
-    ids=["defaults", "no-trim", "nodefraction"],
+    ids=["defaults", "no-trim", "nodefraction", "no-trim-nodecount"],
 )
 def test_top_defaults_are_pprofs(rel, ours, theirs, capsys, go_bin):
     """`pyproflab top FILE` prints what `go tool pprof -top FILE` prints, byte for
