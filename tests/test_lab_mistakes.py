@@ -338,3 +338,16 @@ def test_pgo_effect_log_as_a_path_or_without_decisions(lab, tmp_path) -> None:
     assert any(n.startswith("the build log holds no PGO decision") for n in as_text.notes)
     with pytest.raises(UsageError, match=r"nosuch\.log: cannot read: No such file"):
         lab.pgo_effect(v1, v2, log=tmp_path / "nosuch.log")
+
+
+def test_a_sample_index_out_of_range_lists_the_types(lab) -> None:
+    # 'sample_index 7 is outside the range [0..1]' told a caller of
+    # regressions(sample=7) neither its argument's name nor what there is.
+    with pytest.raises(UsageError, match=r"\[0\.\.1\] \(the sample types: samples, cpu\)$"):
+        lab.regressions({"version": "v1"}, {"version": "v2"}, sample=7)
+
+
+def test_a_per_counter_without_samples_names_both_spellings(lab) -> None:
+    # The Python API said '--per nosuch', a flag a notebook does not have.
+    with pytest.raises(UsageError, match=r"^per-work counter 'nosuch' \(--per, per=\)"):
+        lab.pgo_effect({"version": "v1"}, {"version": "v2"}, per="nosuch")

@@ -92,6 +92,7 @@ def resolve_sample_index(profile: Profile, sample_index: int | str | None) -> in
         if not 0 <= sample_index < len(types):
             raise UsageError(
                 f"sample_index {sample_index} is outside the range [0..{len(types) - 1}]"
+                f" (the sample types: {', '.join(t.type for t in types)})"
             )
         return sample_index
     name = str(sample_index)

@@ -105,6 +105,14 @@ class Command:
             return self._over_time(args)
         if not args.base or not args.new:
             raise UsageError("--base and --new are required (or --over-time with --service)")
+        # Taken silently, these would leave a user's narrowing out of both sides.
+        given = [f for f in ("service", "since", "select") if getattr(args, f)]
+        if given:
+            flags = ", ".join(f"--{f}" for f in given)
+            raise UsageError(
+                f"{flags}: over-time's one selection; for two sides put it in --base and "
+                "--new (e.g. --base service=api version=v1), or --base-since/--new-since"
+            )
         return self._two_sides(args)
 
     def _over_time(self, args: argparse.Namespace) -> int:

@@ -57,7 +57,8 @@ def _api_get(
     The request is ``sources.http``'s: ``timeout`` bounds the whole exchange and
     a body over ``max_bytes`` is refused, so a server cannot hold us or fill
     memory. Every failure (HTTP error, connection refused, timeout, a body
-    that is not the API's JSON, ``status: error``) is one ``MetricsError``
+    that is not the API's JSON, ``status: error``, ``warnings``: data the
+    server could not read, so a partial answer) is one ``MetricsError``
     naming the URL; an HTTP error gives the API's own explanation when its
     body has one.
     """
@@ -77,6 +78,11 @@ def _api_get(
         raise MetricsError(where, "response is not a Prometheus API answer")
     if doc["status"] != "success":
         raise MetricsError(where, f"{doc.get('errorType', 'error')}: {doc.get('error', '')}")
+    # Warnings: part of the data could not be read (a failed remote read, a
+    # store down), the rest is in ``data``; ``infos`` are hints about the query.
+    if warnings := doc.get("warnings"):
+        said = "; ".join(" ".join(str(w).split()) for w in warnings)
+        raise MetricsError(where, f"the answer may be incomplete, the server warns: {said}")
     return doc.get("data")
 
 
@@ -206,7 +212,10 @@ def metric_metadata(
     for name, entries in data.items():
         if wanted is not None and name not in wanted:
             continue
-        for entry in entries or []:
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            where = base_url.rstrip("/") + "/api/v1/metadata"
+            raise MetricsError(where, f"malformed metadata of {name!r}: not a list of objects")
+        for entry in entries:
             kind = str(entry.get("type", "")).lower()
             out[name] = kind if kind in schema.METRIC_TYPES else "untyped"
             break

@@ -15,7 +15,9 @@ selection without a type would fail to merge. Rules of ``one_kind``:
   gets that profile type, plus the profile ids when other kinds share the type
   (e.g. another runtime's CPU profiles with another period type).
 - Whenever the selection narrows, a one-line note says what was chosen and how
-  to choose otherwise; callers show it (the CLI on stderr, the Python API as a
+  to choose otherwise (or, when the sample type held by one kind alone chose it,
+  says so and asks for no choice); kinds are listed by count, then name. Callers
+  show it (the CLI on stderr, the Python API as a
   ``SelectionNarrowed`` warning, the report as a section note).
 """
 

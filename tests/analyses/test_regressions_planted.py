@@ -225,4 +225,5 @@ def test_cli_over_time_per_request(tmp_path, capsys) -> None:
     rc = main(argv)
     assert rc == 2 and "needs --service" in capsys.readouterr().err
     rc = main([*argv, "--service", "regprog-step", "--per", "nosuch"])  # a mistyped counter
-    assert rc == 2 and "--per nosuch: no metric samples" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 2 and "counter 'nosuch' (--per, per=): no metric samples" in err

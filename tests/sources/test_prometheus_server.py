@@ -387,3 +387,53 @@ def test_http_error_body_is_read_only_so_far():
         with pytest.raises(MetricsError) as ei:
             query_range(url, "up", T0, T1, "15s")
     assert str(ei.value) == f"{url}/api/v1/query_range: HTTP 400"
+
+
+def test_an_answer_with_warnings_is_refused_not_stored(tmp_path, capsys):
+    """Prometheus answers ``success`` with ``warnings`` when part of the data could
+    not be read (a failed remote read, a Thanos store down): the data field holds
+    what it got. Stored, that was a partial answer that looked whole; ``infos``
+    (hints about the query) are no such loss."""
+    import json
+
+    def api(h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        if "/metadata" in h.path:
+            return 200, "application/json", b'{"status":"success","data":{}}'
+        series = [
+            {"metric": {"__name__": "m", "instance": "a:1"}, "values": [[T0.timestamp(), "1"]]}
+        ]
+        doc = {
+            "status": "success",
+            "data": {"resultType": "matrix", "result": series},
+            "infos": ["PromQL info: metric might not be a counter"],
+        }
+        if "partial" in h.path:
+            doc["warnings"] = ["remote_read: store 10.0.0.7:10901 unavailable"]
+        return 200, "application/json", json.dumps(doc).encode()
+
+    with http_server(api) as url:
+        assert query_range(url, "m", T0, T1, "15s").num_rows == 1
+        with pytest.raises(MetricsError) as ei:
+            query_range(url, "partial", T0, T1, "15s")
+        db = tmp_path / "s.duckdb"
+        argv = ["ingest-gc", "--prometheus", url, "--db", str(db), "--since", "10m"]
+        assert main(argv + ["--query", "partial", "--map", "a:1=i-1"]) == 2
+    assert str(ei.value) == (
+        f"{url}/api/v1/query_range: the answer may be incomplete, the server warns: "
+        "remote_read: store 10.0.0.7:10901 unavailable"
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "may be incomplete" in err
+    assert not db.exists()
+
+
+def test_malformed_metadata_is_one_line():
+    """A metadata answer whose entries are not objects was an AttributeError
+    traceback out of ingest-gc."""
+    body = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+    with http_server(lambda h: (200, "application/json", body)) as url:
+        with pytest.raises(MetricsError) as ei:
+            metric_metadata(url)
+    assert str(ei.value) == (
+        f"{url}/api/v1/metadata: malformed metadata of 'resultType': not a list of objects"
+    )

@@ -50,8 +50,9 @@ def per_work(reads: ProfileReads, rows: list[dict[str, Any]], counter: str) -> n
     tab = reads.counter_samples(counter, sorted({r["service"] for r in rows}, key=str))
     if not tab.num_rows:  # a mistyped name: no sample of it for any selected service
         raise UsageError(
-            f"--per {counter}: no metric samples of that counter for the selected services "
-            "(pyproflab ingest-gc stores /metrics; lab.sql lists metric_samples' names)"
+            f"per-work counter {counter!r} (--per, per=): no metric samples of it for the "
+            "selected services (pyproflab ingest-gc stores /metrics; lab.sql lists "
+            "metric_samples' names)"
         )
     series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     keys = list(
