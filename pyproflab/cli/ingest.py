@@ -98,30 +98,11 @@ class Command:
         if args.workers != 1 and _may_pool(args.paths):
             # The workers' server imports on another core while this process does.
             forkserver.start(forkserver.INGEST_PRELOAD)
-        from pyproflab.lab import Lab
-
-        labels = common.parse_kv(args.label)
         db = common.db_path(args)
-        created = not Path(db).exists()
-        with Lab(common.open_store(args, path=db)) as lab:
-            report = lab.ingest(
-                args.paths,
-                service=args.service,
-                version=args.meta_version,
-                instance=args.instance,
-                labels=labels or None,
-                path_template=args.path_template,
-                max_bytes=args.max_bytes,
-                progress=common.Progress("ingesting", unit="file"),
-                workers=args.workers,
-                batch_size=args.batch_size,
-                batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
-            )
+        report = _ingest(args, db)
         # A dataset's GC metric rows and traces are data too, without any profile.
         added = report.new or report.metric_rows or report.traces
         stored_none = not (added or report.present)
-        if created and not added:
-            remove_store(db)  # a store made for nothing is not left behind
         if (
             stored_none
             and all(reason in _NO_FILE for _, reason in report.refused)
@@ -138,6 +119,47 @@ class Command:
         if stored_none and report.refused:
             return 2  # every input refused: nothing of them is in the store
         return 2 if (args.strict and report.refused) else 0
+
+
+def _ingest(args: argparse.Namespace, db: str):
+    """Lab.ingest of the arguments into ``db``; a store this made and stored
+    nothing in (nothing to store, a refused dataset, a usage error) is removed."""
+    from pyproflab.lab import Lab
+
+    labels = common.parse_kv(args.label)
+    created, empty = not Path(db).exists(), False
+    try:
+        with Lab(common.open_store(args, path=db)) as lab:
+            try:
+                return lab.ingest(
+                    args.paths,
+                    service=args.service,
+                    version=args.meta_version,
+                    instance=args.instance,
+                    labels=labels or None,
+                    path_template=args.path_template,
+                    max_bytes=args.max_bytes,
+                    progress=common.Progress("ingesting", unit="file"),
+                    workers=args.workers,
+                    batch_size=args.batch_size,
+                    batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
+                )
+            finally:
+                empty = created and _holds_nothing(lab.store)
+    finally:
+        if empty:
+            remove_store(db)  # a store made for nothing is not left behind
+
+
+def _holds_nothing(store) -> bool:
+    """Whether a store has no row beyond its own metadata (False when it cannot
+    be read: a failing store is the error to show, not this question's)."""
+    from pyproflab.store.queries import row_counts
+
+    try:
+        return not any(n for t, n in row_counts(store).items() if t != "store_meta")
+    except Exception:
+        return False
 
 
 def _may_pool(paths: list[str]) -> bool:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyproflab.errors import UsageError
+
 #: The file that marks a folder as an exported dataset (see ``store.parquet``).
 DATASET_MARKER = "_pyproflab_dataset.json"
 # Present in a folder an export is still writing (or was killed writing).
@@ -209,12 +211,14 @@ def _through_link(path: str, root: str) -> bool:
 
 
 def expand_paths(
-    paths: Iterable[str | os.PathLike],
+    paths: Iterable[str | os.PathLike], defaults: Any = None, path_template: str | None = None
 ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     """(profile files, Parquet dataset folders, refused) from files, folders and globs.
 
     Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
     there. A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
+    Metadata for the files (``defaults``: a ``ProfileMeta``; a path template)
+    where the paths name datasets alone is a ``UsageError`` (``unused_metadata``).
     """
     files: list[str] = []
     datasets: list[str] = []
@@ -262,4 +266,20 @@ def expand_paths(
         if key not in seen:
             seen.add(key)
             unique.append(f)
+    if not unique and (why := unused_metadata(datasets, defaults, path_template)):
+        raise UsageError(why)
     return unique, datasets, refused
+
+
+def unused_metadata(datasets: list[str], defaults: Any, path_template: str | None) -> str | None:
+    """Why metadata given for a run naming only Parquet datasets is refused (None:
+    none was given): a dataset's profiles keep what they were exported with, so
+    the given service, version, instance, labels or template would change nothing."""
+    names = [n for n in ("service", "version", "instance", "labels") if getattr(defaults, n, None)]
+    names += ["path_template"] if path_template else []
+    if not datasets or not names:
+        return None
+    return (
+        f"{datasets[0]}: a Parquet dataset keeps the metadata its profiles were exported "
+        f"with; the {', '.join(names)} given would apply to no file (drop them)"
+    )

@@ -21,7 +21,7 @@ import io
 from collections.abc import Callable
 
 from pyproflab.analyses import units
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 ValueFormat = Callable[[int], str]
 
@@ -87,7 +87,7 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
         shown = result.rows.num_rows
         if 0 < shown < result.node_count_before:
             lines.append(f"Showing top {shown} nodes out of {result.node_count_before}")
-    return lines
+    return [text_name(line) for line in lines]
 
 
 def render_text(result, *, exact: bool = False, unit: str | None = None) -> str:
@@ -109,7 +109,7 @@ def render_text(result, *, exact: bool = False, unit: str | None = None) -> str:
         out.append(
             f"{fmt(flat):>10} {units.percentage(flat, total)} "
             f"{units.percentage(running, total)} {fmt(cum):>10} "
-            f"{units.percentage(cum, total)}  {label}{marker}\n"
+            f"{units.percentage(cum, total)}  {text_name(label)}{marker}\n"
         )
     return "".join(out)
 

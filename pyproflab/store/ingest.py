@@ -269,7 +269,7 @@ def ingest_paths(
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
     _check_sizes(max_bytes, batch_size, batch_bytes)
-    files, datasets, refused = expand_paths(paths)
+    files, datasets, refused = expand_paths(paths, defaults, path_template)
     report = IngestReport(refused=list(refused))
     job = FileJob(
         defaults or ProfileMeta(),
