@@ -7,7 +7,10 @@ is computed, so percentages stay shares of the unfiltered total):
   location's mapping file matching counts for every line of the location.
 - ``hide``: lines that match are removed from their locations; a location left
   without lines is removed from every sample; a sample left without locations
-  is dropped. ``show``: the same with the lines that do *not* match.
+  is dropped. ``show``: the same with the lines that do *not* match. A
+  location that has no lines (unsymbolized) is removed by ``hide`` when its
+  mapping file matches and by ``show`` whatever it matches (pprof keeps the
+  location's matching lines, and there are none).
 - ``show_from``: per location, the lines above (callers of) the last line
   whose function name matches are removed (a matching mapping file keeps them
   all); per sample, the locations above the matching one nearest the root are
@@ -192,7 +195,7 @@ def _hide_show(
     if show is not None:
         matched["Show"] = False
     for loc in locs:
-        lines = loc["lines"]
+        lines, drop = loc["lines"], False
         if hide is not None:
             if hide_map.get(loc["mapping_id"], False):
                 lines = []
@@ -200,14 +203,15 @@ def _hide_show(
                 lines = [ln for ln in lines if not hide_fn.get(ln["function_id"], False)]
             if len(lines) != len(loc["lines"]) or hide_map.get(loc["mapping_id"], False):
                 matched["Hide"] = True
+                drop = not lines
         if show is not None and not show_map.get(loc["mapping_id"], False):
             lines = [ln for ln in lines if show_fn.get(ln["function_id"], True)]
-        if show is not None and lines:
-            matched["Show"] = True
-        changed = len(lines) != len(loc["lines"])
-        if changed:
+        if show is not None:
+            matched["Show"] = matched["Show"] or bool(lines)
+            drop = drop or not lines
+        if len(lines) != len(loc["lines"]):
             loc["lines"] = lines
-        if changed and not lines:
+        if drop:
             hidden.add(loc["id"])
     profile = dataclasses.replace(
         profile, locations=pa.Table.from_pylist(locs, schema=profile.locations.schema)

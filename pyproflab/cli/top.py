@@ -1,8 +1,8 @@
 """Show the top functions of profiles, as `go tool pprof -top` does.
 
 With pprof's defaults: nodes below 0.5% of the total are trimmed (the header
-says how many) and every other node is shown; --no-trim shows them all and
---nodecount N the first N.
+says how many) and every other node is shown; --no-trim shows them all (whatever
+--nodecount says, as pprof's -trim=false) and --nodecount N the first N.
 
 Give profile files to read them directly (several are merged first, as
 pprof merges them), or select profiles from a store with --db and the
@@ -49,8 +49,8 @@ class Command:
             "--trim",
             action=argparse.BooleanOptionalAction,
             default=True,
-            help="trim by --nodefraction/--edgefraction, as pprof does by default; "
-            "--no-trim shows every node (pprof's -trim=false)",
+            help="trim by --nodecount/--nodefraction/--edgefraction, as pprof does by "
+            "default; --no-trim shows every node (pprof's -trim=false)",
         )
         parser.add_argument("--format", choices=["text", "json", "csv", "html"], default="text")
         parser.add_argument(
@@ -72,23 +72,22 @@ class Command:
         nodecount = args.nodecount
         if nodecount is not None and nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
-        result = top(
-            profile, **common.graph_options(args), nodecount=nodecount or None, **trimming(args)
-        )
+        result = top(profile, **common.graph_options(args), **trimming(args, nodecount))
         text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
 
 
-def trimming(args: argparse.Namespace) -> dict[str, float]:
-    """pprof's rule: with -trim (the default) the fractions given or its driver's
-    defaults for -top (``options.PPROF_NODE_FRACTION``/``PPROF_EDGE_FRACTION``:
-    nodes below 0.5% of the total, edges below 0.1%, then every node left);
-    with -trim=false none, whatever was given."""
+def trimming(args: argparse.Namespace, nodecount: int | None) -> dict[str, float | int | None]:
+    """pprof's rule: with -trim (the default) the node count and fractions given
+    or its driver's defaults for -top (every node; ``options.PPROF_NODE_FRACTION``
+    /``PPROF_EDGE_FRACTION``: nodes below 0.5% of the total, edges below 0.1%);
+    with -trim=false none of the three, whatever was given (its driver zeroes
+    -nodecount as well as the fractions)."""
     from pyproflab.analyses.options import PPROF_EDGE_FRACTION, PPROF_NODE_FRACTION
 
     if not args.trim:
-        return {"node_fraction": 0.0, "edge_fraction": 0.0}
+        return {"nodecount": None, "node_fraction": 0.0, "edge_fraction": 0.0}
     node = PPROF_NODE_FRACTION if args.nodefraction is None else args.nodefraction
     edge = PPROF_EDGE_FRACTION if args.edgefraction is None else args.edgefraction
-    return {"node_fraction": node, "edge_fraction": edge}
+    return {"nodecount": nodecount or None, "node_fraction": node, "edge_fraction": edge}

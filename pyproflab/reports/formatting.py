@@ -8,7 +8,9 @@ Rules:
   left (``l``) or right (``r``) by ``align``, one letter per column; trailing
   spaces are dropped; control characters print as ``\\xNN``. pprof's own
   layouts (top, tree, list, traces) are printed by their reports, character
-  for character as pprof prints them.
+  for character as pprof prints them, except that a name's control characters
+  other than tab print as ``\\xNN`` there too (``text_name``; pprof prints them raw,
+  so a crafted name could recolour or retitle the terminal, or forge a row).
 - ``pct``: a fraction as a percentage (``0.123`` -> ``12.3%``); ``signed`` adds
   ``+`` to gains. None, NaN and infinities print as ``missing``.
 - ``mib``, ``seconds``: bytes in MiB and durations in the unit that keeps them
@@ -65,12 +67,20 @@ def grid(head: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
-def inert(cell: str) -> str:
+def inert(cell: str, *, tab: bool = False) -> str:
     """``cell`` with control characters written as ``\\xNN``: a name from a profile
-    cannot move the cursor or recolour the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cell)
+    cannot move the cursor or recolour the terminal. ``tab``: a tab stays a tab
+    (pprof's layouts, where real names hold tabs: ``receive_buf\\t[virtio_net]``)."""
+    pattern = _CONTROL_BUT_TAB if tab else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", cell)
+
+
+def text_name(name: str) -> str:
+    """A profile's name as the text layouts print it: ``inert``, tabs kept."""
+    return inert(name, tab=True)
 
 
 def finite(v: Any) -> bool:

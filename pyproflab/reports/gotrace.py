@@ -7,7 +7,8 @@ table (``table``: the result's main one by default), nanoseconds exact. HTML
 (a notebook's view) is the text's findings and tables, cells as text prints
 them, each table cut at ``limit`` rows. In
 the goroutine rows, ``waiting`` is an object reason -> ns in JSON and
-``reason=ns;...`` in CSV.
+``reason=ns;...`` in CSV; a wait the trace gives no reason for (a goroutine
+parked before the trace began) is ``unknown`` in every format.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ def _shape(result: Any) -> tuple[str, tuple[str, ...], str | None]:
     return result.MAIN, result.TABLES, result.FINDINGS
 
 
+NO_REASON = "unknown"
+
+
 def _rows(t: pa.Table) -> list[dict[str, Any]]:
     rows = t.to_pylist()
     for r in rows:
         if isinstance(r.get("waiting"), list):
-            r["waiting"] = {w["reason"]: w["ns"] for w in r["waiting"]}
+            r["waiting"] = {w["reason"] or NO_REASON: w["ns"] for w in r["waiting"]}
     return rows
 
 
@@ -78,7 +82,7 @@ def _cell(col: str, v: Any) -> str:
         return seconds(v / 1e3)
     if isinstance(v, dict):
         top = sorted(v.items(), key=lambda kv: -kv[1])[:2]
-        return ", ".join(f"{k or '?'} {seconds(x / 1e9)}" for k, x in top)
+        return ", ".join(f"{k} {seconds(x / 1e9)}" for k, x in top)
     if isinstance(v, list):
         return " ".join(map(str, v))
     if hasattr(v, "isoformat"):

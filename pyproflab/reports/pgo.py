@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo import PgoResult
@@ -43,14 +43,14 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
     for i in result.inputs:
         extra = f", x{i.factor}" if result.weight != "none" else ""
         w(
-            f"  {i.label}: {i.samples} samples, {i.duration_nanos / 1e9:.1f}s, "
+            f"  {text_name(i.label)}: {i.samples} samples, {i.duration_nanos / 1e9:.1f}s, "
             f"{_fmt_cores(i.cores)} cores{extra}"
         )
     for label, why in result.skipped:
-        w(f"  skipped {label}: {why}")
+        w(f"  skipped {text_name(label)}: {why}")
     if result.safeguarded:
         for name, weight in result.safeguarded.items():
-            w(f"safeguard: renamed {name} (edge weight {weight} kept)")
+            w(f"safeguard: renamed {text_name(name)} (edge weight {weight} kept)")
     elif result.safeguards:
         w(f"safeguards: none of {len(result.safeguards)} listed functions in the profile")
     if result.preempt_folded[0]:
@@ -78,7 +78,7 @@ def render_text(result: PgoResult, *, edges: int = 20) -> str:
             mark = "*" if e.hot else " "
             w(
                 f"{mark} {e.weight:>12} {e.share:6.2f}% {e.cum_share:6.2f}%  "
-                f"{e.caller} -> {e.callee} (+{e.offset})"
+                f"{text_name(e.caller)} -> {text_name(e.callee)} (+{e.offset})"
             )
         if len(rows) < len(es.edges):
             w(f"  … {len(es.edges) - len(rows)} more edges (--edges 0 shows all)")
@@ -218,7 +218,7 @@ def render_diff_text(diff: EdgeDiff, *, old: str = "OLD", new: str = "NEW") -> s
             w(
                 f"  {_pct(c.old_share):>8} -> {_pct(c.new_share):>8}  "
                 f"({c.old_weight if c.old_weight is not None else '-'} -> "
-                f"{c.new_weight if c.new_weight is not None else '-'})  {c.key}"
+                f"{c.new_weight if c.new_weight is not None else '-'})  {text_name(str(c.key))}"
             )
     if diff.unchanged:
         w(f"unchanged: {diff.unchanged} hot edges")

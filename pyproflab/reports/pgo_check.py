@@ -16,7 +16,7 @@ import html
 from typing import TYPE_CHECKING
 
 from pyproflab.analyses.pgo_check import APPLIED, APPLIES, NOT_COUNTED
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_check import EdgeCheck, PgoCheckResult
@@ -61,7 +61,7 @@ def _where(c: EdgeCheck) -> str:
     out = f"{c.file}:{c.line} {calls}"
     if c.target and c.status != APPLIES:
         out += f" (hot callee {c.target})"
-    return out
+    return text_name(out)
 
 
 def render_text(r: PgoCheckResult, *, edges: int = 20) -> str:
@@ -80,14 +80,18 @@ def render_text(r: PgoCheckResult, *, edges: int = 20) -> str:
             w(f"  not checked, {st}: {n} edges, {_pct(wt, r.total_weight)} of all edge weight")
     moved = sorted({(c.edge.caller, c.caller_moved) for c in r.checks if c.caller_moved})
     for name, d in moved:
-        w(f"  start line moved: {name} {d:+d} lines (the compiler uses offsets: no effect)")
+        w(
+            f"  start line moved: {text_name(name)} {d:+d} lines "
+            "(the compiler uses offsets: no effect)"
+        )
     rows = [c for c in r.checks if c.counted]
     if rows:
         w(f"{'weight':>10} {'share':>7}  {'status':<24} edge  ->  today")
         shown = rows if edges <= 0 else rows[:edges]
         for c in shown:
             w(
-                f"{c.edge.weight:>10} {c.edge.share:6.2f}%  {c.status:<24} {c.edge.key}"
+                f"{c.edge.weight:>10} {c.edge.share:6.2f}%  {c.status:<24} "
+                f"{text_name(str(c.edge.key))}"
                 f"  ->  {_where(c)}".rstrip()
             )
         if len(shown) < len(rows):

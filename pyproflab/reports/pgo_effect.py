@@ -16,7 +16,7 @@ import html
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_effect import Change, Decision, PgoEffect
@@ -41,7 +41,8 @@ def change_line(c: Change) -> str:
 
 def _row_line(r: dict[str, Any]) -> str:
     return (
-        f"    {r['label']}: {r['cum_rate_base'] or 0:.3g} -> {r['cum_rate_new'] or 0:.3g}, "
+        f"    {text_name(r['label'])}: "
+        f"{r['cum_rate_base'] or 0:.3g} -> {r['cum_rate_new'] or 0:.3g}, "
         f"{_interval(r['cum_rel'], r['cum_rel_lo'], r['cum_rel_hi'])}"
         + (f", q {q:.2g}" if (q := r["cum_q"]) is not None and q == q else "")  # NaN: untested
     )
@@ -55,7 +56,7 @@ def decision_text(d: Decision) -> str:
     else:
         what = f"{d.callee} (cost {d.cost}) into {d.caller}"
     times = f" x{d.count}" if d.count > 1 else ""
-    return f"  {d.kind:<26} {where:<28} {what}{times}"
+    return f"  {d.kind:<26} {text_name(where):<28} {text_name(what)}{times}"
 
 
 def render_text(effect: PgoEffect, *, rows: int = 10) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 if TYPE_CHECKING:
     from pyproflab.analyses.pgo_edges import EdgeChange
@@ -24,7 +24,7 @@ def _pct(x: float | None) -> str:
 
 def _shares(cmp: WeightComparison, weight: str) -> str:
     shares = cmp.instance_shares(weight)
-    return ", ".join(f"{k} {v:.1f}%" for k, v in sorted(shares.items()))
+    return ", ".join(f"{text_name(k)} {v:.1f}%" for k, v in sorted(shares.items()))
 
 
 def weighting_lines(cmp: WeightComparison) -> list[str]:
@@ -41,7 +41,7 @@ def weighting_lines(cmp: WeightComparison) -> list[str]:
 
 
 def _change(what: str, c: EdgeChange) -> str:
-    return f"  {what:<5} {_pct(c.old_share):>8} -> {_pct(c.new_share):>8}  {c.key}"
+    return f"  {what:<5} {_pct(c.old_share):>8} -> {_pct(c.new_share):>8}  {text_name(str(c.key))}"
 
 
 def render_text(cmp: WeightComparison, *, rows: int = 5) -> str:

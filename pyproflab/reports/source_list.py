@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 
 from pyproflab.analyses import units
+from pyproflab.reports.formatting import text_name
 
 
 def render_list_text(result, unit: str | None = None, exact: bool = False) -> str:
@@ -30,9 +31,9 @@ def render_list_text(result, unit: str | None = None, exact: bool = False) -> st
     out = [f"Total: {fmt(result.total)}"]
     for r in result.routines:
         if r.file is None:
-            out.append(f"No source information for {r.name}")
+            out.append(f"No source information for {text_name(r.name)}")
             continue
-        out.append(f"ROUTINE ======================== {r.name} in {r.file}")
+        out.append(f"ROUTINE ======================== {text_name(r.name)} in {text_name(r.file)}")
         out.append(
             f"{fmt(r.flat):>10} {fmt(r.cum):>10} (flat, cum) "
             f"{units.percentage(r.cum, result.total)} of Total"

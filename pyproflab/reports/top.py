@@ -9,8 +9,8 @@
   granularity), then ``label,inline`` (pprof's printed node name and its
   marker, so a row can be matched to pprof's); exact integers in the sample
   type's unit.
-- html: a table of the rows; every name is escaped (names come from untrusted
-  profiles).
+- html: a table of the rows, values and percentages as the text prints them;
+  every name is escaped (names come from untrusted profiles).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import io
 from collections.abc import Callable
 
 from pyproflab.analyses import units
-from pyproflab.reports.formatting import json_text
+from pyproflab.reports.formatting import json_text, text_name
 
 ValueFormat = Callable[[int], str]
 
@@ -87,7 +87,7 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
         shown = result.rows.num_rows
         if 0 < shown < result.node_count_before:
             lines.append(f"Showing top {shown} nodes out of {result.node_count_before}")
-    return lines
+    return [text_name(line) for line in lines]
 
 
 def render_text(result, *, exact: bool = False, unit: str | None = None) -> str:
@@ -109,7 +109,7 @@ def render_text(result, *, exact: bool = False, unit: str | None = None) -> str:
         out.append(
             f"{fmt(flat):>10} {units.percentage(flat, total)} "
             f"{units.percentage(running, total)} {fmt(cum):>10} "
-            f"{units.percentage(cum, total)}  {label}{marker}\n"
+            f"{units.percentage(cum, total)}  {text_name(label)}{marker}\n"
         )
     return "".join(out)
 
@@ -182,21 +182,25 @@ def render_html(result, max_rows: int | None = None, *, more: str = "use .to_pan
         "<table><thead><tr><th>flat</th><th>flat%</th><th>sum%</th><th>cum</th>"
         "<th>cum%</th><th>name</th></tr></thead><tbody>"
     )
-    cols = {
-        c: result.rows.column(c).to_pylist()
-        for c in ("flat", "flat_pct", "sum_pct", "cum", "cum_pct", "label", "inline")
-    }
+    cols = {c: result.rows.column(c).to_pylist() for c in ("flat", "cum", "label", "inline")}
     n = result.rows.num_rows if max_rows is None else min(max_rows, result.rows.num_rows)
+    running = 0
     for i in range(n):
+        flat, cum = cols["flat"][i], cols["cum"][i]
+        running += flat
         name = cols["label"][i] + (f" {cols['inline'][i]}" if cols["inline"][i] else "")
         parts.append(
-            f'<tr><td title="{cols["flat"][i]}">{esc(fmt(cols["flat"][i]))}</td>'
-            f"<td>{cols['flat_pct'][i]:.2f}%</td><td>{cols['sum_pct'][i]:.2f}%</td>"
-            f'<td title="{cols["cum"][i]}">{esc(fmt(cols["cum"][i]))}</td>'
-            f"<td>{cols['cum_pct'][i]:.2f}%</td><td>{esc(name)}</td></tr>"
+            f'<tr><td title="{flat}">{esc(fmt(flat))}</td><td>{_pct(flat, result)}</td>'
+            f'<td>{_pct(running, result)}</td><td title="{cum}">{esc(fmt(cum))}</td>'
+            f"<td>{_pct(cum, result)}</td><td>{esc(name)}</td></tr>"
         )
     parts.append("</tbody></table>")
     if n < result.rows.num_rows:
         parts.append(f"<p>… {result.rows.num_rows - n} more rows ({esc(more)})</p>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def _pct(value: int, result) -> str:
+    """A percentage cell as the text prints it (pprof's rounding)."""
+    return units.percentage(value, result.total).strip()

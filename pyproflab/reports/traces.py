@@ -12,6 +12,7 @@ frames marked ``(inline)``. A final separator ends the text.
 from __future__ import annotations
 
 from pyproflab.analyses import units
+from pyproflab.reports.formatting import text_name
 from pyproflab.reports.top import header_lines
 
 SEPARATOR = "-----------+-------------------------------------------------------"
@@ -28,7 +29,9 @@ def render_text(result) -> str:
         out += _label_lines(trace.labels, result.label_units)
         value = units.scaled_label(trace.value, unit, "minimum")
         for i, (name, inline) in enumerate(trace.frames):
-            out.append(f"{value if i == 0 else '':>10}   {name}{' (inline)' if inline else ''}")
+            out.append(
+                f"{value if i == 0 else '':>10}   {text_name(name)}{' (inline)' if inline else ''}"
+            )
     out.append(SEPARATOR)
     return "\n".join(out) + "\n"
 
@@ -43,4 +46,5 @@ def _label_lines(labels: list[dict], num_units: dict[str, str]) -> list[str]:
             unit = num_units.get(lb["key"], lb["key"])
             nums.setdefault(lb["key"], []).append(units.label(lb["num"], unit))
     text = sorted(f"{k:>10}:  {' '.join(v)}" for k, v in strs.items())
-    return text + sorted(f"{k:>10}:  {' '.join(v)}" for k, v in nums.items())
+    text += sorted(f"{k:>10}:  {' '.join(v)}" for k, v in nums.items())
+    return [text_name(line) for line in text]

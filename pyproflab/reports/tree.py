@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 
 from pyproflab.analyses import units
+from pyproflab.reports.formatting import text_name
 from pyproflab.reports.top import header_lines, value_format
 
 SEPARATOR = "----------------------------------------------------------+-------------"
@@ -35,7 +36,7 @@ def render_tree_text(result, unit: str | None = None, exact: bool = False) -> st
         out.append(
             f"{fmt(entry.flat):>10} {units.percentage(entry.flat, total)} "
             f"{units.percentage(flat_sum, total)} {fmt(entry.cum):>10} "
-            f"{units.percentage(entry.cum, total)}                | {entry.name}"
+            f"{units.percentage(entry.cum, total)}                | {text_name(entry.name)}"
         )
         out += _edge_lines(entry.callees, entry.cum, fmt)
     if top.rows.num_rows:
@@ -45,7 +46,7 @@ def render_tree_text(result, unit: str | None = None, exact: bool = False) -> st
 
 def _edge_lines(edges, cum: int, fmt) -> list[str]:
     return [
-        f"{fmt(e.weight):>50} {units.percentage(e.weight, cum)} |   {e.name}"
+        f"{fmt(e.weight):>50} {units.percentage(e.weight, cum)} |   {text_name(e.name)}"
         + (" (inline)" if e.inline else "")
         for e in edges
     ]

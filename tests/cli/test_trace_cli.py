@@ -26,6 +26,21 @@ def test_goroutines_json_rows(tmp_path: Path) -> None:
     assert len(workers) == 8 and all(r["waiting"].get("sync", 0) > 0 for r in workers)
 
 
+def test_a_wait_without_a_reason_is_named_alike_in_every_format() -> None:
+    """A goroutine parked before the trace began has no waiting reason: every format
+    calls it "unknown" (CSV wrote '=200350401', a spreadsheet formula, where text
+    printed '? 200.35ms' and JSON the key "")."""
+    result = answer("goroutines", path=trace_path("mutex"))
+    rows = json.loads(render(result, "json"))
+    parked = [r for r in rows if r["name"] == "runtime.bgsweep"]
+    assert parked and set(parked[0]["waiting"]) == {"unknown"}
+    cells = {r["g"]: r["waiting"] for r in csv.DictReader(io.StringIO(render(result, "csv")))}
+    assert cells[str(parked[0]["g"])] == f"unknown={parked[0]['waiting']['unknown']}"
+    assert not [c for c in cells.values() if c.startswith("=")]
+    text = render(result, "text")
+    assert "runtime.bgsweep" in text and "? " not in text and "unknown 200.35ms" in text
+
+
 def test_every_question_in_every_format() -> None:
     for q in ("goroutines", "sched", "stw", "tasks", "leaks"):
         result = answer(q, path=trace_path("many"))

@@ -23,6 +23,8 @@ LABELS = "parca/pkg/parca/testdata/labels.pb.gz"
 THREADS = "parca/pkg/query/testdata/profile-with-labels.pb.gz"
 EXEMPLARS = "pyroscope/pkg/og/convert/pprof/testdata/cpu-exemplars.pb.gz"
 ALLOCS = "parca/pkg/query/testdata/alloc_space_delta.pb.gz"
+# 12 of its 32 locations have no lines (kernel and [vdso] frames beside /main's).
+PARTLY_SYMBOLIZED = "parca/pkg/symbolizer/testdata/profile.pb.gz"
 
 # (file, sample index, {option: value}); the option names are pprof's and ours.
 CORPUS_CASES = [
@@ -42,6 +44,10 @@ CORPUS_CASES = [
     (ALLOCS, 1, {"tagignore": "bytes=5376"}),
     (ALLOCS, 1, {"hide": "btree", "focus": "arcticdb"}),
     (ALLOCS, 1, {"show_from": "Insert$"}),
+    # Locations without lines: -show drops them all, -hide those whose mapping matches.
+    (PARTLY_SYMBOLIZED, 0, {"show": "irq|schedule"}),
+    (PARTLY_SYMBOLIZED, 0, {"hide": "^/main"}),
+    ("google-pprof/profile/testdata/cppbench.cpu", 1, {"hide": "ma"}),
 ]
 
 GO_CASES = [
@@ -145,8 +151,9 @@ TOP_DEFAULTS = [
         ([], []),
         (["--no-trim"], ["-trim=false"]),
         (["--nodefraction", "0.05"], ["-nodefraction=0.05"]),
+        (["--no-trim", "--nodecount", "10"], ["-trim=false", "-nodecount=10"]),
     ],
-    ids=["defaults", "no-trim", "nodefraction"],
+    ids=["defaults", "no-trim", "nodefraction", "no-trim-nodecount"],
 )
 def test_top_defaults_are_pprofs(rel, ours, theirs, capsys, go_bin):
     """`pyproflab top FILE` prints what `go tool pprof -top FILE` prints, byte for

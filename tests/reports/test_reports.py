@@ -61,6 +61,26 @@ def test_html_escapes():
     assert "<img" not in out and "&lt;img" in out
 
 
+def test_html_percentages_are_the_texts():
+    """Under 1% pprof prints two significant digits, 100% as such: the HTML cells too
+    (they printed 0.02% where text said 0.017%, 100.00% for 100%)."""
+    import re
+
+    p = build(
+        samples=[([2, 1], [999_830]), ([3, 1], [170])],
+        locations=[(1, 1, [(1, 10)]), (2, 1, [(2, 20)]), (3, 1, [(3, 30)])],
+        functions=FUNCS,
+        mappings=MAPS,
+    )
+    result = top(p, node_fraction=0)
+    text = render(result, "text").splitlines()[-result.rows.num_rows :]
+    want = [re.findall(r"\S+%", line) for line in text]
+    cells = re.findall(r"<tr>(.*?)</tr>", render(result, "html"))[1:]
+    got = [re.findall(r"<td>([^<]*%)</td>", row) for row in cells]
+    assert got == want
+    assert ["0.017%", "100%", "0.017%"] in want
+
+
 def test_units():
     assert units.scaled_label(1536, "bytes", "minimum") == "1.50kB"
     assert units.scaled_label(0, "bytes", "minimum") == "0"
