@@ -5,7 +5,9 @@ Rules: text lists the inputs, skipped inputs, safeguards, trimming, the
 refusal if any, then the hot edges (caller -> callee, call-site offset,
 weight, share, cumulative share), marking those inside the compiler's 99%
 cutoff with ``*``; ``edges`` limits the rows (0: all). JSON has every
-edge with exact integer weights. HTML escapes every name (names come from
+edge with exact integer weights; its shares are percentages, named so
+(``share_pct``, ``cum_share_pct``, ``old_share_pct``: elsewhere a share is a
+fraction). HTML escapes every name (names come from
 profiles, which are untrusted).
 """
 
@@ -105,8 +107,8 @@ def _edges_json(es: EdgeSet | None) -> list[dict[str, Any]] | None:
             "callee": e.callee,
             "offset": e.offset,
             "weight": e.weight,
-            "share": e.share,
-            "cum_share": e.cum_share,
+            "share_pct": e.share,
+            "cum_share_pct": e.cum_share,
             "hot": e.hot,
         }
         for e in es.edges
@@ -234,8 +236,8 @@ def render_diff_json(diff: EdgeDiff) -> str:
                 "offset": c.key.offset,
                 "old_weight": c.old_weight,
                 "new_weight": c.new_weight,
-                "old_share": c.old_share,
-                "new_share": c.new_share,
+                "old_share_pct": c.old_share,
+                "new_share_pct": c.new_share,
                 "old_hot": c.old_hot,
                 "new_hot": c.new_hot,
             }

@@ -6,7 +6,8 @@ weight of each reason an edge no longer applies), then what was left out
 (edges outside the module, runtime edges that are not calls), then one row
 per hot edge, heaviest first: weight, share of all edge weight, status, the
 edge, and where its offset lands today with what that line calls. ``edges``
-limits the rows (0: all). JSON has every edge with exact integer weights;
+limits the rows (0: all). JSON has every edge with exact integer weights,
+shares as percentages named ``*_pct``;
 HTML escapes every name (profiles are untrusted).
 """
 
@@ -105,8 +106,8 @@ def render_json(r: PgoCheckResult) -> str:
         "source": r.source,
         "module": r.module,
         "verdict": r.verdict,
-        "share": r.share,
-        "intact_share": r.intact_share,
+        "share_pct": r.share,
+        "intact_share_pct": r.intact_share,
         "checked_weight": r.checked_weight,
         "total_weight": r.total_weight,
         "options": {
@@ -120,7 +121,7 @@ def render_json(r: PgoCheckResult) -> str:
                 "callee": c.edge.callee,
                 "offset": c.edge.offset,
                 "weight": c.edge.weight,
-                "share": c.edge.share,
+                "share_pct": c.edge.share,
                 "status": c.status,
                 "counted": c.counted,
                 "applied": c.applied,

@@ -3,7 +3,8 @@
 Rules: one line per weighting (edges, hot edges, each instance's share of the
 merge, or why it was refused), then per compared pair the hot edges added,
 removed and re-weighted with the overlap of the two hot sets, and at most
-``rows`` of each list (0: all), largest share first. JSON has every list.
+``rows`` of each list (0: all), largest share first. JSON has every list,
+shares as percentages named ``*_pct``.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def _rows(changes: list[EdgeChange]) -> list[dict]:
             "caller": c.key.caller,
             "callee": c.key.callee,
             "offset": c.key.offset,
-            "old_share": c.old_share,
-            "new_share": c.new_share,
+            "old_share_pct": c.old_share,
+            "new_share_pct": c.new_share,
         }
         for c in changes
     ]
@@ -82,7 +83,7 @@ def render_json(cmp: WeightComparison) -> str:
                 "refusal": r.refusal,
                 "edges": len(r.edges),
                 "hot": len(r.edges.hot),
-                "instance_shares": cmp.instance_shares(w) if r.ok else {},
+                "instance_shares_pct": cmp.instance_shares(w) if r.ok else {},
             }
             for w, r in cmp.results.items()
         },

@@ -429,6 +429,9 @@ def test_cli_writes_and_reports_json(cpu_files, tmp_path, capsys):
     assert doc["ok"] and doc["verified"] and doc["output"] == str(out)
     assert doc["total_weight"] == sum(e["weight"] for e in doc["edges"])
     assert any(e["hot"] for e in doc["edges"])
+    # Percentages say so in their names (a "share" elsewhere in JSON is a fraction).
+    assert sum(e["share_pct"] for e in doc["edges"]) == pytest.approx(100)
+    assert doc["edges"][-1]["cum_share_pct"] == pytest.approx(100)
     assert out.is_file() and not list(tmp_path.glob(".*.tmp"))
 
 
@@ -460,6 +463,8 @@ def test_diff(cpu_files, tmp_path, capsys):
     assert cli_main(["pgo", "diff", str(a), str(b), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["changed"] and {"added", "removed", "reweighted"} <= set(doc)
+    rows = doc["added"] + doc["removed"] + doc["reweighted"]
+    assert rows and all({"old_share_pct", "new_share_pct"} <= set(r) for r in rows)
     # A preprofile output file is read as well.
     pre = tmp_path / "a.txt"
     import subprocess

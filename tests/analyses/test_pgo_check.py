@@ -256,7 +256,10 @@ def test_cli(capsys):
     args = ["pgo", "check", profile, "--source", str(PROGRAMS / "ledger" / "rename")]
     assert cli_main([*args, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["share"] < 100 and {e["status"] for e in doc["edges"]} >= {"applies", "caller gone"}
+    assert doc["share_pct"] < 100 and {e["status"] for e in doc["edges"]} >= {
+        "applies",
+        "caller gone",
+    }
     assert cli_main([*args, "--fail-under", "99"]) == 1
     capsys.readouterr()
 
