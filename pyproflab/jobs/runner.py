@@ -20,8 +20,8 @@ Rules:
   after all of a run's files are on disk (``outputs``).
 - Exit codes: 0 done, 1 done with findings over the job's thresholds,
   2 error: a bad spec, a source that failed as a whole (a collect source
-  none of whose fetches succeeded), an output that could not be written,
-  or a crash.
+  none of whose fetches succeeded), a selection that gave the analyses no
+  input, an output that could not be written, or a crash.
 """
 
 from __future__ import annotations
@@ -295,6 +295,19 @@ def _unchanged(
     return JobResult(code, line, summary)
 
 
+def _analysed_nothing(spec: JobSpec, sel: Selection, summary: dict[str, Any]) -> str | None:
+    """Why a run whose analyses had no input is a failure (None: it had some):
+    a selection matching no profile (and no GC data, for gogc) is a mistyped
+    or outdated one as often as an idle fleet, and "0 findings" would hide it."""
+    asked = (spec.regressions, spec.gogc, spec.pgo)
+    if summary.get("profiles") or all(a is None for a in asked):
+        return None
+    if spec.gogc is not None and "skipped" not in summary.get("gogc", {}):
+        return None
+    gc = " and no GC data" if spec.gogc is not None else ""
+    return f"the selection ({sel.describe() or 'all'}) matches no profile{gc}: nothing analysed"
+
+
 def _write_run(
     store: Store,
     spec: JobSpec,
@@ -308,7 +321,10 @@ def _write_run(
     findings, else 0. A failed write (a full disk) is one line."""
     try:
         findings = _analyse_and_write(store, spec, sel, out, summary)
-        code = EXIT_ERROR if source_failed else (EXIT_FINDINGS if findings else EXIT_OK)
+        if nothing := _analysed_nothing(spec, sel, summary):
+            summary["error"] = nothing
+        failed = source_failed or bool(nothing)
+        code = EXIT_ERROR if failed else (EXIT_FINDINGS if findings else EXIT_OK)
         summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
         text = json_text(summary, indent=2)
         out.write("summary", "json", text)
@@ -384,6 +400,8 @@ def run_job(
         # a run that fails before it (a full disk, a bug) is recorded as failed.
         try:
             findings, code = _write_run(store, spec, sel, out, summary, source_failed)
+            if "error" in summary:
+                log(summary["error"])
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             thr = spec.regressions.threshold_pct if spec.regressions else None
             line = (

@@ -379,3 +379,19 @@ def test_a_drop_whose_every_new_file_is_refused_failed(tmp_path):
     assert error.startswith("drop: every new file was refused (1); first: ") and str(bad) in error
     again = run_job(load_job(job), log=lambda line: None)
     assert "error" not in again.summary.get("sources", [{}])[0]
+
+
+def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
+    """A [selection] naming no stored service (a typo) ran no analysis and said
+    '0 selected, 0 findings', exit 0: the answer of a fleet with nothing hot."""
+    from pyproflab.jobs import load_job, run_job
+
+    job = write_job(
+        tmp_path / "job.toml", drop=drop_source, store=tmp_path / "s.duckdb", output=tmp_path / "o"
+    )
+    job.write_text(job.read_text().replace('service = "svc"', 'service = "svx"'))
+    lines: list[str] = []
+    result = run_job(load_job(job), log=lines.append)
+    why = "the selection (service=svx) matches no profile: nothing analysed"
+    assert (result.exit_code, result.summary["error"], lines) == (2, why, [why])
+    assert result.summary["sources"][0]["new"] == 24  # the ingest itself stands
