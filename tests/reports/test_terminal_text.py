@@ -97,3 +97,19 @@ def test_regressions_text_names_are_inert(tmp_path, capsys) -> None:
         out = capsys.readouterr().out
         assert not CONTROL.findall(out), (argv[0], sorted(set(CONTROL.findall(out))))
         assert shown in out
+
+
+@pytest.mark.go
+def test_notes_and_findings_print_instances_inert(tmp_path, capsys) -> None:
+    """gc's notes and the trace findings name instances (a store's metadata, pushed by
+    SDKs or read from sidecars): inert in text too."""
+    db, instance = str(tmp_path / "g.duckdb"), "i\x1b[31mX"
+    trace = TESTDATA.parent / "traces" / "mutex.trace"  # its p99 wait is CPU starvation
+    files = [str(TESTDATA / "cpu.pb.gz"), str(trace)]
+    assert main(["ingest", *files, "--db", db, "--service", "s", "--instance", instance]) == 0
+    for argv in (["gc", "--db", db], ["trace", "sched", "--db", db]):
+        capsys.readouterr()
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not CONTROL.findall(out), (argv[0], sorted(set(CONTROL.findall(out))))
+        assert "of i\\x1b[31mX" in out or "on i\\x1b[31mX" in out
