@@ -12,9 +12,9 @@ is computed, so percentages stay shares of the unfiltered total):
   mapping file matches and by ``show`` whatever it matches (pprof keeps the
   location's matching lines, and there are none).
 - ``show_from``: per location, the lines above (callers of) the last line
-  whose function name matches are removed (a matching mapping file keeps them
-  all); per sample, the locations above the matching one nearest the root are
-  removed; a sample with no matching location is dropped.
+  that matches are removed (a matching mapping file keeps them all); per
+  sample, the locations above the matching one nearest the root are removed;
+  a sample with no matching location is dropped.
 - ``tagfocus``/``tagignore``: ``KEY=VALUE`` or ``VALUE``. VALUE is a numeric
   range (``64kb``, ``1mb:2mb``, ``:64kb``, ``1mb:``; units scaled as pprof's
   ``measurement`` scales them, the unit of a label being its ``num_unit``, or
@@ -159,11 +159,11 @@ def warn_unmatched(profile: Profile, options: dict[str, Any], stacklevel: int = 
 # --- names ----------------------------------------------------------------------------
 
 
-def _line_matchers(profile: Profile, rx: re.Pattern, *, files: bool = True):
-    """(function id -> matches, mapping id -> its file matches)."""
+def _line_matchers(profile: Profile, rx: re.Pattern):
+    """(function id -> its name or file name matches, mapping id -> its file matches)."""
     f = profile.functions
     fn = {
-        fid: bool(rx.search(name) or (files and rx.search(fname)))
+        fid: bool(rx.search(name) or rx.search(fname))
         for fid, name, fname in zip(
             f.column("id").to_pylist(),
             f.column("name").to_pylist(),
@@ -223,7 +223,7 @@ def _hide_show(
 
 def _show_from(profile: Profile, rx: re.Pattern, found: dict[str, bool]) -> Profile:
     """pprof's -show_from; ``found`` gets "ShowFrom" (some location matched)."""
-    fn, mp = _line_matchers(profile, rx, files=False)
+    fn, mp = _line_matchers(profile, rx)
     locs = profile.locations.to_pylist()
     matched: set[int] = set()
     for loc in locs:

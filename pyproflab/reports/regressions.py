@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from pyproflab.analyses.units import quantity
-from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text
+from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text, text_name
 
 
 def _num(v: float | None, digits: int = 4) -> str:
@@ -87,13 +87,14 @@ def header_lines(result) -> list[str]:
         what = f"{st.type} as {result.rate_unit}" + (
             " (rate per second of profile duration)" if result.rate else " (per-profile value)"
         )
-    return [
+    lines = [
         f"Type: {what}, {result.granularity}",
         f"Base: {result.base_description}: {result.n_base} profiles, "
         f"{result.duration_base:.1f}s, total {result.total_base}",
         f"New:  {result.new_description}: {result.n_new} profiles, "
         f"{result.duration_new:.1f}s, total {result.total_new}",
     ] + [f"Note: {n}" for n in result.notes]
+    return [text_name(line) for line in lines]
 
 
 def _metric(result, r: dict) -> str:
@@ -226,7 +227,8 @@ def render_text(result, top: int | None = 30) -> str:
         lines.append("Call edges carrying a changed callee's cost:")
         for e in edges:
             lines.append(
-                f"  {e['caller']} -> {e['callee']}  {_q(e['change'], result)} "
+                f"  {text_name(e['caller'])} -> {text_name(e['callee'])}  "
+                f"{_q(e['change'], result)} "
                 f"({_pct(e['rel'])} [{_pct(e['rel_lo'])}, {_pct(e['rel_hi'])}] unadj., "
                 f"q {e['q']:.3g})"
             )
@@ -417,6 +419,7 @@ def render_over_time_text(result) -> str:
         f"{_when(w.column('start')[0].as_py())} .. {_when(w.column('end')[-1].as_py())}, "
         f"rates in {result.rate_unit}"
     ] + [f"Note: {n}" for n in result.notes]
+    lines = [text_name(line) for line in lines]
     if not result.changes.num_rows:
         lines.append(f"No change points at FDR {result.fdr:g}.")
         return "\n".join(lines) + "\n"

@@ -55,6 +55,7 @@ GO_CASES = [
     ("cpu", 1, {"tagfocus": "worker=0,1"}),
     ("cpu", 1, {"tagignore": "step=walk"}),
     ("cpu", 1, {"hide": "runtime\\.", "show_from": "main\\."}),
+    ("cpu", 1, {"show_from": "runtime\\.go$"}),  # only a file name matches (pprof.Do's)
     ("cpu", 1, {"show": "main\\.(fib|isEven|isOdd)"}),
     ("cpu", 1, {"focus": "main.fib", "hide": "fib"}),
     ("heap", 1, {"tagfocus": "bytes=1kb:"}),
