@@ -9,6 +9,9 @@
   exported metadata and exited 0: the flags name files, and there were none.
   Refused in one line, exit 2, no store left; a refused dataset (a file
   altered) no longer leaves the empty store it made either.
+- SIGTERM (``timeout``, a scheduler's stop) killed a command where it stood:
+  ingest's worker processes stayed for ever. It unwinds as Ctrl-C does, exit
+  143 ("terminated").
 """
 
 from __future__ import annotations
@@ -58,3 +61,69 @@ def test_ingest_of_a_dataset_refuses_metadata_it_would_drop(tmp_path, capsys) ->
     assert main(argv) == 2
     assert "stacks.parquet differs from the export" in capsys.readouterr().err
     assert not dst.exists()
+
+
+_TERM_AT_THIRD_FILE = """
+import os, signal, sys
+from pyproflab.cli import common, main
+shown = common.Progress.__call__
+def progress(self, done, total):
+    if done == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    shown(self, done, total)
+common.Progress.__call__ = progress
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _marked(mark: str) -> list[int]:
+    """Pids of the processes whose environment holds ``mark``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and mark.encode() in (d / "environ").read_bytes():
+                pids.append(int(d.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_sigterm_during_ingest_unwinds_and_leaves_no_worker(tmp_path) -> None:
+    """SIGTERM killed ingest where it stood: its worker pool's processes stayed,
+    blocked on their queues for ever, holding its stdout (``timeout 60 pyproflab
+    ingest ... | tee log`` never ended). Now it unwinds as Ctrl-C does: exit 143,
+    whole batches stored, no process left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from pyproflab.store.connection import Store
+
+    mark = f"PYPROFLAB_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    db, log = tmp_path / "s.duckdb", tmp_path / "log"
+    argv = ["ingest", str(GO), "--db", str(db), "--workers", "2", "--batch-size", "1"]
+    try:
+        with open(log, "w") as out:
+            rc = subprocess.run(
+                [sys.executable, "-c", _TERM_AT_THIRD_FILE, *argv],
+                stdout=out, stderr=out, env=env, timeout=120, check=False,
+            ).returncode  # fmt: skip
+        deadline = time.monotonic() + 30  # the pool's processes see their parent go
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _marked(mark)
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+    assert (rc, left) == (143, []), log.read_text()
+    assert log.read_text().endswith("pyproflab: terminated\n")
+    with Store.open(db, read_only=True) as store:
+        rows = store.sql(
+            "SELECT p.num_samples AS n, (SELECT count(*) FROM samples s "
+            "WHERE s.profile_id = p.profile_id) AS stored FROM profiles p"
+        ).to_pylist()
+    assert rows and all(r["n"] == r["stored"] for r in rows)
