@@ -39,7 +39,7 @@ def render_list_text(result, unit: str | None = None, exact: bool = False) -> st
             f"{units.percentage(r.cum, result.total)} of Total"
         )
         if r.error:
-            out.append(f" Error: {r.error}")
+            out.append(f" Error: {text_name(r.error)}")
             continue
         out += [f"{dot(ln.flat):>10} {dot(ln.cum):>10} {ln.lineno:6d}:{ln.text}" for ln in r.lines]
     return "\n".join(out) + "\n"

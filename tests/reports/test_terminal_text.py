@@ -25,14 +25,16 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # newline and tab are th
 
 
 def renamed(source: Path, path: Path, names: dict[str, str]) -> Path:
-    """The profile ``source`` with its functions renamed by ``names``, written to ``path``."""
+    """The profile ``source`` with its functions renamed by ``names`` (and their files
+    by the same name, ``.go`` added), written to ``path``."""
     p = profile_pb2.Profile()
     p.ParseFromString(gzip.decompress(source.read_bytes()))
     for f in p.function:
         new = names.get(p.string_table[f.name])
         if new is not None:
-            p.string_table.append(new)
-            f.name = f.system_name = len(p.string_table) - 1
+            p.string_table.extend([new, f"/src/{new}.go"])
+            f.name = f.system_name = len(p.string_table) - 2
+            f.filename = len(p.string_table) - 1
     path.write_bytes(gzip.compress(p.SerializeToString()))
     return path
 
