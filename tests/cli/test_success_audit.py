@@ -12,6 +12,8 @@
 - SIGTERM (``timeout``, a scheduler's stop) killed a command where it stood:
   ingest's worker processes stayed for ever. It unwinds as Ctrl-C does, exit
   143 ("terminated").
+- ``profiles`` of a selection matching nothing printed a bare header; it says
+  so on stderr (exit 0: an empty listing is an answer).
 """
 
 from __future__ import annotations
@@ -127,3 +129,15 @@ def test_sigterm_during_ingest_unwinds_and_leaves_no_worker(tmp_path) -> None:
             "WHERE s.profile_id = p.profile_id) AS stored FROM profiles p"
         ).to_pylist()
     assert rows and all(r["n"] == r["stored"] for r in rows)
+
+
+def test_profiles_of_a_selection_matching_nothing_says_so(tmp_path, capsys) -> None:
+    """``profiles --service apx`` printed a header over no rows and nothing else."""
+    db = str(tmp_path / "s.duckdb")
+    assert main(["ingest", str(GO / "cpu.pb.gz"), "--db", db, "--service", "api"]) == 0
+    capsys.readouterr()
+    assert main(["profiles", "--db", db, "--service", "apx", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert (out.strip(), err) == ("[]", "pyproflab: note: no profiles match service=apx\n")
+    assert main(["profiles", "--db", db, "--service", "api"]) == 0
+    assert capsys.readouterr().err == ""
