@@ -153,8 +153,9 @@ def _fcr(r: dict, m: str) -> str:
     return f"[{_pct(r[f'{m}_rel_fcr_lo'])}, {_pct(r[f'{m}_rel_fcr_hi'])}]"
 
 
-def _table(result, rows: list[dict]) -> list[str]:
-    head = [
+def _head(result) -> list[str]:
+    """The table's column heads, text and HTML alike (``_cells`` fills them)."""
+    return [
         "rank",
         "by",
         "base",
@@ -169,6 +170,10 @@ def _table(result, rows: list[dict]) -> list[str]:
         "detect",
         "name",
     ]
+
+
+def _table(result, rows: list[dict]) -> list[str]:
+    head = _head(result)
     return grid(head, _cells(result, rows), "r" * (len(head) - 1) + "l")
 
 
@@ -265,28 +270,13 @@ def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()
         '<div class="pyproflab-regressions">',
         "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
         "<pre>" + esc("\n".join(interval_lines(result) if result.statistics else [])) + "</pre>",
-        "<table><thead><tr><th>#</th><th>by</th><th>base</th><th>new</th><th>change</th>"
-        f"<th>{_level(result.confidence)} interval, unadj.</th><th>rel</th>"
-        "<th>FCR rel interval</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
-        "<tbody>",
+        "<table><thead><tr>"
+        + "".join(f"<th>{esc(h)}</th>" for h in _head(result))
+        + "</tr></thead><tbody>",
     ]
     rows = result.rows.slice(0, top) if top else result.rows
-    for r in rows.to_pylist():
-        m = _metric(result, r)
-        q = r[f"{m}_q"]
-        parts.append(
-            f"<tr><td>{r['rank']}</td><td>{m}</td>"
-            f"<td>{esc(quantity(r[f'{m}_rate_base'], result.rate_unit))}</td>"
-            f"<td>{esc(quantity(r[f'{m}_rate_new'], result.rate_unit))}</td>"
-            f"<td>{esc(_q(r[f'{m}_change'], result))}</td>"
-            f"<td>[{esc(_q(r[f'{m}_change_lo'], result))}, "
-            f"{esc(_q(r[f'{m}_change_hi'], result))}]</td>"
-            f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
-            f"<td>{esc(_fcr(r, m))}</td>"
-            f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
-            f"<td>{'*' if r[f'{m}_significant'] else ''}</td>"
-            f"<td>{esc(r['label'] + (f' ({_note(r)})' if _note(r) else ''))}</td></tr>"
-        )
+    for cells in _cells(result, rows.to_pylist()):
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     parts.append("</tbody></table>")
     if rows.num_rows < result.rows.num_rows:
         parts.append(f"<p>… {result.rows.num_rows - rows.num_rows} more rows ({esc(more)})</p>")
