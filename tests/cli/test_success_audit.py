@@ -14,6 +14,9 @@
   143 ("terminated").
 - ``profiles`` of a selection matching nothing printed a bare header; it says
   so on stderr (exit 0: an empty listing is an answer).
+- ``ingest-gc A.prom B.prom --time T`` stored A and counted B's differing
+  values "already present": an input with two values of one series at one
+  time is refused whole, and the store ingest-gc made for it removed.
 """
 
 from __future__ import annotations
@@ -141,3 +144,30 @@ def test_profiles_of_a_selection_matching_nothing_says_so(tmp_path, capsys) -> N
     assert (out.strip(), err) == ("[]", "pyproflab: note: no profiles match service=apx\n")
     assert main(["profiles", "--db", db, "--service", "api"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_two_snapshots_given_one_time_are_refused_not_half_stored(tmp_path, capsys) -> None:
+    """``ingest-gc A.prom B.prom --time T``: B's samples took A's times, and those
+    whose value differed were counted 'already present' and dropped, exit 0."""
+    snap = GO.parent / "gc" / "prometheus-2.42-metrics.prom"
+    other = tmp_path / "b.prom"
+    other.write_text(
+        "".join(
+            "go_memstats_heap_alloc_bytes 999\n"
+            if line.startswith("go_memstats_heap_alloc_bytes ")
+            else line
+            for line in snap.read_text().splitlines(keepends=True)
+        )
+    )
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", "--format", "prom", "--instance", "i-1", "--db", str(db)]
+    argv += ["--time", "2026-11-22T10:00:00Z"]
+    assert main([*argv, str(snap), str(other)]) == 2
+    assert capsys.readouterr().err == (
+        "pyproflab: error: go_memstats_heap_alloc_bytes of instance i-1 has two values at "
+        "2026-11-22T10:00:00+0000 in this input (samples without a timestamp of several "
+        "files took one time?); nothing stored\n"
+    )
+    assert not db.exists()
+    assert main([*argv, str(snap), str(snap)]) == 0  # the same file twice: one copy
+    assert ": 295 new, 295 already present" in capsys.readouterr().out
