@@ -10,7 +10,8 @@ Rules:
   ``run`` column (made before runs existed) get their runs computed per
   (instance, source), in row order. Re-ingesting adds nothing, and
   duplicates inside one batch are stored once (the first wins); a streamed
-  input (``StreamedRows``) holding two values of one metric sample's key is
+  input (``StreamedRows``) holding two values of one metric sample's key, or
+  a key stored with another figure (a sample's value, a cycle's time), is
   refused whole. ``instance`` may be null; null equals null here.
 - The functions return the number of rows added.
 - No network here: a Prometheus server is a source
@@ -297,6 +298,7 @@ class StreamedRows:
             )
             if repeats and table == "metric_samples":
                 _refuse_two_values(store, stage, part)
+            _refuse_restated(store, stage, table, key)
             self.added += _insert_from(store, stage, names, table, key, unique=not repeats)
         self._stack.close()
         return self.added
@@ -323,6 +325,34 @@ def _refuse_two_values(store: Store, stage: str, part: str) -> None:
             f"{c['metric']} of instance {c['instance']} has two values at {at}"
             " in this input (samples without a timestamp of several files took one time?); "
             "nothing stored"
+        )
+
+
+# The figure a stored row's key stands for: given again different, it is not
+# "already present" (a snapshot given the time of another, a log re-dated).
+_FIGURE = {"metric_samples": "value", "gc_cycles": "time"}
+
+
+def _refuse_restated(store: Store, stage: str, table: str, key: Sequence[str]) -> None:
+    """Refuse an input restating a stored row's key with another figure: counted
+    "already present", the new figure was dropped and the old one kept."""
+    fig = _FIGURE[table]
+    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    what = (
+        "n.metric || ' at ' || strftime(n.time, '%Y-%m-%dT%H:%M:%S%z')"
+        if table == "metric_samples"
+        else "n.source || ' gc ' || n.gc_num"
+    )
+    clash = store.sql(
+        f"SELECT {what} AS what, n.instance, m.{fig} AS was, n.{fig} AS now FROM {stage} n "
+        f"JOIN {table} m ON {on} WHERE m.{fig} IS DISTINCT FROM n.{fig} LIMIT 1"
+    ).to_pylist()
+    if clash:
+        c = clash[0]
+        raise StoreError(
+            f"{c['what']} of instance {c['instance']}: the store holds {fig} {c['was']} "
+            f"where this input says {c['now']}; nothing stored (one of them is misdated"
+            " or misnamed)"
         )
 
 

@@ -16,7 +16,10 @@
   so on stderr (exit 0: an empty listing is an answer).
 - ``ingest-gc A.prom B.prom --time T`` stored A and counted B's differing
   values "already present": an input with two values of one series at one
-  time is refused whole, and the store ingest-gc made for it removed.
+  time is refused whole, and the store ingest-gc made for it removed; so is
+  one restating a stored sample's key with another value (B after A, in two
+  runs), or a stored gctrace cycle with another time (a log re-dated with
+  another --process-start said "20 already present" and kept the old dates).
 """
 
 from __future__ import annotations
@@ -171,3 +174,26 @@ def test_two_snapshots_given_one_time_are_refused_not_half_stored(tmp_path, caps
     assert not db.exists()
     assert main([*argv, str(snap), str(snap)]) == 0  # the same file twice: one copy
     assert ": 295 new, 295 already present" in capsys.readouterr().out
+    assert main([*argv, str(other)]) == 2  # B in a run of its own, after A
+    assert capsys.readouterr().err == (
+        "pyproflab: error: go_memstats_heap_alloc_bytes at 2026-11-22T10:00:00+00 of "
+        "instance i-1: the store holds value 7916184.0 where this input says 999.0; "
+        "nothing stored (one of them is misdated or misnamed)\n"
+    )
+
+
+def test_a_log_given_another_process_start_is_refused_not_present(tmp_path, capsys) -> None:
+    """A gctrace log ingested again with a corrected --process-start said '20 already
+    present', exit 0, and kept the first dates."""
+    log = GO.parent / "gc" / "gctrace-go1.26.log"
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", str(log), "--format", "gctrace", "--instance", "i-1", "--db", str(db)]
+    assert main([*argv, "--process-start", "2026-11-22T10:00:00Z"]) == 0
+    assert main([*argv, "--process-start", "2026-11-22T10:00:00Z"]) == 0  # the same again
+    capsys.readouterr()
+    assert main([*argv, "--process-start", "2026-11-23T10:00:00Z"]) == 2
+    assert capsys.readouterr().err == (
+        f"pyproflab: error: {log} gc 1 of instance i-1: the store holds time "
+        "2026-11-22 10:00:00+00:00 where this input says 2026-11-23 10:00:00+00:00; "
+        "nothing stored (one of them is misdated or misnamed)\n"
+    )
