@@ -10,9 +10,10 @@ means "findings" to a scheduler (``job``, ``regressions --fail-on-change``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pyproflab.cli import common
 from pyproflab.cli.common import OneLineParser
@@ -72,15 +73,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so it unwinds as Ctrl-C does."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (a scheduler's stop, ``timeout``) unwinds the command as Ctrl-C
+    does: by default it killed the process where it stood, leaving the worker
+    pool's processes blocked on its queues for ever (a timeout 60 ingest left
+    them, holding its stdout open). Only in the main thread, over the default."""
+    import signal
+    import threading
+
+    ours = threading.current_thread() is threading.main_thread()
+    ours = ours and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if ours:
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        with common.limit_options(args):
+        with _sigterm_unwinds(), common.limit_options(args):
             return int(args._command().run(args) or 0)
     except ProflabError as e:
         print(f"pyproflab: error: {e}", file=sys.stderr)
         return e.exit_code
+    except Terminated:
+        print("pyproflab: terminated", file=sys.stderr)
+        return 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
     except KeyboardInterrupt:
         print("pyproflab: interrupted", file=sys.stderr)
         return 130

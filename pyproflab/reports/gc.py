@@ -16,7 +16,15 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import csv_cell, grid, json_text, mib, pct, seconds
+from pyproflab.reports.formatting import (
+    csv_cell,
+    grid,
+    json_text,
+    mib,
+    pct,
+    seconds,
+    text_name,
+)
 
 TABLES = ("profiles", "instances", "categories")
 
@@ -138,7 +146,7 @@ def render_text(result) -> str:
         lines += ["", CATEGORY_TITLE, ""]
         lines += cats
     if result.notes:
-        lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
+        lines += ["", "Notes:"] + [f"  - {text_name(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
 
 

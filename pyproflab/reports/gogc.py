@@ -18,7 +18,7 @@ import html
 import math
 from typing import Any
 
-from pyproflab.reports.formatting import csv_cell, json_text, plotly_text
+from pyproflab.reports.formatting import csv_cell, json_text, plotly_text, text_name
 
 MiB = float(1 << 20)
 
@@ -147,9 +147,9 @@ def render_text(result) -> str:
     if (c := canary_line(result)) is not None:
         lines.append(c)
     if result.findings:
-        lines += ["", "Container:"] + [f"  - {x}" for x in result.findings]
+        lines += ["", "Container:"] + [f"  - {text_name(x)}" for x in result.findings]
     if result.notes:
-        lines += ["", "Notes:"] + [f"  - {n}" for n in result.notes]
+        lines += ["", "Notes:"] + [f"  - {text_name(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.errors import UsageError
-from pyproflab.reports.formatting import csv_cell, grid, json_text, seconds
+from pyproflab.reports.formatting import csv_cell, grid, json_text, seconds, text_name
 
 
 def _shape(result: Any) -> tuple[str, tuple[str, ...], str | None]:
@@ -115,7 +115,7 @@ def render_text(result: Any, limit: int | None = 50) -> str:
     lines = []
     if findings:
         found = list(getattr(result, findings))
-        lines += found or ["no findings"]
+        lines += [text_name(x) for x in found] or ["no findings"]
         lines.append("")
     for n in names:
         lines += _text_table(n.replace("_", " "), getattr(result, n), limit)

@@ -120,6 +120,7 @@ def render_json(result: PgoResult) -> str:
         "ok": result.ok,
         "refusal": result.refusal,
         "output": result.output,
+        "output_samples": result.profile.num_samples if result.profile else None,
         "weight": result.weight,
         "candidates": result.candidates,
         "inputs": [

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from pyproflab.analyses.units import quantity
-from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text
+from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text, text_name
 
 
 def _num(v: float | None, digits: int = 4) -> str:
@@ -87,13 +87,14 @@ def header_lines(result) -> list[str]:
         what = f"{st.type} as {result.rate_unit}" + (
             " (rate per second of profile duration)" if result.rate else " (per-profile value)"
         )
-    return [
+    lines = [
         f"Type: {what}, {result.granularity}",
         f"Base: {result.base_description}: {result.n_base} profiles, "
         f"{result.duration_base:.1f}s, total {result.total_base}",
         f"New:  {result.new_description}: {result.n_new} profiles, "
         f"{result.duration_new:.1f}s, total {result.total_new}",
     ] + [f"Note: {n}" for n in result.notes]
+    return [text_name(line) for line in lines]
 
 
 def _metric(result, r: dict) -> str:
@@ -152,8 +153,9 @@ def _fcr(r: dict, m: str) -> str:
     return f"[{_pct(r[f'{m}_rel_fcr_lo'])}, {_pct(r[f'{m}_rel_fcr_hi'])}]"
 
 
-def _table(result, rows: list[dict]) -> list[str]:
-    head = [
+def _head(result) -> list[str]:
+    """The table's column heads, text and HTML alike (``_cells`` fills them)."""
+    return [
         "rank",
         "by",
         "base",
@@ -168,6 +170,10 @@ def _table(result, rows: list[dict]) -> list[str]:
         "detect",
         "name",
     ]
+
+
+def _table(result, rows: list[dict]) -> list[str]:
+    head = _head(result)
     return grid(head, _cells(result, rows), "r" * (len(head) - 1) + "l")
 
 
@@ -226,7 +232,8 @@ def render_text(result, top: int | None = 30) -> str:
         lines.append("Call edges carrying a changed callee's cost:")
         for e in edges:
             lines.append(
-                f"  {e['caller']} -> {e['callee']}  {_q(e['change'], result)} "
+                f"  {text_name(e['caller'])} -> {text_name(e['callee'])}  "
+                f"{_q(e['change'], result)} "
                 f"({_pct(e['rel'])} [{_pct(e['rel_lo'])}, {_pct(e['rel_hi'])}] unadj., "
                 f"q {e['q']:.3g})"
             )
@@ -263,28 +270,13 @@ def render_html(result, top: int | None = None, *, more: str = "use .to_pandas()
         '<div class="pyproflab-regressions">',
         "<pre>" + esc("\n".join(header_lines(result))) + "</pre>",
         "<pre>" + esc("\n".join(interval_lines(result) if result.statistics else [])) + "</pre>",
-        "<table><thead><tr><th>#</th><th>by</th><th>base</th><th>new</th><th>change</th>"
-        f"<th>{_level(result.confidence)} interval, unadj.</th><th>rel</th>"
-        "<th>FCR rel interval</th><th>q</th><th>sig</th><th>name</th></tr></thead>"
-        "<tbody>",
+        "<table><thead><tr>"
+        + "".join(f"<th>{esc(h)}</th>" for h in _head(result))
+        + "</tr></thead><tbody>",
     ]
     rows = result.rows.slice(0, top) if top else result.rows
-    for r in rows.to_pylist():
-        m = _metric(result, r)
-        q = r[f"{m}_q"]
-        parts.append(
-            f"<tr><td>{r['rank']}</td><td>{m}</td>"
-            f"<td>{esc(quantity(r[f'{m}_rate_base'], result.rate_unit))}</td>"
-            f"<td>{esc(quantity(r[f'{m}_rate_new'], result.rate_unit))}</td>"
-            f"<td>{esc(_q(r[f'{m}_change'], result))}</td>"
-            f"<td>[{esc(_q(r[f'{m}_change_lo'], result))}, "
-            f"{esc(_q(r[f'{m}_change_hi'], result))}]</td>"
-            f"<td>{esc(_pct(r[f'{m}_rel']))}</td>"
-            f"<td>{esc(_fcr(r, m))}</td>"
-            f"<td>{'-' if q is None or math.isnan(q) else f'{q:.3g}'}</td>"
-            f"<td>{'*' if r[f'{m}_significant'] else ''}</td>"
-            f"<td>{esc(r['label'] + (f' ({_note(r)})' if _note(r) else ''))}</td></tr>"
-        )
+    for cells in _cells(result, rows.to_pylist()):
+        parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     parts.append("</tbody></table>")
     if rows.num_rows < result.rows.num_rows:
         parts.append(f"<p>… {result.rows.num_rows - rows.num_rows} more rows ({esc(more)})</p>")
@@ -417,6 +409,7 @@ def render_over_time_text(result) -> str:
         f"{_when(w.column('start')[0].as_py())} .. {_when(w.column('end')[-1].as_py())}, "
         f"rates in {result.rate_unit}"
     ] + [f"Note: {n}" for n in result.notes]
+    lines = [text_name(line) for line in lines]
     if not result.changes.num_rows:
         lines.append(f"No change points at FDR {result.fdr:g}.")
         return "\n".join(lines) + "\n"

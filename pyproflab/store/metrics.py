@@ -9,8 +9,9 @@ Rules:
   process run of the same log (``sources.gctrace_runs``). Rows without a
   ``run`` column (made before runs existed) get their runs computed per
   (instance, source), in row order. Re-ingesting adds nothing, and
-  duplicates inside one batch are stored once (the first wins). ``instance``
-  may be null; null equals null here.
+  duplicates inside one batch are stored once (the first wins); a streamed
+  input (``StreamedRows``) holding two values of one metric sample's key is
+  refused whole. ``instance`` may be null; null equals null here.
 - The functions return the number of rows added.
 - No network here: a Prometheus server is a source
   (``sources/prometheus_server.py``), stored through ``store/sourced.py``.
@@ -294,6 +295,8 @@ class StreamedRows:
                 .column(0)[0]
                 .as_py()
             )
+            if repeats and table == "metric_samples":
+                _refuse_two_values(store, stage, part)
             self.added += _insert_from(store, stage, names, table, key, unique=not repeats)
         self._stack.close()
         return self.added
@@ -303,6 +306,24 @@ class StreamedRows:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.__exit__(*exc)  # rolls back when the input failed
+
+
+def _refuse_two_values(store: Store, stage: str, part: str) -> None:
+    """Refuse an input holding two values of one series at one time: stored as
+    a repeat, the second was dropped as "already present" (two snapshots
+    given one time, ``ingest-gc A.prom B.prom --time T``, lost B's values)."""
+    clash = store.sql(
+        f"SELECT metric, instance, time FROM {stage} GROUP BY {part} "
+        "HAVING count(DISTINCT value) > 1 LIMIT 1"
+    ).to_pylist()
+    if clash:
+        c = clash[0]
+        at = f"{c['time']:%Y-%m-%dT%H:%M:%S%z}"
+        raise StoreError(
+            f"{c['metric']} of instance {c['instance']} has two values at {at}"
+            " in this input (samples without a timestamp of several files took one time?); "
+            "nothing stored"
+        )
 
 
 def with_meta(

@@ -427,6 +427,8 @@ def test_cli_writes_and_reports_json(cpu_files, tmp_path, capsys):
     assert cli_main(["pgo", *map(str, cpu_files), "-o", str(out), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] and doc["verified"] and doc["output"] == str(out)
+    # What the text's "wrote OUT: N samples" says.
+    assert doc["output_samples"] == pyproflab.read_profile(out).num_samples > 0
     assert doc["total_weight"] == sum(e["weight"] for e in doc["edges"])
     assert any(e["hot"] for e in doc["edges"])
     # Percentages say so in their names (a "share" elsewhere in JSON is a fraction).

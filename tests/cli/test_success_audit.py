@@ -9,6 +9,14 @@
   exported metadata and exited 0: the flags name files, and there were none.
   Refused in one line, exit 2, no store left; a refused dataset (a file
   altered) no longer leaves the empty store it made either.
+- SIGTERM (``timeout``, a scheduler's stop) killed a command where it stood:
+  ingest's worker processes stayed for ever. It unwinds as Ctrl-C does, exit
+  143 ("terminated").
+- ``profiles`` of a selection matching nothing printed a bare header; it says
+  so on stderr (exit 0: an empty listing is an answer).
+- ``ingest-gc A.prom B.prom --time T`` stored A and counted B's differing
+  values "already present": an input with two values of one series at one
+  time is refused whole, and the store ingest-gc made for it removed.
 """
 
 from __future__ import annotations
@@ -58,3 +66,108 @@ def test_ingest_of_a_dataset_refuses_metadata_it_would_drop(tmp_path, capsys) ->
     assert main(argv) == 2
     assert "stacks.parquet differs from the export" in capsys.readouterr().err
     assert not dst.exists()
+
+
+_TERM_AT_THIRD_FILE = """
+import os, signal, sys
+from pyproflab.cli import common, main
+shown = common.Progress.__call__
+def progress(self, done, total):
+    if done == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    shown(self, done, total)
+common.Progress.__call__ = progress
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _marked(mark: str) -> list[int]:
+    """Pids of the processes whose environment holds ``mark``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and mark.encode() in (d / "environ").read_bytes():
+                pids.append(int(d.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_sigterm_during_ingest_unwinds_and_leaves_no_worker(tmp_path) -> None:
+    """SIGTERM killed ingest where it stood: its worker pool's processes stayed,
+    blocked on their queues for ever, holding its stdout (``timeout 60 pyproflab
+    ingest ... | tee log`` never ended). Now it unwinds as Ctrl-C does: exit 143,
+    whole batches stored, no process left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from pyproflab.store.connection import Store
+
+    mark = f"PYPROFLAB_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    db, log = tmp_path / "s.duckdb", tmp_path / "log"
+    argv = ["ingest", str(GO), "--db", str(db), "--workers", "2", "--batch-size", "1"]
+    try:
+        with open(log, "w") as out:
+            rc = subprocess.run(
+                [sys.executable, "-c", _TERM_AT_THIRD_FILE, *argv],
+                stdout=out, stderr=out, env=env, timeout=120, check=False,
+            ).returncode  # fmt: skip
+        deadline = time.monotonic() + 30  # the pool's processes see their parent go
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _marked(mark)
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, signal.SIGKILL)
+    assert (rc, left) == (143, []), log.read_text()
+    assert log.read_text().endswith("pyproflab: terminated\n")
+    with Store.open(db, read_only=True) as store:
+        rows = store.sql(
+            "SELECT p.num_samples AS n, (SELECT count(*) FROM samples s "
+            "WHERE s.profile_id = p.profile_id) AS stored FROM profiles p"
+        ).to_pylist()
+    assert rows and all(r["n"] == r["stored"] for r in rows)
+
+
+def test_profiles_of_a_selection_matching_nothing_says_so(tmp_path, capsys) -> None:
+    """``profiles --service apx`` printed a header over no rows and nothing else."""
+    db = str(tmp_path / "s.duckdb")
+    assert main(["ingest", str(GO / "cpu.pb.gz"), "--db", db, "--service", "api"]) == 0
+    capsys.readouterr()
+    assert main(["profiles", "--db", db, "--service", "apx", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert (out.strip(), err) == ("[]", "pyproflab: note: no profiles match service=apx\n")
+    assert main(["profiles", "--db", db, "--service", "api"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_two_snapshots_given_one_time_are_refused_not_half_stored(tmp_path, capsys) -> None:
+    """``ingest-gc A.prom B.prom --time T``: B's samples took A's times, and those
+    whose value differed were counted 'already present' and dropped, exit 0."""
+    snap = GO.parent / "gc" / "prometheus-2.42-metrics.prom"
+    other = tmp_path / "b.prom"
+    other.write_text(
+        "".join(
+            "go_memstats_heap_alloc_bytes 999\n"
+            if line.startswith("go_memstats_heap_alloc_bytes ")
+            else line
+            for line in snap.read_text().splitlines(keepends=True)
+        )
+    )
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", "--format", "prom", "--instance", "i-1", "--db", str(db)]
+    argv += ["--time", "2026-11-22T10:00:00Z"]
+    assert main([*argv, str(snap), str(other)]) == 2
+    assert capsys.readouterr().err == (
+        "pyproflab: error: go_memstats_heap_alloc_bytes of instance i-1 has two values at "
+        "2026-11-22T10:00:00+0000 in this input (samples without a timestamp of several "
+        "files took one time?); nothing stored\n"
+    )
+    assert not db.exists()
+    assert main([*argv, str(snap), str(snap)]) == 0  # the same file twice: one copy
+    assert ": 295 new, 295 already present" in capsys.readouterr().out

@@ -55,3 +55,22 @@ def test_tables_label_their_intervals(result) -> None:
     assert "Intervals: 'unadj.' is each row's own 95% Wald interval" in text
     html = render(result, "html")
     assert "95% interval, unadj." in html and "FCR rel interval" in html
+
+
+def test_html_table_has_the_texts_columns_and_cells(result) -> None:
+    """The HTML table (notebook, report) is the text's: the same heads and, row by row,
+    the same cells (it lacked the unadjusted rel interval and detect columns, and left
+    'sig' blank for an untested row where text says 'untested')."""
+    import html
+    import re
+
+    from pyproflab.reports import render
+    from pyproflab.reports.regressions import _cells, _head
+
+    markup = render(result, "html")
+    heads = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", markup)]
+    assert heads == _head(result)
+    rows = re.findall(r"<tr>(<td>.*?)</tr>", markup)
+    got = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows]
+    assert got == _cells(result, result.rows.to_pylist())
+    assert any(r[10] == "untested" for r in got) or all(result.rows.column("flat_tested"))

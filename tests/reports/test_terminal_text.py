@@ -24,11 +24,10 @@ NL_NAME = "main.new\nline\r"
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # newline and tab are the layout's
 
 
-def hostile_cpu(path: Path, source: str = "cpu.pb.gz") -> Path:
-    """tests/testdata/go/``source`` with main.cpuWork and main.spin renamed."""
+def renamed(source: Path, path: Path, names: dict[str, str]) -> Path:
+    """The profile ``source`` with its functions renamed by ``names``, written to ``path``."""
     p = profile_pb2.Profile()
-    p.ParseFromString(gzip.decompress((TESTDATA / source).read_bytes()))
-    names = {"main.cpuWork": ESC_NAME, "main.spin": NL_NAME}
+    p.ParseFromString(gzip.decompress(source.read_bytes()))
     for f in p.function:
         new = names.get(p.string_table[f.name])
         if new is not None:
@@ -36,6 +35,11 @@ def hostile_cpu(path: Path, source: str = "cpu.pb.gz") -> Path:
             f.name = f.system_name = len(p.string_table) - 1
     path.write_bytes(gzip.compress(p.SerializeToString()))
     return path
+
+
+def hostile_cpu(path: Path, source: str = "cpu.pb.gz") -> Path:
+    """tests/testdata/go/``source`` with main.cpuWork and main.spin renamed."""
+    return renamed(TESTDATA / source, path, {"main.cpuWork": ESC_NAME, "main.spin": NL_NAME})
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +71,45 @@ def test_text_names_are_inert(command, files, capsys) -> None:
     assert not CONTROL.findall(out), f"{command}: {sorted(set(CONTROL.findall(out)))}"
     assert "main.esc\\x1b[31mRED\\x1b]0;title\\x07" in out
     assert "main.new\\x0aline\\x0d" in out  # one name, one line
+
+
+def test_regressions_text_names_are_inert(tmp_path, capsys) -> None:
+    """The regressions text's header (the store's service in a job's selection), its
+    call-edge lines and the over-time header print names inert too (tests/testdata/
+    regressions/helper: main.viaB -> main.helper carries a significant change)."""
+    import json
+
+    service = "svc\x1b]0;retitled\x07"
+    for case in ("helper", "base-helper"):
+        for f in sorted((TESTDATA.parent / "regressions" / case).glob("*.pb.gz")):
+            renamed(f, tmp_path / f.name, {"main.viaB": ESC_NAME})
+            side = json.loads(Path(f"{f}.json").read_text())
+            Path(tmp_path / f"{f.name}.json").write_text(json.dumps({**side, "service": service}))
+    db = str(tmp_path / "s.duckdb")
+    assert main(["ingest", str(tmp_path), "--db", db]) == 0
+    runs = {
+        "main.esc\\x1b[31mRED": ["--base", "version=v1", "--new", "version=v2"],
+        "svc\\x1b]0;retitled\\x07": ["--over-time", "--service", service],
+    }
+    for shown, argv in runs.items():
+        capsys.readouterr()
+        assert main(["regressions", "--db", db, *argv]) == 0
+        out = capsys.readouterr().out
+        assert not CONTROL.findall(out), (argv[0], sorted(set(CONTROL.findall(out))))
+        assert shown in out
+
+
+@pytest.mark.go
+def test_notes_and_findings_print_instances_inert(tmp_path, capsys) -> None:
+    """gc's notes and the trace findings name instances (a store's metadata, pushed by
+    SDKs or read from sidecars): inert in text too."""
+    db, instance = str(tmp_path / "g.duckdb"), "i\x1b[31mX"
+    trace = TESTDATA.parent / "traces" / "mutex.trace"  # its p99 wait is CPU starvation
+    files = [str(TESTDATA / "cpu.pb.gz"), str(trace)]
+    assert main(["ingest", *files, "--db", db, "--service", "s", "--instance", instance]) == 0
+    for argv in (["gc", "--db", db], ["trace", "sched", "--db", db]):
+        capsys.readouterr()
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not CONTROL.findall(out), (argv[0], sorted(set(CONTROL.findall(out))))
+        assert "of i\\x1b[31mX" in out or "on i\\x1b[31mX" in out
