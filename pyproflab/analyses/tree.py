@@ -15,7 +15,9 @@ Rules, re-expressed:
   graph for a flat and cum of 0 (a diff that cancels): pprof trims only the
   edges into the graph's nodes, so it prints those whatever their weight.
   Each list is ordered by |weight| descending, then the caller's printable
-  name, then the callee's.
+  name, then the callee's. (pprof compares the signed weights first, so in a
+  diff two edges of one |weight| and opposite signs come in an order that
+  changes from run to run of ``go tool pprof``; ours is the order above.)
 - An edge's share is its weight over its node's cum; it is ``(inline)`` when
   the callee is an inlined frame in every sample where the edge occurs.
 """

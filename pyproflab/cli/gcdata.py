@@ -99,7 +99,9 @@ class Command:
 
     def _from_files(self, args: argparse.Namespace) -> int:
         import sys
+        from pathlib import Path
 
+        from pyproflab.cli.ingest import remove_store
         from pyproflab.errors import UsageError
         from pyproflab.sources.base import ItemMeta
         from pyproflab.sources.metric_files import MetricFileSource
@@ -118,8 +120,16 @@ class Command:
             process_start=parse_time(args.process_start) if args.process_start else None,
             lenient=args.lenient,
         )
-        # Read as stored, in one transaction: a bad line anywhere stores nothing.
-        report = stream_source(lambda: common.open_store(args), source)
+        # Read as stored, in one transaction: a bad line anywhere stores nothing,
+        # and a store made for it is not left behind.
+        db = common.db_path(args)
+        created = not Path(db).exists()
+        try:
+            report = stream_source(lambda: common.open_store(args, path=db), source)
+        except BaseException:
+            if created:
+                remove_store(db)
+            raise
         added = report.metric_rows
         for e in source.skipped:
             print(f"skipped {e}", file=sys.stderr)

@@ -1,4 +1,9 @@
-"""List the profiles in a store, with their metadata."""
+"""List the profiles in a store, with their metadata.
+
+A selection that matches nothing (a mistyped service, a window outside the
+data) says so on stderr: the listing is empty, the exit code 0, and an empty
+table alone read as "this service has no profiles".
+"""
 
 from __future__ import annotations
 
@@ -36,4 +41,10 @@ class Command:
             if c in table.column_names
         ]
         common.write_output(reports.render(table.select(cols), args.format), None)
+        if table.num_rows == 0:
+            import sys
+
+            what = common.selection_from_args(args).describe()
+            said = f"no profiles match {what}" if what else "the store holds no profiles"
+            print(f"pyproflab: note: {said}", file=sys.stderr)
         return 0

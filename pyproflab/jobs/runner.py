@@ -20,8 +20,8 @@ Rules:
   after all of a run's files are on disk (``outputs``).
 - Exit codes: 0 done, 1 done with findings over the job's thresholds,
   2 error: a bad spec, a source that failed as a whole (a collect source
-  none of whose fetches succeeded), a selection that gave the analyses no
-  input, an output that could not be written, or a crash.
+  none of whose fetches succeeded), a selection matching none of the
+  store's profiles, an output that could not be written, or a crash.
 """
 
 from __future__ import annotations
@@ -295,17 +295,26 @@ def _unchanged(
     return JobResult(code, line, summary)
 
 
-def _analysed_nothing(spec: JobSpec, sel: Selection, summary: dict[str, Any]) -> str | None:
+def _analysed_nothing(
+    store: Store, spec: JobSpec, sel: Selection, summary: dict[str, Any]
+) -> str | None:
     """Why a run whose analyses had no input is a failure (None: it had some):
-    a selection matching no profile (and no GC data, for gogc) is a mistyped
-    or outdated one as often as an idle fleet, and "0 findings" would hide it."""
+    a selection matching none of the profiles the store holds (nor GC data, for
+    gogc) is a mistyped or outdated one, and "0 findings" would hide it. A
+    store holding no profile yet (a new job, an empty drop folder) is not."""
     asked = (spec.regressions, spec.gogc, spec.pgo)
     if summary.get("profiles") or all(a is None for a in asked):
         return None
     if spec.gogc is not None and "skipped" not in summary.get("gogc", {}):
         return None
-    gc = " and no GC data" if spec.gogc is not None else ""
-    return f"the selection ({sel.describe() or 'all'}) matches no profile{gc}: nothing analysed"
+    held = store.counts()["profiles"]
+    if not held:
+        return None
+    gc = " nor any GC data" if spec.gogc is not None else ""
+    return (
+        f"the selection ({sel.describe() or 'all'}) matches none of the store's "
+        f"{held} profiles{gc}: nothing analysed"
+    )
 
 
 def _write_run(
@@ -321,7 +330,7 @@ def _write_run(
     findings, else 0. A failed write (a full disk) is one line."""
     try:
         findings = _analyse_and_write(store, spec, sel, out, summary)
-        if nothing := _analysed_nothing(spec, sel, summary):
+        if nothing := _analysed_nothing(store, spec, sel, summary):
             summary["error"] = nothing
         failed = source_failed or bool(nothing)
         code = EXIT_ERROR if failed else (EXIT_FINDINGS if findings else EXIT_OK)

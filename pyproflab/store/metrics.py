@@ -9,8 +9,10 @@ Rules:
   process run of the same log (``sources.gctrace_runs``). Rows without a
   ``run`` column (made before runs existed) get their runs computed per
   (instance, source), in row order. Re-ingesting adds nothing, and
-  duplicates inside one batch are stored once (the first wins). ``instance``
-  may be null; null equals null here.
+  duplicates inside one batch are stored once (the first wins); a streamed
+  input (``StreamedRows``) holding two values of one metric sample's key, or
+  a key stored with another figure (a sample's value, a cycle's time), is
+  refused whole. ``instance`` may be null; null equals null here.
 - The functions return the number of rows added.
 - No network here: a Prometheus server is a source
   (``sources/prometheus_server.py``), stored through ``store/sourced.py``.
@@ -294,6 +296,9 @@ class StreamedRows:
                 .column(0)[0]
                 .as_py()
             )
+            if repeats and table == "metric_samples":
+                _refuse_two_values(store, stage, part)
+            _refuse_restated(store, stage, table, key)
             self.added += _insert_from(store, stage, names, table, key, unique=not repeats)
         self._stack.close()
         return self.added
@@ -303,6 +308,52 @@ class StreamedRows:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.__exit__(*exc)  # rolls back when the input failed
+
+
+def _refuse_two_values(store: Store, stage: str, part: str) -> None:
+    """Refuse an input holding two values of one series at one time: stored as
+    a repeat, the second was dropped as "already present" (two snapshots
+    given one time, ``ingest-gc A.prom B.prom --time T``, lost B's values)."""
+    clash = store.sql(
+        f"SELECT metric, instance, time FROM {stage} GROUP BY {part} "
+        "HAVING count(DISTINCT value) > 1 LIMIT 1"
+    ).to_pylist()
+    if clash:
+        c = clash[0]
+        at = f"{c['time']:%Y-%m-%dT%H:%M:%S%z}"
+        raise StoreError(
+            f"{c['metric']} of instance {c['instance']} has two values at {at}"
+            " in this input (samples without a timestamp of several files took one time?); "
+            "nothing stored"
+        )
+
+
+# The figure a stored row's key stands for: given again different, it is not
+# "already present" (a snapshot given the time of another, a log re-dated).
+_FIGURE = {"metric_samples": "value", "gc_cycles": "time"}
+
+
+def _refuse_restated(store: Store, stage: str, table: str, key: Sequence[str]) -> None:
+    """Refuse an input restating a stored row's key with another figure: counted
+    "already present", the new figure was dropped and the old one kept."""
+    fig = _FIGURE[table]
+    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    what = (
+        "n.metric || ' at ' || strftime(n.time, '%Y-%m-%dT%H:%M:%S%z')"
+        if table == "metric_samples"
+        else "n.source || ' gc ' || n.gc_num"
+    )
+    clash = store.sql(
+        f"SELECT {what} AS what, n.instance, m.{fig} AS was, n.{fig} AS now FROM {stage} n "
+        f"JOIN {table} m ON {on} WHERE m.{fig} IS DISTINCT FROM n.{fig} LIMIT 1"
+    ).to_pylist()
+    if clash:
+        c = clash[0]
+        raise StoreError(
+            f"{c['what']} of instance {c['instance']}: the store holds {fig} {c['was']} "
+            f"where this input says {c['now']}; nothing stored (one of them is misdated"
+            " or misnamed)"
+        )
 
 
 def with_meta(

@@ -12,6 +12,14 @@
 - SIGTERM (``timeout``, a scheduler's stop) killed a command where it stood:
   ingest's worker processes stayed for ever. It unwinds as Ctrl-C does, exit
   143 ("terminated").
+- ``profiles`` of a selection matching nothing printed a bare header; it says
+  so on stderr (exit 0: an empty listing is an answer).
+- ``ingest-gc A.prom B.prom --time T`` stored A and counted B's differing
+  values "already present": an input with two values of one series at one
+  time is refused whole, and the store ingest-gc made for it removed; so is
+  one restating a stored sample's key with another value (B after A, in two
+  runs), or a stored gctrace cycle with another time (a log re-dated with
+  another --process-start said "20 already present" and kept the old dates).
 """
 
 from __future__ import annotations
@@ -127,3 +135,65 @@ def test_sigterm_during_ingest_unwinds_and_leaves_no_worker(tmp_path) -> None:
             "WHERE s.profile_id = p.profile_id) AS stored FROM profiles p"
         ).to_pylist()
     assert rows and all(r["n"] == r["stored"] for r in rows)
+
+
+def test_profiles_of_a_selection_matching_nothing_says_so(tmp_path, capsys) -> None:
+    """``profiles --service apx`` printed a header over no rows and nothing else."""
+    db = str(tmp_path / "s.duckdb")
+    assert main(["ingest", str(GO / "cpu.pb.gz"), "--db", db, "--service", "api"]) == 0
+    capsys.readouterr()
+    assert main(["profiles", "--db", db, "--service", "apx", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert (out.strip(), err) == ("[]", "pyproflab: note: no profiles match service=apx\n")
+    assert main(["profiles", "--db", db, "--service", "api"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_two_snapshots_given_one_time_are_refused_not_half_stored(tmp_path, capsys) -> None:
+    """``ingest-gc A.prom B.prom --time T``: B's samples took A's times, and those
+    whose value differed were counted 'already present' and dropped, exit 0."""
+    snap = GO.parent / "gc" / "prometheus-2.42-metrics.prom"
+    other = tmp_path / "b.prom"
+    other.write_text(
+        "".join(
+            "go_memstats_heap_alloc_bytes 999\n"
+            if line.startswith("go_memstats_heap_alloc_bytes ")
+            else line
+            for line in snap.read_text().splitlines(keepends=True)
+        )
+    )
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", "--format", "prom", "--instance", "i-1", "--db", str(db)]
+    argv += ["--time", "2026-11-22T10:00:00Z"]
+    assert main([*argv, str(snap), str(other)]) == 2
+    assert capsys.readouterr().err == (
+        "pyproflab: error: go_memstats_heap_alloc_bytes of instance i-1 has two values at "
+        "2026-11-22T10:00:00+0000 in this input (samples without a timestamp of several "
+        "files took one time?); nothing stored\n"
+    )
+    assert not db.exists()
+    assert main([*argv, str(snap), str(snap)]) == 0  # the same file twice: one copy
+    assert ": 295 new, 295 already present" in capsys.readouterr().out
+    assert main([*argv, str(other)]) == 2  # B in a run of its own, after A
+    assert capsys.readouterr().err == (
+        "pyproflab: error: go_memstats_heap_alloc_bytes at 2026-11-22T10:00:00+00 of "
+        "instance i-1: the store holds value 7916184.0 where this input says 999.0; "
+        "nothing stored (one of them is misdated or misnamed)\n"
+    )
+
+
+def test_a_log_given_another_process_start_is_refused_not_present(tmp_path, capsys) -> None:
+    """A gctrace log ingested again with a corrected --process-start said '20 already
+    present', exit 0, and kept the first dates."""
+    log = GO.parent / "gc" / "gctrace-go1.26.log"
+    db = tmp_path / "s.duckdb"
+    argv = ["ingest-gc", str(log), "--format", "gctrace", "--instance", "i-1", "--db", str(db)]
+    assert main([*argv, "--process-start", "2026-11-22T10:00:00Z"]) == 0
+    assert main([*argv, "--process-start", "2026-11-22T10:00:00Z"]) == 0  # the same again
+    capsys.readouterr()
+    assert main([*argv, "--process-start", "2026-11-23T10:00:00Z"]) == 2
+    assert capsys.readouterr().err == (
+        f"pyproflab: error: {log} gc 1 of instance i-1: the store holds time "
+        "2026-11-22 10:00:00+00:00 where this input says 2026-11-23 10:00:00+00:00; "
+        "nothing stored (one of them is misdated or misnamed)\n"
+    )

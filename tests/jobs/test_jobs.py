@@ -392,6 +392,6 @@ def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     job.write_text(job.read_text().replace('service = "svc"', 'service = "svx"'))
     lines: list[str] = []
     result = run_job(load_job(job), log=lines.append)
-    why = "the selection (service=svx) matches no profile: nothing analysed"
+    why = "the selection (service=svx) matches none of the store's 24 profiles: nothing analysed"
     assert (result.exit_code, result.summary["error"], lines) == (2, why, [why])
     assert result.summary["sources"][0]["new"] == 24  # the ingest itself stands

@@ -221,7 +221,8 @@ def test_ingest_keeps_nan_and_dedupes_inside_a_batch():
 
 def test_streamed_ingest_stores_a_key_once_across_batches(tmp_path):
     """Batches of two rows in one transaction: a key stored before, or met in an
-    earlier batch or earlier in its own batch, is not added again (the first wins)."""
+    earlier batch or earlier in its own batch, is not added again; a key met
+    again with another value (stored, or in the input) is refused."""
     from pyproflab.store.metrics import StreamedRows, with_meta
 
     def rows(*lines: str) -> pa.Table:  # one parse a line: the parser refuses repeats
@@ -240,11 +241,16 @@ def test_streamed_ingest_stores_a_key_once_across_batches(tmp_path):
         )
     # Each add is one insert: a is stored before; b in the 1st and 3rd; c twice in
     # the 2nd; d in the 3rd and 4th.
-    adds = [("a 10", 'b{x="1"} 2'), ("c 3", "c 30"), ("d 4", 'b{x="1"} 20'), ("d 40", 'b{x="2"} 5')]
+    adds = [("a 1", 'b{x="1"} 2'), ("c 3", "c 3"), ("d 4", 'b{x="1"} 2'), ("d 4", 'b{x="2"} 5')]
     with StreamedRows(lambda: Store.open(db), batch_rows=2) as streamed:
         for text in adds:
             streamed.add(rows(*text))
         assert streamed.finish() == 4
+    with pytest.raises(StoreError, match=r"^e of instance i has two values at "):
+        with StreamedRows(lambda: Store.open(db), batch_rows=2) as streamed:
+            for text in [("e 1", "f 1"), ("e 2", "f 1")]:
+                streamed.add(rows(*text))
+            streamed.finish()
     with Store.open(db, read_only=True) as store:
         got = store.sql(
             "SELECT metric, labels, value FROM metric_samples ORDER BY metric, value"
