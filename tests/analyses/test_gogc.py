@@ -380,6 +380,15 @@ def test_predictions_never_exceed_gomaxprocs() -> None:
         assert r["goal_lo"] <= r["goal"] <= r["goal_hi"]
     goals = [r["goal"] for r in res.rows() if r["gogc"] and not r["current"]]
     assert goals == sorted(goals)
+    # Nor do their intervals: a Go 1.26 log at 2 Ps gave GOGC 25's process
+    # CPU as 1.77-2.23 cores.
+    log = model.read_gctrace_files([str(GC / "gctrace-go1.26.log")])
+    for obs in (
+        model.observe(cycles=log),
+        model.observe(cycles=parse_gctrace(_gctrace(), source="t")),
+    ):
+        for r in model.advise(obs, model.GogcOptions.parse(candidates="25,50,100")).rows():
+            assert max(r["gc_cores_hi"], r["process_cores_hi"]) <= 2.0, r["gogc"]
 
 
 def test_cli_figures_json(capsys: pytest.CaptureFixture[str]) -> None:

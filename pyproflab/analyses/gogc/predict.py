@@ -4,9 +4,9 @@ Rules:
 
 1. Point: the fitted parameters solved at the setting (``pacer.solve``),
    times the residual ratios interpolated at its ``u`` (``fit`` rule 8: the
-   heap goal's only where GOGC governs it); GC and process CPU at most the
-   CPU the process can have; GC share = GC cores / process cores, its
-   interval within 0-100 %; GC CPU at half of GOMAXPROCS or more is
+   heap goal's only where GOGC governs it); GC and process CPU, and their
+   intervals, at most the CPU the process can have; GC share = GC cores /
+   process cores, its interval within 0-100 %; GC CPU at half of GOMAXPROCS or more is
    ``gc-bound``.
 2. Interval, from three sources added on each side:
    - the spread across runs: the model refitted on each variant, the k-th
@@ -165,16 +165,16 @@ class Model:
             for x in (t.lo, t.hi)
         ]
         d = self.distance(pt["u"]) if "u" in pt else 0.0
+        # A share is at most all of the process's CPU, and cores at most the CPU
+        # it can have (pacer rule 5: no prediction exceeds it, an interval neither).
+        ceiling = {"gc_share": 1.0, "gc_cores": f.params.cap, "process_cores": f.params.cap}
         for k in KEYS:
             lo, hi = _bounds(pt[k], [r[k] for r in spread], [r[k] for r in terms])
-            if k == "gc_share":  # a share is at most all of the process's CPU
-                hi = min(hi, 1.0)
             s_lo, s_hi = _bounds(pt[k], [r[k] for r in spread], [])
             pt[k + "_spread"] = (s_hi - s_lo) / pt[k] if pt[k] and math.isfinite(s_hi) else math.inf
             w = MARGIN + WIDEN.get(k, WIDEN_DEFAULT) * d
-            pt[k + "_lo"], pt[k + "_hi"] = lo * (1 - w), hi * (1 + w)
-            if k == "gc_share":
-                pt[k + "_hi"] = min(pt[k + "_hi"], 1.0)
+            top = ceiling.get(k, math.inf)
+            pt[k + "_lo"], pt[k + "_hi"] = lo * (1 - w), min(min(hi, top) * (1 + w), top)
         pt["distance"] = d
         _peak_bounds(self, pt, [*spread, *terms])
         if any(r["status"] == "near-limit" for r in [*spread, *terms]):
