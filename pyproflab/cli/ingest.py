@@ -9,7 +9,9 @@ the store never holds part of a profile.
 Exit codes: 0 when every profile named is now in the store (new or already
 present; refused files are listed, and fail the run only with ``--strict``);
 2 when no file was a profile to store (every one refused, or none found), and
-then a store this command would have created is not left behind. A Parquet
+then a store this command would have created is not left behind; 2 as well,
+before anything is stored, when a PATH named outright (not a glob) does not
+exist: a mistyped name is a mistake, not a refused file. A Parquet
 dataset read whole is not "nothing": its GC metric rows and traces are kept
 even when it holds no profile, and a dataset already in the store exits 0.
 """
@@ -95,6 +97,7 @@ class Command:
             if value is not None and value < 1:  # 0 was taken as the default, silently
                 name = "--" + flag.replace("_", "-")
                 raise UsageError(f"{name} must be a whole number >= 1, not {value}")
+        _refuse_missing(args.paths)
         if args.workers != 1 and _may_pool(args.paths):
             # The workers' server imports on another core while this process does.
             forkserver.start(forkserver.INGEST_PRELOAD)
@@ -119,6 +122,20 @@ class Command:
         if stored_none and report.refused:
             return 2  # every input refused: nothing of them is in the store
         return 2 if (args.strict and report.refused) else 0
+
+
+def _refuse_missing(paths: list[str]) -> None:
+    """A path named outright (not a glob) that does not exist is a mistyped name:
+    one line and exit 2 before anything is stored, as for a single path (beside
+    others it was one 'refused' line under an exit 0 that looked like success)."""
+    import os
+
+    from pyproflab.errors import UsageError
+    from pyproflab.keying.paths import is_glob
+
+    for p in paths:
+        if not is_glob(p) and not os.path.exists(p):
+            raise UsageError(f"{p}: no such file or folder; nothing stored")
 
 
 def _ingest(args: argparse.Namespace, db: str):

@@ -26,6 +26,13 @@ DATASET_MARKER = "_pyproflab_dataset.json"
 PARTIAL = ".pyproflab-export-partial"
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def is_glob(path: str) -> bool:
+    """Whether a named path is a pattern (``*``, ``?``, ``[``) rather than a name."""
+    return bool(_GLOB_CHARS.search(path))
+
+
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -248,7 +255,7 @@ def expand_paths(
             add_dir(s)
         elif os.path.exists(s):
             files.append(s)
-        elif _GLOB_CHARS.search(s):
+        elif is_glob(s):
             matches = glob_paths(s)
             if not matches:
                 refused.append((s, "no files match"))

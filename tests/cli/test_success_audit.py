@@ -9,6 +9,9 @@
   exported metadata and exited 0: the flags name files, and there were none.
   Refused in one line, exit 2, no store left; a refused dataset (a file
   altered) no longer leaves the empty store it made either.
+- ``ingest FILE TYPO`` stored FILE and exited 0 with one "refused TYPO"
+  line: a path named outright that does not exist is now one line, exit 2,
+  nothing stored (a glob matching nothing stays a refusal).
 - SIGTERM (``timeout``, a scheduler's stop) killed a command where it stood:
   ingest's worker processes stayed for ever. It unwinds as Ctrl-C does, exit
   143 ("terminated").
@@ -47,6 +50,20 @@ def test_regressions_two_sides_refuse_over_time_narrowing(extra, named, tmp_path
     err = capsys.readouterr().err
     assert err.startswith(f"pyproflab: error: {named}: over-time's one selection")
     assert err.count("\n") == 1 and not db.exists()
+
+
+def test_ingest_of_a_missing_named_path_stores_nothing(tmp_path, capsys) -> None:
+    """``ingest cpu.pb.gz typo.pb.gz`` stored cpu.pb.gz and exited 0 with one
+    'refused typo.pb.gz' line: a mistyped name looked like success."""
+    db, missing = tmp_path / "s.duckdb", str(tmp_path / "cpu2.pb.gzz")
+    assert main(["ingest", str(GO / "cpu.pb.gz"), missing, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"pyproflab: error: {missing}: no such file or folder; nothing stored\n"
+    assert not db.exists()
+    # A glob matching nothing beside a file is still a refusal, not an error.
+    none = str(tmp_path / "nothing-*.pb.gz")
+    assert main(["ingest", str(GO / "cpu.pb.gz"), none, "--db", str(db)]) == 0
+    assert f"refused {none}: no files match" in capsys.readouterr().err
 
 
 def test_ingest_of_a_dataset_refuses_metadata_it_would_drop(tmp_path, capsys) -> None:

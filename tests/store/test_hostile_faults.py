@@ -123,7 +123,8 @@ def test_a_full_disk_while_writing_the_lock_file(tmp_path: Path, monkeypatch, ca
     with pytest.raises(StoreError, match="cannot write the lock file .*: No space left on device"):
         StoreLock(db).acquire()
     assert Path(lock_path(db)).read_bytes() == before
-    code = main(["ingest", str(tmp_path / "nothing.pb.gz"), "--db", str(db)])
+    profile = Path(__file__).parents[1] / "testdata" / "go" / "cpu.pb.gz"
+    code = main(["ingest", str(profile), "--db", str(db)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "No space left on device" in err
 
