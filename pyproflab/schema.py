@@ -373,8 +373,8 @@ GO_STATES = ("undetermined", "notexist", "runnable", "running", "waiting", "sysc
 # string, because transitions are most of a trace's rows and strings most of
 # their cost to store. duration_ns is the time spent in from_state since the
 # transition into it (null when it came from undetermined/notexist, and for a
-# transition from a state to itself, which does not end it); from_stack_id is the event stack of the
-# transition into from_state (the stack `go tool trace -pprof` charges that
+# transition from a state to itself, which does not end it); from_stack_id is
+# the event stack of the transition into from_state (the stack `go tool trace -pprof` charges that
 # time to; its reason is the goroutine's previous row's); stack_id is the
 # goroutine's own stack at the transition, ev_stack_id the stack of whoever
 # caused it (ev_g/ev_p/ev_m).
