@@ -371,9 +371,10 @@ GO_STATES = ("undetermined", "notexist", "runnable", "running", "waiting", "sysc
 # In transitions, from_state/to_state are x/exp/trace's GoState codes, named by
 # GO_STATES (the SQL macro go_state(code) names them too): a byte, not a
 # string, because transitions are most of a trace's rows and strings most of
-# their cost to store. duration_ns is the time spent in from_state (null when
-# it came from undetermined/notexist); from_stack_id is the event stack of the
-# transition into from_state (the stack `go tool trace -pprof` charges that
+# their cost to store. duration_ns is the time spent in from_state since the
+# transition into it (null when it came from undetermined/notexist, and for a
+# transition from a state to itself, which does not end it); from_stack_id is
+# the event stack of the transition into from_state (the stack `go tool trace -pprof` charges that
 # time to; its reason is the goroutine's previous row's); stack_id is the
 # goroutine's own stack at the transition, ev_stack_id the stack of whoever
 # caused it (ev_g/ev_p/ev_m).

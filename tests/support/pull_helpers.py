@@ -25,8 +25,6 @@ GO = REPO / "tests" / "testdata" / "go"
 CPU_FILES = [GO / n for n in ("cpu.pb.gz", "cpu2.pb.gz", "gcload.cpu.pb.gz", "notesd-cpu0.pb.gz",
                               "notesd-cpu1.pb.gz")]  # fmt: skip
 #: CPU_FILES by version: the test servers label them so, one program's profiles each.
-# (pyproflab's top over profiles of different programs differs from pprof's in some
-# inline markers, files or store alike: a known defect of top, not of the pulls.)
 VERSIONS = {"v1": CPU_FILES[:3], "v2": CPU_FILES[3:]}
 
 

@@ -56,6 +56,9 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    rule 5).
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
+5b. The limiter's hold (``pacer`` rule 6): CPU-bound, the largest GC share of
+   ``cap`` an observed setting showed, when 50 % or more (graph's and lru's
+   at GOGC 100: 56 %); else none.
 6. The pacer's runway per scan byte: 3 × the expected largest of 5
    samples' cons/mark ratios (gctrace's cycles, or Prometheus intervals with
    the mark worker classes), else the runway the Prometheus intervals show.
@@ -103,6 +106,7 @@ from pyproflab.analyses.gogc.cost import (
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
     BACKGROUND_UTILIZATION,
+    LIMITER_SHARE,
     MIN_TRIGGER,
     RSS_PER_GOAL_UNKNOWN,
     Params,
@@ -404,6 +408,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         **_memory(obs),
     )
     base = replace(base, idle_s=marks.idle_take(list(groups.values()), base.cap, saturated))
+    base = replace(base, held=_limiter_held(list(groups.values()), base.cap, saturated))
     observed = [
         SettingFigures(
             k,
@@ -422,6 +427,13 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     out.params = params_with(replace(out, params=base), {})
     out.residuals = _residuals(out, obs)
     return out
+
+
+def _limiter_held(groups: list[dict[str, float]], cap: float, saturated: bool) -> float:
+    """Rule 5b: the largest GC share a CPU-bound setting showed, when 50 % or
+    more (the limiter held it there: ``pacer`` rule 6); else 0."""
+    share = max((f["gc_cores"] / cap for f in groups), default=0.0) if saturated else 0.0
+    return share if share >= LIMITER_SHARE else 0.0
 
 
 def _eps(p: Params, cur: dict[str, float]) -> float:

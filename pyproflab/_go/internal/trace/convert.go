@@ -135,33 +135,29 @@ func (c *converter) goTransition(ev *exptrace.Event, st *exptrace.StateTransitio
 	g := c.gs[id]
 	var dur int64
 	known := g != nil && from != exptrace.GoUndetermined
+	same := known && from == to // the state goes on (rules: gstate)
 	if g == nil {
-		g = &gstate{id: id, since: c.lastSync, parent: exptrace.NoGoroutine}
-		if from == exptrace.GoNotExist {
-			g.created, g.since = t, t
-			g.parent = ev.Goroutine()
-			g.createStack = evStack
-			g.startStack = stack
-		}
-		c.gs[id] = g
+		g = c.newG(ev, st, id, from, t, evStack, stack)
 	}
 	c.block.transition(&g.blk, from, to, st.Reason, t, evStack, ev.Stack())
 	if known {
-		dur = int64(t - g.since)
-		g.addTime(t)
+		dur = int64(t - g.entered)
 	} else {
 		g.state = to
-		g.addTime(t)
 	}
+	g.addTime(t)
 	if g.name == "" {
 		for f := range st.Stack.Frames() {
 			g.name = f.Func
 		}
 	}
 	if c.transitions.on {
-		c.writeTransition(ev, g, from, to, st.Reason, dur, known, stack, evStack)
+		c.writeTransition(ev, g, from, to, st.Reason, dur, known && !same, known, stack, evStack)
 	}
-	g.state, g.reason, g.fromStack = to, st.Reason, evStack
+	g.state, g.reason = to, st.Reason
+	if !same {
+		g.entered, g.fromStack = t, evStack
+	}
 	switch to {
 	case exptrace.GoRunning:
 		if g.started == 0 {
@@ -173,15 +169,33 @@ func (c *converter) goTransition(ev *exptrace.Event, st *exptrace.StateTransitio
 	}
 }
 
+// newG is the state of a goroutine first seen at this transition.
+func (c *converter) newG(ev *exptrace.Event, st *exptrace.StateTransition, id exptrace.GoID,
+	from exptrace.GoState, t exptrace.Time, evStack, stack uint64) *gstate {
+	g := &gstate{id: id, since: c.lastSync, parent: exptrace.NoGoroutine}
+	if from == exptrace.GoNotExist {
+		g.created, g.since = t, t
+		g.parent = ev.Goroutine()
+		g.createStack = evStack
+		g.startStack = stack
+	}
+	c.gs[id] = g
+	return g
+}
+
+// writeTransition writes one transition's row: its duration in from_state
+// when hasDur (null after GoUndetermined/GoNotExist, or from a state to
+// itself, which does not end it), and the stack the state was entered with
+// when known.
 func (c *converter) writeTransition(ev *exptrace.Event, g *gstate, from, to exptrace.GoState,
-	reason string, dur int64, known bool, stack, evStack uint64) {
+	reason string, dur int64, hasDur, known bool, stack, evStack uint64) {
 	tt := c.transitions
 	tt.i64(0).Append(c.rel(ev.Time()))
 	tt.i64(1).Append(int64(g.id))
 	tt.i8(2).Append(int8(from))
 	tt.i8(3).Append(int8(to))
 	tt.s(4, reason)
-	tt.optI64(5, dur, known)
+	tt.optI64(5, dur, hasDur)
 	if known {
 		tt.u64(6).Append(g.fromStack)
 	} else {

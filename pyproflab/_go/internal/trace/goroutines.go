@@ -16,13 +16,17 @@ import (
 // is taken to have been in its new state since the last Sync. One still alive
 // when the trace ends stays in its state until the trace's last event.
 // Transitions from a state to itself change nothing but the waiting reason
-// (the time so far goes to the old reason).
+// (the time so far goes to the old reason): the state goes on, so the next
+// transition's duration counts from entered, the transition into the state,
+// and is charged to that transition's stack, as `go tool trace -pprof` does
+// (a runnable -> runnable transition does not split a scheduler wait).
 type gstate struct {
 	id           exptrace.GoID
 	state        exptrace.GoState
-	since        exptrace.Time
-	reason       string // of the transition into state
-	fromStack    uint64 // the stack go tool trace charges the state's time to
+	since        exptrace.Time // charged up to here (addTime)
+	entered      exptrace.Time // the transition into state
+	reason       string        // of the transition into state
+	fromStack    uint64        // the stack go tool trace charges the state's time to
 	name         string
 	parent       exptrace.GoID
 	created      exptrace.Time // 0: before the trace

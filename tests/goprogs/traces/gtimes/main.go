@@ -9,6 +9,11 @@
 // the transition into it to the transition out of it; one first seen coming
 // out of GoUndetermined has been in its new state since the last Sync before
 // that transition; one alive at the end stays in its state until the last event.
+//
+// It also lists each goroutine's scheduler waits, the way `go tool trace
+// -pprof=sched` (cmd/trace's makeComputePprofFunc) tracks them: a wait starts
+// at the transition into GoRunnable and ends at the transition to GoRunning; a
+// transition from GoRunnable to itself is a no-op and does not end it.
 package main
 
 import (
@@ -35,6 +40,7 @@ type times struct {
 	Syscall  int64            `json:"syscall_ns"`
 	Waiting  int64            `json:"waiting_ns"`
 	ByReason map[string]int64 `json:"waiting"`
+	Waits    []int64          `json:"runnable_waits"`
 }
 
 func main() {
@@ -90,7 +96,9 @@ func syncBefore(syncs []trace.Time, t trace.Time) trace.Time {
 }
 
 func account(id trace.GoID, ss []step, syncs []trace.Time, last trace.Time) times {
-	out := times{G: int64(id), ByReason: map[string]int64{}}
+	out := times{G: int64(id), ByReason: map[string]int64{}, Waits: []int64{}}
+	var waitFrom trace.Time
+	waiting := false
 	charge := func(s trace.GoState, reason string, d int64) {
 		switch s {
 		case trace.GoRunning:
@@ -114,6 +122,15 @@ func account(id trace.GoID, ss []step, syncs []trace.Time, last trace.Time) time
 		}
 		if s.to != trace.GoNotExist {
 			charge(s.to, s.reason, int64(end-s.t))
+		}
+		switch {
+		case s.to == trace.GoRunnable && !waiting:
+			waitFrom, waiting = s.t, true
+		case s.to != trace.GoRunnable && waiting:
+			if s.to == trace.GoRunning {
+				out.Waits = append(out.Waits, int64(s.t-waitFrom))
+			}
+			waiting = false
 		}
 	}
 	return out
