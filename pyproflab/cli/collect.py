@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+from pyproflab.cli.newstore import removed_if_empty
 
 
 def _positive_float(text: str) -> float:
@@ -124,7 +125,7 @@ class Command:
             raise UsageError(str(e)) from None
         db = common.db_path(args)
         archive = Path(args.archive) if args.archive else Path(db).parent / "archive"
-        created = [p for p in (Path(db), archive) if not p.exists()]
+        made_archive = not archive.exists()
         try:
             archive.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -132,7 +133,8 @@ class Command:
                 f"{archive}: cannot create the archive folder: {e.strerror or e}"
             ) from None
 
-        with common.open_store(args) as store:
+        # A store made for nothing (no profile, no metric) is not left behind.
+        with removed_if_empty(db), common.open_store(args) as store:
             report = collect(
                 store,
                 targets,
@@ -150,18 +152,6 @@ class Command:
         print(report.summary())
         if report.new or report.present or report.metric_samples:
             return report.exit_code
-        _remove_created(created)  # a store and archive made for nothing are not left behind
+        if made_archive and archive.is_dir() and not any(archive.iterdir()):
+            archive.rmdir()  # nor an archive folder made for nothing
         return 2  # nothing came: the collection failed as a whole (a job's source fails so)
-
-
-def _remove_created(paths: list) -> None:
-    """Delete the store file (and its WAL) and the archive folder this command
-    created, when nothing was stored in them (an archive is removed only empty)."""
-    from pyproflab.cli.ingest import remove_store
-
-    for p in paths:
-        if p.is_dir():
-            if not any(p.iterdir()):
-                p.rmdir()
-        else:
-            remove_store(str(p))

@@ -26,6 +26,7 @@ import argparse
 from typing import Any
 
 from pyproflab.cli import common
+from pyproflab.cli.newstore import removed_if_empty
 
 
 class Command:
@@ -99,9 +100,7 @@ class Command:
 
     def _from_files(self, args: argparse.Namespace) -> int:
         import sys
-        from pathlib import Path
 
-        from pyproflab.cli.ingest import remove_store
         from pyproflab.errors import UsageError
         from pyproflab.sources.base import ItemMeta
         from pyproflab.sources.metric_files import MetricFileSource
@@ -123,13 +122,8 @@ class Command:
         # Read as stored, in one transaction: a bad line anywhere stores nothing,
         # and a store made for it is not left behind.
         db = common.db_path(args)
-        created = not Path(db).exists()
-        try:
+        with removed_if_empty(db):
             report = stream_source(lambda: common.open_store(args, path=db), source)
-        except BaseException:
-            if created:
-                remove_store(db)
-            raise
         added = report.metric_rows
         for e in source.skipped:
             print(f"skipped {e}", file=sys.stderr)

@@ -19,9 +19,9 @@ even when it holds no profile, and a dataset already in the store exits 0.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pyproflab.cli import common
+from pyproflab.cli.newstore import removed_if_empty
 
 # Refusals that mean a path named no file at all (not a file that is not a profile).
 _NO_FILE = ("no files match", "no such file or folder")
@@ -144,39 +144,20 @@ def _ingest(args: argparse.Namespace, db: str):
     from pyproflab.lab import Lab
 
     labels = common.parse_kv(args.label)
-    created, empty = not Path(db).exists(), False
-    try:
-        with Lab(common.open_store(args, path=db)) as lab:
-            try:
-                return lab.ingest(
-                    args.paths,
-                    service=args.service,
-                    version=args.meta_version,
-                    instance=args.instance,
-                    labels=labels or None,
-                    path_template=args.path_template,
-                    max_bytes=args.max_bytes,
-                    progress=common.Progress("ingesting", unit="file"),
-                    workers=args.workers,
-                    batch_size=args.batch_size,
-                    batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
-                )
-            finally:
-                empty = created and _holds_nothing(lab.store)
-    finally:
-        if empty:
-            remove_store(db)  # a store made for nothing is not left behind
-
-
-def _holds_nothing(store) -> bool:
-    """Whether a store has no row beyond its own metadata (False when it cannot
-    be read: a failing store is the error to show, not this question's)."""
-    from pyproflab.store.queries import row_counts
-
-    try:
-        return not any(n for t, n in row_counts(store).items() if t != "store_meta")
-    except Exception:
-        return False
+    with removed_if_empty(db), Lab(common.open_store(args, path=db)) as lab:
+        return lab.ingest(
+            args.paths,
+            service=args.service,
+            version=args.meta_version,
+            instance=args.instance,
+            labels=labels or None,
+            path_template=args.path_template,
+            max_bytes=args.max_bytes,
+            progress=common.Progress("ingesting", unit="file"),
+            workers=args.workers,
+            batch_size=args.batch_size,
+            batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
+        )
 
 
 def _may_pool(paths: list[str]) -> bool:
@@ -195,9 +176,3 @@ def _named_datasets(paths: list[str]) -> bool:
     from pyproflab.keying.paths import expand_paths
 
     return bool(expand_paths(paths)[1])
-
-
-def remove_store(db: str) -> None:
-    """Delete a store file this command created and stored nothing in (and its WAL)."""
-    for path in (db, db + ".wal"):
-        Path(path).unlink(missing_ok=True)

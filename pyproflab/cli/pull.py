@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.cli import common
+from pyproflab.cli.newstore import removed_if_empty
 
 
 def _datadog(p: argparse.ArgumentParser) -> None:
@@ -76,9 +77,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         import sys
         from datetime import UTC, datetime
-        from pathlib import Path
 
-        from pyproflab.cli.ingest import remove_store
         from pyproflab.errors import UsageError
         from pyproflab.sources.base import Request
         from pyproflab.sources.http import Retries
@@ -103,22 +102,15 @@ class Command:
             values["step"] = parse_duration(args.step).total_seconds()
         source = pull_source(args.kind, values, options)
         db = common.db_path(args)
-        created, empty = not Path(db).exists(), False
-        try:
-            with common.open_store(args, path=db) as store:
-                try:
-                    report = ingest_source(
-                        store,
-                        source,
-                        Request(since=since, until=until),
-                        batch_size=args.batch_size,
-                        progress=common.Progress("pulling", unit="profile"),
-                    )
-                finally:
-                    empty = created and store.counts()["profiles"] == 0
-        finally:
-            if empty:  # a store made for nothing (a failed or empty pull) is not left behind
-                remove_store(db)
+        # A store made for nothing (a failed or empty pull) is not left behind.
+        with removed_if_empty(db), common.open_store(args, path=db) as store:
+            report = ingest_source(
+                store,
+                source,
+                Request(since=since, until=until),
+                batch_size=args.batch_size,
+                progress=common.Progress("pulling", unit="profile"),
+            )
         for what, why in report.refused:
             print(f"refused {what}: {why}", file=sys.stderr)
         print(f"{source.name}: {report.summary()}")

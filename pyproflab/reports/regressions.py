@@ -318,9 +318,15 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
     changed.sort(key=lambda r: -abs(r[f"{metric}_change"]))
     rows = changed[:n][::-1]  # plotly draws the first at the bottom
     names = [plotly_text(r["label"]) for r in rows]
-    x = [_clean(r[f"{metric}_change"]) for r in rows]
-    lo = [_clean(r[f"{metric}_change_lo"]) for r in rows]
-    hi = [_clean(r[f"{metric}_change_hi"]) for r in rows]
+    # Shares are fractions of 1; the axis (and the text's "pp") is in percentage points.
+    scale = 100.0 if result.measure == "share" else 1.0
+
+    def scaled(key: str) -> list[float | None]:
+        return [None if (v := _clean(r[key])) is None else v * scale for r in rows]
+
+    x = scaled(f"{metric}_change")
+    lo = scaled(f"{metric}_change_lo")
+    hi = scaled(f"{metric}_change_hi")
     plus = [None if h is None or v is None else h - v for v, h in zip(x, hi, strict=True)]
     minus = [None if lo_ is None or v is None else v - lo_ for v, lo_ in zip(x, lo, strict=True)]
     colors = ["#d62728" if r[f"{metric}_significant"] else "#7f7f7f" for r in rows]

@@ -58,6 +58,13 @@ def row_counts(store: Store) -> dict[str, int]:
     return {n: int(row.column(i)[0].as_py()) for i, n in enumerate(names)}
 
 
+def holds_data(store: Store) -> bool:
+    """Whether the store holds any profile, metric, GC cycle or trace row. Its
+    bookkeeping (``store_meta``, job runs, remembered source items) is not data."""
+    data = [t for t in tables.CORE + tables.METRICS + tables.TRACES if t.name != "store_meta"]
+    return any(row_counts(store).get(t.name) for t in data)
+
+
 # --- ingest ------------------------------------------------------------------------
 
 

@@ -29,10 +29,13 @@ model's priors.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support import gc_recordings as rec
 
 from pyproflab.analyses import gogc as model
+from pyproflab.analyses.gogc.pacer import solve
 
 FITS = {"100+200": ("gogc100", "gogc200"), "100": ("gogc100",)}
 SOURCES = ("gctrace", "prometheus")
@@ -47,18 +50,18 @@ ACHIEVED = {
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (12, 24),
-        "gc_share": (19, 39),
+        "cycles_per_min": (11, 18),
+        "gc_share": (12, 25),
     },
     ("100+200", "lru", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (16, 45),
+        "gc_share": (8, 27),
     },
     ("100+200", "lru", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 29),
-        "gc_share": (16, 33),
+        "gc_share": (12, 33),
     },
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),
@@ -128,7 +131,7 @@ ACHIEVED = {
     ("100", "lru", "prometheus"): {
         "goal": (15, 22),
         "cycles_per_min": (15, 26),
-        "gc_share": (17, 43),
+        "gc_share": (15, 43),
     },
     ("100", "blob", "gctrace"): {
         "goal": (15, 20),
@@ -227,6 +230,41 @@ def test_an_overrun_marks_floating_garbage_is_taken_as_seen(workload: str) -> No
     pred = m.predict(*rec.setting_of("gogc100"))["marked"]
     seen = [rec.measured(d)["marked"] for d in rec.runs(workload, "gogc100")]
     assert pred == pytest.approx(sum(seen) / len(seen), rel=0.05)
+
+
+@pytest.mark.parametrize("workload", ["graph", "lru"])
+def test_the_gc_cpu_limiter_holds_the_gc_share(workload: str) -> None:
+    """pacer rule 6, fit rule 5b: graph and lru spent 56 % of their CPU on the
+    GC at GOGC 100, and the runtime's limiter (mgclimit.go: it runs without a
+    memory limit too) held them at 57-59 % at 50 and 25. Fitted on GOGC 100
+    from gctrace, the GC share predicted at 25 and 50 is within 6 % of the
+    measured (without the hold: +12 to +20 %, 64-70 %), and the heap the
+    assists it cuts leave overshooting marks more than unheld."""
+    m = rec.model(workload, FITS["100"], "gctrace")
+    assert m.fit.params.held >= 0.5
+    for label in ("gogc25", "gogc50"):
+        got = m.predict(*rec.setting_of(label))
+        seen = [rec.measured(d)["gc_share"] for d in rec.runs(workload, label)]
+        assert got["gc_share"] == pytest.approx(sum(seen) / len(seen), rel=0.06), label
+        unheld = solve(replace(m.fit.params, held=0.0), *rec.setting_of(label))
+        assert got["marked"] > unheld["marked"], label
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", ["graph", "lru"])
+def test_a_held_settings_gc_cost_is_left_out_of_the_cost_fit(workload: str, source: str) -> None:
+    """fit rule 3c: fitted on GOGC 100 (held by the limiter) and 200, the GC
+    CPU per cycle predicted at 400 and 800 is within 6 % of the measured
+    (with GOGC 100's cost in the fit: up to +12 %, lru from gctrace)."""
+    m = rec.model(workload, FITS["100+200"], source)
+    for label in ("gogc400", "gogc800"):
+        got = m.predict(*rec.setting_of(label))
+        seen = [
+            rec.measured(d)["gc_share"] * rec.busy_cores(d) * 60 / rec.measured(d)["cycles_per_min"]
+            for d in rec.runs(workload, label)
+        ]
+        per_cycle = got["gc_cores"] * 60 / got["cycles_per_min"]
+        assert per_cycle == pytest.approx(sum(seen) / len(seen), rel=0.06), label
 
 
 def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:

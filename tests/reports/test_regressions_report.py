@@ -37,13 +37,34 @@ def test_chart_draws_what_its_caption_says(result) -> None:
     xs = list(fig.data[0].x)
     assert xs and all(x != 0 for x in xs)
     flat = {r["label"]: r["flat_change"] for r in result.rows.to_pylist()}
-    assert (
-        sorted(abs(x) for x in xs)[::-1]
-        == sorted((abs(v) for v in flat.values() if v), reverse=True)[: len(xs)]
-    )
+    assert sorted(abs(x) for x in xs)[::-1] == pytest.approx(
+        sorted((100 * abs(v) for v in flat.values() if v), reverse=True)[: len(xs)]
+    )  # percentage points
     words = " ".join([fig.layout.title.text, fig.layout.xaxis.title.text, figure_caption(result)])
     assert "share" in words and "Wald" in words and "unadjusted" in words
     assert "cores" not in words and "bootstrap" not in words
+
+
+def test_chart_is_in_the_unit_its_axis_names(result) -> None:
+    """Shares are drawn in percentage points, as the axis says and the text prints
+    them (+5.28 pp): the dots were fractions of 1 under that axis (0.0433 for +4.33 pp)."""
+    pytest.importorskip("plotly")
+    from pyproflab.reports.formatting import plotly_text
+
+    fig = result.figure_top(n=5, metric="flat")
+    assert "percentage points" in fig.layout.xaxis.title.text
+    by_label = {plotly_text(r["label"]): r for r in result.rows.to_pylist()}
+    labels = [by_label[t] for t in fig.layout.yaxis.ticktext]
+    for x, plus, minus, r in zip(
+        fig.data[0].x,
+        fig.data[0].error_x.array,
+        fig.data[0].error_x.arrayminus,
+        labels,
+        strict=True,
+    ):
+        assert x == pytest.approx(100 * r["flat_change"])
+        assert x + plus == pytest.approx(100 * r["flat_change_hi"])
+        assert x - minus == pytest.approx(100 * r["flat_change_lo"])
 
 
 def test_tables_label_their_intervals(result) -> None:

@@ -44,6 +44,13 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    that would idle without them (GOMAXPROCS − the process's cores + theirs),
    the mean over the settings that show them; 0 when CPU-bound (service's
    took 0.3 ms a cycle at GOGC 25, at 1.99 of 2 cores, 9-11 at 200-400).
+3c. A setting the limiter held (rule 5b: CPU-bound, GC at half the CPU or
+   more) is left out of the cost when an unheld one is seen: its GC CPU per
+   cycle is what the limiter left it, the assists it cut not spent (lru's
+   was 53.6-54.7 ms a cycle at GOGC 25-50, where the limiter held it, 65.5-67
+   at 100-200). With graph's and lru's GOGC 100 in it, the cost per cycle
+   predicted at 400 and 800 from GOGC 100 and 200 came out up to 12 % high
+   (lru, gctrace), and their GC share there up to 44 %.
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
@@ -56,6 +63,9 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    rule 5).
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
+5b. The limiter's hold (``pacer`` rule 6): CPU-bound, the largest GC share of
+   ``cap`` an observed setting showed, when 50 % or more (graph's and lru's
+   at GOGC 100: 56 %); else none.
 6. The pacer's runway per scan byte: 3 × the expected largest of 5
    samples' cons/mark ratios (gctrace's cycles, or Prometheus intervals with
    the mark worker classes), else the runway the Prometheus intervals show.
@@ -378,7 +388,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
     live = avg("marked") - avg("mark_alloc")
     roots = avg("roots")
-    terms, cost = _cost_terms(obs.settings, cur)
+    terms, cost = _cost_terms(*marks.unheld(obs, groups, weights, cur, saturated))
     notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
@@ -404,6 +414,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         **_memory(obs),
     )
     base = replace(base, idle_s=marks.idle_take(list(groups.values()), base.cap, saturated))
+    base = replace(base, held=marks.limiter_held(list(groups.values()), base.cap, saturated))
     observed = [
         SettingFigures(
             k,
