@@ -6,6 +6,7 @@ Rules:
   the password of HTTP basic auth (pyroscope-go's ``BasicAuthPassword``) or as
   ``DD-API-KEY`` (dd-trace-go's API key). A token file has one ``SERVICE
   TOKEN`` pair per line (``*`` for any service; ``#`` starts a comment); a
+  token, there or in ``--token``, has 8 characters or more (MIN_TOKEN); a
   token bound to a service is refused (403) for another service's profiles.
   Tokens are compared in constant time and never logged.
 - ``RateLimit``: a token bucket per client address: ``rate`` requests a
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from pyproflab.errors import UsageError
 
+MIN_TOKEN = 8
+
 
 class Tokens:
     """The accepted tokens, each with the service it may push for (None: any)."""
@@ -38,6 +41,8 @@ class Tokens:
     def load(cls, token: str | None = None, path: str | None = None) -> Tokens:
         out: dict[str, str | None] = {}
         if token:
+            if len(token) < MIN_TOKEN:
+                raise UsageError(f"--token: a token of {MIN_TOKEN} characters or more")
             out[token] = None
         if path:
             try:
@@ -49,9 +54,10 @@ class Tokens:
                 if not line:
                     continue
                 parts = line.split()
-                if len(parts) != 2 or len(parts[1]) < 8:
+                if len(parts) != 2 or len(parts[1]) < MIN_TOKEN:
                     raise UsageError(
-                        f"{path}:{n}: expected 'SERVICE TOKEN' (a token of 8 characters or more)"
+                        f"{path}:{n}: expected 'SERVICE TOKEN'"
+                        f" (a token of {MIN_TOKEN} characters or more)"
                     )
                 out[parts[1]] = None if parts[0] == "*" else parts[0]
         return cls(out)

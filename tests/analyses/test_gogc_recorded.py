@@ -50,13 +50,13 @@ ACHIEVED = {
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (12, 24),
-        "gc_share": (14, 39),
+        "cycles_per_min": (11, 18),
+        "gc_share": (12, 25),
     },
     ("100+200", "lru", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (12, 45),
+        "gc_share": (8, 27),
     },
     ("100+200", "lru", "prometheus"): {
         "goal": (10, 20),
@@ -248,6 +248,23 @@ def test_the_gc_cpu_limiter_holds_the_gc_share(workload: str) -> None:
         assert got["gc_share"] == pytest.approx(sum(seen) / len(seen), rel=0.06), label
         unheld = solve(replace(m.fit.params, held=0.0), *rec.setting_of(label))
         assert got["marked"] > unheld["marked"], label
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", ["graph", "lru"])
+def test_a_held_settings_gc_cost_is_left_out_of_the_cost_fit(workload: str, source: str) -> None:
+    """fit rule 3c: fitted on GOGC 100 (held by the limiter) and 200, the GC
+    CPU per cycle predicted at 400 and 800 is within 6 % of the measured
+    (with GOGC 100's cost in the fit: up to +12 %, lru from gctrace)."""
+    m = rec.model(workload, FITS["100+200"], source)
+    for label in ("gogc400", "gogc800"):
+        got = m.predict(*rec.setting_of(label))
+        seen = [
+            rec.measured(d)["gc_share"] * rec.busy_cores(d) * 60 / rec.measured(d)["cycles_per_min"]
+            for d in rec.runs(workload, label)
+        ]
+        per_cycle = got["gc_cores"] * 60 / got["cycles_per_min"]
+        assert per_cycle == pytest.approx(sum(seen) / len(seen), rel=0.06), label
 
 
 def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:

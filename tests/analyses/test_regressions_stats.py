@@ -210,3 +210,18 @@ def test_fcr_intervals_cover_at_the_rate_promised() -> None:
     print(f"\nFCR misses {np.mean(miss_fcr):.4f}, unadjusted {np.mean(miss_plain):.4f}")
     assert np.mean(miss_fcr) <= fdr, np.mean(miss_fcr)
     assert np.mean(miss_plain) > np.mean(miss_fcr)
+
+
+def test_log_ratio_interval_past_float_range_is_unbounded_quietly() -> None:
+    """An over-dispersed node seen once on one side has an upper bound past exp's
+    range: it is +inf, without numpy's overflow warning (notebook 04's pgo_effect
+    printed 'RuntimeWarning: overflow encountered in exp' on the demo store)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rel, lo, hi = inference.log_ratio(
+            np.array([1.0]), np.array([1.0]), np.array([0.0]), np.array([1.0]),
+            np.array([1e5]), 1.96,
+        )  # fmt: skip
+    assert rel[0] == pytest.approx(1.0) and lo[0] == -1.0 and hi[0] == np.inf

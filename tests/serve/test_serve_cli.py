@@ -41,6 +41,11 @@ def test_bad_listen_and_token_file_are_one_line(tmp_path):
     bad.write_text("svc short\n")
     res = cli("serve", "--spool", str(tmp_path / "s"), "--tokens", str(bad), "--duration", "1")
     assert res.returncode == 2 and f"{bad}:1" in res.stderr and res.stderr.count("\n") == 1
+    # --token holds to the file's rule: 'serve --token abc' listened, a 3-character secret
+    res = cli("serve", "--spool", str(tmp_path / "t"), "--token", "abc", "--duration", "1")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--token: a token of 8 characters or more" in res.stderr
+    assert not (tmp_path / "t").exists()
 
 
 def test_the_systemd_unit_runs_a_valid_command_line():

@@ -44,6 +44,13 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    that would idle without them (GOMAXPROCS − the process's cores + theirs),
    the mean over the settings that show them; 0 when CPU-bound (service's
    took 0.3 ms a cycle at GOGC 25, at 1.99 of 2 cores, 9-11 at 200-400).
+3c. A setting the limiter held (rule 5b: CPU-bound, GC at half the CPU or
+   more) is left out of the cost when an unheld one is seen: its GC CPU per
+   cycle is what the limiter left it, the assists it cut not spent (lru's
+   was 53.6-54.7 ms a cycle at GOGC 25-50, where the limiter held it, 65.5-67
+   at 100-200). With graph's and lru's GOGC 100 in it, the cost per cycle
+   predicted at 400 and 800 from GOGC 100 and 200 came out up to 12 % high
+   (lru, gctrace), and their GC share there up to 44 %.
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
@@ -106,7 +113,6 @@ from pyproflab.analyses.gogc.cost import (
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
     BACKGROUND_UTILIZATION,
-    LIMITER_SHARE,
     MIN_TRIGGER,
     RSS_PER_GOAL_UNKNOWN,
     Params,
@@ -382,7 +388,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     avg = lambda key: sum(weights[k] * groups[k][key] for k in groups) / tot  # noqa: E731
     live = avg("marked") - avg("mark_alloc")
     roots = avg("roots")
-    terms, cost = _cost_terms(obs.settings, cur)
+    terms, cost = _cost_terms(*marks.unheld(obs, groups, weights, cur, saturated))
     notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
@@ -408,7 +414,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
         **_memory(obs),
     )
     base = replace(base, idle_s=marks.idle_take(list(groups.values()), base.cap, saturated))
-    base = replace(base, held=_limiter_held(list(groups.values()), base.cap, saturated))
+    base = replace(base, held=marks.limiter_held(list(groups.values()), base.cap, saturated))
     observed = [
         SettingFigures(
             k,
@@ -427,13 +433,6 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     out.params = params_with(replace(out, params=base), {})
     out.residuals = _residuals(out, obs)
     return out
-
-
-def _limiter_held(groups: list[dict[str, float]], cap: float, saturated: bool) -> float:
-    """Rule 5b: the largest GC share a CPU-bound setting showed, when 50 % or
-    more (the limiter held it there: ``pacer`` rule 6); else 0."""
-    share = max((f["gc_cores"] / cap for f in groups), default=0.0) if saturated else 0.0
-    return share if share >= LIMITER_SHARE else 0.0
 
 
 def _eps(p: Params, cur: dict[str, float]) -> float:

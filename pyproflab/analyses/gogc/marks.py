@@ -1,7 +1,8 @@
 """What the observed marks show about the pacer, for the fit (``fit`` rules 2
-and 3b): how much of the runway hurried marks used, the least floating
+and 3b-5b): how much of the runway hurried marks used, the least floating
 garbage an overrun mark carried, how much slower a mark runs with the
-assists' CPU left out, and the idle mark workers' CPU per idle core."""
+assists' CPU left out, the idle mark workers' CPU per idle core, and the
+GC share the limiter held."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyproflab.analyses.gogc.cost import wmean
+from pyproflab.analyses.gogc.pacer import LIMITER_SHARE
+from pyproflab.analyses.gogc.samples import Observation, Setting
 
 
 def hurry_share(groups: list[dict[str, float]]) -> float:
@@ -49,3 +52,30 @@ def slow_mark(ss: Sequence[dict[str, Any]]) -> float:
     if not (math.isfinite(work) and math.isfinite(assist)) or work - assist <= 0:
         return 1.0
     return max(work / (work - assist), 1.0)
+
+
+def limiter_held(groups: list[dict[str, float]], cap: float, saturated: bool) -> float:
+    """``fit`` rule 5b: the largest GC share a CPU-bound setting showed, when 50 % or
+    more (the limiter held it there: ``pacer`` rule 6); else 0."""
+    share = max((f["gc_cores"] / cap for f in groups), default=0.0) if saturated else 0.0
+    return share if share >= LIMITER_SHARE else 0.0
+
+
+def unheld(
+    obs: Observation,
+    groups: dict[Setting, dict[str, float]],
+    weights: dict[Setting, float],
+    cur: dict[str, float],
+    saturated: bool,
+) -> tuple[dict[Setting, list[dict[str, Any]]], dict[str, float]]:
+    """``fit`` rule 3c: the settings the cost is fitted on, and the current one among
+    them (the heaviest when the current setting was held)."""
+    held = {
+        k for k, f in groups.items() if saturated and f["gc_cores"] >= LIMITER_SHARE * obs.procs
+    }
+    keep = {k: v for k, v in obs.settings.items() if k not in held}
+    if not held or not keep:
+        return obs.settings, cur
+    if obs.current in keep:
+        return keep, cur
+    return keep, groups[max(keep, key=lambda k: weights[k])]

@@ -63,8 +63,10 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    ``G/(held·cap)`` (the unheld GC CPU over the held). On graph and lru
    (CPU-bound, pointer-dense) the GC share held at 54-59 % of the busy CPU
    from GOGC 100 down to 25 (GC CPU per cycle flat or falling, cycles per
-   minute up 11-32 %), their marked heaps 1.1-1.4x GOGC 100's; unheld, the
-   model gave 64-72 % at 25 and 50.
+   minute up 11-32 %); in gctrace their heaps ended over the goal in 82-97 %
+   of the cycles at 25 and 50 (1.17-1.40x it on average), 49-62 % at 100
+   (1.06-1.09x), 10-12 % at 200, and their marked heaps were 1.0-1.2x GOGC
+   100's. Unheld, the model gave 64-72 % at 25 and 50.
 7. Peak memory: goal × the largest RSS/goal seen (Prometheus), else the peak
    heap (goal × the largest heap/goal seen) + ``O``; at most the limit (the
    scavenger returns pages to keep under it). Its upper bound also takes the

@@ -89,12 +89,13 @@ def dispersion(counts: np.ndarray, mu: np.ndarray, df: int, axis: int = 0) -> np
 def log_ratio(y_new, d_new, y_base, d_base, phi, q) -> tuple[np.ndarray, ...]:
     """(rel, rel_lo, rel_hi): the ratio of the rates ``y/d`` minus 1 and its Wald
     interval on the log scale at quantile ``q``, variance ``phi`` times the
-    Poisson one. A zero count is taken as half a sample (no infinite log)."""
+    Poisson one. A zero count is taken as half a sample (no infinite log); a
+    bound past the float range is infinite (an unbounded interval), quietly."""
     yn, yb = np.maximum(y_new, 0.5), np.maximum(y_base, 0.5)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         b = np.log(yn / d_new) - np.log(yb / d_base)
         se = np.sqrt(phi * (1 / yn + 1 / yb))
-    return np.exp(b) - 1, np.exp(b - q * se) - 1, np.exp(b + q * se) - 1
+        return np.exp(b) - 1, np.exp(b - q * se) - 1, np.exp(b + q * se) - 1
 
 
 def rate_change(y_new, d_new, y_base, d_base, phi, unit_value) -> tuple[np.ndarray, np.ndarray]:
