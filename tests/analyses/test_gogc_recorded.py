@@ -105,7 +105,7 @@ ACHIEVED = {
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (11, 23),
+        "cycles_per_min": (10, 20),
         "gc_share": (10, 20),
     },
     ("100+200", "queue", "prometheus"): {
@@ -175,7 +175,7 @@ ACHIEVED = {
     },
     ("100", "queue", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 23),
+        "cycles_per_min": (15, 20),
         "gc_share": (15, 20),
     },
     ("100", "queue", "prometheus"): {
