@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -311,3 +312,38 @@ def test_floor_mark_refused_when_it_does_not_hold() -> None:
     assert pacer.floor_mark(c | {"per_cycle": 20.0}, 2, saturated=False) is None
     # A marked heap at or above the goal (a limit squeezing it) leaves no runway.
     assert pacer.floor_mark(c | {"runway": -1.0, "per_cycle": 5.0}, 2, saturated=False) is None
+
+
+def test_a_squeezed_mark_ends_near_the_goal() -> None:
+    """pacer rule 3: with the trigger at its floor, a 64-byte runway leaves r =
+    19 to the goal. A mark the background workers alone would stretch over
+    2r ends at r·(1 − e^−2) (the assists' pace, revise), not at hurry's 0.6·r;
+    one that fits (B_nat = 5) is not hurried; with σ = 0 the assists' pace
+    alone holds (5 → r·(1 − e^(−5/19)))."""
+    p = pacer.Params(
+        live=100.0,
+        roots=0.0,
+        procs=2.0,
+        cap=2.0,
+        b_nat=38.0,
+        alloc=1.0,
+        runway_k=1.0,  # a runway of H: the trigger sits at its floor
+        c0=0.0,
+        c1=0.0,
+        c2=0.0,
+        saturated=True,
+        alpha=1.0,
+        mutator0=1.0,
+        sweep=0.0,
+        peak_ratio=1.0,
+        memory_ratio=0.0,
+        overhead=0.0,
+        limit_overhead=0.0,
+        hurry=0.6,
+    )
+    b, per_cycle = pacer.cycle(p, 100.0, 64.0, 38.0)
+    assert b == pytest.approx(19 * (1 - math.exp(-2)))
+    assert per_cycle == pytest.approx(45 + b)
+    assert pacer.cycle(p, 100.0, 64.0, 5.0)[0] == pytest.approx(5.0)
+    paced = pacer.cycle(replace(p, squeeze=0.0), 100.0, 64.0, 5.0)[0]
+    assert paced == pytest.approx(19 * (1 - math.exp(-5 / 19)))

@@ -1,7 +1,9 @@
 """Blocking profiles equal `go tool trace -pprof=KIND`: the same `go tool pprof
 -top -nodefraction=0` rows, on the committed traces of seven programs written
 for the purpose (channels, mutexes, network, syscalls, GC-heavy, many
-goroutines) and a flight-recorder snapshot; the stored copies too."""
+goroutines), a flight-recorder snapshot and the CPU-limit story's two runs
+(whose traces hold a stack of one frame at PC 0, which cmd/trace takes for
+the empty stack); the stored copies too."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def _rows(path: Path) -> list[str]:
     return [x for x in _top(path).splitlines() if not x.startswith(("Time:", "Duration:"))]
 
 
-@pytest.mark.parametrize("name", TRACE_NAMES)
+@pytest.mark.parametrize("name", [*TRACE_NAMES, "cpulimit-free", "cpulimit-quota"])
 def test_blocking_profiles_equal_go_tool_trace(name: str, go_bin: str, tmp_path: Path) -> None:
     trace = trace_path(name)
     _, ours = read_trace(trace, only=[f"pprof-{k}" for k in KINDS])
@@ -42,7 +44,7 @@ def test_blocking_profiles_equal_go_tool_trace(name: str, go_bin: str, tmp_path:
     assert nonempty >= 2, f"{name}: at least two kinds should have rows"
 
 
-@pytest.mark.parametrize("name", ["mutex", "net", "flight"])
+@pytest.mark.parametrize("name", ["mutex", "net", "flight", "cpulimit-free"])
 def test_stored_blocking_profiles_equal_go_tool_trace(
     name: str, go_bin: str, tmp_path: Path
 ) -> None:

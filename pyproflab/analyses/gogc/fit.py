@@ -23,6 +23,9 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    (floating garbage does not shrink when the runway grows) to
    ``B_NAT_RANGE`` × the estimate. Each setting's figure is scaled to the
    reference allocation rate (the current setting's).
+2b. ``σ`` (``pacer`` rule 3), how much of ``hurry`` holds for a mark
+   squeezed into a runway shorter than ``B_nat``: not identified, point 1,
+   range [0, 1] (at 0 the assists' pace alone, ``1 − e^(−B_nat/r)``).
 3. GC CPU per cycle ``C = c0 + c1·S + c2·goal`` (``cost``): the fixed
    ``c0`` has the range of the non-negative terms that put every setting's
    cost within its runs' spread, its point the middle of the exact fits (two
@@ -124,6 +127,7 @@ from pyproflab.analyses.gogc.samples import Observation, Setting
 # in ``predict`` for the workloads they were set on.
 SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
 B_NAT_RANGE = 1.5
+SQUEEZE_HOW = "how far the assists carry a squeezed mark toward the goal: not identified (rule 2b)"
 HURRIED = 0.6  # of the widest runway: a mark hurried by assists
 LIVE_SPREAD = 3.0  # marked heaps further apart are not one service's (rule 9)
 MiB = float(1 << 20)
@@ -353,7 +357,17 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
         mut0 = base
     elif alpha <= 0 < mut0:  # paced: its speed should the GC's CPU leave it short
         alpha = cur["alloc"] / mut0
-    return replace(p, c0=c0, c1=c1, c2=c2, sweep=s, alpha=alpha, mutator0=mut0, b_nat=t["b_nat"])
+    return replace(
+        p,
+        c0=c0,
+        c1=c1,
+        c2=c2,
+        sweep=s,
+        alpha=alpha,
+        mutator0=mut0,
+        b_nat=t["b_nat"],
+        squeeze=t["squeeze"],
+    )
 
 
 def same_service(obs: Observation) -> tuple[Observation, list[str]]:
@@ -392,6 +406,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     notes += cost.notes
     terms.update(_mutator_terms(list(groups.values()), saturated, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
+    terms["squeeze"] = Term("squeeze", 1.0, 0.0, 1.0, False, SQUEEZE_HOW)
     c = {k: terms[k].point for k in ("c0", "c1", "c2") if k in terms}
     base = Params(
         live=max(live, 0.05 * avg("marked")),

@@ -21,12 +21,28 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
    mutator allocates ``B_nat`` (at the reference allocation rate; in
-   proportion to ``A``). Assists hurry it to end by the goal: ``B = min(B_nat,
-   hurry·(D − t))``, with ``hurry`` the share of that runway hurried marks
-   were seen to use (they end early: the assists' pace is set against the
-   worst case); but never below ``B_min``, what the fastest mark seen
-   allocated (a mark cannot be hurried beyond the CPU it has: the heap then
-   overshoots its goal). ``H`` is solved by damped
+   proportion to ``A``). Assists hurry it to end by the goal, within the
+   runway the trigger left, ``r = D − t``: ``B = min(B_nat, r·max(σ·hurry,
+   1 − e^(−B_nat/r)))``. ``hurry`` is the share of that runway hurried marks
+   were seen to use (they end early: the pacer's runway comes from the
+   largest of recent cons/mark ratios). ``1 − e^(−B_nat/r)`` is the share
+   a mark the background workers alone would stretch over ``B_nat`` bytes
+   uses when assists pace the rest (``mgcpacer.go`` revise: the assists' work
+   per byte is the scan work left over the heap left to the goal): with the
+   workers doing ``W/B_nat`` of the work ``W`` per byte allocated and the
+   assists ``w/(r − b)``, the work ``w`` left after ``b`` bytes follows
+   ``dw/db = −w/(r − b) − W/B_nat`` and reaches 0 at ``b = r·(1 −
+   e^(−B_nat/r))``: a mark squeezed into a runway shorter than ``B_nat``
+   ends near the goal. ``σ`` in [0, 1] (point 1, not identified: ``fit``
+   rule 2b) is how much of ``hurry`` holds there. On tiny, service and queue
+   (2 Ps) gctrace's mean heap at the mark's end was 0.84-0.98 of the way
+   from its start to the goal at GOGC 50 and queue's 25, past the goal at
+   tiny's and service's 25 (1.2, 1.6); 0.62-0.82 at 100. With ``B =
+   min(B_nat, hurry·r)`` their cycles per minute at 25-50 came out up to
+   15, 10 and 22 % high (fitted on GOGC 100 and 200, gctrace; now 11, 7
+   and 14). ``B`` is never below ``B_min``, what
+   the fastest mark seen allocated (a mark cannot be hurried beyond the CPU
+   it has: the heap then overshoots its goal). ``H`` is solved by damped
    fixed-point iteration; infinite when marking never catches up.
 4. A cycle allocates ``Δ = t + B`` bytes (what it frees in a steady state),
    so there are ``A/Δ`` cycles a second, each costing ``C = c0 + c1·(L + R) +
@@ -121,6 +137,7 @@ class Params:
     b_min: float = 0.0  # the fastest mark's allocation (rule 3)
     idle_s: float = 0.0  # ι: idle mark workers' CPU per cycle per idle core (rule 4)
     held: float = 0.0  # the GC share the limiter held at an observed setting (rule 6); 0: none
+    squeeze: float = 1.0  # σ: how far the assists' pace carries a squeezed mark (rule 3)
 
 
 def background_workers(procs: float) -> tuple[int, float]:
@@ -219,7 +236,10 @@ def cycle(p: Params, h: float, runway: float, b_natural: float) -> tuple[float, 
     pacer = p.runway_k * (h + p.roots) if p.runway_k > 0 else p.b_nat
     hi = max(MAX_TRIGGER * runway, runway - HEAP_MINIMUM)
     trig = min(max(runway - pacer, MIN_TRIGGER * runway), hi)
-    b = max(min(b_natural, p.hurry * (runway - trig)), min(p.b_min, b_natural))
+    left = runway - trig
+    paced = 1 - math.exp(-b_natural / left) if left > 0 else 1.0
+    hurried = max(p.squeeze * p.hurry, paced) * left
+    b = max(min(b_natural, hurried), min(p.b_min, b_natural))
     return b, trig + b
 
 

@@ -50,7 +50,9 @@ and ``SWEEP`` (about 1e-10 core-seconds per heap byte per cycle on the earlier
 recordings: the point is a fifth of it, the range up to twice it);
 ``B_NAT_RANGE``, ``HURRIED``, ``MARGIN``, ``WIDEN`` and ``CANARY_*`` were chosen
 looking at six of the seven validation workloads of tests/gcbench (``make
-bench-gc``); the seventh, ``queue``, was held out of every choice. Fits of the
+bench-gc``); the seventh, ``queue``, was held out of every choice, but for
+``pacer`` rule 3's squeezed mark (no constant: derived from ``revise``), whose
+check looked at queue's GOGC 25-50 marks beside tiny's and service's. Fits of the
 sweep term on the seven gave 0 to 7e-9 (the machine's other work moves the
 mutator's CPU more): no prior came from them.
 """

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -26,13 +27,21 @@ import (
 //     interval ending at or before its first run and keeps the others whole.
 //     Intervals of a goroutine that has not run yet wait in a pending list:
 //     dropped when it first runs, kept if it never does.
-//   - Stacks are told apart by their PCs; samples are written as cmd/trace's
-//     traceviewer.BuildProfile writes them (contentions/count, delay/nanoseconds,
-//     one location per PC, one function per file and name).
+//   - Stacks are told apart as cmd/trace's stackMap does: by their first 128
+//     PCs in a zero-filled array, so a stack whose PCs end in zeros (a frame at
+//     PC 0, seen in recorded traces) is the same as the one without them (one
+//     frame at PC 0 is the empty stack). Such stacks share one record, written
+//     with the frames of the one charged last (by the interval's end).
+//   - Samples are written as cmd/trace's traceviewer.BuildProfile writes them
+//     (contentions/count, delay/nanoseconds, one location per PC, one function
+//     per file and name).
 type blocking struct {
 	kinds  []*blockKind
 	stacks *stacks
 	frames [][]exptrace.StackFrame // by stack id, for the stacks charged
+	slot   []uint64                // by stack id: the record its PCs share
+	slots  map[string]uint64       // cmd/trace's PC key -> record
+	seq    uint64                  // intervals ended so far
 	o      *out
 	t      *table
 }
@@ -62,7 +71,8 @@ type tracked struct {
 type charge struct {
 	count int64
 	ns    int64
-	stack uint64
+	stack uint64 // recorded: the stack charged last
+	seq   uint64 // when the interval ended (recorded: of the stack charged last)
 }
 
 // BlockingKinds are the kinds of `go tool trace -pprof`, in its order.
@@ -70,7 +80,7 @@ var BlockingKinds = []string{"net", "sync", "syscall", "sched"}
 
 func newBlocking(o *out, s *stacks) *blocking {
 	any := func(string) bool { return true }
-	b := &blocking{stacks: s, o: o}
+	b := &blocking{stacks: s, o: o, slots: map[string]uint64{}, slot: []uint64{0}}
 	b.t = o.table("blocking", strf("kind"), u64f("stack_id"), i64f("count"), i64f("delay_ns"))
 	mk := func(name string, state exptrace.GoState, match func(string) bool) {
 		if !o.wants("blocking") && !o.wants("pprof-"+name) {
@@ -105,12 +115,14 @@ func (b *blocking) transition(g *gblock, from, to exptrace.GoState, reason strin
 		}
 		tr.on = false
 		d := int64(t - tr.start)
+		b.seq++
+		c := charge{stack: tr.stack, count: 1, ns: d, seq: b.seq}
 		switch {
 		case d <= 0 || firstRun:
 		case g.ran:
-			k.add(tr.stack, 1, d)
+			k.add(b.slot[c.stack], c)
 		default:
-			g.pending[i] = append(g.pending[i], charge{stack: tr.stack, count: 1, ns: d})
+			g.pending[i] = append(g.pending[i], c)
 		}
 	}
 	if firstRun {
@@ -127,25 +139,32 @@ func (b *blocking) transition(g *gblock, from, to exptrace.GoState, reason strin
 func (b *blocking) settle(g *gblock) {
 	for i, k := range b.kinds {
 		for _, c := range g.pending[i] {
-			k.add(c.stack, c.count, c.ns)
+			k.add(b.slot[c.stack], c)
 		}
 	}
 	*g = gblock{}
 }
 
-func (k *blockKind) add(stack uint64, count, ns int64) {
-	for uint64(len(k.records)) <= stack {
+// add charges c to the record slot; the record keeps the stack of the
+// interval that ended last.
+func (k *blockKind) add(slot uint64, c charge) {
+	for uint64(len(k.records)) <= slot {
 		k.records = append(k.records, charge{})
 	}
-	r := &k.records[stack]
-	r.stack = stack
-	r.count += count
-	r.ns += ns
+	r := &k.records[slot]
+	if c.seq >= r.seq {
+		r.stack, r.seq = c.stack, c.seq
+	}
+	r.count += c.count
+	r.ns += c.ns
 }
 
+// keepFrames keeps the frames of stack id and the record it is charged to
+// (rules: blocking).
 func (b *blocking) keepFrames(id uint64, st exptrace.Stack) {
 	for uint64(len(b.frames)) <= id {
 		b.frames = append(b.frames, nil)
+		b.slot = append(b.slot, 0)
 	}
 	if b.frames[id] != nil || id == 0 {
 		return
@@ -155,6 +174,30 @@ func (b *blocking) keepFrames(id uint64, st exptrace.Stack) {
 		fs = append(fs, f)
 	}
 	b.frames[id] = fs
+	b.slot[id] = b.slotOf(id, fs)
+}
+
+// pprofMaxStack is cmd/trace's: the PCs that tell stacks apart.
+const pprofMaxStack = 128
+
+func (b *blocking) slotOf(id uint64, fs []exptrace.StackFrame) uint64 {
+	n := min(len(fs), pprofMaxStack)
+	for n > 0 && fs[n-1].PC == 0 {
+		n--
+	}
+	if n == 0 {
+		return 0 // the empty stack's
+	}
+	key := make([]byte, 0, 8*n)
+	for _, f := range fs[:n] {
+		key = binary.LittleEndian.AppendUint64(key, f.PC)
+	}
+	slot, ok := b.slots[string(key)]
+	if !ok {
+		slot = id
+		b.slots[string(key)] = slot
+	}
+	return slot
 }
 
 // end keeps the pending intervals of goroutines alive at the end that never
