@@ -80,6 +80,15 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+def interrupted(e: BaseException) -> bool:
+    """Whether ``e`` is DuckDB's report of Ctrl-C: while a query runs DuckDB takes
+    SIGINT itself and ends the query with InterruptException (RuntimeError 'Query
+    interrupted' when it was fetching rows), so Python never sees KeyboardInterrupt."""
+    if isinstance(e, duckdb.InterruptException):
+        return True
+    return type(e) is RuntimeError and str(e).startswith("Query interrupted")
+
+
 # DuckDB's errors from the file itself: a damaged block's checksum, a failed
 # read or write (a full disk), or the state such an error leaves behind.
 _IO_ERRORS = (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)
@@ -295,10 +304,16 @@ class Store:
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
-        """Turn DuckDB errors into one-line StoreErrors naming the store."""
+        """Turn DuckDB errors into one-line StoreErrors naming the store, and
+        DuckDB's report of Ctrl-C into KeyboardInterrupt: an interrupt is neither a
+        store's error (a report would skip a section) nor a bug."""
         try:
             yield
-        except duckdb.Error as e:
+        except (duckdb.Error, RuntimeError) as e:
+            if interrupted(e):
+                raise KeyboardInterrupt from e
+            if not isinstance(e, duckdb.Error):
+                raise
             raise store_error(self.name, what, e) from e
 
     def _check_open(self) -> None:
