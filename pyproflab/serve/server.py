@@ -10,7 +10,8 @@ Rules:
   client and the reason: 401 (no or wrong token), 403 (token bound to
   another service), 429 (rate, with Retry-After), 411/413 (no length, body
   over ``max_body``, an attachment inflating past ``max_profile_bytes``),
-  400 (malformed), 415 (a format that is not pprof), 503 (spool full or
+  400 (malformed; or a profile part the ingester would refuse:
+  ``check_profile``), 415 (a format that is not pprof), 503 (spool full or
   disk full, with Retry-After; or too many connections).
 - Limits: ``max_connections`` open at once (the next is answered 503 and
   closed without a thread); each connection's idle wait plus one whole
@@ -44,6 +45,7 @@ from pyproflab.sources.push import (
     MAX_TAGS,
     PYROSCOPE_PATH,
     PushError,
+    check_profile,
     check_size,
     parse_datadog,
     parse_pyroscope,
@@ -256,8 +258,9 @@ class Handler(BaseHTTPRequestHandler):
         for att in push.attachments:
             if att.kind == "other":
                 continue
+            check = check_profile if att.kind == "profile" else check_size
             try:
-                check_size(att.data, source=att.name, max_bytes=o.max_profile_bytes)
+                check(att.data, source=att.name, max_bytes=o.max_profile_bytes)
             except TooLargeError as e:
                 raise Refusal(413, "bomb", str(e)) from None
             except ProfileError as e:

@@ -15,6 +15,7 @@ import socket
 import time
 
 import pytest
+from backports import zstd
 from support.push_helpers import RECORDED, records, replay, running_server
 
 DD = records(RECORDED / "dd")
@@ -102,8 +103,6 @@ def test_bomb_is_refused_before_the_ack(tmp_path, logs, kind):
     if kind == "gzip":
         bomb = gzip.compress(raw, 9)
     else:
-        from backports import zstd
-
         bomb = zstd.compress(raw)
     rec, body = _pyro_with(bomb)
     assert len(body) < 1 << 20
@@ -128,6 +127,56 @@ def test_malformed_datadog_uploads(tmp_path, logs, mutate, status, reason):
         assert replay(server.server_address[1], rec, body)[0] == status
         assert _spooled(server) == 0
     assert f": {reason}: " in _refusal_lines(logs)[0]
+
+
+def _profile_of(body: bytes, ctype: str, name: str) -> bytes:
+    from pyproflab.sources.multipart import parse_multipart
+
+    return next(p.data for p in parse_multipart(body, ctype) if p.name == name)
+
+
+_REAL = _profile_of(PYRO[0][2], PYRO[0][1]["header"]["Content-Type"][0], "profile")
+_RAW = gzip.decompress(_REAL)
+GARBAGE = {
+    "text": b"hello, not a profile",
+    "gzip-of-text": gzip.compress(b"hello, not a profile"),
+    "truncated-raw": _RAW[: len(_RAW) // 2],
+    "gzip-of-truncated-raw": gzip.compress(_RAW[: len(_RAW) // 2]),
+    "zstd-of-text": zstd.compress(b"hello, not a profile"),
+    "zeros": bytes(100),
+    "gzip-of-nothing": gzip.compress(b""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GARBAGE))
+def test_a_profile_the_ingester_would_refuse_is_400_before_the_ack(tmp_path, logs, name):
+    """Before, each was answered 200 and refused by the ingester later (the SDK
+    believed it delivered); the ingester's own steps refuse it too."""
+    from pyproflab.decode import decode_bytes
+    from pyproflab.errors import ProfileError
+    from pyproflab.sources.push import pprof_bytes
+
+    with pytest.raises(ProfileError):
+        decode_bytes(pprof_bytes(GARBAGE[name], source=name, max_bytes=1 << 30), source=name)
+    rec, body = _pyro_with(GARBAGE[name])
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, body)[0] == 400
+        assert replay(server.server_address[1], *_pyro_with(_REAL))[0] == 200
+        assert _spooled(server) == 1
+    (line,) = _refusal_lines(logs)
+    assert ": malformed: profile: " in line and "\n" not in line
+
+
+def test_a_datadog_upload_with_one_bad_profile_is_refused_whole(tmp_path, logs):
+    _, rec, body = DD[0]
+    ctype = rec["header"]["Content-Type"][0]
+    good = _profile_of(body, ctype, "cpu.pprof")
+    bad = body.replace(good, zstd.compress(_RAW[: len(_RAW) // 2]))  # whole zstd, cut pprof
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, bad)[0] == 400
+        assert replay(server.server_address[1], rec, body)[0] == 200
+        assert _spooled(server) == 1
+    assert ": malformed: cpu.pprof: " in _refusal_lines(logs)[0]
 
 
 def test_pyroscope_formats_other_than_pprof_are_415(tmp_path, logs):
