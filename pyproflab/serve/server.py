@@ -191,7 +191,7 @@ class Handler(BaseHTTPRequestHandler):
             body = self._body()
             push = self._parse(url, body)
             self._check(push, bound)
-            self.server.spool.put(push, self.client_address[0])
+            self.server.spool.put(push, self.client_address[0], self.server.opts.max_tag_value)
         except Refusal as r:
             self.refuse(r)
         except SpoolFull as e:

@@ -13,10 +13,13 @@ import http.client
 import logging
 import socket
 import time
+from urllib.parse import parse_qs
 
 import pytest
 from backports import zstd
-from support.push_helpers import RECORDED, records, replay, running_server
+from support.push_helpers import RECORDED, drain, records, replay, running_server, stored_rows
+
+from pyproflab.sources.push import parse_app_name
 
 DD = records(RECORDED / "dd")
 PYRO = records(RECORDED / "pyro")
@@ -177,6 +180,20 @@ def test_a_datadog_upload_with_one_bad_profile_is_refused_whole(tmp_path, logs):
         assert replay(server.server_address[1], rec, body)[0] == 200
         assert _spooled(server) == 1
     assert ": malformed: cpu.pprof: " in _refusal_lines(logs)[0]
+
+
+def test_max_tag_value_cuts_what_the_ingester_stores(tmp_path):
+    """serve --max-tag-value reaches the store: before, it was only used for the
+    403 check, and the ingester cut every value at the default 256 bytes."""
+    _, rec, body = PYRO[0]
+    with running_server(tmp_path / "spool", max_tag_value=5) as server:
+        assert replay(server.server_address[1], rec, body)[0] == 200
+    assert drain(tmp_path / "spool", tmp_path / "s.duckdb") == 1
+    (row,) = stored_rows(tmp_path / "s.duckdb")
+    sent = parse_app_name(parse_qs(rec["url"].split("?", 1)[1])["name"][0])[1]
+    assert max(map(len, sent.values())) > 5
+    assert dict(row["labels"]) == {k[:5]: v[:5] for k, v in sent.items()}
+    assert (row["service"], row["instance"]) == ("pyrop", sent["instance"][:5])
 
 
 def test_pyroscope_formats_other_than_pprof_are_415(tmp_path, logs):
