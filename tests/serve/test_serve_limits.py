@@ -91,6 +91,24 @@ def test_oversized_body_is_refused_unread(tmp_path, logs):
     assert "too_large" in _refusal_lines(logs)[0]
 
 
+@pytest.mark.parametrize(
+    ("options", "status"), [({"max_body": 1 << 20}, 413), ({"tokens": {TOKEN: None}}, 401)]
+)
+def test_a_refusal_before_the_body_is_read_reaches_the_client(tmp_path, logs, options, status):
+    """A 16 MiB body refused unread: the client still reads the answer. Before,
+    the server closed with the body unread and the client got a reset
+    (BrokenPipeError or ConnectionResetError) instead of the status."""
+    with running_server(tmp_path / "spool", **options) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        try:
+            ctype = {"Content-Type": "multipart/form-data; boundary=b"}
+            conn.request("POST", "/ingest?name=app", body=bytes(16 << 20), headers=ctype)
+            assert conn.getresponse().status == status
+        finally:
+            conn.close()
+        assert _spooled(server) == 0
+
+
 def _pyro_with(profile: bytes) -> tuple[dict, bytes]:
     """A recorded pyroscope push whose profile part is replaced by ``profile``."""
     _, rec, body = PYRO[0]
