@@ -66,10 +66,21 @@ class Command:
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from pyproflab.cli import Terminated
+
+        try:
+            return self._run(args)
+        except Terminated:
+            # serve ends its ingesters with SIGTERM at every stop, wherever they
+            # are (still importing, or following); the server reports its own end.
+            if not args.served:
+                raise
+            return 0
+
+    def _run(self, args: argparse.Namespace) -> int:
         import logging
         from pathlib import Path
 
-        from pyproflab.cli import Terminated
         from pyproflab.decode import DEFAULT_MAX_BYTES
         from pyproflab.errors import UsageError
         from pyproflab.serve.ingester import follow, run_batch
@@ -94,13 +105,7 @@ class Command:
         }
         db = common.db_path(args)
         if args.follow:
-            try:
-                follow(spool, db, stop_after=args.duration, **kw)
-            except Terminated:
-                # serve ends its ingesters with SIGTERM at every stop, planned or
-                # not; the server reports its own end, so the child stays silent.
-                if not args.served:
-                    raise
+            follow(spool, db, stop_after=args.duration, **kw)
             return 0
         files = new = present = refused = 0
         while True:

@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from support.push_helpers import RECORDED, records, stored_rows
 from support.testenv import REPO
 
@@ -123,24 +124,30 @@ def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
     assert sum(int(ln.split(" ingested ")[1].split()[0]) for ln in batches) == 6
 
 
-STOPPED_IN_FOLLOW = """
+STOPPED_AT = """
 import os, signal, sys, time
 from pyproflab.cli import main
 from pyproflab.serve import ingester
-def follow(*args, **kw):  # the ingester following its spool, stopped right there
+from pyproflab.sources.spool import Spool
+def stop(*args, **kw):  # SIGTERM lands right here, as the server's stop may
     os.kill(os.getpid(), signal.SIGTERM)
     while True:
         time.sleep(1)
-ingester.follow = follow
-sys.exit(main(sys.argv[1:]))
+if sys.argv[1] == "follow":  # following the spool
+    ingester.follow = stop
+else:  # still starting: before it follows
+    Spool.lock = stop
+sys.exit(main(sys.argv[2:]))
 """
 
 
-def test_servers_planned_stop_of_its_ingester_is_silent(tmp_path):
+@pytest.mark.parametrize("where", ["follow", "start"])
+def test_servers_planned_stop_of_its_ingester_is_silent(tmp_path, where):
     """`serve --duration 3` printed "pyproflab: terminated" (exit 0) at its planned
     stop: the server ends its ingester child with SIGTERM, and the child, a
     `spool-ingest --follow` that had got past its start-up, took it as a foreign
-    SIGTERM. The child serve starts takes SIGTERM as its stop: exit 0, no message;
+    SIGTERM (and still did where the stop found it starting, after the CLI took
+    SIGTERM over). The child serve starts takes SIGTERM as its stop: exit 0, no message;
     a `spool-ingest --follow` of its own still exits 143, "terminated"."""
     from pyproflab.serve.run import ingester_argv
 
@@ -150,7 +157,7 @@ def test_servers_planned_stop_of_its_ingester_is_silent(tmp_path):
     plain = [a for a in served[3:] if a != "--served"]
     for argv, want in ((served[3:], (0, "")), (plain, (143, "pyproflab: terminated\n"))):
         res = subprocess.run(
-            [sys.executable, "-c", STOPPED_IN_FOLLOW, *argv],
+            [sys.executable, "-c", STOPPED_AT, where, *argv],
             capture_output=True,
             text=True,
             cwd=REPO,
