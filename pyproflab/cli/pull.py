@@ -114,6 +114,10 @@ class Command:
         for what, why in report.refused:
             print(f"refused {what}: {why}", file=sys.stderr)
         print(f"{source.name}: {report.summary()}")
-        if report.refused and not (report.new or report.present):
-            return 2  # every profile refused: nothing of the range landed, the pull failed
+        failed = report.failed_whole()
+        if failed:  # nothing of the range landed: a scheduled pull must not look fine
+            a, b = (f"{t.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}" for t in (since, until))
+            span = f"{a} to {b}"
+            print(f"pyproflab: error: {source.name}: {failed} ({span})", file=sys.stderr)
+            return 2
         return 1 if report.refused else 0

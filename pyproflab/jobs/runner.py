@@ -20,7 +20,8 @@ Rules:
   after all of a run's files are on disk (``outputs``).
 - Exit codes: 0 done, 1 done with findings over the job's thresholds,
   2 error: a bad spec, a source that failed as a whole (a collect source
-  none of whose fetches succeeded), a selection matching none of the
+  none of whose fetches succeeded, a pull source that matched nothing or
+  whose every profile was refused), a selection matching none of the
   store's profiles, an output that could not be written, or a crash.
 """
 

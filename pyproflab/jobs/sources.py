@@ -173,7 +173,7 @@ def pull_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
     (incremental: what an earlier run stored is not fetched again)."""
     from datetime import UTC, datetime
 
-    from pyproflab.sources.base import Request
+    from pyproflab.sources.base import Request, SourceError
     from pyproflab.sources.http import Retries
     from pyproflab.sources.pull import PullOptions, pull_source
     from pyproflab.store.select import parse_duration, parse_time
@@ -193,6 +193,9 @@ def pull_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
     rep = ingest_source(store, source, request, batch_size=src.batch_size)
     for what, why in rep.refused:
         log(f"refused {what}: {why}")
+    failed = rep.failed_whole()
+    if failed:  # as the pull command: the source failed as a whole (exit 2)
+        raise SourceError(source.name, failed)
     return {
         "kind": src.kind,
         "source": source.name,

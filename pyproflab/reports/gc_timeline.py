@@ -10,6 +10,10 @@ from typing import Any
 
 from pyproflab.reports.formatting import plotly_text
 
+# The trace's name is looked up by plotly, never spliced into the template: an
+# instance named "i-%{y}" would be read as a template variable.
+_HOVER = "%{y:.1f}%<extra>%{fullData.name}</extra>"
+
 # One colour per instance, shared by its runtime line and its profile markers.
 _PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -41,7 +45,7 @@ def gc_share_figure(runtime: dict[tuple, list], marks: list[dict[str, Any]]):
                 marker={"color": colour[inst]},
                 name=name,
                 legendgroup=plotly_text(label(inst)),
-                hovertemplate="%{y:.1f}%<extra>" + name + "</extra>",
+                hovertemplate=_HOVER,
             )
         )
     for inst in instances:
@@ -61,7 +65,7 @@ def gc_share_figure(runtime: dict[tuple, list], marks: list[dict[str, Any]]):
                     marker={"symbol": symbol, "size": 12, "color": colour[inst]},
                     name=name,
                     legendgroup=plotly_text(label(inst)),
-                    hovertemplate="%{y:.1f}%<extra>" + name + "</extra>",
+                    hovertemplate=_HOVER,
                 )
             )
     return fig

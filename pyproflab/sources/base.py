@@ -239,9 +239,12 @@ class Seen:
 
 @dataclass(frozen=True)
 class Expect:
-    """The source means to yield about ``items`` more items (for progress)."""
+    """The source means to yield about ``items`` more items (for progress). A
+    source that lists what a request matches (a pull) gives ``known`` too: the
+    listed items ``known`` named, left out; ``items + known`` is all it listed."""
 
     items: int
+    known: int = 0
 
 
 Item = ProfileItem | TableItem | TraceItem | FileSet | Dataset | Refused | Seen | Expect

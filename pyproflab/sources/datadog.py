@@ -138,7 +138,7 @@ class DatadogSource:
         keys = {e["id"]: self._event_key(e) for e in events}
         done = known(list(keys.values()))
         todo = [e for e in events if keys[e["id"]] not in done]
-        yield Expect(len(todo))
+        yield Expect(len(todo), known=len(events) - len(todo))
         for event in todo:
             yield from self._download(event, keys[event["id"]])
 

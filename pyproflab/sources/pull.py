@@ -194,7 +194,7 @@ class WindowedMerges:
         }
         done = known(list(keyed))
         todo = [k for k in keyed if k not in done]
-        yield Expect(len(todo))
+        yield Expect(len(todo), known=len(keyed) - len(todo))
         for key in todo:
             yield from self._fetch(*keyed[key], key)
 

@@ -66,6 +66,9 @@ MAX_TAG_VALUE = 256
 MAX_NS = 253_402_300_799 * 10**9
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 1 << 20
+#: the decompressed size up to which the server parses a profile's top level
+#: before it acknowledges it (``check_profile``; pushed profiles are a few KB)
+WHOLE_CHECK = 8 << 20
 
 
 class PushError(ValueError):
@@ -353,10 +356,10 @@ def pprof_bytes(data: bytes, *, source: str, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def check_size(data: bytes, *, source: str, max_bytes: int) -> None:
-    """Raise TooLargeError (or CorruptProfileError) if the attachment inflates
-    past ``max_bytes``, holding one chunk at a time: the server's check before
-    it acknowledges a push (zstd, gzip, or raw bytes)."""
+def check_size(data: bytes, *, source: str, max_bytes: int) -> int:
+    """The attachment's decompressed size; TooLargeError (or CorruptProfileError)
+    if it inflates past ``max_bytes``, holding one chunk at a time: the server's
+    check before it acknowledges a push (zstd, gzip, or raw bytes)."""
     if data.startswith(ZSTD_MAGIC):
         chunks = _zstd_chunks(data, source)
     elif data.startswith(b"\x1f\x8b"):
@@ -368,3 +371,21 @@ def check_size(data: bytes, *, source: str, max_bytes: int) -> None:
         total += len(chunk)
         if total > max_bytes:
             raise _too_large(source, max_bytes)
+    return total
+
+
+def check_profile(data: bytes, *, source: str, max_bytes: int, whole: int = WHOLE_CHECK) -> None:
+    """Raise a ProfileError where the ingester would certainly refuse the
+    attachment: ``check_size``, then, when it inflates to at most ``whole`` bytes,
+    the ingester's own first steps on it (zstd undone, ``decompress`` twice as
+    ``item_bytes`` and ``decode_bytes`` do, the protobuf's top level split by
+    ``parse_raw``). Refused here: bytes that are not gzip, zstd or a profile,
+    truncated or corrupt streams and protobufs, empty profiles. A larger one is
+    only size-checked (the ingester still refuses it, after the 200)."""
+    if check_size(data, source=source, max_bytes=max_bytes) > whole:
+        return
+    from pyproflab.decode.pprof import decompress, parse_raw
+
+    raw = pprof_bytes(data, source=source, max_bytes=max_bytes)
+    raw = decompress(raw, source=source, max_bytes=max_bytes)
+    parse_raw(decompress(raw, source=source, max_bytes=max_bytes), source=source)

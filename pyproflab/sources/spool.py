@@ -8,8 +8,11 @@ Rules:
   A file in ``ready/`` is therefore whole: a kill before the rename leaves a
   ``tmp/`` file that was never acknowledged (``Spool.clean`` removes them).
 - A spool file is ``MAGIC``, the header's length in decimal and a newline, the
-  header (JSON: protocol, tags, times, details, receipt time, and for each
-  attachment its name, size and sha256), then the attachments' bytes. A file
+  header (JSON: protocol, tags, times, details, receipt time, the server's
+  ``max_tag_value``, and for each attachment its name, size and sha256), then
+  the attachments' bytes. The tags' values are cut to that ``max_tag_value``
+  when they become metadata (``push_meta``; 256 for files written without it),
+  so ``serve --max-tag-value`` holds whichever ingester or job reads the file. A file
   whose sizes or hashes do not match is refused whole (``SpoolError``), never
   read in part.
 - Names sort by receipt time (``<ns>-<pid>-<seq>-<size>.push``): ``pending``
@@ -64,7 +67,14 @@ from pyproflab.sources.base import (
     Request,
     TraceItem,
 )
-from pyproflab.sources.push import Attachment, Push, PushError, pprof_bytes, push_meta
+from pyproflab.sources.push import (
+    MAX_TAG_VALUE,
+    Attachment,
+    Push,
+    PushError,
+    pprof_bytes,
+    push_meta,
+)
 
 MAGIC = b"PYPROFLAB-PUSH 1\n"
 SUFFIX = ".push"
@@ -142,7 +152,9 @@ class DirSync:
                 self._cv.notify_all()
 
 
-def encode_push(push: Push, received_ns: int, client: str = "") -> list[bytes]:
+def encode_push(
+    push: Push, received_ns: int, client: str = "", max_tag_value: int = MAX_TAG_VALUE
+) -> list[bytes]:
     """The spool file's bytes, as pieces (header first, then the attachments)."""
     header = {
         "protocol": push.protocol,
@@ -152,6 +164,7 @@ def encode_push(push: Push, received_ns: int, client: str = "") -> list[bytes]:
         "details": push.details,
         "received_ns": received_ns,
         "client": client,
+        "max_tag_value": max_tag_value,
         "attachments": [
             {"name": a.name, "size": len(a.data), "sha256": hashlib.sha256(a.data).hexdigest()}
             for a in push.attachments
@@ -261,10 +274,10 @@ class Spool:
             if st.f_bavail * st.f_frsize - size < self.min_free:
                 raise SpoolFull(f"less than {self.min_free} bytes free on the spool's disk", "disk")
 
-    def put(self, push: Push, client: str = "") -> Entry:
+    def put(self, push: Push, client: str = "", max_tag_value: int = MAX_TAG_VALUE) -> Entry:
         """Write ``push`` durably into ``ready/`` (see the module's rules)."""
         now = time.time_ns()
-        pieces = encode_push(push, now, client)
+        pieces = encode_push(push, now, client, max_tag_value)
         size = sum(map(len, pieces))
         with self._mu:
             self._check_room(size)
@@ -382,6 +395,12 @@ class Spool:
 # --- the spool as a source ---------------------------------------------------------------
 
 
+def _tag_cap(header: dict[str, Any]) -> int:
+    """The tag value cap the server wrote in a file's header (MAX_TAG_VALUE if none)."""
+    cap = header.get("max_tag_value")
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else MAX_TAG_VALUE
+
+
 class SpoolSource:
     """The pushes of given spool files (all waiting ones by default) as items.
 
@@ -418,17 +437,15 @@ class SpoolSource:
         entries = self.entries if self.entries is not None else self.spool.pending()
         for entry in entries:
             try:
-                push = self.spool.read(entry)[0]
+                push, header = self.spool.read(entry)
             except SpoolError as e:
                 yield self._refuse(entry, "", str(e))
                 continue
-            yield from self._entry_items(entry, push, request, known)
+            yield from self._entry_items(entry, push, _tag_cap(header), known)
 
-    def _entry_items(
-        self, entry: Entry, push: Push, request: Request, known: Known
-    ) -> Iterator[Item]:
+    def _entry_items(self, entry: Entry, push: Push, tag_cap: int, known: Known) -> Iterator[Item]:
         try:
-            meta = push_meta(push)
+            meta = push_meta(push, tag_cap)
         except PushError as e:  # spooled before the server checked it: refused, not raised
             yield self._refuse(entry, "", str(e))
             return

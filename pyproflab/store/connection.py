@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from pyproflab.errors import StoreError, StoreIOError
+from pyproflab.errors import StoreError
 from pyproflab.store import tables
+from pyproflab.store.driver_errors import first_line, interrupted, store_error
 from pyproflab.store.lock import StoreLock, busy_error, read_holder
 
 if TYPE_CHECKING:
@@ -75,24 +76,6 @@ def to_arrow(rel: Any) -> pa.Table:
     return rel.arrow()
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
-
-
-# DuckDB's errors from the file itself: a damaged block's checksum, a failed
-# read or write (a full disk), or the state such an error leaves behind.
-_IO_ERRORS = (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)
-
-
-def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
-    """DuckDB's error as one line naming the store: ``StoreIOError`` when it
-    comes from the file (a checksum, an I/O error), else ``StoreError``."""
-    msg = _first_line(e)
-    damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
-    return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
-
-
 _DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
 
 
@@ -103,7 +86,7 @@ def _connect(name: str, read_only: bool, deadline: float, wait: float) -> duckdb
         try:
             return duckdb.connect(name, read_only=read_only)
         except duckdb.Error as e:
-            msg = _first_line(e)
+            msg = first_line(e)
             if "not a valid DuckDB database" in msg:
                 raise StoreError(f"{name}: not a DuckDB store") from e
             if "different configuration than existing" in msg:  # one process, two modes
@@ -295,10 +278,16 @@ class Store:
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
-        """Turn DuckDB errors into one-line StoreErrors naming the store."""
+        """Turn DuckDB errors into one-line StoreErrors naming the store, and
+        DuckDB's report of Ctrl-C into KeyboardInterrupt: an interrupt is neither a
+        store's error (a report would skip a section) nor a bug."""
         try:
             yield
-        except duckdb.Error as e:
+        except (duckdb.Error, RuntimeError) as e:
+            if interrupted(e):
+                raise KeyboardInterrupt from e
+            if not isinstance(e, duckdb.Error):
+                raise
             raise store_error(self.name, what, e) from e
 
     def _check_open(self) -> None:

@@ -19,11 +19,27 @@ class IngestReport:
     metric_rows: int = 0
     #: execution traces stored (their blocking profiles count among ``new``)
     traces: int = 0
+    #: what a source that lists (a pull: events, series x windows) found for the
+    #: request, ``known`` included; None for a source that does not list
+    listed: int | None = None
+    #: listed items an earlier run delivered, not asked for again
+    known: int = 0
 
     def summary(self) -> str:
         text = f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
+        text += f"; {self.known} fetched before, skipped" if self.known else ""
         text += f"; {self.metric_rows} metric rows added" if self.metric_rows else ""
         return text + (f"; {self.traces} traces stored" if self.traces else "")
+
+    def failed_whole(self) -> str | None:
+        """Why a pull failed as a whole, or None: its source listed nothing for
+        the request (a misspelt service or query, a range before any upload,
+        a service that stopped profiling), or refused every profile it listed."""
+        if self.listed == 0:
+            return "nothing matched the request in this time range"
+        if self.refused and not (self.new or self.present):
+            return f"every profile refused ({len(self.refused)})"
+        return None
 
     def add(self, other: IngestReport) -> None:
         self.new += other.new
@@ -32,3 +48,6 @@ class IngestReport:
         self.profile_ids += other.profile_ids
         self.metric_rows += other.metric_rows
         self.traces += other.traces
+        if other.listed is not None:
+            self.listed = (self.listed or 0) + other.listed
+        self.known += other.known

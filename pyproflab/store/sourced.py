@@ -168,6 +168,8 @@ def _take(run: _Run, items: Iterable[Item], progress: Progress | None, workers: 
     for item in items:
         if isinstance(item, Expect):
             expected += item.items
+            run.report.listed = (run.report.listed or 0) + item.items + item.known
+            run.report.known += item.known
         elif isinstance(item, FileSet):
             run.flush()
             run.report.add(_file_set(store, item, run, progress, workers))

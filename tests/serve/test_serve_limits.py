@@ -13,9 +13,13 @@ import http.client
 import logging
 import socket
 import time
+from urllib.parse import parse_qs
 
 import pytest
-from support.push_helpers import RECORDED, records, replay, running_server
+from backports import zstd
+from support.push_helpers import RECORDED, drain, records, replay, running_server, stored_rows
+
+from pyproflab.sources.push import parse_app_name
 
 DD = records(RECORDED / "dd")
 PYRO = records(RECORDED / "pyro")
@@ -87,6 +91,24 @@ def test_oversized_body_is_refused_unread(tmp_path, logs):
     assert "too_large" in _refusal_lines(logs)[0]
 
 
+@pytest.mark.parametrize(
+    ("options", "status"), [({"max_body": 1 << 20}, 413), ({"tokens": {TOKEN: None}}, 401)]
+)
+def test_a_refusal_before_the_body_is_read_reaches_the_client(tmp_path, logs, options, status):
+    """A 16 MiB body refused unread: the client still reads the answer. Before,
+    the server closed with the body unread and the client got a reset
+    (BrokenPipeError or ConnectionResetError) instead of the status."""
+    with running_server(tmp_path / "spool", **options) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        try:
+            ctype = {"Content-Type": "multipart/form-data; boundary=b"}
+            conn.request("POST", "/ingest?name=app", body=bytes(16 << 20), headers=ctype)
+            assert conn.getresponse().status == status
+        finally:
+            conn.close()
+        assert _spooled(server) == 0
+
+
 def _pyro_with(profile: bytes) -> tuple[dict, bytes]:
     """A recorded pyroscope push whose profile part is replaced by ``profile``."""
     _, rec, body = PYRO[0]
@@ -102,8 +124,6 @@ def test_bomb_is_refused_before_the_ack(tmp_path, logs, kind):
     if kind == "gzip":
         bomb = gzip.compress(raw, 9)
     else:
-        from backports import zstd
-
         bomb = zstd.compress(raw)
     rec, body = _pyro_with(bomb)
     assert len(body) < 1 << 20
@@ -128,6 +148,70 @@ def test_malformed_datadog_uploads(tmp_path, logs, mutate, status, reason):
         assert replay(server.server_address[1], rec, body)[0] == status
         assert _spooled(server) == 0
     assert f": {reason}: " in _refusal_lines(logs)[0]
+
+
+def _profile_of(body: bytes, ctype: str, name: str) -> bytes:
+    from pyproflab.sources.multipart import parse_multipart
+
+    return next(p.data for p in parse_multipart(body, ctype) if p.name == name)
+
+
+_REAL = _profile_of(PYRO[0][2], PYRO[0][1]["header"]["Content-Type"][0], "profile")
+_RAW = gzip.decompress(_REAL)
+GARBAGE = {
+    "text": b"hello, not a profile",
+    "gzip-of-text": gzip.compress(b"hello, not a profile"),
+    "truncated-raw": _RAW[: len(_RAW) // 2],
+    "gzip-of-truncated-raw": gzip.compress(_RAW[: len(_RAW) // 2]),
+    "zstd-of-text": zstd.compress(b"hello, not a profile"),
+    "zeros": bytes(100),
+    "gzip-of-nothing": gzip.compress(b""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GARBAGE))
+def test_a_profile_the_ingester_would_refuse_is_400_before_the_ack(tmp_path, logs, name):
+    """Before, each was answered 200 and refused by the ingester later (the SDK
+    believed it delivered); the ingester's own steps refuse it too."""
+    from pyproflab.decode import decode_bytes
+    from pyproflab.errors import ProfileError
+    from pyproflab.sources.push import pprof_bytes
+
+    with pytest.raises(ProfileError):
+        decode_bytes(pprof_bytes(GARBAGE[name], source=name, max_bytes=1 << 30), source=name)
+    rec, body = _pyro_with(GARBAGE[name])
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, body)[0] == 400
+        assert replay(server.server_address[1], *_pyro_with(_REAL))[0] == 200
+        assert _spooled(server) == 1
+    (line,) = _refusal_lines(logs)
+    assert ": malformed: profile: " in line and "\n" not in line
+
+
+def test_a_datadog_upload_with_one_bad_profile_is_refused_whole(tmp_path, logs):
+    _, rec, body = DD[0]
+    ctype = rec["header"]["Content-Type"][0]
+    good = _profile_of(body, ctype, "cpu.pprof")
+    bad = body.replace(good, zstd.compress(_RAW[: len(_RAW) // 2]))  # whole zstd, cut pprof
+    with running_server(tmp_path / "spool") as server:
+        assert replay(server.server_address[1], rec, bad)[0] == 400
+        assert replay(server.server_address[1], rec, body)[0] == 200
+        assert _spooled(server) == 1
+    assert ": malformed: cpu.pprof: " in _refusal_lines(logs)[0]
+
+
+def test_max_tag_value_cuts_what_the_ingester_stores(tmp_path):
+    """serve --max-tag-value reaches the store: before, it was only used for the
+    403 check, and the ingester cut every value at the default 256 bytes."""
+    _, rec, body = PYRO[0]
+    with running_server(tmp_path / "spool", max_tag_value=5) as server:
+        assert replay(server.server_address[1], rec, body)[0] == 200
+    assert drain(tmp_path / "spool", tmp_path / "s.duckdb") == 1
+    (row,) = stored_rows(tmp_path / "s.duckdb")
+    sent = parse_app_name(parse_qs(rec["url"].split("?", 1)[1])["name"][0])[1]
+    assert max(map(len, sent.values())) > 5
+    assert dict(row["labels"]) == {k[:5]: v[:5] for k, v in sent.items()}
+    assert (row["service"], row["instance"]) == ("pyrop", sent["instance"][:5])
 
 
 def test_pyroscope_formats_other_than_pprof_are_415(tmp_path, logs):

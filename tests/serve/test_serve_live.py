@@ -2,8 +2,9 @@
 serve` (with its ingester) over real HTTP on 127.0.0.1 for a few seconds.
 
 Whatever their number, every profile of every push the server acknowledged is
-in the store, and the store holds nothing that was not sent. (The 2-minute run
-is bench/serve_sdk.py.)
+in the store once, and the store holds nothing that was not sent; the same when
+the server is stopped by SIGTERM while they push, after one `spool-ingest`.
+(The 2-minute run is bench/serve_sdk.py.)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from support.push_helpers import (
     TRACE_TYPES,
     expected_hashes,
+    is_profile_part,
     pushed,
     split_records,
     stored_rows,
@@ -38,8 +40,13 @@ def free_port() -> int:
 
 
 def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> None:
+    for p in start_sdks(bins, port, cap, seconds, period):
+        assert p.wait(timeout=seconds + 60) == 0
+
+
+def start_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> list:
     env = dict(os.environ, DD_INSTRUMENTATION_TELEMETRY_ENABLED="false")
-    procs = [
+    return [
         subprocess.Popen(
             [
                 str(bins / "ddpush"),
@@ -68,8 +75,6 @@ def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> Non
             ],
         ),
     ]
-    for p in procs:
-        assert p.wait(timeout=seconds + 60) == 0
 
 
 def wait_drained(spool: Path, timeout: float) -> None:
@@ -116,6 +121,8 @@ def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_p
     want, could = expected_hashes(acked_parts), expected_hashes(sent_parts)
     rows = stored_rows(db)
     stored = {r["content_hash"]: r for r in pushed(rows)}
+    n_acked = sum(1 for f in acked_parts.values() for name in f if is_profile_part(name))
+    assert len(want) == n_acked and len(stored) == len(pushed(rows)), "a profile counted twice"
     assert set(want) <= set(stored), "an acknowledged profile is missing from the store"
     assert set(stored) <= set(could), "the store holds a profile nobody sent"
     # dd-trace-go sends an execution trace now and then: stored with its blocking profiles.
@@ -126,3 +133,69 @@ def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_p
     assert made == sorted(i for t in traces for i in t["profile_ids"])
     assert {r["service"] for r in stored.values()} == {"ddpush", "pyropush"}
     assert not any((spool / "refused").iterdir())
+
+
+def _serve(spool: Path, db: Path, port: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pyproflab", "serve", "--spool", str(spool), "--db", str(db)]
+        + ["--listen", f"127.0.0.1:{port}", "--duration", "120"],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_acked(cap: Path, n: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        acked = 0
+        for p in cap.glob("*/*.json"):
+            try:  # a record being written is not read yet
+                r = json.loads(p.read_text())
+            except ValueError:
+                continue
+            acked += r["status"] == 200 and "/telemetry/" not in r["url"]
+        if acked >= n:
+            return
+        time.sleep(0.1)
+
+
+def test_sigterm_mid_push_loses_nothing_acknowledged(pushers_bin: Path, tmp_path: Path):
+    """The server (and its ingester) stopped by SIGTERM while both SDKs push:
+    after one `spool-ingest`, every acknowledged profile is stored exactly once
+    (as many stored as the SDKs' distinct acknowledged parts), nothing unsent
+    is, nothing refused."""
+    port, spool, db = free_port(), tmp_path / "spool", tmp_path / "s.duckdb"
+    server = _serve(spool, db, port)
+    try:
+        time.sleep(1.5)
+        sdks = start_sdks(pushers_bin, port, tmp_path / "cap", 14, "2s")
+        _wait_acked(tmp_path / "cap", 3, 60)
+        server.terminate()  # SIGTERM, mid-run: the SDKs push for seconds more
+        _, err = server.communicate(timeout=60)
+        assert [p.wait(timeout=120) for p in sdks] == [0, 0]
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err[-2000:]
+    res = subprocess.run(
+        [sys.executable, "-m", "pyproflab", "spool-ingest", str(spool), "--db", str(db)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    sent = sorted((tmp_path / "cap").glob("*/*.json"))
+    acked = [p for p in sent if json.loads(p.read_text())["status"] == 200]
+    pushes = [p for p in sent if "/telemetry/" not in json.loads(p.read_text())["url"]]
+    assert len(pushes) > len(acked) > 0, "the SIGTERM came before or after every push"
+    acked_parts = split_records(pushers_bin, acked, tmp_path / "acked")
+    want = expected_hashes(acked_parts)
+    n_acked = sum(1 for f in acked_parts.values() for name in f if is_profile_part(name))
+    could = expected_hashes(split_records(pushers_bin, pushes, tmp_path / "sent"))
+    stored = [r["content_hash"] for r in pushed(stored_rows(db))]
+    assert len(want) == n_acked, "two acknowledged parts with the same bytes"
+    assert set(want) <= set(stored) <= set(could)
+    assert len(stored) == len(set(stored))
+    assert not any((spool / "refused").iterdir()) and not any((spool / "ready").iterdir())

@@ -92,8 +92,23 @@ def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
         assert all(e["api_key"] and e["app_key"] for e in log)
         second = _pull(s.url, db)
         assert second.returncode == 0, second.stderr
-        assert "0 new, 0 already present, 0 refused" in second.stdout
+        assert "0 new, 0 already present, 0 refused; 5 fetched before, skipped" in second.stdout
         assert s.requests("/download") == 5  # nothing downloaded again
+        # A query matching no event (a misspelt service): before, "0 new", exit 0.
+        typo = cli(
+            *("pull", "datadog", "--query", "service:notes-apj", "--since", "72h"),
+            *("--db", str(tmp_path / "typo.duckdb"), "--base-url", s.url),
+            env=KEYS,
+        )
+        assert typo.returncode == 2, typo.stdout + typo.stderr
+        assert (
+            typo.stderr.startswith(
+                "pyproflab: error: datadog:datadoghq.com: nothing matched the request "
+                "in this time range ("
+            )
+            and typo.stderr.count("\n") == 1
+        )
+        assert not (tmp_path / "typo.duckdb").exists()
     assert profile_count(db) == len(CPU_FILES)
     assert_top_per_version(db, "datadog pull")
     rows = stored(db)
@@ -251,6 +266,30 @@ def test_a_job_pulls_incrementally(tmp_path):
     assert any(p.parent != tmp_path for p in written)
     for secret in (API_KEY, APP_KEY):
         assert_no_secret(secret, texts, written)
+
+
+def test_a_job_whose_pull_gets_nothing_fails(tmp_path):
+    """A job's pull source that refused every profile, or matched nothing,
+    failed as a whole, as the pull command says (exit 2): before, both ran on
+    with "new": 0 and exited 0."""
+    with serve("datadog", _manifest(), tmp_path) as s:
+        s.faults([{"path": "/download", "kind": "status", "status": 500, "times": 100}])
+        runs = {}
+        for name, query, retries in (("refused", QUERY, 0), ("typo", "service:notes-apj", 2)):
+            job = tmp_path / f"{name}.toml"
+            job.write_text(
+                f'[job]\nname = "{name}"\nstore = "{name}.duckdb"\noutput = "out"\n'
+                f'[[source]]\nkind = "datadog"\nquery = "{query}"\nsince = "72h"\n'
+                f'base_url = "{s.url}"\nretries = {retries}\n'
+            )
+            runs[name] = cli("job", "run", str(job), env=KEYS)
+    refused, typo = runs["refused"], runs["typo"]
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "datadog source failed: datadog:datadoghq.com: every profile refused (5)" in (
+        refused.stderr
+    )
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert "datadog:datadoghq.com: nothing matched the request in this time range" in typo.stderr
 
 
 def test_progress_on_a_terminal_only(tmp_path):

@@ -78,6 +78,12 @@ def test_pull_is_exact_idempotent_and_tenant_scoped(tmp_path):
         second = _pull(s.url, db)
         assert second.returncode == 0 and "0 new, 0 already present" in second.stdout
         assert s.requests("SelectMergeProfile") == 5  # no window asked again
+        assert "fetched before, skipped" in second.stdout
+        typo_query = CPU + '{service_name="notes-apj"}'
+        typo = cli("pull", "pyroscope", s.url, "--query", typo_query, "--since", "6h",
+                   "--db", str(tmp_path / "t.duckdb"), "--tenant", "acme")  # fmt: skip
+        assert typo.returncode == 2, typo.stdout + typo.stderr  # before: "0 new", exit 0
+        assert ": nothing matched the request in this time range (" in typo.stderr
         untenanted = cli("pull", "pyroscope", s.url, "--query", QUERY, "--since", "6h",
                          "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
         assert untenanted.returncode == 2

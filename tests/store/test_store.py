@@ -219,3 +219,38 @@ def test_merging_two_period_types_says_what_to_narrow() -> None:
     assert "space/bytes (profile 1) and none (profile 2)" in msg
     assert "one period type (by service, instance or profile id" in msg
     assert "select one profile type" not in msg
+
+
+class _Interrupting:
+    """A connection that ends every query as DuckDB ends one on Ctrl-C: it takes
+    SIGINT itself and raises InterruptException (running the statement) or
+    RuntimeError 'Query interrupted' (fetching its rows), never KeyboardInterrupt."""
+
+    def __init__(self, con, error: BaseException) -> None:
+        self._con, self.error = con, error
+
+    def sql(self, *args, **kwargs):
+        raise self.error
+
+    execute = sql
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [duckdb.InterruptException("INTERRUPT Error: Interrupted!"), RuntimeError("Query interrupted")],
+    ids=["running", "fetching"],
+)
+def test_ctrl_c_in_a_query_is_an_interrupt_not_an_error(tmp_path: Path, error) -> None:
+    """pyproflab report under SIGINT at chosen moments: at 2.5 s it wrote the
+    report without one chart and exited 0 (the interrupt had become a StoreError,
+    which skips a section); at 8 s it printed a traceback ('RuntimeError: Query
+    interrupted') and exited 2 as a bug. Either is Ctrl-C: KeyboardInterrupt."""
+    with Store.open(tmp_path / "s.duckdb") as store:
+        store.con = _Interrupting(store.con, error)
+        with pytest.raises(KeyboardInterrupt):
+            store.sql("SELECT 1")
+        with pytest.raises(KeyboardInterrupt):
+            store.execute("SELECT 1")

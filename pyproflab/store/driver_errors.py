@@ -1,0 +1,41 @@
+"""DuckDB's errors as the store reports them, translated once at its boundary.
+
+Rules: an error from the file itself (a damaged block's checksum, a failed read or
+write, the state such an error leaves) is ``StoreIOError``, any other DuckDB error
+``StoreError``, each one line naming the store; DuckDB's report of Ctrl-C is
+neither (``interrupted``): the caller raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from pyproflab.errors import StoreError, StoreIOError
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none)."""
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def interrupted(e: BaseException) -> bool:
+    """Whether ``e`` is DuckDB's report of Ctrl-C: while a query runs DuckDB takes
+    SIGINT itself and ends the query with InterruptException (RuntimeError 'Query
+    interrupted' when it was fetching rows), so Python never sees KeyboardInterrupt."""
+    if isinstance(e, duckdb.InterruptException):
+        return True
+    return type(e) is RuntimeError and str(e).startswith("Query interrupted")
+
+
+# DuckDB's errors from the file itself: a damaged block's checksum, a failed
+# read or write (a full disk), or the state such an error leaves behind.
+_IO_ERRORS = (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)
+
+
+def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
+    """DuckDB's error as one line naming the store: ``StoreIOError`` when it
+    comes from the file (a checksum, an I/O error), else ``StoreError``."""
+    msg = first_line(e)
+    damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
+    return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
