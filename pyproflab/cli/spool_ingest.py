@@ -59,11 +59,17 @@ class Command:
             metavar="S",
             help="with --follow: stop after S seconds",
         )
+        parser.add_argument(
+            "--served",
+            action="store_true",
+            help="run as serve's ingester: SIGTERM is serve's planned stop (exit 0, no message)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         import logging
         from pathlib import Path
 
+        from pyproflab.cli import Terminated
         from pyproflab.decode import DEFAULT_MAX_BYTES
         from pyproflab.errors import UsageError
         from pyproflab.serve.ingester import follow, run_batch
@@ -88,7 +94,13 @@ class Command:
         }
         db = common.db_path(args)
         if args.follow:
-            follow(spool, db, stop_after=args.duration, **kw)
+            try:
+                follow(spool, db, stop_after=args.duration, **kw)
+            except Terminated:
+                # serve ends its ingesters with SIGTERM at every stop, planned or
+                # not; the server reports its own end, so the child stays silent.
+                if not args.served:
+                    raise
             return 0
         files = new = present = refused = 0
         while True:

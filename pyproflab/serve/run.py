@@ -9,6 +9,9 @@ Rules:
   its parent (``PR_SET_PDEATHSIG``), so a killed server leaves no orphan. It
   runs ``INGESTER_NICE`` below the server: under load the acknowledgements
   come first and the spool holds what the store has not taken yet.
+- The server ends a child with SIGTERM; started with ``--served``, the child
+  takes it as its stop (exit 0, no "terminated" line: the server reports its
+  own end).
 - ``--ingesters N`` starts N such children, child I with ``--part I/N``: each
   takes its own share of the spool (``Spool.pending``), each restarted on its
   own, all at ``INGESTER_NICE``. The default is 1: one ingester took ~300
@@ -98,6 +101,7 @@ def ingester_argv(spool: str, db: str, extra: list[str]) -> list[str]:
         "--db",
         db,
         "--follow",
+        "--served",  # its SIGTERM is the server's stop: no "terminated" line
         *extra,
     ]
 

@@ -347,3 +347,38 @@ def test_a_squeezed_mark_ends_near_the_goal() -> None:
     assert pacer.cycle(p, 100.0, 64.0, 5.0)[0] == pytest.approx(5.0)
     paced = pacer.cycle(replace(p, squeeze=0.0), 100.0, 64.0, 5.0)[0]
     assert paced == pytest.approx(19 * (1 - math.exp(-5 / 19)))
+
+
+def test_the_runway_is_at_most_an_unhurried_marks() -> None:
+    """pacer rule 2: the runway per scan byte (1 × H = 100) is capped at k·B_nat
+    = 1.2·10 = 12 bytes before the goal (an unhurried mark's, endCycle's
+    largest of 5): with a runway D = 200 the trigger sits 188 above H, not at
+    the floor (45/64)·200; without the cap (k infinite, fit rule 6: one
+    setting) at the floor."""
+    p = pacer.Params(
+        live=100.0,
+        roots=0.0,
+        procs=1.0,
+        cap=1.0,
+        b_nat=10.0,
+        alloc=1.0,
+        runway_k=1.0,
+        c0=0.0,
+        c1=0.0,
+        c2=0.0,
+        saturated=True,
+        alpha=1.0,
+        mutator0=1.0,
+        sweep=0.0,
+        peak_ratio=1.0,
+        memory_ratio=0.0,
+        overhead=0.0,
+        limit_overhead=0.0,
+        hurry=1.0,
+        peak_cons=1.2,
+    )
+    b, per_cycle = pacer.cycle(p, 100.0, 200.0, 10.0)
+    assert b == pytest.approx(10.0)  # fits in the 12 left: unhurried
+    assert per_cycle == pytest.approx(188 + 10)
+    b, per_cycle = pacer.cycle(replace(p, peak_cons=math.inf), 100.0, 200.0, 10.0)
+    assert per_cycle - b == pytest.approx(45 / 64 * 200)

@@ -50,18 +50,18 @@ ACHIEVED = {
     },
     ("100+200", "graph", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (11, 18),
-        "gc_share": (12, 25),
+        "cycles_per_min": (10, 18),
+        "gc_share": (10, 20),
     },
     ("100+200", "lru", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (8, 27),
+        "gc_share": (8, 20),
     },
     ("100+200", "lru", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 29),
-        "gc_share": (12, 33),
+        "cycles_per_min": (10, 20),
+        "gc_share": (10, 20),
     },
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),

@@ -587,6 +587,27 @@ def test_weightings_compared(cpu_files, tmp_path, capsys):
     assert len(doc["comparisons"]) == 3 and doc["weightings"]["instance"]["hot"] == len(hot_inst)
 
 
+def test_weightings_of_equal_durations_report_no_change(cpu_files, tmp_path):
+    """Equal durations make the duration merge the plain one x1000: no hot edge
+    added or removed, though edges tie at the cutoff (the compiler's sort breaks
+    ties by name). The recorded files' durations differ by 0.18% (8.026 s, 8.012 s):
+    factors 1000 and 1002, so their one-sample edges no longer tie, and the hot
+    sets differ at the cutoff as the compiler's would."""
+    from pyproflab.analyses.pgo_weights import compare_weights
+
+    a, b = (pyproflab.read_profile(f) for f in cpu_files)
+    same = _write(dataclasses.replace(b, duration_nanos=a.duration_nanos), tmp_path / "b.pb.gz")
+    cmp = compare_weights(files=[cpu_files[0], same])
+    none, dur = cmp.results["none"].edges, cmp.results["duration"].edges
+    assert dur.weights() == {k: 1000 * w for k, w in none.weights().items()}
+    cut = len(none.hot)
+    assert cut < len(none) and none.edges[cut - 1].weight == none.edges[cut].weight  # a tie
+    d, jaccard = next((d, j) for x, y, d, j in cmp.diffs if (x, y) == ("none", "duration"))
+    assert not d.changed and jaccard == 1.0
+    factors = [i.factor for i in compare_weights(files=cpu_files).results["duration"].inputs]
+    assert factors == [1000, 1002]
+
+
 # --- size guards ------------------------------------------------------------------------
 
 

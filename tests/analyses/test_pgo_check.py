@@ -333,3 +333,76 @@ def test_closure_copies_of_inlining_are_not_counted():
         "main.G.func1": pgo_check.APPLIES,
         "main.Gone.func1": pgo_check.CALLER_GONE,
     }
+
+
+# --- ties at the hot cutoff --------------------------------------------------------------
+
+# The ledger's hot call edges (offsets as in tests/testdata/pgo/ledger.pgo) and
+# weights for which two edges tie at the 99% cutoff: 985 of 1005 before them
+# (98.0%), 995 after the first (99.005%: the last hot edge), 1005 after the second.
+TIED = {
+    ("main.runBatch", "main.parseFields", 4): 600,
+    ("main.runBatch", "example.com/ledger/fold.Mix", 11): 385,
+    ("main.checksum", "main.avalanche", 9): 10,  # the compiler's sort: caller first
+    ("main.runBatch", "main.checksum", 5): 10,
+}
+
+
+def _edge_profile(edges: dict[tuple[str, str, int], int], path: Path) -> Path:
+    """A CPU profile of two-frame samples, one per edge, with those weights."""
+    import gzip
+
+    from pyproflab._proto import profile_pb2
+
+    p = profile_pb2.Profile()
+    p.string_table.extend(["", "samples", "count", "x.go"])
+    p.sample_type.add(type=1, unit=2)
+    funcs: dict[str, int] = {}
+    for caller, callee, _ in edges:
+        for name in (caller, callee):
+            if name not in funcs:
+                p.string_table.append(name)
+                funcs[name] = len(funcs) + 1
+                p.function.add(
+                    id=funcs[name], name=len(p.string_table) - 1, filename=3, start_line=100
+                )
+    for (caller, callee, off), w in edges.items():
+        for fn, line in ((funcs[callee], 101), (funcs[caller], 100 + off)):
+            p.location.add(id=len(p.location) + 1, address=len(p.location) + 1)
+            p.location[-1].line.add(function_id=fn, line=line)
+        n = len(p.location)
+        p.sample.add(location_id=[n - 1, n], value=[w])
+    path.write_bytes(gzip.compress(p.SerializeToString()))
+    return path
+
+
+@pytest.mark.slow
+def test_ties_at_the_cutoff_are_cut_as_the_compiler_cuts(go_bin, tmp_path, capsys):
+    """Two edges of equal weight straddle the 99% cutoff: the check's hot edges
+    are the compiler's (it inlines with the hot budget at the first edge's call
+    site, not the second's), preprofile agrees, and `pgo diff` of the profile and
+    the same profile x1000 reports no change."""
+    from pyproflab.analyses.pgo_edges import EdgeKey, preprofile_edges
+
+    path = _edge_profile(TIED, tmp_path / "tied.pgo")
+    edges = read_edges(path)
+    first, second = EdgeKey("main.checksum", "main.avalanche", 9), EdgeKey(*list(TIED)[3])
+    assert [e.key for e in edges.edges[2:]] == [first, second]
+    assert [e.hot for e in edges.edges] == [True, True, True, False]
+    theirs = preprofile_edges(path)
+    assert [(e.key, e.hot) for e in theirs.edges] == [(e.key, e.hot) for e in edges.edges]
+
+    src = PROGRAMS / "ledger" / "base"
+    view = pgo_compiler.build(go_bin, src, PACKAGE["ledger"], path, tmp_path)
+    share, _, _, rows = pgo_compiler.used_share(view, edges)
+    assert share == 100.0 and {e.key for e, _ in rows} == {e.key for e in edges.hot}
+    start = view.starts["main.runBatch"]
+    assert (start[0], start[1] + second.offset) not in view.sites  # the cold one of the tie
+    result = pgo_check.check(path, src)
+    assert result.share == 100.0
+    assert {c.edge.key for c in result.checks} == {e.key for e in edges.hot}
+
+    scaled = _edge_profile({k: 1000 * w for k, w in TIED.items()}, tmp_path / "x1000.pgo")
+    assert cli_main(["pgo", "diff", str(path), str(scaled), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["added"], doc["removed"], doc["reweighted"]) == ([], [], [])

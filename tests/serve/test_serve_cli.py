@@ -121,3 +121,40 @@ def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
     assert len(hashes) == len(set(hashes)) == 6
     batches = [ln for ln in err.splitlines() if " ingested " in ln]
     assert sum(int(ln.split(" ingested ")[1].split()[0]) for ln in batches) == 6
+
+
+STOPPED_IN_FOLLOW = """
+import os, signal, sys, time
+from pyproflab.cli import main
+from pyproflab.serve import ingester
+def follow(*args, **kw):  # the ingester following its spool, stopped right there
+    os.kill(os.getpid(), signal.SIGTERM)
+    while True:
+        time.sleep(1)
+ingester.follow = follow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_servers_planned_stop_of_its_ingester_is_silent(tmp_path):
+    """`serve --duration 3` printed "pyproflab: terminated" (exit 0) at its planned
+    stop: the server ends its ingester child with SIGTERM, and the child, a
+    `spool-ingest --follow` that had got past its start-up, took it as a foreign
+    SIGTERM. The child serve starts takes SIGTERM as its stop: exit 0, no message;
+    a `spool-ingest --follow` of its own still exits 143, "terminated"."""
+    from pyproflab.serve.run import ingester_argv
+
+    (tmp_path / "spool").mkdir()
+    served = ingester_argv(str(tmp_path / "spool"), str(tmp_path / "s.duckdb"), [])
+    assert served[1:3] == ["-m", "pyproflab"]
+    plain = [a for a in served[3:] if a != "--served"]
+    for argv, want in ((served[3:], (0, "")), (plain, (143, "pyproflab: terminated\n"))):
+        res = subprocess.run(
+            [sys.executable, "-c", STOPPED_IN_FOLLOW, *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        lines = [x for x in res.stderr.splitlines(True) if "terminated" in x or "Error" in x]
+        assert (res.returncode, "".join(lines)) == want, (argv, res.stderr)

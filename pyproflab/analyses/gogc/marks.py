@@ -1,8 +1,8 @@
 """What the observed marks show about the pacer, for the fit (``fit`` rules 2
 and 3b-5b): how much of the runway hurried marks used, the least floating
 garbage an overrun mark carried, how much slower a mark runs with the
-assists' CPU left out, the idle mark workers' CPU per idle core, and the
-GC share the limiter held."""
+assists' CPU left out, the idle mark workers' CPU per idle core, the
+GC share the limiter held, and the pacer's runway (rules 6 and 6b)."""
 
 from __future__ import annotations
 
@@ -79,3 +79,32 @@ def unheld(
     if obs.current in keep:
         return keep, cur
     return keep, groups[max(keep, key=lambda k: weights[k])]
+
+
+def expected_max(values: Sequence[float], k: int) -> float:
+    """The expected largest of ``k`` values drawn without replacement from
+    ``values`` (all of them when fewer): deterministic, no sampling."""
+    xs = sorted(values)
+    n = len(xs)
+    if n <= k:
+        return xs[-1]
+    return sum(x * math.comb(i, k - 1) for i, x in enumerate(xs)) / math.comb(n, k)
+
+
+def peak_cons(obs: Observation) -> float:
+    """``fit`` rule 6b's ``k``: the expected largest of 5 cycles' cons/mark over their
+    mean; infinite (no bound) without two or more."""
+    cons = [s["cons_mark"] for s in obs.samples if math.isfinite(s.get("cons_mark", math.nan))]
+    mean = sum(cons) / len(cons) if len(cons) >= 2 else 0.0
+    return expected_max(cons, 5) / mean if mean > 0 else math.inf
+
+
+def runway_k(obs: Observation, scan: float) -> float:
+    """``fit`` rule 6."""
+    cons = [s["cons_mark"] for s in obs.samples if math.isfinite(s.get("cons_mark", math.nan))]
+    if cons:
+        return 3 * expected_max(cons, 5)
+    seen = [
+        s["pacer_runway"] for s in obs.samples if math.isfinite(s.get("pacer_runway", math.nan))
+    ]
+    return (sum(seen) / len(seen)) / scan if seen and scan > 0 else 0.0

@@ -17,6 +17,23 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    with ``D = goal − H``. The runway is ``runway_k·(H + R)``: endCycle's
    cons/mark × (1 − 25 %)/25 % × scan work, from the largest of recent
    cycles' ratios; without cons/mark data, the unhurried mark's ``B_nat``.
+   At most ``k·B_nat`` (at the setting's allocation rate): a cycle's
+   cons/mark is ``B·(u + i)/(S·(1 − u))`` (endCycle), with ``u`` the
+   background workers' 25 % plus the assists' share of the mark's P-time,
+   so an unhurried mark (no assists; idle workers aside) leaves a runway of
+   ``3·B·(1/4)/(3/4) = B_nat``, and endCycle keeps the largest of the last
+   five cycles' ratios: ``k`` is the expected largest of 5 of the observed
+   cycles' cons/mark over their mean (``fit`` rule 6; with one setting
+   observed the bound is left to the interval). The runway per scan byte
+   comes from the observed settings, where assists raised ``u`` (graph's
+   and lru's GOGC 100, held by the limiter: ``u`` about 0.7, so ``u/(1 −
+   u)`` 7x an unhurried mark's); taken at GOGC 800 it put their triggers
+   at the floor, 45/64 of the way from ``H`` to the goal, where gctrace's
+   mean heap at the mark's start sat at 0.83-0.84 (0.71 at 400): cycles per
+   minute at 800 came out 17 and 28 % high (fitted on GOGC 100 and 200,
+   Prometheus; now −2 and +6 %). Their heap goal there is still 9-16 % low:
+   the mutator's bytes per core-second rose from 889 at GOGC 100 to 1304
+   at 800 (graph, Prometheus), which rule 5 does not model.
 3. Floating garbage: objects allocated while marking are allocated black,
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
@@ -138,6 +155,7 @@ class Params:
     idle_s: float = 0.0  # ι: idle mark workers' CPU per cycle per idle core (rule 4)
     held: float = 0.0  # the GC share the limiter held at an observed setting (rule 6); 0: none
     squeeze: float = 1.0  # σ: how far the assists' pace carries a squeezed mark (rule 3)
+    peak_cons: float = math.inf  # k: the largest of 5 cycles' cons/mark over their mean (rule 2)
 
 
 def background_workers(procs: float) -> tuple[int, float]:
@@ -232,8 +250,9 @@ def heap_goal(p: Params, h: float, g: float | None, limit: float | None) -> tupl
 def cycle(p: Params, h: float, runway: float, b_natural: float) -> tuple[float, float]:
     """(mark-time allocation B, bytes allocated per cycle Δ) at marked heap ``h``
     and runway ``D = goal − h`` (rules 2-4)."""
-    # Without cons/mark data the pacer is taken to plan for the unhurried mark.
-    pacer = p.runway_k * (h + p.roots) if p.runway_k > 0 else p.b_nat
+    # Without cons/mark data the pacer is taken to plan for the unhurried mark;
+    # with it, for no more than an unhurried mark's (rule 2).
+    pacer = min(p.runway_k * (h + p.roots), p.peak_cons * b_natural) if p.runway_k > 0 else p.b_nat
     hi = max(MAX_TRIGGER * runway, runway - HEAP_MINIMUM)
     trig = min(max(runway - pacer, MIN_TRIGGER * runway), hi)
     left = runway - trig

@@ -52,7 +52,9 @@ recordings: the point is a fifth of it, the range up to twice it);
 looking at six of the seven validation workloads of tests/gcbench (``make
 bench-gc``); the seventh, ``queue``, was held out of every choice, but for
 ``pacer`` rule 3's squeezed mark (no constant: derived from ``revise``), whose
-check looked at queue's GOGC 25-50 marks beside tiny's and service's. Fits of the
+check looked at queue's GOGC 25-50 marks beside tiny's and service's, and
+``fit`` rule 6b's point with one setting, chosen with every workload's table
+(queue's included) in view. Fits of the
 sweep term on the seven gave 0 to 7e-9 (the machine's other work moves the
 mutator's CPU more): no prior came from them.
 """
