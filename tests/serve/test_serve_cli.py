@@ -96,6 +96,7 @@ def test_spool_ingest_by_shares_and_serve_starts_one_ingester_a_share(tmp_path):
 
 def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
     import socket
+    import threading
     import time
 
     spool = _spool_of(tmp_path / "spool", 6)
@@ -110,18 +111,29 @@ def test_serve_with_two_ingesters_stores_the_spool_once(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(server.stderr), daemon=True)
+    reader.start()
+
+    def ingested() -> int:
+        batches = [ln for ln in list(lines) if " ingested " in ln]
+        return sum(int(ln.split(" ingested ")[1].split()[0]) for ln in batches)
+
+    # Stopped once the batches' lines count every file, not when the spool
+    # empties: an ingester removes its files just before it logs them.
     try:
         end = time.monotonic() + 90
-        while spool.pending() and time.monotonic() < end:
+        while (spool.pending() or ingested() < 6) and time.monotonic() < end:
             time.sleep(0.2)
     finally:
         server.terminate()
-        _, err = server.communicate(timeout=60)
+        server.wait(timeout=60)
+        reader.join(timeout=60)
+    err = "".join(lines)
     assert server.returncode == 0 and spool.pending() == [], err[-2000:]
     hashes = [r["content_hash"] for r in stored_rows(db)]
     assert len(hashes) == len(set(hashes)) == 6
-    batches = [ln for ln in err.splitlines() if " ingested " in ln]
-    assert sum(int(ln.split(" ingested ")[1].split()[0]) for ln in batches) == 6
+    assert ingested() == 6, err[-2000:]
 
 
 STOPPED_AT = """
