@@ -314,33 +314,23 @@ def test_floor_mark_refused_when_it_does_not_hold() -> None:
     assert pacer.floor_mark(c | {"runway": -1.0, "per_cycle": 5.0}, 2, saturated=False) is None
 
 
+def _bare_params(**given: float) -> pacer.Params:
+    """A setting of 100 live bytes, no roots, no GC or sweep cost and a runway
+    of H, CPU-bound: only what the test gives decides the mark."""
+    bare = dict(live=100.0, roots=0.0, alloc=1.0, runway_k=1.0, c0=0.0, c1=0.0, c2=0.0)
+    bare.update(saturated=True, alpha=1.0, mutator0=1.0, sweep=0.0, peak_ratio=1.0)
+    bare.update(memory_ratio=0.0, overhead=0.0, limit_overhead=0.0)
+    return pacer.Params(**(bare | given))
+
+
 def test_a_squeezed_mark_ends_near_the_goal() -> None:
     """pacer rule 3: with the trigger at its floor, a 64-byte runway leaves r =
     19 to the goal. A mark the background workers alone would stretch over
     2r ends at r·(1 − e^−2) (the assists' pace, revise), not at hurry's 0.6·r;
     one that fits (B_nat = 5) is not hurried; with σ = 0 the assists' pace
     alone holds (5 → r·(1 − e^(−5/19)))."""
-    p = pacer.Params(
-        live=100.0,
-        roots=0.0,
-        procs=2.0,
-        cap=2.0,
-        b_nat=38.0,
-        alloc=1.0,
-        runway_k=1.0,  # a runway of H: the trigger sits at its floor
-        c0=0.0,
-        c1=0.0,
-        c2=0.0,
-        saturated=True,
-        alpha=1.0,
-        mutator0=1.0,
-        sweep=0.0,
-        peak_ratio=1.0,
-        memory_ratio=0.0,
-        overhead=0.0,
-        limit_overhead=0.0,
-        hurry=0.6,
-    )
+    # a runway of H (runway_k 1): the trigger sits at its floor
+    p = _bare_params(procs=2.0, cap=2.0, b_nat=38.0, hurry=0.6)
     b, per_cycle = pacer.cycle(p, 100.0, 64.0, 38.0)
     assert b == pytest.approx(19 * (1 - math.exp(-2)))
     assert per_cycle == pytest.approx(45 + b)
@@ -355,28 +345,7 @@ def test_the_runway_is_at_most_an_unhurried_marks() -> None:
     largest of 5): with a runway D = 200 the trigger sits 188 above H, not at
     the floor (45/64)·200; without the cap (k infinite, fit rule 6: one
     setting) at the floor."""
-    p = pacer.Params(
-        live=100.0,
-        roots=0.0,
-        procs=1.0,
-        cap=1.0,
-        b_nat=10.0,
-        alloc=1.0,
-        runway_k=1.0,
-        c0=0.0,
-        c1=0.0,
-        c2=0.0,
-        saturated=True,
-        alpha=1.0,
-        mutator0=1.0,
-        sweep=0.0,
-        peak_ratio=1.0,
-        memory_ratio=0.0,
-        overhead=0.0,
-        limit_overhead=0.0,
-        hurry=1.0,
-        peak_cons=1.2,
-    )
+    p = _bare_params(procs=1.0, cap=1.0, b_nat=10.0, hurry=1.0, peak_cons=1.2)
     b, per_cycle = pacer.cycle(p, 100.0, 200.0, 10.0)
     assert b == pytest.approx(10.0)  # fits in the 12 left: unhurried
     assert per_cycle == pytest.approx(188 + 10)
