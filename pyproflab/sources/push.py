@@ -275,7 +275,10 @@ def cut(value: str, max_bytes: int) -> str:
 
 def push_meta(push: Push, max_value: int = MAX_TAG_VALUE) -> dict[str, Any]:
     """service, version, instance, labels, window_start, window_end of a push
-    (see the module's rules), values cut to ``max_value`` bytes."""
+    (see the module's rules), values cut to ``max_value`` bytes. Label keys are
+    cut at ``MAX_TAG_VALUE`` whatever ``max_value`` is: cut short, two keys
+    became one (``otel.scope.name`` and ``otel.scope.version`` at 5) and a
+    value was lost."""
     t = push.tags
     if push.protocol == "datadog":
         service = t.get("service")
@@ -296,7 +299,7 @@ def push_meta(push: Push, max_value: int = MAX_TAG_VALUE) -> dict[str, Any]:
         "service": cut(service, max_value) if service else None,
         "version": cut(t["version"], max_value) if t.get("version") else None,
         "instance": cut(instance, max_value) if instance else None,
-        "labels": {cut(k, max_value): cut(v, max_value) for k, v in t.items()},
+        "labels": {cut(k, MAX_TAG_VALUE): cut(v, max_value) for k, v in t.items()},
         "window_start": ts(push.start_ns),
         "window_end": ts(push.end_ns),
     }
