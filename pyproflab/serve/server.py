@@ -82,9 +82,22 @@ class Options:
 
 
 class Refusal(Exception):
-    def __init__(self, status: int, reason: str, message: str, retry: float | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        retry: float | None = None,
+        *,
+        quiet: bool = False,
+    ):
         super().__init__(message)
-        self.status, self.reason, self.retry = status, reason, retry
+        self.status, self.reason, self.retry, self.quiet = status, reason, retry, quiet
+
+
+#: a Datadog agent's paths that carry no profile, answered 404 without a log
+#: line: dd-trace-go posts its telemetry there every minute, from every instance
+QUIET_PATHS = ("/telemetry/",)
 
 
 class _Headers(http.client.HTTPMessage):
@@ -151,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def refuse(self, r: Refusal) -> None:
         self.server.telemetry.refused.labels(r.reason).inc()
-        log.warning("refused %s %s: %s: %s", self.client_address[0], self.path[:80], r.reason, r)
+        level = logging.DEBUG if r.quiet else logging.WARNING
+        log.log(level, "refused %s %s: %s: %s", self.client_address[0], self.path[:80], r.reason, r)
         extra = {"Retry-After": retry_after(r.retry)} if r.retry is not None else None
         self._send(r.status, f"{r}\n".encode(), "text/plain; charset=utf-8", extra)
 
@@ -192,7 +206,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         try:
             if url.path not in (DATADOG_PATH, PYROSCOPE_PATH):
-                raise Refusal(404, "not_found", "not found")
+                quiet = url.path.startswith(QUIET_PATHS)
+                raise Refusal(404, "not_found", "not found", quiet=quiet)
             bound = self._authorize()
             body = self._body()
             push = self._parse(url, body)

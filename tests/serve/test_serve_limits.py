@@ -216,6 +216,24 @@ def test_max_tag_value_cuts_what_the_ingester_stores(tmp_path):
     assert (row["service"], row["instance"]) == ("pyrop", sent["instance"][:5])
 
 
+def test_dd_telemetry_is_404_without_a_log_line(tmp_path, logs):
+    """dd-trace-go posts its telemetry to the agent every minute from every
+    instance: before, each post was a 'refused ... not_found' warning. It is
+    still 404 and counted in /metrics, without the line; any other unknown
+    path keeps its line."""
+    _, rec, body = DD[0]
+    telemetry = dict(rec, url="http://agent:8126/telemetry/proxy/api/v2/apmtelemetry")
+    other = dict(rec, url="http://agent:8126/v0.4/traces")
+    with running_server(tmp_path / "spool") as server:
+        port = server.server_address[1]
+        assert replay(port, telemetry, b'{"request_type":"app-heartbeat"}')[0] == 404
+        assert replay(port, other, b"[]")[0] == 404
+        metrics = server.telemetry.render().decode()
+    lines = _refusal_lines(logs)
+    assert len(lines) == 1 and "/v0.4/traces: not_found" in lines[0], lines
+    assert 'pyproflab_serve_refused_total{reason="not_found"} 2.0' in metrics
+
+
 def test_pyroscope_formats_other_than_pprof_are_415(tmp_path, logs):
     _, rec, body = PYRO[0]
     rec = dict(rec, url=rec["url"] + "&format=folded")
