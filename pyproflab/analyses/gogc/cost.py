@@ -133,11 +133,11 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     for s in ss:
         runs.setdefault(s["run"], []).append(s)
     means = [m for m in (work_cost(r) for r in runs.values()) if math.isfinite(m)]
-    lo, hi = _mean_interval(means)
+    lo, hi = mean_interval(means)
     return Row(sum(s["w"] for s in ss), scan, goal, cost, lo, hi)
 
 
-def _mean_interval(means: Sequence[float]) -> tuple[float, float]:
+def mean_interval(means: Sequence[float]) -> tuple[float, float]:
     """Rule 2: the 95 % confidence interval of the mean of the runs' means
     (the mean itself for one run), by scipy's Student's t."""
     from scipy.stats import t
