@@ -495,3 +495,19 @@ def test_cadvisor_metrics_give_the_budget_and_the_throttling(tmp_path: Path) -> 
     res = model.advise(obs)
     assert res.budget_bytes == 300 * MiB and "cAdvisor" in res.budget_source
     assert "throttled in 50 of 50 CFS periods (100%)" in res.findings[0]
+
+
+def test_a_canary_shorter_than_a_minute_says_its_seconds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """service's recorded GOGC 100 and 200 logs: the canary's 30 cycles at GOGC
+    400 (about 190 a minute) take about 10 s; the plan said 'about 0 min'."""
+    runs = GC / "work" / "service"
+    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    assert main(["gogc", "--gctrace", *logs, "--budget", "512MiB", "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["canary"]
+    assert plan is not None and plan["minutes"] < 1
+    assert main(["gogc", "--gctrace", *logs, "--budget", "512MiB"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Canary"))
+    assert f"about {round(60 * plan['minutes'])} s," in line and "0 min" not in line
+    assert "refits on every setting seen, the canary's too" in line  # three, not "both"
