@@ -151,6 +151,27 @@ def mean_interval(means: Sequence[float]) -> tuple[float, float]:
     return max(mean - half, 0.0), mean + half
 
 
+def spread(xs: Sequence[float]) -> float:
+    """The coefficient of variation of ``xs`` (population)."""
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / len(xs)
+    return math.sqrt(var) / mean if mean > 0 else 0.0
+
+
+def one_within_spread(settings: dict[Any, list[dict[str, Any]]], key: str) -> bool:
+    """True when one value of ``key`` lies within every setting's runs' spread
+    (rule 2's interval of the mean of its runs' means; ``fit`` rule 4)."""
+    spans = []
+    for ss in settings.values():
+        runs: dict[Any, list[dict[str, Any]]] = {}
+        for s in ss:
+            runs.setdefault(s["run"], []).append(s)
+        means = [m for m in (wmean(r, key) for r in runs.values()) if math.isfinite(m)]
+        if means:
+            spans.append(mean_interval(means))
+    return len(spans) >= 2 and max(lo for lo, _ in spans) <= min(hi for _, hi in spans)
+
+
 def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[float, float] | None:
     """Rule 2: the least and largest ``c0`` with ``c0, c1, c2 ≥ 0`` putting every
     setting's cost within ``[lo, hi]`` (``exact``: at its mean; without

@@ -58,13 +58,10 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
    ``SWEEP_MAX``), unless one CPU lies within every setting's runs' spread
-   (the 95 % confidence interval of the mean of its runs' means, ``cost``
-   rule 2): a sweep cost the runs' noise can hide is not identified. On
-   blob (paced, 0.2 of its 2 cores) the runs used 0.41-0.45 cores at
-   GOGC 100 and 0.35-0.41 at 200 (Prometheus); least squares took all of the
-   difference of the means as sweeping (4.4e-11 core-seconds per heap byte
-   a cycle) and put the process at GOGC 25 at 0.69 cores, where its runs
-   used 0.50-0.52 (the GC share there came out 29 % low; now 0.55 cores, 8 %).
+   (``cost`` rule 2): a sweep cost the runs' noise can hide is not
+   identified. Blob's runs used 0.41-0.45 cores at GOGC 100, 0.35-0.41 at
+   200 (Prometheus); fitted on that, the process at 25 came out 0.69 cores
+   where its runs used 0.50-0.52 (GC share -29 %; now 0.55 cores, -8 %).
    Else, and always when CPU-bound (the settings' ``α``
    differ by the load more than by sweeping, rule 3), ``s`` has point
    ``SWEEP`` and range ``[0, SWEEP_MAX]`` (core-seconds per heap byte per
@@ -130,8 +127,9 @@ from pyproflab.analyses.gogc.cost import (
     CostFit,
     fit_cost,
     less_idle,
-    mean_interval,
     nonneg_fit,
+    one_within_spread,
+    spread,
 )
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
@@ -242,14 +240,6 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
     return f
 
 
-def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
-    """Weighted coefficient of variation."""
-    tot = sum(ws)
-    mean = sum(w * x for w, x in zip(ws, xs, strict=True)) / tot
-    var = sum(w * (x - mean) ** 2 for w, x in zip(ws, xs, strict=True)) / tot
-    return math.sqrt(var) / mean if mean > 0 else 0.0
-
-
 def _cost_terms(
     settings: dict[Setting, list[dict[str, Any]]], cur: dict[str, float]
 ) -> tuple[dict[str, Term], CostFit]:
@@ -270,23 +260,7 @@ def _cost_terms(
     return out, cf
 
 
-def _flat_mutator(obs: Observation) -> bool:
-    """Rule 4: True when one mutator CPU lies within every setting's runs'
-    spread (the 95 % confidence interval of the mean of its runs' means)."""
-    spans = []
-    for ss in obs.settings.values():
-        runs: dict[Any, list[dict[str, Any]]] = {}
-        for x in ss:
-            runs.setdefault(x["run"], []).append(x)
-        means = [m for m in (_wmean(r, "mutator") for r in runs.values()) if math.isfinite(m)]
-        if means:
-            spans.append(mean_interval(means))
-    return len(spans) >= 2 and max(lo for lo, _ in spans) <= min(hi for _, hi in spans)
-
-
-def _mutator_terms(
-    groups: list[dict[str, float]], saturated: bool, cur: dict, flat: bool = False
-) -> dict[str, Term]:
+def _mutator_terms(groups: list[dict[str, float]], saturated: bool, flat: bool) -> dict[str, Term]:
     """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``; a fit
     outside the prior's range (the settings' CPU moved for another reason: other
     work on the machine) is not taken, and the term stays unidentified."""
@@ -298,11 +272,8 @@ def _mutator_terms(
             "than by sweeping: not identified (α is the current setting's)"
         )
     elif len(use) >= 2 and flat:
-        how = (
-            f"the mutator's CPU at the {len(use)} settings differs by less than their runs' "
-            "spread: the CPU per heap byte swept is not identified"
-        )
-    elif len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
+        how = "the settings' mutator CPU differs by less than their runs: sweeping not identified"
+    elif len(use) >= 2 and spread([f["sweep_x"] for f in use]) >= 0.1:
         rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
         c = nonneg_fit(rows, ["n0", "s"])
         base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
@@ -429,7 +400,8 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     roots = avg("roots")
     terms, cost = _cost_terms(*marks.unheld(obs, groups, weights, cur, saturated))
     notes += cost.notes
-    terms.update(_mutator_terms(list(groups.values()), saturated, cur, _flat_mutator(obs)))
+    flat = one_within_spread(obs.settings, "mutator")
+    terms.update(_mutator_terms(list(groups.values()), saturated, flat))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
     terms["squeeze"] = Term("squeeze", 1.0, 0.0, 1.0, False, SQUEEZE_HOW)
     k = marks.peak_cons(obs)
