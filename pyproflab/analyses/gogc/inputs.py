@@ -43,11 +43,14 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
     return table.append_column("instance", col)
 
 
-def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
+def read_gctrace_files(paths: Iterable[str], skipped: list | None = None) -> pa.Table:
     """The gctrace cycles of log files, one instance per file (named by its path).
     An unreadable file is one line naming it; one holding no gctrace line is a
     ``UsageError`` naming it (the log was given: "no gctrace cycles" alone would
-    not say which)."""
+    not say which). A malformed gctrace line (a log cut in the middle of one)
+    is one line naming the file and the line, as ``ingest-gc`` says it; with
+    ``skipped`` (``--lenient``), such lines (split by other output) are
+    skipped and collected there (they were skipped without a word)."""
     from pyproflab.analyses.gogc.thin import Thinner
     from pyproflab.sources.gctrace import iter_gctrace_file
 
@@ -56,7 +59,7 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
         before = thinner.cycles
         # Read in bounded pieces, each value checked (sources.gctrace), and
         # thinned as read: memory stays bounded whatever the log's length.
-        for t in iter_gctrace_file(path, source=path, errors=[]):
+        for t in iter_gctrace_file(path, source=path, errors=skipped):
             thinner.add(_with_instance(t, path))
         if thinner.cycles == before:
             raise UsageError(
