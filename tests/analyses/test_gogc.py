@@ -495,3 +495,63 @@ def test_cadvisor_metrics_give_the_budget_and_the_throttling(tmp_path: Path) -> 
     res = model.advise(obs)
     assert res.budget_bytes == 300 * MiB and "cAdvisor" in res.budget_source
     assert "throttled in 50 of 50 CFS periods (100%)" in res.findings[0]
+
+
+def test_a_canary_shorter_than_a_minute_says_its_seconds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """service's recorded GOGC 100 and 200 logs: the canary's 30 cycles at GOGC
+    400 (about 190 a minute) take about 10 s; the plan said 'about 0 min'."""
+    runs = GC / "work" / "service"
+    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    assert main(["gogc", "--gctrace", *logs, "--budget", "512MiB", "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["canary"]
+    assert plan is not None and plan["minutes"] < 1
+    assert main(["gogc", "--gctrace", *logs, "--budget", "512MiB"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Canary"))
+    assert f"about {round(60 * plan['minutes'])} s," in line and "0 min" not in line
+    assert "refits on every setting seen, the canary's too" in line  # three, not "both"
+
+
+def _service_log() -> Path:
+    return GC / "work" / "service" / "gogc100" / "r1" / "gctrace.log"
+
+
+@pytest.mark.parametrize(
+    "cores, want",
+    [("50", "more than GOMAXPROCS 2"), ("0.05", "less than the GC's own CPU at GOGC=100")],
+)
+def test_a_process_cpu_outside_what_the_log_allows_is_one_line(
+    cores: str, want: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """service's GOGC=100 log (GOMAXPROCS 2, the GC at 0.29 cores): --process-cpu
+    50 was taken (a process at 50 cores on 2 Ps) and 0.05 too (a GC share of
+    100 %). Each is one line naming the flag and the bound; 1 core is taken."""
+    base = ["gogc", "--gctrace", str(_service_log())]
+    assert main([*base, "--process-cpu", cores]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pyproflab: error:") and err.count("\n") == 1
+    assert "--process-cpu" in err and want in err, err
+    assert main([*base, "--process-cpu", "1"]) == 0
+
+
+def test_a_truncated_log_is_refused_or_skipped_when_lenient(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log cut in the middle of a gctrace line: gogc modelled the rest without
+    a word (exit 0) where ingest-gc refuses the file. Now one line naming the
+    file and the line; with --lenient the line is skipped and said on stderr."""
+    text = _service_log().read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(text[: text.index("\n", 3000) + 20])
+    assert main(["gogc", "--gctrace", str(cut)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{cut}:" in err and "malformed gctrace line" in err
+    assert (
+        main(["ingest-gc", "--db", str(tmp_path / "s.duckdb"), "--format", "gctrace", str(cut)])
+        == 2
+    )
+    assert capsys.readouterr().err == err and not (tmp_path / "s.duckdb").exists()
+    assert main(["gogc", "--gctrace", str(cut), "--lenient"]) == 0
+    assert capsys.readouterr().err.startswith(f"skipped {cut}:")
+    assert main(["gogc", "--metrics", str(cut), "--lenient"]) == 2

@@ -351,3 +351,18 @@ def test_the_runway_is_at_most_an_unhurried_marks() -> None:
     assert per_cycle == pytest.approx(188 + 10)
     b, per_cycle = pacer.cycle(replace(p, peak_cons=math.inf), 100.0, 200.0, 10.0)
     assert per_cycle - b == pytest.approx(45 / 64 * 200)
+
+
+def test_prometheus_gogc_off_is_off(capsys: pytest.CaptureFixture[str]) -> None:
+    """The runtime exports GOGC=off's -1 as a uint64: go_gc_gogc_percent
+    1.8446744073709552e+19 (graph's recorded run at GOGC=off with a 160 MiB
+    limit). It is off, not GOGC=1.84467e+19 (what the advice called the
+    current setting, and a canary at off never matched it in a refit)."""
+    run = Path(__file__).resolve().parents[1] / "testdata/gc/work/graph/gogcoff-lim160MiB/r1"
+    paths = sorted(str(p) for p in run.glob("snap-*.prom"))
+    assert "1.8446744073709552e+19" in Path(paths[0]).read_text()
+    obs = gi.observe(samples=gi.read_metric_files(paths))
+    assert list(obs.settings) == [(None, 160 * MiB)]
+    assert main(["gogc", "--metrics", *paths, "--budget", "300MiB", "--format", "json"]) == 0
+    cur = next(r for r in json.loads(capsys.readouterr().out)["predictions"] if r["current"])
+    assert (cur["gogc"], cur["gogc_label"]) == (None, "off")

@@ -71,7 +71,7 @@ ACHIEVED = {
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (28, 53),
+        "gc_share": (24, 53),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
@@ -285,6 +285,19 @@ def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:
         for d in runs
     ]
     assert predicted == pytest.approx(sum(seen) / len(seen), rel=0.10)
+
+
+def test_a_sweep_cost_within_the_runs_spread_is_not_identified() -> None:
+    """fit rule 4: blob is paced, and the process CPU its runs used at GOGC 100
+    and at 200 differs by less than their spread (Prometheus): the mutator's
+    CPU per heap byte swept stays the prior, and the process CPU predicted at
+    GOGC 25 is within 10 % of what its runs used (fitted on the difference
+    of the two means, it came out 36 % high)."""
+    m = rec.model("blob", FITS["100+200"], "prometheus")
+    assert not m.fit.terms["sweep"].identified
+    got = m.predict(25.0, None)["process_cores"]
+    busy = [rec.busy_cores(d) for d in rec.runs("blob", "gogc25")]
+    assert got == pytest.approx(sum(busy) / len(busy), rel=0.10)
 
 
 @pytest.mark.parametrize("fit", FITS)

@@ -8,7 +8,7 @@ import gzip
 import pytest
 from support.push_helpers import RECORDED, records
 
-from pyproflab.errors import CorruptProfileError, TooLargeError
+from pyproflab.errors import CorruptProfileError, ProfileError, TooLargeError
 from pyproflab.sources.multipart import MultipartError, header_params, parse_multipart
 from pyproflab.sources.push import (
     PushError,
@@ -163,3 +163,59 @@ def test_size_checks_stop_at_the_cap():
     for broken in (gzip.compress(raw)[:100], zstd.compress(raw)[:10]):
         with pytest.raises(CorruptProfileError):
             check_size(broken, source="x", max_bytes=16 << 20)
+
+
+def _profile_parts() -> list[tuple[str, bytes]]:
+    from pyproflab.sources.multipart import parse_multipart as split
+
+    parts = []
+    for _, rec, body in DD + PYRO:
+        for p in split(body, rec["header"]["Content-Type"][0]):
+            if p.name.endswith(".pprof") or p.name == "profile":
+                parts.append((p.name, p.data))
+    return parts
+
+
+def test_check_profile_inflates_each_part_once(monkeypatch):
+    """The receive-time check inflates a pushed part once. Before, it inflated
+    it twice, its size first (``check_size``) then the ingester's steps (about
+    60 µs a profile): 2 inflations of each of the 40 recorded parts."""
+    import pyproflab.decode.pprof as pprof
+    import pyproflab.sources.push as push
+
+    seen = []
+
+    def counting(fn, test=lambda data: True):
+        def wrapped(data, *a, **kw):
+            if test(data):
+                seen.append(fn.__name__)
+            return fn(data, *a, **kw)
+
+        return wrapped
+
+    monkeypatch.setattr(push, "_zstd_chunks", counting(push._zstd_chunks))
+    monkeypatch.setattr(push, "_gzip_chunks", counting(push._gzip_chunks))
+    gz = bytes(pprof.GZIP_MAGIC)
+    monkeypatch.setattr(pprof, "decompress", counting(pprof.decompress, lambda d: d[:2] == gz))
+    parts = _profile_parts()
+    assert len(parts) == 40 and {d[:2] for _, d in parts} >= {gz, push.ZSTD_MAGIC[:2]}
+    for name, data in parts:
+        seen.clear()
+        push.check_profile(data, source=name, max_bytes=1 << 26)
+        assert len(seen) == 1, (name, seen)
+
+
+def test_check_profile_past_its_whole_check_is_only_size_checked():
+    """A part inflating past ``whole`` is size-checked alone, as before; a bomb
+    is still refused with the size check's message."""
+    from pyproflab.sources.push import check_profile
+
+    garbage = gzip.compress(b"not a profile" * 1000)
+    check_profile(garbage, source="x", max_bytes=1 << 20, whole=1 << 10)
+    with pytest.raises(ProfileError, match="not a pprof profile"):
+        check_profile(garbage, source="x", max_bytes=1 << 20, whole=1 << 20)
+    bomb = gzip.compress(bytes(4 << 20))
+    with pytest.raises(TooLargeError, match="passes the cap of 1048576 bytes .a bomb"):
+        check_profile(bomb, source="x", max_bytes=1 << 20, whole=1 << 10)
+    with pytest.raises(TooLargeError, match="passes the cap of 1048576 bytes .a bomb"):
+        check_profile(bomb, source="x", max_bytes=1 << 20, whole=8 << 20)

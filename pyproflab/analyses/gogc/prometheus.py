@@ -17,7 +17,8 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
   scan stack + globals (``go_sched_gomaxprocs_threads`` at the end).
   Without the live heap it is derived from the goal, ``H = (goal − R·g)/(1 +
   g)``.
-- The setting of an interval is ``go_gc_gogc_percent`` and
+- The setting of an interval is ``go_gc_gogc_percent`` (negative, or 2^62
+  or more: off; the runtime exports off's -1 as a uint64, 2^64 − 1) and
   ``go_gc_gomemlimit_bytes`` (2^62 or more: no limit) at both ends; an
   interval whose setting changed in it is left out. Without them: GOGC 100
   and no limit, with a note (or the setting given).
@@ -78,6 +79,7 @@ from pyproflab.analyses.gogc.samples import Observation, Setting, cons_mark
 from pyproflab.errors import UsageError
 
 NO_LIMIT_MIN = float(2**62)  # go_gc_gomemlimit_bytes at or above this: no limit
+NO_GOGC_MIN = float(2**62)  # go_gc_gogc_percent at or above this: off (uint64(-1))
 
 # The names the GC join (``gc_windows``) reads too, with client_golang's fallbacks.
 CYCLES = (M_CYCLES, "go_gc_duration_seconds_count")
@@ -157,7 +159,7 @@ def _setting(s: _Snaps, t, given: tuple[Any, Any]) -> Setting:
     m = given[1] if given[1] != "observed" else s.at(LIMIT_METRIC, t)
     if given[0] == "observed" and g is None:
         g = 100.0
-    if g is not None and g < 0:
+    if g is not None and (g < 0 or g >= NO_GOGC_MIN):
         g = None
     if m is not None and m >= NO_LIMIT_MIN:
         m = None
