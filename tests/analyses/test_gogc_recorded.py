@@ -300,6 +300,24 @@ def test_a_sweep_cost_within_the_runs_spread_is_not_identified() -> None:
     assert got == pytest.approx(sum(busy) / len(busy), rel=0.10)
 
 
+def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:
+    """samples rules: gctrace's pauses count at their clock on one P, which on
+    a paced process holds the world's restart, uncounted by the runtime's CPU
+    classes. Blob at GOGC 100 (0.2 of 2 P busy): pauses are 29 % of
+    gctrace's GC CPU, which is 1.1x the classes' or more in each run; the
+    provenance says so. graph (CPU-bound) says nothing of it."""
+    from pyproflab.analyses.gogc.samples import from_gctrace
+
+    blob = from_gctrace(rec.cycles_table(rec.runs("blob", "gogc100")))
+    assert "the runtime counts less" in blob.provenance["GC CPU"]
+    for d in rec.runs("blob", "gogc100"):
+        one = from_gctrace(rec.cycles_table([d]))
+        classes = rec.measured(d)["gc_share"] * rec.busy_cores(d)
+        assert one.mean("n") * one.mean("cost") >= 1.1 * classes
+    graph = from_gctrace(rec.cycles_table(rec.runs("graph", "gogc100")))
+    assert "pauses" not in graph.provenance["GC CPU"]
+
+
 def test_the_acceptance_table_reports_the_gc_shares_error_in_points() -> None:
     """bench.gc_validate --table: beside issue 29's relative errors, the GC
     share's absolute error in percentage points, labelled as no target (blob's
