@@ -555,3 +555,26 @@ def test_a_truncated_log_is_refused_or_skipped_when_lenient(
     assert main(["gogc", "--gctrace", str(cut), "--lenient"]) == 0
     assert capsys.readouterr().err.startswith(f"skipped {cut}:")
     assert main(["gogc", "--metrics", str(cut), "--lenient"]) == 2
+
+
+def test_throttling_sums_each_pods_own_counters(tmp_path: Path) -> None:
+    """Two pods' cAdvisor counters (pod a: 1,000 -> 1,100 periods, 500 -> 550
+    throttled; pod b, started later: 10 -> 110 and 0 -> 100) were taken as one
+    series, last less first: 'throttled in -400 of -890 CFS periods'. Each
+    pod's increase, summed: 150 of 200."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    tables = []
+    for pod, start, p0, t_0 in (("a", 0, 1000, 500), ("b", 10, 10, 0)):
+        paths = []
+        for i in range(6):
+            t = t0 + timedelta(seconds=start + i)
+            p = tmp_path / f"{pod}-{i}.prom"
+            p.write_text(
+                _snapshot(t, i)
+                + _cadvisor(t, t_0 + (550 - 500 if pod == "a" else 100) * i // 5, p0 + 20 * i)
+            )
+            paths.append(str(p))
+        tables.append(model.read_metric_files(paths, instance=pod))
+    box = ct.from_cadvisor(pa.concat_tables(tables))
+    assert (box.throttled, box.periods) == (150, 200)
+    assert "throttled in 150 of 200 CFS periods (75%)" in ct.findings(box, 2.0, cpu_known=True)[0]
