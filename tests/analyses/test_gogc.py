@@ -616,3 +616,15 @@ def test_one_instance_whose_gogc_changed_is_split_into_settings(
         "fitted on 2 observed setting(s): GOGC=100 (40 cycles, 1 run), GOGC=200 (40 cycles, 1 run)"
         in out
     )
+
+
+def test_an_unidentified_sweep_term_says_why_with_two_settings() -> None:
+    """service's recorded GOGC 100 and 200 logs, paced: two settings whose swept
+    heaps differ too little leave the sweep term open; its note said 'one
+    setting: ...' with two."""
+    runs = GC / "work" / "service"
+    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    res = model.advise(model.observe(cycles=model.read_gctrace_files(logs)))
+    sweep = res.model.fit.terms["sweep"]
+    assert len(res.model.fit.observed) == 2 and not sweep.identified
+    assert not sweep.how.startswith("one setting"), sweep.how
