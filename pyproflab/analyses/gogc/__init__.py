@@ -249,6 +249,8 @@ def _notes(
             "headroom), so a growing live heap makes the GC work harder instead of the "
             "container being killed"
         )
+    if (wide := pr.wide_note(rec)) is not None:
+        out.append(wide)
     if any(r["status"] == "near-limit" for r in rows):
         out.append(
             "some limits leave the live heap too little room: the GC would run near its "
