@@ -384,6 +384,21 @@ def test_intervals_hold_the_measured_values() -> None:
 
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("workload", rec.WORKLOADS)
+def test_intervals_widen_with_the_distance_from_the_observed_setting(
+    workload: str, source: str
+) -> None:
+    """Fitted on GOGC=100, each figure's interval at GOGC 800 is wider, relative
+    to its point, than at GOGC 200 (issue 29: intervals widen with the distance
+    from the observed settings)."""
+    m = rec.model(workload, FITS["100"], source)
+    near, far = m.predict(200.0, None), m.predict(800.0, None)
+    for k in ("goal", "cycles_per_min", "gc_share", "peak_memory"):
+        w_near, w_far = ((r[k + "_hi"] - r[k + "_lo"]) / r[k] for r in (near, far))
+        assert w_far > w_near, (k, w_near, w_far)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", rec.WORKLOADS)
 def test_advice_stays_within_a_budget_of_2_5x_the_gogc100_peak(workload: str, source: str) -> None:
     r = rec.budget_check(workload, source)
     assert r["recommendation"] is not None

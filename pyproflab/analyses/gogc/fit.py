@@ -266,6 +266,8 @@ def _mutator_terms(groups: list[dict[str, float]], saturated: bool, flat: bool) 
     work on the machine) is not taken, and the term stays unidentified."""
     use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
     how = "one setting: the mutator's CPU per heap byte swept is not identified"
+    if len(use) >= 2:  # and none of the rules below applies
+        how = f"the {len(use)} settings' swept heaps differ by < 10%: sweeping not identified"
     if saturated and len(use) >= 2:
         how = (
             "CPU-bound: the settings' mutator speeds differ by the machine's load more "
