@@ -18,8 +18,10 @@ Per instance (service, version, instance): the profile view sums the GC and
 total CPU of its CPU profiles; the runtime view applies the rules above to one
 window spanning all of its selected profiles.
 
-Anything missing (a table, a metric, a window, an instance) gives NULL
-columns and a note in ``GcResult.notes``, never an error. A note says which
+A selection that matches no profile is an error (``StoreError``), as for
+``top``: the join sets GC metrics beside profiles; GC metrics alone are
+``gogc``'s. Anything else missing (a table, a metric, a window, an instance)
+gives NULL columns and a note in ``GcResult.notes``, never an error. A note says which
 rows it is about. Profiles whose window holds no ``/metrics`` scrape of their
 instance (a snapshot, heap, goroutine or threadcreate, is an instant whose
 fetch holds none; a window too short for the scrape interval, or one whose
@@ -47,7 +49,7 @@ from pyproflab.analyses.gc_windows import Notes, window_metrics
 from pyproflab.display import render
 from pyproflab.store import queries
 from pyproflab.store.connection import Store
-from pyproflab.store.select import Selection
+from pyproflab.store.select import Selection, no_profiles
 
 # The categories the runtime's own ``/cpu/classes/gc/total`` counts (mark
 # assists, dedicated/fractional/idle workers, pauses). Allocation, write
@@ -62,6 +64,9 @@ RUNTIME_COMPARABLE: tuple[str, ...] = (
     "mark_assist",
     "stw_other",
 )
+
+# Said when the selection matches no profile.
+NO_PROFILES_HINT = "for GC metrics alone: pyproflab gogc"
 
 # Profiles of a moment, not of a window: their fetch is too short to hold a scrape.
 SNAPSHOT_TYPES = ("heap", "goroutine", "threadcreate")
@@ -219,13 +224,8 @@ def gc(store: Store, selection: Selection | None = None, *, categories: bool = T
     profiles = queries.profile_windows(store, selection)
     notes = Notes()
     present = queries.table_names(store)
-    if profiles.num_rows == 0:
-        return GcResult(
-            PROFILES_SCHEMA.empty_table(),
-            INSTANCES_SCHEMA.empty_table(),
-            CATEGORIES_SCHEMA.empty_table(),
-            ["no profiles selected"],
-        )
+    if profiles.num_rows == 0:  # as top: a mistyped selection is not an empty table
+        raise no_profiles(store, selection or Selection(), NO_PROFILES_HINT)
 
     ids = profiles.column("profile_id").to_pylist()
     meta = {

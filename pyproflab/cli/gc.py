@@ -38,15 +38,10 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.gc import gc
-        from pyproflab.errors import UsageError
 
         sel = common.selection_from_args(args)
         with common.open_store(args, read_only=True) as store:
             result = gc(store, sel, categories=not args.no_categories)
-        if not len(result):  # as top: a mistyped selection is not an empty table, exit 0
-            where = f"in {common.db_path(args)}" if sel.everything else f"match {sel.describe()}"
-            # gc sets the runtime's GC figures beside profiles; GC data alone is gogc's.
-            raise UsageError(f"no profiles {where} (for GC metrics alone: pyproflab gogc)")
         text = reports.output(result, args.format, title="gc", table=args.table)
         common.write_output(text, args.output)
         return 0

@@ -38,6 +38,11 @@ class Command:
         f.add_argument(
             "--metrics", nargs="+", metavar="FILE", help="Prometheus text snapshots of one instance"
         )
+        f.add_argument(
+            "--lenient",
+            action="store_true",
+            help="gctrace: skip lines split by other output (counted) instead of refusing the log",
+        )
         _add_figures(parser)
         _add_current(parser)
         _add_container(parser)
@@ -67,11 +72,13 @@ class Command:
             container_memory=args.container_memory,
             cgroup=args.cgroup,
         )
+        if args.lenient and not args.gctrace:
+            raise UsageError("--lenient is for --gctrace logs")
         if figures:
             obs = _from_figures(args, model)
         elif files:
             obs = model.observe(
-                cycles=model.read_gctrace_files(args.gctrace) if args.gctrace else None,
+                cycles=_read_logs(args, model) if args.gctrace else None,
                 samples=model.read_metric_files(args.metrics) if args.metrics else None,
                 gogc=opts.gogc,
                 memory_limit=opts.current_limit,
@@ -81,6 +88,17 @@ class Command:
         result = model.advise(obs, opts)
         common.write_output(reports.output(result, args.format, title="gogc"), args.output)
         return 0
+
+
+def _read_logs(args: argparse.Namespace, model):
+    """The logs' cycles; with --lenient, each skipped line said on stderr (as ingest-gc)."""
+    import sys
+
+    skipped: list | None = [] if args.lenient else None
+    cycles = model.read_gctrace_files(args.gctrace, skipped)
+    for e in skipped or []:
+        print(f"skipped {e}", file=sys.stderr)
+    return cycles
 
 
 def _from_figures(args: argparse.Namespace, model):

@@ -123,11 +123,18 @@ def recommendation_line(result) -> str:
     )
 
 
+def _duration(minutes: float) -> str:
+    """Seconds under a minute (30 cycles at 700 a minute read 'about 0 min')."""
+    if minutes < 1:
+        return f"{max(1, round(60 * minutes))} s"
+    return f"{minutes:.0f} min"
+
+
 def canary_line(result) -> str | None:
     c = result.canary
     if c is None:
         return None
-    when = f", about {c['minutes']:.0f} min" if math.isfinite(c["minutes"]) else ""
+    when = f", about {_duration(c['minutes'])}" if math.isfinite(c["minutes"]) else ""
     widths = "; ".join(
         f"{k.replace('_', ' ')} ±{50 * c['width_now'][k]:.0f}% -> ±{50 * c['width_after'][k]:.0f}%"
         for k in ("gc_share", "peak_memory", "cycles_per_min")
@@ -136,7 +143,7 @@ def canary_line(result) -> str | None:
     return (
         f"Canary ({c['why']}): run {_label(*c['setting'])} on one instance (or one window) "
         f"for {c['cycles']} GC cycles{when}, then run gogc again with its cycles stored: it "
-        f"refits on both settings. Intervals at that setting: {widths}"
+        f"refits on every setting seen, the canary's too. Intervals at that setting: {widths}"
     )
 
 

@@ -332,15 +332,12 @@ def merged_profile(
     store: Store, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None
 ) -> Profile:
     """One profile merging the selected profiles (see the module docstring)."""
-    from pyproflab.store.select import Selection
+    from pyproflab.store.select import Selection, no_profiles
 
     selection = selection or Selection()
     rows = _header_rows(store, selection)
     if not rows:
-        # An empty store is said so: a misspelled path to open() makes a new, empty one.
-        (n,) = store.sql("SELECT count(*) AS n FROM profiles").column("n").to_pylist()
-        empty = f" ({store.name} holds no profiles)" if n == 0 else ""
-        raise StoreError(f"no profiles match {selection.describe()}{empty}")
+        raise no_profiles(store, selection)
     header, index_lists = merge_headers(rows, sample_types)
     k = len(header["sample_types"])
 

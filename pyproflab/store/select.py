@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pyproflab.errors import UsageError
+from pyproflab.errors import StoreError, UsageError
 
 # The time a profile was taken, as SQL over profiles p.
 TAKEN_AT = "coalesce(p.time, p.window_start, p.ingested_at)"
@@ -240,3 +240,17 @@ class Selection:
             else:
                 words.append(f"{f.name}={v}")
         return " ".join(words) if words else "(everything)"
+
+
+def no_profiles(store: Any, selection: Selection, hint: str = "") -> StoreError:
+    """The error of a selection that matches no profile: ``no profiles in
+    STORE`` for the whole store, else ``no profiles match SELECTION``, then
+    ``(STORE holds no profiles)`` when it holds none (a misspelled path to
+    ``open()`` makes a new, empty store). ``hint`` follows in parentheses."""
+    if selection.everything:
+        said = f"no profiles in {store.name}"
+    else:
+        (n,) = store.sql("SELECT count(*) AS n FROM profiles").column("n").to_pylist()
+        empty = f" ({store.name} holds no profiles)" if n == 0 else ""
+        said = f"no profiles match {selection.describe()}{empty}"
+    return StoreError(f"{said} ({hint})" if hint else said)

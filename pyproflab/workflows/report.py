@@ -167,7 +167,7 @@ def fleet_section(store, sel: Selection, db: str) -> Section:
     s = Section("fleet", "Fleet summary", [_cmd("profiles", *_flags(sel, db), "--format", "json")])
     prof = store.profiles(sel).to_pylist()
     if not prof:
-        return s.skip(f"no profiles match the selection ({sel.describe() or 'everything'})")
+        return s.skip(f"no profiles match {sel.describe()}")
     groups: dict[tuple, dict[str, Any]] = {}
     labels: dict[str, set[str]] = {}
     for p in prof:
@@ -354,12 +354,15 @@ def gc_section(store, sel: Selection, db: str) -> Section:
     in time, ``at``, or None: where the chart puts its markers)."""
     from pyproflab.analyses.gc import gc
     from pyproflab.analyses.gc_timeline import gc_share_series, profile_time
+    from pyproflab.store.select import no_profiles
 
     s = Section(
         "gc", "GC share over time per instance", [_cmd("gc", *_flags(sel, db), "--format", "json")]
     )
     if not any(_gc_rows(store).values()):
         return s.skip(_NO_GC)
+    if not store.profiles(sel).num_rows:  # the series follow the profiles' instances
+        return s.skip(str(no_profiles(store, sel, "GC metrics alone: the gogc section")))
     runtime = gc_share_series(store, sel)
     result = gc(store, sel)
     marks = [

@@ -29,6 +29,7 @@ model's priors (``predict``'s notes: but for pacer rule 3's squeezed mark).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -71,7 +72,7 @@ ACHIEVED = {
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (28, 53),
+        "gc_share": (24, 53),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
@@ -287,6 +288,38 @@ def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:
     assert predicted == pytest.approx(sum(seen) / len(seen), rel=0.10)
 
 
+def test_a_sweep_cost_within_the_runs_spread_is_not_identified() -> None:
+    """fit rule 4: blob is paced, and the process CPU its runs used at GOGC 100
+    and at 200 differs by less than their spread (Prometheus): the mutator's
+    CPU per heap byte swept stays the prior, and the process CPU predicted at
+    GOGC 25 is within 10 % of what its runs used (fitted on the difference
+    of the two means, it came out 36 % high)."""
+    m = rec.model("blob", FITS["100+200"], "prometheus")
+    assert not m.fit.terms["sweep"].identified
+    got = m.predict(25.0, None)["process_cores"]
+    busy = [rec.busy_cores(d) for d in rec.runs("blob", "gogc25")]
+    assert got == pytest.approx(sum(busy) / len(busy), rel=0.10)
+
+
+def test_the_acceptance_table_reports_the_gc_shares_error_in_points() -> None:
+    """bench.gc_validate --table: beside issue 29's relative errors, the GC
+    share's absolute error in percentage points, labelled as no target (blob's
+    share is 0.1-2.2 %: 0.4 predicted against 0.7 measured is 40 % off, 0.3 of
+    a point)."""
+    from bench import gc_validate
+
+    lines = gc_validate.markdown_table(rec, ["blob"], ["prometheus"]).splitlines()
+    assert lines[0].rstrip(" |").endswith("GC share, points (not a target)")
+    rows = rec.table("blob", "prometheus", FITS["100"])
+    pts = [
+        100 * abs(r.predicted - r.measured)
+        for r in rows
+        if r.metric == "gc_share" and r.label not in FITS["100"]
+    ]
+    row = next(x for x in lines if x.startswith("| blob | GOGC 100 |"))
+    assert row.split("|")[-2].strip() == f"{sum(pts) / len(pts):.2f} / {max(pts):.2f}"
+
+
 @pytest.mark.parametrize("fit", FITS)
 @pytest.mark.parametrize("workload", rec.WORKLOADS)
 def test_a_memory_limit_counts_the_spans_unused_part(workload: str, fit: str) -> None:
@@ -333,6 +366,21 @@ def test_intervals_hold_the_measured_values() -> None:
 
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("workload", rec.WORKLOADS)
+def test_intervals_widen_with_the_distance_from_the_observed_setting(
+    workload: str, source: str
+) -> None:
+    """Fitted on GOGC=100, each figure's interval at GOGC 800 is wider, relative
+    to its point, than at GOGC 200 (issue 29: intervals widen with the distance
+    from the observed settings)."""
+    m = rec.model(workload, FITS["100"], source)
+    near, far = m.predict(200.0, None), m.predict(800.0, None)
+    for k in ("goal", "cycles_per_min", "gc_share", "peak_memory"):
+        w_near, w_far = ((r[k + "_hi"] - r[k + "_lo"]) / r[k] for r in (near, far))
+        assert w_far > w_near, (k, w_near, w_far)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", rec.WORKLOADS)
 def test_advice_stays_within_a_budget_of_2_5x_the_gogc100_peak(workload: str, source: str) -> None:
     r = rec.budget_check(workload, source)
     assert r["recommendation"] is not None
@@ -344,21 +392,25 @@ def test_advice_stays_within_a_budget_of_2_5x_the_gogc100_peak(workload: str, so
                 assert not row["within_budget"]
 
 
-def test_a_canary_narrows_the_interval_and_refits_on_both_settings() -> None:
-    """Replayed: fitted on the queue's GOGC=100 runs (Prometheus), the advice lies
-    beyond what was observed and the plan asks for a canary at that setting.
-    One recorded run there, added as one more instance, is the canary: the
-    refit uses both settings, its interval at the canary's setting is narrower
-    than before and holds what the canary's runs measured."""
-    before = rec.budget_check("queue", "prometheus")
+@pytest.mark.parametrize("workload", ["queue", "graph", "lru"])
+def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str) -> None:
+    """Replayed: fitted on the workload's GOGC=100 runs (Prometheus), the advice
+    lies beyond what was observed and the plan asks for a canary at that
+    setting. One recorded run there, added as one more instance, is the
+    canary: the refit uses both settings, its interval at the canary's
+    setting is narrower than before and holds what the canary's runs
+    measured, and the plan's claimed width there is no less than 0.6 of the
+    refit's (it claimed 0.14-0.16 of peak memory where the refit gave
+    0.27-0.64, and queue's GC share 0.14 where it gave 0.30)."""
+    before = rec.budget_check(workload, "prometheus")
     plan = before["result"].canary
     assert plan is not None and plan["cycles"] >= 30
     g, lim = plan["setting"]
     label = "gogc" + ("off" if g is None else f"{g:g}")
     if lim is not None:
         label += f"-lim{lim / rec.MiB:.0f}MiB"
-    canary_runs = rec.runs("queue", label)
-    dirs = [*rec.runs("queue", "gogc100"), canary_runs[0]]
+    canary_runs = rec.runs(workload, label)
+    dirs = [*rec.runs(workload, "gogc100"), canary_runs[0]]
     obs = rec.observation_of(dirs, "prometheus")
     after = model.advise(obs, model.GogcOptions(settings=(plan["setting"],)))
     assert len(after.model.fit.observed) == 2
@@ -373,6 +425,21 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings() -> None:
     measured = [rec.measured(d) for d in canary_runs]
     goal = sum(m["goal"] for m in measured) / len(measured)
     assert new["goal_lo"] <= goal <= new["goal_hi"]
+    for k, claimed in plan["width_after"].items():
+        assert claimed >= 0.6 * (new[k + "_hi"] - new[k + "_lo"]) / new[k], (k, claimed, new)
+
+
+@pytest.mark.parametrize("workload, source", [("service", "prometheus"), ("tiny", "gctrace")])
+def test_no_canary_at_a_setting_already_observed(workload: str, source: str) -> None:
+    """Fitted on GOGC=100 under 2.5x its peak, the advice is GOGC=100 itself,
+    with a wide interval: the plan said to run GOGC=100 'on one instance' (the
+    setting every instance runs) and claimed it would narrow GC share ±32% to
+    ±7% (service, Prometheus); a refit with more GOGC=100 runs narrows nothing.
+    No plan; a note says why the interval is wide."""
+    res = rec.budget_check(workload, source)["result"]
+    assert res.recommendation["observed"] and res.recommendation["current"]
+    assert res.canary is None
+    assert any("was observed: a canary there adds nothing" in n for n in res.notes), res.notes
 
 
 def test_the_container_case_under_a_quarter_cpu_quota() -> None:
@@ -387,7 +454,15 @@ def test_the_container_case_under_a_quarter_cpu_quota() -> None:
         res.findings
         and "GOMAXPROCS 2 is above the container's CPU quota of 0.25" in res.findings[0]
     )
-    assert "CFS periods" in res.findings[0]
+    # The quota holds the program (recorded first in line for the CPU): throttled
+    # in nearly every period, its own CPU the quota's 0.25 cores. (Recorded at
+    # the default cpu.shares beside a load of 21, it got 0.20 cores and was
+    # throttled in 9 of 100 periods: starved by the machine, not held by its quota.)
+    m = re.search(r"throttled in (\d+) of (\d+) CFS periods", res.findings[0])
+    assert m and int(m[1]) >= 0.9 * int(m[2]), res.findings[0]
+    for d in dirs:
+        s = rec.summary(d)
+        assert s["own_cpu_seconds"] / s["wall_seconds"] == pytest.approx(0.25, abs=0.02)
     # The runtime counts P-time (throttled time included): GC share at the
     # current setting as the CPU classes give it, no prediction above GOMAXPROCS.
     assert all(r["process_cores"] <= 2.0 + 1e-9 for r in res.rows())

@@ -91,6 +91,23 @@ def test_a_report_of_an_empty_store_is_one_line(tmp_path, capsys) -> None:
     assert err == f"pyproflab: error: no profiles in {db} (for GC metrics alone: pyproflab gogc)\n"
 
 
+def test_a_report_of_gc_metrics_alone_says_why_its_gc_section_is_empty(tmp_path, capsys):
+    """The gc section sets GC figures beside profiles: with GC cycles and no
+    profile it is skipped with the same words as ``gc`` (it was once an empty
+    table; once gc() refused such a selection, the section showed that error)."""
+    from support.report_helpers import manifest
+
+    log = Path(__file__).parents[1] / "testdata" / "gc" / "gctrace-go1.26.log"
+    db, out = tmp_path / "s.duckdb", tmp_path / "r.html"
+    argv = ["ingest-gc", "--db", str(db), "--format", "gctrace", "--service", "x", str(log)]
+    assert main(argv) == 0
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    (gc,) = [s for s in manifest(out.read_text())["sections"] if s["id"] == "gc"]
+    assert gc["skipped"] and gc["notes"] == [
+        f"no profiles in {db} (GC metrics alone: the gogc section)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [

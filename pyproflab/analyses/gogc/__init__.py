@@ -39,6 +39,7 @@ import pyarrow as pa
 from pyproflab.analyses.gogc import container as ct
 from pyproflab.analyses.gogc import predict as pr
 from pyproflab.analyses.gogc.inputs import (
+    check_process_cpu,
     from_figures,
     observe,
     observe_store,
@@ -159,6 +160,7 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
     """Predict every candidate setting and choose one (``predict`` rules)."""
     opts = options or GogcOptions()
     if opts.process_cpu is not None:
+        check_process_cpu(obs, opts.process_cpu)  # type: ignore[arg-type]
         with_process_cpu(obs, opts.process_cpu)
     if opts.peak_rss is not None:
         with_peak_rss(obs, opts.peak_rss)
@@ -247,6 +249,8 @@ def _notes(
             "headroom), so a growing live heap makes the GC work harder instead of the "
             "container being killed"
         )
+    if (wide := pr.wide_note(rec)) is not None:
+        out.append(wide)
     if any(r["status"] == "near-limit" for r in rows):
         out.append(
             "some limits leave the live heap too little room: the GC would run near its "

@@ -133,11 +133,11 @@ def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
     for s in ss:
         runs.setdefault(s["run"], []).append(s)
     means = [m for m in (work_cost(r) for r in runs.values()) if math.isfinite(m)]
-    lo, hi = _mean_interval(means)
+    lo, hi = mean_interval(means)
     return Row(sum(s["w"] for s in ss), scan, goal, cost, lo, hi)
 
 
-def _mean_interval(means: Sequence[float]) -> tuple[float, float]:
+def mean_interval(means: Sequence[float]) -> tuple[float, float]:
     """Rule 2: the 95 % confidence interval of the mean of the runs' means
     (the mean itself for one run), by scipy's Student's t."""
     from scipy.stats import t
@@ -149,6 +149,27 @@ def _mean_interval(means: Sequence[float]) -> tuple[float, float]:
     sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (k - 1))
     half = float(t.ppf(0.975, k - 1)) * sd / math.sqrt(k)
     return max(mean - half, 0.0), mean + half
+
+
+def spread(xs: Sequence[float]) -> float:
+    """The coefficient of variation of ``xs`` (population)."""
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / len(xs)
+    return math.sqrt(var) / mean if mean > 0 else 0.0
+
+
+def one_within_spread(settings: dict[Any, list[dict[str, Any]]], key: str) -> bool:
+    """True when one value of ``key`` lies within every setting's runs' spread
+    (rule 2's interval of the mean of its runs' means; ``fit`` rule 4)."""
+    spans = []
+    for ss in settings.values():
+        runs: dict[Any, list[dict[str, Any]]] = {}
+        for s in ss:
+            runs.setdefault(s["run"], []).append(s)
+        means = [m for m in (wmean(r, key) for r in runs.values()) if math.isfinite(m)]
+        if means:
+            spans.append(mean_interval(means))
+    return len(spans) >= 2 and max(lo for lo, _ in spans) <= min(hi for _, hi in spans)
 
 
 def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[float, float] | None:

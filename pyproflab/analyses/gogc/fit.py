@@ -57,7 +57,12 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
 4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
    regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
    settings when two or more are seen (``s`` identified, within 0 and
-   ``SWEEP_MAX``); else, and always when CPU-bound (the settings' ``α``
+   ``SWEEP_MAX``), unless one CPU lies within every setting's runs' spread
+   (``cost`` rule 2): a sweep cost the runs' noise can hide is not
+   identified. Blob's runs used 0.41-0.45 cores at GOGC 100, 0.35-0.41 at
+   200 (Prometheus); fitted on that, the process at 25 came out 0.69 cores
+   where its runs used 0.50-0.52 (GC share -29 %; now 0.55 cores, -8 %).
+   Else, and always when CPU-bound (the settings' ``α``
    differ by the load more than by sweeping, rule 3), ``s`` has point
    ``SWEEP`` and range ``[0, SWEEP_MAX]`` (core-seconds per heap byte per
    cycle), with ``α = A/(N − s·n·goal)`` or ``N0`` from the current setting.
@@ -123,6 +128,8 @@ from pyproflab.analyses.gogc.cost import (
     fit_cost,
     less_idle,
     nonneg_fit,
+    one_within_spread,
+    spread,
 )
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
@@ -233,14 +240,6 @@ def figures(ss: Sequence[dict[str, Any]], procs: float, saturated: bool) -> dict
     return f
 
 
-def _spread(xs: Sequence[float], ws: Sequence[float]) -> float:
-    """Weighted coefficient of variation."""
-    tot = sum(ws)
-    mean = sum(w * x for w, x in zip(ws, xs, strict=True)) / tot
-    var = sum(w * (x - mean) ** 2 for w, x in zip(ws, xs, strict=True)) / tot
-    return math.sqrt(var) / mean if mean > 0 else 0.0
-
-
 def _cost_terms(
     settings: dict[Setting, list[dict[str, Any]]], cur: dict[str, float]
 ) -> tuple[dict[str, Term], CostFit]:
@@ -261,18 +260,22 @@ def _cost_terms(
     return out, cf
 
 
-def _mutator_terms(groups: list[dict[str, float]], saturated: bool, cur: dict) -> dict[str, Term]:
+def _mutator_terms(groups: list[dict[str, float]], saturated: bool, flat: bool) -> dict[str, Term]:
     """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``; a fit
     outside the prior's range (the settings' CPU moved for another reason: other
     work on the machine) is not taken, and the term stays unidentified."""
     use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
     how = "one setting: the mutator's CPU per heap byte swept is not identified"
+    if len(use) >= 2:  # and none of the rules below applies
+        how = f"the {len(use)} settings' swept heaps differ by < 10%: sweeping not identified"
     if saturated and len(use) >= 2:
         how = (
             "CPU-bound: the settings' mutator speeds differ by the machine's load more "
             "than by sweeping: not identified (α is the current setting's)"
         )
-    elif len(use) >= 2 and _spread([f["sweep_x"] for f in use], [1.0] * len(use)) >= 0.1:
+    elif len(use) >= 2 and flat:
+        how = "the settings' mutator CPU differs by less than their runs: sweeping not identified"
+    elif len(use) >= 2 and spread([f["sweep_x"] for f in use]) >= 0.1:
         rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
         c = nonneg_fit(rows, ["n0", "s"])
         base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
@@ -399,7 +402,8 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     roots = avg("roots")
     terms, cost = _cost_terms(*marks.unheld(obs, groups, weights, cur, saturated))
     notes += cost.notes
-    terms.update(_mutator_terms(list(groups.values()), saturated, cur))
+    flat = one_within_spread(obs.settings, "mutator")
+    terms.update(_mutator_terms(list(groups.values()), saturated, flat))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
     terms["squeeze"] = Term("squeeze", 1.0, 0.0, 1.0, False, SQUEEZE_HOW)
     k = marks.peak_cons(obs)

@@ -31,7 +31,13 @@ import pyarrow as pa
 
 from pyproflab.analyses.gogc import container as ct
 from pyproflab.analyses.gogc.prometheus import METRIC_NAMES, from_metrics
-from pyproflab.analyses.gogc.samples import MiB, Observation, combine, from_gctrace
+from pyproflab.analyses.gogc.samples import (
+    MiB,
+    Observation,
+    combine,
+    from_gctrace,
+    setting_label,
+)
 from pyproflab.analyses.gogc.thin import thin_cycles, thinned_note
 from pyproflab.errors import UsageError
 
@@ -43,11 +49,14 @@ def _with_instance(table: pa.Table, name: str | None) -> pa.Table:
     return table.append_column("instance", col)
 
 
-def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
+def read_gctrace_files(paths: Iterable[str], skipped: list | None = None) -> pa.Table:
     """The gctrace cycles of log files, one instance per file (named by its path).
     An unreadable file is one line naming it; one holding no gctrace line is a
     ``UsageError`` naming it (the log was given: "no gctrace cycles" alone would
-    not say which)."""
+    not say which). A malformed gctrace line (a log cut in the middle of one)
+    is one line naming the file and the line, as ``ingest-gc`` says it; with
+    ``skipped`` (``--lenient``), such lines (split by other output) are
+    skipped and collected there (they were skipped without a word)."""
     from pyproflab.analyses.gogc.thin import Thinner
     from pyproflab.sources.gctrace import iter_gctrace_file
 
@@ -56,7 +65,7 @@ def read_gctrace_files(paths: Iterable[str]) -> pa.Table:
         before = thinner.cycles
         # Read in bounded pieces, each value checked (sources.gctrace), and
         # thinned as read: memory stays bounded whatever the log's length.
-        for t in iter_gctrace_file(path, source=path, errors=[]):
+        for t in iter_gctrace_file(path, source=path, errors=skipped):
             thinner.add(_with_instance(t, path))
         if thinner.cycles == before:
             raise UsageError(
@@ -213,3 +222,20 @@ def from_figures(
     obs.provenance = {k: "given" for k in ("cycles", "GC CPU", "GOGC", "marked heap")}
     obs.provenance["mark time"] = "not given: no floating garbage modelled"
     return obs
+
+
+def check_process_cpu(obs: Observation, cores: float) -> None:
+    """A process CPU given for the current setting lies between the GC's CPU there
+    and GOMAXPROCS, else one line says which bound it breaks (50 cores on 2 Ps,
+    or less than the GC alone took, a GC share of 100 %, were modelled)."""
+    ss = [s for s in obs.samples if s["setting"] == obs.current]
+    procs, what = max((s["procs"] for s in ss), default=obs.procs), "process CPU (--process-cpu)"
+    if cores > procs * (1 + 1e-9):
+        raise UsageError(f"{what} {cores:g} cores is more than GOMAXPROCS {procs:g} allows")
+    ws = [(s["w"], s["n"] * s["cost"]) for s in ss if math.isfinite(s["n"] * s["cost"])]
+    gc = sum(w * v for w, v in ws) / sum(w for w, _ in ws) if ws else 0.0
+    if cores < gc:
+        raise UsageError(
+            f"{what} {cores:g} cores is less than the GC's own CPU at {setting_label(obs.current)} "
+            f"({gc:.2f} cores): give it as the runtime counts it (CPU classes total - idle)"
+        )

@@ -69,6 +69,23 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    workers': the Ps that would idle while marking run them, ``ι`` (``fit``
    rule 3b) core-seconds per cycle per idle core, ``min((A/Δ)·ι, 1)·(cap −
    N − G)``; a CPU-bound process has no idle P to give them.
+   Not modelled: the runtime tests the trigger only at an allocation (every
+   large object, every new span), so marking starts at the first test past
+   it, part of that increment beyond ``t``. On batch the heap sees only the
+   1 MiB copies (its 64 KiB scratch slice stays on the stack: ``go build
+   -gcflags=-m``), so a cycle allocates a whole number of MiB past ``H``:
+   4, 7, 13 and 26 at GOGC 25-200 (Prometheus: 3.997, 6.99, 12.94, 26.00)
+   against triggers at 61/64 of the runway of 3.17, 6.34, 12.67 and 25.35
+   (gctrace: heap at the mark's start = at its end, ``H`` + 4, 7, 13, 26).
+   The excess, 0.83, 0.66, 0.33, 0.65 MiB, is the trigger's phase against
+   the step, not a function of GOGC; at 25 it passes the goal itself (the
+   runtime then raises it to the heap + 64 KiB: gctrace's 17 MB against
+   16.40 MiB). ``fit`` rule 8's ratio from GOGC 100 shrinks it with the
+   runway (cycles per minute at 25: 23-24 % high). Fitted on 100 and 200, the
+   intercept of the bytes a cycle allocates against this rule's is −0.65
+   MiB (Prometheus) and 0 (gctrace, whole MiB), slopes 1.02 and 1.05: the
+   two settings do not identify such a term, and the object sizes that
+   bound it are in neither source.
 5. The mutator: ``N = N0 + s·(A/Δ)·goal`` cores, where ``s`` is its CPU per
    heap byte per cycle (sweeping every span in use once a cycle). Paced (not
    CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``, and then
