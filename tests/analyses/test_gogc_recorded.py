@@ -447,6 +447,21 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str
         assert claimed >= 0.6 * (new[k + "_hi"] - new[k + "_lo"]) / new[k], (k, claimed, new)
 
 
+def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
+    """gctrace does not show GOMEMLIMIT: replayed, queue's canary at GOGC=400 with
+    256 MiB refitted from its log alone came out as GOGC 165 and 175 (goals its
+    limit held). The plan's notes ask for the canary's /metrics; from
+    Prometheus (which shows the limit) they do not, and the refit sees 400."""
+    res = rec.budget_check("queue", "gctrace")["result"]
+    assert res.canary is not None and res.canary["setting"][1] is not None
+    log = rec.runs("queue", "gogc400-lim256MiB")[0]
+    obs = rec.observation_of([*rec.runs("queue", "gogc100"), log], "gctrace")
+    assert 400.0 not in {g for g, _ in obs.settings}  # what the note warns of
+    assert any("store the canary's /metrics beside its log" in n for n in res.notes)
+    prom = rec.budget_check("queue", "prometheus")["result"]
+    assert not any("store the canary's /metrics" in n for n in prom.notes)
+
+
 @pytest.mark.parametrize("workload, source", [("service", "prometheus"), ("tiny", "gctrace")])
 def test_no_canary_at_a_setting_already_observed(workload: str, source: str) -> None:
     """Fitted on GOGC=100 under 2.5x its peak, the advice is GOGC=100 itself,
