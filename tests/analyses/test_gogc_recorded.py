@@ -301,6 +301,24 @@ def test_a_sweep_cost_within_the_runs_spread_is_not_identified() -> None:
     assert got == pytest.approx(sum(busy) / len(busy), rel=0.10)
 
 
+def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:
+    """samples rules: gctrace's pauses count at their clock on one P, which on
+    a paced process holds the world's restart, uncounted by the runtime's CPU
+    classes. Blob at GOGC 100 (0.2 of 2 P busy): pauses are 29 % of
+    gctrace's GC CPU, which is 1.1x the classes' or more in each run; the
+    provenance says so. graph (CPU-bound) says nothing of it."""
+    from pyproflab.analyses.gogc.samples import from_gctrace
+
+    blob = from_gctrace(rec.cycles_table(rec.runs("blob", "gogc100")))
+    assert "the runtime counts less" in blob.provenance["GC CPU"]
+    for d in rec.runs("blob", "gogc100"):
+        one = from_gctrace(rec.cycles_table([d]))
+        classes = rec.measured(d)["gc_share"] * rec.busy_cores(d)
+        assert one.mean("n") * one.mean("cost") >= 1.1 * classes
+    graph = from_gctrace(rec.cycles_table(rec.runs("graph", "gogc100")))
+    assert "pauses" not in graph.provenance["GC CPU"]
+
+
 def test_the_acceptance_table_reports_the_gc_shares_error_in_points() -> None:
     """bench.gc_validate --table: beside issue 29's relative errors, the GC
     share's absolute error in percentage points, labelled as no target (blob's
@@ -427,6 +445,21 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str
     assert new["goal_lo"] <= goal <= new["goal_hi"]
     for k, claimed in plan["width_after"].items():
         assert claimed >= 0.6 * (new[k + "_hi"] - new[k + "_lo"]) / new[k], (k, claimed, new)
+
+
+def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
+    """gctrace does not show GOMEMLIMIT: replayed, queue's canary at GOGC=400 with
+    256 MiB refitted from its log alone came out as GOGC 165 and 175 (goals its
+    limit held). The plan's notes ask for the canary's /metrics; from
+    Prometheus (which shows the limit) they do not, and the refit sees 400."""
+    res = rec.budget_check("queue", "gctrace")["result"]
+    assert res.canary is not None and res.canary["setting"][1] is not None
+    log = rec.runs("queue", "gogc400-lim256MiB")[0]
+    obs = rec.observation_of([*rec.runs("queue", "gogc100"), log], "gctrace")
+    assert 400.0 not in {g for g, _ in obs.settings}  # what the note warns of
+    assert any("store the canary's /metrics beside its log" in n for n in res.notes)
+    prom = rec.budget_check("queue", "prometheus")["result"]
+    assert not any("store the canary's /metrics" in n for n in prom.notes)
 
 
 @pytest.mark.parametrize("workload, source", [("service", "prometheus"), ("tiny", "gctrace")])

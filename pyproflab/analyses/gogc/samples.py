@@ -37,17 +37,15 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   still ran (or waited on the OS) while the world was being stopped. The
   runtime's CPU classes, which the model predicts, count each P only from
   its own stop (``stoppingCPUTime``), and all P only once the world stands
-  (mgc.go, Go 1.22+), and not the restart: the sweep termination's clock
-  runs until the world has started again (``tMark``), the classes' pause
-  stops before it. On the CPU-bound workloads the classes' pause was about
-  the clock at one P (median 1.1-1.5 at 2 P, 0.8 at 1 P), 0-8 % of GC CPU
-  (batch's 10-21 %). On paced blob (0.2 of 2 P busy; pauses 8-20 % of its
-  GC CPU) it was 0.12-0.51 of it (median 0.31): reruns at 100 and 200 had
-  restarts of 0.10-0.16 ms, 50-80 % of the clock (``/sched/pauses/total/gc``
-  less ``stopping``, less the stopped time the pause class implies). So
-  gctrace's GC CPU there was 1.15-1.9x the classes' (median 1.34; mark
-  workers 0.89-1.23x), and from GOGC 100 alone the share predicted at 100
-  was 0.9 % against 0.7 %. gctrace does not show the restart: not corrected.
+  (mgc.go, Go 1.22+), nor the restart the sweep termination's clock holds
+  (to ``tMark``). CPU-bound, the classes' pause was about the clock at one
+  P (median 1.1-1.5 at 2 P, 0.8 at 1 P). On paced blob (0.2 of 2 P busy,
+  pauses 8-20 % of its GC CPU) it was 0.12-0.51 of it, restarts 50-80 % of
+  the clock (reruns: ``/sched/pauses/total/gc`` less ``stopping`` and the
+  stopped time), and gctrace's GC CPU 1.15-1.9x the classes' (fitted on
+  GOGC 100, the share there 0.9 % against 0.7 %). Not corrected (gctrace
+  does not show the restart); the provenance says so where Ps idle and
+  pauses are 10 % or more of GC CPU.
 - The mutator's CPU is what the workers leave of ``P·T`` while marking:
   ``P − work/T``; too much when Ps idle (idle workers do not take every idle
   moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
@@ -76,6 +74,7 @@ from pyproflab.errors import UsageError
 MiB = float(1 << 20)
 SATURATED_IDLE = 0.03  # idle share of P-time below which the process runs at GOMAXPROCS
 GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35)
+PAUSE_NOTE = 0.1  # a paced process's pauses this much of GC CPU: said in the provenance
 
 Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
 
@@ -330,6 +329,10 @@ def _gctrace_provenance(obs: Observation, gogc: Any) -> None:
             f"{label}: the CPU the GC workers leave while marking (too much when Ps "
             "idle: give the process CPU with --process-cpu, or Prometheus beside the log)"
         )
+        if (pauses := obs.mean("pause") / obs.mean("cost")) >= PAUSE_NOTE:  # module rules
+            obs.provenance["GC CPU"] = f"{label}: pauses {pauses:.0%} of it, at their " + (
+                "clock, one P; where Ps idle the runtime counts less (the clock holds the restart)"
+            )
     obs.provenance["memory limit"] = "none (assumed; give --current-limit)"
     obs.provenance["peak RSS"] = "not in gctrace: peak memory taken as 1.4 x the heap goal"
 
