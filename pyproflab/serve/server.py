@@ -8,12 +8,15 @@ Rules:
   are written, fsynced and renamed into the spool. Every refusal answers
   with its status, closes the connection and logs one line naming the
   client and the reason: 401 (no or wrong token), 403 (token bound to
-  another service), 429 (rate, with Retry-After), 411/413 (no length, body
+  another service), 411/413 (no length, body
   over ``max_body``, an attachment inflating past ``max_profile_bytes``),
   400 (malformed; or a profile part the ingester would refuse:
   ``check_profile``), 415 (a format that is not pprof), 503 (spool full or
-  disk full, or the server stopping, with Retry-After; or too many
-  connections). A refusal sent
+  disk full, a client over its rate, or the server stopping, with
+  Retry-After; or too many connections). The rate's answer is 503, not 429:
+  dd-trace-go sends a push again after a 5xx, never after a 4xx (and
+  pyroscope-go never does). A refused push that its SDK will not send again
+  is counted in ``pyproflab_serve_dropped_total{protocol,reason}``. A refusal sent
   before the body was read drops what the client still sends of it (up to
   ``LINGER_BYTES``) before the close, so the client reads the answer.
 - On SIGTERM (``run.serve``) no connection is taken any more, and the
@@ -101,6 +104,9 @@ class Refusal(Exception):
         self.status, self.reason, self.retry, self.quiet = status, reason, retry, quiet
 
 
+#: the push paths and their protocols, as /metrics names them
+PROTOCOLS = {DATADOG_PATH: "datadog", PYROSCOPE_PATH: "pyroscope"}
+
 #: a Datadog agent's paths that carry no profile, answered 404 without a log
 #: line: dd-trace-go posts its telemetry there every minute, from every instance
 QUIET_PATHS = ("/telemetry/",)
@@ -182,6 +188,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def refuse(self, r: Refusal) -> None:
         self.server.telemetry.refused.labels(r.reason).inc()
+        protocol = PROTOCOLS.get(urlsplit(self.path).path)
+        if protocol == "pyroscope" or (protocol == "datadog" and r.status < 500):
+            # pyroscope-go sends nothing again; dd-trace-go only after a 5xx
+            self.server.telemetry.dropped.labels(protocol, r.reason).inc()
         level = logging.DEBUG if r.quiet else logging.WARNING
         log.log(level, "refused %s %s: %s: %s", self.client_address[0], self.path[:80], r.reason, r)
         extra = {"Retry-After": retry_after(r.retry)} if r.retry is not None else None
@@ -261,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
             raise Refusal(401, "unauthorized", "missing or wrong token")
         wait = srv.rate.take(self.client_address[0])
         if wait:
-            raise Refusal(429, "rate_limited", "too many requests from this client", wait)
+            raise Refusal(503, "rate_limited", "too many requests from this client", wait)
         if srv.spool.full():
             raise Refusal(503, "spool_full", "spool is full", srv.opts.retry_after)
         return bound

@@ -7,6 +7,10 @@
   (unauthorized, forbidden, rate_limited, too_many_connections, deadline,
   closed_early,
   too_large, bomb, malformed, unsupported_format, spool_full, disk, shutdown, ...);
+- ``pyproflab_serve_dropped_total{protocol,reason}``: the refused pushes
+  their SDK drops, never sending them again: pyroscope-go's, whatever the
+  answer; dd-trace-go's answered other than 5xx (after a 5xx it sends the
+  push once more);
 - ``pyproflab_serve_ack_seconds``: from the request's first byte read to its
   acknowledgement (a histogram);
 - ``pyproflab_serve_spool_files``, ``pyproflab_serve_spool_bytes`` and
@@ -80,6 +84,12 @@ class Telemetry:
         )
         self.refused = Counter(
             "pyproflab_serve_refused", "refused requests", ["reason"], registry=self.registry
+        )
+        self.dropped = Counter(
+            "pyproflab_serve_dropped",
+            "refused pushes their SDK does not send again",
+            ["protocol", "reason"],
+            registry=self.registry,
         )
         self.ack = Histogram(
             "pyproflab_serve_ack_seconds",
