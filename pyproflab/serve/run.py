@@ -19,6 +19,11 @@ Rules:
   no margin; two kept the lag bounded at that load on 2 cores with the
   acknowledgements' p99 at 0.04 s (docs/serve.md). A second one overlaps
   decoding on a second core, and the store's writes take turns under its lock.
+- The main thread waits for the stop in slices of ``WAKE`` seconds: the
+  kernel delivers a process's SIGTERM to any of its threads, and Python runs
+  the handler in the main thread only once that thread runs again; one wait
+  for the whole run missed a SIGTERM that landed on a server thread until
+  ``duration`` (forever without one).
 - ``duration`` (seconds) bounds a run, for tests and benchmarks.
 """
 
@@ -41,6 +46,8 @@ log = logging.getLogger("pyproflab.serve")
 
 RESTART_DELAY = 1.0
 INGESTER_NICE = 10
+#: the longest the main thread sleeps before it looks for a signal (``_wait``)
+WAKE = 0.2
 
 
 def _die_with_parent() -> None:
@@ -141,9 +148,20 @@ def serve(
     if ready:
         ready(server)
     try:
-        stop.wait(duration)
+        _wait(stop, duration)
     finally:
         server.shutdown()
         server.server_close()
         for child in kids:
             child.stop()
+
+
+def _wait(stop: threading.Event, duration: float | None) -> None:
+    """Until ``stop`` is set or ``duration`` seconds pass, waking every ``WAKE``
+    seconds so that a signal caught by another thread is handled (module rules)."""
+    end = None if duration is None else time.monotonic() + duration
+    while not stop.is_set():
+        left = WAKE if end is None else min(WAKE, end - time.monotonic())
+        if left <= 0:
+            return
+        stop.wait(left)

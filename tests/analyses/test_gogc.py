@@ -555,3 +555,76 @@ def test_a_truncated_log_is_refused_or_skipped_when_lenient(
     assert main(["gogc", "--gctrace", str(cut), "--lenient"]) == 0
     assert capsys.readouterr().err.startswith(f"skipped {cut}:")
     assert main(["gogc", "--metrics", str(cut), "--lenient"]) == 2
+
+
+def test_throttling_sums_each_pods_own_counters(tmp_path: Path) -> None:
+    """Two pods' cAdvisor counters (pod a: 1,000 -> 1,100 periods, 500 -> 550
+    throttled; pod b, started later: 10 -> 110 and 0 -> 100) were taken as one
+    series, last less first: 'throttled in -400 of -890 CFS periods'. Each
+    pod's increase, summed: 150 of 200."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    tables = []
+    for pod, start, p0, t_0 in (("a", 0, 1000, 500), ("b", 10, 10, 0)):
+        paths = []
+        for i in range(6):
+            t = t0 + timedelta(seconds=start + i)
+            p = tmp_path / f"{pod}-{i}.prom"
+            p.write_text(
+                _snapshot(t, i)
+                + _cadvisor(t, t_0 + (550 - 500 if pod == "a" else 100) * i // 5, p0 + 20 * i)
+            )
+            paths.append(str(p))
+        tables.append(model.read_metric_files(paths, instance=pod))
+    box = ct.from_cadvisor(pa.concat_tables(tables))
+    assert (box.throttled, box.periods) == (150, 200)
+    assert "throttled in 150 of 200 CFS periods (75%)" in ct.findings(box, 2.0, cpu_known=True)[0]
+
+
+def _one_process(tmp_path: Path) -> Path:
+    """service's recorded GOGC=100 log, then its GOGC=200 log renumbered and
+    moved in time as if one process had called debug.SetGCPercent(200)."""
+    import re
+
+    first = (GC / "work/service/gogc100/r1/gctrace.log").read_text().splitlines()
+    then = (GC / "work/service/gogc200/r1/gctrace.log").read_text().splitlines()
+    head = re.compile(r"^gc (\d+) @([\d.]+)s")
+    n_end, t_end = (float(x) for x in head.match(first[-1]).groups())  # type: ignore[union-attr]
+    n0, t0 = (float(x) for x in head.match(then[0]).groups())  # type: ignore[union-attr]
+    lines = list(first)
+    for ln in then:
+        n, t = (float(x) for x in head.match(ln).groups())  # type: ignore[union-attr]
+        lines.append(head.sub(f"gc {n - n0 + n_end + 5:.0f} @{t - t0 + t_end + 0.5:.3f}s", ln))
+    log = tmp_path / "changed.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_one_instance_whose_gogc_changed_is_split_into_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One process run whose GOGC went from 100 to 200 (goal ÷ marked heap per
+    cycle), ingested as one instance: the fit uses both settings, each over its
+    own cycles, and the output says so."""
+    db = str(tmp_path / "one.duckdb")
+    argv = ["ingest-gc", "--db", db, "--format", "gctrace", "--service", "svc"]
+    assert main([*argv, "--instance", "i-1", str(_one_process(tmp_path))]) == 0
+    capsys.readouterr()
+    assert main(["gogc", "--db", db, "--service", "svc", "--budget", "512MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "current GOGC=200" in out
+    assert (
+        "fitted on 2 observed setting(s): GOGC=100 (40 cycles, 1 run), GOGC=200 (40 cycles, 1 run)"
+        in out
+    )
+
+
+def test_an_unidentified_sweep_term_says_why_with_two_settings() -> None:
+    """service's recorded GOGC 100 and 200 logs, paced: two settings whose swept
+    heaps differ too little leave the sweep term open; its note said 'one
+    setting: ...' with two."""
+    runs = GC / "work" / "service"
+    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    res = model.advise(model.observe(cycles=model.read_gctrace_files(logs)))
+    sweep = res.model.fit.terms["sweep"]
+    assert len(res.model.fit.observed) == 2 and not sweep.identified
+    assert not sweep.how.startswith("one setting"), sweep.how

@@ -29,6 +29,7 @@ model's priors (``predict``'s notes: but for pacer rule 3's squeezed mark).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -321,6 +322,43 @@ def test_the_mutators_cpu_per_cycle_carries_its_speed_to_a_higher_gogc(workload:
     assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.10, errs
 
 
+def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:
+    """samples rules: gctrace's pauses count at their clock on one P, which on
+    a paced process holds the world's restart, uncounted by the runtime's CPU
+    classes. Blob at GOGC 100 (0.2 of 2 P busy): pauses are 29 % of
+    gctrace's GC CPU, which is 1.1x the classes' or more in each run; the
+    provenance says so. graph (CPU-bound) says nothing of it."""
+    from pyproflab.analyses.gogc.samples import from_gctrace
+
+    blob = from_gctrace(rec.cycles_table(rec.runs("blob", "gogc100")))
+    assert "the runtime counts less" in blob.provenance["GC CPU"]
+    for d in rec.runs("blob", "gogc100"):
+        one = from_gctrace(rec.cycles_table([d]))
+        classes = rec.measured(d)["gc_share"] * rec.busy_cores(d)
+        assert one.mean("n") * one.mean("cost") >= 1.1 * classes
+    graph = from_gctrace(rec.cycles_table(rec.runs("graph", "gogc100")))
+    assert "pauses" not in graph.provenance["GC CPU"]
+
+
+def test_the_acceptance_table_reports_the_gc_shares_error_in_points() -> None:
+    """bench.gc_validate --table: beside issue 29's relative errors, the GC
+    share's absolute error in percentage points, labelled as no target (blob's
+    share is 0.1-2.2 %: 0.4 predicted against 0.7 measured is 40 % off, 0.3 of
+    a point)."""
+    from bench import gc_validate
+
+    lines = gc_validate.markdown_table(rec, ["blob"], ["prometheus"]).splitlines()
+    assert lines[0].rstrip(" |").endswith("GC share, points (not a target)")
+    rows = rec.table("blob", "prometheus", FITS["100"])
+    pts = [
+        100 * abs(r.predicted - r.measured)
+        for r in rows
+        if r.metric == "gc_share" and r.label not in FITS["100"]
+    ]
+    row = next(x for x in lines if x.startswith("| blob | GOGC 100 |"))
+    assert row.split("|")[-2].strip() == f"{sum(pts) / len(pts):.2f} / {max(pts):.2f}"
+
+
 @pytest.mark.parametrize("fit", FITS)
 @pytest.mark.parametrize("workload", rec.WORKLOADS)
 def test_a_memory_limit_counts_the_spans_unused_part(workload: str, fit: str) -> None:
@@ -363,6 +401,21 @@ def test_intervals_hold_the_measured_values() -> None:
                 ]
                 inside, total = inside + sum(got), total + len(got)
         assert inside >= 0.9 * total, (fit, inside, total)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", rec.WORKLOADS)
+def test_intervals_widen_with_the_distance_from_the_observed_setting(
+    workload: str, source: str
+) -> None:
+    """Fitted on GOGC=100, each figure's interval at GOGC 800 is wider, relative
+    to its point, than at GOGC 200 (issue 29: intervals widen with the distance
+    from the observed settings)."""
+    m = rec.model(workload, FITS["100"], source)
+    near, far = m.predict(200.0, None), m.predict(800.0, None)
+    for k in ("goal", "cycles_per_min", "gc_share", "peak_memory"):
+        w_near, w_far = ((r[k + "_hi"] - r[k + "_lo"]) / r[k] for r in (near, far))
+        assert w_far > w_near, (k, w_near, w_far)
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -415,6 +468,21 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str
         assert claimed >= 0.6 * (new[k + "_hi"] - new[k + "_lo"]) / new[k], (k, claimed, new)
 
 
+def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
+    """gctrace does not show GOMEMLIMIT: replayed, queue's canary at GOGC=400 with
+    256 MiB refitted from its log alone came out as GOGC 165 and 175 (goals its
+    limit held). The plan's notes ask for the canary's /metrics; from
+    Prometheus (which shows the limit) they do not, and the refit sees 400."""
+    res = rec.budget_check("queue", "gctrace")["result"]
+    assert res.canary is not None and res.canary["setting"][1] is not None
+    log = rec.runs("queue", "gogc400-lim256MiB")[0]
+    obs = rec.observation_of([*rec.runs("queue", "gogc100"), log], "gctrace")
+    assert 400.0 not in {g for g, _ in obs.settings}  # what the note warns of
+    assert any("store the canary's /metrics beside its log" in n for n in res.notes)
+    prom = rec.budget_check("queue", "prometheus")["result"]
+    assert not any("store the canary's /metrics" in n for n in prom.notes)
+
+
 @pytest.mark.parametrize("workload, source", [("service", "prometheus"), ("tiny", "gctrace")])
 def test_no_canary_at_a_setting_already_observed(workload: str, source: str) -> None:
     """Fitted on GOGC=100 under 2.5x its peak, the advice is GOGC=100 itself,
@@ -440,7 +508,15 @@ def test_the_container_case_under_a_quarter_cpu_quota() -> None:
         res.findings
         and "GOMAXPROCS 2 is above the container's CPU quota of 0.25" in res.findings[0]
     )
-    assert "CFS periods" in res.findings[0]
+    # The quota holds the program (recorded first in line for the CPU): throttled
+    # in nearly every period, its own CPU the quota's 0.25 cores. (Recorded at
+    # the default cpu.shares beside a load of 21, it got 0.20 cores and was
+    # throttled in 9 of 100 periods: starved by the machine, not held by its quota.)
+    m = re.search(r"throttled in (\d+) of (\d+) CFS periods", res.findings[0])
+    assert m and int(m[1]) >= 0.9 * int(m[2]), res.findings[0]
+    for d in dirs:
+        s = rec.summary(d)
+        assert s["own_cpu_seconds"] / s["wall_seconds"] == pytest.approx(0.25, abs=0.02)
     # The runtime counts P-time (throttled time included): GC share at the
     # current setting as the CPU classes give it, no prediction above GOMAXPROCS.
     assert all(r["process_cores"] <= 2.0 + 1e-9 for r in res.rows())

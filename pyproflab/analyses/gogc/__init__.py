@@ -188,7 +188,8 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
         r["within_budget"] = usable is not None and pr.fits_budget(cur, r, usable)
         rows.append(r)
     rec = pr.recommend(rows, usable)
-    notes = list(obs.notes) + _notes(obs, model, rows, rec, usable)
+    canary = pr.canary_plan(model, rec)
+    notes = list(obs.notes) + _notes(obs, model, rows, rec, usable) + _canary_notes(obs, canary)
     table = pa.table(
         {f.name: [r.get(f.name) for r in rows] for f in ADVICE_SCHEMA}, schema=ADVICE_SCHEMA
     )
@@ -200,10 +201,25 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
         how,
         usable,
         dict(rec) if rec else None,
-        pr.canary_plan(model, rec),
+        canary,
         ct.findings(box, obs.procs, cpu_known=not _cpu_from_gctrace(obs)),
         notes,
     )
+
+
+def _canary_notes(obs: Observation, canary: dict | None) -> list[str]:
+    """gctrace does not show GOMEMLIMIT: a canary's goals held by its limit read
+    as a lower GOGC (queue's GOGC=400 with 256 MiB was refitted as GOGC 165 and
+    175, service's 400 with 160 MiB as 200 to 400)."""
+    if canary is None or canary["setting"][1] is None:
+        return []
+    if not obs.provenance.get("memory limit", "").startswith("none (assumed"):
+        return []
+    return [
+        "gctrace does not show GOMEMLIMIT: store the canary's /metrics beside its log "
+        "(ingest-gc --format prom) for the refit, else the goals its limit holds read as "
+        "a lower GOGC, a setting it did not run"
+    ]
 
 
 def _cpu_from_gctrace(obs: Observation) -> bool:

@@ -10,7 +10,8 @@ Rules:
   in the data (``container_spec_memory_limit_bytes``,
   ``container_spec_cpu_quota``/``container_spec_cpu_period``,
   ``container_cpu_cfs_throttled_periods_total`` over
-  ``container_cpu_cfs_periods_total``, first to last sample). A memory limit
+  ``container_cpu_cfs_periods_total``, first to last sample of each
+  instance's series, summed: each pod counts its own periods). A memory limit
   of 0 or 2^60 and more, a quota of -1 or ``max``: none.
 - The budget defaults to the container's memory limit when it is known.
 - GOMAXPROCS above the CPU quota is a finding of its own: the runtime plans
@@ -140,13 +141,28 @@ def from_cadvisor(samples: pa.Table | None) -> Container | None:
         c.cpu_limit = quota[-1][1] / period[-1][1]
         c.source["CPU limit"] = "cAdvisor (container_spec_cpu_quota / _period)"
     thr, per = (
-        ser.get("container_cpu_cfs_throttled_periods_total"),
-        ser.get("container_cpu_cfs_periods_total"),
+        _increase(samples, "container_cpu_cfs_throttled_periods_total"),
+        _increase(samples, "container_cpu_cfs_periods_total"),
     )
-    if thr and per and len(per) >= 2:
-        c.throttled, c.periods = thr[-1][1] - thr[0][1], per[-1][1] - per[0][1]
+    if thr is not None and per:
+        c.throttled, c.periods = thr, per
         c.source["throttling"] = "cAdvisor (container_cpu_cfs_throttled_periods_total)"
     return c
+
+
+def _increase(samples: pa.Table, metric: str) -> float | None:
+    """A counter's first-to-last increase summed over its series (instance and
+    labels): two pods' counters are not one series (the last of one less the
+    first of another gave 'throttled in -400 of -890 CFS periods')."""
+    by: dict[tuple, list[tuple[Any, float]]] = {}
+    for r in samples.to_pylist():
+        if r["metric"] == metric and math.isfinite(r["value"]):
+            key = (r.get("instance"), str(r.get("labels")))
+            by.setdefault(key, []).append((r["time"], r["value"]))
+    runs = [[x for _, x in sorted(v, key=lambda x: x[0])] for v in by.values() if len(v) >= 2]
+    # A counter that falls was reset (a restart): it counts from 0 again.
+    steps = [(a, b) for v in runs for a, b in zip(v, v[1:], strict=False)]
+    return sum(b - a if b >= a else b for a, b in steps) if runs else None
 
 
 def findings(c: Container | None, procs: float, *, cpu_known: bool = True) -> list[str]:

@@ -90,6 +90,8 @@ def _sweep_terms(groups: list[dict[str, float]], saturated: bool, flat: bool) ->
     stays unidentified."""
     use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
     how = "one setting: the mutator's CPU per heap byte swept is not identified"
+    if len(use) >= 2:  # and none of the rules below applies
+        how = f"the {len(use)} settings' swept heaps differ by < 10%: sweeping not identified"
     if saturated and len(use) >= 2:
         how = "CPU-bound: sweeping is not told apart from the mutator's CPU per cycle (κ)"
     elif len(use) >= 2 and flat:

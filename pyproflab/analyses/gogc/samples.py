@@ -37,26 +37,22 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   still ran (or waited on the OS) while the world was being stopped. The
   runtime's CPU classes, which the model predicts, count each P only from
   its own stop (``stoppingCPUTime``), and all P only once the world stands
-  (mgc.go, Go 1.22+). Where the stopping is long (a loaded machine) the
-  classes' pause is close to the clock at one P (1.1-1.25 times it at 2 P
-  on the validation workloads' GOGC=100 runs, queue included); where it is
-  short, pauses are a small part of GC CPU either way.
+  (mgc.go, Go 1.22+), nor the restart the sweep termination's clock holds
+  (to ``tMark``). CPU-bound, the classes' pause was about the clock at one
+  P (median 1.1-1.5 at 2 P, 0.8 at 1 P). On paced blob (0.2 of 2 P busy,
+  pauses 8-20 % of its GC CPU) it was 0.12-0.51 of it, restarts 50-80 % of
+  the clock (reruns: ``/sched/pauses/total/gc`` less ``stopping`` and the
+  stopped time), and gctrace's GC CPU 1.15-1.9x the classes' (fitted on
+  GOGC 100, the share there 0.9 % against 0.7 %). Not corrected (gctrace
+  does not show the restart); the provenance says so where Ps idle and
+  pauses are 10 % or more of GC CPU.
 - The mutator's CPU is what the workers leave of ``P·T`` while marking:
   ``P − work/T``; too much when Ps idle (idle workers do not take every idle
   moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
-- The setting is not printed: GOGC is inferred per cycle from the goal it
-  was given by the previous cycle's marked heap, ``g = 100·(goal − H)/(H + R)``,
-  taken as the median over 5 cycles (of those whose previous cycle the log
-  holds, where any in the 5 does: a thinned log's lone cycle's own marked
-  heap did not set its goal, and on lru, whose marks vary, such cycles put
-  a stretch of a GOGC=100 run at 75), rounded (to a common value within 8 %,
-  else to 5 above 20); a run is cut into segments where that value changes
-  for 5 cycles or more. Segments
-  whose values lie within 12 % of each other (across runs too) are one
-  setting: the floored MiB of a small heap move a cycle's value by a few
-  percent. A derived
-  GOGC outside 1–10,000 is refused (the segment is left out, with a note):
-  never advice. A given ``gogc``/``memory_limit`` replaces the inference.
+- The setting is not printed: GOGC is inferred from the cycles' heap goals
+  (``infer``'s rules). A derived GOGC outside 1–10,000 is refused (the
+  segment is left out, with a note): never advice. A given
+  ``gogc``/``memory_limit`` replaces the inference.
 - Each cycle weighs ``1/n`` seconds: a run counts for the time it covers.
 """
 
@@ -64,19 +60,21 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from pyproflab.analyses.gogc import infer
+from pyproflab.analyses.gogc.infer import SEGMENT_MIN
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
 SATURATED_IDLE = 0.03  # idle share of P-time below which the process runs at GOMAXPROCS
 GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35)
-SEGMENT_MIN = 5  # cycles of a new GOGC before a run is cut there
-SAME_GOGC = 0.12  # inferred GOGCs this close are one setting
+PAUSE_NOTE = 0.1  # a paced process's pauses this much of GC CPU: said in the provenance
 
 Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
 
@@ -256,92 +254,6 @@ def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
     return [r for r in out if r]
 
 
-# GOGC values people set; an inferred value within SNAP of one is taken as it.
-COMMON_GOGC = (
-    10,
-    20,
-    25,
-    30,
-    40,
-    50,
-    60,
-    75,
-    80,
-    100,
-    120,
-    125,
-    150,
-    200,
-    250,
-    300,
-    400,
-    500,
-    800,
-    1000,
-)
-SNAP = 0.08
-
-
-def _snap_gogc(g: float) -> float:
-    near = min(COMMON_GOGC, key=lambda c: abs(math.log(max(g, 1e-9) / c)))
-    if abs(g / near - 1) <= SNAP:
-        return float(near)
-    return float(round(g / 5) * 5 if g > 20 else round(g))
-
-
-def _cycle_gogc(ss: list[dict[str, Any]]) -> list[float]:
-    """Each cycle's GOGC from its goal and the previous cycle's marked heap,
-    median over 5 cycles, rounded; cycles whose previous one the log lacks
-    count only where none in the window has it (their own marked heap did
-    not set their goal)."""
-    raw, own = [], []
-    for i, s in enumerate(ss):
-        seen = bool(i) and ss[i - 1]["gc_num"] == s["gc_num"] - 1
-        p = ss[i - 1] if seen else s
-        g = 100 * (s["goal"] - p["marked"]) / (p["marked"] + p["roots"])
-        raw.append(g if seen else math.nan)
-        own.append(math.nan if seen else g)
-    out = []
-    for i in range(len(raw)):
-        window = [g for g in raw[max(0, i - 2) : i + 3] if not math.isnan(g)]
-        window = window or [g for g in own[max(0, i - 2) : i + 3] if not math.isnan(g)]
-        out.append(_snap_gogc(statistics.median(window)))
-    return out
-
-
-def _segments(ss: list[dict[str, Any]], gs: list[float]) -> list[tuple[float, list[dict]]]:
-    """Cut a run where its inferred GOGC changes for ``SEGMENT_MIN`` cycles or more."""
-    segs: list[tuple[float, list[dict]]] = []
-    for s, g in zip(ss, gs, strict=True):
-        if segs and (g == segs[-1][0] or len(segs[-1][1]) < SEGMENT_MIN):
-            segs[-1][1].append(s)
-        else:
-            segs.append((g, [s]))
-    # A short last piece belongs to the one before it.
-    if len(segs) > 1 and len(segs[-1][1]) < SEGMENT_MIN:
-        segs[-2][1].extend(segs.pop()[1])
-    return [(statistics.median(_cycle_gogc(seg)), seg) for _, seg in segs]
-
-
-def _cluster(runs: list[tuple[int, list[tuple[Any, list[dict]]]]]) -> list:
-    """One GOGC for segments whose inferred values lie within ``SAME_GOGC`` of
-    each other (the floored MiB of a small heap move a cycle's value by a few
-    percent): their cycle-weighted median, rounded."""
-    segs = sorted((g, len(seg)) for _, ss in runs for g, seg in ss)
-    groups: list[list[tuple[float, int]]] = []
-    for g, n in segs:
-        if groups and g <= groups[-1][0][0] * (1 + SAME_GOGC):
-            groups[-1].append((g, n))
-        else:
-            groups.append([(g, n)])
-    label = {}
-    for grp in groups:
-        ws = [g for g, n in grp for _ in range(n)]
-        med = _snap_gogc(statistics.median(ws))
-        label.update({g: med for g, _ in grp})
-    return [(k, [(label[g], seg) for g, seg in ss]) for k, ss in runs]
-
-
 def _segment_rate(seg: list[dict[str, Any]]) -> float | None:
     span = seg[-1]["t_end"] - seg[0]["t_end"]
     cycles = seg[-1]["gc_num"] - seg[0]["gc_num"]
@@ -367,15 +279,18 @@ def from_gctrace(
         for a, b in zip(ss, ss[1:], strict=False):
             if b["gc_num"] == a["gc_num"] + 1:  # allocated since the last cycle's mark
                 b["per_cycle"] = max(b["peak_heap"] - a["marked"], b["per_cycle"])
-        segs = [(gogc, ss)] if gogc != "infer" else _segments(ss, _cycle_gogc(ss))
+        segs = [(gogc, ss)] if gogc != "infer" else infer.segments(ss, infer.cycle_gogc(ss))
         runs.append((k, segs))
     if gogc == "infer":
-        runs = _cluster(runs)
+        runs = infer.cluster(runs)
+    ranges: dict[Any, list[tuple[float, float]]] = defaultdict(list)
     for k, segs in runs:
         for g, seg in segs:
             n = _segment_rate(seg)
             if n is None or len(seg) < SEGMENT_MIN:
                 continue
+            if gogc == "infer" and (b := infer.segment_bounds(seg)):
+                ranges[g].append(b)
             if g is not None and not GOGC_RANGE[0] <= g <= GOGC_RANGE[1]:  # type: ignore[operator]
                 notes.append(
                     f"run {k + 1}: {len(seg)} cycles whose goals give GOGC={g:g}, outside "
@@ -392,6 +307,8 @@ def from_gctrace(
             f"{source}: no run has {SEGMENT_MIN} or more unforced GC cycles at a usable "
             "GOGC: cannot model GOGC"
         )
+    kept = {s["setting"][0] for s in samples}
+    notes += infer.wide_notes({g: r for g, r in ranges.items() if g in kept})
     obs = Observation(samples, statistics.median(s["procs"] for s in samples), source, notes=notes)
     _gctrace_provenance(obs, gogc)
     return obs
@@ -412,6 +329,10 @@ def _gctrace_provenance(obs: Observation, gogc: Any) -> None:
             f"{label}: the CPU the GC workers leave while marking (too much when Ps "
             "idle: give the process CPU with --process-cpu, or Prometheus beside the log)"
         )
+        if (pauses := obs.mean("pause") / obs.mean("cost")) >= PAUSE_NOTE:  # module rules
+            obs.provenance["GC CPU"] = f"{label}: pauses {pauses:.0%} of it, at their " + (
+                "clock, one P; where Ps idle the runtime counts less (the clock holds the restart)"
+            )
     obs.provenance["memory limit"] = "none (assumed; give --current-limit)"
     obs.provenance["peak RSS"] = "not in gctrace: peak memory taken as 1.4 x the heap goal"
 

@@ -1,0 +1,187 @@
+"""GOGC from gctrace, which does not print it: inferred from the heap goals.
+
+Rules:
+
+1. Per cycle, from the goal the previous cycle's marked heap gave it, ``g =
+   100·(goal − H)/(H + R)``, taken as the median over 5 cycles (of those
+   whose previous cycle the log holds, where any in the 5 does: a thinned
+   log's lone cycle's own marked heap did not set its goal, and on lru,
+   whose marks vary, such cycles put a stretch of a GOGC=100 run at 75),
+   rounded (to a common value within 8 %, else to 5 above 20).
+2. A run is cut into segments where that value changes for 5 cycles or more.
+3. Segments whose values lie within 12 % of each other (across runs too), or
+   that rule 7 joins, are one setting, labelled with their cycle-weighted
+   median, rounded: the floored MiB of a small heap move a cycle's value.
+4. gctrace prints heaps as ``bytes >> 20``: a printed ``X MB`` is ``[X, X + 1)``
+   MiB, and ``samples`` takes its middle. Roots (stacks + globals, each
+   floored) lie within 1 MiB below and 2 MiB above the sum taken.
+5. A cycle's goal was set from the previous cycle's marked heap ``H``:
+   ``g = (goal − H)/(H + R)``. Its bounds put the goal, ``H`` and ``R`` at
+   the ends of their ranges: ``g_lo = (goal − ½ − (H + ½))/(H + ½ + R_hi)``,
+   ``g_hi = (goal + ½ − (H − ½))/(H − ½ + R_lo)`` (in MiB).
+6. One setting's cycles share one GOGC, so a segment's range is the
+   intersection of its cycles' ranges (the marked heap moves from cycle to
+   cycle, which narrows it); where they do not intersect (a goal the runtime
+   raised past the trigger, as on batch at GOGC 25, whose gctrace printed a
+   17 MB goal for a 16.40 MiB ``go_gc_heap_goal_bytes``), the medians of
+   the cycles' bounds.
+7. Two segments are one setting when either's range holds the other's
+   inferred GOGC: the recorded GOGC=25 runs of tiny (14-16 MiB marked) were
+   read as three settings, GOGC 20 (10 cycles, any of 15 to 27 fitting), 25
+   (277 cycles, 22 to 26) and 30 (73 cycles, 21 to 29), and modelled as three.
+   Ranges that only touch do not join (batch at 25 and 50: 19-38, 38-62).
+8. A setting's range is said when it reaches beyond ``SAME_GOGC`` either
+   side of it: recorded batch at GOGC 25 (a 13 MiB heap) read as
+   GOGC 30, any of 19 to 38 fitting its cycles.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+MiB = float(1 << 20)
+SEGMENT_MIN = 5  # cycles of a new GOGC before a run is cut there (rule 2)
+SAME_GOGC = 0.12  # inferred GOGCs this close are one setting (rule 3)
+
+# GOGC values people set; an inferred value within SNAP of one is taken as it (rule 1).
+COMMON_GOGC = (
+    10,
+    20,
+    25,
+    30,
+    40,
+    50,
+    60,
+    75,
+    80,
+    100,
+    120,
+    125,
+    150,
+    200,
+    250,
+    300,
+    400,
+    500,
+    800,
+    1000,
+)
+SNAP = 0.08
+
+
+def snap_gogc(g: float) -> float:
+    near = min(COMMON_GOGC, key=lambda c: abs(math.log(max(g, 1e-9) / c)))
+    if abs(g / near - 1) <= SNAP:
+        return float(near)
+    return float(round(g / 5) * 5 if g > 20 else round(g))
+
+
+def cycle_gogc(ss: list[dict[str, Any]]) -> list[float]:
+    """Each cycle's GOGC from its goal and the previous cycle's marked heap,
+    median over 5 cycles, rounded; cycles whose previous one the log lacks
+    count only where none in the window has it (their own marked heap did
+    not set their goal)."""
+    raw, own = [], []
+    for i, s in enumerate(ss):
+        seen = bool(i) and ss[i - 1]["gc_num"] == s["gc_num"] - 1
+        p = ss[i - 1] if seen else s
+        g = 100 * (s["goal"] - p["marked"]) / (p["marked"] + p["roots"])
+        raw.append(g if seen else math.nan)
+        own.append(math.nan if seen else g)
+    out = []
+    for i in range(len(raw)):
+        window = [g for g in raw[max(0, i - 2) : i + 3] if not math.isnan(g)]
+        window = window or [g for g in own[max(0, i - 2) : i + 3] if not math.isnan(g)]
+        out.append(snap_gogc(statistics.median(window)))
+    return out
+
+
+def segments(ss: list[dict[str, Any]], gs: list[float]) -> list[tuple[float, list[dict]]]:
+    """Cut a run where its inferred GOGC changes for ``SEGMENT_MIN`` cycles or more."""
+    segs: list[tuple[float, list[dict]]] = []
+    for s, g in zip(ss, gs, strict=True):
+        if segs and (g == segs[-1][0] or len(segs[-1][1]) < SEGMENT_MIN):
+            segs[-1][1].append(s)
+        else:
+            segs.append((g, [s]))
+    # A short last piece belongs to the one before it.
+    if len(segs) > 1 and len(segs[-1][1]) < SEGMENT_MIN:
+        segs[-2][1].extend(segs.pop()[1])
+    return [(statistics.median(cycle_gogc(seg)), seg) for _, seg in segs]
+
+
+def cluster(runs: list[tuple[int, list[tuple[Any, list[dict]]]]]) -> list:
+    """One GOGC for segments whose inferred values lie within ``SAME_GOGC`` of
+    each other, or one of which the other's MiB-floored range holds (rule 7):
+    their cycle-weighted median, rounded (rule 3)."""
+    segs = sorted((g, len(seg), segment_bounds(seg)) for _, ss in runs for g, seg in ss)
+    groups: list[list[tuple[float, int, Any]]] = []
+    for g, n, b in segs:
+        if groups and (
+            g <= groups[-1][0][0] * (1 + SAME_GOGC)
+            or any(same_setting((g, b), (h, c)) for h, _, c in groups[-1])
+        ):
+            groups[-1].append((g, n, b))
+        else:
+            groups.append([(g, n, b)])
+    label = {}
+    for grp in groups:
+        ws = [g for g, n, _ in grp for _ in range(n)]
+        med = snap_gogc(statistics.median(ws))
+        label.update({g: med for g, _, _ in grp})
+    return [(k, [(label[g], seg) for g, seg in ss]) for k, ss in runs]
+
+
+def _cycle_bounds(s: dict[str, Any], prev: dict[str, Any]) -> tuple[float, float]:
+    """Rule 5, in percent, for a cycle and the one whose marked heap set its goal."""
+    goal, h, r = s["goal"], prev["marked"], prev["roots"]
+    half = MiB / 2
+    r_lo, r_hi = max(r - MiB, 0.0), r + 2 * MiB
+    lo = 100 * (goal - half - (h + half)) / (h + half + r_hi)
+    hi = 100 * (goal + half - (h - half)) / max(h - half + r_lo, half)
+    return lo, hi
+
+
+def segment_bounds(seg: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    """Rule 6: the GOGC range a segment's cycles allow; None when no cycle's
+    previous one is in the log."""
+    bounds = [
+        _cycle_bounds(s, p)
+        for p, s in zip(seg, seg[1:], strict=False)
+        if s["gc_num"] == p["gc_num"] + 1
+    ]
+    if not bounds:
+        return None
+    lo, hi = max(b[0] for b in bounds), min(b[1] for b in bounds)
+    if lo > hi:
+        lo = statistics.median(b[0] for b in bounds)
+        hi = statistics.median(b[1] for b in bounds)
+    return lo, hi
+
+
+def same_setting(a: tuple[float, Any], b: tuple[float, Any]) -> bool:
+    """Rule 7, for two (inferred GOGC, range or None) segments."""
+    (ga, ra), (gb, rb) = a, b
+    return bool((ra and ra[0] < gb < ra[1]) or (rb and rb[0] < ga < rb[1]))
+
+
+def wide_notes(
+    ranges: dict[float, list[tuple[float, float]]], snap: float = SAME_GOGC
+) -> list[str]:
+    """Rule 8: one note per inferred setting whose segments' joint range is
+    wider than ``snap`` either side of it."""
+    notes = []
+    for g, rs in sorted(ranges.items()):
+        lo, hi = max(r[0] for r in rs), min(r[1] for r in rs)
+        if lo > hi:
+            lo, hi = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+        if lo < g * (1 - snap) or hi > g * (1 + snap):
+            notes.append(
+                f"GOGC={g:g} is inferred from heap sizes gctrace prints in whole MiB: "
+                f"any GOGC from {max(lo, 0):.0f} to {hi:.0f} fits those cycles (a small "
+                "heap); give --gogc"
+            )
+    return notes

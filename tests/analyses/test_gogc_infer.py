@@ -1,0 +1,64 @@
+"""GOGC inferred from gctrace's heap goals (``analyses.gogc.infer``), on the
+recorded validation runs: one setting per run of one GOGC, and the range its
+MiB-floored figures allow said where it is wide."""
+
+from __future__ import annotations
+
+import pytest
+from support import gc_recordings as rec
+
+from pyproflab.analyses.gogc import infer
+from pyproflab.analyses.gogc.samples import from_gctrace
+
+MiB = float(1 << 20)
+
+
+def _observed(workload: str, label: str):
+    return from_gctrace(rec.cycles_table(rec.runs(workload, label)))
+
+
+@pytest.mark.parametrize(("workload", "label"), [("tiny", "gogc25"), ("service", "gogc25")])
+def test_one_gogc_on_a_small_heap_is_one_setting(workload, label):
+    # tiny's three GOGC=25 runs were read as GOGC 20, 25 and 30 (10, 277, 73
+    # cycles) and modelled as three settings; service's as two.
+    obs = _observed(workload, label)
+    assert list(obs.settings) == [(25.0, None)]
+
+
+def test_a_wide_floored_range_is_said():
+    # batch's 13 MiB heap at GOGC 25: gctrace's whole MiB fit anything from 19 to 38.
+    obs = _observed("batch", "gogc25")
+    (said,) = [n for n in obs.notes if "whole MiB" in n]
+    assert "from 19 to 38" in said and said.endswith("give --gogc")
+
+
+def test_a_narrow_range_is_not_said():
+    for workload in ("graph", "lru", "blob", "queue"):
+        obs = _observed(workload, "gogc100")
+        assert not [n for n in obs.notes if "whole MiB" in n], workload
+
+
+def test_ranges_that_only_hold_their_own_value_stay_apart():
+    # batch's GOGC 25 and 50 (19-38 and 38-62): two settings, not one (25 read
+    # as 30, which its note qualifies).
+    dirs = rec.runs("batch", "gogc25") + rec.runs("batch", "gogc50")
+    obs = from_gctrace(rec.cycles_table(dirs))
+    assert sorted(g for g, _ in obs.settings) == [30.0, 50.0]
+
+
+def _cycle(n: int, goal_mib: int, marked_mib: int) -> dict:
+    return {
+        "gc_num": n,
+        "goal": (goal_mib + 0.5) * MiB,
+        "marked": (marked_mib + 0.5) * MiB,
+        "roots": 0.0,
+    }
+
+
+def test_segment_bounds_follow_the_floor():
+    # goal 17, marked 13 (whole MiB), no roots: g_lo = (17 - 14)/(14 + 2),
+    # g_hi = (18 - 13)/13.
+    seg = [_cycle(1, 17, 13), _cycle(2, 17, 13)]
+    lo, hi = infer.segment_bounds(seg)
+    assert lo == pytest.approx(100 * 3 / 16) and hi == pytest.approx(100 * 5 / 13)
+    assert infer.segment_bounds([_cycle(1, 17, 13), _cycle(3, 17, 13)]) is None
