@@ -314,6 +314,9 @@ def test_the_mutators_cpu_per_cycle_carries_its_speed_to_a_higher_gogc(workload:
     m = rec.model(workload, FITS["100+200"], "prometheus")
     k = m.fit.terms["cycle_cpu"]
     assert not k.identified and k.lo == 0 < k.point == pytest.approx(k.hi / 2)
+    assert "per GC cycle or by the machine's load" in k.how
+    one = rec.model(workload, FITS["100"], "prometheus").fit.terms["cycle_cpu"]
+    assert one.how.startswith("one setting") and one.lo == one.point == 0 < one.hi
     errs = {
         r.label: r.error
         for r in rec.table(workload, "prometheus", FITS["100+200"])

@@ -125,9 +125,16 @@ def _cycle_term(
         c = nonneg_fit(rows, ["per_byte", "k"])
         if c["per_byte"] > 0:
             k = min(c["k"], top)
-            how = f"the settings' mutator speeds: per-cycle CPU or the machine's load ({len(use)})"
+            how = (
+                f"the {len(use)} settings' mutator speeds differ: by its CPU per GC cycle "
+                "or by the machine's load, not told apart"
+            )
             return Term("cycle_cpu", k / 2, 0.0, k, k == 0, how)
-    how = "the mutator's CPU per GC cycle is not identified (one setting, or paced)"
+    how = "one setting: the mutator's CPU per GC cycle is not identified"
+    if len(use) >= 2:
+        how = "the settings' mutator CPU does not fit a CPU per GC cycle: not identified"
+        if not saturated:
+            how = "paced, the sweep not fitted: the mutator's CPU per GC cycle is not identified"
     return Term("cycle_cpu", 0.0, 0.0, top, False, how)
 
 
