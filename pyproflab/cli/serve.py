@@ -84,6 +84,14 @@ class Command:
         g.add_argument("--spool-max-mib", type=int, default=1024, metavar="N")
         g.add_argument("--spool-min-free-mib", type=int, default=64, metavar="N")
         g.add_argument("--retry-after", type=float, default=10.0, metavar="S")
+        g.add_argument(
+            "--drain",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="on SIGTERM, seconds the pushes in flight get to finish (then 503; the "
+            "process exits within S+2 s)",
+        )
         g.add_argument("--max-tag-value", type=int, default=256, metavar="BYTES")
         parser.add_argument(
             "--duration",
@@ -124,6 +132,7 @@ class Command:
             idle=args.idle,
             deadline=args.deadline,
             retry_after=args.retry_after,
+            drain=args.drain,
             max_tag_value=args.max_tag_value,
             certfile=args.tls_cert,
             keyfile=args.tls_key,
@@ -162,6 +171,7 @@ _LIMITS = (
     ("spool_max_mib", 0, False),
     ("spool_min_free_mib", 0, True),
     ("retry_after", 0, True),
+    ("drain", 0, True),
     ("max_tag_value", 0, False),
     ("duration", 0, False),
 )

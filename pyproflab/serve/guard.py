@@ -10,7 +10,8 @@ Rules:
   token bound to a service is refused (403) for another service's profiles.
   Tokens are compared in constant time and never logged.
 - ``RateLimit``: a token bucket per client address: ``rate`` requests a
-  second, bursts of ``burst``; past it, 429 with Retry-After.
+  second, bursts of ``burst``; past it, 503 with Retry-After (``server``:
+  dd-trace-go sends a push again after a 5xx, not after a 429).
 - ``Reaper``: every connection has a deadline (idle wait plus one whole
   request); a thread shuts the socket down when it passes, so a client that
   trickles bytes (slowloris) is cut at the deadline, not after its last byte.

@@ -19,6 +19,9 @@ Rules:
   no margin; two kept the lag bounded at that load on 2 cores with the
   acknowledgements' p99 at 0.04 s (docs/serve.md). A second one overlaps
   decoding on a second core, and the store's writes take turns under its lock.
+- On SIGTERM/SIGINT (or at ``duration``) the listening socket is closed and
+  the requests in flight are finished, within ``Options.drain`` seconds plus
+  ``drain.GRACE`` (``drain.Drain``); then the ingesters are stopped.
 - The main thread waits for the stop in slices of ``WAKE`` seconds: the
   kernel delivers a process's SIGTERM to any of its threads, and Python runs
   the handler in the main thread only once that thread runs again; one wait
@@ -150,7 +153,9 @@ def serve(
     try:
         _wait(stop, duration)
     finally:
-        server.shutdown()
+        server.shutdown()  # no connection is accepted any more...
+        server.socket.close()  # refused from now on (any left in its backlog are reset)
+        server.drain.run(opts.drain)
         server.server_close()
         for child in kids:
             child.stop()

@@ -8,13 +8,20 @@ Rules:
   are written, fsynced and renamed into the spool. Every refusal answers
   with its status, closes the connection and logs one line naming the
   client and the reason: 401 (no or wrong token), 403 (token bound to
-  another service), 429 (rate, with Retry-After), 411/413 (no length, body
+  another service), 411/413 (no length, body
   over ``max_body``, an attachment inflating past ``max_profile_bytes``),
   400 (malformed; or a profile part the ingester would refuse:
   ``check_profile``), 415 (a format that is not pprof), 503 (spool full or
-  disk full, with Retry-After; or too many connections). A refusal sent
+  disk full, a client over its rate, or the server stopping, with
+  Retry-After; or too many connections). The rate's answer is 503, not 429:
+  dd-trace-go sends a push again after a 5xx, never after a 4xx (and
+  pyroscope-go never does). A refused push that its SDK will not send again
+  is counted in ``pyproflab_serve_dropped_total{protocol,reason}``. A refusal sent
   before the body was read drops what the client still sends of it (up to
   ``LINGER_BYTES``) before the close, so the client reads the answer.
+- On SIGTERM (``run.serve``) no connection is taken any more, and the
+  requests in flight finish within ``Options.drain`` seconds; a body still
+  being read then is answered 503 (``shutdown``): ``drain.Drain``.
 - Limits: ``max_connections`` open at once (the next is answered 503 and
   closed without a thread); each connection's idle wait plus one whole
   request within ``idle + deadline`` seconds (``guard.Reaper``).
@@ -39,6 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from pyproflab.errors import ProfileError, TooLargeError
+from pyproflab.serve.drain import Drain
 from pyproflab.serve.guard import RateLimit, Reaper, Tokens, retry_after
 from pyproflab.serve.telemetry import CONTENT_TYPE, Telemetry
 from pyproflab.sources.push import (
@@ -75,6 +83,7 @@ class Options:
     idle: float = 5.0
     deadline: float = 30.0
     retry_after: float = 10.0
+    drain: float = 5.0  # seconds a stop gives the requests in flight
     max_tags: int = MAX_TAGS
     max_tag_value: int = MAX_TAG_VALUE
     certfile: str | None = None
@@ -94,6 +103,9 @@ class Refusal(Exception):
         super().__init__(message)
         self.status, self.reason, self.retry, self.quiet = status, reason, retry, quiet
 
+
+#: the push paths and their protocols, as /metrics names them
+PROTOCOLS = {DATADOG_PATH: "datadog", PYROSCOPE_PATH: "pyroscope"}
 
 #: a Datadog agent's paths that carry no profile, answered 404 without a log
 #: line: dd-trace-go posts its telemetry there every minute, from every instance
@@ -136,6 +148,7 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile = _Reader(self.rfile)
+        self.server.drain.opened(self.connection)
         self.server.reaper.watch(self.connection, self.server.opts.idle + self.server.opts.deadline)
         self.connection.settimeout(self.server.opts.idle)
         if isinstance(self.connection, ssl.SSLSocket):
@@ -146,7 +159,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def finish(self) -> None:
         self.server.reaper.forget(self.connection)
+        self.server.drain.closed(self.connection)
         super().finish()
+
+    def parse_request(self) -> bool:
+        self.server.drain.begin(self.connection)  # its request line is read: in flight
+        return super().parse_request()
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.drain.end(self.connection)
 
     # --- answers -------------------------------------------------------------------
 
@@ -156,7 +180,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
-        if status >= 400:
+        if status >= 400 or self.server.drain.stopping:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
@@ -164,6 +188,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def refuse(self, r: Refusal) -> None:
         self.server.telemetry.refused.labels(r.reason).inc()
+        protocol = PROTOCOLS.get(urlsplit(self.path).path)
+        if protocol == "pyroscope" or (protocol == "datadog" and r.status < 500):
+            # pyroscope-go sends nothing again; dd-trace-go only after a 5xx
+            self.server.telemetry.dropped.labels(protocol, r.reason).inc()
         level = logging.DEBUG if r.quiet else logging.WARNING
         log.log(level, "refused %s %s: %s: %s", self.client_address[0], self.path[:80], r.reason, r)
         extra = {"Retry-After": retry_after(r.retry)} if r.retry is not None else None
@@ -177,6 +205,9 @@ class Handler(BaseHTTPRequestHandler):
         ``closed_early``; never a refusal of the headers it lacks)."""
         if self.server.reaper.was_cut(self.connection):
             self.close_connection = True
+            return True
+        if self.rfile.cut and self.server.drain.stopping:  # its read side shut by the stop
+            self.refuse(self._stopping())
             return True
         if self.rfile.cut:
             self.close_connection = True
@@ -240,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
             raise Refusal(401, "unauthorized", "missing or wrong token")
         wait = srv.rate.take(self.client_address[0])
         if wait:
-            raise Refusal(429, "rate_limited", "too many requests from this client", wait)
+            raise Refusal(503, "rate_limited", "too many requests from this client", wait)
         if srv.spool.full():
             raise Refusal(503, "spool_full", "spool is full", srv.opts.retry_after)
         return bound
@@ -256,11 +287,28 @@ class Handler(BaseHTTPRequestHandler):
             raise Refusal(
                 413, "too_large", f"body of {length} bytes; the cap is {self.server.opts.max_body}"
             )
-        body = self.rfile.read(length)
-        if len(body) != length:
-            raise ConnectionResetError("client closed the connection mid-body")
+        body = self._read(length)
         self.body_read = True
         return body
+
+    def _read(self, length: int) -> bytes:
+        """``length`` bytes of body. Past the stop's bound, or ended short while
+        the server stops (its read side shut by the stop), it is answered 503;
+        ended short otherwise, the client went away."""
+        drain, chunks, left = self.server.drain, [], length
+        while left > 0:
+            chunk = b"" if drain.cutting else self.rfile.read1(min(left, 1 << 20))
+            if not chunk:
+                if drain.stopping:
+                    raise self._stopping()
+                raise ConnectionResetError("client closed the connection mid-body")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _stopping(self) -> Refusal:
+        msg = "the server is stopping; send it again"
+        return Refusal(503, "shutdown", msg, self.server.opts.retry_after)
 
     def _linger(self) -> None:
         """After a refusal answered before the body was read: close our side, then
@@ -320,7 +368,8 @@ class PushServer(ThreadingHTTPServer):
         self.rate = RateLimit(opts.client_rate, opts.client_burst)
         self._active = 0
         self._mu = threading.Lock()
-        self.telemetry = Telemetry(spool, lambda: self._active)
+        self.drain = Drain()
+        self.telemetry = Telemetry(spool, lambda: self._active, self.drain.in_flight)
         self.reaper = Reaper(on_cut=self._cut)
         self._tls = None
         if opts.certfile:

@@ -366,3 +366,17 @@ def test_prometheus_gogc_off_is_off(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gogc", "--metrics", *paths, "--budget", "300MiB", "--format", "json"]) == 0
     cur = next(r for r in json.loads(capsys.readouterr().out)["predictions"] if r["current"])
     assert (cur["gogc"], cur["gogc_label"]) == (None, "off")
+
+
+def test_the_mutators_cpu_per_cycle_raises_its_speed_with_fewer_cycles() -> None:
+    """pacer rule 5, mutator rule 2: CPU-bound on one core with no GC cost, a
+    mutator that spends κ = 10 core-seconds a cycle allocates α·cap/(1 + α·κ/Δ):
+    half its own speed at 10 bytes a cycle, 1/1.1 of it at 100; without κ
+    the same at both (the speed rule 5 held at the current setting's)."""
+    p = _bare_params(procs=1.0, cap=1.0, b_nat=0.0, cycle_cpu=10.0)
+    for per_cycle, speed in ((10.0, 0.5), (100.0, 1 / 1.1)):
+        a, gc, mutator = pacer._rates(p, 100.0, 200.0, per_cycle)
+        assert (a, gc, mutator) == pytest.approx((speed, 0.0, 1.0))
+        assert pacer._rates(replace(p, cycle_cpu=0.0), 100.0, 200.0, per_cycle)[0] == 1.0
+    paced = replace(p, saturated=False, alloc=0.5, mutator0=0.2, cap=4.0)
+    assert pacer._rates(paced, 100.0, 200.0, 10.0)[2] == pytest.approx(0.2 + 0.05 * 10.0)

@@ -96,13 +96,13 @@ ACHIEVED = {
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 23),
-        "gc_share": (16, 25),
+        "cycles_per_min": (10, 20),
+        "gc_share": (15, 23),
     },
     ("100+200", "batch", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 25),
-        "gc_share": (16, 25),
+        "cycles_per_min": (10, 22),
+        "gc_share": (15, 24),
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
@@ -299,6 +299,30 @@ def test_a_sweep_cost_within_the_runs_spread_is_not_identified() -> None:
     got = m.predict(25.0, None)["process_cores"]
     busy = [rec.busy_cores(d) for d in rec.runs("blob", "gogc25")]
     assert got == pytest.approx(sum(busy) / len(busy), rel=0.10)
+
+
+@pytest.mark.parametrize("workload", ["graph", "lru"])
+def test_the_mutators_cpu_per_cycle_carries_its_speed_to_a_higher_gogc(workload: str) -> None:
+    """mutator rule 2: flat out and pointer-dense, graph and lru allocate more
+    per mutator core-second at a higher GOGC (graph 897 MiB at 100, 1142 at
+    200, 1305 at 800): a CPU cost per cycle. Fitted on GOGC 100 and 200
+    (Prometheus), its range runs from 0 (the difference all the machine's
+    load) to the fit that puts it all on the cycles, the point in the middle,
+    and the heap goal at 400 and 800, whose floating garbage the mutator's
+    speed sets, is within 10 % (at the current setting's speed graph's came
+    out 17 and 16 % low)."""
+    m = rec.model(workload, FITS["100+200"], "prometheus")
+    k = m.fit.terms["cycle_cpu"]
+    assert not k.identified and k.lo == 0 < k.point == pytest.approx(k.hi / 2)
+    assert "per GC cycle or by the machine's load" in k.how
+    one = rec.model(workload, FITS["100"], "prometheus").fit.terms["cycle_cpu"]
+    assert one.how.startswith("one setting") and one.lo == one.point == 0 < one.hi
+    errs = {
+        r.label: r.error
+        for r in rec.table(workload, "prometheus", FITS["100+200"])
+        if r.label in ("gogc400", "gogc800") and r.metric == "goal"
+    }
+    assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.10, errs
 
 
 def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:

@@ -75,12 +75,29 @@ def test_a_token_bound_to_a_service_pushes_only_for_it(tmp_path, logs):
 
 
 def test_rate_per_client(tmp_path, logs):
+    """Past its rate a client is answered 503, which dd-trace-go sends again
+    (it drops a 4xx: the 429 this was); /metrics counts as dropped the refused
+    pushes their SDK will not send again: pyroscope-go's, whatever the answer,
+    and dd-trace-go's answered other than 5xx."""
     with running_server(tmp_path / "spool", client_rate=0.01, client_burst=3) as server:
         port = server.server_address[1]
         got = [replay(port, PYRO[i][1], PYRO[i][2]) for i in range(5)]
-    assert [s for s, _ in got] == [200, 200, 200, 429, 429]
+        dd = replay(port, DD[0][1], DD[0][2])
+        metrics = server.telemetry.render().decode()
+    assert [s for s, _ in got] == [200, 200, 200, 503, 503] and dd[0] == 503
     assert int(got[3][1]["Retry-After"]) >= 1
-    assert len(_refusal_lines(logs)) == 2
+    assert len(_refusal_lines(logs)) == 3
+    assert 'pyproflab_serve_refused_total{reason="rate_limited"} 3.0' in metrics
+    assert 'dropped_total{protocol="pyroscope",reason="rate_limited"} 2.0' in metrics
+    dropped = [x for x in metrics.splitlines() if x.startswith("pyproflab_serve_dropped_total{")]
+    assert not [x for x in dropped if 'protocol="datadog"' in x], dropped
+
+
+def test_a_datadog_refusal_other_than_5xx_is_counted_dropped(tmp_path):
+    with running_server(tmp_path / "spool", tokens={TOKEN: None}) as server:
+        assert replay(server.server_address[1], DD[0][1], DD[0][2])[0] == 401
+        metrics = server.telemetry.render().decode()
+    assert 'dropped_total{protocol="datadog",reason="unauthorized"} 1.0' in metrics
 
 
 def test_oversized_body_is_refused_unread(tmp_path, logs):

@@ -45,36 +45,22 @@ def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> Non
 
 
 def start_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> list:
-    env = dict(os.environ, DD_INSTRUMENTATION_TELEMETRY_ENABLED="false")
     return [
-        subprocess.Popen(
-            [
-                str(bins / "ddpush"),
-                "-addr",
-                f"127.0.0.1:{port}",
-                "-duration",
-                f"{seconds}s",
-                "-period",
-                period,
-                "-capture",
-                str(cap / "dd"),
-            ],
-            env=env,
-        ),
-        subprocess.Popen(
-            [
-                str(bins / "pyropush"),
-                "-server",
-                f"http://127.0.0.1:{port}",
-                "-duration",
-                f"{seconds}s",
-                "-rate",
-                period,
-                "-capture",
-                str(cap / "pyro"),
-            ],
-        ),
+        start_ddpush(bins, port, cap, seconds, period),
+        start_pyropush(bins, port, cap, seconds, period),
     ]
+
+
+def start_ddpush(bins: Path, port: int, cap: Path, seconds: int, period: str) -> subprocess.Popen:
+    env = dict(os.environ, DD_INSTRUMENTATION_TELEMETRY_ENABLED="false")
+    argv = [str(bins / "ddpush"), "-addr", f"127.0.0.1:{port}", "-duration", f"{seconds}s"]
+    return subprocess.Popen([*argv, "-period", period, "-capture", str(cap / "dd")], env=env)
+
+
+def start_pyropush(bins: Path, port: int, cap: Path, seconds: int, period: str) -> subprocess.Popen:
+    argv = [str(bins / "pyropush"), "-server", f"http://127.0.0.1:{port}"]
+    argv += ["-duration", f"{seconds}s", "-rate", period, "-capture", str(cap / "pyro")]
+    return subprocess.Popen(argv)
 
 
 def wait_drained(spool: Path, timeout: float) -> None:
@@ -199,3 +185,41 @@ def test_sigterm_mid_push_loses_nothing_acknowledged(pushers_bin: Path, tmp_path
     assert set(want) <= set(stored) <= set(could)
     assert len(stored) == len(set(stored))
     assert not any((spool / "refused").iterdir()) and not any((spool / "ready").iterdir())
+
+
+def test_dd_trace_go_sends_again_a_push_refused_for_its_rate(pushers_bin: Path, tmp_path: Path):
+    """dd-trace-go alone against a rate of one request: every later upload is
+    refused, and the SDK sends it a second time (its two attempts), as it does
+    after a 5xx. Before, the refusal was a 429, which it drops: each refused
+    upload was sent once (7 of 18 dd-trace-go uploads lost so in
+    bench.serve_refusals at --client-rate 1 --client-burst 2)."""
+    from pyproflab.sources.push import parse_datadog
+
+    port, cap = free_port(), tmp_path / "cap"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pyproflab", "serve", "--spool", str(tmp_path / "spool")]
+        + ["--db", str(tmp_path / "s.duckdb"), "--no-ingest", "--listen", f"127.0.0.1:{port}"]
+        + ["--client-rate", "0.001", "--client-burst", "1", "--duration", "120"],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.5)
+        dd = start_ddpush(pushers_bin, port, cap, 7, "2s")  # its uploads at about 2, 4, 6 s
+        assert dd.wait(timeout=120) == 0
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=60)
+    attempts: dict[tuple, list[int]] = {}
+    for p in sorted((cap / "dd").glob("*.json")):
+        rec = json.loads(p.read_text())
+        if "/telemetry/" in rec["url"]:
+            continue
+        push = parse_datadog(rec["header"]["Content-Type"][0], p.with_suffix(".body").read_bytes())
+        attempts.setdefault((push.start_ns, push.end_ns), []).append(rec["status"])
+    got = sorted(attempts.values())
+    assert [200] in got and len(got) >= 2, (got, err[-2000:])
+    refused = [a for a in got if a != [200]]
+    assert all(set(a) == {503} for a in refused), got
+    assert [503, 503] in refused, got  # the upload at ~4 s, sent again within the 2 s period

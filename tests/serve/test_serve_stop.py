@@ -1,11 +1,172 @@
-"""`pyproflab serve` stopped by SIGTERM."""
+"""`pyproflab serve` stopped by SIGTERM: the pushes in flight are finished.
+
+A server in its own process on 127.0.0.1 (``--no-ingest``), a raw HTTP client
+that sends a recorded dd-trace-go push in two halves; each step waits for an
+event (a log line, a gauge on /metrics, an answer), never for a time.
+"""
 
 from __future__ import annotations
 
+import http.client
+import queue
+import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
 
+import pytest
+from support.push_helpers import RECORDED, records, request_target
 from support.testenv import REPO
+
+DD = records(RECORDED / "dd")
+
+
+class Server:
+    """``pyproflab serve`` in a process, its stderr lines in a queue."""
+
+    def __init__(self, tmp_path, *flags: str):
+        self.spool = tmp_path / "spool"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pyproflab", "serve", "--spool", str(self.spool)]
+            + ["--db", str(tmp_path / "s.duckdb"), "--no-ingest", "--listen", "127.0.0.1:0"]
+            + [*flags, "--duration", "600"],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: str) -> re.Match:
+        while True:
+            line = self.lines.get(timeout=60)
+            self.seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+            assert line, f"serve ended before {pattern!r}: {''.join(self.seen)[-2000:]}"
+
+    def in_flight(self) -> float:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        return float(re.search(r"^pyproflab_serve_requests_in_flight (\S+)$", text, re.M)[1])
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        self.wait_for(r"stopping: \d+ requests in flight")
+        return self.proc.wait(timeout=60)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _half_sent(port: int) -> tuple[socket.socket, bytes]:
+    """A connection holding a recorded push's headers and half its body; the rest."""
+    _, rec, body = DD[0]
+    head = f"POST {request_target(rec)} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head += f"Content-Type: {rec['header']['Content-Type'][0]}\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(head.encode() + body[: len(body) // 2])
+    return s, body[len(body) // 2 :]
+
+
+def _answer(s: socket.socket) -> http.client.HTTPResponse:
+    r = http.client.HTTPResponse(s)
+    r.begin()
+    r.read()
+    return r
+
+
+def _refusals(server: Server, reason: str) -> list[str]:
+    return [x for x in server.seen if re.search(rf"refused \S+ \S+: {reason}: ", x)]
+
+
+@pytest.fixture
+def serve(tmp_path):
+    made = []
+
+    def start(*flags: str) -> Server:
+        made.append(Server(tmp_path, *flags))
+        return made[-1]
+
+    yield start
+    for s in made:
+        s.kill()
+
+
+def _wait_in_flight(server: Server, n: int) -> None:
+    # the /metrics request counts itself: n pushes in flight read n + 1
+    while server.in_flight() < n + 1:
+        pass
+
+
+def test_sigterm_finishes_a_push_whose_body_is_being_read(serve):
+    """Before, serve exited at SIGTERM with the push half read: the client got
+    the connection closed without an answer and nothing was spooled."""
+    server = serve()
+    s, rest = _half_sent(server.port)
+    with s:
+        _wait_in_flight(server, 1)
+        server.proc.send_signal(signal.SIGTERM)
+        server.wait_for(r"stopping: 1 requests in flight, waiting up to 5s")
+        s.sendall(rest)
+        r = _answer(s)
+        assert (r.status, r.getheader("Connection")) == (200, "close")
+        assert s.recv(1) == b""  # and the server closed the connection
+    assert server.proc.wait(timeout=60) == 0
+    assert len(list((server.spool / "ready").glob("*.push"))) == 1
+
+
+def test_a_push_still_being_read_at_the_bound_is_answered_503(serve):
+    """The client stops sending; at --drain the push is answered 503 (dd-trace-go
+    retries it), counted and logged, and serve exits 0. Before, the client got
+    the connection closed without an answer."""
+    server = serve("--drain", "0.5")
+    s, _ = _half_sent(server.port)
+    with s:
+        _wait_in_flight(server, 1)
+        server.proc.send_signal(signal.SIGTERM)
+        server.wait_for(r"stopping: 1 requests in flight, waiting up to 0.5s")
+        r = _answer(s)
+        assert r.status == 503 and int(r.getheader("Retry-After")) >= 1
+    assert server.proc.wait(timeout=60) == 0
+    server.wait_for(r"^$")  # the rest of its stderr
+    assert len(_refusals(server, "shutdown")) == 1, "".join(server.seen)
+    assert not list((server.spool / "ready").glob("*.push"))
+
+
+def test_an_idle_kept_alive_connection_is_closed_at_once(serve):
+    """A connection waiting for its next request is closed at SIGTERM (its
+    client takes a new one), and the stop does not wait for it: with --drain
+    600, serve exits as soon as nothing is in flight."""
+    _, rec, body = DD[0]
+    server = serve("--drain", "600")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    headers = {"Content-Type": rec["header"]["Content-Type"][0]}
+    conn.request("POST", request_target(rec), body=body, headers=headers)
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("Connection") != "close"
+    r.read()
+    assert server.stop() == 0
+    assert conn.sock.recv(1) == b""
+    conn.close()
+
 
 _SIGTERM_ON_A_SERVER_THREAD = """
 import signal, sys, threading

@@ -54,21 +54,13 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    at 100-200). With graph's and lru's GOGC 100 in it, the cost per cycle
    predicted at 400 and 800 from GOGC 100 and 200 came out up to 12 % high
    (lru, gctrace), and their GC share there up to 44 %.
-4. The mutator (``pacer`` rule 5): per setting, its CPU ``N`` and the sweep
-   regressor ``n·goal``. Paced: ``N = N0 + s·n·goal``, least squares over
-   settings when two or more are seen (``s`` identified, within 0 and
-   ``SWEEP_MAX``), unless one CPU lies within every setting's runs' spread
-   (``cost`` rule 2): a sweep cost the runs' noise can hide is not
-   identified. Blob's runs used 0.41-0.45 cores at GOGC 100, 0.35-0.41 at
-   200 (Prometheus); fitted on that, the process at 25 came out 0.69 cores
-   where its runs used 0.50-0.52 (GC share -29 %; now 0.55 cores, -8 %).
-   Else, and always when CPU-bound (the settings' ``α``
-   differ by the load more than by sweeping, rule 3), ``s`` has point
-   ``SWEEP`` and range ``[0, SWEEP_MAX]`` (core-seconds per heap byte per
-   cycle), with ``α = A/(N − s·n·goal)`` or ``N0`` from the current setting.
-   A paced process's ``α`` is ``A/N0`` at the current setting (the speed
-   it runs at should the GC's CPU leave it short of its pace, ``pacer``
-   rule 5).
+4. The mutator (``pacer`` rule 5; ``mutator``'s rules): per setting, its CPU
+   ``N``, cycles a second ``n`` and the sweep regressor ``n·goal``. The sweep
+   term ``s`` is fitted on paced settings, else a prior; the mutator's CPU
+   per cycle ``κ`` is bounded by CPU-bound settings (the rise of its bytes
+   per core-second with GOGC: graph 897 at GOGC 100 to 1305 at 800), else
+   a range from the current setting; ``α`` or ``N0`` is the current
+   setting's, the rest of its CPU.
 5. CPU-bound: the median idle share of the samples under 3 % (``Observation.
    saturated``). ``cap``: GOMAXPROCS (the runtime's CPU accounting is P-time).
 5b. The limiter's hold (``pacer`` rule 6): CPU-bound, the largest GC share of
@@ -90,10 +82,10 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    gctrace). Not identified: its range runs from ``k`` to
    no bound; the point is ``k`` when two or more settings are observed,
    else no bound. From one setting nothing carries the mutator's speed
-   beyond it (rule 8's residual at a second, higher setting does): on graph,
-   fitted on GOGC 100 alone from gctrace, the bound put the cycles per minute
-   at 800 23 % low (8 % without it), the mutator's faster pace there (rule 5
-   does not model it) having been offset by the lower trigger.
+   beyond it (``κ``'s point is 0, rule 4; rule 8's residual at a second,
+   higher setting does): on graph, fitted on GOGC 100 alone from gctrace,
+   the bound put the cycles per minute at 800 23 % low (8 % without it), the
+   mutator's faster pace there having been offset by the lower trigger.
 7. Memory: the largest heap/goal and RSS/goal seen; the memory beyond the
    heap from RSS − heap in use (Prometheus) or the peak RSS given less the
    peak heap; what a limit counts beside the heap, the mean over the
@@ -105,7 +97,11 @@ seconds it stands for; ``S = L + R`` the scan work, rule 3):
    compared with what was seen (goal, cycles per minute, GC cores, the
    mutator's cores, peak memory); a prediction elsewhere is multiplied by the ratio
    interpolated over ``u = log(goal/S)`` between observed settings, held
-   at the nearest one beyond them. Observed settings are then reproduced.
+   at the nearest one beyond them. Observed settings are then reproduced;
+   so are they at the ends of ``κ``'s range (``mutator`` rule 2), which
+   get ratios of their own (``ANCHORED``): ``κ`` is what the observed
+   settings' speeds leave open, not a departure from them (unanchored, a
+   canary at GOGC 400 with a limit widened lru's GC share interval there).
 9. One service: a setting whose marked heap differs from the current
    setting's by more than 3x is another process's (two services in one log,
    or a changed build) and is left out, with a note. (Floating garbage
@@ -120,16 +116,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyproflab.analyses.gogc import marks
+from pyproflab.analyses.gogc import marks, mutator
 from pyproflab.analyses.gogc.cost import (
     THETA,
     THETA_MAX,
     CostFit,
     fit_cost,
     less_idle,
-    nonneg_fit,
     one_within_spread,
-    spread,
 )
 from pyproflab.analyses.gogc.cost import wmean as _wmean
 from pyproflab.analyses.gogc.pacer import (
@@ -140,10 +134,10 @@ from pyproflab.analyses.gogc.pacer import (
     solve,
 )
 from pyproflab.analyses.gogc.samples import Observation, Setting
+from pyproflab.analyses.gogc.term import Term
 
-# Priors for terms one setting does not identify (rules 2-4); see the module notes
-# in ``predict`` for the workloads they were set on.
-SWEEP, SWEEP_MAX = 2e-11, 2e-10  # core-seconds per heap byte per cycle
+# Priors for terms one setting does not identify (rules 2-3; ``mutator`` for rule 4's);
+# see the module notes in ``predict`` for the workloads they were set on.
 B_NAT_RANGE = 1.5
 PEAK_CONS_HOW = (
     "whether the pacer's runway at another setting is an unhurried mark's or the "
@@ -153,19 +147,8 @@ SQUEEZE_HOW = "how far the assists carry a squeezed mark toward the goal: not id
 HURRIED = 0.6  # of the widest runway: a mark hurried by assists
 LIVE_SPREAD = 3.0  # marked heaps further apart are not one service's (rule 9)
 MiB = float(1 << 20)
+ANCHORED = ("cycle_cpu",)  # rule 8: terms whose ends reproduce the observed settings
 RESIDUAL_KEYS = ("goal", "cycles_per_min", "gc_cores", "mutator_cores", "peak_memory")
-
-
-@dataclass
-class Term:
-    """One model term: its point, its range, and whether the data identify it."""
-
-    name: str
-    point: float
-    lo: float
-    hi: float
-    identified: bool
-    how: str
 
 
 @dataclass
@@ -260,36 +243,6 @@ def _cost_terms(
     return out, cf
 
 
-def _mutator_terms(groups: list[dict[str, float]], saturated: bool, flat: bool) -> dict[str, Term]:
-    """Rule 4: α (CPU-bound) or N0 (paced), and the sweep term ``s``; a fit
-    outside the prior's range (the settings' CPU moved for another reason: other
-    work on the machine) is not taken, and the term stays unidentified."""
-    use = [f for f in groups if math.isfinite(f["mutator"]) and f["mutator"] > 0]
-    how = "one setting: the mutator's CPU per heap byte swept is not identified"
-    if len(use) >= 2:  # and none of the rules below applies
-        how = f"the {len(use)} settings' swept heaps differ by < 10%: sweeping not identified"
-    if saturated and len(use) >= 2:
-        how = (
-            "CPU-bound: the settings' mutator speeds differ by the machine's load more "
-            "than by sweeping: not identified (α is the current setting's)"
-        )
-    elif len(use) >= 2 and flat:
-        how = "the settings' mutator CPU differs by less than their runs: sweeping not identified"
-    elif len(use) >= 2 and spread([f["sweep_x"] for f in use]) >= 0.1:
-        rows = [(1.0, [1.0, f["sweep_x"]], f["mutator"]) for f in use]
-        c = nonneg_fit(rows, ["n0", "s"])
-        base = Term("mutator0", c["n0"], c["n0"], c["n0"], True, "")
-        if c["n0"] > 0 and c["s"] <= SWEEP_MAX:
-            base.how = f"fitted over {len(use)} settings"
-            base.lo = base.hi = base.point
-            return {base.name: base, "sweep": Term("sweep", c["s"], c["s"], c["s"], True, base.how)}
-        how = (
-            f"the mutator's CPU at the {len(use)} settings does not fit a sweeping cost "
-            "(other work on the machine?): not identified"
-        )
-    return {"sweep": Term("sweep", SWEEP, 0.0, SWEEP_MAX, False, how)}
-
-
 def _b_nat_term(groups: list[dict[str, float]], ref_alloc: float) -> Term:
     """Rule 2."""
     scaled = [
@@ -344,14 +297,10 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
     if fit.cost is not None:
         c0 = t["c0"]
         c1, c2 = fit.cost.per_byte(c0, t["theta"])
-    s = t["sweep"]
+    s, k = t["sweep"], t["cycle_cpu"]
     alpha, mut0 = p.alpha, p.mutator0
     if "alpha" not in fit.terms and "mutator0" not in fit.terms:
-        base = cur["mutator"] - s * cur["sweep_x"]
-        if base <= 0:  # more sweeping than the mutator's CPU: none of it
-            s, base = 0.0, cur["mutator"]
-        alpha = cur["alloc"] / base if base > 0 else 0.0
-        mut0 = base
+        alpha, mut0, s, k = mutator.base(cur, s, k)
     elif alpha <= 0 < mut0:  # paced: its speed should the GC's CPU leave it short
         alpha = cur["alloc"] / mut0
     return replace(
@@ -360,6 +309,7 @@ def params_with(fit: Fit, values: dict[str, float]) -> Params:
         c1=c1,
         c2=c2,
         sweep=s,
+        cycle_cpu=k,
         alpha=alpha,
         mutator0=mut0,
         b_nat=t["b_nat"],
@@ -403,7 +353,7 @@ def fit(obs: Observation, cap: float | None = None) -> Fit:
     terms, cost = _cost_terms(*marks.unheld(obs, groups, weights, cur, saturated))
     notes += cost.notes
     flat = one_within_spread(obs.settings, "mutator")
-    terms.update(_mutator_terms(list(groups.values()), saturated, flat))
+    terms.update(mutator.terms(list(groups.values()), saturated, flat, cur))
     terms["b_nat"] = _b_nat_term(list(groups.values()), cur["alloc"])
     terms["squeeze"] = Term("squeeze", 1.0, 0.0, 1.0, False, SQUEEZE_HOW)
     k = marks.peak_cons(obs)
@@ -482,6 +432,14 @@ def _residuals(f: Fit, obs: Observation) -> list[tuple[float, dict[str, float]]]
             ratios[k] = a / b if ok else 1.0
         out.append((sf.figures["u"], ratios))
     return sorted(out, key=lambda x: x[0])
+
+
+def anchored(f: Fit, p: Params, obs: Observation) -> Fit:
+    """Rule 8 at another parameter set: ``f`` with ``p`` and the ratios ``p``
+    leaves at the observed settings."""
+    out = replace(f, params=p)
+    out.residuals = _residuals(out, obs)
+    return out
 
 
 def residual_at(f: Fit, u: float) -> dict[str, float]:

@@ -31,9 +31,10 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    at the floor, 45/64 of the way from ``H`` to the goal, where gctrace's
    mean heap at the mark's start sat at 0.83-0.84 (0.71 at 400): cycles per
    minute at 800 came out 17 and 28 % high (fitted on GOGC 100 and 200,
-   Prometheus; now −2 and +6 %). Their heap goal there is still 9-16 % low:
-   the mutator's bytes per core-second rose from 889 at GOGC 100 to 1304
-   at 800 (graph, Prometheus), which rule 5 does not model.
+   Prometheus; now −2 and +6 %). Their heap goal there came out 2-16 % low
+   with the mutator's bytes per core-second held at the current setting's
+   (graph: 889 at GOGC 100, 1304 at 800, Prometheus); with rule 5's CPU
+   per cycle, −6 to +7 %.
 3. Floating garbage: objects allocated while marking are allocated black,
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
@@ -86,13 +87,17 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    MiB (Prometheus) and 0 (gctrace, whole MiB), slopes 1.02 and 1.05: the
    two settings do not identify such a term, and the object sizes that
    bound it are in neither source.
-5. The mutator: ``N = N0 + s·(A/Δ)·goal`` cores, where ``s`` is its CPU per
-   heap byte per cycle (sweeping every span in use once a cycle). Paced (not
-   CPU-bound), ``A`` is fixed, until ``N + G`` would exceed ``cap``, and then
-   as CPU-bound with the current setting's ``α = A/N0``; CPU-bound,
-   the CPU the GC leaves goes to the mutator, which allocates ``α`` bytes per
-   core-second of its own: ``A = α·(cap − G − s·n·goal)``, that is
-   ``A = α·cap / (1 + α·(C + s·goal)/Δ)``. No prediction exceeds ``cap``.
+5. The mutator: ``N = N0 + (A/Δ)·(κ + s·goal)`` cores, where ``κ`` is its
+   CPU per cycle and ``s`` its CPU per heap byte per cycle (sweeping every
+   span in use once a cycle; ``mutator``'s rules). Paced (not CPU-bound),
+   ``A`` is fixed, until ``N + G`` would exceed ``cap``, and then as
+   CPU-bound with the current setting's ``α = A/N0``; CPU-bound, the CPU the
+   GC leaves goes to the mutator, which allocates ``α`` bytes per
+   core-second of its own: ``A = α·(cap − G − n·(κ + s·goal))``, that is
+   ``A = α·cap / (1 + α·(C + κ + s·goal)/Δ)``: with fewer cycles less of
+   the mutator's CPU goes to them, and its bytes per core-second rise
+   (graph's from 793 at GOGC 25 to 1305 at 800). No prediction exceeds
+   ``cap``.
 6. The limiter: under a limit, GC CPU is capped at 50 % of P; a setting whose
    GC CPU would reach it, or whose limit leaves a runway under 25 % of ``L``,
    is ``near-limit`` (the GC runs nearly all the time: a death spiral), never
@@ -173,6 +178,7 @@ class Params:
     held: float = 0.0  # the GC share the limiter held at an observed setting (rule 6); 0: none
     squeeze: float = 1.0  # σ: how far the assists' pace carries a squeezed mark (rule 3)
     peak_cons: float = math.inf  # k: the largest of 5 cycles' cons/mark over their mean (rule 2)
+    cycle_cpu: float = 0.0  # κ: the mutator's CPU per cycle, core-seconds (rule 5)
 
 
 def background_workers(procs: float) -> tuple[int, float]:
@@ -287,13 +293,13 @@ def _rates(p: Params, h: float, goal: float, per_cycle: float) -> tuple[float, f
     if not p.saturated:
         a = p.alloc
         n = a / per_cycle
-        g, mut = n * cost, p.mutator0 + p.sweep * n * goal
+        g, mut = n * cost, p.mutator0 + n * (p.cycle_cpu + p.sweep * goal)
         if mut + g <= p.cap * (1 + 1e-6):
             idle = max(p.cap - mut - g, 0.0)  # the idle mark workers' share of it
             return a, g + min(n * p.idle_s, 1.0) * idle, mut
     if p.alpha <= 0:
         return 0.0, 0.0, p.cap
-    a = p.alpha * p.cap / (1 + p.alpha * (cost + p.sweep * goal) / per_cycle)
+    a = p.alpha * p.cap / (1 + p.alpha * (cost + p.cycle_cpu + p.sweep * goal) / per_cycle)
     n = a / per_cycle
     return a, n * cost, p.cap - n * cost
 

@@ -59,8 +59,10 @@ looking at six of the seven validation workloads of tests/gcbench (``make
 bench-gc``); the seventh, ``queue``, was held out of every choice, but for
 ``pacer`` rule 3's squeezed mark (no constant: derived from ``revise``), whose
 check looked at queue's GOGC 25-50 marks beside tiny's and service's, and
-``fit`` rule 6b's point with one setting, chosen with every workload's table
-(queue's included) in view. Fits of the
+``fit`` rule 6b's point with one setting, and ``mutator`` rule 2's (the
+middle of ``κ``'s range from two settings; ``KAPPA_SHARE``, its bound from
+one, measured on graph), chosen with every workload's table (queue's
+included) in view. Fits of the
 sweep term on the seven gave 0 to 7e-9 (the machine's other work moves the
 mutator's CPU more): no prior came from them.
 """
@@ -157,10 +159,21 @@ class Model:
     obs: Observation
     fit: fitting.Fit
     variants: list[fitting.Fit] = field(default_factory=list)
+    ends: dict[tuple[str, float], fitting.Fit] = field(default_factory=dict)
 
     @classmethod
     def build(cls, obs: Observation, cap: float | None = None) -> Model:
         return cls(obs, fitting.fit(obs, cap), [fitting.fit(v, cap) for v in variants(obs)])
+
+    def term_end(self, name: str, x: float) -> tuple[fitting.Fit, Params]:
+        """The fit and parameters at one end of a term's range (rule 2), with
+        ratios of its own for the terms ``fit`` rule 8 anchors."""
+        p = self.fit.with_terms(**{name: x})
+        if name not in fitting.ANCHORED:
+            return self.fit, p
+        if (name, x) not in self.ends:
+            self.ends[(name, x)] = fitting.anchored(self.fit, p, self.obs)
+        return self.ends[(name, x)], p
 
     def distance(self, u: float) -> float:
         seen = [sf.figures["u"] for sf in self.fit.observed]
@@ -172,7 +185,7 @@ class Model:
         pt = point(f, f.params, g, limit)
         spread = [point(v, v.params, g, limit) for v in self.variants]
         terms = [
-            (point(f, f.with_terms(**{t.name: x}), g, limit))
+            point(*self.term_end(t.name, x), g, limit)
             for t in f.terms.values()
             if not t.identified
             for x in (t.lo, t.hi)
