@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import queue
+import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,10 +35,49 @@ from support.testenv import REPO
 pytestmark = pytest.mark.go
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Serve:
+    """``pyproflab serve`` on a port it binds itself (``127.0.0.1:0``), started once
+    it says where it listens: under load its start-up took 11-22 s (a fixed 1.5 s
+    sleep let the SDKs' first pushes meet a closed port)."""
+
+    def __init__(self, spool: Path, db: Path, *flags: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pyproflab", "serve", "--spool", str(spool), "--db", str(db)]
+            + ["--listen", "127.0.0.1:0", *flags, "--duration", "120"],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = int(self._wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def _wait_for(self, pattern: str) -> re.Match:
+        while True:
+            line = self.lines.get(timeout=300)  # bounds a hang only
+            self.seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+            assert line, f"serve ended before {pattern!r}: {''.join(self.seen)[-2000:]}"
+
+    def stop(self) -> str:
+        """SIGTERM; its whole stderr once it has ended."""
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+        while not self.seen or self.seen[-1]:
+            self.seen.append(self.lines.get(timeout=60))
+        return "".join(self.seen)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
 
 
 def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> None:
@@ -70,34 +111,14 @@ def wait_drained(spool: Path, timeout: float) -> None:
 
 
 def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_path: Path):
-    port, spool, db = free_port(), tmp_path / "spool", tmp_path / "s.duckdb"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyproflab",
-            "serve",
-            "--spool",
-            str(spool),
-            "--db",
-            str(db),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--duration",
-            "120",
-        ],
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    spool, db = tmp_path / "spool", tmp_path / "s.duckdb"
+    server = Serve(spool, db)
     try:
-        time.sleep(1.5)
-        run_sdks(pushers_bin, port, tmp_path / "cap", 8, "3s")
+        run_sdks(pushers_bin, server.port, tmp_path / "cap", 8, "3s")
         wait_drained(spool, 60)
     finally:
-        server.terminate()
-        _, err = server.communicate(timeout=60)
-    assert server.returncode == 0, err[-2000:]
+        err = server.stop()
+    assert server.proc.returncode == 0, err[-2000:]
     sent = sorted((tmp_path / "cap").glob("*/*.json"))
     acked = [p for p in sent if json.loads(p.read_text())["status"] == 200]
     pushes = [p for p in sent if "/telemetry/" not in json.loads(p.read_text())["url"]]
@@ -121,16 +142,6 @@ def test_live_sdks_every_acknowledged_profile_is_stored(pushers_bin: Path, tmp_p
     assert not any((spool / "refused").iterdir())
 
 
-def _serve(spool: Path, db: Path, port: int) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "pyproflab", "serve", "--spool", str(spool), "--db", str(db)]
-        + ["--listen", f"127.0.0.1:{port}", "--duration", "120"],
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _wait_acked(cap: Path, n: int, timeout: float) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -151,19 +162,16 @@ def test_sigterm_mid_push_loses_nothing_acknowledged(pushers_bin: Path, tmp_path
     after one `spool-ingest`, every acknowledged profile is stored exactly once
     (as many stored as the SDKs' distinct acknowledged parts), nothing unsent
     is, nothing refused."""
-    port, spool, db = free_port(), tmp_path / "spool", tmp_path / "s.duckdb"
-    server = _serve(spool, db, port)
+    spool, db = tmp_path / "spool", tmp_path / "s.duckdb"
+    server = Serve(spool, db)
     try:
-        time.sleep(1.5)
-        sdks = start_sdks(pushers_bin, port, tmp_path / "cap", 14, "2s")
+        sdks = start_sdks(pushers_bin, server.port, tmp_path / "cap", 14, "2s")
         _wait_acked(tmp_path / "cap", 3, 60)
-        server.terminate()  # SIGTERM, mid-run: the SDKs push for seconds more
-        _, err = server.communicate(timeout=60)
+        err = server.stop()  # SIGTERM, mid-run: the SDKs push for seconds more
         assert [p.wait(timeout=120) for p in sdks] == [0, 0]
     finally:
-        if server.poll() is None:
-            server.kill()
-    assert server.returncode == 0, err[-2000:]
+        server.kill()
+    assert server.proc.returncode == 0, err[-2000:]
     res = subprocess.run(
         [sys.executable, "-m", "pyproflab", "spool-ingest", str(spool), "--db", str(db)],
         cwd=REPO,
@@ -195,22 +203,17 @@ def test_dd_trace_go_sends_again_a_push_refused_for_its_rate(pushers_bin: Path, 
     bench.serve_refusals at --client-rate 1 --client-burst 2)."""
     from pyproflab.sources.push import parse_datadog
 
-    port, cap = free_port(), tmp_path / "cap"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pyproflab", "serve", "--spool", str(tmp_path / "spool")]
-        + ["--db", str(tmp_path / "s.duckdb"), "--no-ingest", "--listen", f"127.0.0.1:{port}"]
-        + ["--client-rate", "0.001", "--client-burst", "1", "--duration", "120"],
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cap = tmp_path / "cap"
+    flags = ("--no-ingest", "--client-rate", "0.001", "--client-burst", "1")
+    server = Serve(tmp_path / "spool", tmp_path / "s.duckdb", *flags)
     try:
-        time.sleep(1.5)
-        dd = start_ddpush(pushers_bin, port, cap, 7, "2s")  # its uploads at about 2, 4, 6 s
+        # Uploads at about 2, 4, ..., 10 s: four refused ones, the first with 6 s
+        # for its second attempt (with 7 s, a loaded machine stretched the SDK's
+        # clock past its last attempt: [[200], [503]] once in 8 runs).
+        dd = start_ddpush(pushers_bin, server.port, cap, 11, "2s")
         assert dd.wait(timeout=120) == 0
     finally:
-        server.terminate()
-        _, err = server.communicate(timeout=60)
+        err = server.stop()
     attempts: dict[tuple, list[int]] = {}
     for p in sorted((cap / "dd").glob("*.json")):
         rec = json.loads(p.read_text())
