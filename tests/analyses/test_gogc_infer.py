@@ -9,6 +9,7 @@ from support import gc_recordings as rec
 
 from pyproflab.analyses.gogc import infer
 from pyproflab.analyses.gogc.samples import from_gctrace
+from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
 
@@ -62,3 +63,33 @@ def test_segment_bounds_follow_the_floor():
     lo, hi = infer.segment_bounds(seg)
     assert lo == pytest.approx(100 * 3 / 16) and hi == pytest.approx(100 * 5 / 13)
     assert infer.segment_bounds([_cycle(1, 17, 13), _cycle(3, 17, 13)]) is None
+
+
+@pytest.mark.parametrize(
+    ("workload", "label"),
+    [
+        ("queue", "gogc400-lim256MiB"),
+        ("graph", "gogcoff-lim160MiB"),
+        ("blob", "gogc400-lim1536MiB"),
+    ],
+)
+def test_goals_a_limit_held_give_no_gogc(workload, label):
+    # queue's were read as GOGC 175 and 200 (goal 231 MB throughout, marked
+    # 70-96 MB), graph's GOGC=off as 170: settings that never ran.
+    with pytest.raises(UsageError, match=r"a memory limit held it.*--gogc and --current-limit"):
+        _observed(workload, label)
+
+
+def test_a_canary_under_a_limit_is_left_out_of_an_inferred_refit():
+    dirs = rec.runs("queue", "gogc100") + rec.runs("queue", "gogc400-lim256MiB")[:1]
+    obs = from_gctrace(rec.cycles_table(dirs))
+    assert list(obs.settings) == [(100.0, None)]
+    (said,) = [n for n in obs.notes if "memory limit held it" in n]
+    assert "40 of 40 cycles kept a heap goal near 232 MiB" in said
+
+
+def test_a_given_setting_keeps_the_held_goals():
+    t = rec.cycles_table(rec.runs("queue", "gogc400-lim256MiB"))
+    obs = from_gctrace(t, gogc=400.0, memory_limit=256 * MiB)
+    assert list(obs.settings) == [(400.0, 256 * MiB)]
+    assert not [n for n in obs.notes if "held" in n]

@@ -474,13 +474,15 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str
 def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
     """gctrace does not show GOMEMLIMIT: replayed, queue's canary at GOGC=400 with
     256 MiB refitted from its log alone came out as GOGC 165 and 175 (goals its
-    limit held). The plan's notes ask for the canary's /metrics; from
-    Prometheus (which shows the limit) they do not, and the refit sees 400."""
+    limit held); now its cycles are left out, said (``infer`` rule 9). The
+    plan's notes ask for the canary's /metrics; from Prometheus (which shows
+    the limit) they do not, and the refit sees 400."""
     res = rec.budget_check("queue", "gctrace")["result"]
     assert res.canary is not None and res.canary["setting"][1] is not None
     log = rec.runs("queue", "gogc400-lim256MiB")[0]
     obs = rec.observation_of([*rec.runs("queue", "gogc100"), log], "gctrace")
-    assert 400.0 not in {g for g, _ in obs.settings}  # what the note warns of
+    assert list(obs.settings) == [(100.0, None)]  # what the note warns of
+    assert any("a memory limit held it" in n for n in obs.notes)
     assert any("store the canary's /metrics beside its log" in n for n in res.notes)
     prom = rec.budget_check("queue", "prometheus")["result"]
     assert not any("store the canary's /metrics" in n for n in prom.notes)

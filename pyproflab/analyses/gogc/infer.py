@@ -30,6 +30,18 @@ Rules:
    read as three settings, GOGC 20 (10 cycles, any of 15 to 27 fitting), 25
    (277 cycles, 22 to 26) and 30 (73 cycles, 21 to 29), and modelled as three.
    Ranges that only touch do not join (batch at 25 and 50: 19-38, 38-62).
+9. A memory limit's goal does not follow the marked heap (``pacer`` rule
+   1), a GOGC's moves by ``1 + g`` per byte of it: a segment whose goal
+   barely moved (slope on the previous cycle's marked heap under
+   ``HELD_SLOPE``) while that heap moved by 4 MiB and 4 % or more was held by
+   a limit, which gctrace does not print. Its GOGC is not in its goals: it is
+   left out with a note (a given ``gogc`` keeps it), as is any other
+   segment whose median goal lies within 1 % (at least 1 MiB) of a held one's
+   (a run whose marked heap stayed put shows no slope; graph's GOGC=off runs
+   under 160 MiB, held at 144-145 MiB, read as GOGC 170). Queue's GOGC=400 runs
+   under a 256 MiB limit (goal 231 MB throughout, marked 80-92 MB) were read
+   as GOGC 165 and 175, and a refit with that canary modelled settings that
+   never ran.
 8. A setting's range is said when it reaches beyond ``SAME_GOGC`` either
    side of it: recorded batch at GOGC 25 (a 13 MiB heap) read as
    GOGC 30, any of 19 to 38 fitting its cycles.
@@ -45,6 +57,7 @@ from typing import Any
 MiB = float(1 << 20)
 SEGMENT_MIN = 5  # cycles of a new GOGC before a run is cut there (rule 2)
 SAME_GOGC = 0.12  # inferred GOGCs this close are one setting (rule 3)
+HELD_SLOPE = 0.5  # goal per marked byte below which a limit held the goal (rule 9)
 
 # GOGC values people set; an inferred value within SNAP of one is taken as it (rule 1).
 COMMON_GOGC = (
@@ -185,3 +198,53 @@ def wide_notes(
                 "heap); give --gogc"
             )
     return notes
+
+
+def held_by_limit(seg: Sequence[dict[str, Any]]) -> tuple[float, float, float] | None:
+    """Rule 9: (median goal, least and most marked heap) when a memory limit
+    held the segment's goals, else None."""
+    pairs = [
+        (p["marked"], s["goal"])
+        for p, s in zip(seg, seg[1:], strict=False)
+        if s["gc_num"] == p["gc_num"] + 1
+    ]
+    hs, gs = [h for h, _ in pairs], [g for _, g in pairs]
+    if len(pairs) < SEGMENT_MIN - 1 or max(hs) - min(hs) < max(4 * MiB, 0.04 * min(hs)):
+        return None
+    slope = statistics.covariance(hs, gs) / statistics.variance(hs)
+    return (statistics.median(gs), min(hs), max(hs)) if slope < HELD_SLOPE else None
+
+
+def _median_goal(ss: Sequence[dict[str, Any]]) -> float:
+    return statistics.median(s["goal"] for s in ss)
+
+
+def _near(goal: float, held: list[float]) -> bool:
+    return any(abs(goal - h) <= max(MiB, 0.01 * h) for h in held)
+
+
+def split_runs(runs: list[tuple[int, list]]) -> tuple[list, list[str]]:
+    """Rules 1-2 and 9 over every run ``(k, cycles)``: each run's segments
+    less what a limit held, and a note saying what was left out (none when
+    nothing was)."""
+    segs = {k: [] if held_by_limit(ss) else segments(ss, cycle_gogc(ss)) for k, ss in runs}
+    held = [_median_goal(ss) for k, ss in runs if not segs[k]]
+    held += [_median_goal(seg) for k in segs for _, seg in segs[k] if held_by_limit(seg)]
+    out = [(k, [(g, x) for g, x in segs[k] if not _near(_median_goal(x), held)]) for k, _ in runs]
+    kept = {k: sum(len(x) for _, x in ss) for k, ss in out}
+    left = [(k, ss) for k, ss in runs if kept[k] < len(ss)]
+    return out, [_held_note(left, kept)] if left else []
+
+
+def _held_note(left: list[tuple[int, list]], kept: dict[int, int]) -> str:
+    cycles = [s for _, ss in left for s in ss]
+    n = sum(len(ss) - kept[k] for k, ss in left)
+    names = ", ".join(str(k + 1) for k, _ in left)
+    return (
+        f"run{'s' if len(left) > 1 else ''} {names}: {n} of {len(cycles)} cycles kept "
+        f"a heap goal near {_median_goal(cycles) / MiB:.0f} MiB while the marked heap moved "
+        f"({min(s['marked'] for s in cycles) / MiB:.0f}-"
+        f"{max(s['marked'] for s in cycles) / MiB:.0f} MiB): a memory limit held it, which "
+        "gctrace does not print, so their GOGC is unknown; left out (give their /metrics, "
+        "or --gogc and --current-limit)"
+    )

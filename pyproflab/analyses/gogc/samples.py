@@ -279,9 +279,9 @@ def from_gctrace(
         for a, b in zip(ss, ss[1:], strict=False):
             if b["gc_num"] == a["gc_num"] + 1:  # allocated since the last cycle's mark
                 b["per_cycle"] = max(b["peak_heap"] - a["marked"], b["per_cycle"])
-        segs = [(gogc, ss)] if gogc != "infer" else infer.segments(ss, infer.cycle_gogc(ss))
-        runs.append((k, segs))
+        runs.append((k, ss if gogc == "infer" else [(gogc, ss)]))
     if gogc == "infer":
+        runs, notes = infer.split_runs(runs)
         runs = infer.cluster(runs)
     ranges: dict[Any, list[tuple[float, float]]] = defaultdict(list)
     for k, segs in runs:
@@ -305,7 +305,7 @@ def from_gctrace(
     if not samples:
         raise UsageError(
             f"{source}: no run has {SEGMENT_MIN} or more unforced GC cycles at a usable "
-            "GOGC: cannot model GOGC"
+            + (f"GOGC ({notes[-1]})" if notes else "GOGC: cannot model GOGC")
         )
     kept = {s["setting"][0] for s in samples}
     notes += infer.wide_notes({g: r for g, r in ranges.items() if g in kept})
