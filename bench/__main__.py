@@ -29,6 +29,9 @@ Sections (targets from the foundation issue):
   gc-inputs  ingest-gc and gogc --gctrace on a 2,000,000-cycle log, ingest-gc of a
            500 MB Prometheus exposition: time and peak RSS, each under 60 s and
            1 GiB (bench/bench_gcinputs.py)
+  serve-check  serve's receive-time profile check on the 40 pushed profile parts
+           of tests/testdata/push, against the two-pass check it replaced,
+           interleaved in one run (bench/serve_check.py)
 
     python -m bench [--out DIR] [--only SECTION,...] [--runs N]
 """
@@ -61,6 +64,7 @@ from bench.common import (
 )
 from bench.demo_reliability import section_demo
 from bench.hostile import section_hostile
+from bench.serve_check import section as section_serve_check
 
 
 def section_decode(work: Path, runs: int) -> list[str]:
@@ -388,6 +392,7 @@ SECTIONS = {
     "trace": section_trace,
     "demo": section_demo,
     "gc-inputs": section_gc_inputs,
+    "serve-check": section_serve_check,
 }
 
 

@@ -48,13 +48,11 @@ def two_pass(data: bytes, *, source: str, max_bytes: int) -> None:
 PEERS = {"size_only": check_size, "two_pass": two_pass, "check_profile": check_profile}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=7)
-    args = ap.parse_args(argv)
+def measure(reps: int) -> dict:
+    """CPU µs a part, best of ``reps`` interleaved passes, for each peer."""
     work = parts()
     best = {name: float("inf") for name in PEERS}
-    for _ in range(args.reps):
+    for _ in range(reps):
         for name, check in PEERS.items():  # interleaved: the machine's load hits all three
             t = time.process_time()
             for source, data in work:
@@ -62,7 +60,25 @@ def main(argv: list[str] | None = None) -> int:
             best[name] = min(best[name], (time.process_time() - t) / len(work))
     us = {name: round(v * 1e6, 1) for name, v in best.items()}
     ratio = round(best["two_pass"] / best["check_profile"], 2)
-    print(json.dumps({"parts": len(work), "reps": args.reps, "us_per_part": us, "ratio": ratio}))
+    return {"parts": len(work), "reps": reps, "us_per_part": us, "ratio": ratio}
+
+
+def section(work: Path, runs: int) -> list[str]:
+    """`make bench`'s serve-check section (15 passes whatever ``runs`` says)."""
+    r = measure(15)
+    us = r["us_per_part"]
+    return [
+        f"serve check_profile over {r['parts']} pushed parts, best of {r['reps']}: "
+        f"{us['check_profile']} us/part, two-pass before {us['two_pass']} "
+        f"({r['ratio']}x), size check alone {us['size_only']}"
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=7)
+    args = ap.parse_args(argv)
+    print(json.dumps(measure(args.reps)))
     return 0
 
 

@@ -6,6 +6,11 @@ Rules (``Drain.run``, after the listening socket is closed):
   received, are closed at once: their read side is shut, so the handler reads
   the end of the stream and closes it (a Go client then takes a new
   connection for its next request). One with bytes received is served.
+  A handler that has taken bytes in but not yet read its request line looks
+  idle: its read side is shut too, so it is served if its body arrived
+  whole, else answered 503 (below), so long as its thread runs within the
+  bound and GRACE (the stop waits while its socket has bytes or its end
+  unread).
 - A request whose request line was read (``begin``), or whose bytes are
   waiting, is left to finish: its body read, checked, spooled and answered,
   with ``Connection: close``; a body that ends short while the server stops

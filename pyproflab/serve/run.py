@@ -9,6 +9,11 @@ Rules:
   its parent (``PR_SET_PDEATHSIG``), so a killed server leaves no orphan. It
   runs ``INGESTER_NICE`` below the server: under load the acknowledgements
   come first and the spool holds what the store has not taken yet.
+- A child that exits is restarted ``RESTART_DELAY`` seconds later unless the
+  server is stopping by then: a stop sent to the whole process group
+  (systemd's KillMode=control-group) ends the children too, and that is no
+  crash; it was logged as one ('ingester exited with -15; restarting in 1s')
+  and a new child started while the server drained.
 - The server ends a child with SIGTERM; started with ``--served``, the child
   takes it as its stop (exit 0, no "terminated" line: the server reports its
   own end).
@@ -65,11 +70,12 @@ def _die_with_parent() -> None:
 
 
 class IngesterChild:
-    """The ingester process, restarted while ``running``."""
+    """The ingester process, restarted ``RESTART_DELAY`` seconds after it exits
+    unless the server is stopping by then."""
 
     def __init__(self, argv: list[str]):
         self.argv = argv
-        self.running = True
+        self.stopping = threading.Event()
         self.proc: subprocess.Popen | None = None
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -77,15 +83,18 @@ class IngesterChild:
         self.thread.start()
 
     def _loop(self) -> None:
-        while self.running:
+        while not self.stopping.is_set():
             self.proc = subprocess.Popen(self.argv, preexec_fn=_die_with_parent)
             code = self.proc.wait()
-            if self.running:
-                log.warning("ingester exited with %s; restarting in %gs", code, RESTART_DELAY)
-                time.sleep(RESTART_DELAY)
+            # A stop sent to the whole group ends the child before the server's
+            # main thread has seen it (it looks every WAKE seconds): the delay
+            # lets the stop come first, so a stop is not taken for a crash.
+            if self.stopping.wait(RESTART_DELAY):
+                return
+            log.warning("ingester exited with %s; restarted after %gs", code, RESTART_DELAY)
 
     def stop(self) -> None:
-        self.running = False
+        self.stopping.set()
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -153,6 +162,8 @@ def serve(
     try:
         _wait(stop, duration)
     finally:
+        for child in kids:  # systemd's SIGTERM reaches them too: an exit now is no crash
+            child.stopping.set()
         server.shutdown()  # no connection is accepted any more...
         server.socket.close()  # refused from now on (any left in its backlog are reset)
         server.drain.run(opts.drain)

@@ -8,6 +8,7 @@ event (a log line, a gauge on /metrics, an answer), never for a time.
 from __future__ import annotations
 
 import http.client
+import os
 import queue
 import re
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from support.push_helpers import RECORDED, records, request_target
@@ -30,14 +32,16 @@ class Server:
         self.spool = tmp_path / "spool"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pyproflab", "serve", "--spool", str(self.spool)]
-            + ["--db", str(tmp_path / "s.duckdb"), "--no-ingest", "--listen", "127.0.0.1:0"]
+            + ["--db", str(tmp_path / "s.duckdb"), "--listen", "127.0.0.1:0"]
             + [*flags, "--duration", "600"],
             cwd=REPO,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # a group of its own, as systemd's unit
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
+        self.metrics: http.client.HTTPConnection | None = None
         threading.Thread(target=self._read, daemon=True).start()
         self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
 
@@ -56,12 +60,12 @@ class Server:
             assert line, f"serve ended before {pattern!r}: {''.join(self.seen)[-2000:]}"
 
     def in_flight(self) -> float:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request("GET", "/metrics")
-            text = conn.getresponse().read().decode()
-        finally:
-            conn.close()
+        """The gauge, asked on one kept-alive connection: one of these requests
+        in flight at a time (closed ones could linger in the count)."""
+        if self.metrics is None:
+            self.metrics = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        self.metrics.request("GET", "/metrics")
+        text = self.metrics.getresponse().read().decode()
         return float(re.search(r"^pyproflab_serve_requests_in_flight (\S+)$", text, re.M)[1])
 
     def stop(self) -> int:
@@ -70,6 +74,8 @@ class Server:
         return self.proc.wait(timeout=60)
 
     def kill(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -101,8 +107,8 @@ def _refusals(server: Server, reason: str) -> list[str]:
 def serve(tmp_path):
     made = []
 
-    def start(*flags: str) -> Server:
-        made.append(Server(tmp_path, *flags))
+    def start(*flags: str, ingest: bool = False) -> Server:
+        made.append(Server(tmp_path, *flags, *([] if ingest else ["--no-ingest"])))
         return made[-1]
 
     yield start
@@ -114,6 +120,7 @@ def _wait_in_flight(server: Server, n: int) -> None:
     # the /metrics request counts itself: n pushes in flight read n + 1
     while server.in_flight() < n + 1:
         pass
+    server.metrics.close()  # not a kept-alive connection the stop has to close
 
 
 def test_sigterm_finishes_a_push_whose_body_is_being_read(serve):
@@ -217,3 +224,53 @@ def test_a_sigterm_caught_by_a_server_thread_stops_it(tmp_path):
         timeout=120,
     )
     assert (res.returncode, res.stdout) == (0, "stopped\n"), res.stderr[-2000:]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return out
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether ``pid`` runs spool-ingest and has set its own SIGTERM handler:
+    the ingester past its exec and its start-up (between fork and exec it
+    holds the server's handler, and a SIGTERM then is lost)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    if b"spool-ingest" not in argv:
+        return False
+    caught = int(status.split("SigCgt:")[1].split()[0], 16)
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+def test_a_stop_that_reaches_the_ingester_too_does_not_restart_it(serve):
+    """systemd's stop sends SIGTERM to the whole group (KillMode=control-group):
+    the ingester exits while the server drains, and the server took that for a
+    crash: 'ingester exited with -15; restarting in 1s', and a new ingester
+    started in the middle of the stop."""
+    # the push is held until the ingester has exited, however long that takes
+    server = serve("--idle", "120", "--drain", "120", ingest=True)
+    s, rest = _half_sent(server.port)
+    with s:
+        _wait_in_flight(server, 1)
+        kids = []
+        while not (kids and _catches_sigterm(kids[0])):  # the ingester, started and set up
+            kids = _children(server.proc.pid)
+        os.killpg(server.proc.pid, signal.SIGTERM)
+        server.wait_for(r"stopping: 1 requests in flight")
+        while Path(f"/proc/{kids[0]}").exists():  # it exited, and the server reaped it
+            assert server.proc.poll() is None
+        s.sendall(rest)
+        status = _answer(s).status
+    assert server.proc.wait(timeout=60) == 0
+    server.wait_for(r"^$")  # the rest of its stderr
+    assert status == 200, "".join(server.seen)
+    assert not [x for x in server.seen if "ingester exited" in x], "".join(server.seen)
