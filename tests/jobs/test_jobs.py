@@ -224,12 +224,17 @@ def test_unexpected_exception_is_exit_2_not_1(drop_source, tmp_path, monkeypatch
 
 
 def test_retention_drops_old_profiles_and_orphans(go_profiles, tmp_path):
+    from pyproflab.decode import decode_bytes
     from pyproflab.jobs.retention import apply_retention
     from pyproflab.store import Store
     from pyproflab.store.ingest import ProfileMeta, ingest_paths
 
     old_dir = tmp_path / "old"
-    now = datetime.now(UTC)
+    # "Now" a day after the recorded heap profile, not the wall clock: that
+    # profile is dated 2026-11-24, and from 2026-12-24 a 30-day retention on
+    # today's date removed it too (4 profiles, not 3).
+    heap = decode_bytes(go_profiles["heap"].read_bytes())
+    now = datetime.fromtimestamp(heap.time_nanos / 1e9, UTC) + timedelta(days=1)
     make_drop(
         go_profiles["cpu"],
         old_dir,
