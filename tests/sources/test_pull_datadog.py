@@ -205,7 +205,10 @@ def test_faults_retry_or_one_line_naming_the_source_and_request(tmp_path):
         assert "pr-1/download: timed out after 2 s" in refused[1]
         assert "pr-2/download: body larger than 1048576 bytes" in refused[2]
         assert "2 new, 0 already present, 3 refused" in res.stdout
-        assert took < 60, f"the slow body held the pull {took:.0f} s"
+        # Bounds a hang only (the slow body lasts 1000 s; its "timed out after 2 s"
+        # line above is the proof the deadline fired): under load the pull's own
+        # start-up is many seconds, so 60 s decided pass/fail by the clock.
+        assert took < 600, f"the slow body held the pull {took:.0f} s"
 
         # Every download refused: nothing of the range landed, the pull failed.
         s.faults([{"path": "/download", "kind": "status", "status": 500, "times": 100}])
