@@ -182,7 +182,8 @@ def test_faults(tmp_path):
         s.faults([{"path": "QueryRange", "kind": "slow", "times": 3}])
         t0 = time.monotonic()
         res = _pull(s.url, tmp_path / "c.duckdb", "--timeout", "1")
-        assert res.returncode == 2 and time.monotonic() - t0 < 60
+        # Bounds a hang only (the slow body lasts 1000 s); the line below proves the timeout.
+        assert res.returncode == 2 and time.monotonic() - t0 < 600
         assert "QueryRange: timed out after 1 s" in res.stderr
 
 

@@ -199,7 +199,8 @@ def test_faults(tmp_path):
         assert "body larger than 1048576 bytes" in refused[0]
         assert "timed out after 2 s" in refused[1] and "(after 3 attempts)" in refused[1]
         assert "3 new, 0 already present, 2 refused" in res.stdout
-        assert time.monotonic() - t0 < 90
+        # Bounds a hang only (the slow body lasts 1000 s); "timed out after 2 s" proves the timeout.
+        assert time.monotonic() - t0 < 600
 
 
 def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
