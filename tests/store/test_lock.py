@@ -30,15 +30,20 @@ import sys, time
 from pyproflab.store import Store
 s = Store.open(sys.argv[1], read_only=sys.argv[2] == "ro")
 print("held", flush=True)
-time.sleep(float(sys.argv[3]))
+if float(sys.argv[3]) < 0:
+    sys.stdin.readline()  # until the test says "go"
+else:
+    time.sleep(float(sys.argv[3]))
 s.close()
 """
 
 
 def hold(db: Path, seconds: float, mode: str = "rw") -> subprocess.Popen:
-    """Another process holding the store (``rw`` or ``ro``) for ``seconds``."""
+    """Another process holding the store (``rw`` or ``ro``) for ``seconds``
+    (below 0: until a line on its stdin)."""
     p = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(db), mode, str(seconds)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -75,13 +80,25 @@ def test_second_writer_is_busy_at_once(db, monkeypatch):
         holder.wait()
 
 
-def test_writer_waits_for_the_holder(db):
-    holder = hold(db, 1.0)
-    t = time.monotonic()
-    with Store.open(db, wait=20) as s:
+def test_writer_waits_for_the_holder(db, monkeypatch):
+    # The holder lets go once the writer has polled once (it timed a 1 s hold
+    # with 0.5 s < took, which a test read late under load could fail).
+    holder = hold(db, -1)
+    real_sleep, waits = time.sleep, []
+
+    def sleep(seconds: float) -> None:
+        if not waits:
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    with Store.open(db, wait=600) as s:  # 600 s bounds a hang only
         assert s.lock is not None and s.lock.held
         assert s.lock.took_over is None  # the holder let go cleanly
-    assert 0.5 < time.monotonic() - t < 15
+    monkeypatch.undo()
+    assert waits  # it waited for the holder, not refused
     holder.wait()
 
 
@@ -91,7 +108,7 @@ def test_wait_gives_up(db):
         t = time.monotonic()
         with pytest.raises(StoreError, match=r"store is busy .* gave up after waiting 0.5 s"):
             Store.open(db, wait=0.5)
-        assert 0.4 < time.monotonic() - t < 5
+        assert 0.4 < time.monotonic() - t < 60  # waited its 0.5 s; 60 bounds a hang
     finally:
         holder.kill()
         holder.wait()
