@@ -122,9 +122,9 @@ def test_real_prometheus_query_range(tmp_path):
         start = datetime.now(UTC) - timedelta(seconds=2)
         # Wait for at least 6 scrapes, then one more second so Prometheus has
         # committed the last one.
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 300  # bounds a hang only (under load: 11-22 s starts)
         while len(exporter.served) < 6:
-            assert time.monotonic() < deadline, "fewer than 6 scrapes in 20 s"
+            assert time.monotonic() < deadline, "fewer than 6 scrapes in 300 s"
             time.sleep(0.2)
         time.sleep(1.2)
         end = datetime.now(UTC)
@@ -216,7 +216,7 @@ def test_real_prometheus_query_range(tmp_path):
         with Store.open(db, read_only=True) as store:
             row = store.sql("SELECT DISTINCT service, instance FROM metric_samples").to_pylist()
         assert row == [{"service": "fakesvc", "instance": ep.removeprefix("http://")}]
-    assert time.monotonic() - t_begin < 40
+    assert time.monotonic() - t_begin < 900  # bounds a hang only; it takes 18-23 s
 
 
 # --- errors, without Prometheus ------------------------------------------------------

@@ -271,7 +271,7 @@ class FleetInstance:
         token: str | None = None,
         gctrace_path: str | os.PathLike | None = None,
         max_lifetime: float = 600.0,
-        ready_timeout: float = 30.0,
+        ready_timeout: float = 120.0,  # bounds a hang: starts take seconds, more under load
         extra_args: Sequence[str] = (),
     ) -> FleetInstance:
         """Launch notesd and wait until it answers; returns self.
@@ -361,7 +361,7 @@ class FleetInstance:
             raise
         _register(self)
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait for the port file, then for ``/healthz`` to answer 200."""
         assert self.proc is not None, "not launched"
         deadline = time.monotonic() + timeout
@@ -523,7 +523,7 @@ def start_fleet(
     binaries: FleetBinaries | None = None,
     workdir: str | os.PathLike | None = None,
     max_lifetime: float = 600.0,
-    ready_timeout: float = 30.0,
+    ready_timeout: float = 120.0,  # bounds a hang: starts take seconds, more under load
 ) -> Fleet:
     """Start one notesd per spec (all launched, then each awaited) and return them.
 

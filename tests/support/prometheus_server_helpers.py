@@ -38,7 +38,7 @@ def get(url: str) -> int:
 
 @contextmanager
 def prometheus(
-    tmp: Path, targets: list[str], *, job: str = "fakesvc", ready_timeout: float = 20.0
+    tmp: Path, targets: list[str], *, job: str = "fakesvc", ready_timeout: float = 300.0
 ) -> Iterator[str]:
     """Run /usr/bin/prometheus on 127.0.0.1 scraping ``targets`` (host:port) as ``job``
     every second; yields its base URL once ready; stops it by PID (SIGTERM, then
