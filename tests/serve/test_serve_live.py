@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -30,54 +27,24 @@ from support.push_helpers import (
     stored_traces,
     trace_hashes,
 )
+from support.serve_process import ServeProcess
 from support.testenv import REPO
 
 pytestmark = pytest.mark.go
 
 
-class Serve:
-    """``pyproflab serve`` on a port it binds itself (``127.0.0.1:0``), started once
-    it says where it listens: under load its start-up took 11-22 s (a fixed 1.5 s
-    sleep let the SDKs' first pushes meet a closed port)."""
+class Serve(ServeProcess):
+    """``pyproflab serve`` with its ingester, for at most 2 minutes (started once
+    it says where it listens: a fixed 1.5 s sleep let the SDKs' first pushes meet
+    a closed port under load)."""
 
     def __init__(self, spool: Path, db: Path, *flags: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pyproflab", "serve", "--spool", str(spool), "--db", str(db)]
-            + ["--listen", "127.0.0.1:0", *flags, "--duration", "120"],
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        self.port = int(self._wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.put(line)
-        self.lines.put("")
-
-    def _wait_for(self, pattern: str) -> re.Match:
-        while True:
-            line = self.lines.get(timeout=300)  # bounds a hang only
-            self.seen.append(line)
-            m = re.search(pattern, line)
-            if m:
-                return m
-            assert line, f"serve ended before {pattern!r}: {''.join(self.seen)[-2000:]}"
+        super().__init__(spool, db, *flags, "--duration", "120")
 
     def stop(self) -> str:
         """SIGTERM; its whole stderr once it has ended."""
         self.proc.terminate()
-        self.proc.wait(timeout=60)
-        while not self.seen or self.seen[-1]:
-            self.seen.append(self.lines.get(timeout=60))
-        return "".join(self.seen)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
+        return self.rest()
 
 
 def run_sdks(bins: Path, port: int, cap: Path, seconds: int, period: str) -> None:

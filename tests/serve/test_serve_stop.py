@@ -9,55 +9,30 @@ from __future__ import annotations
 
 import http.client
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from support.push_helpers import RECORDED, records, request_target
+from support.serve_process import ServeProcess
 from support.testenv import REPO
 
 DD = records(RECORDED / "dd")
 
 
-class Server:
-    """``pyproflab serve`` in a process, its stderr lines in a queue."""
+class Server(ServeProcess):
+    """``pyproflab serve`` (``--duration 600``) in a process group of its own."""
 
     def __init__(self, tmp_path, *flags: str):
         self.spool = tmp_path / "spool"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pyproflab", "serve", "--spool", str(self.spool)]
-            + ["--db", str(tmp_path / "s.duckdb"), "--listen", "127.0.0.1:0"]
-            + [*flags, "--duration", "600"],
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # a group of its own, as systemd's unit
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
         self.metrics: http.client.HTTPConnection | None = None
-        threading.Thread(target=self._read, daemon=True).start()
-        self.port = int(self.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.put(line)
-        self.lines.put("")
-
-    def wait_for(self, pattern: str) -> re.Match:
-        while True:
-            line = self.lines.get(timeout=60)
-            self.seen.append(line)
-            m = re.search(pattern, line)
-            if m:
-                return m
-            assert line, f"serve ended before {pattern!r}: {''.join(self.seen)[-2000:]}"
+        super().__init__(
+            self.spool, tmp_path / "s.duckdb", *flags, "--duration", "600", session=True
+        )
 
     def in_flight(self) -> float:
         """The gauge, asked on one kept-alive connection: one of these requests
@@ -76,9 +51,7 @@ class Server:
     def kill(self) -> None:
         if self.metrics is not None:
             self.metrics.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        super().kill()
 
 
 def _half_sent(port: int) -> tuple[socket.socket, bytes]:
