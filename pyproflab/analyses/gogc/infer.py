@@ -166,12 +166,14 @@ def segment_bounds(seg: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
         for p, s in zip(seg, seg[1:], strict=False)
         if s["gc_num"] == p["gc_num"] + 1
     ]
-    if not bounds:
-        return None
+    return _joint(bounds) if bounds else None
+
+
+def _joint(bounds: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Rule 6's range of ranges: their intersection, else their bounds' medians."""
     lo, hi = max(b[0] for b in bounds), min(b[1] for b in bounds)
     if lo > hi:
-        lo = statistics.median(b[0] for b in bounds)
-        hi = statistics.median(b[1] for b in bounds)
+        return statistics.median(b[0] for b in bounds), statistics.median(b[1] for b in bounds)
     return lo, hi
 
 
@@ -188,9 +190,7 @@ def wide_notes(
     wider than ``snap`` either side of it."""
     notes = []
     for g, rs in sorted(ranges.items()):
-        lo, hi = max(r[0] for r in rs), min(r[1] for r in rs)
-        if lo > hi:
-            lo, hi = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+        lo, hi = _joint(rs)
         if lo < g * (1 - snap) or hi > g * (1 + snap):
             notes.append(
                 f"GOGC={g:g} is inferred from heap sizes gctrace prints in whole MiB: "
@@ -200,9 +200,8 @@ def wide_notes(
     return notes
 
 
-def held_by_limit(seg: Sequence[dict[str, Any]]) -> tuple[float, float, float] | None:
-    """Rule 9: (median goal, least and most marked heap) when a memory limit
-    held the segment's goals, else None."""
+def held_by_limit(seg: Sequence[dict[str, Any]]) -> bool:
+    """Rule 9: whether a memory limit held the segment's goals."""
     pairs = [
         (p["marked"], s["goal"])
         for p, s in zip(seg, seg[1:], strict=False)
@@ -210,9 +209,8 @@ def held_by_limit(seg: Sequence[dict[str, Any]]) -> tuple[float, float, float] |
     ]
     hs, gs = [h for h, _ in pairs], [g for _, g in pairs]
     if len(pairs) < SEGMENT_MIN - 1 or max(hs) - min(hs) < max(4 * MiB, 0.04 * min(hs)):
-        return None
-    slope = statistics.covariance(hs, gs) / statistics.variance(hs)
-    return (statistics.median(gs), min(hs), max(hs)) if slope < HELD_SLOPE else None
+        return False
+    return statistics.covariance(hs, gs) / statistics.variance(hs) < HELD_SLOPE
 
 
 def _median_goal(ss: Sequence[dict[str, Any]]) -> float:
@@ -227,8 +225,9 @@ def split_runs(runs: list[tuple[int, list]]) -> tuple[list, list[str]]:
     """Rules 1-2 and 9 over every run ``(k, cycles)``: each run's segments
     less what a limit held, and a note saying what was left out (none when
     nothing was)."""
-    segs = {k: [] if held_by_limit(ss) else segments(ss, cycle_gogc(ss)) for k, ss in runs}
-    held = [_median_goal(ss) for k, ss in runs if not segs[k]]
+    whole = {k for k, ss in runs if held_by_limit(ss)}
+    segs = {k: [] if k in whole else segments(ss, cycle_gogc(ss)) for k, ss in runs}
+    held = [_median_goal(ss) for k, ss in runs if k in whole]
     held += [_median_goal(seg) for k in segs for _, seg in segs[k] if held_by_limit(seg)]
     out = [(k, [(g, x) for g, x in segs[k] if not _near(_median_goal(x), held)]) for k, _ in runs]
     kept = {k: sum(len(x) for _, x in ss) for k, ss in out}
