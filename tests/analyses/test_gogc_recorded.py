@@ -345,6 +345,16 @@ def test_kappas_point_is_a_fraction_of_its_range(monkeypatch: pytest.MonkeyPatch
     assert quarter.point == pytest.approx(0.25 * whole.hi) and whole.point == whole.hi
 
 
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_mutator_no_faster_at_a_higher_gogc_has_no_cpu_per_cycle(source: str) -> None:
+    """mutator rule 2: tiny's mutator allocated 182 MiB per core-second at GOGC
+    100 and 179 at 200: ``κ`` is 0, identified, and its note says so (it said
+    the speeds differ and were not told apart, in the JSON report's terms)."""
+    k = rec.model("tiny", FITS["100+200"], source).fit.terms["cycle_cpu"]
+    assert k.identified and k.point == k.hi == 0
+    assert "do not rise with GOGC" in k.how and "not told apart" not in k.how
+
+
 def test_leave_one_out_chooses_kappas_point_on_the_other_workloads() -> None:
     """bench.gc_kappa: the fraction with the least mean score over the other
     workloads; a tie goes to the one nearest the default."""

@@ -144,6 +144,8 @@ def _cycle_term(
                 f"the {len(use)} settings' mutator speeds differ: by its CPU per GC cycle "
                 "or by the machine's load, not told apart"
             )
+            if k == 0:  # identified: the JSON report shows its how too
+                how = f"the {len(use)} settings' mutator speeds do not rise with GOGC: κ is 0"
             return Term("cycle_cpu", KAPPA_POINT * k, 0.0, k, k == 0, how)
     how = "one setting: the mutator's CPU per GC cycle is not identified"
     if len(use) >= 2:
