@@ -70,13 +70,17 @@ def fleet(bins, tmp_path_factory):
             except BaseException as e:  # reported by the test below
                 errors.append(e)
 
-        with fh.start_load(f, 5, 80, 200, 3000, concurrency=6, loadgen=bins.loadgen) as load:
+        # A request's 60 s and a grab's 300 s bound hangs: test_load_summary asserts
+        # no request failed, and a grab still running would leave no profile.
+        with fh.start_load(
+            f, 5, 80, 200, 3000, concurrency=6, request_timeout=60, loadgen=bins.loadgen
+        ) as load:
             time.sleep(1.0)
             threads = [threading.Thread(target=grab, args=(inst,)) for inst in f]
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(30)
+                t.join(300)
             summary = load.wait()
         assert not errors, errors
         yield f, summary, profiles

@@ -329,6 +329,48 @@ def test_the_mutators_cpu_per_cycle_carries_its_speed_to_a_higher_gogc(workload:
     assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.10, errs
 
 
+def test_kappas_point_is_a_fraction_of_its_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mutator rule 2: the point of ``κ`` sits at ``KAPPA_POINT`` of ``κ̂``
+    (bench.gc_kappa moves it to measure what the choice is worth); the range
+    stays ``[0, κ̂]`` wherever the point is."""
+    from pyproflab.analyses.gogc import mutator
+    from pyproflab.analyses.gogc.fit import fit
+
+    obs = rec.observation("graph", FITS["100+200"], "prometheus")
+    monkeypatch.setattr(mutator, "KAPPA_POINT", 0.25)
+    quarter = fit(obs).terms["cycle_cpu"]
+    monkeypatch.setattr(mutator, "KAPPA_POINT", 1.0)
+    whole = fit(obs).terms["cycle_cpu"]
+    assert 0 == quarter.lo == whole.lo < quarter.hi == whole.hi
+    assert quarter.point == pytest.approx(0.25 * whole.hi) and whole.point == whole.hi
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_mutator_no_faster_at_a_higher_gogc_has_no_cpu_per_cycle(source: str) -> None:
+    """mutator rule 2: tiny's mutator allocated 182 MiB per core-second at GOGC
+    100 and 179 at 200: ``κ`` is 0, identified, and its note says so (it said
+    the speeds differ and were not told apart, in the JSON report's terms)."""
+    k = rec.model("tiny", FITS["100+200"], source).fit.terms["cycle_cpu"]
+    assert k.identified and k.point == k.hi == 0
+    assert "do not rise with GOGC" in k.how and "not told apart" not in k.how
+
+
+def test_leave_one_out_chooses_kappas_point_on_the_other_workloads() -> None:
+    """bench.gc_kappa: the fraction with the least mean score over the other
+    workloads; a tie goes to the one nearest the default."""
+    from bench.gc_kappa import choose
+
+    scores = {
+        0.0: {"a": 0.1, "b": 0.3, "c": 0.3},
+        0.5: {"a": 0.5, "b": 0.2, "c": 0.2},
+        1.0: {"a": 0.0, "b": 0.2, "c": 0.2},
+    }
+    assert choose(scores, ["a", "b", "c"], 0.5) == 1.0  # means 0.23, 0.30, 0.13
+    assert choose(scores, ["a"], 0.5) == 1.0
+    assert choose(scores, ["b", "c"], 0.5) == 0.5  # 0.5 and 1.0 tie
+    assert choose(scores, ["b", "c"], 0.9) == 1.0
+
+
 def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:
     """samples rules: gctrace's pauses count at their clock on one P, which on
     a paced process holds the world's restart, uncounted by the runtime's CPU
