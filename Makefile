@@ -107,9 +107,10 @@ demo: setup
 bench: setup
 	$(PY) -m bench --out .bench
 
-# Record the GC validation workloads at every GOGC setting (~30 min; each run in a
-# CPU group of its own that comes before other work, see bench/gc_record.py; needs
-# root; take the bench lock on a shared machine) and rewrite the trimmed test data;
+# Record the GC validation workloads at every GOGC setting, nine runs each (~95 min;
+# each run in a CPU group of its own that comes before other work, see
+# bench/gc_record.py; needs root; run it with nothing else on the machine: a
+# neighbour slowed batch by a fifth) and rewrite the trimmed test data;
 # then print the model's predictions against it.
 bench-gc: setup
 	$(PY) -m bench.gc_record --out .bench/gc --testdata tests/testdata/gc/work

@@ -34,8 +34,8 @@ after the warm-up thinned to at most --max-lines in pairs of consecutive
 cycles, three snapshots, the summary) is written there too.
 
     python -m bench.gc_record [--out .bench/gc] [--testdata tests/testdata/gc/work]
-        [--reps 3] [--duration 12] [--workloads graph,lru] [--settings 100,off@512MiB]
-        [--quota] [--retrim]
+        [--reps 9] [--first-rep 1] [--duration 12] [--workloads graph,lru]
+        [--settings 100,off@512MiB] [--quota] [--retrim]
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def plan(args: argparse.Namespace) -> list[tuple[int, str, str]]:
     interrupted recording still holds every setting once), shuffled within a
     repetition with a fixed seed."""
     out = []
-    for rep in range(1, args.reps + 1):
+    for rep in range(args.first_rep, args.reps + 1):
         one = [
             (rep, w, s)
             for w in args.workloads.split(",")
@@ -343,7 +343,7 @@ def record_quota(args: argparse.Namespace) -> int:
     (MEM_CG / "memory.limit_in_bytes").write_text(str(args.quota_memory << 20))
     workload = args.workloads.split(",")[0]
     try:
-        for rep in range(1, args.reps + 1):
+        for rep in range(args.first_rep, args.reps + 1):
             for setting in (args.settings or "100").split(","):
                 rel = Path(f"{workload}-quota") / label(setting) / f"r{rep}"
                 final = out / "raw" / rel
@@ -380,7 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(REPO / ".bench" / "gc"))
     p.add_argument("--testdata", help="also write the trimmed runs here")
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=9, help="the last repetition's number")
+    p.add_argument(
+        "--first-rep",
+        type=int,
+        default=1,
+        help="the first repetition's number: add runs to a recording (r4..r9 beside r1..r3)",
+    )
     p.add_argument(
         "--duration",
         type=float,

@@ -13,9 +13,10 @@ peak with what its setting's runs measured.
 The truth. One run is not the truth: even with each run given the CPU it
 asks for (bench/gc_record.py), a setting's runs differ by a median 0-19% in
 cycles per minute (by workload). The measured value is the mean of a
-setting's runs (three instances; nine for graph, lru, tiny and queue, whose
-runs differ most), printed with its standard error
-(sd/√3, of the mean); errors are the prediction against that mean, nothing
+setting's runs (nine instances of graph, lru, tiny and queue, whose runs
+differ most; six of blob, batch and service, recorded alone on the machine:
+tests/testdata/gc/README.md), printed with its standard error (sd/√k, of
+the mean); errors are the prediction against that mean, nothing
 subtracted; the summary also counts the predictions within twice that
 standard error. Each workload's first line gives the runs' own spread and the
 median standard error of the measured means: the noise no model removes

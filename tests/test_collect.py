@@ -14,6 +14,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -535,7 +536,7 @@ def test_recollecting_the_same_bodies_adds_no_duplicates(
         types=["cpu", "heap", "mutex"],
         archive_dir=archive,
         metrics_interval=0.5,
-        timeout=2,
+        timeout=60,  # bounds a hang only: with 2 s and no retry, a slow answer failed it
         retries=0,
         concurrency=8,
     )
@@ -620,6 +621,22 @@ def test_bad_arguments_raise_value_error(tmp_path: Path) -> None:
 # --- end to end against the real demo fleet --------------------------------------------
 
 
+def _wait_for_api_requests(inst, hang: float = 300) -> None:
+    """Until notesd has served a request of its API (its /metrics says so)."""
+    from support.fleet_harness import parse_samples
+
+    deadline = time.monotonic() + hang  # bounds a hang only
+    while time.monotonic() < deadline:
+        counts = parse_samples(inst.metrics())
+        if any(
+            k.startswith("notesd_http_request_duration_seconds_count{") and "/notes" in k and v
+            for k, v in counts.items()
+        ):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no API request reached notesd in {hang} s")
+
+
 def test_collect_from_a_real_notesd(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -632,7 +649,7 @@ def test_collect_from_a_real_notesd(
     token = secrets.token_hex(16)
     monkeypatch.setenv("NOTESD_PPROF_AUTH", f"Bearer {token}")
     with fh.FleetInstance(bins.notesd, workdir=tmp_path / "fleet") as inst:
-        inst.start("v1", "i-1", token=token, max_lifetime=60)
+        inst.start("v1", "i-1", token=token, max_lifetime=600)  # ends an orphan only
         targets = write_toml(
             tmp_path / "targets.toml",
             (
@@ -641,9 +658,14 @@ def test_collect_from_a_real_notesd(
             ),
         )
         db = tmp_path / "fleet.duckdb"
+        # The load lasts until collect is done (it is stopped then) and has begun
+        # before: a 4 s load started beside collect could end, or not yet have
+        # reached notesd, in its 2 s CPU window on a loaded machine.
         with fh.start_load(
-            inst, duration=4, rate_start=100, rate_end=200, max_requests=5000, loadgen=bins.loadgen
-        ) as load:
+            inst, duration=300, rate_start=100, rate_end=200, max_requests=60_000,
+            loadgen=bins.loadgen,
+        ):  # fmt: skip
+            _wait_for_api_requests(inst)
             code = main(
                 [
                     "collect",
@@ -657,10 +679,9 @@ def test_collect_from_a_real_notesd(
                     "--metrics-interval",
                     "0.5",
                     "--timeout",
-                    "5",
+                    "120",  # bounds a hang only
                 ]
             )
-            load.wait()
     out, err = capsys.readouterr()
     assert code == 0, err
     assert err == "" and out.startswith("collected 2 profiles (2 new, 0 already present)")

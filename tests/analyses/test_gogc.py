@@ -619,11 +619,11 @@ def test_one_instance_whose_gogc_changed_is_split_into_settings(
 
 
 def test_an_unidentified_sweep_term_says_why_with_two_settings() -> None:
-    """service's recorded GOGC 100 and 200 logs, paced: two settings whose swept
-    heaps differ too little leave the sweep term open; its note said 'one
-    setting: ...' with two."""
-    runs = GC / "work" / "service"
-    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    """service's GOGC 100 and 200 logs, paced, from a run beside a neighbour
+    (tests/testdata/gc/neighbour): two settings whose swept heaps differ too
+    little leave the sweep term open; its note said 'one setting: ...' with
+    two."""
+    logs = [str(GC / "neighbour" / f"service-{g}.log") for g in ("gogc100", "gogc200")]
     res = model.advise(model.observe(cycles=model.read_gctrace_files(logs)))
     sweep = res.model.fit.terms["sweep"]
     assert len(res.model.fit.observed) == 2 and not sweep.identified

@@ -67,12 +67,12 @@ ACHIEVED = {
     ("100+200", "blob", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (11, 40),
+        "gc_share": (19, 32),
     },
     ("100+200", "blob", "prometheus"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (24, 53),
+        "gc_share": (15, 36),
     },
     ("100+200", "tiny", "gctrace"): {
         "goal": (10, 20),
@@ -91,18 +91,18 @@ ACHIEVED = {
     },
     ("100+200", "service", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 20),
+        "cycles_per_min": (12, 24),
         "gc_share": (10, 20),
     },
     ("100+200", "batch", "gctrace"): {
         "goal": (10, 20),
         "cycles_per_min": (10, 20),
-        "gc_share": (15, 23),
+        "gc_share": (12, 23),
     },
     ("100+200", "batch", "prometheus"): {
         "goal": (10, 20),
-        "cycles_per_min": (10, 22),
-        "gc_share": (15, 24),
+        "cycles_per_min": (11, 27),
+        "gc_share": (15, 29),
     },
     ("100+200", "queue", "gctrace"): {
         "goal": (10, 20),
@@ -137,12 +137,12 @@ ACHIEVED = {
     ("100", "blob", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (20, 42),
+        "gc_share": (16, 29),
     },
     ("100", "blob", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (24, 56),
+        "gc_share": (15, 37),
     },
     ("100", "tiny", "gctrace"): {
         "goal": (15, 20),
@@ -157,22 +157,22 @@ ACHIEVED = {
     ("100", "service", "gctrace"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 20),
+        "gc_share": (15, 22),
     },
     ("100", "service", "prometheus"): {
         "goal": (15, 20),
         "cycles_per_min": (15, 20),
-        "gc_share": (15, 20),
+        "gc_share": (15, 21),
     },
     ("100", "batch", "gctrace"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 23),
-        "gc_share": (15, 25),
+        "cycles_per_min": (15, 22),
+        "gc_share": (16, 26),
     },
     ("100", "batch", "prometheus"): {
         "goal": (15, 20),
-        "cycles_per_min": (15, 58),
-        "gc_share": (21, 58),
+        "cycles_per_min": (15, 41),
+        "gc_share": (22, 43),
     },
     ("100", "queue", "gctrace"): {
         "goal": (15, 20),
@@ -187,9 +187,10 @@ ACHIEVED = {
 }
 
 
-# The flat-out pointer-dense workloads, whose runs differ most, have nine runs
-# of every setting (tests/testdata/gc/README.md); the others three.
-RUNS = {"graph": 9, "lru": 9, "tiny": 9, "queue": 9}
+# Runs per setting (tests/testdata/gc/README.md): nine of the flat-out
+# pointer-dense workloads, whose runs differ most; six of the others, recorded
+# with no neighbour on the machine.
+RUNS = {"graph": 9, "lru": 9, "tiny": 9, "queue": 9, "blob": 6, "batch": 6, "service": 6}
 
 
 def test_recordings_are_complete() -> None:
@@ -271,14 +272,17 @@ def test_a_held_settings_gc_cost_is_left_out_of_the_cost_fit(workload: str, sour
 def test_idle_mark_workers_take_only_the_ps_left_idle() -> None:
     """pacer rule 4, fit rule 3b: service is paced and its idle Ps run idle mark
     workers at GOGC 100 and 200; graph is CPU-bound and has none to give
-    them. At GOGC 25 service would use every P: the GC CPU per cycle predicted
-    there is the mark's work alone, as measured (26.8 ms; with the idle
-    workers' CPU of GOGC 100 and 200 carried over it came out 18 % high)."""
+    them. At GOGC 25 service leaves fewer Ps idle (its runs used 1.36-1.60 of
+    2 cores): the process's cores and the GC CPU per cycle predicted there
+    are within 10 % of its runs' (with the idle workers' CPU of GOGC 100 and
+    200 carried over, the GC CPU per cycle came out 18 % high on runs that
+    used 1.99 cores)."""
     assert rec.model("graph", FITS["100+200"], "gctrace").fit.params.idle_s == 0
     m = rec.model("service", FITS["100+200"], "gctrace")
     assert m.fit.params.idle_s > 0
     got = m.predict(25.0, None)
-    assert got["process_cores"] > 1.9  # of 2
+    busy = [rec.busy_cores(d) for d in rec.runs("service", "gogc25")]
+    assert got["process_cores"] == pytest.approx(sum(busy) / len(busy), rel=0.10)
     predicted = got["gc_cores"] * 60 / got["cycles_per_min"]
     runs = rec.runs("service", "gogc25")
     seen = [
@@ -325,6 +329,48 @@ def test_the_mutators_cpu_per_cycle_carries_its_speed_to_a_higher_gogc(workload:
     assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.10, errs
 
 
+def test_kappas_point_is_a_fraction_of_its_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mutator rule 2: the point of ``κ`` sits at ``KAPPA_POINT`` of ``κ̂``
+    (bench.gc_kappa moves it to measure what the choice is worth); the range
+    stays ``[0, κ̂]`` wherever the point is."""
+    from pyproflab.analyses.gogc import mutator
+    from pyproflab.analyses.gogc.fit import fit
+
+    obs = rec.observation("graph", FITS["100+200"], "prometheus")
+    monkeypatch.setattr(mutator, "KAPPA_POINT", 0.25)
+    quarter = fit(obs).terms["cycle_cpu"]
+    monkeypatch.setattr(mutator, "KAPPA_POINT", 1.0)
+    whole = fit(obs).terms["cycle_cpu"]
+    assert 0 == quarter.lo == whole.lo < quarter.hi == whole.hi
+    assert quarter.point == pytest.approx(0.25 * whole.hi) and whole.point == whole.hi
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_mutator_no_faster_at_a_higher_gogc_has_no_cpu_per_cycle(source: str) -> None:
+    """mutator rule 2: tiny's mutator allocated 182 MiB per core-second at GOGC
+    100 and 179 at 200: ``κ`` is 0, identified, and its note says so (it said
+    the speeds differ and were not told apart, in the JSON report's terms)."""
+    k = rec.model("tiny", FITS["100+200"], source).fit.terms["cycle_cpu"]
+    assert k.identified and k.point == k.hi == 0
+    assert "do not rise with GOGC" in k.how and "not told apart" not in k.how
+
+
+def test_leave_one_out_chooses_kappas_point_on_the_other_workloads() -> None:
+    """bench.gc_kappa: the fraction with the least mean score over the other
+    workloads; a tie goes to the one nearest the default."""
+    from bench.gc_kappa import choose
+
+    scores = {
+        0.0: {"a": 0.1, "b": 0.3, "c": 0.3},
+        0.5: {"a": 0.5, "b": 0.2, "c": 0.2},
+        1.0: {"a": 0.0, "b": 0.2, "c": 0.2},
+    }
+    assert choose(scores, ["a", "b", "c"], 0.5) == 1.0  # means 0.23, 0.30, 0.13
+    assert choose(scores, ["a"], 0.5) == 1.0
+    assert choose(scores, ["b", "c"], 0.5) == 0.5  # 0.5 and 1.0 tie
+    assert choose(scores, ["b", "c"], 0.9) == 1.0
+
+
 def test_gctrace_says_where_its_pauses_count_more_than_the_runtime() -> None:
     """samples rules: gctrace's pauses count at their clock on one P, which on
     a paced process holds the world's restart, uncounted by the runtime's CPU
@@ -368,11 +414,14 @@ def test_a_memory_limit_counts_the_spans_unused_part(workload: str, fit: str) ->
     """pacer rule 1: what a limit counts beside the heap is the runtime's
     nonHeapMemory, the spans' unused part included (Prometheus: sys − heap
     sys + heap in use − heap alloc). The goal under each workload's limit
-    comes out within 5 % (with sys − heap sys alone service's came out 6-7 %
-    high, and its cycles per minute 12-15 % low)."""
+    alone (GOGC=off) comes out within 5 % (with sys − heap sys alone
+    service's came out 6-7 % high), and with GOGC=400 beside it within 6 %
+    (service's, fitted on 100+200, 5.3 % high either way)."""
     rows = rec.table(workload, "prometheus", FITS[fit])
     errs = {r.label: r.error for r in rows if "-lim" in r.label and r.metric == "goal"}
-    assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.05, errs
+    assert len(errs) == 2 and max(map(abs, errs.values())) <= 0.06, errs
+    (off,) = (e for label, e in errs.items() if label.startswith("gogcoff"))
+    assert abs(off) <= 0.05, errs
 
 
 @pytest.mark.parametrize("fit", FITS)

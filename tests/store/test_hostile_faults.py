@@ -137,19 +137,23 @@ def test_an_absurd_duration_is_one_line(seeded: Path, capsys) -> None:
 
 
 def test_a_busy_store_suggests_wait(seeded: Path) -> None:
+    # The holder keeps the store until its stdin closes (before: 60 s, and the
+    # ingest beside it, a new process, had 60 s too: a slow start outlived the hold).
     code = (
-        "import time\nfrom pyproflab.store.lock import StoreLock\n"
+        "import sys\nfrom pyproflab.store.lock import StoreLock\n"
         f"StoreLock({str(seeded)!r}, command='holder').acquire()\n"
-        "print('ok', flush=True)\ntime.sleep(60)"
+        "print('ok', flush=True)\nsys.stdin.read()"
     )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "ok"
         r = subprocess.run(
             [sys.executable, "-m", "pyproflab", "ingest", str(seeded), "--db", str(seeded)],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,  # bounds a hang only
         )
         assert r.returncode == 2 and "store is busy" in r.stderr, r.stderr
         assert r.stderr.strip().endswith("or pass --wait SECONDS")  # every command has it

@@ -62,7 +62,8 @@ check looked at queue's GOGC 25-50 marks beside tiny's and service's, and
 ``fit`` rule 6b's point with one setting, and ``mutator`` rule 2's (the
 middle of ``κ``'s range from two settings; ``KAPPA_SHARE``, its bound from
 one, measured on graph), chosen with every workload's table (queue's
-included) in view. Fits of the
+included) in view (``bench.gc_kappa`` measures the middle's choice left one
+workload out: 6.69 % mean error held out, 6.67 % in-sample). Fits of the
 sweep term on the seven gave 0 to 7e-9 (the machine's other work moves the
 mutator's CPU more): no prior came from them.
 """
