@@ -99,7 +99,8 @@ def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     assert result.rows.num_rows == 0
     header = "kind,type,count,total_ns,p50_ns,p90_ns,p99_ns,max_ns,incomplete"
     assert render(result, "csv") == header + "\n"
-    assert render(result, "text").splitlines()[1].split() == header.split(",")
+    shown = [c.removesuffix("_ns") for c in header.split(",")]  # the cells carry the unit
+    assert render(result, "text").splitlines()[1].split() == shown
     assert json.loads(render(result, "json")) == []
 
 
@@ -158,3 +159,14 @@ def test_every_option_flag_says_its_default(question) -> None:
         default = defaults[kw["dest"]]
         shown = "all" if default is None else f"{default:g}" if kw.get("type") else default
         assert f"(default {shown})" in kw["help"], flag
+
+
+@pytest.mark.parametrize("fmt", ["text", "html"])
+def test_durations_are_headed_without_their_column_unit(fmt) -> None:
+    """Text and HTML print durations scaled (``121.50s``) under the JSON/CSV names:
+    ``total_ns 121.50s``, ``p99_ns 1.01s``, ``wait_ns 1.20s`` read as nanoseconds."""
+    result = answer("sched", path=trace_path("cpulimit-quota"))
+    out = render(result, fmt)
+    for name in ("count", "total", "p50", "p99", "max", "wait"):
+        assert (name in out.split()) if fmt == "text" else (f"<th>{name}</th>" in out), name
+    assert "_ns" not in out and "1.01s" in out
