@@ -24,7 +24,10 @@ median standard error of the measured means: the noise no model removes
 ``--spread`` prints each setting's.
 
     python -m bench.gc_validate [--workloads graph,lru] [--sources gctrace,prometheus]
-        [--fits 100+200,100] [--compact] [--spread] [--table]
+        [--fits 100+200,100] [--compact] [--spread] [--table] [--canary]
+
+``--canary``: the canary plan's claimed widths against refits with the
+canary's recorded runs (``bench/gc_canary.py``).
 """
 
 from __future__ import annotations
@@ -188,7 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compact", action="store_true", help="only the summary lines")
     p.add_argument("--spread", action="store_true", help="only each setting's run spread")
     p.add_argument("--table", action="store_true", help="only issue 29's acceptance table")
+    p.add_argument("--canary", action="store_true", help="only the canary claims against refits")
     args = p.parse_args(argv)
+    if args.canary:
+        from bench import gc_canary
+
+        print(gc_canary.table(rec, args.workloads.split(","), args.sources.split(",")))
+        return 0
     if args.table:
         print(markdown_table(rec, args.workloads.split(","), args.sources.split(",")))
         return 0

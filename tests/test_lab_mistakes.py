@@ -139,12 +139,21 @@ def test_opening(tmp_path) -> None:
         ({"window_s": -1}, r"^window_s=-1: expected a number > 0$"),  # was no windows
         ({"window_s": "1"}, r"^window_s='1': expected a number > 0$"),  # was a TypeError
         ({"top": -1}, r"^top=-1: expected a whole number >= 0$"),  # was no longest waits
+        ({"window_s": float("inf")}, r"^window_s=inf: expected a number > 0$"),  # OverflowError
+        ({"window_s": float("nan")}, r"^window_s=nan: expected a number > 0$"),  # OverflowError
+        ({"window_s": 1e-12}, r"^window_s=1e-12: expected at least 1e-09 s"),  # ZeroDivisionError
         ({"windw_s": 1}, r"^trace sched: unknown option 'windw_s' \(known: window_s, top, "),
     ],
 )
 def test_trace_options(lab, options: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         lab.trace("sched", path=TRACE, **options)
+
+
+def test_trace_goroutines_sort_is_checked(lab) -> None:
+    """sort='x' was a ValueError's traceback from inside the analysis."""
+    with pytest.raises(UsageError, match=r"^sort='x': expected one of g, running_ns, "):
+        lab.trace("goroutines", path=TRACE, sort="x")
 
 
 def test_trace_path_and_selection(lab) -> None:

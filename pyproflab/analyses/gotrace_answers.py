@@ -9,6 +9,7 @@ runs the analysis; ``stw`` joins the store's gctrace when reading a store.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -35,13 +36,19 @@ ANSWERS: dict[str, tuple[list[str], Callable[..., Any], type]] = {
 _LOW = {"window_s": (0, True), "starved_p99_ms": (0, True), "top": (0, False)}
 _LOW |= {"windows": (1, False), "min_growth": (0, False)}
 _WHOLE = ("top", "windows", "min_growth")
+# Windows are cut in whole nanoseconds: a shorter one is none (a ZeroDivisionError).
+_SHORTEST_WINDOW_S = 1e-9
+# goroutines' sort: by goroutine id, or by a time column, largest first.
+SORTS = ("g", *gotrace.TIME_COLUMNS)
 
 
-def options_of(name: str, **keywords: Any) -> Any:
+def options_of(name: str, spelled: Callable[[str], str] = str, **keywords: Any) -> Any:
     """The options object of question ``name`` from keywords (None when none are
-    given), each checked: an unknown keyword, a wrong type or a number out of
-    range is one line naming it (``window_s=0`` was a ZeroDivisionError,
-    ``window_s=-1`` an answer without windows)."""
+    given), each checked: an unknown keyword, a wrong type, a number out of
+    range or not finite, a window under a nanosecond or an unknown sort is one
+    line naming it as ``spelled(keyword)`` spells it (the CLI: its flag).
+    ``window_s=0`` was a ZeroDivisionError, ``window_s=-1`` an answer without
+    windows, ``window_s=inf`` an OverflowError, ``sort='x'`` a ValueError."""
     if not keywords:
         return None
     cls = ANSWERS[name][2]
@@ -52,14 +59,22 @@ def options_of(name: str, **keywords: Any) -> Any:
             f"trace {name}: unknown option {unknown[0]!r} (known: {', '.join(known) or 'none'})"
         )
     for key, v in keywords.items():
+        if key == "sort" and v not in SORTS:
+            raise UsageError(f"{spelled(key)}={v!r}: expected one of {', '.join(SORTS)}")
         if key not in _LOW or (v is None and key == "top" and name == "goroutines"):
             continue
         low, open_ = _LOW[key]
         whole = key in _WHOLE
         number = not isinstance(v, bool) and isinstance(v, int if whole else (int, float))
-        if not number or not (v > low if open_ else v >= low):
+        if not number or not math.isfinite(v) or not (v > low if open_ else v >= low):
             what = "a whole number" if whole else "a number"
-            raise UsageError(f"{key}={v!r}: expected {what} {'>' if open_ else '>='} {low}")
+            raise UsageError(
+                f"{spelled(key)}={v!r}: expected {what} {'>' if open_ else '>='} {low}"
+            )
+        if key == "window_s" and v < _SHORTEST_WINDOW_S:
+            raise UsageError(
+                f"{spelled(key)}={v!r}: expected at least {_SHORTEST_WINDOW_S} s (one nanosecond)"
+            )
     return cls(**keywords)
 
 

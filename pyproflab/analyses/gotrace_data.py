@@ -73,8 +73,13 @@ class TraceData:
     def from_store(cls, store: Store, selection: Selection | None, tables: list[str]) -> TraceData:
         keys = select_traces(store, selection)
         if not keys.num_rows:
-            what = (selection or Selection()).describe()
-            raise UsageError(f"{store.name}: no traces match {what}")
+            sel = selection or Selection()
+            if sel.everything:  # not "no traces match (everything)"
+                raise UsageError(
+                    f"{store.name} holds no traces (`pyproflab ingest TRACE` stores one; "
+                    "or give a trace FILE)"
+                )
+            raise UsageError(f"{store.name}: no traces match {sel.describe()}")
         ids = keys.column("trace_id").to_pylist()
         return cls(keys, trace_tables(store, ids, tables))
 

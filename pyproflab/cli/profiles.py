@@ -44,7 +44,11 @@ class Command:
         if table.num_rows == 0:
             import sys
 
-            what = common.selection_from_args(args).describe()
-            said = f"no profiles match {what}" if what else "the store holds no profiles"
+            sel = common.selection_from_args(args)
+            said = (
+                "the store holds no profiles"
+                if sel.everything
+                else f"no profiles match {sel.describe()}"
+            )
             print(f"pyproflab: note: {said}", file=sys.stderr)
         return 0

@@ -22,6 +22,63 @@ from pyproflab.cli import common
 
 QUESTIONS = ("goroutines", "sched", "stw", "tasks", "leaks")
 
+# The questions' option flags: (flag, add_argument keywords). Each default is the
+# options class's (analyses.gotrace, gotrace_stw), which the help repeats (a test
+# holds them equal; the analyses are not imported to build the parser).
+_WINDOW = (
+    "--window",
+    {"dest": "window_s", "type": float, "metavar": "SECONDS", "help": "window length (default 1)"},
+)
+_TOP = "--top", {"dest": "top", "type": int, "metavar": "N"}
+FLAGS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "goroutines": (
+        (
+            "--sort",
+            {
+                "dest": "sort",
+                "metavar": "COLUMN",
+                "help": "g, the goroutine id, or running_ns, runnable_ns, syscall_ns or "
+                "waiting_ns, largest first (default g)",
+            },
+        ),
+        (_TOP[0], {**_TOP[1], "help": "only the first N goroutines (default all)"}),
+    ),
+    "sched": (
+        _WINDOW,
+        (_TOP[0], {**_TOP[1], "help": "the N longest waits listed (default 10)"}),
+        (
+            "--starved-p99-ms",
+            {
+                "dest": "starved_p99_ms",
+                "type": float,
+                "metavar": "MS",
+                "help": "a trace whose p99 wait reaches MS is named CPU starvation (default 10)",
+            },
+        ),
+    ),
+    "stw": (_WINDOW,),
+    "leaks": (
+        (
+            "--windows",
+            {
+                "dest": "windows",
+                "type": int,
+                "metavar": "N",
+                "help": "the trace is cut into N equal windows (default 10)",
+            },
+        ),
+        (
+            "--min-growth",
+            {
+                "dest": "min_growth",
+                "type": int,
+                "metavar": "N",
+                "help": "a group never falling grows by N or more to be a suspect (default 10)",
+            },
+        ),
+    ),
+}
+
 
 class Command:
     __doc__ = __doc__
@@ -44,18 +101,9 @@ class Command:
             q.add_argument("--table", help="csv: which table (default: the main one)")
             q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
             # Not given (None): the question's options class's default
-            # (analyses.gotrace, gotrace_stw), written there once.
-            if name in ("sched", "stw"):
-                q.add_argument("--window", dest="window_s", type=float, metavar="SECONDS")
-            if name == "sched":
-                q.add_argument("--top", type=int, help="longest waits listed")
-                q.add_argument("--starved-p99-ms", type=float)
-            if name == "goroutines":
-                q.add_argument("--sort", help="g, running_ns, runnable_ns, ...")
-                q.add_argument("--top", type=int)
-            if name == "leaks":
-                q.add_argument("--windows", type=int)
-                q.add_argument("--min-growth", type=int)
+            # (analyses.gotrace, gotrace_stw), written there once and shown here.
+            for flag, kw in FLAGS.get(name, ()):
+                q.add_argument(flag, default=None, **kw)
 
     def run(self, args: argparse.Namespace) -> int:
         if args.trace_command == "pprof":
@@ -65,13 +113,9 @@ class Command:
         from pyproflab.reports import render
 
         name = args.trace_command
+        if args.table and args.format != "csv":  # it was dropped without a word
+            raise UsageError("--table is for --format csv (text and json give every table)")
         options = question_options(args)
-        if getattr(options, "window_s", 1.0) <= 0:
-            raise UsageError("--window must be > 0 seconds")
-        for flag, low in (("--windows", 1), ("--min-growth", 0), ("--top", 0)):
-            value = getattr(options, flag[2:].replace("-", "_"), None)
-            if value is not None and value < low:
-                raise UsageError(f"{flag} must be >= {low}, not {value}")
         if args.file is not None:
             if common.has_selection(args) or args.db:
                 raise UsageError("give a trace FILE or --db with a selection, not both")
@@ -94,14 +138,15 @@ def _pprof(args: argparse.Namespace) -> int:
 
 
 def question_options(args: argparse.Namespace) -> Any:
-    """The options object of the question asked (``gotrace_answers.ANSWERS``) with the
-    flags given; the others take the class's defaults (None for tasks)."""
-    from dataclasses import fields
+    """The options object of the question asked with the flags given, each
+    checked as ``gotrace_answers.options_of`` checks a notebook's keywords (a
+    mistake is one line naming the flag); the others take the class's defaults
+    (None for tasks)."""
+    from pyproflab.analyses.gotrace_answers import ANSWERS, options_of
 
-    from pyproflab.analyses.gotrace_answers import ANSWERS
-
+    flags = {kw["dest"]: flag for flag, kw in FLAGS.get(args.trace_command, ())}
+    given = {k: getattr(args, k) for k in flags if getattr(args, k) is not None}
+    if given:
+        return options_of(args.trace_command, spelled=flags.__getitem__, **given)
     cls = ANSWERS[args.trace_command][2]
-    if cls is type(None):
-        return None
-    given = {f.name: getattr(args, f.name, None) for f in fields(cls)}
-    return cls(**{k: v for k, v in given.items() if v is not None})
+    return None if cls is type(None) else cls()

@@ -93,6 +93,13 @@ def _cell(col: str, v: Any) -> str:
 _HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
 
 
+def _heading(col: str) -> str:
+    """A column's heading in text and HTML: a duration's without its ``_ns`` or
+    ``_ms``, since its cells carry their unit (``total 121.50s``, not ``total_ns
+    121.50s``); JSON and CSV keep the names, whose numbers are in that unit."""
+    return col[:-3] if col.endswith(("_ns", "_ms")) else col
+
+
 def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
@@ -107,7 +114,7 @@ def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
     more = [f"... {t.num_rows - len(rows)} more rows"] if len(rows) < t.num_rows else []
     if not t.num_rows:  # the columns stay; "none" says, not a header over nothing
         more = ["(none)"]
-    return [f"{title}:", *grid(cols, cells, align), *more, ""]
+    return [f"{title}:", *grid([_heading(c) for c in cols], cells, align), *more, ""]
 
 
 def render_text(result: Any, limit: int | None = 50) -> str:
@@ -126,7 +133,7 @@ def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
     esc = html.escape
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    head = "".join(f"<th>{esc(_heading(c))}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(f"<td>{esc(_cell(c, r[c]))}</td>" for c in cols) + "</tr>" for r in rows
     )

@@ -19,7 +19,7 @@ import io
 import math
 from typing import Any
 
-from pyproflab.analyses.units import quantity
+from pyproflab.analyses.units import label, quantity
 from pyproflab.reports.formatting import csv_cell, grid, json_text, plotly_text, text_name
 
 
@@ -89,10 +89,10 @@ def header_lines(result) -> list[str]:
         )
     lines = [
         f"Type: {what}, {result.granularity}",
-        f"Base: {result.base_description}: {result.n_base} profiles, "
-        f"{result.duration_base:.1f}s, total {result.total_base}",
-        f"New:  {result.new_description}: {result.n_new} profiles, "
-        f"{result.duration_new:.1f}s, total {result.total_new}",
+        f"Base: {result.base_description}: {result.n_base} profiles over "
+        f"{result.duration_base:.1f}s, {label(result.total_base, st.unit)} of {st.type}",
+        f"New:  {result.new_description}: {result.n_new} profiles over "
+        f"{result.duration_new:.1f}s, {label(result.total_new, st.unit)} of {st.type}",
     ] + [f"Note: {n}" for n in result.notes]
     return [text_name(line) for line in lines]
 

@@ -91,6 +91,23 @@ def test_a_report_of_an_empty_store_is_one_line(tmp_path, capsys) -> None:
     assert err == f"pyproflab: error: no profiles in {db} (for GC metrics alone: pyproflab gogc)\n"
 
 
+def test_an_empty_store_says_it_holds_nothing(tmp_path, capsys) -> None:
+    """``profiles`` and ``trace sched`` of a store holding nothing (a newcomer's
+    ``trace sched`` after ``make demo``, whose store has no trace) said "no
+    profiles match (everything)" and "no traces match (everything)"."""
+    from pyproflab.store import Store
+
+    db = tmp_path / "s.duckdb"
+    with Store.open(db):
+        pass
+    assert main(["profiles", "--db", str(db)]) == 0
+    assert capsys.readouterr().err == "pyproflab: note: the store holds no profiles\n"
+    assert main(["trace", "sched", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {db} holds no traces (`pyproflab ingest TRACE`")
+    assert err.count("\n") == 1 and "everything" not in err
+
+
 def test_a_report_of_gc_metrics_alone_says_why_its_gc_section_is_empty(tmp_path, capsys):
     """The gc section sets GC figures beside profiles: with GC cycles and no
     profile it is skipped with the same words as ``gc`` (it was once an empty

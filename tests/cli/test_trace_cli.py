@@ -99,24 +99,74 @@ def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     assert result.rows.num_rows == 0
     header = "kind,type,count,total_ns,p50_ns,p90_ns,p99_ns,max_ns,incomplete"
     assert render(result, "csv") == header + "\n"
-    assert render(result, "text").splitlines()[1].split() == header.split(",")
+    shown = [c.removesuffix("_ns") for c in header.split(",")]  # the cells carry the unit
+    assert render(result, "text").splitlines()[1].split() == shown
     assert json.loads(render(result, "json")) == []
 
 
 @pytest.mark.parametrize(
-    ("question", "flag", "value"),
+    ("question", "flag", "value", "expected"),
     [
-        ("leaks", "--windows", "0"),
-        ("leaks", "--min-growth", "-1"),
-        ("sched", "--top", "-1"),
-        ("goroutines", "--top", "-1"),
+        ("leaks", "--windows", "0", "0: expected a whole number >= 1"),
+        ("leaks", "--min-growth", "-1", "-1: expected a whole number >= 0"),
+        ("sched", "--top", "-1", "-1: expected a whole number >= 0"),
+        ("goroutines", "--top", "-1", "-1: expected a whole number >= 0"),
+        # These four were tracebacks: OverflowError, OverflowError, ZeroDivisionError
+        # (a window under a nanosecond is none), ValueError; a negative
+        # --starved-p99-ms named every trace starved.
+        ("sched", "--window", "inf", "inf: expected a number > 0"),
+        ("stw", "--window", "nan", "nan: expected a number > 0"),
+        ("sched", "--window", "1e-12", "1e-12: expected at least 1e-09 s (one nanosecond)"),
+        (
+            "goroutines",
+            "--sort",
+            "x",
+            "'x': expected one of g, running_ns, runnable_ns, syscall_ns, waiting_ns",
+        ),
+        ("sched", "--starved-p99-ms", "-1", "-1.0: expected a number > 0"),
     ],
 )
-def test_a_count_out_of_range_is_one_line(question, flag, value, capsys) -> None:
+def test_an_option_out_of_range_is_one_line(question, flag, value, expected, capsys) -> None:
     """``leaks --windows 0`` was a traceback (ZeroDivisionError); a negative --top
-    listed nothing, or all but the last, as if it were a figure."""
+    listed nothing, or all but the last, as if it were a figure. Each names its flag."""
     from pyproflab.cli import main
 
     assert main(["trace", question, str(trace_path("many")), flag, value]) == 2
     err = capsys.readouterr().err
-    assert err == f"pyproflab: error: {flag} must be >= {int(value) + 1}, not {value}\n"
+    assert err == f"pyproflab: error: {flag}={expected}\n"
+
+
+def test_table_is_for_csv(capsys) -> None:
+    """``--table`` with text or json was dropped without a word."""
+    from pyproflab.cli import main
+
+    assert main(["trace", "sched", str(trace_path("many")), "--table", "windows"]) == 2
+    assert "--table is for --format csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("question", ["goroutines", "sched", "stw", "leaks"])
+def test_every_option_flag_says_its_default(question) -> None:
+    """Each question's flags had no help (``--window SECONDS`` and
+    ``--starved-p99-ms STARVED_P99_MS`` alone): each now says what it does and
+    its default, the options class's."""
+    import dataclasses
+
+    from pyproflab.analyses.gotrace_answers import ANSWERS
+    from pyproflab.cli.trace import FLAGS
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ANSWERS[question][2])}
+    for flag, kw in FLAGS[question]:
+        default = defaults[kw["dest"]]
+        shown = "all" if default is None else f"{default:g}" if kw.get("type") else default
+        assert f"(default {shown})" in kw["help"], flag
+
+
+@pytest.mark.parametrize("fmt", ["text", "html"])
+def test_durations_are_headed_without_their_column_unit(fmt) -> None:
+    """Text and HTML print durations scaled (``121.50s``) under the JSON/CSV names:
+    ``total_ns 121.50s``, ``p99_ns 1.01s``, ``wait_ns 1.20s`` read as nanoseconds."""
+    result = answer("sched", path=trace_path("cpulimit-quota"))
+    out = render(result, fmt)
+    for name in ("count", "total", "p50", "p99", "max", "wait"):
+        assert (name in out.split()) if fmt == "text" else (f"<th>{name}</th>" in out), name
+    assert "_ns" not in out and "1.01s" in out

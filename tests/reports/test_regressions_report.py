@@ -95,3 +95,17 @@ def test_html_table_has_the_texts_columns_and_cells(result) -> None:
     got = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)] for row in rows]
     assert got == _cells(result, result.rows.to_pylist())
     assert any(r[10] == "untested" for r in got) or all(result.rows.column("flat_tested"))
+
+
+def test_text_header_gives_each_sides_total_in_its_unit(result) -> None:
+    """The Base and New lines printed the totals as raw integers of the sample
+    type's unit ("26 profiles, 523.3s, total 34120000000"); they are scaled as
+    pprof's labels are and say what they total."""
+    from pyproflab.analyses.units import label
+    from pyproflab.reports.regressions import header_lines
+
+    base, new = header_lines(result)[1:3]
+    assert result.sample_type.unit == "nanoseconds"
+    for line, total in ((base, result.total_base), (new, result.total_new)):
+        assert line.endswith(f"s, {label(total, 'nanoseconds')} of cpu"), line
+        assert str(total) not in line and " profiles over " in line

@@ -21,7 +21,8 @@ The modules, each stating its rules:
   identified or given a range; residuals that make observed settings exact.
 - ``predict``: points and intervals (spread across runs, unidentified terms at
   the ends of their ranges, distance from what was seen), the advice chosen on
-  the upper bound of peak memory, and the canary plan.
+  the upper bound of peak memory, and the canary plan; ``canary``: the
+  canary that measured the prediction, whose refit the plan's claim is.
 - ``options``: the one options object and the parsers of its values.
 
 A gctrace log holds the GC's CPU but not the process's: where the process runs
