@@ -521,11 +521,14 @@ def test_a_canary_narrows_the_interval_and_refits_on_both_settings(workload: str
 
 
 # bench.gc_validate --canary: the claim within this factor either way of the
-# median refit (one recorded run added, each of the first three in turn). The
-# refit itself moves by up to 1.8x between runs (queue's GC share from gctrace
-# 0.39-0.68), its spread from four chunks of one run; the claim came within
-# 0.54-1.86x, the rule before it 0.61-3.87x (cycles per minute 1.5-3.9x).
-CANARY_FACTOR = 2.0
+# median refit (one recorded run added, each of the first three in turn), where
+# the recorded runs cover the cycles the plan asks for; within twice it where
+# they do not (blob's cover 11 of the 119 its plan asks). The refit itself
+# moves by up to 1.8x between runs (queue's GC share from gctrace 0.39-0.68),
+# its spread from four chunks of one run; the claim came within 0.76-1.31x
+# (blob's 0.56), drawn from the first current run alone 0.64-1.86x, the rule
+# before it 0.61-3.87x (cycles per minute 1.5-3.9x).
+CANARY_FACTOR = 1.5
 
 
 @pytest.mark.parametrize(
@@ -545,7 +548,8 @@ def test_the_canary_plans_claimed_width_is_near_the_refits(workload: str, source
     the canary as the refit with a canary that measured the prediction would
     have. Replayed with the setting's recorded runs (the fleet's GOGC=100 still
     the current setting), the claim is within ``CANARY_FACTOR`` of the median
-    width of the refits with each of its first three runs added. The claim
+    width of the refits with each of its first three runs added (2 where the
+    runs are shorter than the plan asks). The claim
     before (the spread shrunk by √(seen/N), at least the current setting's
     width) was 3.9x the refit's cycles per minute on lru from gctrace, 3.3x on
     queue, 2.6x on graph."""
@@ -553,10 +557,11 @@ def test_the_canary_plans_claimed_width_is_near_the_refits(workload: str, source
 
     c = gc_canary.case(rec, workload, source)
     assert c["plan"] is not None
+    factor = CANARY_FACTOR if min(c["covers"]) >= c["plan"]["cycles"] else 2.0
     for k in gc_canary.FIGURES:
         claimed = c["plan"]["width_after"][k]
         refit = sorted(o[k] for o in c["one"])[1]
-        assert refit / CANARY_FACTOR <= claimed <= refit * CANARY_FACTOR, (k, claimed, c["one"])
+        assert refit / factor <= claimed <= refit * factor, (k, claimed, c["one"])
 
 
 def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
