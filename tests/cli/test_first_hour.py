@@ -145,3 +145,14 @@ def test_traces_take_a_base_as_pprof(flag, go_profiles, capsys):
     assert ours == oracle.run_pprof(["-traces", f"-{flag}={base}", new])
     # -diff_base labels the base's samples; -base only subtracts them.
     assert ("pprof::base" in ours) == (flag == "diff_base")
+
+
+@pytest.mark.parametrize("command", [["top"], ["peek", "main"], ["merge", "-o", "m.pb.gz"]])
+def test_an_empty_folder_is_named(command, cwd, capsys):
+    """``pyproflab top emptydir`` said only "no profile files given" (the folder was
+    given; it holds no file)."""
+    (cwd / "emptydir").mkdir()
+    (cwd / "emptydir" / ".hidden").write_text("x", encoding="utf-8")
+    assert main([command[0], *command[1:], "emptydir"]) == 2
+    assert capsys.readouterr().err == "pyproflab: error: emptydir: no files in this folder\n"
+    assert sorted(p.name for p in cwd.iterdir()) == ["emptydir"]
