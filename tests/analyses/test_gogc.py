@@ -436,7 +436,13 @@ def test_cli_figures_json(capsys: pytest.CaptureFixture[str]) -> None:
         ],
     ],
 )
-def test_cli_mistakes_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_mistakes_are_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+) -> None:
+    """Run in a folder of its own: ``gogc --gogc 100`` reads the default store,
+    and in a checkout where ``make demo`` left ``pyproflab.duckdb`` (the README
+    runs ``make demo`` then ``make test``) it answered, exit 0, and failed here."""
+    monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("pyproflab: error:") and err.count("\n") == 1
