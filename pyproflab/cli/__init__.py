@@ -144,6 +144,11 @@ def _guarded_stdout() -> Iterator[None]:
         sys.stdout = inner
 
 
+def _what_was_done(e: KeyboardInterrupt) -> str:
+    """An interrupt's message (ingest: how many profiles it stored), if any."""
+    return f": {e}" if str(e) else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -153,11 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProflabError as e:
         print(f"pyproflab: error: {e}", file=sys.stderr)
         return e.exit_code
-    except Terminated:
-        print("pyproflab: terminated", file=sys.stderr)
+    except Terminated as e:
+        print(f"pyproflab: terminated{_what_was_done(e)}", file=sys.stderr)
         return 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
-    except KeyboardInterrupt:
-        print("pyproflab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"pyproflab: interrupted{_what_was_done(e)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `pyproflab top … | head`: the reader left; nothing to report.

@@ -319,15 +319,15 @@ def ingest_paths(
 
 @contextlib.contextmanager
 def _says_how_many(report: IngestReport, files: int):
-    """A store error while writing (a full disk) says how many profiles were
-    stored before it: earlier batches are committed, each whole."""
+    """A store error while writing (a full disk), or an interrupt (Ctrl-C,
+    SIGTERM: its message the count), says how many profiles were stored before
+    it: earlier batches are committed, each whole."""
     try:
         yield
-    except StoreError as e:
-        raise type(e)(
-            f"{e}; {report.new} new profiles of the {files} files were stored before it "
-            "(each batch whole): ingest again to add the rest"
-        ) from None
+    except (StoreError, KeyboardInterrupt) as e:
+        stored = f"{report.new} new profiles of the {files} files were stored before it"
+        why = f"{e}; " if isinstance(e, StoreError) else ""
+        raise type(e)(f"{why}{stored} (each batch whole): ingest again to add the rest") from None
 
 
 def _check_sizes(max_bytes: int | None, batch_size: int, batch_bytes: int) -> None:
