@@ -20,16 +20,20 @@ from pyproflab.model import Profile
 def expand_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
     """Files named by ``paths``: files as given, folders walked (sorted), globs expanded.
 
-    A path that is none of these raises ``UsageError`` naming it.
+    A path that is none of these, or a folder holding no file, raises
+    ``UsageError`` naming it (an empty folder was "no profile files given").
     """
     out: list[str] = []
     for p in map(str, paths):
         if is_url(p):
             out.append(p)
         elif os.path.isdir(p):
+            before = len(out)
             for root, dirs, files in os.walk(p):
                 dirs.sort()
                 out.extend(os.path.join(root, f) for f in sorted(files) if not f.startswith("."))
+            if len(out) == before:
+                raise UsageError(f"{p}: no files in this folder")
         elif os.path.exists(p):
             out.append(p)
         elif glob.has_magic(p):

@@ -77,12 +77,15 @@ class Command:
         if figures:
             obs = _from_figures(args, model)
         elif files:
+            skipped: list = []
             obs = model.observe(
-                cycles=_read_logs(args, model) if args.gctrace else None,
+                cycles=_read_logs(args, model, skipped) if args.gctrace else None,
                 samples=model.read_metric_files(args.metrics) if args.metrics else None,
                 gogc=opts.gogc,
                 memory_limit=opts.current_limit,
             )
+            if skipped:
+                obs.notes.insert(0, _skipped_note(skipped))
         else:
             obs = _from_store(args, opts, model)
         result = model.advise(obs, opts)
@@ -90,15 +93,24 @@ class Command:
         return 0
 
 
-def _read_logs(args: argparse.Namespace, model):
-    """The logs' cycles; with --lenient, each skipped line said on stderr (as ingest-gc)."""
+def _read_logs(args: argparse.Namespace, model, skipped: list):
+    """The logs' cycles; with --lenient, each skipped line said on stderr (as
+    ingest-gc) and added to ``skipped``."""
     import sys
 
-    skipped: list | None = [] if args.lenient else None
-    cycles = model.read_gctrace_files(args.gctrace, skipped)
-    for e in skipped or []:
+    cycles = model.read_gctrace_files(args.gctrace, skipped if args.lenient else None)
+    for e in skipped:
         print(f"skipped {e}", file=sys.stderr)
     return cycles
+
+
+def _skipped_note(skipped: list) -> str:
+    """The advice's note of the lines --lenient skipped: the output (a file, a
+    job's log) says it covers less than the logs, not stderr alone."""
+    n = len(skipped)
+    return (
+        f"{n} malformed gctrace line{'s' if n > 1 else ''} skipped (--lenient); first: {skipped[0]}"
+    )
 
 
 def _from_figures(args: argparse.Namespace, model):

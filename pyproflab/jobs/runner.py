@@ -273,6 +273,15 @@ def _removed(summary: dict[str, Any]) -> str:
     return f", retention removed {', '.join(parts)}" if parts else ""
 
 
+def _refused(summary: dict[str, Any]) -> str:
+    """What the sources did not store, for the run's line ("" when nothing): a
+    refused file or profile (drop, pull) or a failed fetch (collect) is not an
+    error of the run (exit 0 or 1), so without this the line a scheduler logs
+    read as if every input had been stored."""
+    n = sum(len(s.get("refused") or ()) + int(s.get("failed") or 0) for s in summary["sources"])
+    return f", {n} refused" if n else ""
+
+
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -289,7 +298,7 @@ def _unchanged(
     code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
     line = (
         f"{job}: unchanged since run {prev['run_id']} "
-        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles, "
+        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles{_refused(summary)}, "
         f"nothing written{_removed(summary)}; exit {code}"
     )
     summary.update(unchanged_since=prev["run_id"], exit_code=code)
@@ -415,7 +424,8 @@ def run_job(
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             thr = spec.regressions.threshold_pct if spec.regressions else None
             line = (
-                f"{spec.name}: run {run_id}: {ingested} new profiles, {n_profiles} selected, "
+                f"{spec.name}: run {run_id}: {ingested} new profiles{_refused(summary)}, "
+                f"{n_profiles} selected, "
                 f"{findings} findings"
                 + (f" over {thr:g}%" if thr is not None else "")
                 + f", {len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"

@@ -5,6 +5,7 @@ The model's accuracy on recorded workloads is in test_gogc_recorded.py."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import replace
@@ -435,7 +436,13 @@ def test_cli_figures_json(capsys: pytest.CaptureFixture[str]) -> None:
         ],
     ],
 )
-def test_cli_mistakes_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_mistakes_are_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+) -> None:
+    """Run in a folder of its own: ``gogc --gogc 100`` reads the default store,
+    and in a checkout where ``make demo`` left ``pyproflab.duckdb`` (the README
+    runs ``make demo`` then ``make test``) it answered, exit 0, and failed here."""
+    monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("pyproflab: error:") and err.count("\n") == 1
@@ -555,6 +562,25 @@ def test_a_truncated_log_is_refused_or_skipped_when_lenient(
     assert main(["gogc", "--gctrace", str(cut), "--lenient"]) == 0
     assert capsys.readouterr().err.startswith(f"skipped {cut}:")
     assert main(["gogc", "--metrics", str(cut), "--lenient"]) == 2
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "html"])  # CSV is the table alone
+def test_lenient_output_says_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """With --lenient, a skipped gctrace line was said on stderr only: the
+    advice written (-o, or a scheduled job's stdout) read as if it covered the
+    whole log. Its notes now count the skipped lines and name the first."""
+    text = _service_log().read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(text[: text.index("\n", 3000) + 20])
+    out = tmp_path / f"advice.{fmt}"
+    args = ["gogc", "--gctrace", str(cut), "--lenient", "--format", fmt, "-o", str(out)]
+    assert main(args) == 0
+    where = capsys.readouterr().err.removeprefix("skipped ").split(": malformed")[0]
+    written = html.unescape(out.read_text())
+    assert "1 malformed gctrace line skipped (--lenient)" in written, written[-2000:]
+    assert f"first: {where}: malformed gctrace line" in written, where
 
 
 def test_throttling_sums_each_pods_own_counters(tmp_path: Path) -> None:

@@ -145,3 +145,31 @@ def test_traces_take_a_base_as_pprof(flag, go_profiles, capsys):
     assert ours == oracle.run_pprof(["-traces", f"-{flag}={base}", new])
     # -diff_base labels the base's samples; -base only subtracts them.
     assert ("pprof::base" in ours) == (flag == "diff_base")
+
+
+@pytest.mark.parametrize("command", [["top"], ["peek", "main"], ["merge", "-o", "m.pb.gz"]])
+def test_an_empty_folder_is_named(command, cwd, capsys):
+    """``pyproflab top emptydir`` said only "no profile files given" (the folder was
+    given; it holds no file)."""
+    (cwd / "emptydir").mkdir()
+    (cwd / "emptydir" / ".hidden").write_text("x", encoding="utf-8")
+    assert main([command[0], *command[1:], "emptydir"]) == 2
+    assert capsys.readouterr().err == "pyproflab: error: emptydir: no files in this folder\n"
+    assert sorted(p.name for p in cwd.iterdir()) == ["emptydir"]
+
+
+@pytest.mark.parametrize("workload", ["service", "batch", "tiny"])
+def test_gogc_notes_name_no_model_symbol(workload, capsys):
+    """gogc's note on the terms the settings leave open named them by the fit's
+    symbols and rules: "c0 (...)", "theta (...)", "b_nat (...)", "squeeze (... (rule
+    2b))", "peak_cons (... (rule 6))"; it names them in words."""
+    import re
+
+    from pyproflab.analyses.gogc import TERM_WORDS
+
+    log = REPO / "tests" / "testdata" / "gc" / "work" / workload / "gogc100" / "r1" / "gctrace.log"
+    assert main(["gogc", "--gctrace", str(log), "--budget", "512MiB"]) == 0
+    notes = capsys.readouterr().out.split("\nNotes:\n")[1]
+    assert "not identified by the observed settings" in notes
+    said = [w for w in (*TERM_WORDS, "rule", "κ") if re.search(rf"(?<![\w-]){w}(?![\w-])", notes)]
+    assert not said, said

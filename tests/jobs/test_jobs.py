@@ -386,6 +386,30 @@ def test_a_drop_whose_every_new_file_is_refused_failed(tmp_path):
     assert "error" not in again.summary.get("sources", [{}])[0]
 
 
+def test_the_run_line_counts_refused_files(drop_source, tmp_path):
+    """A run that stored the good files of a drop and refused one said
+    "24 new profiles, ... exit 0", the line a scheduler logs, as if every file
+    had been read; the refused file was only on stderr and in the summary. The
+    line (and the unchanged one of the next run) now counts it."""
+    import shutil
+
+    from pyproflab.jobs import load_job, run_job
+
+    drop = tmp_path / "drop"
+    shutil.copytree(drop_source, drop)
+    bad = sorted(drop.rglob("*.pb.gz"))[0].with_name("cpu-bad.pb.gz")
+    bad.write_bytes(b"<html>502 Bad Gateway</html>")
+    os.utime(bad, (time.time() - 3600,) * 2)
+    out = tmp_path / "out"
+    job = write_job(tmp_path / "job.toml", drop=drop, store=tmp_path / "s.duckdb", output=out)
+    first = run_job(load_job(job), log=lambda line: None)
+    assert first.exit_code in (0, 1), first.line
+    assert "24 new profiles, 1 refused, 24 selected" in first.line, first.line
+    # A refused file is handled: the next run, on the same input, refuses nothing new.
+    again = run_job(load_job(job), log=lambda line: None)
+    assert "0 new profiles, nothing written" in again.line, again.line
+
+
 def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     """A [selection] naming no stored service (a typo) ran no analysis and said
     '0 selected, 0 findings', exit 0: the answer of a fleet with nothing hot."""

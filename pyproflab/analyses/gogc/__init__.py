@@ -32,6 +32,7 @@ output says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,6 +229,26 @@ def _cpu_from_gctrace(obs: Observation) -> bool:
     return obs.provenance.get("mutator CPU", "").startswith("gctrace")
 
 
+# The model's terms as the notes name them: the user reads words, not the
+# symbols of the fit's rules (c0, theta, b_nat, ...).
+TERM_WORDS = {
+    "c0": "fixed GC cost",
+    "theta": "per-byte GC cost",
+    "sweep": "sweeping cost",
+    "cycle_cpu": "mutator CPU per GC cycle",
+    "b_nat": "floating garbage",
+    "squeeze": "squeezed marks",
+    "peak_cons": "runway at other settings",
+}
+# A reference to the rules of the fit's docstrings ("(rule 2b)") or a symbol ("(κ)").
+_RULE_REF = re.compile(r"\s*\((?:rule \w+|κ)\)")
+
+
+def _plain(how: str) -> str:
+    """A term's ``how`` without references to the fit's rules and symbols."""
+    return _RULE_REF.sub("", how)
+
+
 def _notes(
     obs: Observation, model: pr.Model, rows: list[dict], rec: dict | None, usable: float | None
 ) -> list[str]:
@@ -242,7 +263,8 @@ def _notes(
     if loose:
         out.append(
             "not identified by the observed settings, given a range that widens every "
-            "interval: " + "; ".join(f"{t.name} ({t.how})" for t in loose)
+            "interval: "
+            + "; ".join(f"{TERM_WORDS.get(t.name, t.name)} ({_plain(t.how)})" for t in loose)
         )
     if _cpu_from_gctrace(obs):
         out.append(
