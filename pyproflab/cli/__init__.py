@@ -2,7 +2,8 @@
 
 ``main(argv) -> int`` never lets a user's mistake become a traceback: a
 ``ProflabError`` (bad file, bad flag, missing or busy store) is printed as one
-line on stderr and returns its exit code (2). Anything else is a bug: its
+line on stderr and returns its exit code (2); so is stdout that cannot be
+written (a full disk under ``> out.txt``). Anything else is a bug: its
 traceback is printed, and the exit code is 2 too, never Python's 1, which
 means "findings" to a scheduler (``job``, ``regressions --fail-on-change``).
 """
@@ -14,6 +15,7 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from pyproflab.cli import common
 from pyproflab.cli.common import OneLineParser
@@ -101,11 +103,52 @@ def _sigterm_unwinds() -> Iterator[None]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+class _Stdout:
+    """sys.stdout for a command's run: its write or flush failing (a full disk
+    under ``> out.txt``, a quota) is a UsageError naming stdout, one line and
+    exit 2, not a traceback called a bug. A closed pipe stays BrokenPipeError
+    (``| head``: nothing to report). Everything else is the stream's own."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def write(self, text: str) -> int:
+        return self._guard(self._inner.write, text)
+
+    def flush(self) -> None:
+        self._guard(self._inner.flush)
+
+    @staticmethod
+    def _guard(call: Any, *args: Any) -> Any:
+        from pyproflab.errors import UsageError
+
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise UsageError(f"stdout: cannot write: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    inner = sys.stdout
+    sys.stdout = _Stdout(inner)
+    try:
+        yield
+        sys.stdout.flush()  # here, not at the interpreter's exit (exit 120)
+    finally:
+        sys.stdout = inner
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        with _sigterm_unwinds(), common.limit_options(args):
+        with _sigterm_unwinds(), common.limit_options(args), _guarded_stdout():
             return int(args._command().run(args) or 0)
     except ProflabError as e:
         print(f"pyproflab: error: {e}", file=sys.stderr)

@@ -23,6 +23,8 @@
   one restating a stored sample's key with another value (B after A, in two
   runs), or a stored gctrace cycle with another time (a log re-dated with
   another --process-start said "20 already present" and kept the old dates).
+- (2026-11-29) ``top FILE > out.txt`` (any command's stdout) on a full disk
+  exited 2 under a traceback calling it a bug; it is one line naming stdout.
 """
 
 from __future__ import annotations
@@ -214,3 +216,37 @@ def test_a_log_given_another_process_start_is_refused_not_present(tmp_path, caps
         "2026-11-22 10:00:00+00:00 where this input says 2026-11-23 10:00:00+00:00; "
         "nothing stored (one of them is misdated or misnamed)\n"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["top", str(GO / "cpu.pb.gz")],
+        ["ingest", str(GO / "cpu.pb.gz"), "--db", "{db}"],
+        ["profiles", "--db", "{db}"],
+    ],
+    ids=["top", "ingest", "profiles"],
+)
+def test_stdout_on_a_full_disk_is_one_line_not_a_bug(argv, tmp_path) -> None:
+    """``pyproflab top FILE > out.txt`` on a full disk (here /dev/full) exited 2
+    under a traceback ending 'an internal error (a bug: see the traceback
+    above)': a full disk is the machine's state, not a bug. One line naming
+    stdout and the reason, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "s.duckdb"
+    assert main(["ingest", str(GO / "cpu.pb.gz"), "--db", str(db)]) == 0
+    argv = [a.replace("{db}", str(db)) for a in argv]
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "pyproflab", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last == "pyproflab: error: stdout: cannot write: No space left on device", res.stderr
