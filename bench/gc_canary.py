@@ -154,4 +154,24 @@ def table(rec, workloads: list[str], sources: list[str]) -> str:
             f"{statistics.median(rs):.2f}, range {min(rs):.2f}-{max(rs):.2f}; off by more "
             f"than 30% in {off} ({low} optimistic); below 1 in {sum(r < 1 for r in rs)}"
         )
+    out.append(narrowing(cases))
     return "\n".join(out)
+
+
+def narrowing(cases: list[dict]) -> str:
+    """The one-run refit's width over the three-run refit's (``predict`` rule 2:
+    one run borrows the spread between runs it cannot show)."""
+    rs = [
+        _ref(c, k, "one") / three
+        for c in cases
+        if c["plan"] is not None
+        for k in FIGURES
+        if math.isfinite(three := _ref(c, k, "three")) and three > 0
+    ]
+    if not rs:
+        return ""
+    return (
+        f"refit with one run / with three: {len(rs)} figures, median "
+        f"{statistics.median(rs):.2f}, range {min(rs):.2f}-{max(rs):.2f}; below 0.6 in "
+        f"{sum(r < 0.6 for r in rs)}"
+    )

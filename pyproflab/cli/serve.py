@@ -29,7 +29,12 @@ class Command:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         add_spool_options(parser)
         common.add_db_option(parser, wait=False)  # its ingester waits (spool-ingest)
-        parser.add_argument("--listen", default="127.0.0.1:4040", metavar="HOST:PORT")
+        parser.add_argument(
+            "--listen",
+            default="127.0.0.1:4040",
+            metavar="HOST:PORT",
+            help="the address to listen on (default 127.0.0.1:4040)",
+        )
         parser.add_argument("--token", help="bearer token every push must carry")
         parser.add_argument(
             "--tokens", metavar="FILE", help="per-service tokens: one 'SERVICE TOKEN' a line"
@@ -44,55 +49,18 @@ class Command:
             type=int,
             default=1,
             metavar="N",
-            help="ingester processes, each on its own share of the spool (one per ~300 profiles/s)",
+            help="ingester processes, each on its own share of the spool (one per ~300 "
+            "profiles/s; default 1)",
         )
         parser.add_argument(
             "--ingest-batch-files",
             type=int,
             default=256,  # the ingester's BATCH_FILES
             metavar="N",
-            help="spool files per store transaction (the store's lock is held for one)",
+            help="spool files per store transaction (the store's lock is held for one; "
+            "default 256)",
         )
-        g = parser.add_argument_group("limits")
-        g.add_argument("--max-body-mib", type=int, default=32, metavar="N")
-        g.add_argument(
-            "--max-profile-mib", type=int, default=256, metavar="N", help="decompressed, each"
-        )
-        g.add_argument("--max-connections", type=int, default=256, metavar="N")
-        g.add_argument(
-            "--client-rate",
-            type=float,
-            default=20.0,
-            metavar="R",
-            help="requests a second per client address (0: no limit)",
-        )
-        g.add_argument("--client-burst", type=float, default=60.0, metavar="N")
-        g.add_argument(
-            "--deadline",
-            type=float,
-            default=30.0,
-            metavar="S",
-            help="seconds for one whole request",
-        )
-        g.add_argument(
-            "--idle",
-            type=float,
-            default=5.0,
-            metavar="S",
-            help="seconds a kept-alive connection may wait",
-        )
-        g.add_argument("--spool-max-mib", type=int, default=1024, metavar="N")
-        g.add_argument("--spool-min-free-mib", type=int, default=64, metavar="N")
-        g.add_argument("--retry-after", type=float, default=10.0, metavar="S")
-        g.add_argument(
-            "--drain",
-            type=float,
-            default=5.0,
-            metavar="S",
-            help="on SIGTERM, seconds the pushes in flight get to finish (then 503; the "
-            "process exits within S+2 s)",
-        )
-        g.add_argument("--max-tag-value", type=int, default=256, metavar="BYTES")
+        _add_limits(parser)
         parser.add_argument(
             "--duration",
             type=float,
@@ -195,3 +163,98 @@ def _check_limits(args: argparse.Namespace) -> None:
 def _holds_pushes(spool: Path) -> bool:
     """Whether a spool holds any file but its locks (what a push or a refusal wrote)."""
     return any(p.is_file() and not p.name.endswith(".lock") for p in spool.rglob("*"))
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    """The server's limits, each with what passing it answers and its default."""
+    g = parser.add_argument_group("limits")
+    g.add_argument(
+        "--max-body-mib",
+        type=int,
+        default=32,
+        metavar="N",
+        help="a larger push is answered 413 before it is read (default 32)",
+    )
+    g.add_argument(
+        "--max-profile-mib",
+        type=int,
+        default=256,
+        metavar="N",
+        help="each profile at most N MiB decompressed, else 413 (default 256)",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        metavar="N",
+        help="open connections; more are answered 503 (default 256)",
+    )
+    g.add_argument(
+        "--client-rate",
+        type=float,
+        default=20.0,
+        metavar="R",
+        help="requests a second per client address, else 503 (0: no limit; default 20)",
+    )
+    g.add_argument(
+        "--client-burst",
+        type=float,
+        default=60.0,
+        metavar="N",
+        help="requests a client address may send at once above --client-rate (default 60)",
+    )
+    g.add_argument(
+        "--deadline",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds for one whole request (default 30)",
+    )
+    g.add_argument(
+        "--idle",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds a kept-alive connection may wait (default 5)",
+    )
+    _add_spool_limits(g)
+
+
+def _add_spool_limits(g: argparse._ArgumentGroup) -> None:
+    """The spool's limits, the drain and the tag cap (the limits group's rest)."""
+    g.add_argument(
+        "--spool-max-mib",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="a spool this large answers pushes 503 (default 1024)",
+    )
+    g.add_argument(
+        "--spool-min-free-mib",
+        type=int,
+        default=64,
+        metavar="N",
+        help="with less free disk under the spool, pushes are answered 503 (default 64)",
+    )
+    g.add_argument(
+        "--retry-after",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the Retry-After of a full spool's 503 (default 10)",
+    )
+    g.add_argument(
+        "--drain",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="on SIGTERM, seconds the pushes in flight get to finish (then 503; the "
+        "process exits within S+2 s; default 5)",
+    )
+    g.add_argument(
+        "--max-tag-value",
+        type=int,
+        default=256,
+        metavar="BYTES",
+        help="each tag value is cut to BYTES (default 256)",
+    )

@@ -29,7 +29,8 @@ class IngestReport:
         text = f"{self.new} new, {self.present} already present, {len(self.refused)} refused"
         text += f"; {self.known} fetched before, skipped" if self.known else ""
         text += f"; {self.metric_rows} metric rows added" if self.metric_rows else ""
-        return text + (f"; {self.traces} traces stored" if self.traces else "")
+        traces = f"{self.traces} trace{'s' if self.traces != 1 else ''}"  # "1 traces" read wrong
+        return text + (f"; {traces} stored" if self.traces else "")
 
     def failed_whole(self) -> str | None:
         """Why a pull failed as a whole, or None: its source listed nothing for

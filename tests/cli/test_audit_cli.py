@@ -241,3 +241,18 @@ def test_pgo_effect_text_has_no_nan() -> None:
     untested = _row_line({**row, "cum_q": float("nan")})
     assert "nan" not in untested and untested.endswith("+2635.4%]")
     assert _row_line({**row, "cum_q": 0.91}).endswith(", q 0.91")
+
+
+def test_every_serve_option_says_its_default() -> None:
+    """``serve --help`` listed ten options bare (``--max-body-mib N``,
+    ``--spool-max-mib N``, ``--retry-after S`` ...): what each limits and its
+    default were in docs/serve.md only. Each says both, the parser's default."""
+    from pyproflab.cli import build_parser
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    for action in serve._actions:
+        default = action.default
+        if default in (None, False) or not action.option_strings or action.dest == "help":
+            continue
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        assert f"default {shown})" in (action.help or ""), action.option_strings

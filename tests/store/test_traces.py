@@ -78,7 +78,7 @@ def test_ingest_recognises_trace_files_by_header(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     res = run_cli("ingest", folder, "--db", db, "--service", "svc", "--workers", "1")
     assert res.returncode == 0, res.stderr
-    assert "1 traces stored" in res.stdout
+    assert res.stdout.strip().endswith("; 1 trace stored"), res.stdout  # was "1 traces"
     with Store.open(db, read_only=True) as store:
         assert _counts(store)["traces"] == 1
         assert store.sql("SELECT count(*) FROM profiles")[0][0].as_py() == 5  # cpu + 4
@@ -101,3 +101,11 @@ def test_a_gzipped_trace_is_named_as_one(tmp_path: Path) -> None:
 def test_an_old_trace_names_its_version(tmp_path: Path) -> None:
     bad = damaged_traces(tmp_path)
     one_line_error(run_cli("trace", "goroutines", bad["go1.19"]), "Go 1.19", "1.22")
+
+
+def test_ingest_summary_counts_traces_in_words() -> None:
+    from pyproflab.store.ingest_report import IngestReport
+
+    assert IngestReport(new=4, traces=1).summary().endswith("; 1 trace stored")
+    assert IngestReport(new=8, traces=2).summary().endswith("; 2 traces stored")
+    assert "trace" not in IngestReport(new=1).summary()

@@ -51,19 +51,19 @@ _BY = {
 }
 
 
-def _ratio(a: float, b: float) -> float:
+def ratio(a: float, b: float) -> float:
     return a / b if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0 else 1.0
 
 
 def ratios(now: dict[str, Any], at: dict[str, Any], live: float, saturated: bool) -> dict:
     """Rule 2: the canary's figure over the current setting's, per group of ``_BY``."""
-    r = {k: _ratio(at[k], now[k]) for k in ("goal", "marked")}
-    r["floating"] = _ratio(at["marked"] - live, now["marked"] - live)
-    r["n"] = _ratio(at["cycles_per_min"], now["cycles_per_min"])
-    r["cost"] = _ratio(at["gc_cores"], now["gc_cores"]) / r["n"]
+    r = {k: ratio(at[k], now[k]) for k in ("goal", "marked")}
+    r["floating"] = ratio(at["marked"] - live, now["marked"] - live)
+    r["n"] = ratio(at["cycles_per_min"], now["cycles_per_min"])
+    r["cost"] = ratio(at["gc_cores"], now["gc_cores"]) / r["n"]
     mut = (at["process_cores"] - at["gc_cores"], now["process_cores"] - now["gc_cores"])
-    r["mutator"] = _ratio(*mut)
-    r["process"] = _ratio(at["process_cores"], now["process_cores"])
+    r["mutator"] = ratio(*mut)
+    r["process"] = ratio(at["process_cores"], now["process_cores"])
     r["alloc"] = r["mutator"] if saturated else 1.0
     r["per_cycle"] = r["alloc"] / r["n"]
     return r

@@ -11,8 +11,11 @@ what the mark scans: ``fit`` rule 3):
    holds for every heap).
 2. The feasible fixed cost: the range of ``c0`` over the non-negative terms
    that put each setting's cost within its runs' spread (the 95 %
-   confidence interval of the mean of its runs' means, Student's t; the mean
-   itself for a setting seen in one run), a linear programme (scipy's
+   confidence interval of the mean of its runs' means, Student's t; a
+   setting seen in fewer than ``MIN_RUNS`` (3) runs borrows the coefficient
+   of variation of the run means of the setting seen in the most, when 3 or
+   more, with that setting's degrees of freedom, as ``predict`` rule 2 does;
+   without one, the mean itself for one run), a linear programme (scipy's
    HiGHS). With one setting it is ``[0, C]`` (C that interval's upper end);
    two or more bound it jointly. Not the smallest to the largest run: with
    three runs that band is narrower than the mean's own uncertainty, and a
@@ -41,11 +44,12 @@ what the mark scans: ``fit`` rule 3):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 THETA, THETA_MAX = 0.05, 0.6
+MIN_RUNS = 3  # runs that estimate a setting's own spread between runs (rule 2)
 GOAL_RATIO = 1.2  # the settings' goal/S apart by this much identify c2 (rule 4)
 
 
@@ -122,28 +126,60 @@ def work_cost(ss: Sequence[dict[str, Any]]) -> float:
     return less_idle(wmean(ss, "cost"), wmean(ss, "idle_mark"))
 
 
-def _row(ss: Sequence[dict[str, Any]]) -> Row | None:
+def _by_run(ss: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    runs: dict[Any, list[dict[str, Any]]] = {}
+    for s in ss:
+        runs.setdefault(s["run"], []).append(s)
+    return list(runs.values())
+
+
+def run_means(ss: Sequence[dict[str, Any]], f: Callable[[Any], float]) -> list[float]:
+    """``f`` of each run's samples, where finite."""
+    return [m for m in (f(r) for r in _by_run(ss)) if math.isfinite(m)]
+
+
+def donor_cv(
+    settings: dict[Any, list[dict[str, Any]]], f: Callable[[Any], float]
+) -> tuple[float, int] | None:
+    """Rule 2's borrowed spread: the coefficient of variation (sample) of the
+    run means of the setting seen in the most runs, and their number, when
+    ``MIN_RUNS`` or more."""
+    if not settings:
+        return None
+    means = max((run_means(v, f) for v in settings.values()), key=len)
+    mean = sum(means) / len(means) if means else 0.0
+    if len(means) < MIN_RUNS or mean <= 0:
+        return None
+    sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
+    return sd / mean, len(means)
+
+
+def _row(ss: Sequence[dict[str, Any]], borrow: tuple[float, int] | None = None) -> Row | None:
     cost, goal = work_cost(ss), wmean(ss, "goal")
     marked, black = wmean(ss, "marked"), wmean(ss, "mark_alloc")
     black = black if math.isfinite(black) else 0.0
     scan = max(marked - black, 0.05 * marked) + wmean(ss, "roots")
     if not (math.isfinite(cost) and cost > 0 and scan > 0 and goal > 0):
         return None
-    runs: dict[Any, list[dict[str, Any]]] = {}
-    for s in ss:
-        runs.setdefault(s["run"], []).append(s)
-    means = [m for m in (work_cost(r) for r in runs.values()) if math.isfinite(m)]
-    lo, hi = mean_interval(means)
+    lo, hi = mean_interval(run_means(ss, work_cost), borrow)
     return Row(sum(s["w"] for s in ss), scan, goal, cost, lo, hi)
 
 
-def mean_interval(means: Sequence[float]) -> tuple[float, float]:
-    """Rule 2: the 95 % confidence interval of the mean of the runs' means
-    (the mean itself for one run), by scipy's Student's t."""
+def mean_interval(
+    means: Sequence[float], borrow: tuple[float, int] | None = None
+) -> tuple[float, float]:
+    """Rule 2: the 95 % confidence interval of the mean of the runs' means, by
+    scipy's Student's t; with fewer than ``MIN_RUNS`` runs, from the
+    ``borrow``ed coefficient of variation and its runs (the mean itself
+    without one and for one run)."""
     from scipy.stats import t
 
     k = len(means)
     mean = sum(means) / k
+    if k < MIN_RUNS and borrow is not None:
+        cv, n = borrow
+        half = float(t.ppf(0.975, n - 1)) * cv * mean / math.sqrt(k)
+        return max(mean - half, 0.0), mean + half
     if k < 2:
         return mean, mean
     sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (k - 1))
@@ -162,13 +198,12 @@ def one_within_spread(settings: dict[Any, list[dict[str, Any]]], key: str) -> bo
     """True when one value of ``key`` lies within every setting's runs' spread
     (rule 2's interval of the mean of its runs' means; ``fit`` rule 4)."""
     spans = []
+    f = lambda r: wmean(r, key)  # noqa: E731
+    borrow = donor_cv(settings, f)
     for ss in settings.values():
-        runs: dict[Any, list[dict[str, Any]]] = {}
-        for s in ss:
-            runs.setdefault(s["run"], []).append(s)
-        means = [m for m in (wmean(r, key) for r in runs.values()) if math.isfinite(m)]
+        means = run_means(ss, f)
         if means:
-            spans.append(mean_interval(means))
+            spans.append(mean_interval(means, borrow))
     return len(spans) >= 2 and max(lo for lo, _ in spans) <= min(hi for _, hi in spans)
 
 
@@ -198,7 +233,8 @@ def c0_range(rows: Sequence[Row], exact: bool, per_heap: bool = True) -> tuple[f
 def fit_cost(settings: dict[Any, list[dict[str, Any]]], cur: dict[str, float]) -> CostFit:
     """Rules 1-4 over the observed settings' samples (``cur``: the current
     setting's ``scan`` S, ``goal`` and ``cost``)."""
-    rows = [r for r in (_row(v) for v in settings.values()) if r is not None]
+    borrow = donor_cv(settings, work_cost)
+    rows = [r for r in (_row(v, borrow) for v in settings.values()) if r is not None]
     ratio = [r.goal / r.scan for r in rows]
     by_goal = len(rows) >= 2 and max(ratio) >= GOAL_RATIO * min(ratio)
     by_goal = by_goal and c0_range(rows, exact=False, per_heap=False) is None

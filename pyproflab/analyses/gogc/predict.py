@@ -13,7 +13,23 @@ Rules:
      holding the k-th run of every setting (or the k-th of up to ``CHUNKS``
      pieces of consecutive samples, for a setting seen in one run), then
      Student's t at 95 % × the standard deviation of their predictions ×
-     ``√(2/k)`` (the mean of as many new runs as were fitted);
+     ``√(2/k)`` (the mean of as many new runs as were fitted). A setting seen
+     in fewer than ``MIN_RUNS`` (3) runs cannot show its spread between runs
+     (one run none; two, a standard deviation of one degree of freedom): it
+     borrows that of the setting seen in the most runs, when that has 3 or
+     more (the donor). Its k-th unit (its two runs in turn, or its one run's
+     pieces) has every figure (``SCALED``) times the donor's (k+1)-th run's
+     weighted mean over the donor's mean: the donor's relative spread
+     between runs on top of its own within them, from another run than the
+     donor's own in that variant (another process). The cost fit's
+     spread (``cost`` rule 2) and the flat-mutator test (``fit`` rule 4)
+     borrow the donor's coefficient of variation the same way. Before, one
+     canary run left cycles per minute 0.19-0.25 wide (width over point)
+     where three runs gave 0.37-0.73; the one-run refit's width over the
+     three-run's (``python -m bench.gc_validate --canary``, 21 figures) went
+     from 0.24-1.26 (6 below 0.6) to 0.43-1.38 (1: blob's GC share from
+     Prometheus, 0.54 against 1.26, its three GOGC=400 runs of 11 cycles
+     differing far more than its GOGC=100 runs);
    - each term the observed settings do not identify (``fit``), solved at
      the two ends of its range;
    - the distance from what was seen: ``MARGIN + WIDEN·d`` of the point,
@@ -47,17 +63,16 @@ Rules:
    current setting's runs); at most today's width. Replayed on the
    recordings (``python -m bench.gc_validate --canary``: each plan against
    the median of the refits with each of its setting's first three recorded
-   runs added, 21 figures), it came within 0.56-1.31x of the refit's width
-   (median 0.99; 3 beyond 30 %: blob's GC share from gctrace 0.56, whose
+   runs added, 21 figures), it came within 0.73-1.14x of the refit's width
+   (median 0.99; 1 beyond 30 %: blob's GC share from gctrace 0.73, whose
    recorded runs cover 11 cycles where the plan asks 119; the refit itself
-   moves by up to 1.8x between runs, its spread that of four chunks of one
-   run); the rule it replaced (2·MARGIN + the
+   moves by up to 1.8x between runs); the rule it replaced (2·MARGIN + the
    spread × √(seen/N), at least the current setting's width) came within 0.61-3.87x (median 1.11;
    11 beyond 30 %, cycles per minute 1.5-3.9x too wide, the current
    setting's width holding the spread of its nine runs a single canary run
-   does not show). With three recorded runs added the refit is wider where
-   runs differ (cycles per minute 0.37-0.73 where one gave 0.20-0.29): one
-   canary run shows no spread between runs, nor does the claim for it.
+   does not show). The canary is one run: it borrows the current
+   setting's spread between runs (rule 2), as the refit with one recorded
+   run does.
    Run ``gogc`` again with the canary's cycles stored: it
    refits on every setting seen. An advised setting observed already gets
    no canary, whatever its width (one there adds nothing: the plan named
@@ -93,6 +108,7 @@ from typing import Any
 
 from pyproflab.analyses.gogc import canary
 from pyproflab.analyses.gogc import fit as fitting
+from pyproflab.analyses.gogc.cost import MIN_RUNS, wmean
 from pyproflab.analyses.gogc.pacer import LIMITER_SHARE, Params, solve
 from pyproflab.analyses.gogc.samples import Observation, Setting, setting_label
 
@@ -101,6 +117,13 @@ MARGIN = 0.05
 WIDEN = {"goal": 0.10, "cycles_per_min": 0.15, "gc_share": 0.25, "peak_memory": 0.10}
 WIDEN_DEFAULT = 0.15
 CHUNKS = 4
+# The figures a borrowed spread moves (rule 2): every per-sample figure but the
+# weight, GOMAXPROCS, the idle share and the clock.
+SCALED = (
+    *("n", "alloc", "per_cycle", "marked", "goal", "mark_alloc", "roots", "cost", "work"),
+    *("background", "assist", "idle_mark", "pause", "mark_s", "mutator", "busy", "busy_all"),
+    *("peak_heap", "cons_mark", "pacer_runway"),
+)
 CANARY_DISTANCE = 0.1
 CANARY_WIDTH = 0.5
 CANARY_CYCLES = 30
@@ -133,27 +156,71 @@ def point(f: fitting.Fit, p: Params, g: float | None, limit: float | None) -> di
     return r
 
 
-def _units(ss: list[dict[str, Any]], parts: int) -> list[list[dict[str, Any]]]:
-    """One setting's samples as units of the spread: its runs when there are
-    two or more, else up to ``parts`` runs of consecutive samples (3 or more each)."""
-    by: dict[int, list[dict[str, Any]]] = {}
+def _by_run(ss: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
+    by: dict[Any, list[dict[str, Any]]] = {}
     for s in ss:
         by.setdefault(s["run"], []).append(s)
-    if len(by) >= 2:
+    return by
+
+
+def departures(ss: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Each run's weighted mean of every ``SCALED`` figure over its setting's
+    (rule 2's borrowed spread; 1 where a figure is missing)."""
+    whole = {k: wmean(ss, k) for k in SCALED}
+    return [{k: canary.ratio(wmean(r, k), whole[k]) for k in SCALED} for r in _by_run(ss).values()]
+
+
+def _scaled(ss: list[dict[str, Any]], dep: dict[str, float]) -> list[dict[str, Any]]:
+    """The samples with each ``SCALED`` figure times a run's departure."""
+    return [dict(s, **{k: s[k] * dep[k] for k in SCALED if _num(s.get(k))}) for s in ss]
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, float) and math.isfinite(v)
+
+
+def _units(
+    ss: list[dict[str, Any]], parts: int, deps: list[dict[str, float]] | None = None
+) -> list[list[dict[str, Any]]]:
+    """One setting's samples as units of the spread (rule 2): its runs when
+    there are ``MIN_RUNS`` or more; else its two runs, or up to ``parts``
+    runs of consecutive samples (3 or more each) of its one run, the i-th
+    times the donor's (i+1)-th run's departures when there is a donor (the
+    k-th variant holds the donor's k-th run: another process's departure)."""
+    by = _by_run(ss)
+    if len(by) >= MIN_RUNS:
         return list(by.values())
-    (one,) = by.values()
-    k = max(1, min(parts, len(one) // 3))
-    return [one[i * len(one) // k : (i + 1) * len(one) // k] for i in range(k)]
+    if len(by) == 2:
+        own = list(by.values())
+    else:
+        (one,) = by.values()
+        k = max(1, min(parts, len(one) // 3))
+        own = [one[i * len(one) // k : (i + 1) * len(one) // k] for i in range(k)]
+    if not deps:
+        return own
+    n = max(len(own), len(deps))
+    return [_scaled(own[i % len(own)], deps[(i + 1) % len(deps)]) for i in range(n)]
+
+
+def donor(obs: Observation) -> list[dict[str, float]] | None:
+    """Rule 2: the departures of the observed setting with the most runs (the
+    most weight among equals), when it has ``MIN_RUNS`` or more."""
+    by = obs.settings
+    if not by:
+        return None
+    key = max(by, key=lambda k: (len(_by_run(by[k])), sum(s["w"] for s in by[k])))
+    return departures(by[key]) if len(_by_run(by[key])) >= MIN_RUNS else None
 
 
 def variants(obs: Observation, parts: int = CHUNKS) -> list[Observation]:
     """Observations for the spread (rule 2): the k-th holds the k-th unit of
-    every setting (its k-th run, or k-th piece of its one run); a setting with
-    a single unit is in each as it is, the others' spread still counting
-    (there were no variants at all: a canary's one instance, two Prometheus
-    intervals, left the refit without a spread); none when every setting has
-    a single unit."""
-    units = {k: _units(v, parts) for k, v in obs.settings.items()}
+    every setting (its k-th run, its samples with the donor's k-th departure,
+    or the k-th piece of its one run); a setting with a single unit is in each
+    as it is, the others' spread still counting (there were no variants at
+    all: a canary's one instance, two Prometheus intervals, left the refit
+    without a spread); none when every setting has a single unit."""
+    deps = donor(obs)
+    units = {k: _units(v, parts, deps) for k, v in obs.settings.items()}
     n = max(len(u) for u in units.values())
     if n < 2:
         return []
