@@ -54,6 +54,18 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   segment is left out, with a note): never advice. A given
   ``gogc``/``memory_limit`` replaces the inference.
 - Each cycle weighs ``1/n`` seconds: a run counts for the time it covers.
+- gctrace's mark CPU figures are the workers' time by the runtime's clock
+  (``nanotime`` around assists and mark workers), not CPU the OS gave: a
+  process stopped or descheduled while marking counts the stop as GC CPU,
+  and the mark's clock holds it too. A mark's clock per scanned byte
+  (``T / (H + R)``) follows the scan speed and the pacer's utilisation,
+  which vary a few-fold within a run (the recorded workloads, tests/testdata/
+  gc: at most 30x the run's median), so a cycle at ``STALLED_MARK`` (100) or
+  more times its run's median did not run for most of its mark: its CPU and
+  clock measure the stop (the demo's notesd, a 255 s idle gap, then
+  ``gc 546``: 96 s of mark, 94 s "CPU", 94 of the run's 98 s of GC CPU). It
+  is left out as a missing line is (the rate counts gc numbers), with a
+  note naming it and its figures.
 """
 
 from __future__ import annotations
@@ -75,6 +87,7 @@ MiB = float(1 << 20)
 SATURATED_IDLE = 0.03  # idle share of P-time below which the process runs at GOMAXPROCS
 GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35)
 PAUSE_NOTE = 0.1  # a paced process's pauses this much of GC CPU: said in the provenance
+STALLED_MARK = 100.0  # mark clock per scanned byte over its run's median: a stop (module rules)
 
 Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
 
@@ -254,6 +267,36 @@ def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
     return [r for r in out if r]
 
 
+def _stall(s: dict[str, Any]) -> float:
+    return s["mark_s"] / (s["marked"] + s["roots"])
+
+
+def _without_stalls(ss: list[dict[str, Any]], k: int, notes: list[str]) -> list[dict[str, Any]]:
+    """The run's cycles less those whose mark clock per scanned byte is
+    ``STALLED_MARK`` times the run's median or more (module rules); a note
+    names them and their figures."""
+    if len(ss) < 3:
+        return ss
+    med = statistics.median(_stall(s) for s in ss)
+    out = [s for s in ss if _stall(s) < STALLED_MARK * med]
+    if len(out) < len(ss):
+        gone = [s for s in ss if _stall(s) >= STALLED_MARK * med]
+        said = "; ".join(
+            f"gc {s['gc_num']} (mark {s['mark_s']:,.1f} s clock, GC CPU {s['cost']:,.1f} s, "
+            f"{s['marked'] // MiB:.0f} MiB marked: {_stall(s) / med:,.0f}x)"
+            for s in gone[:3]
+        )
+        more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+        who = f" of {ss[0]['instance']}" if ss[0].get("instance") else ""
+        notes.append(
+            f"run {k + 1}{who}: {len(gone)} cycle(s) left out, their mark clock per scanned "
+            f"MiB {STALLED_MARK:g}x or more the run's median ({med * MiB * 1e3:.2g} ms): "
+            f"{said}{more}; gctrace times GC work by the runtime's clock, so a process "
+            "stopped or descheduled while marking counts the stop as GC CPU"
+        )
+    return out
+
+
 def _segment_rate(seg: list[dict[str, Any]]) -> float | None:
     span = seg[-1]["t_end"] - seg[0]["t_end"]
     cycles = seg[-1]["gc_num"] - seg[0]["gc_num"]
@@ -274,6 +317,7 @@ def from_gctrace(
     runs: list[tuple[int, list[tuple[Any, list[dict[str, Any]]]]]] = []
     for k, run in enumerate(_runs(cycles)):
         ss = [s for r in run if (s := cycle_sample(r)) is not None]
+        ss = _without_stalls(ss, k, notes)
         if len(ss) < SEGMENT_MIN:
             continue
         for a, b in zip(ss, ss[1:], strict=False):
@@ -281,7 +325,8 @@ def from_gctrace(
                 b["per_cycle"] = max(b["peak_heap"] - a["marked"], b["per_cycle"])
         runs.append((k, ss if gogc == "infer" else [(gogc, ss)]))
     if gogc == "infer":
-        runs, notes = infer.split_runs(runs)
+        runs, split = infer.split_runs(runs)
+        notes += split
         runs = infer.cluster(runs)
     ranges: dict[Any, list[tuple[float, float]]] = defaultdict(list)
     for k, segs in runs:
