@@ -189,6 +189,7 @@ class Command:
         return self.finish(result, args)
 
     def finish(self, result, args: argparse.Namespace) -> int:
+        import os
         import sys
 
         from pyproflab import reports
@@ -206,6 +207,8 @@ class Command:
         if args.format == "json":
             common.write_output(text, None)
         message = f"not writing {args.output}: {result.refusal}"
+        if os.path.exists(args.output):  # an older profile, still what go build -pgo reads
+            message += f"; the {args.output} already there is left as it was"
         if args.fail:
             raise PgoRefusedError(message)
         print(f"pyproflab: warning: {message} (exit 0 without --fail)", file=sys.stderr)
