@@ -34,9 +34,16 @@ class Command:
         common.add_db_option(parser)
         common.add_selection_options(parser)
         f = parser.add_argument_group("GC files (no store)")
-        f.add_argument("--gctrace", nargs="+", metavar="LOG", help="GODEBUG=gctrace=1 logs")
+        # extend: `--gctrace a --gctrace b` is both logs (with nargs alone, the last list won).
         f.add_argument(
-            "--metrics", nargs="+", metavar="FILE", help="Prometheus text snapshots of one instance"
+            "--gctrace", nargs="+", action="extend", metavar="LOG", help="GODEBUG=gctrace=1 logs"
+        )
+        f.add_argument(
+            "--metrics",
+            nargs="+",
+            action="extend",
+            metavar="FILE",
+            help="Prometheus text snapshots of one instance",
         )
         f.add_argument(
             "--lenient",

@@ -520,6 +520,19 @@ def test_a_canary_shorter_than_a_minute_says_its_seconds(
     assert "refits on every setting seen, the canary's too" in line  # three, not "both"
 
 
+def test_gctrace_given_twice_reads_both_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gctrace a --gctrace b` is both logs, as `--gctrace a b` is: the last
+    list alone was read, so a second setting's log was silently dropped."""
+    runs = GC / "work" / "service"
+    logs = [str(runs / g / "r1" / "gctrace.log") for g in ("gogc100", "gogc200")]
+    assert main(["gogc", "--gctrace", logs[0], "--gctrace", logs[1], "--format", "json"]) == 0
+    twice = json.loads(capsys.readouterr().out)
+    assert main(["gogc", "--gctrace", *logs, "--format", "json"]) == 0
+    once = json.loads(capsys.readouterr().out)
+    got = [len(r["observed"]["settings"]) for r in (twice, once)]
+    assert got == [2, 2], got
+
+
 def _service_log() -> Path:
     return GC / "work" / "service" / "gogc100" / "r1" / "gctrace.log"
 
