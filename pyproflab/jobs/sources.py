@@ -70,7 +70,7 @@ def drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
     if not src.path or not os.path.isdir(src.path):
         what = "is not a folder" if src.path and os.path.exists(src.path) else "does not exist"
         raise UsageError(f"drop folder {src.path} {what}")
-    files, _, _ = expand_paths([src.path])
+    files, _, _ = expand_paths([src.path], skip=store.own_files())  # a store kept in it too
     seen = state.seen_files(store, job)
     now = time.time()
     todo: list[tuple[str, int, int]] = []

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -218,25 +218,34 @@ def _through_link(path: str, root: str) -> bool:
 
 
 def expand_paths(
-    paths: Iterable[str | os.PathLike], defaults: Any = None, path_template: str | None = None
+    paths: Iterable[str | os.PathLike],
+    defaults: Any = None,
+    path_template: str | None = None,
+    skip: Iterable[str] = (),
 ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     """(profile files, Parquet dataset folders, refused) from files, folders and globs.
 
     Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
-    there. A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
+    there, and so are the files and folders ``skip`` names (the store being
+    written and its side files: never an input, so not refused either) in a
+    walk or a glob's matches; a path named outright is still read.
+    A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
     Metadata for the files (``defaults``: a ``ProfileMeta``; a path template)
     where the paths name datasets alone is a ``UsageError`` (``unused_metadata``).
     """
     files: list[str] = []
     datasets: list[str] = []
     refused: list[tuple[str, str]] = []
+    skipped = _skipper(skip)
 
     def add_dir(d: str) -> None:
         if os.path.isfile(os.path.join(d, DATASET_MARKER)):
             datasets.append(d)
             return
         for root, dirs, names in os.walk(d):
-            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            dirs[:] = sorted(
+                x for x in dirs if not x.startswith(".") and not skipped(os.path.join(root, x))
+            )
             if os.path.isfile(os.path.join(root, PARTIAL)):
                 refused.append((root, "an interrupted Parquet export, not profiles; skipped"))
                 dirs[:] = []
@@ -246,8 +255,9 @@ def expand_paths(
                 dirs[:] = []
                 continue
             for n in sorted(names):
-                if not n.startswith(".") and not n.endswith(".json"):
-                    files.append(os.path.join(root, n))
+                path = os.path.join(root, n)
+                if not n.startswith(".") and not n.endswith(".json") and not skipped(path):
+                    files.append(path)
 
     for p in paths:
         s = os.fspath(p)
@@ -259,7 +269,7 @@ def expand_paths(
             matches = glob_paths(s)
             if not matches:
                 refused.append((s, "no files match"))
-            for mpath in matches:
+            for mpath in (m for m in matches if not skipped(m)):
                 if os.path.isdir(mpath):
                     add_dir(mpath)
                 elif not mpath.endswith(".json"):
@@ -276,6 +286,16 @@ def expand_paths(
     if not unique and (why := unused_metadata(datasets, defaults, path_template)):
         raise UsageError(why)
     return unique, datasets, refused
+
+
+def _skipper(skip: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a walked path is one that ``skip`` names, by real path (a folder
+    reached through a link or ``..`` still finds them); only a path whose last
+    part is one of theirs costs a ``realpath``."""
+    given = [os.fspath(s) for s in skip]
+    real = {os.path.realpath(s) for s in given}
+    names = {os.path.basename(s) for s in given} | {os.path.basename(r) for r in real}
+    return lambda path: os.path.basename(path) in names and os.path.realpath(path) in real
 
 
 def unused_metadata(datasets: list[str], defaults: Any, path_template: str | None) -> str | None:

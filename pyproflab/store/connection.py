@@ -36,7 +36,7 @@ import pyarrow as pa
 from pyproflab.errors import StoreError
 from pyproflab.store import tables
 from pyproflab.store.driver_errors import first_line, interrupted, store_error
-from pyproflab.store.lock import StoreLock, busy_error, read_holder
+from pyproflab.store.lock import StoreLock, busy_error, lock_path, read_holder
 
 if TYPE_CHECKING:
     from pyproflab.model import Profile
@@ -461,6 +461,16 @@ class Store:
         )
         row = self.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM {n})" for n in names))
         return {n: int(row.column(i)[0].as_py()) for i, n in enumerate(names)}
+
+    def own_files(self) -> tuple[str, ...]:
+        """The paths this store keeps on disk, so that an ingest walking a folder
+        that holds them never takes them for inputs: the DuckDB file, its
+        write-ahead log (``.wal``), DuckDB's spill folder (``.tmp``, its default
+        ``temp_directory``) and the writer lock (``.lock``). None for an
+        in-memory or adopted store: there is no name of ours to go by."""
+        if self.name == MEMORY or not self._owned:
+            return ()
+        return (self.name, self.name + ".wal", self.name + ".tmp", lock_path(self.name))
 
     # --- life ----------------------------------------------------------------
 

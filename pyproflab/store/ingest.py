@@ -269,7 +269,8 @@ def ingest_paths(
     from pyproflab.decode import DEFAULT_MAX_BYTES
 
     _check_sizes(max_bytes, batch_size, batch_bytes)
-    files, datasets, refused = expand_paths(paths, defaults, path_template)
+    # The store and its side files may sit in a folder walked: never inputs.
+    files, datasets, refused = expand_paths(paths, defaults, path_template, store.own_files())
     report = IngestReport(refused=list(refused))
     job = FileJob(
         defaults or ProfileMeta(),
