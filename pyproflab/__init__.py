@@ -16,7 +16,7 @@ Quick start::
     lab.ingest("profiles/", service="api", version="v1")
     lab.top(service="api", profile_type="cpu")
 
-Heavy modules (DuckDB, pandas) load on first use, so reading one file stays fast.
+Heavy modules (numpy, pyarrow, DuckDB, pandas) load on first use, so reading one file stays fast.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pyproflab.errors import ProflabError, UsageError
-from pyproflab.model import Profile, ValueType
 from pyproflab.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from pyproflab.decode import decode_bytes, read_profile
     from pyproflab.engines.spark_query import SparkDataset
     from pyproflab.lab import Lab
+    from pyproflab.model import Profile, ValueType
 
 
 __all__ = [
@@ -169,6 +169,8 @@ def _with_base(source: Any, options: dict[str, Any]) -> Profile:
 
 def _profile(source: Any) -> Profile:
     """A Profile as is; a path, or several (merged), read."""
+    from pyproflab.model import Profile
+
     if isinstance(source, Profile):
         return source
     import os
@@ -206,6 +208,7 @@ def flame(
     with ``base``, a differential one coloured by change. Shows itself in Jupyter;
     ``.html()`` for a page. Works offline; every name stays text."""
     from pyproflab.analyses.flame import flame_graph
+    from pyproflab.model import Profile
 
     for name, p in (("profile", profile), ("base", base)):
         if not isinstance(p, Profile) and (p is not None or name == "profile"):
@@ -241,4 +244,11 @@ def __getattr__(name: str) -> Any:
         from pyproflab.lab import Lab
 
         return Lab
+    # The model brings numpy and pyarrow (half a second): the CLI's entry
+    # imports this package first, and a Ctrl-C in those imports, before
+    # cli.main could catch it, was a traceback.
+    if name in ("Profile", "ValueType"):
+        from pyproflab import model
+
+        return getattr(model, name)
     raise AttributeError(name)
