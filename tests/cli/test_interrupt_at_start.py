@@ -17,8 +17,15 @@ PROFILE = Path(__file__).resolve().parents[1] / "testdata" / "fleet_regressions"
 
 # Loaded by site at the interpreter's start (PYTHONPATH): the first import of
 # the named module raises SIGINT in the main thread, as a Ctrl-C there would.
+# A command started from a terminal has SIGINT's default handling; one under a
+# background job (`cmd &` in a script, as CI may run the tests) inherits it
+# ignored, and Python then installs no KeyboardInterrupt: the hook gives the
+# process a terminal's handling first, or the interrupt would be lost.
 HOOK = """
 import os, signal, sys
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class _CtrlC:
     def find_spec(self, name, path=None, target=None):
