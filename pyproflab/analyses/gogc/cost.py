@@ -126,7 +126,8 @@ def work_cost(ss: Sequence[dict[str, Any]]) -> float:
     return less_idle(wmean(ss, "cost"), wmean(ss, "idle_mark"))
 
 
-def _by_run(ss: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def by_run(ss: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The samples grouped by run, in the order runs first appear."""
     runs: dict[Any, list[dict[str, Any]]] = {}
     for s in ss:
         runs.setdefault(s["run"], []).append(s)
@@ -135,7 +136,7 @@ def _by_run(ss: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def run_means(ss: Sequence[dict[str, Any]], f: Callable[[Any], float]) -> list[float]:
     """``f`` of each run's samples, where finite."""
-    return [m for m in (f(r) for r in _by_run(ss)) if math.isfinite(m)]
+    return [m for m in (f(r) for r in by_run(ss)) if math.isfinite(m)]
 
 
 def donor_cv(

@@ -108,7 +108,7 @@ from typing import Any
 
 from pyproflab.analyses.gogc import canary
 from pyproflab.analyses.gogc import fit as fitting
-from pyproflab.analyses.gogc.cost import MIN_RUNS, wmean
+from pyproflab.analyses.gogc.cost import MIN_RUNS, by_run, wmean
 from pyproflab.analyses.gogc.pacer import LIMITER_SHARE, Params, solve
 from pyproflab.analyses.gogc.samples import Observation, Setting, setting_label
 
@@ -156,18 +156,11 @@ def point(f: fitting.Fit, p: Params, g: float | None, limit: float | None) -> di
     return r
 
 
-def _by_run(ss: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
-    by: dict[Any, list[dict[str, Any]]] = {}
-    for s in ss:
-        by.setdefault(s["run"], []).append(s)
-    return by
-
-
 def departures(ss: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Each run's weighted mean of every ``SCALED`` figure over its setting's
     (rule 2's borrowed spread; 1 where a figure is missing)."""
     whole = {k: wmean(ss, k) for k in SCALED}
-    return [{k: canary.ratio(wmean(r, k), whole[k]) for k in SCALED} for r in _by_run(ss).values()]
+    return [{k: canary.ratio(wmean(r, k), whole[k]) for k in SCALED} for r in by_run(ss)]
 
 
 def _scaled(ss: list[dict[str, Any]], dep: dict[str, float]) -> list[dict[str, Any]]:
@@ -187,13 +180,13 @@ def _units(
     runs of consecutive samples (3 or more each) of its one run, the i-th
     times the donor's (i+1)-th run's departures when there is a donor (the
     k-th variant holds the donor's k-th run: another process's departure)."""
-    by = _by_run(ss)
-    if len(by) >= MIN_RUNS:
-        return list(by.values())
-    if len(by) == 2:
-        own = list(by.values())
+    runs = by_run(ss)
+    if len(runs) >= MIN_RUNS:
+        return runs
+    if len(runs) == 2:
+        own = runs
     else:
-        (one,) = by.values()
+        (one,) = runs
         k = max(1, min(parts, len(one) // 3))
         own = [one[i * len(one) // k : (i + 1) * len(one) // k] for i in range(k)]
     if not deps:
@@ -208,8 +201,8 @@ def donor(obs: Observation) -> list[dict[str, float]] | None:
     by = obs.settings
     if not by:
         return None
-    key = max(by, key=lambda k: (len(_by_run(by[k])), sum(s["w"] for s in by[k])))
-    return departures(by[key]) if len(_by_run(by[key])) >= MIN_RUNS else None
+    key = max(by, key=lambda k: (len(by_run(by[k])), sum(s["w"] for s in by[k])))
+    return departures(by[key]) if len(by_run(by[key])) >= MIN_RUNS else None
 
 
 def variants(obs: Observation, parts: int = CHUNKS) -> list[Observation]:
