@@ -282,6 +282,22 @@ def _refused(summary: dict[str, Any]) -> str:
     return f", {n} refused" if n else ""
 
 
+def _skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The analyses asked for that did not run, as (what, why): a skipped
+    analysis (one version only, a mistyped ``per`` counter, no GC data, a
+    refused PGO input) is not an error of the run, so without saying so the
+    run's "0 findings" read as an answer it never computed."""
+    out = []
+    for key in ("regressions", "over_time", "pgo"):
+        for item in summary.get(key) or ():
+            if "skipped" in item:
+                name = f"{key.replace('_', '-')} of {item['service'] or 'all'}"
+                out.append((name, str(item["skipped"])))
+    if "skipped" in (summary.get("gogc") or {}):
+        out.append(("gogc", str(summary["gogc"]["skipped"])))
+    return out
+
+
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -421,6 +437,9 @@ def run_job(
             findings, code = _write_run(store, spec, sel, out, summary, source_failed)
             if "error" in summary:
                 log(summary["error"])
+            skipped = [] if "error" in summary else _skipped(summary)  # the error says why
+            for what, why in skipped:
+                log(f"{what} skipped: {why}")
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             thr = spec.regressions.threshold_pct if spec.regressions else None
             line = (
@@ -428,6 +447,7 @@ def run_job(
                 f"{n_profiles} selected, "
                 f"{findings} findings"
                 + (f" over {thr:g}%" if thr is not None else "")
+                + (f", {len(skipped)} skipped ({', '.join(w for w, _ in skipped)})" * bool(skipped))
                 + f", {len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
             )
         except Exception as e:
