@@ -298,6 +298,19 @@ def _skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Log) -> str:
+    """The run line's findings ("3 findings over 10%"), then the analyses that
+    did not run, each reason logged; none when the run failed (its error says why)."""
+    thr = spec.regressions.threshold_pct if spec.regressions else None
+    part = f"{findings} findings" + (f" over {thr:g}%" if thr is not None else "")
+    skipped = [] if "error" in summary else _skipped(summary)
+    for what, why in skipped:
+        log(f"{what} skipped: {why}")
+    if skipped:
+        part += f", {len(skipped)} skipped ({', '.join(w for w, _ in skipped)})"
+    return part
+
+
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -437,18 +450,11 @@ def run_job(
             findings, code = _write_run(store, spec, sel, out, summary, source_failed)
             if "error" in summary:
                 log(summary["error"])
-            skipped = [] if "error" in summary else _skipped(summary)  # the error says why
-            for what, why in skipped:
-                log(f"{what} skipped: {why}")
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
-            thr = spec.regressions.threshold_pct if spec.regressions else None
             line = (
                 f"{spec.name}: run {run_id}: {ingested} new profiles{_refused(summary)}, "
-                f"{n_profiles} selected, "
-                f"{findings} findings"
-                + (f" over {thr:g}%" if thr is not None else "")
-                + (f", {len(skipped)} skipped ({', '.join(w for w, _ in skipped)})" * bool(skipped))
-                + f", {len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
+                f"{n_profiles} selected, {_findings_part(spec, findings, summary, log)}, "
+                f"{len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
             )
         except Exception as e:
             _record_failure(store, spec.name, run_id, summary, e)
