@@ -60,6 +60,8 @@ class FakeTarget:
     mode: str = "good"  # good slow err500 flaky html
     auth: str | None = None  # the Authorization value /debug/pprof requires
     requests: Counter = field(default_factory=Counter)  # endpoint -> count
+    # endpoint -> (arrived, answered) of each request answered with a status and body
+    served: dict[str, list[tuple[datetime, datetime]]] = field(default_factory=dict)
 
 
 class FakeFleet:
@@ -120,6 +122,7 @@ class FakeFleet:
         return {hashlib.sha256(gzip.decompress(b)).hexdigest(): b for b in self._bodies.values()}
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
+        arrived = datetime.now(UTC)
         parts = urlsplit(h.path)
         segs = parts.path.strip("/").split("/")
         if len(segs) < 3 or segs[0] != "t" or segs[1] not in self.targets:
@@ -140,6 +143,7 @@ class FakeFleet:
         if pprof and t.auth is not None and h.headers.get("Authorization") != t.auth:
             return self.reply(h, 401, b"unauthorized\n", "text/plain")
         if pprof and t.mode == "flaky" and n == 1:
+            self.note_served(t, rest, arrived)
             return self.reply(h, 503, b"busy\n", "text/plain")
         if rest == "metrics":
             return self.reply(h, 200, METRICS_TEXT.encode(), "text/plain; version=0.0.4")
@@ -149,7 +153,15 @@ class FakeFleet:
         seconds = parse_qs(parts.query).get("seconds")
         if seconds:  # a windowed profile answers when its window is over
             self.released.wait(float(seconds[0]))
-        return self.reply(h, 200, self.body(name, ptype), "application/octet-stream")
+        body = self.body(name, ptype)
+        self.note_served(t, rest, arrived)
+        return self.reply(h, 200, body, "application/octet-stream")
+
+    def note_served(self, t: FakeTarget, rest: str, arrived: datetime) -> None:
+        """Note a request's arrival and its answer's time, taken before the answer
+        is sent: the client has it only later."""
+        with self._lock:
+            t.served.setdefault(rest, []).append((arrived, datetime.now(UTC)))
 
     @staticmethod
     def reply(h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str) -> None:
@@ -469,9 +481,17 @@ def test_collect_faults_each_give_one_line_and_the_rest_lands(
         assert r["source"] == url(r["instance"], f"debug/pprof/{endpoint}") + (
             "?seconds=1" if windowed else ""
         )
-        span = r["window_end"] - r["window_start"]
-        if windowed:
-            assert timedelta(seconds=1) <= span < timedelta(seconds=3)
+        # The window is the request whose body landed: from before it was sent to
+        # after its answer came (no upper bound on its length: a loaded machine
+        # stretches it), and not an earlier attempt's (flaky's first was a 503).
+        *earlier, (arrived, answered) = fleet.targets[r["instance"]].served[
+            f"debug/pprof/{endpoint}"
+        ]
+        assert r["window_start"] <= arrived and answered <= r["window_end"]
+        assert all(a <= r["window_start"] for _, a in earlier)
+        assert len(earlier) == (r["instance"] == "flaky")
+        if windowed:  # the fake answers ?seconds=1 after 1 s
+            assert r["window_end"] - r["window_start"] >= timedelta(seconds=1)
         else:  # snapshots are taken when the window ends
             assert r["window_start"] >= before + timedelta(seconds=1)
         assert (

@@ -16,9 +16,11 @@ Reading a trace needs Go (the helper pyproflab-go is built on first use).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from pyproflab.cli import common
+from pyproflab.errors import UsageError
 
 QUESTIONS = ("goroutines", "sched", "stw", "tasks", "leaks")
 
@@ -109,7 +111,6 @@ class Command:
         if args.trace_command == "pprof":
             return _pprof(args)
         from pyproflab.analyses.gotrace_answers import answer
-        from pyproflab.errors import UsageError
         from pyproflab.reports import render
 
         name = args.trace_command
@@ -132,9 +133,22 @@ def _pprof(args: argparse.Namespace) -> int:
     from pyproflab.decode.gotrace import read_trace
     from pyproflab.jobs.outputs import write_atomic
 
+    _check_output(args.output)  # before the trace is read: a large one takes minutes
     _, profiles = read_trace(args.file, only=[f"pprof-{args.kind}"], needed_by="trace pprof")
-    write_atomic(args.output, profiles[args.kind])
+    try:
+        write_atomic(args.output, profiles[args.kind])
+    except OSError as e:  # a full disk, no permission: one line, as write_output says it
+        raise UsageError(f"{args.output}: cannot write: {e.strerror or e}") from None
     return 0
+
+
+def _check_output(path: str) -> None:
+    """Refuse an output in a missing folder or naming a folder, as ``write_profile`` does."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise UsageError(f"{path}: folder {target.parent} does not exist")
+    if target.is_dir():
+        raise UsageError(f"{path}: is a directory")
 
 
 def question_options(args: argparse.Namespace) -> Any:

@@ -92,6 +92,17 @@ def test_bad_traces_are_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_pprof_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """`-o` into a missing folder or onto a folder was a traceback
+    (FileNotFoundError naming the temporary file), after reading the whole trace."""
+    missing = tmp_path / "nope" / "sync.pb.gz"
+    res = run_cli("trace", "pprof", trace_path("chan"), "--kind", "sync", "-o", missing)
+    one_line_error(res, str(missing), "does not exist")
+    res = run_cli("trace", "pprof", trace_path("chan"), "--kind", "sync", "-o", tmp_path)
+    one_line_error(res, str(tmp_path), "is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     """A trace with no user task or region (mutex.trace) still has the table's
     header: CSV was one empty line, text a bare "rows:"."""

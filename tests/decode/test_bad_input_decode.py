@@ -102,6 +102,22 @@ def test_a_parquet_file_is_named_as_one(tmp_path: Path) -> None:
     assert str(e).endswith("(a Parquet file: ingest reads a dataset by its folder)"), e
 
 
+def test_a_go_execution_trace_is_named_as_one(tmp_path: Path) -> None:
+    # `pyproflab top trace.out` said "a gzip-compressed Go execution trace ...
+    # (gunzip it first)" of a trace that was not gzipped.
+    trace = Path(__file__).resolve().parents[1] / "testdata" / "traces" / "mutex.trace"
+    with pytest.raises(NotAProfileError) as e:
+        read_profile(trace)
+    plain = str(e.value)
+    assert plain.startswith(f"{trace}: not a pprof profile") and "\n" not in plain, plain
+    assert "pyproflab trace" in plain and "gzip" not in plain, plain
+    gz = tmp_path / "trace.out.gz"
+    gz.write_bytes(gzip.compress(trace.read_bytes()))
+    with pytest.raises(NotAProfileError) as e:
+        read_profile(gz)
+    assert "gzip-compressed Go execution trace" in str(e.value), e.value
+
+
 def test_gzip_bomb_is_stopped_by_the_cap() -> None:
     member = gzip.compress(bytes(64 << 20), compresslevel=9, mtime=0)  # 64 MiB -> ~64 KiB
     bomb = member * 64  # 4 GiB once inflated

@@ -35,6 +35,19 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    with the mutator's bytes per core-second held at the current setting's
    (graph: 889 at GOGC 100, 1304 at 800, Prometheus); with rule 5's CPU
    per cycle, −6 to +7 %.
+   Not modelled: the idle workers' share in that bound. endCycle's ratio
+   counts their utilisation (``pacer_runway``), so on a paced process the
+   pacer plans ``(P/4 + idle)/(P/4)`` times ``B_nat``. With that factor,
+   service's cycles per minute at GOGC 25 came out +9 % (gctrace) and
+   +2 % (Prometheus), fitted on 100 and 200, not +19 and +24; but its GC
+   share at 400-800 came out 13-20 % low from gctrace (7-15 % from
+   Prometheus, mean 13.6 % and 8.8 %): its idle workers held each idle
+   P for the whole mark (their CPU per cycle per idle core over the mark's
+   clock 0.89-1.18 at GOGC 50-800), and its marks lengthened with the heap
+   (8.8 ms at GOGC 100, 14.1 at 800, the same 27-30 MiB marked), which
+   rule 3's ``B_nat`` and rule 4's ``ι`` hold fixed. The two errors cancel
+   in the bound as it stands; the factor waits on a mark length that grows
+   with the heap.
 3. Floating garbage: objects allocated while marking are allocated black,
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
