@@ -113,8 +113,9 @@ class Command:
             )
         for what, why in report.refused:
             print(f"refused {what}: {why}", file=sys.stderr)
-        print(f"{source.name}: {report.summary()}")
         failed = report.failed_whole()
+        if report.listed != 0:  # nothing listed: the error line alone says it (docs/pull.md)
+            print(f"{source.name}: {report.summary()}")
         if failed:  # nothing of the range landed: a scheduled pull must not look fine
             a, b = (f"{t.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}" for t in (since, until))
             span = f"{a} to {b}"
