@@ -265,6 +265,25 @@ def test_prometheus_client_golang_defaults_alone(
     assert "Recommendation:" in capsys.readouterr().out
 
 
+def test_gctrace_beside_client_golang_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/metrics without the runtime's CPU classes (client_golang's defaults)
+    give the process's CPU as process_cpu_seconds_total (1 core here): beside
+    a gctrace log that is its CPU, as for Prometheus alone. Each source alone
+    served, both together were refused ("no GC samples carry busy")."""
+    log = tmp_path / "svc.log"
+    log.write_text(_gctrace())
+    paths = _memstats_snapshots(tmp_path)
+    obs = gi.observe(cycles=gi.read_gctrace_files([str(log)]), samples=gi.read_metric_files(paths))
+    assert obs.source == "gctrace+prometheus" and obs.procs == 2
+    assert obs.mean("busy") == pytest.approx(1.0)
+    assert obs.mean("mutator") == pytest.approx(1.0 - 0.1)  # /metrics' GC: 0.1 of 1 P
+    assert obs.mean("n") * obs.mean("cost") == pytest.approx(0.1202)  # gctrace's, below 1
+    assert main(["gogc", "--gctrace", str(log), "--metrics", *paths, "--budget", "1GiB"]) == 0
+    assert "Recommendation:" in capsys.readouterr().out
+
+
 def test_peak_memory_without_and_with_an_observed_rss() -> None:
     def at(obs, *settings):
         res = gi.advise(obs, gi.GogcOptions(settings=settings))

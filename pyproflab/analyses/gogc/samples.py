@@ -449,7 +449,8 @@ def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observat
 
 def combine(trace: Observation, metrics: Observation) -> Observation:
     """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
-    the process used and the peak RSS (each input says which source gave it).
+    the process used (busy, else ``process_cpu_seconds_total``) and the peak RSS
+    (each input says which source gave it).
     An instance whose /metrics show one setting throughout has its cycles
     labelled with it (the exported setting beats the one inferred from
     goals); else, for a GOGC Prometheus reports, its limit is taken."""
@@ -467,10 +468,12 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
             relabelled = True
         elif m is None and g in limits:
             s["setting"] = (g, limits[g])
-        got = by_setting.get(s["setting"])
-        if got:
+        got = by_setting.get(s["setting"]) or []
+        # busy, else the OS's count (client_golang's defaults: no idle class)
+        cpu = [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]
+        if cpu:
             s["mutator"] = metrics.mean("mutator", got)
-            s["busy"] = metrics.mean("busy", got)
+            s["busy"] = metrics.mean(cpu[0], got)
     prov = dict(trace.provenance)
     prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
     prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
