@@ -219,6 +219,8 @@ def build_log(
         raise UsageError("pgo effect --source needs Go on PATH to build with the profile")
     env = dict(os.environ, GOFLAGS="", GOWORK="off")
     src, prof = os.fspath(source), os.path.abspath(profile)
+    if not os.path.isdir(src):  # Go runs in it: a missing one was a FileNotFoundError
+        raise UsageError(f"{src}: not a directory (--source takes a Go module's root)")
 
     def run(args: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(

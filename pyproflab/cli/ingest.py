@@ -183,10 +183,18 @@ def _held_nothing(paths: list[str]) -> str:
 def _ingest(args: argparse.Namespace, db: str):
     """Lab.ingest of the arguments into ``db``; a store this made and stored
     nothing in (nothing to store, a refused dataset, a usage error) is removed."""
+    import warnings
+
     from pyproflab.lab import Lab
+    from pyproflab.store.ingest_report import InputsRefused
 
     labels = common.parse_kv(args.label)
-    with removed_if_empty(db), Lab(common.open_store(args, path=db)) as lab:
+    with (
+        removed_if_empty(db),
+        Lab(common.open_store(args, path=db)) as lab,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", InputsRefused)  # run() prints each refusal
         return lab.ingest(
             args.paths,
             service=args.service,

@@ -31,6 +31,7 @@ def run_weights(args: argparse.Namespace) -> int:
     """``pgo weights FILE...`` or ``pgo weights --db DB SELECTION``."""
     from pyproflab import reports
     from pyproflab.analyses.pgo_weights import compare_weights
+    from pyproflab.errors import UsageError
 
     options = merge_options(args)
     paths = args.files[1:]
@@ -46,6 +47,9 @@ def run_weights(args: argparse.Namespace) -> int:
                 **common.given_options(args, ["min_change", "top"]),  # else PgoOptions'
                 **options,
             )
+    refusal = result.results["none"].refusal  # the plain sum refuses only what it was given
+    if refusal is not None:
+        raise UsageError(refusal)
     common.write_output(reports.render(result, args.format), args.output)
     return 0
 

@@ -282,6 +282,35 @@ def _refused(summary: dict[str, Any]) -> str:
     return f", {n} refused" if n else ""
 
 
+def _skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The analyses asked for that did not run, as (what, why): a skipped
+    analysis (one version only, a mistyped ``per`` counter, no GC data, a
+    refused PGO input) is not an error of the run, so without saying so the
+    run's "0 findings" read as an answer it never computed."""
+    out = []
+    for key in ("regressions", "over_time", "pgo"):
+        for item in summary.get(key) or ():
+            if "skipped" in item:
+                name = f"{key.replace('_', '-')} of {item['service'] or 'all'}"
+                out.append((name, str(item["skipped"])))
+    if "skipped" in (summary.get("gogc") or {}):
+        out.append(("gogc", str(summary["gogc"]["skipped"])))
+    return out
+
+
+def _findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Log) -> str:
+    """The run line's findings ("3 findings over 10%"), then the analyses that
+    did not run, each reason logged; none when the run failed (its error says why)."""
+    thr = spec.regressions.threshold_pct if spec.regressions else None
+    part = f"{findings} findings" + (f" over {thr:g}%" if thr is not None else "")
+    skipped = [] if "error" in summary else _skipped(summary)
+    for what, why in skipped:
+        log(f"{what} skipped: {why}")
+    if skipped:
+        part += f", {len(skipped)} skipped ({', '.join(w for w, _ in skipped)})"
+    return part
+
+
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -422,13 +451,10 @@ def run_job(
             if "error" in summary:
                 log(summary["error"])
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
-            thr = spec.regressions.threshold_pct if spec.regressions else None
             line = (
                 f"{spec.name}: run {run_id}: {ingested} new profiles{_refused(summary)}, "
-                f"{n_profiles} selected, "
-                f"{findings} findings"
-                + (f" over {thr:g}%" if thr is not None else "")
-                + f", {len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
+                f"{n_profiles} selected, {_findings_part(spec, findings, summary, log)}, "
+                f"{len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
             )
         except Exception as e:
             _record_failure(store, spec.name, run_id, summary, e)

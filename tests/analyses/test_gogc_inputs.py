@@ -42,9 +42,12 @@ def _gctrace(n: int = 40, *, period: float = 0.5, idle: float = 0.0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _snapshots(tmp: Path, n: int = 6, procs: int = 2, growth: float = 0.0) -> list[str]:
+def _snapshots(
+    tmp: Path, n: int = 6, procs: int = 2, growth: float = 0.0, busy: float = 1.0, gc: float = 0.2
+) -> list[str]:
     """Prometheus snapshots 1 s apart: 2 cycles/s, 100 MiB/s, GC 0.2 of 1 busy core
-    (1 idle); the marked heap 40 MiB, growing by ``growth`` MiB a second."""
+    (1 idle; or ``gc`` of ``busy``); the marked heap 40 MiB, growing by ``growth``
+    MiB a second."""
     paths = []
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for i in range(n):
@@ -52,10 +55,10 @@ def _snapshots(tmp: Path, n: int = 6, procs: int = 2, growth: float = 0.0) -> li
         vals = {
             "go_gc_cycles_total_gc_cycles_total": ("counter", 100 + 2 * i),
             "go_gc_heap_allocs_bytes_total": ("counter", 1e9 + 100 * MiB * i),
-            "go_cpu_classes_gc_total_cpu_seconds_total": ("counter", 10 + 0.2 * i),
-            "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total": ("counter", 5 + 0.1 * i),
+            "go_cpu_classes_gc_total_cpu_seconds_total": ("counter", 10 + gc * i),
+            "go_cpu_classes_gc_mark_dedicated_cpu_seconds_total": ("counter", 5 + gc / 2 * i),
             "go_cpu_classes_total_cpu_seconds_total": ("counter", 100 + 2 * i),
-            "go_cpu_classes_idle_cpu_seconds_total": ("counter", 1.0 + i),
+            "go_cpu_classes_idle_cpu_seconds_total": ("counter", 1.0 + (2 - busy) * i),
             "go_gc_heap_live_bytes": ("gauge", (40 + growth * i) * MiB),
             "go_gc_heap_goal_bytes": ("gauge", 2 * (40 + growth * i) * MiB),
             "go_gc_gogc_percent": ("gauge", 100),
@@ -125,6 +128,31 @@ def test_cli_prometheus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert obs.mean("n") == pytest.approx(2.0)
     assert obs.mean("alloc") == pytest.approx(100 * MiB)
     assert obs.peak_rss == {(100.0, None): [100 * MiB]}
+
+
+def test_gctrace_gc_cpu_at_most_the_process_cpu_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gctrace's GC CPU is the workers' time by the runtime's clock; the log's
+    GC, 0.12 cores (2 cycles/s of 60.1 ms), against /metrics that show the
+    process at 0.1 cores (from a quieter window, or an OS count) made the
+    setting's GC cores more than the process's. They are now at most its CPU
+    (samples module rules), and a note gives the 0.02 cores above it."""
+    log = tmp_path / "svc.log"
+    log.write_text(_gctrace())
+    snaps = _snapshots(tmp_path, busy=0.1, gc=0.05)
+    trace = from_gctrace(parse_gctrace(_gctrace(), source="t"))
+    assert trace.mean("n") * trace.mean("cost") == pytest.approx(0.1202)  # the log alone
+    obs = gi.observe(cycles=gi.read_gctrace_files([str(log)]), samples=gi.read_metric_files(snaps))
+    assert obs.mean("busy") == pytest.approx(0.1)
+    assert obs.mean("n") * obs.mean("cost") == pytest.approx(0.1)
+    assert obs.mean("cost") == pytest.approx(sum(obs.mean(k) for k in ("work", "pause")))
+    res = gi.advise(obs)
+    assert res.current["gc_cores"] <= 0.1 * (1 + 1e-6)
+    said = [n for n in obs.notes if "did not run" in n]
+    assert len(said) == 1 and "0.02 cores" in said[0] and "GOGC=100" in said[0], obs.notes
+    assert main(["gogc", "--gctrace", str(log), "--metrics", *snaps]) == 0
+    assert said[0] in capsys.readouterr().out.replace("\n    ", " ")
 
 
 def test_prometheus_gauges_span_their_interval(tmp_path: Path) -> None:
@@ -234,6 +262,25 @@ def test_prometheus_client_golang_defaults_alone(
     assert r["goal"] == pytest.approx(120 * MiB, rel=0.01)
     assert r["cycles_per_min"] == pytest.approx(60.0, rel=0.03)
     assert main(["gogc", "--metrics", *paths, "--budget", "1GiB"]) == 0
+    assert "Recommendation:" in capsys.readouterr().out
+
+
+def test_gctrace_beside_client_golang_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/metrics without the runtime's CPU classes (client_golang's defaults)
+    give the process's CPU as process_cpu_seconds_total (1 core here): beside
+    a gctrace log that is its CPU, as for Prometheus alone. Each source alone
+    served, both together were refused ("no GC samples carry busy")."""
+    log = tmp_path / "svc.log"
+    log.write_text(_gctrace())
+    paths = _memstats_snapshots(tmp_path)
+    obs = gi.observe(cycles=gi.read_gctrace_files([str(log)]), samples=gi.read_metric_files(paths))
+    assert obs.source == "gctrace+prometheus" and obs.procs == 2
+    assert obs.mean("busy") == pytest.approx(1.0)
+    assert obs.mean("mutator") == pytest.approx(1.0 - 0.1)  # /metrics' GC: 0.1 of 1 P
+    assert obs.mean("n") * obs.mean("cost") == pytest.approx(0.1202)  # gctrace's, below 1
+    assert main(["gogc", "--gctrace", str(log), "--metrics", *paths, "--budget", "1GiB"]) == 0
     assert "Recommendation:" in capsys.readouterr().out
 
 

@@ -504,6 +504,23 @@ def test_bad_min_change(cpu_files, tmp_path, value, capsys):
         diff_edges(edges, edges, min_change=float(value))
 
 
+def test_weights_of_inputs_no_merge_takes_is_one_line(go_profiles, tmp_path, capsys):
+    """`pgo weights nope.pb.gz` (or a heap profile, or a selection matching nothing)
+    printed the same refusal three times, once per weighting, and exited 0."""
+    store = tmp_path / "s.duckdb"
+    assert cli_main(["ingest", str(go_profiles["heap"]), "--db", str(store)]) == 0
+    capsys.readouterr()
+    missing = tmp_path / "nope.pb.gz"
+    for argv, needle in [
+        ([str(missing)], f"{missing}: no such file"),
+        ([str(go_profiles["heap"])], "no CPU sample type"),
+        (["--db", str(store), "--service", "nope"], "no CPU profiles match"),
+    ]:
+        assert cli_main(["pgo", "weights", *argv]) == 2, argv
+        out, err = capsys.readouterr()
+        assert not out and len(err.strip().splitlines()) == 1 and needle in err, (argv, err)
+
+
 def test_files_on_workers_equal_reading_in_order(cpu_files, go_profiles, monkeypatch):
     """pgo_files strips and merges the files in worker processes (merge_files): the
     profile, edges, inputs and skipped files equal reading them one by one here."""

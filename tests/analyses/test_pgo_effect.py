@@ -173,6 +173,18 @@ def test_cli_side_matching_nothing(store_path, capsys):
     assert "--after" in err and "version=pgp" in err
 
 
+def test_cli_source_that_is_no_folder(store_path, tmp_path, capsys):
+    """`--source nosuch --pgo P` was a FileNotFoundError traceback (go run in a
+    missing folder); `pgo check --source` said it in one line."""
+    args = ["pgo", "effect", "--db", str(store_path), "--before", "version=nopgo"]
+    missing = tmp_path / "nosuch"
+    args += ["--after", "version=pgo", "--source", str(missing), "--pgo", str(DATA / "effect.pgo")]
+    assert cli_main(args) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{missing}: not a directory" in err, err
+
+
 def test_effect_without_profiles_says_so(tmp_path):
     with pyproflab.open(tmp_path / "e.duckdb") as lab:
         e = pgo_effect(lab.store, BEFORE, AFTER, EffectOptions())

@@ -410,6 +410,36 @@ def test_the_run_line_counts_refused_files(drop_source, tmp_path):
     assert "0 new profiles, nothing written" in again.line, again.line
 
 
+def test_the_run_line_names_the_analyses_it_skipped(drop_source, tmp_path):
+    """A job whose regressions could not run (a mistyped ``per`` counter) and
+    whose gogc had no GC data said '0 findings over 10%, ...; exit 0' and
+    nothing on stderr, the answer of a fleet with nothing hot: the skips were
+    only in summary.json. The line now counts and names them, and the log gives
+    each reason."""
+    from pyproflab.jobs import load_job, run_job
+
+    extra = '\n[gogc]\nbudget = "2GiB"\n'
+    job = write_job(
+        tmp_path / "job.toml",
+        drop=drop_source,
+        store=tmp_path / "s.duckdb",
+        output=tmp_path / "o",
+        extra=extra,
+        pgo=False,
+    )
+    job.write_text(job.read_text().replace("[regressions]", '[regressions]\nper = "no_such_total"'))
+    lines: list[str] = []
+    result = run_job(load_job(job), log=lines.append)
+    assert result.exit_code == 0, result.line
+    assert "0 findings over 10%, 2 skipped (regressions of svc, gogc), " in result.line
+    reg = result.summary["regressions"][0]["skipped"]
+    gogc = result.summary["gogc"]["skipped"]
+    assert "no_such_total" in reg and lines == [
+        f"regressions of svc skipped: {reg}",
+        f"gogc skipped: {gogc}",
+    ]
+
+
 def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     """A [selection] naming no stored service (a typo) ran no analysis and said
     '0 selected, 0 findings', exit 0: the answer of a fleet with nothing hot."""

@@ -101,6 +101,7 @@ def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
             env=KEYS,
         )
         assert typo.returncode == 2, typo.stdout + typo.stderr
+        assert not typo.stdout, typo.stdout  # was "...: 0 new, 0 already present, 0 refused"
         assert (
             typo.stderr.startswith(
                 "pyproflab: error: datadog:datadoghq.com: nothing matched the request "

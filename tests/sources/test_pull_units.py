@@ -234,6 +234,27 @@ def test_a_window_step_of_zero_is_one_line_before_any_store(tmp_path: Path, kind
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "0"), ("--retries", "-1"),
+     ("--max-mib", "0"), ("--batch-size", "0"), ("--batch-size", "x")],
+)  # fmt: skip
+def test_a_bad_request_flag_is_one_line_naming_it(tmp_path: Path, flag: str, value: str):
+    """--timeout nan and inf were tracebacks (socket.settimeout's ValueError and
+    OverflowError); 0 and the others one line naming all four flags."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    res = cli("pull", "datadog", "--query", "service:x", "--since", "6h", "--db", str(db),
+              "--base-url", "http://127.0.0.1:9", flag, value)  # fmt: skip
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert f"argument {flag}:" in lines[0] and repr(value) in lines[0], lines[0]
+    others = {"--timeout", "--retries", "--max-mib", "--batch-size"} - {flag}
+    assert not [o for o in others if o in lines[0]], lines[0]
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])
 def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     from pyproflab.sources.base import SourceError

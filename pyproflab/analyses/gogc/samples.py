@@ -66,6 +66,15 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   ``gc 546``: 96 s of mark, 94 s "CPU", 94 of the run's 98 s of GC CPU). It
   is left out as a missing line is (the rate counts gc numbers), with a
   note naming it and its figures.
+- Where the process's CPU at a setting is known (``busy``: Prometheus beside
+  the log, ``--process-cpu``), the GC's cores there as the fit takes them
+  (mean rate x mean GC CPU per cycle) are at most it: the runtime's clock
+  counts a stop the stall rule keeps as GC work, and an OS count or another
+  window of /metrics can show less CPU than gctrace's GC (no cost to fit).
+  Above it, the GC CPU figures there (``cost``, its parts, a cycle's
+  cons/mark) are scaled down to it, the mark's clock and the mutator's CPU
+  kept, and a note gives the excess as time the process did not run.
+  ``--process-cpu`` below the GC's own CPU is refused (``check_process_cpu``).
 """
 
 from __future__ import annotations
@@ -393,10 +402,40 @@ def with_process_cpu(
     at = obs.current if setting is None else setting
     for s in obs.samples:
         if s["setting"] == at:
-            s["mutator"] = max(cores - s["n"] * s["cost"], 0.0)
             s["busy"] = cores
+    bound_gc_cpu(obs, how)
+    for s in obs.samples:
+        if s["setting"] == at:
+            s["mutator"] = max(cores - s["n"] * s["cost"], 0.0)
     obs.provenance["mutator CPU"] = f"{how} (process CPU {cores:g} cores less the GC's)"
     return obs
+
+
+def bound_gc_cpu(obs: Observation, how: str) -> None:
+    """At each setting whose samples carry the process's CPU (``busy``), the
+    GC's cores (mean rate times mean GC CPU per cycle) at most it: above, the
+    GC CPU figures scaled down to it and a note (module rules)."""
+    for st, ss in obs.settings.items():
+        if not all(math.isfinite(s.get("busy", math.nan)) for s in ss):
+            continue
+        cores, gc = obs.mean("busy", ss), obs.mean("n", ss) * obs.mean("cost", ss)
+        if gc <= cores * (1 + 1e-9):
+            continue
+        for s in ss:
+            for key in {"cost", "work", "background", "assist", "idle_mark", "pause"} & set(s):
+                s[key] *= cores / gc
+            if "gc_num" in s:  # a gctrace cycle's cons/mark anew (cycle_sample)
+                x, busy = s["procs"] * s["mark_s"], s["background"] + s["assist"]
+                s["cons_mark"] = cons_mark(
+                    s["mark_alloc"], s["marked"] + s["roots"], s["work"] / x, busy / x
+                )
+        obs.notes.append(
+            f"{setting_label(st)}: gctrace's GC CPU, {gc:.2f} cores, is more than the "
+            f"process's CPU there ({cores:.2f} cores, {how}): taken as {cores:.2f}; the "
+            f"{gc - cores:.2f} cores above it are time the process did not run (stopped, "
+            "descheduled or throttled) that the runtime's clock counted as GC work, or "
+            "the two sources cover different windows"
+        )
 
 
 def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observation:
@@ -410,7 +449,8 @@ def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observat
 
 def combine(trace: Observation, metrics: Observation) -> Observation:
     """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
-    the process used and the peak RSS (each input says which source gave it).
+    the process used (busy, else ``process_cpu_seconds_total``) and the peak RSS
+    (each input says which source gave it).
     An instance whose /metrics show one setting throughout has its cycles
     labelled with it (the exported setting beats the one inferred from
     goals); else, for a GOGC Prometheus reports, its limit is taken."""
@@ -428,10 +468,12 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
             relabelled = True
         elif m is None and g in limits:
             s["setting"] = (g, limits[g])
-        got = by_setting.get(s["setting"])
-        if got:
+        got = by_setting.get(s["setting"]) or []
+        # busy, else the OS's count (client_golang's defaults: no idle class)
+        cpu = [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]
+        if cpu:
             s["mutator"] = metrics.mean("mutator", got)
-            s["busy"] = metrics.mean("busy", got)
+            s["busy"] = metrics.mean(cpu[0], got)
     prov = dict(trace.provenance)
     prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
     prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
@@ -453,4 +495,5 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         None,
         metrics.container or trace.container,
     )
+    bound_gc_cpu(out, metrics.source)
     return out
