@@ -10,6 +10,7 @@ with ``to_pandas()``, ``to_arrow()`` and an HTML repr for Jupyter.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyarrow as pa
 from pyproflab.model import Profile
 from pyproflab.sources.base import Request, Source
 from pyproflab.store import Store
+from pyproflab.store.ingest_report import InputsRefused
 from pyproflab.store.select import Selection
 
 SELECTION_KEYS = ("service", "version", "instance", "profile_type", "since", "until", "labels")
@@ -64,6 +66,16 @@ def _check_ingest(paths: Any, service: Any, version: Any, instance: Any, labels:
     ):
         raise UsageError(f"labels={labels!r}: expected a dict of strings such as {{'team': 'x'}}")
     return paths
+
+
+def _warn_refused(report):
+    """``report``, after an ``InputsRefused`` warning (at the caller of the Lab's
+    method) when it refused inputs: a script or a notebook cell that calls
+    ``lab.ingest("profiles/")`` as a statement never sees the report, and a
+    mistyped path or a file that is not a profile was then left out silently."""
+    if note := report.refusal_note():
+        warnings.warn(note, InputsRefused, stacklevel=3)
+    return report
 
 
 def _filtered(analysis: Callable[..., Any], profile: Profile, *args: Any, **kwargs: Any):
@@ -176,13 +188,16 @@ class Lab:
         source = FileSource(
             [str(p) for p in paths], meta, path_template=path_template, max_bytes=max_bytes
         )
-        return self.pull(
-            source,
-            progress=progress,
-            workers=workers,
-            batch_size=batch_size or BATCH_SIZE,
-            batch_bytes=batch_bytes or BATCH_BYTES,
-        )
+        with warnings.catch_warnings():  # said once, naming this call
+            warnings.simplefilter("ignore", InputsRefused)
+            report = self.pull(
+                source,
+                progress=progress,
+                workers=workers,
+                batch_size=batch_size or BATCH_SIZE,
+                batch_bytes=batch_bytes or BATCH_BYTES,
+            )
+        return _warn_refused(report)
 
     def pull(self, source: Source, request: Request | None = None, **options: Any):
         """Store what a source (``pyproflab.sources``: files, a Parquet dataset, live
@@ -200,7 +215,7 @@ class Lab:
                 "pyproflab.open(path) (read_only=False) to ingest"
             )
 
-        return ingest_source(self.store, source, request, **options)
+        return _warn_refused(ingest_source(self.store, source, request, **options))
 
     # --- questions -----------------------------------------------------------
 

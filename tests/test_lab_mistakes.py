@@ -360,3 +360,33 @@ def test_a_per_counter_without_samples_names_both_spellings(lab) -> None:
     # The Python API said '--per nosuch', a flag a notebook does not have.
     with pytest.raises(UsageError, match=r"^per-work counter 'nosuch' \(--per, per=\)"):
         lab.pgo_effect({"version": "v1"}, {"version": "v2"}, per="nosuch")
+
+
+def test_refused_inputs_warn(go_profiles, tmp_path) -> None:
+    """lab.ingest returned its report and said nothing else: a notebook cell or a
+    script calling it as a statement lost a mistyped path or a file that is not a
+    profile without a word (the CLI prints each refusal). Each call now warns,
+    naming the caller's line; the report is unchanged."""
+    import warnings
+
+    from pyproflab.sources.base import ItemMeta
+    from pyproflab.sources.local import FileSource
+    from pyproflab.store.ingest_report import InputsRefused
+
+    bad = tmp_path / "bad.pb.gz"
+    bad.write_bytes(b"<html>502 Bad Gateway</html>")
+    typo = tmp_path / "typo.pb.gz"
+    with pyproflab.open(":memory:") as lab:
+        with pytest.warns(InputsRefused) as seen:
+            report = lab.ingest([go_profiles["cpu"], bad, typo], service="api")
+        assert (report.new, [p for p, _ in report.refused]) == (1, [str(typo), str(bad)])
+        assert [str(w.message) for w in seen] == [
+            f"2 inputs refused, not stored: {typo}: no such file or folder "
+            "(and 1 more: see the report's .refused)"
+        ]
+        assert seen[0].filename == __file__
+        with pytest.warns(InputsRefused, match=rf"^1 input refused, not stored: {typo}: no such"):
+            lab.pull(FileSource([str(typo)], ItemMeta()))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert lab.ingest(go_profiles["cpu"]).present == 1  # nothing refused: no warning

@@ -56,6 +56,32 @@ def _parca(p: argparse.ArgumentParser) -> None:
 KINDS = {"datadog": _datadog, "pyroscope": _pyroscope, "parca": _parca}
 
 
+def _seconds(text: str) -> float:
+    """--timeout: a finite number > 0 (nan and inf reached socket.settimeout: a traceback)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def _at_least(low: int):
+    """A whole number >= ``low``, named with the flag by argparse."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text!r}")
+        return v
+
+    return parse
+
+
 class Command:
     __doc__ = __doc__
 
@@ -69,10 +95,18 @@ class Command:
             common.add_db_option(p)
             p.add_argument("--since", required=True, help="from (ISO time or 72h ago)")
             p.add_argument("--until", help="to (default now)")
-            p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per request")
-            p.add_argument("--retries", type=int, default=3, metavar="N", help="of 429/5xx/network")
-            p.add_argument("--max-mib", type=int, default=256, metavar="N", help="largest body")
-            p.add_argument("--batch-size", type=int, default=16, metavar="N", help="per commit")
+            p.add_argument(
+                "--timeout", type=_seconds, default=30.0, metavar="S", help="per request"
+            )
+            p.add_argument(
+                "--retries", type=_at_least(0), default=3, metavar="N", help="of 429/5xx/network"
+            )
+            p.add_argument(
+                "--max-mib", type=_at_least(1), default=256, metavar="N", help="largest body"
+            )
+            p.add_argument(
+                "--batch-size", type=_at_least(1), default=16, metavar="N", help="per commit"
+            )
 
     def run(self, args: argparse.Namespace) -> int:
         import sys
@@ -85,8 +119,6 @@ class Command:
         from pyproflab.store.select import parse_duration, parse_time
         from pyproflab.store.sourced import ingest_source
 
-        if args.timeout <= 0 or args.retries < 0 or args.max_mib < 1 or args.batch_size < 1:
-            raise UsageError("--timeout, --max-mib and --batch-size must be > 0, --retries >= 0")
         since = parse_time(args.since)
         until = parse_time(args.until) if args.until else datetime.now(UTC)
         if until <= since:

@@ -108,11 +108,17 @@ class Command:
         tokens = Tokens.load(args.token, args.tokens)
         listen_check(opts.host, tokens)  # before the spool: a refused serve makes none
         made = not Path(args.spool).exists()
-        spool = Spool(
-            args.spool,
-            max_bytes=args.spool_max_mib << 20,
-            min_free=args.spool_min_free_mib << 20,
-        )
+        try:
+            spool = Spool(
+                args.spool,
+                max_bytes=args.spool_max_mib << 20,
+                min_free=args.spool_min_free_mib << 20,
+            )
+        except OSError as e:  # a file of that name, no permission: was a traceback
+            if made:  # nothing of it is left behind
+                shutil.rmtree(args.spool, ignore_errors=True)
+            why = e.strerror or str(e)
+            raise UsageError(f"--spool {args.spool}: cannot make the spool there: {why}") from None
         children = None
         if not args.no_ingest:
             extra = ["--max-bytes", str(opts.max_profile_bytes)]

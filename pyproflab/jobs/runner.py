@@ -277,9 +277,13 @@ def _refused(summary: dict[str, Any]) -> str:
     """What the sources did not store, for the run's line ("" when nothing): a
     refused file or profile (drop, pull) or a failed fetch (collect) is not an
     error of the run (exit 0 or 1), so without this the line a scheduler logs
-    read as if every input had been stored."""
+    read as if every input had been stored. A source that failed as a whole
+    (exit 2) is counted too: the line said "0 new profiles ...; exit 2" alone."""
     n = sum(len(s.get("refused") or ()) + int(s.get("failed") or 0) for s in summary["sources"])
-    return f", {n} refused" if n else ""
+    failed = sum("error" in s for s in summary["sources"])
+    return (f", {n} refused" if n else "") + (
+        f", {failed} source{'s' * (failed != 1)} failed" if failed else ""
+    )
 
 
 def _skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:

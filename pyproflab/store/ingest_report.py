@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+class InputsRefused(UserWarning):
+    """An ingest or pull left inputs out (a mistyped path, a file that is not a
+    profile): its report's ``refused`` lists each with its reason."""
+
+
 @dataclass
 class IngestReport:
     """What an ingest did: counts of new and already-present profiles, the refused
@@ -41,6 +46,18 @@ class IngestReport:
         if self.refused and not (self.new or self.present):
             return f"every profile refused ({len(self.refused)})"
         return None
+
+    def refusal_note(self) -> str | None:
+        """One line on what was refused, for a caller that may not read the
+        report (a notebook's ``lab.ingest(...)`` statement); None when nothing was."""
+        if not self.refused:
+            return None
+        path, why = self.refused[0]
+        more = f" (and {len(self.refused) - 1} more: see the report's .refused)"
+        return (
+            f"{len(self.refused)} input{'s' * (len(self.refused) != 1)} refused, not stored: "
+            f"{path}: {why}" + (more if len(self.refused) > 1 else "")
+        )
 
     def add(self, other: IngestReport) -> None:
         self.new += other.new

@@ -187,6 +187,8 @@ def test_source_failure_is_exit_2(tmp_path):
     result = run_job(load_job(job), log=lambda line: None)
     assert result.exit_code == 2
     assert "does not exist" in result.summary["sources"][0]["error"]
+    # The line a scheduler logs says why it is 2 (it said "0 new profiles, 0 selected ...").
+    assert ": run 1: 0 new profiles, 1 source failed, 0 selected, " in result.line, result.line
     (tmp_path / "a-file").write_text("not a folder")
     job = write_job(
         tmp_path / "job.toml",

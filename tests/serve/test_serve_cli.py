@@ -49,6 +49,16 @@ def test_bad_listen_and_token_file_are_one_line(tmp_path):
     assert not (tmp_path / "t").exists()
 
 
+def test_a_spool_that_is_a_file_is_one_line(tmp_path):
+    """`--spool FILE` was a NotADirectoryError traceback (mkdir FILE/ready)."""
+    a_file = tmp_path / "cpu.pb.gz"
+    a_file.write_bytes(b"x")
+    res = cli("serve", "--spool", str(a_file), "--listen", "127.0.0.1:0", "--duration", "1")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"pyproflab: error: --spool {a_file}: "), res.stderr
+    assert "Traceback" not in res.stderr and a_file.read_bytes() == b"x"
+
+
 def test_the_systemd_unit_runs_a_valid_command_line():
     text = (REPO / "examples" / "pyproflab-serve.service").read_text()
     argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])
