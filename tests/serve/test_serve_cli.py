@@ -59,6 +59,20 @@ def test_a_spool_that_is_a_file_is_one_line(tmp_path):
     assert "Traceback" not in res.stderr and a_file.read_bytes() == b"x"
 
 
+def test_tls_files_that_do_not_load_are_one_line(tmp_path):
+    """A --tls-cert/--tls-key that is not PEM was an ssl.SSLError traceback ('PEM
+    lib'), a missing one a FileNotFoundError traceback; no spool is left."""
+    not_pem = tmp_path / "cpu.pb.gz"
+    not_pem.write_bytes(b"\x1f\x8b not a certificate")
+    for cert, key in ((not_pem, not_pem), (tmp_path / "no.pem", tmp_path / "no.key")):
+        spool = tmp_path / "s"
+        res = cli("serve", "--spool", str(spool), "--listen", "127.0.0.1:0", "--duration", "1",
+                  "--tls-cert", str(cert), "--tls-key", str(key))  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith(f"pyproflab: error: --tls-cert {cert}, --tls-key {key}: ")
+        assert not spool.exists()
+
+
 def test_the_systemd_unit_runs_a_valid_command_line():
     text = (REPO / "examples" / "pyproflab-serve.service").read_text()
     argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])
