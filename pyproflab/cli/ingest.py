@@ -11,7 +11,9 @@ present; refused files are listed, and fail the run only with ``--strict``);
 2 when no file was a profile to store (every one refused, or none found), and
 then a store this command would have created is not left behind; 2 as well,
 before anything is stored, when a PATH named outright (not a glob) does not
-exist: a mistyped name is a mistake, not a refused file. A Parquet
+exist: a mistyped name is a mistake, not a refused file; and so when every
+PATH names the store itself (or its .wal, .lock): ingest does not read its
+own store (beside other inputs, those are refused). A Parquet
 dataset read whole is not "nothing": its GC metric rows and traces are kept
 even when it holds no profile, and a dataset already in the store exits 0.
 """
@@ -98,10 +100,11 @@ class Command:
                 name = "--" + flag.replace("_", "-")
                 raise UsageError(f"{name} must be a whole number >= 1, not {value}")
         _refuse_missing(args.paths)
+        db = common.db_path(args)
+        _refuse_own_store(args.paths, db)
         if args.workers != 1 and _may_pool(args.paths):
             # The workers' server imports on another core while this process does.
             forkserver.start(forkserver.INGEST_PRELOAD)
-        db = common.db_path(args)
         report = _ingest(args, db)
         # A dataset's GC metric rows and traces are data too, without any profile.
         added = report.new or report.metric_rows or report.traces
@@ -114,7 +117,7 @@ class Command:
             # A scheduled job must see that it ingested nothing: exit 2, not "0 new".
             raise UsageError(
                 f"{' '.join(args.paths)}: no profile files found "
-                f"({'; '.join(r for _, r in report.refused) or 'empty folder'})"
+                f"({'; '.join(r for _, r in report.refused) or _held_nothing(args.paths)})"
             )
         for path, reason in report.refused:
             print(f"refused {path}: {reason}", file=sys.stderr)
@@ -136,6 +139,45 @@ def _refuse_missing(paths: list[str]) -> None:
     for p in paths:
         if not is_glob(p) and not os.path.exists(p):
             raise UsageError(f"{p}: no such file or folder; nothing stored")
+
+
+def _refuse_own_store(paths: list[str], db: str) -> None:
+    """Paths that all name the store being written (or the files it keeps) are
+    one line and exit 2, before the store is opened: ingest does not read its
+    own store (read, it was 'not a pprof profile', exit 2, and the file was
+    rewritten). Beside other inputs they are refused (``OWN_FILE``)."""
+    import os
+
+    from pyproflab.errors import UsageError
+    from pyproflab.store.lock import store_files
+
+    own = {os.path.realpath(f) for f in store_files(db)}
+    named = {os.path.realpath(p) for p in paths}
+    if named <= own:
+        what = "the store itself" if named == {os.path.realpath(db)} else "the store's own files"
+        raise UsageError(
+            f"{' '.join(paths)}: {what} (--db {db}); ingest does not read its own store; "
+            "nothing stored"
+        )
+
+
+def _held_nothing(paths: list[str]) -> str:
+    """What the folders and globs named held when no input came of them: the
+    store's own files, hidden files and .json sidecars (all skipped), or nothing
+    ('empty folder' was said of a folder holding the store)."""
+    import os
+
+    from pyproflab.keying.paths import expand_paths, glob_paths, is_glob
+
+    found = 0  # every file there, as a walk that skips nothing finds them
+    for p in paths:
+        for m in glob_paths(p) if is_glob(p) else [p]:
+            walk = os.walk(m) if os.path.isdir(m) else [("", [], [m])]
+            found += sum(len(names) for _, _, names in walk)
+    store = len(expand_paths(paths)[0])  # the walk with the store's files not skipped
+    held = ["the store itself"] if store else []
+    held += ["hidden files or .json sidecars"] if found > store else []
+    return f"only {' and '.join(held)}, which ingest skips" if held else "empty folder"
 
 
 def _ingest(args: argparse.Namespace, db: str):

@@ -24,6 +24,8 @@ from pyproflab.errors import UsageError
 DATASET_MARKER = "_pyproflab_dataset.json"
 # Present in a folder an export is still writing (or was killed writing).
 PARTIAL = ".pyproflab-export-partial"
+# Why a path named outright that ``expand_paths``' ``skip`` names is no input.
+OWN_FILE = "the store's own file; ingest does not read its own store"
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -228,7 +230,7 @@ def expand_paths(
     Folders are walked (sorted); hidden files and ``*.json`` (sidecars) are skipped
     there, and so are the files and folders ``skip`` names (the store being
     written and its side files: never an input, so not refused either) in a
-    walk or a glob's matches; a path named outright is still read.
+    walk or a glob's matches; one named outright is refused (``OWN_FILE``).
     A folder holding ``_pyproflab_dataset.json`` is a Parquet dataset.
     Metadata for the files (``defaults``: a ``ProfileMeta``; a path template)
     where the paths name datasets alone is a ``UsageError`` (``unused_metadata``).
@@ -261,7 +263,9 @@ def expand_paths(
 
     for p in paths:
         s = os.fspath(p)
-        if os.path.isdir(s):
+        if os.path.exists(s) and skipped(s):
+            refused.append((s, OWN_FILE))
+        elif os.path.isdir(s):
             add_dir(s)
         elif os.path.exists(s):
             files.append(s)

@@ -374,7 +374,16 @@ class PushServer(ThreadingHTTPServer):
         self._tls = None
         if opts.certfile:
             self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            self._tls.load_cert_chain(opts.certfile, opts.keyfile)
+            try:
+                self._tls.load_cert_chain(opts.certfile, opts.keyfile)
+            except OSError as e:  # missing, or not PEM (ssl.SSLError): was a traceback
+                from pyproflab.errors import UsageError
+
+                self.reaper.stop()
+                pem = isinstance(e, ssl.SSLError)  # its strerror is "[SSL] PEM lib (_ssl.c:N)"
+                why = "not a PEM certificate and its private key" if pem else e.strerror
+                files = f"--tls-cert {opts.certfile}, --tls-key {opts.keyfile}"
+                raise UsageError(f"{files}: cannot load: {why}") from None
         try:
             super().__init__((opts.host, opts.port), Handler)
         except OSError as e:  # the address is taken, or not this machine's

@@ -114,6 +114,14 @@ def windows(
         a += step_ms
 
 
+def _duration(seconds: float) -> str:
+    """A step as it is written: 1h, 10m, 90s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def _at(t_ms: int) -> datetime:
     return datetime.fromtimestamp(t_ms / 1000, UTC)
 
@@ -181,8 +189,13 @@ class WindowedMerges:
         if request.since is None:
             raise SourceError(self.name, "a time range is needed (since)")
         spans = list(windows(request.since, request.until or datetime.now(UTC), self.step))
-        if not spans:
-            return
+        if not spans:  # asked for nothing: a scheduled pull of this range never stored any
+            raise SourceError(
+                self.name,
+                f"no whole {_duration(self.step)} window in the range (windows are aligned "
+                "to the step and pulled a minute after they end): widen the range (--since) "
+                "or shorten the step (--step)",
+            )
         self.check_type()
         keyed = {
             f"{self.type_id}|{self.series_text(labels)}|{ms(a)}-{ms(b)}{self.key_extra()}": (

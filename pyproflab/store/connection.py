@@ -36,7 +36,7 @@ import pyarrow as pa
 from pyproflab.errors import StoreError
 from pyproflab.store import tables
 from pyproflab.store.driver_errors import first_line, interrupted, store_error
-from pyproflab.store.lock import StoreLock, busy_error, lock_path, read_holder
+from pyproflab.store.lock import StoreLock, busy_error, read_holder, store_files
 
 if TYPE_CHECKING:
     from pyproflab.model import Profile
@@ -470,7 +470,7 @@ class Store:
         in-memory or adopted store: there is no name of ours to go by."""
         if self.name == MEMORY or not self._owned:
             return ()
-        return (self.name, self.name + ".wal", self.name + ".tmp", lock_path(self.name))
+        return store_files(self.name)
 
     # --- life ----------------------------------------------------------------
 

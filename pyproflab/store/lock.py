@@ -46,6 +46,14 @@ def lock_path(db_path: str | os.PathLike) -> str:
     return os.fspath(db_path) + ".lock"
 
 
+def store_files(db_path: str | os.PathLike) -> tuple[str, ...]:
+    """The paths a store file keeps on disk: itself, DuckDB's write-ahead log
+    (``.wal``) and spill folder (``.tmp``, its default ``temp_directory``), and
+    the writer lock (``.lock``)."""
+    name = os.fspath(db_path)
+    return (name, name + ".wal", name + ".tmp", lock_path(name))
+
+
 def read_holder(db_path: str | os.PathLike) -> dict[str, Any] | None:
     """What the lock file says about its holder (None when empty or unreadable)."""
     try:

@@ -84,6 +84,24 @@ def test_gctrace_observation_figures() -> None:
     assert "gctrace (40 cycles" in obs.provenance["cycles"]
 
 
+def test_runs_at_different_rates_give_the_gc_cpu_they_spent() -> None:
+    """``means``' rules: two processes at GOGC 100, one at 1 cycle a second with
+    260.1 ms of GC CPU a cycle (its idle workers' 200 ms), one at 10 with 60.1
+    ms (the pauses at their clock, one P), each 40 cycles. Together they spent
+    40 × 0.2601 + 40 × 0.0601 core-seconds in 40 + 4 seconds: 0.291 cores.
+    Each cycle weighted by its seconds, the mean cost per cycle came out 0.242 s
+    and the GC 0.440 cores."""
+    slow = parse_gctrace(_gctrace(period=1.0, idle=200), source="slow")
+    fast = parse_gctrace(_gctrace(period=0.1), source="fast")
+    obs = from_gctrace(pa.concat_tables([slow, fast]))
+    assert list(obs.settings) == [(100.0, None)]
+    spent, seconds = 40 * 0.2601 + 40 * 0.0601, 40 * 1.0 + 40 * 0.1
+    assert obs.mean("n") == pytest.approx(80 / seconds)
+    assert obs.mean("n") * obs.mean("cost") == pytest.approx(spent / seconds)
+    fit = gi.advise(obs).current
+    assert fit["gc_cores"] == pytest.approx(spent / seconds, rel=1e-6)
+
+
 def test_cli_gctrace_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "svc.log"
     log.write_text(_gctrace())

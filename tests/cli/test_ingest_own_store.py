@@ -2,7 +2,9 @@
 and what it keeps beside it (``Store.own_files``: ``.wal``, ``.lock``, DuckDB's
 ``.tmp`` spill folder) are no inputs, so they are neither read nor refused,
 wherever they sit in the folder walked; any other file is still refused.
-Before, each run listed the store, its WAL and its lock as 3 refused files."""
+Before, each run listed the store, its WAL and its lock as 3 refused files.
+Named outright, they are refused as the store's own (alone: one line, exit 2,
+the store untouched), and a folder holding only them is not called empty."""
 
 from __future__ import annotations
 
@@ -72,4 +74,57 @@ def test_the_store_named_outright_is_still_refused(tmp_path, capsys):
     assert main(["ingest", "--db", str(db), str(db), str(top / "cpu.pb.gz")]) == 0
     out, err = capsys.readouterr()
     assert out.strip() == "1 new, 0 already present, 1 refused"
-    assert f"refused {db}: not a pprof profile" in err
+    # Not "not a pprof profile (starts with byte 0x95)": true, but not why.
+    assert err == f"refused {db}: the store's own file; ingest does not read its own store\n"
+
+
+@pytest.mark.parametrize(
+    "named, what",
+    [(["S.duckdb"], "the store itself"), (["S.duckdb", "S.duckdb.wal"], "the store's own files")],
+)
+def test_the_store_named_alone_is_one_line_and_left_as_it_was(
+    tmp_path, capsys, monkeypatch, named, what
+):
+    """Read, it was refused as 'not a pprof profile' under a summary (two lines)
+    and the store file was rewritten by the open."""
+    _, db = _folder(tmp_path, "S.duckdb")
+    Path(f"{db}.wal").write_bytes(b"")  # a side file to name (DuckDB reads an empty one)
+    monkeypatch.chdir(db.parent)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in db.parent.iterdir() if p.is_file()}
+    assert main(["ingest", "--db", "S.duckdb", *named]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"pyproflab: error: {' '.join(named)}: {what} (--db S.duckdb); "
+        "ingest does not read its own store; nothing stored\n"
+    )
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in db.parent.iterdir() if p.is_file()}
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    "beside, why",
+    [
+        ([], "only the store itself, which ingest skips"),
+        ([".keep", "x.json"], "only the store itself and hidden files or .json sidecars, which "
+         "ingest skips"),
+    ],
+)  # fmt: skip
+def test_a_folder_holding_only_the_store_is_not_called_empty(
+    tmp_path, capsys, monkeypatch, beside, why
+):
+    """It said 'only: no profile files found (empty folder)'."""
+    only = tmp_path / "only"
+    only.mkdir()
+    Store.open(only / "S.duckdb").close()
+    for name in beside:
+        (only / name).write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", "--db", "only/S.duckdb", "only"]) == 2
+    assert capsys.readouterr().err == f"pyproflab: error: only: no profile files found ({why})\n"
+    # A folder that holds nothing is still called empty (the check can tell them apart).
+    (tmp_path / "empty").mkdir()
+    assert main(["ingest", "--db", "only/S.duckdb", "empty"]) == 2
+    assert capsys.readouterr().err == (
+        "pyproflab: error: empty: no profile files found (empty folder)\n"
+    )

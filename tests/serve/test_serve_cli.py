@@ -49,6 +49,49 @@ def test_bad_listen_and_token_file_are_one_line(tmp_path):
     assert not (tmp_path / "t").exists()
 
 
+def test_a_spool_that_is_a_file_is_one_line(tmp_path):
+    """`--spool FILE` was a NotADirectoryError traceback (mkdir FILE/ready)."""
+    a_file = tmp_path / "cpu.pb.gz"
+    a_file.write_bytes(b"x")
+    res = cli("serve", "--spool", str(a_file), "--listen", "127.0.0.1:0", "--duration", "1")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"pyproflab: error: --spool {a_file}: "), res.stderr
+    assert "Traceback" not in res.stderr and a_file.read_bytes() == b"x"
+
+
+def test_tls_files_that_do_not_load_are_one_line(tmp_path):
+    """A --tls-cert/--tls-key that is not PEM was an ssl.SSLError traceback ('PEM
+    lib'), a missing one a FileNotFoundError traceback; no spool is left."""
+    not_pem = tmp_path / "cpu.pb.gz"
+    not_pem.write_bytes(b"\x1f\x8b not a certificate")
+    for cert, key in ((not_pem, not_pem), (tmp_path / "no.pem", tmp_path / "no.key")):
+        spool = tmp_path / "s"
+        res = cli("serve", "--spool", str(spool), "--listen", "127.0.0.1:0", "--duration", "1",
+                  "--tls-cert", str(cert), "--tls-key", str(key))  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith(f"pyproflab: error: --tls-cert {cert}, --tls-key {key}: ")
+        assert not spool.exists()
+
+
+def test_a_db_the_ingester_cannot_open_stops_serve_at_start(tmp_path):
+    """`--db` naming a file that is no store (or in a missing folder) served,
+    acknowledged pushes, and restarted its ingester every second, each time
+    failing 'not a DuckDB store'."""
+    not_a_store = tmp_path / "cpu.pb.gz"
+    not_a_store.write_bytes(b"\x1f\x8b not a store")
+    for db, needle in (
+        (not_a_store, "not a DuckDB store"),
+        (tmp_path / "no" / "s.duckdb", "does not exist"),
+    ):
+        spool = tmp_path / "s"
+        res = cli("serve", "--spool", str(spool), "--db", str(db), "--listen", "127.0.0.1:0",
+                  "--duration", "1")  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith(f"pyproflab: error: {db}: ") and needle in res.stderr
+        assert not spool.exists()
+    assert not (tmp_path / "no").exists()
+
+
 def test_the_systemd_unit_runs_a_valid_command_line():
     text = (REPO / "examples" / "pyproflab-serve.service").read_text()
     argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])

@@ -255,6 +255,23 @@ def test_a_bad_request_flag_is_one_line_naming_it(tmp_path: Path, flag: str, val
     assert not db.exists()
 
 
+@pytest.mark.parametrize("kind", ["pyroscope", "parca"])
+def test_a_range_holding_no_whole_window_is_one_line(tmp_path: Path, kind: str):
+    """`--since 30s` (or a job's since = "1h" with step = "1h") holds no whole
+    aligned window: the pull asked for nothing and said "0 new ...", exit 0, so a
+    scheduled pull of that range never stored anything and looked fine."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    query = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}"
+    res = cli("pull", kind, "http://127.0.0.1:9", "--query", query, "--since", "30s",
+              "--db", str(db))  # fmt: skip
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and not res.stdout, (res.stdout, res.stderr)
+    assert lines[0].startswith(f"pyproflab: error: {kind}:http://127.0.0.1:9: no whole 1h window")
+    assert "--step" in lines[0] and not db.exists()
+
+
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])
 def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     from pyproflab.sources.base import SourceError

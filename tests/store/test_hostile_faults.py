@@ -150,7 +150,7 @@ def test_a_busy_store_suggests_wait(seeded: Path) -> None:
     try:
         assert holder.stdout.readline().strip() == "ok"
         r = subprocess.run(
-            [sys.executable, "-m", "pyproflab", "ingest", str(seeded), "--db", str(seeded)],
+            [sys.executable, "-m", "pyproflab", "ingest", str(seeded.parent), "--db", str(seeded)],
             capture_output=True,
             text=True,
             timeout=300,  # bounds a hang only

@@ -48,6 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyproflab.analyses.gogc.means import wmean
+
 THETA, THETA_MAX = 0.05, 0.6
 MIN_RUNS = 3  # runs that estimate a setting's own spread between runs (rule 2)
 GOAL_RATIO = 1.2  # the settings' goal/S apart by this much identify c2 (rule 4)
@@ -102,17 +104,6 @@ class CostFit:
         c1 = (1 - theta) * rest / scan if scan > 0 else 0.0
         c2 = theta * rest / goal if goal > 0 else 0.0
         return c1, c2
-
-
-def wmean(ss: Sequence[dict[str, Any]], key: str) -> float:
-    """The mean of ``key`` over samples weighted by ``w`` (NaN when none has it)."""
-    num = den = 0.0
-    for s in ss:
-        v = s.get(key)
-        if v is not None and math.isfinite(v):
-            num += s["w"] * v
-            den += s["w"]
-    return num / den if den > 0 else math.nan
 
 
 def less_idle(cost: float, idle: float) -> float:

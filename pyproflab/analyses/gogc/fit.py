@@ -1,7 +1,8 @@
 """The model's parameters from every observed setting at once (``pacer.Params``).
 
-Rules (each figure a weighted mean over its samples, a sample weighing the
-seconds it stands for; ``S = L + R`` the scan work, rule 3):
+Rules (each figure a weighted mean over its samples, a rate by the seconds a
+sample stands for, a figure of one cycle by its cycles: ``means``; ``S = L +
+R`` the scan work, rule 3):
 
 1. Truly live heap ``L``: ``H − B`` per setting (the marked heap less what
    was allocated black while marking), averaged over settings by weight.

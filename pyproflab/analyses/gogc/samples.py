@@ -53,7 +53,9 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   (``infer``'s rules). A derived GOGC outside 1–10,000 is refused (the
   segment is left out, with a note): never advice. A given
   ``gogc``/``memory_limit`` replaces the inference.
-- Each cycle weighs ``1/n`` seconds: a run counts for the time it covers.
+- Each cycle weighs ``1/n`` seconds: a run counts for the time it covers
+  (a figure of one cycle, such as its GC CPU, is averaged over cycles:
+  ``means``).
 - gctrace's mark CPU figures are the workers' time by the runtime's clock
   (``nanotime`` around assists and mark workers), not CPU the OS gave: a
   process stopped or descheduled while marking counts the stop as GC CPU,
@@ -90,6 +92,7 @@ import pyarrow as pa
 
 from pyproflab.analyses.gogc import infer
 from pyproflab.analyses.gogc.infer import SEGMENT_MIN
+from pyproflab.analyses.gogc.means import wmean
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
@@ -179,16 +182,12 @@ class Observation:
         return bool(idle) and statistics.median(idle) < SATURATED_IDLE
 
     def mean(self, key: str, samples: Iterable[dict[str, Any]] | None = None) -> float:
-        """The weighted mean of ``key`` over the samples (all, or those given)."""
-        num = den = 0.0
-        for s in self.samples if samples is None else samples:
-            v = s.get(key)
-            if v is not None and math.isfinite(v):
-                num += s["w"] * v
-                den += s["w"]
-        if den <= 0:
+        """The mean of ``key`` over the samples (all, or those given), weighted
+        as ``means`` rules."""
+        got = wmean(self.samples if samples is None else samples, key)
+        if math.isnan(got):
             raise UsageError(f"no GC samples carry {key}: cannot model GOGC")
-        return num / den
+        return got
 
 
 def _latest_setting(samples: list[dict[str, Any]]) -> Setting:
