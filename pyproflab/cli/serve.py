@@ -107,6 +107,8 @@ class Command:
         )
         tokens = Tokens.load(args.token, args.tokens)
         listen_check(opts.host, tokens)  # before the spool: a refused serve makes none
+        if not args.no_ingest:
+            _check_store(common.db_path(args))
         made = not Path(args.spool).exists()
         try:
             spool = Spool(
@@ -164,6 +166,30 @@ def _check_limits(args: argparse.Namespace) -> None:
             flag = "--" + name.replace("_", "-")
             expected = f"{least} or more" if allowed else f"more than {least}"
             raise UsageError(f"{flag} {v}: expected {expected}")
+
+
+def _check_store(db: str) -> None:
+    """The ingesters' store, looked at before serving: a folder, a missing folder
+    or a file that is no DuckDB database stops ``serve`` now (it acknowledged
+    pushes while every ingester it restarted failed on it). A missing store is
+    made by the first batch. Only the file's header is read: opening the store
+    here would load DuckDB into the server (+49 MiB RSS) and wait on a job."""
+    from pyproflab.errors import UsageError
+
+    p = Path(db)
+    if p.is_dir():
+        raise UsageError(f"{db}: is a directory, not a store")
+    if not p.exists():
+        if not p.parent.is_dir():
+            raise UsageError(f"{db}: folder {p.parent} does not exist")
+        return
+    try:
+        with open(p, "rb") as f:
+            head = f.read(12)
+    except OSError as e:
+        raise UsageError(f"{db}: cannot read: {e.strerror or e}") from None
+    if head[8:12] != b"DUCK":  # DuckDB's magic, after the header's checksum
+        raise UsageError(f"{db}: not a DuckDB store")
 
 
 def _holds_pushes(spool: Path) -> bool:

@@ -83,11 +83,11 @@ def read_profile(
     except OSError as e:
         raise NotAProfileError(source, f"cannot read: {e.strerror or e}") from None
     if data[:3] == b"go ":  # as written; a trace found after gunzipping is GZIPPED (parse_raw)
-        _refuse_plain_trace(data, source)
+        refuse_plain_trace(data, source)
     return decode_bytes(data, source=source, max_bytes=max_bytes, method=method, limits=limits)
 
 
-def _refuse_plain_trace(data: bytes, source: str) -> None:
+def refuse_plain_trace(data: bytes, source: str) -> None:
     """Refuse an uncompressed Go execution trace, naming the command that reads it."""
     from pyproflab.decode.gotrace import trace_version
 

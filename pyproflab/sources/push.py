@@ -389,8 +389,10 @@ def check_profile(data: bytes, *, source: str, max_bytes: int, whole: int = WHOL
     Each layer is inflated once: the steps run capped at ``whole``, and only a
     part that passes the cap is checked again as before (its size first). Two
     passes, the size check then the steps, cost about 60 µs a pushed profile."""
-    from pyproflab.decode.pprof import decompress, parse_raw
+    from pyproflab.decode.pprof import decompress, parse_raw, refuse_plain_trace
 
+    if data[:3] == b"go ":  # parse_raw would call it gzipped: it only sees inflated bytes
+        refuse_plain_trace(data, source)
     cap = min(whole, max_bytes)
     try:
         raw = decompress(

@@ -73,6 +73,25 @@ def test_tls_files_that_do_not_load_are_one_line(tmp_path):
         assert not spool.exists()
 
 
+def test_a_db_the_ingester_cannot_open_stops_serve_at_start(tmp_path):
+    """`--db` naming a file that is no store (or in a missing folder) served,
+    acknowledged pushes, and restarted its ingester every second, each time
+    failing 'not a DuckDB store'."""
+    not_a_store = tmp_path / "cpu.pb.gz"
+    not_a_store.write_bytes(b"\x1f\x8b not a store")
+    for db, needle in (
+        (not_a_store, "not a DuckDB store"),
+        (tmp_path / "no" / "s.duckdb", "does not exist"),
+    ):
+        spool = tmp_path / "s"
+        res = cli("serve", "--spool", str(spool), "--db", str(db), "--listen", "127.0.0.1:0",
+                  "--duration", "1")  # fmt: skip
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith(f"pyproflab: error: {db}: ") and needle in res.stderr
+        assert not spool.exists()
+    assert not (tmp_path / "no").exists()
+
+
 def test_the_systemd_unit_runs_a_valid_command_line():
     text = (REPO / "examples" / "pyproflab-serve.service").read_text()
     argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])

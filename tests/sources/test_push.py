@@ -205,6 +205,23 @@ def test_check_profile_inflates_each_part_once(monkeypatch):
         assert len(seen) == 1, (name, seen)
 
 
+def test_a_pushed_plain_trace_is_named_as_one():
+    """A plain Go execution trace pushed as a profile was answered 400 "a
+    gzip-compressed Go execution trace ... (gunzip it first)"; a gzipped one
+    keeps that answer."""
+    from pathlib import Path
+
+    from pyproflab.sources.push import check_profile
+
+    trace = (Path(__file__).resolve().parents[1] / "testdata/traces/mutex.trace").read_bytes()
+    with pytest.raises(ProfileError) as e:
+        check_profile(trace, source="profile", max_bytes=1 << 26)
+    assert "not a pprof profile (a Go execution trace" in str(e.value), e.value
+    assert "gzip" not in str(e.value), e.value
+    with pytest.raises(ProfileError, match="gzip-compressed Go execution trace"):
+        check_profile(gzip.compress(trace), source="profile", max_bytes=1 << 26)
+
+
 def test_check_profile_past_its_whole_check_is_only_size_checked():
     """A part inflating past ``whole`` is size-checked alone, as before; a bomb
     is still refused with the size check's message."""
