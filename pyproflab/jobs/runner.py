@@ -84,6 +84,21 @@ def _findings(res, metric: str, threshold_pct: float) -> list[tuple[dict, str]]:
     return out
 
 
+def _services(
+    store: Store, sel: Selection, profile_type: str | None, order: str
+) -> dict[str | None, list[str]]:
+    """Each service of the selection with profiles of ``profile_type``, and its
+    versions oldest first (``workflows.versions``); a service none of whose
+    profiles has a version maps to [] (``versions`` leaves it out, and a drop
+    laid out without {version} ran no comparison and said "0 findings").
+    Profiles without a service are not listed so: a selection cannot single
+    them out, and their PGO would take every service's."""
+    out: dict[str | None, list[str]] = {
+        svc: [] for svc in workflows.unversioned(store, sel, profile_type) if svc is not None
+    }
+    return out | workflows.versions(store, sel, profile_type, order)
+
+
 def _regressions(
     store: Store, spec: JobSpec, sel: Selection, out: outputs.OutputSet, summary: dict[str, Any]
 ) -> int:
@@ -93,12 +108,16 @@ def _regressions(
     r = spec.regressions
     assert r is not None
     findings = 0
-    for svc, vers in workflows.versions(store, sel, r.profile_type, r.order).items():
+    for svc, vers in _services(store, sel, r.profile_type, r.order).items():
         item: dict[str, Any] = {"service": svc}
         summary["regressions"].append(item)
         pair = workflows.comparison(vers)
         if pair is None:
-            item["skipped"] = f"only one version ({vers[0]})" if vers else "no versions"
+            item["skipped"] = (
+                f"only one version ({vers[0]})"
+                if vers
+                else f"no version on its {r.profile_type} profiles"
+            )
             continue
         item.update(base=pair.base, new=pair.new)
         base = workflows.narrow(sel, service=svc, version=pair.base, profile_type=r.profile_type)
@@ -148,7 +167,7 @@ def _over_time(
     assert r is not None
     findings = 0
     summary["over_time"] = []
-    for svc in workflows.versions(store, sel, r.profile_type, r.order):
+    for svc in _services(store, sel, r.profile_type, r.order):
         item: dict[str, Any] = {"service": svc}
         summary["over_time"].append(item)
         narrowed = workflows.narrow(
@@ -222,9 +241,7 @@ def _pgo(
     p = spec.pgo
     assert p is not None
     order = spec.regressions.order if spec.regressions else "ingest"
-    by_service = workflows.versions(store, sel, "cpu", order)
-    if not by_service:
-        by_service = {None: []}
+    by_service = _services(store, sel, "cpu", order) or {None: []}
     for svc, vers in by_service.items():
         version = vers[-1] if (p.version == "newest" and vers) else None
         chosen = workflows.narrow(sel, service=svc, version=version)

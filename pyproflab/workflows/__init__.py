@@ -40,6 +40,12 @@ def versions(
     return out
 
 
+def unversioned(store: Store, selection: Selection, profile_type: str | None = None) -> list:
+    """The services of the selection whose profiles (of ``profile_type``) carry no
+    version: nothing ``versions`` can compare."""
+    return queries.unversioned_services(store, selection, profile_type)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Which two versions to compare, and a note when others were left out."""

@@ -442,6 +442,43 @@ def test_the_run_line_names_the_analyses_it_skipped(drop_source, tmp_path):
     ]
 
 
+def test_a_service_without_versions_is_said_and_gets_its_pgo(go_profiles, drop_source, tmp_path):
+    """A service whose drop is laid out without {version} was left out of the
+    analyses without a word: 'versions' lists versioned services only, so its
+    regressions (and over-time) never ran, its default.pgo was never written
+    when another service had versions, and the run said '0 findings', exit 0."""
+    from pyproflab.jobs import load_job, run_job
+
+    solo = tmp_path / "solo-drop"
+    make_drop(
+        go_profiles["cpu"],
+        solo,
+        n=3,
+        service="solo",
+        versions=("b1",),
+        start=T0 - timedelta(hours=1),
+    )
+    job = write_job(
+        tmp_path / "job.toml", drop=drop_source, store=tmp_path / "s.duckdb", output=tmp_path / "o"
+    )
+    text = job.read_text().replace('[selection]\nservice = "svc"\n', "")
+    second = (
+        f'[[source]]\nkind = "drop"\npath = "{solo}"\n'
+        'path_template = "{service}/{build}/{instance}/{type}-{time}.pb.gz"\n\n'
+    )
+    job.write_text(text.replace("[regressions]", second + "[regressions]"))
+    result = run_job(load_job(job), log=lambda line: None)
+    assert result.exit_code in (0, 1), result.line
+    regs = {i["service"]: i.get("skipped") for i in result.summary["regressions"]}
+    assert regs == {"solo": "no version on its cpu profiles", "svc": None}
+    assert ", 1 skipped (regressions of solo), " in result.line
+    assert [(i["service"], i["version"]) for i in result.summary["pgo"]] == [
+        ("solo", None),
+        ("svc", "v2"),
+    ]
+    assert (tmp_path / "o" / "default-solo.pgo").is_file()
+
+
 def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     """A [selection] naming no stored service (a typo) ran no analysis and said
     '0 selected, 0 findings', exit 0: the answer of a fleet with nothing hot."""

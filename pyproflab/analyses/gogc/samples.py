@@ -448,8 +448,8 @@ def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observat
 
 def combine(trace: Observation, metrics: Observation) -> Observation:
     """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
-    the process used (busy, else ``process_cpu_seconds_total``) and the peak RSS
-    (each input says which source gave it).
+    the process used (busy, else ``process_cpu_seconds_total``; the mutator's is
+    that less gctrace's GC) and the peak RSS (each input says its source).
     An instance whose /metrics show one setting throughout has its cycles
     labelled with it (the exported setting beats the one inferred from
     goals); else, for a GOGC Prometheus reports, its limit is taken."""
@@ -471,7 +471,6 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         # busy, else the OS's count (client_golang's defaults: no idle class)
         cpu = [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]
         if cpu:
-            s["mutator"] = metrics.mean("mutator", got)
             s["busy"] = metrics.mean(cpu[0], got)
     prov = dict(trace.provenance)
     prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
@@ -495,4 +494,7 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         metrics.container or trace.container,
     )
     bound_gc_cpu(out, metrics.source)
+    for s in out.samples:
+        if math.isfinite(s.get("busy", math.nan)):
+            s["mutator"] = max(s["busy"] - s["n"] * s["cost"], 0.0)
     return out
