@@ -632,7 +632,7 @@ def test_collect_keeps_going_when_every_target_is_down(tmp_path: Path) -> None:
             types=["heap"],
             archive_dir=tmp_path / "a",
             metrics_interval=None,
-            timeout=1,
+            timeout=60,  # bounds a hang only: a refusal is at once, but must beat it
             retries=2,
             backoff=0.01,
         )
@@ -657,7 +657,8 @@ def test_cli_collect_of_nothing_is_exit_2_and_leaves_nothing(
         f'instance="i"\nurl="http://127.0.0.1:{closed_port()}"\n',
     )
     argv = ["collect", str(targets), "--db", str(tmp_path / "s.duckdb"), "--seconds", "1"]
-    argv += ["--types", "heap", "--timeout", "1", "--retries", "0", "--metrics-interval", "0"]
+    # --timeout bounds a hang only: a refusal is at once, but must beat it.
+    argv += ["--types", "heap", "--timeout", "60", "--retries", "0", "--metrics-interval", "0"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "connection refused" in err
