@@ -86,6 +86,7 @@ class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the usage lines
         sub = parser.add_subparsers(
             dest="trace_command", metavar="ACTION", parser_class=common.OneLineParser
         )

@@ -451,19 +451,6 @@ def known_source_items(store: Store, source: str, items: list[str]) -> set[str]:
     return set(t.column(0).to_pylist())
 
 
-def delivered_under(store: Store, source: str, prefix: str) -> list[str]:
-    """``source``'s item keys beginning with ``prefix`` that brought data (not
-    those found empty; none without the table)."""
-    if "source_items" not in table_names(store):
-        return []
-    t = store.sql(
-        "SELECT item FROM source_items WHERE source = ? AND starts_with(item, ?) "
-        "AND status <> 'empty' ORDER BY item",
-        [source, prefix],
-    )
-    return t.column(0).to_pylist()
-
-
 def record_source_items(
     store: Store, source: str, rows: list[tuple[str, str | None, str]], now: datetime
 ) -> None:

@@ -241,7 +241,12 @@ class _Run:
         return queries.known_source_items(self.store, self.name, list(keys))
 
     def delivered_under(self, prefix: str) -> list[str]:
-        return queries.delivered_under(self.store, self.name, prefix)
+        """This source's keys beginning with ``prefix`` that brought data (not empty)."""
+        if "source_items" not in queries.table_names(self.store):
+            return []
+        sql = "SELECT item FROM source_items WHERE source = ? AND starts_with(item, ?) "
+        sql += "AND status <> 'empty' ORDER BY item"
+        return self.store.sql(sql, [self.name, prefix]).column(0).to_pylist()
 
     def add(self, item: ProfileItem | TableItem | TraceItem) -> None:
         if isinstance(item, TraceItem):

@@ -103,6 +103,16 @@ def test_pprof_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
+def test_help_keeps_the_usage_lines_of_its_description():
+    """`trace --help` ran the description's usage lines into one paragraph
+    ('... -o OUT.pb.gz one blocking profile, equal to ... trace goroutines|...')."""
+    res = run_cli("trace", "--help")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "  trace pprof FILE --kind net|sync|syscall|sched -o OUT.pb.gz" in lines, res.stdout
+    assert any(ln.startswith("  trace goroutines|sched|stw|tasks|leaks [FILE]") for ln in lines)
+
+
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     """A trace with no user task or region (mutex.trace) still has the table's
     header: CSV was one empty line, text a bare "rows:"."""
