@@ -60,6 +60,16 @@ def _parca(p: argparse.ArgumentParser) -> None:
 KINDS = {"datadog": _datadog, "pyroscope": _pyroscope, "parca": _parca}
 
 
+def _flag(flag: str, parse, text: str):
+    """``parse(text)``, its one-line error naming ``flag`` ("bad time 'x'" named none)."""
+    from pyproflab.errors import UsageError
+
+    try:
+        return parse(text)
+    except UsageError as e:
+        raise UsageError(f"{flag}: {e}") from None
+
+
 def _seconds(text: str) -> float:
     """--timeout: a finite number > 0 (nan and inf reached socket.settimeout: a traceback)."""
     try:
@@ -139,8 +149,8 @@ class Command:
         from pyproflab.store.select import parse_duration, parse_time
         from pyproflab.store.sourced import ingest_source
 
-        since = parse_time(args.since)
-        until = parse_time(args.until) if args.until else datetime.now(UTC)
+        since = _flag("--since", parse_time, args.since)
+        until = _flag("--until", parse_time, args.until) if args.until else datetime.now(UTC)
         if until <= since:
             raise UsageError("--until must be after --since")
         options = PullOptions(
@@ -151,7 +161,7 @@ class Command:
         )
         values = vars(args)
         if "step" in values:
-            values["step"] = parse_duration(args.step).total_seconds()
+            values["step"] = _flag("--step", parse_duration, args.step).total_seconds()
         source = pull_source(args.kind, values, options)
         db = common.db_path(args)
         # A store made for nothing (a failed or empty pull) is not left behind.

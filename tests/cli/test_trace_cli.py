@@ -113,6 +113,16 @@ def test_help_keeps_the_usage_lines_of_its_description():
     assert any(ln.startswith("  trace goroutines|sched|stw|tasks|leaks [FILE]") for ln in lines)
 
 
+def test_type_is_not_offered_for_traces(tmp_path: Path) -> None:
+    """`trace sched --help` listed `--type TYPE  profile type: cpu heap ...`, which
+    every trace question refuses ('traces are selected by ...', naming no flag)."""
+    res = run_cli("trace", "sched", "--help")
+    assert res.returncode == 0 and "--type" not in res.stdout, res.stdout
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("mutex"), "--db", db).returncode == 0
+    one_line_error(run_cli("trace", "sched", "--db", db, "--type", "cpu"), "--type")
+
+
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     """A trace with no user task or region (mutex.trace) still has the table's
     header: CSV was one empty line, text a bare "rows:"."""

@@ -294,6 +294,23 @@ def test_help_gives_each_request_flag_s_default(kind: str):
         assert f"default {shown}" in (action.help or ""), (action.dest, action.help)
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--since", "nonsense"), ("--until", "yesterday"), ("--step", "1ms")]
+)
+def test_a_bad_time_or_step_names_its_flag(tmp_path: Path, flag: str, value: str):
+    """`--since nonsense` said "bad time 'nonsense': ...", naming no flag."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    args = {"--since": "6h", "--until": None, "--step": None, flag: value}
+    given = [a for k, v in args.items() if v is not None for a in (k, v)]
+    res = cli("pull", "parca", "http://127.0.0.1:9", "--query", "t{}", "--db", str(db), *given)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"pyproflab: error: {flag}: bad "), lines[0]
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])
 def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     from pyproflab.sources.base import SourceError
