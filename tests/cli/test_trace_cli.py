@@ -123,6 +123,17 @@ def test_type_is_not_offered_for_traces(tmp_path: Path) -> None:
     one_line_error(run_cli("trace", "sched", "--db", db, "--type", "cpu"), "--type")
 
 
+def test_a_stored_trace_without_an_instance_is_named_by_its_file(tmp_path: Path) -> None:
+    """`ingest traces/ --service api` stores no instance: `trace stw --db` then
+    began "trace 1: 1 stop-the-world pauses", neither naming the file nor in English."""
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("mutex"), "--db", db, "--service", "api").returncode == 0
+    res = run_cli("trace", "stw", "--db", db)
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first.startswith(f"{trace_path('mutex')}: 1 stop-the-world pause, "), first
+
+
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     """A trace with no user task or region (mutex.trace) still has the table's
     header: CSV was one empty line, text a bare "rows:"."""
