@@ -15,6 +15,9 @@ from typing import Any
 from pyproflab.jobs.sources import Log
 from pyproflab.jobs.spec import JobSpec
 
+#: Skipped analyses named on the line; the rest are counted (each is logged).
+SKIPS_NAMED = 3
+
 
 def removed(summary: dict[str, Any]) -> str:
     """What retention removed, for the run's line ("" when nothing): a run whose
@@ -73,6 +76,8 @@ def findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Lo
     missed = [] if "error" in summary else skipped(summary)
     for what, why in missed:
         log(f"{what} skipped: {why}")
-    if missed:
-        part += f", {len(missed)} skipped ({', '.join(w for w, _ in missed)})"
+    if missed:  # named up to SKIPS_NAMED: a fleet of services makes no endless line
+        names = [w for w, _ in missed[:SKIPS_NAMED]]
+        names += [f"{len(missed) - SKIPS_NAMED} more"] * (len(missed) > SKIPS_NAMED)
+        part += f", {len(missed)} skipped ({', '.join(names)})"
     return part

@@ -493,3 +493,21 @@ def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     why = "the selection (service=svx) matches none of the store's 24 profiles: nothing analysed"
     assert (result.exit_code, result.summary["error"], lines) == (2, why, [why])
     assert result.summary["sources"][0]["new"] == 24  # the ingest itself stands
+
+
+def test_the_run_line_names_three_skips_and_counts_the_rest(drop_source, tmp_path):
+    """Every service of a fleet skipped (a mistyped per counter) named each one on
+    the line; it names three and counts the rest, and logs each."""
+    from pyproflab.jobs import load_job, run_line
+
+    job = load_job(
+        write_job(tmp_path / "j.toml", drop=drop_source, store=tmp_path / "s", output=tmp_path)
+    )
+    summary = {"regressions": [{"service": f"s{i}", "skipped": "why"} for i in range(5)]}
+    lines: list[str] = []
+    part = run_line.findings_part(job, 0, summary, lines.append)
+    assert (
+        part == "0 findings over 10%, 5 skipped (regressions of s0, regressions of s1, "
+        "regressions of s2, 2 more)"
+    )
+    assert lines == [f"regressions of s{i} skipped: why" for i in range(5)]
