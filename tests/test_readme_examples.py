@@ -4,6 +4,8 @@ docs/cli.md, docs/python.md and docs/store.md.
 The code blocks are read from the files (not copied here), so an example that
 changes is tested as changed.
 
+docs/traces.md's block runs the same way, in order (it needs Go).
+
 README.md, as a new user meets it:
 
 - ``make`` lines (``make setup``, ``make demo``, ``make test``): the targets
@@ -200,6 +202,22 @@ def test_cli_reference_examples(sandbox, monkeypatch, capsys) -> None:
     assert (sandbox / "merged.pb.gz").stat().st_size > 0
     assert (sandbox / "other.duckdb").exists()
     assert (sandbox / "report.html").stat().st_size > 0
+
+
+@pytest.mark.go
+def test_traces_examples_run_as_written(sandbox, tmp_path, monkeypatch, capsys) -> None:
+    """docs/traces.md's block, in order, in a folder holding trace.out, traces/ and
+    fleet.duckdb (the demo's store, which holds no trace). Its `trace stw --db`
+    line came before the `ingest traces/` that stores what it reads: as written,
+    it failed 'no traces match service=api'."""
+    d = tmp_path / "docs"
+    shutil.copytree(sandbox, d)
+    (d / "traces").mkdir()
+    for name in ("mutex", "gcheavy"):
+        shutil.copy(REPO / "tests" / "testdata" / "traces" / f"{name}.trace", d / "traces")
+    found = [ln for _, code in blocks(DOCS / "traces.md", "sh") for ln in lines(code)]
+    ran = run_lines(found, d, monkeypatch, capsys)
+    assert len(ran) == 7 and (d / "sync.pb.gz").stat().st_size > 0
 
 
 def test_python_reference_runs(sandbox, monkeypatch) -> None:

@@ -201,7 +201,9 @@ def _starvation(key: dict, row: dict, opts: SchedOptions) -> str | None:
     p99_ms = row["p99_ns"] / 1e6
     if not row["count"] or p99_ms < opts.starved_p99_ms:
         return None
-    who = key["instance"] or f"trace {key['trace_id']}"
+    who = (
+        key["instance"] or key.get("source") or f"trace {key['trace_id']}"
+    )  # no instance: its file
     line = (
         f"CPU starvation on {who}: goroutines waited for a CPU {p99_ms:.1f} ms at p99 "
         f"(max {row['max_ns'] / 1e6:.1f} ms) over {row['count']} scheduler waits"

@@ -175,12 +175,15 @@ def _join_gctrace(store: Store, windows: pa.Table) -> pa.Table:
 
 
 def _finding(key: dict, pauses: list[dict], windows: pa.Table) -> str:
-    who = key["instance"] or f"trace {key['trace_id']}"
+    who = (
+        key["instance"] or key.get("source") or f"trace {key['trace_id']}"
+    )  # no instance: its file
     if not pauses:
         return f"{who}: no stop-the-world pauses"
     d = np.array([p["duration_ns"] for p in pauses])
     line = (
-        f"{who}: {len(d)} stop-the-world pauses, {d.sum() / 1e6:.2f} ms in all, "
+        f"{who}: {len(d)} stop-the-world pause{'s' * (len(d) != 1)}, "
+        f"{d.sum() / 1e6:.2f} ms in all, "
         f"longest {d.max() / 1e6:.2f} ms ({pauses[int(d.argmax())]['reason']})"
     )
     mine = windows.filter(pa.compute.equal(windows.column("trace_id"), key["trace_id"]))

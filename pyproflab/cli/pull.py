@@ -29,8 +29,12 @@ def _datadog(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", required=True, help="Datadog profile query, e.g. 'service:x env:y'")
     p.add_argument("--site", help="Datadog site (default $DD_SITE, else datadoghq.com)")
     p.add_argument("--top", type=int, metavar="N", help="only the N profiles with most CPU")
-    p.add_argument("--types", default="cpu", help="cpu, heap, mutex, block, goroutine or all")
-    p.add_argument("--instance-tag", default="host", help="the tag naming the instance")
+    p.add_argument(
+        "--types", default="cpu", help="cpu, heap, mutex, block, goroutine or all (default cpu)"
+    )
+    p.add_argument(
+        "--instance-tag", default="host", help="the tag naming the instance (default host)"
+    )
     p.add_argument("--any-runtime", action="store_true", help="do not add runtime:go")
     p.add_argument("--base-url", help="the API's URL instead of https://app.SITE (a proxy)")
 
@@ -54,6 +58,16 @@ def _parca(p: argparse.ArgumentParser) -> None:
 
 
 KINDS = {"datadog": _datadog, "pyroscope": _pyroscope, "parca": _parca}
+
+
+def _flag(flag: str, parse, text: str):
+    """``parse(text)``, its one-line error naming ``flag`` ("bad time 'x'" named none)."""
+    from pyproflab.errors import UsageError
+
+    try:
+        return parse(text)
+    except UsageError as e:
+        raise UsageError(f"{flag}: {e}") from None
 
 
 def _seconds(text: str) -> float:
@@ -96,16 +110,32 @@ class Command:
             p.add_argument("--since", required=True, help="from (ISO time or 72h ago)")
             p.add_argument("--until", help="to (default now)")
             p.add_argument(
-                "--timeout", type=_seconds, default=30.0, metavar="S", help="per request"
+                "--timeout",
+                type=_seconds,
+                default=30.0,
+                metavar="S",
+                help="seconds for each request, all of it (default 30)",
             )
             p.add_argument(
-                "--retries", type=_at_least(0), default=3, metavar="N", help="of 429/5xx/network"
+                "--retries",
+                type=_at_least(0),
+                default=3,
+                metavar="N",
+                help="of 429, 5xx, network failures (default 3)",
             )
             p.add_argument(
-                "--max-mib", type=_at_least(1), default=256, metavar="N", help="largest body"
+                "--max-mib",
+                type=_at_least(1),
+                default=256,
+                metavar="N",
+                help="largest body in MiB (default 256)",
             )
             p.add_argument(
-                "--batch-size", type=_at_least(1), default=16, metavar="N", help="per commit"
+                "--batch-size",
+                type=_at_least(1),
+                default=16,
+                metavar="N",
+                help="profiles per store transaction (default 16)",
             )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -119,8 +149,8 @@ class Command:
         from pyproflab.store.select import parse_duration, parse_time
         from pyproflab.store.sourced import ingest_source
 
-        since = parse_time(args.since)
-        until = parse_time(args.until) if args.until else datetime.now(UTC)
+        since = _flag("--since", parse_time, args.since)
+        until = _flag("--until", parse_time, args.until) if args.until else datetime.now(UTC)
         if until <= since:
             raise UsageError("--until must be after --since")
         options = PullOptions(
@@ -131,7 +161,7 @@ class Command:
         )
         values = vars(args)
         if "step" in values:
-            values["step"] = parse_duration(args.step).total_seconds()
+            values["step"] = _flag("--step", parse_duration, args.step).total_seconds()
         source = pull_source(args.kind, values, options)
         db = common.db_path(args)
         # A store made for nothing (a failed or empty pull) is not left behind.

@@ -4,9 +4,9 @@ Each batch is one transaction; the store's lock is held only while a batch
 is written. A spool file leaves the spool only once its profiles are in the
 store; one that cannot be read, or a profile that is not valid, is refused
 with one line and kept in SPOOL/refused/. Without --follow it ingests what
-is waiting and exits. With --part I/N it takes only share I of N of the spool
-(the files whose name's CRC-32 is I mod N), so N of them run side by side;
-`serve --ingesters N` starts them.
+is waiting and exits (2 when every file it took was refused). With --part
+I/N it takes only share I of N of the spool (the files whose name's CRC-32
+is I mod N), so N of them run side by side; `serve --ingesters N` starts them.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class Command:
 
     def _run(self, args: argparse.Namespace) -> int:
         import logging
+        import sys
         from pathlib import Path
 
         from pyproflab.decode import DEFAULT_MAX_BYTES
@@ -119,4 +120,11 @@ class Command:
                 refused + r.refused,
             )
         print(f"{files} spool files: {new} new profiles, {present} present, {refused} refused")
-        return 2 if r.busy else 0
+        if files and refused == files:
+            # As ingest: nothing taken was stored, so a scheduler must not read success.
+            print(
+                f"pyproflab: error: every spool file was refused ({refused}): "
+                f"see {spool.refused}/ and the .reason beside each",
+                file=sys.stderr,
+            )
+        return 2 if r.busy or (files and refused == files) else 0

@@ -86,6 +86,7 @@ class Command:
     __doc__ = __doc__
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the usage lines
         sub = parser.add_subparsers(
             dest="trace_command", metavar="ACTION", parser_class=common.OneLineParser
         )
@@ -99,6 +100,7 @@ class Command:
             q.add_argument("file", nargs="?", metavar="FILE", help="a trace file (else --db)")
             common.add_db_option(q)
             common.add_selection_options(q)
+            _hide(q, "profile_type")  # traces have no type: --type is refused (run)
             q.add_argument("--format", choices=["text", "json", "csv"], default="text")
             q.add_argument("--table", help="csv: which table (default: the main one)")
             q.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -116,6 +118,11 @@ class Command:
         name = args.trace_command
         if args.table and args.format != "csv":  # it was dropped without a word
             raise UsageError("--table is for --format csv (text and json give every table)")
+        if args.profile_type is not None:
+            raise UsageError(
+                "--type: traces have no profile type (select them by --service, "
+                "--version, --instance, --since, --until or --label)"
+            )
         options = question_options(args)
         if args.file is not None:
             if common.has_selection(args) or args.db:
@@ -127,6 +134,13 @@ class Command:
                 result = answer(name, store=store, selection=sel, options=options)
         common.write_output(render(result, args.format, table=args.table), args.output)
         return 0
+
+
+def _hide(parser: argparse.ArgumentParser, dest: str) -> None:
+    """Leave the option of ``dest`` out of the help (it is still parsed)."""
+    for action in parser._actions:
+        if action.dest == dest:
+            action.help = argparse.SUPPRESS
 
 
 def _pprof(args: argparse.Namespace) -> int:

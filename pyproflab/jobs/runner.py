@@ -36,7 +36,7 @@ from typing import Any
 
 from pyproflab import workflows
 from pyproflab.errors import ProflabError, StoreIOError, UsageError
-from pyproflab.jobs import outputs, state
+from pyproflab.jobs import outputs, run_line, state
 from pyproflab.jobs.retention import apply_retention
 from pyproflab.jobs.sources import Log, run_sources
 from pyproflab.jobs.spec import JobSpec
@@ -280,58 +280,6 @@ def _analyse_and_write(
     return findings
 
 
-def _removed(summary: dict[str, Any]) -> str:
-    """What retention removed, for the run's line ("" when nothing): a run whose
-    input is unchanged writes no outputs, and its deletions were otherwise only in
-    ``--summary``."""
-    rep = summary.get("retention") or {}
-    kinds = ("profiles", "traces", "metric_rows")
-    parts = [f"{rep[k]} {k.replace('_', ' ')}" for k in kinds if rep.get(k)]
-    return f", retention removed {', '.join(parts)}" if parts else ""
-
-
-def _refused(summary: dict[str, Any]) -> str:
-    """What the sources did not store, for the run's line ("" when nothing): a
-    refused file or profile (drop, pull) or a failed fetch (collect) is not an
-    error of the run (exit 0 or 1), so without this the line a scheduler logs
-    read as if every input had been stored. A source that failed as a whole
-    (exit 2) is counted too: the line said "0 new profiles ...; exit 2" alone."""
-    n = sum(len(s.get("refused") or ()) + int(s.get("failed") or 0) for s in summary["sources"])
-    failed = sum("error" in s for s in summary["sources"])
-    return (f", {n} refused" if n else "") + (
-        f", {failed} source{'s' * (failed != 1)} failed" if failed else ""
-    )
-
-
-def _skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The analyses asked for that did not run, as (what, why): a skipped
-    analysis (one version only, a mistyped ``per`` counter, no GC data, a
-    refused PGO input) is not an error of the run, so without saying so the
-    run's "0 findings" read as an answer it never computed."""
-    out = []
-    for key in ("regressions", "over_time", "pgo"):
-        for item in summary.get(key) or ():
-            if "skipped" in item:
-                name = f"{key.replace('_', '-')} of {item['service'] or 'all'}"
-                out.append((name, str(item["skipped"])))
-    if "skipped" in (summary.get("gogc") or {}):
-        out.append(("gogc", str(summary["gogc"]["skipped"])))
-    return out
-
-
-def _findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Log) -> str:
-    """The run line's findings ("3 findings over 10%"), then the analyses that
-    did not run, each reason logged; none when the run failed (its error says why)."""
-    thr = spec.regressions.threshold_pct if spec.regressions else None
-    part = f"{findings} findings" + (f" over {thr:g}%" if thr is not None else "")
-    skipped = [] if "error" in summary else _skipped(summary)
-    for what, why in skipped:
-        log(f"{what} skipped: {why}")
-    if skipped:
-        part += f", {len(skipped)} skipped ({', '.join(w for w, _ in skipped)})"
-    return part
-
-
 def _unchanged(
     job: str,
     prev: dict[str, Any] | None,
@@ -348,8 +296,8 @@ def _unchanged(
     code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
     line = (
         f"{job}: unchanged since run {prev['run_id']} "
-        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles{_refused(summary)}, "
-        f"nothing written{_removed(summary)}; exit {code}"
+        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles"
+        f"{run_line.refused(summary)}, nothing written{run_line.removed(summary)}; exit {code}"
     )
     summary.update(unchanged_since=prev["run_id"], exit_code=code)
     return JobResult(code, line, summary)
@@ -473,9 +421,9 @@ def run_job(
                 log(summary["error"])
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             line = (
-                f"{spec.name}: run {run_id}: {ingested} new profiles{_refused(summary)}, "
-                f"{n_profiles} selected, {_findings_part(spec, findings, summary, log)}, "
-                f"{len(out.written)} outputs in {out_dir}{_removed(summary)}; exit {code}"
+                f"{spec.name}: run {run_id}: {ingested} new profiles{run_line.refused(summary)}, "
+                f"{n_profiles} selected, {run_line.findings_part(spec, findings, summary, log)}, "
+                f"{len(out.written)} outputs in {out_dir}{run_line.removed(summary)}; exit {code}"
             )
         except Exception as e:
             _record_failure(store, spec.name, run_id, summary, e)

@@ -164,6 +164,8 @@ def collect_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[st
         "new": rep.new,
         "present": rep.present,
         "failed": rep.failed,
+        "targets_skipped": sum(1 for t in rep.targets if t.error),
+        "scrapes_failed": rep.scrapes_failed,
         "errors": rep.errors(),
     }
 

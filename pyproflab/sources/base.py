@@ -250,6 +250,8 @@ class Expect:
 Item = ProfileItem | TableItem | TraceItem | FileSet | Dataset | Refused | Seen | Expect
 
 #: Asked with item keys, the keys this source already delivered into the store.
+#: The store's one (``store.sourced``) also has ``delivered_under(prefix)``: the
+#: delivered keys beginning with ``prefix``, those found empty left out.
 Known = Callable[[Sequence[str]], set[str]]
 
 

@@ -114,6 +114,15 @@ def windows(
         a += step_ms
 
 
+#: a windowed pull's key: TYPE|SERIES| (group 1), the window's ms, then key_extra
+_STORED = re.compile(r"^(.*\|)(\d+)-(\d+)(\|[^|]*)?$", re.S)
+
+
+def _span(a_ms: int, b_ms: int) -> str:
+    a, b = _at(a_ms), _at(b_ms)
+    return f"{a:%Y-%m-%dT%H:%M:%SZ}, {b:%Y-%m-%dT%H:%M:%SZ}"
+
+
 def _duration(seconds: float) -> str:
     """A step as it is written: 1h, 10m, 90s."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -208,14 +217,48 @@ class WindowedMerges:
         done = known(list(keyed))
         todo = [k for k in keyed if k not in done]
         yield Expect(len(todo), known=len(keyed) - len(todo))
+        clash = self._overlapping(todo, keyed, known)
         for key in todo:
-            yield from self._fetch(*keyed[key], key)
+            if key in clash:
+                why = (
+                    f"overlaps the window [{_span(*clash[key])}) of this series stored before "
+                    "(another step or --go-pgo): its samples would count twice in every "
+                    "merge; pull with the step used before, or into another store"
+                )
+                yield Refused(self._what(*keyed[key]), why)
+            else:
+                yield from self._fetch(*keyed[key], key)
+
+    def _overlapping(
+        self, todo: list[str], keyed: dict[str, Any], known: Known
+    ) -> dict[str, tuple[int, int]]:
+        """The windows to fetch that overlap another window of the same series
+        (another step or ``key_extra``) this source stored before: key -> the
+        stored window (ms). A window equal to a stored one was skipped as known."""
+        under = getattr(known, "delivered_under", None)
+        stored: dict[str, list[tuple[int, int]]] = {}
+        for key in under(f"{self.type_id}|") if under is not None and todo else []:
+            m = _STORED.match(key)
+            if m:
+                stored.setdefault(m[1], []).append((int(m[2]), int(m[3])))
+        clash = {}
+        for key in todo if stored else []:
+            labels, a, b = keyed[key]
+            prefix = f"{self.type_id}|{self.series_text(labels)}|"
+            hit = [w for w in stored.get(prefix, []) if w[0] < ms(b) and ms(a) < w[1]]
+            if hit:
+                clash[key] = hit[0]
+        return clash
+
+    def _what(self, labels: dict[str, str], a: datetime, b: datetime) -> str:
+        series = self.series_text(labels)
+        return f"{self.name} {self.type_id}{series} [{a:%Y-%m-%dT%H:%M:%SZ}, {b:%H:%M:%SZ})"
 
     def _fetch(
         self, labels: dict[str, str], a: datetime, b: datetime, key: str
     ) -> Iterator[ProfileItem | Refused | Seen]:
         series = self.series_text(labels)
-        what = f"{self.name} {self.type_id}{series} [{a:%Y-%m-%dT%H:%M:%SZ}, {b:%H:%M:%SZ})"
+        what = self._what(labels, a, b)
         try:
             data = self.merge(labels, a, b)
         except ApiError as e:

@@ -117,23 +117,6 @@ def versions(store: Store, selection: Selection, profile_type: str | None, order
     )
 
 
-def unversioned_services(
-    store: Store, selection: Selection, profile_type: str | None
-) -> list[str | None]:
-    """The services of the selection (of ``profile_type`` when given) none of
-    whose profiles has a version: ``versions`` does not list them."""
-    ids, params = selection.query("p.profile_id", order_by=None)
-    of_type = ""
-    if profile_type:
-        of_type, params = " AND p.profile_type = ?", [*params, profile_type]
-    t = store.sql(
-        f"SELECT p.service FROM profiles p WHERE p.profile_id IN ({ids}){of_type} "
-        "GROUP BY p.service HAVING count(p.version) = 0 ORDER BY p.service NULLS FIRST",
-        params,
-    )
-    return t.column(0).to_pylist()
-
-
 # --- retention ---------------------------------------------------------------------
 
 # (table, id column, the ids still referenced), children after parents.

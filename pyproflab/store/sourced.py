@@ -150,7 +150,7 @@ def ingest_source(
     if batch_size < 1 or batch_bytes < 1:
         raise StoreError(f"batch size and bytes must be at least 1 ({batch_size}, {batch_bytes})")
     run = _Run(store, source.name, batch_size, batch_bytes, max_bytes or DEFAULT_MAX_BYTES)
-    items = source.items(request or Request(), run.known)
+    items = source.items(request or Request(), _Known(run))
     try:
         _take(run, items, progress, workers)
     finally:
@@ -207,6 +207,21 @@ def _file_set(
     )
 
 
+class _Known:
+    """The ``Known`` given to a source: the keys it delivered before (called),
+    and those under a prefix (``delivered_under``: a windowed pull's stored
+    windows of a series, whatever their step)."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def __call__(self, keys: Sequence[str]) -> set[str]:
+        return self.run.known(keys)
+
+    def delivered_under(self, prefix: str) -> list[str]:
+        return self.run.delivered_under(prefix)
+
+
 class _Run:
     """One ``ingest_source``: the batch being filled and the report so far."""
 
@@ -224,6 +239,14 @@ class _Run:
 
     def known(self, keys: Sequence[str]) -> set[str]:
         return queries.known_source_items(self.store, self.name, list(keys))
+
+    def delivered_under(self, prefix: str) -> list[str]:
+        """This source's keys beginning with ``prefix`` that brought data (not empty)."""
+        if "source_items" not in queries.table_names(self.store):
+            return []
+        sql = "SELECT item FROM source_items WHERE source = ? AND starts_with(item, ?) "
+        sql += "AND status <> 'empty' ORDER BY item"
+        return self.store.sql(sql, [self.name, prefix]).column(0).to_pylist()
 
     def add(self, item: ProfileItem | TableItem | TraceItem) -> None:
         if isinstance(item, TraceItem):

@@ -41,9 +41,12 @@ def versions(
 
 
 def unversioned(store: Store, selection: Selection, profile_type: str | None = None) -> list:
-    """The services of the selection whose profiles (of ``profile_type``) carry no
-    version: nothing ``versions`` can compare."""
-    return queries.unversioned_services(store, selection, profile_type)
+    """The services of the selection none of whose profiles (of ``profile_type``)
+    carries a version, in name order: nothing ``versions`` can compare."""
+    t = store.profiles(narrow(selection, profile_type=profile_type))
+    pairs = list(zip(t.column("service").to_pylist(), t.column("version").to_pylist(), strict=True))
+    versioned = {svc for svc, ver in pairs if ver is not None}
+    return sorted({svc for svc, _ in pairs} - versioned, key=lambda s: (s is not None, s or ""))
 
 
 @dataclass(frozen=True)

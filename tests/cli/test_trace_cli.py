@@ -103,6 +103,37 @@ def test_pprof_output_that_cannot_be_written_is_one_line(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
+def test_help_keeps_the_usage_lines_of_its_description():
+    """`trace --help` ran the description's usage lines into one paragraph
+    ('... -o OUT.pb.gz one blocking profile, equal to ... trace goroutines|...')."""
+    res = run_cli("trace", "--help")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "  trace pprof FILE --kind net|sync|syscall|sched -o OUT.pb.gz" in lines, res.stdout
+    assert any(ln.startswith("  trace goroutines|sched|stw|tasks|leaks [FILE]") for ln in lines)
+
+
+def test_type_is_not_offered_for_traces(tmp_path: Path) -> None:
+    """`trace sched --help` listed `--type TYPE  profile type: cpu heap ...`, which
+    every trace question refuses ('traces are selected by ...', naming no flag)."""
+    res = run_cli("trace", "sched", "--help")
+    assert res.returncode == 0 and "--type" not in res.stdout, res.stdout
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("mutex"), "--db", db).returncode == 0
+    one_line_error(run_cli("trace", "sched", "--db", db, "--type", "cpu"), "--type")
+
+
+def test_a_stored_trace_without_an_instance_is_named_by_its_file(tmp_path: Path) -> None:
+    """`ingest traces/ --service api` stores no instance: `trace stw --db` then
+    began "trace 1: 1 stop-the-world pauses", neither naming the file nor in English."""
+    db = tmp_path / "s.duckdb"
+    assert run_cli("ingest", trace_path("mutex"), "--db", db, "--service", "api").returncode == 0
+    res = run_cli("trace", "stw", "--db", db)
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first.startswith(f"{trace_path('mutex')}: 1 stop-the-world pause, "), first
+
+
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:
     """A trace with no user task or region (mutex.trace) still has the table's
     header: CSV was one empty line, text a bare "rows:"."""

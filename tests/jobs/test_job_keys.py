@@ -14,7 +14,7 @@ from support.jobs_helpers import REPO, make_drop, write_job
 
 from pyproflab.cli import main
 from pyproflab.errors import UsageError
-from pyproflab.jobs import keys, load_job, spec
+from pyproflab.jobs import keys, load_job, run_job, spec
 
 BASE = '[job]\nname = "x"\nstore = "s.duckdb"\noutput = "out"\n'
 SOURCE = '[[source]]\nkind = "drop"\npath = "in"\n'
@@ -203,3 +203,56 @@ def test_a_crash_in_any_command_is_exit_2_not_1(monkeypatch, capsys):
     monkeypatch.setattr(profiles.Command, "run", boom)
     assert main(["profiles", "--db", "x.duckdb"]) == 2
     assert "RuntimeError: bug" in capsys.readouterr().err
+
+
+def test_collect_problems_beside_stored_profiles_are_on_the_run_line(go_profiles, tmp_path):
+    """A collect target skipped (its auth_env unset) or a /metrics scrape that
+    failed beside a target that delivered left the line as if all had landed:
+    'jc: run 1: 2 new profiles, 2 selected, 0 findings, ...; exit 0' (the CLI's
+    collect exits 1 and says '1 targets skipped'). The line now counts them."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    heap = go_profiles["heap"].read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:  # a heap profile; no /metrics (404)
+            found = self.path.startswith("/debug/pprof/heap")
+            body = heap if found else b"404 page not found\n"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        (tmp_path / "targets.toml").write_text(
+            f'[[target]]\nservice = "a"\nversion = "v1"\ninstance = "i-1"\n'
+            f'url = "http://127.0.0.1:{port}"\ntypes = ["heap"]\n\n'
+            f'[[target]]\nservice = "a"\nversion = "v1"\ninstance = "i-2"\n'
+            f'url = "http://localhost:{port}"\ntypes = ["heap"]\n'
+            'auth_env = "PYPROFLAB_TEST_UNSET_AUTH"\n',
+            encoding="utf-8",
+        )
+        job = _load(
+            tmp_path,
+            BASE + '[[source]]\nkind = "collect"\ntargets = "targets.toml"\nseconds = 1\n'
+            "timeout = 30\nretries = 0\n",
+        )
+        result = run_job(job, log=lambda line: None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ": run 1: 1 new profiles, 1 target skipped, " in result.line, result.line
+    source = result.summary["sources"][0]
+    assert (source["new"], source["targets_skipped"]) == (1, 1), source
+    scrapes = source["scrapes_failed"]
+    assert scrapes >= 1, source
+    failed = f"{scrapes} scrape{'s' * (scrapes != 1)} failed"
+    assert f": run 1: 1 new profiles, 1 target skipped, {failed}, 1 selected" in result.line
+    assert result.exit_code == 0, result.line

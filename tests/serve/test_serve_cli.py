@@ -220,3 +220,27 @@ def test_servers_planned_stop_of_its_ingester_is_silent(tmp_path, where):
         )
         lines = [x for x in res.stderr.splitlines(True) if "terminated" in x or "Error" in x]
         assert (res.returncode, "".join(lines)) == want, (argv, res.stderr)
+
+
+def test_spool_ingest_of_refused_files_only_is_exit_2(tmp_path):
+    """A spool-ingest that took files and stored none of them (every one refused,
+    as a spool another release wrote would be) exited 0 under '2 spool files: 0
+    new profiles, 0 present, 2 refused': a scheduler read success. It is 2 now,
+    as ingest's, with one line saying where the refused files are; a spool with
+    one good file beside them stays 0."""
+    spool = _spool_of(tmp_path / "spool", 1)
+    for i in range(2):
+        (spool.ready / f"100{i}-1-{i}-8.push").write_bytes(b"garbage\n")
+    db = tmp_path / "s.duckdb"
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db), "--batch-files", "2")
+    assert res.returncode == 0, res.stderr  # the good file is stored
+    assert res.stdout.strip() == "3 spool files: 1 new profiles, 0 present, 2 refused"
+    for i in range(2):
+        (spool.ready / f"200{i}-1-{i}-8.push").write_bytes(b"garbage\n")
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db))
+    assert res.returncode == 2, res.stdout
+    assert res.stdout.strip() == "2 spool files: 0 new profiles, 0 present, 2 refused"
+    assert res.stderr.strip().endswith(
+        f"pyproflab: error: every spool file was refused (2): see {spool.refused}/ "
+        "and the .reason beside each"
+    )

@@ -126,6 +126,28 @@ def test_go_pgo_selector_and_authorization_from_the_environment(tmp_path):
     assert_no_secret(TOKEN.split()[1], [res.stdout, res.stderr, missing.stderr], wal)
 
 
+def test_windows_of_another_step_or_view_are_refused_not_counted_twice(tmp_path):
+    """A store pulled with --step 10m, pulled again with the default 1h, stored
+    the hour windows beside the ten-minute ones: `top --db` then summed v1's
+    profiles twice (duration 47.19 s for 28.7 s of profiles). Each overlapping
+    window is now refused in one line, and the store is as it was; so is a
+    --go-pgo view of the same windows."""
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        assert _pull(s.url, db).returncode == 0
+        before = store_top(db)
+        count = profile_count(db)
+        args = ["pull", "pyroscope", s.url, "--query", QUERY, "--since", "6h", "--db", str(db)]
+        hourly = cli(*args, "--tenant", "acme")
+        go_pgo = _pull(s.url, db, "--go-pgo", "2")
+    for res in (hourly, go_pgo):
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and "every profile refused" in lines[-1], res.stderr
+        assert all("of this series stored before" in ln for ln in lines[:-1]), lines
+        assert len(lines) > 1
+    assert profile_count(db) == count and store_top(db) == before
+
+
 def test_an_older_server_is_read_through_the_legacy_render(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("pyroscope", _manifest(legacy=True), tmp_path) as s:

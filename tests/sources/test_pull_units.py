@@ -272,6 +272,45 @@ def test_a_range_holding_no_whole_window_is_one_line(tmp_path: Path, kind: str):
     assert "--step" in lines[0] and not db.exists()
 
 
+@pytest.mark.parametrize("kind", ["datadog", "pyroscope", "parca"])
+def test_help_gives_each_request_flag_s_default(kind: str):
+    """`pull KIND --help` said '--timeout S  per request' with no default (30 s,
+    as docs/pull.md says), nor those of --retries, --max-mib, --batch-size, --types."""
+    import argparse
+
+    from pyproflab.cli import build_parser
+
+    sub = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["pull"]
+    parser = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices[
+        kind
+    ]
+    for action in parser._actions:
+        if action.default in (None, False) or action.dest in ("help", "db"):
+            continue
+        v = action.default
+        shown = f"{v:g}" if isinstance(v, float) else str(v)
+        assert f"default {shown}" in (action.help or ""), (action.dest, action.help)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--since", "nonsense"), ("--until", "yesterday"), ("--step", "1ms")]
+)
+def test_a_bad_time_or_step_names_its_flag(tmp_path: Path, flag: str, value: str):
+    """`--since nonsense` said "bad time 'nonsense': ...", naming no flag."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    args = {"--since": "6h", "--until": None, "--step": None, flag: value}
+    given = [a for k, v in args.items() if v is not None for a in (k, v)]
+    res = cli("pull", "parca", "http://127.0.0.1:9", "--query", "t{}", "--db", str(db), *given)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"pyproflab: error: {flag}: bad "), lines[0]
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])
 def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     from pyproflab.sources.base import SourceError
