@@ -94,9 +94,9 @@ def test_a_db_the_ingester_cannot_open_stops_serve_at_start(tmp_path):
 
 @pytest.mark.parametrize(
     ("flags", "named"),
-    [(["--wait", "-1"], "--wait"), (["--wait", "nan"], "--wait"), (["--max-bytes", "-5"], "--max-bytes"),
-     (["--max-bytes", "0"], "--max-bytes"), (["--duration", "5"], "--duration"),
-     (["--follow", "--duration", "nan"], "--duration")],
+    [(["--wait", "-1"], "--wait"), (["--wait", "nan"], "--wait"),
+     (["--max-bytes", "-5"], "--max-bytes"), (["--max-bytes", "0"], "--max-bytes"),
+     (["--duration", "5"], "--duration"), (["--follow", "--duration", "nan"], "--duration")],
 )  # fmt: skip
 def test_spool_ingest_refuses_bad_numbers_in_one_line(tmp_path, flags, named):
     """--wait -1 and nan, --max-bytes -5 and 0 (taken as no flag), --duration
