@@ -34,6 +34,7 @@ from pyproflab.store.connection import Store
 
 TESTDATA = Path(__file__).resolve().parent / "testdata" / "collect"
 METRICS_TEXT = (TESTDATA / "metrics.txt").read_text()
+HANG = 300  # seconds a "hang" target holds a request at most: bounds a hang only
 SOURCE_KIND = {
     "cpu": "cpu",
     "heap": "heap",
@@ -134,7 +135,7 @@ class FakeFleet:
             n = t.requests[rest]
         pprof = rest.startswith("debug/pprof/")
         if t.mode == "hang":  # until teardown: any timeout, however loaded, fires first
-            self.released.wait()
+            self.released.wait(HANG)
             return self.reply(h, 200, b"too late", "text/plain")
         if t.mode == "err500":
             return self.reply(h, 500, b"internal error\n", "text/plain")

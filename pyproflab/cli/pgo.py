@@ -162,6 +162,17 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab.errors import UsageError
 
+        try:
+            return self._run(args)
+        except UsageError as e:  # "trim_leaf: must be ..." named the keyword, not the flag
+            name, sep, rest = str(e).partition(": ")
+            if sep and name in (*FLAGS, "min_change"):
+                raise UsageError(f"--{name.replace('_', '-')}: {rest}") from None
+            raise
+
+    def _run(self, args: argparse.Namespace) -> int:
+        from pyproflab.errors import UsageError
+
         if args.edges < 0:
             raise UsageError(f"--edges must be >= 0 (0: all), not {args.edges}")
         if args.files and args.files[0] == "diff":

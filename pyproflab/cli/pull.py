@@ -28,7 +28,9 @@ from pyproflab.cli.newstore import removed_if_empty
 def _datadog(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", required=True, help="Datadog profile query, e.g. 'service:x env:y'")
     p.add_argument("--site", help="Datadog site (default $DD_SITE, else datadoghq.com)")
-    p.add_argument("--top", type=int, metavar="N", help="only the N profiles with most CPU")
+    p.add_argument(
+        "--top", type=_at_least(1), metavar="N", help="only the N profiles with most CPU"
+    )
     p.add_argument(
         "--types", default="cpu", help="cpu, heap, mutex, block, goroutine or all (default cpu)"
     )
@@ -49,7 +51,9 @@ def _windowed(p: argparse.ArgumentParser, kind: str) -> None:
 def _pyroscope(p: argparse.ArgumentParser) -> None:
     _windowed(p, "Pyroscope")
     p.add_argument("--tenant", help="X-Scope-OrgID of a multi-tenant server")
-    p.add_argument("--go-pgo", type=int, metavar="N", help="goPgo stack selector: keep N frames")
+    p.add_argument(
+        "--go-pgo", type=_at_least(1, 1000), metavar="N", help="goPgo: keep N leaf frames (1-1000)"
+    )
     p.add_argument("--legacy", action="store_true", help="use /pyroscope/render (older servers)")
 
 
@@ -81,16 +85,17 @@ def _seconds(text: str) -> float:
     return v
 
 
-def _at_least(low: int):
-    """A whole number >= ``low``, named with the flag by argparse."""
+def _at_least(low: int, high: int | None = None):
+    """A whole number >= ``low`` (and <= ``high``), named with the flag by argparse."""
 
     def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text!r}")
+        if v < low or (high is not None and v > high):
+            within = f"from {low} to {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {within}, got {text!r}")
         return v
 
     return parse

@@ -498,7 +498,7 @@ def test_bad_min_change(cpu_files, tmp_path, value, capsys):
     assert cli_main(["pgo", "diff", str(a), str(a), "--min-change", value]) == 2
     assert cli_main(["pgo", "weights", str(a), "--min-change", value]) == 2
     out, err = capsys.readouterr()
-    assert not out and err.count("min_change") == 2 and len(err.strip().splitlines()) == 2
+    assert not out and err.count("--min-change: ") == 2 and len(err.strip().splitlines()) == 2
     edges = compute_edges(pyproflab.read_profile(a))
     with pytest.raises(UsageError, match="min_change"):
         diff_edges(edges, edges, min_change=float(value))
@@ -519,6 +519,21 @@ def test_weights_of_inputs_no_merge_takes_is_one_line(go_profiles, tmp_path, cap
         assert cli_main(["pgo", "weights", *argv]) == 2, argv
         out, err = capsys.readouterr()
         assert not out and len(err.strip().splitlines()) == 1 and needle in err, (argv, err)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--top", "0"), ("--trim-leaf", "0"), ("--max-edges", "-3")]
+)
+def test_a_bad_option_names_its_flag(cpu_files, tmp_path, capsys, flag, value):
+    """`pgo --trim-leaf 0` said 'trim_leaf: must be ...', the Python keyword, not the flag."""
+    out = tmp_path / "x.pgo"
+    argv = ["pgo", str(cpu_files[0]), "-o", str(out), flag, value]
+    if flag == "--top":
+        argv = ["pgo", "--db", str(tmp_path / "s.duckdb"), "-o", str(out), flag, value]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pyproflab: error: {flag}: ") and err.count("\n") == 1, err
+    assert not out.exists()
 
 
 def test_files_on_workers_equal_reading_in_order(cpu_files, go_profiles, monkeypatch):

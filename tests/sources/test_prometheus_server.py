@@ -223,6 +223,10 @@ def test_real_prometheus_query_range(tmp_path):
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
+# Seconds: bounds a hang only. The timeout of the exchanges whose line is not a
+# timeout (their answers come at once, but a short deadline raced a loaded machine:
+# a 2.2 s stall timed out 2), and the most a server holds an answer the test waits on.
+HANG = 60
 
 
 def test_http_error_with_api_error_body():
@@ -268,25 +272,30 @@ def test_short_body_is_one_line_not_a_traceback():
 
     with serving(Short) as url:
         with pytest.raises(MetricsError, match="short body from the server"):
-            metric_metadata(url, timeout=10)
+            metric_metadata(url, timeout=HANG)
 
 
 def test_connection_refused():
     port = free_port()
     with pytest.raises(MetricsError, match="connection refused by the server"):
-        query_range(f"http://127.0.0.1:{port}", "up", T0, T1, "15s", timeout=2)
+        query_range(f"http://127.0.0.1:{port}", "up", T0, T1, "15s", timeout=HANG)
 
 
 def test_timeout():
-    def slow(h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
-        time.sleep(1.5)
+    released = threading.Event()
+
+    def hang(h: BaseHTTPRequestHandler) -> tuple[int, str, bytes]:
+        released.wait(HANG)  # until the test is done: no load lets it answer first
         return 200, "application/json", b"{}"
 
-    # The line proves the deadline fired: the answer after 1.5 s would be refused
-    # as no Prometheus answer (a wall-clock bound could fail on a busy machine).
-    with http_server(slow) as url:
-        with pytest.raises(MetricsError, match="timed out after 0.3 s waiting for the server"):
-            query_range(url, "up", T0, T1, "15s", timeout=0.3)
+    # The line proves the deadline fired: a late answer would be refused as no
+    # Prometheus answer (a wall-clock bound could fail on a busy machine).
+    with http_server(hang) as url:
+        try:
+            with pytest.raises(MetricsError, match="timed out after 0.3 s waiting for the server"):
+                query_range(url, "up", T0, T1, "15s", timeout=0.3)
+        finally:
+            released.set()
 
 
 def test_long_window_is_split_and_values_parsed():
@@ -327,7 +336,7 @@ def test_cli_unreachable_server_leaves_store_unchanged(tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     port = free_port()
     argv = ["ingest-gc", "--prometheus", f"http://127.0.0.1:{port}", "--db", str(db)]
-    assert main(argv + ["--since", "10m", "--timeout", "2"]) == 2
+    assert main(argv + ["--since", "10m", "--timeout", str(HANG)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "connection refused by the server" in err
     assert not db.exists()
@@ -353,7 +362,8 @@ def test_cli_answer_over_max_mib_is_refused_and_stores_nothing(tmp_path, capsys)
 
 def test_a_trickling_answer_is_cut_at_the_timeout():
     """--timeout bounds the whole answer, not each read: a server sending one byte
-    every 50 ms (whose 1,000 bytes would take 50 s) is cut at the timeout."""
+    every 50 ms of the 1,000 it declares, and never the last, is cut at the timeout."""
+    released = threading.Event()
 
     class Trickle(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
@@ -362,21 +372,26 @@ def test_a_trickling_answer_is_cut_at_the_timeout():
             self.send_header("Content-Length", "1000")
             self.end_headers()
             try:
-                for _ in range(100):  # 5 s at most, then the test's server stops
+                for _ in range(999):  # until the test is done: no load lets it end first
                     self.wfile.write(b" ")
                     self.wfile.flush()
-                    time.sleep(0.05)
+                    if released.wait(0.05):
+                        return
+                released.wait(HANG)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
         def log_message(self, *args: object) -> None:
             pass
 
-    # Cut at the deadline, not at the end: the server's 100 bytes and close would
-    # be a short body, a different line.
+    # Cut at the deadline, not at the end: a close before the 1,000 bytes would be
+    # a short body, a different line.
     with serving(Trickle) as url:
-        with pytest.raises(MetricsError, match="timed out after 0.5 s waiting for the server"):
-            metric_metadata(url, timeout=0.5)
+        try:
+            with pytest.raises(MetricsError, match="timed out after 0.5 s waiting for the server"):
+                metric_metadata(url, timeout=0.5)
+        finally:
+            released.set()
 
 
 def test_http_error_body_is_read_only_so_far():

@@ -311,6 +311,26 @@ def test_a_bad_time_or_step_names_its_flag(tmp_path: Path, flag: str, value: str
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    ("kind", "flag", "value"),
+    [("datadog", "--top", "0"), ("pyroscope", "--go-pgo", "0"), ("pyroscope", "--go-pgo", "1001")],
+)
+def test_top_and_go_pgo_out_of_range_name_their_flag(tmp_path: Path, kind, flag, value):
+    """`pull datadog --top 0` said 'datadog:datadoghq.com: top must be at least 1',
+    `--go-pgo 0` 'go_pgo must be from 1 to 1000': the job keys, not the flags."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    where = (
+        ["--query", "service:x"] if kind == "datadog" else ["http://127.0.0.1:9", "--query", "t{}"]
+    )
+    res = cli("pull", kind, *where, "--since", "6h", "--db", str(db), flag, value)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f"argument {flag}: " in lines[0] and repr(value) in lines[0], lines[0]
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])
 def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     from pyproflab.sources.base import SourceError
