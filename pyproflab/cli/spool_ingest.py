@@ -23,6 +23,21 @@ def _part(text: str) -> tuple[int, int]:
     return int(i), int(n)
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """--wait, --max-bytes and --duration as their help says (each was taken
+    silently: --wait -1 or nan, --max-bytes 0 as no flag, --duration without --follow)."""
+    from pyproflab.errors import UsageError
+
+    if not 0 <= args.wait < float("inf"):
+        raise UsageError(f"--wait must be a number of seconds >= 0, not {args.wait}")
+    if args.max_bytes is not None and args.max_bytes < 1:
+        raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
+    if args.duration is not None and not args.follow:
+        raise UsageError("--duration is for --follow (without it, what waits is ingested once)")
+    if args.duration is not None and not 0 < args.duration < float("inf"):
+        raise UsageError(f"--duration must be a number of seconds > 0, not {args.duration}")
+
+
 class Command:
     __doc__ = __doc__
 
@@ -89,6 +104,7 @@ class Command:
 
         if args.batch_files < 1:  # a batch of 0 files takes nothing: "0 spool files"
             raise UsageError(f"--batch-files must be a whole number >= 1, not {args.batch_files}")
+        _check_numbers(args)
         if not Path(args.spool).is_dir():
             # Spool() would make one at a mistyped path and find nothing in it;
             # serve makes its spool before it starts its ingesters.

@@ -97,6 +97,8 @@ def _heading(col: str) -> str:
     """A column's heading in text and HTML: a duration's without its ``_ns`` or
     ``_ms``, since its cells carry their unit (``total 121.50s``, not ``total_ns
     121.50s``); JSON and CSV keep the names, whose numbers are in that unit."""
+    if col == "waiting":  # the reasons, beside waiting_ns's total ("waiting")
+        return "waiting on"
     return col[:-3] if col.endswith(("_ns", "_ms")) else col
 
 

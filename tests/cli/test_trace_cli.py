@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,14 @@ def test_a_stored_trace_without_an_instance_is_named_by_its_file(tmp_path: Path)
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[0]
     assert first.startswith(f"{trace_path('mutex')}: 1 stop-the-world pause, "), first
+
+
+def test_goroutines_text_headings_are_each_once() -> None:
+    """The goroutines table's text heading read '... waiting  waiting': the total
+    (waiting_ns) and its reasons (waiting) both lost to the same word."""
+    text = render(answer("goroutines", path=trace_path("mutex")), "text")
+    heading = re.split(r"\s{2,}", text.splitlines()[1].strip())  # cells are 2+ spaces apart
+    assert len(heading) == len(set(heading)) and "waiting" in heading, heading
 
 
 def test_tasks_of_a_trace_without_any_keep_their_columns() -> None:

@@ -92,6 +92,23 @@ def test_a_db_the_ingester_cannot_open_stops_serve_at_start(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--wait", "-1"], "--wait"), (["--wait", "nan"], "--wait"),
+     (["--max-bytes", "-5"], "--max-bytes"), (["--max-bytes", "0"], "--max-bytes"),
+     (["--duration", "5"], "--duration"), (["--follow", "--duration", "nan"], "--duration")],
+)  # fmt: skip
+def test_spool_ingest_refuses_bad_numbers_in_one_line(tmp_path, flags, named):
+    """--wait -1 and nan, --max-bytes -5 and 0 (taken as no flag), --duration
+    without --follow or NaN: all exited 0, the value ignored or misread."""
+    _spool_of(tmp_path / "spool", 1)
+    db = tmp_path / "s.duckdb"
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db), *flags)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"pyproflab: error: {named} "), res.stderr
+    assert not db.exists() and len(Spool(tmp_path / "spool").pending()) == 1
+
+
 def test_the_systemd_unit_runs_a_valid_command_line():
     text = (REPO / "examples" / "pyproflab-serve.service").read_text()
     argv = shlex.split(text.split("ExecStart=", 1)[1].replace("\\\n", " ").splitlines()[0])
