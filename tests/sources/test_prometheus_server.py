@@ -8,13 +8,16 @@ the endpoint served. Prometheus is stopped by PID in a ``finally``.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlencode
 
 import pytest
 from support.prometheus_server_helpers import (
@@ -81,11 +84,19 @@ class Exporter:
 
     ``heap`` carries explicit timestamps, so Prometheus stores exactly what was
     served; ``scrapes`` has none (Prometheus stamps it with its scrape time).
+    After ``freeze()`` it repeats its last answer without ``heap``, unnoted, and
+    sets ``repeated``.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.served: list[tuple[int, str]] = []  # (n, text)
+        self.frozen = False
+        self.repeated = threading.Event()
+
+    def freeze(self) -> None:
+        with self.lock:
+            self.frozen = True
 
     def text(self, n: int, ts_ms: int) -> str:
         return (
@@ -105,10 +116,26 @@ class Exporter:
         if h.path != "/metrics":
             return 404, "text/plain", b"not found\n"
         with self.lock:
+            if self.frozen:
+                self.repeated.set()
+                lines = self.served[-1][1].splitlines(keepends=True)
+                text = "".join(ln for ln in lines if "pyproflab_test_heap_bytes" not in ln)
+                return 200, "text/plain; version=0.0.4", text.encode()
             n = len(self.served) + 1
             text = self.text(n, int(time.time() * 1000))
             self.served.append((n, text))
         return 200, "text/plain; version=0.0.4", text.encode()
+
+
+def stored_heap(base: str) -> list[tuple[datetime, float]]:
+    """The heap gauge's samples as Prometheus stored them (its API's JSON, read
+    here without pyproflab): (time, value), oldest first."""
+    query = urlencode({"query": "pyproflab_test_heap_bytes[1h]"})
+    with urllib.request.urlopen(f"{base}/api/v1/query?{query}", timeout=HANG) as r:
+        result = json.load(r)["data"]["result"]
+    return sorted(
+        (datetime.fromtimestamp(float(t), UTC), float(v)) for s in result for t, v in s["values"]
+    )
 
 
 @pytest.mark.skipif(not PROMETHEUS.exists(), reason=SKIP_NO_PROMETHEUS)
@@ -120,14 +147,21 @@ def test_real_prometheus_query_range(tmp_path):
         prometheus(tmp_path, [ep.removeprefix("http://")]) as base,
     ):
         start = datetime.now(UTC) - timedelta(seconds=2)
-        # Wait for at least 6 scrapes, then one more second so Prometheus has
-        # committed the last one.
+        # Until Prometheus has stored 6 scrapes (counting served ones raced: one it
+        # timed out after its 1 s stores nothing), then freeze the exporter: no
+        # heap sample is served after. Prometheus scrapes a target one scrape at a
+        # time, so a repeat's arrival means every earlier scrape is stored or
+        # dropped; the window ends at the last stored heap sample, served before
+        # its scrape's 1 s was up, so later scrapes (stamped a tick after that
+        # scrape's) are after it.
         deadline = time.monotonic() + 300  # bounds a hang only (under load: 11-22 s starts)
-        while len(exporter.served) < 6:
-            assert time.monotonic() < deadline, "fewer than 6 scrapes in 300 s"
+        while len(stored_heap(base)) < 6:
+            assert time.monotonic() < deadline, "fewer than 6 stored scrapes in 300 s"
             time.sleep(0.2)
-        time.sleep(1.2)
-        end = datetime.now(UTC)
+        exporter.freeze()
+        assert exporter.repeated.wait(HANG), f"no scrape in {HANG} s"
+        stored = stored_heap(base)
+        end = stored[-1][0]
         with exporter.lock:
             served = list(exporter.served)
 
@@ -136,22 +170,24 @@ def test_real_prometheus_query_range(tmp_path):
         assert types["pyproflab_test_heap_bytes"] == "gauge"
         assert types["pyproflab_test_pause_seconds"] == "histogram"
 
-        # The gauge: served with timestamps, so each point of the range must be
-        # the latest served sample at or before it (what Prometheus evaluates).
+        # The gauge: served with timestamps, so Prometheus stores them as served,
+        # and each point of the range must be the latest stored sample at or
+        # before it (what Prometheus evaluates).
         ours = [parse_exposition(text, default_time=end, source="served") for _, text in served]
-        heap_served = sorted(
+        heap_served = {
             (r["time"], r["value"])
             for t in ours
             for r in t.to_pylist()
             if r["metric"] == "pyproflab_test_heap_bytes"
-        )
+        }
+        assert set(stored) <= heap_served
         got = query_range(base, "pyproflab_test_heap_bytes", start, end, "1s", types=types)
         rows = got.to_pylist()
         assert len(rows) >= 5
         for r in rows:
             assert r["metric"] == "pyproflab_test_heap_bytes" and r["type"] == "gauge"
             assert dict(r["labels"]) == {"instance": ep.removeprefix("http://"), "job": "fakesvc"}
-            before = [v for t, v in heap_served if t <= r["time"]]
+            before = [v for t, v in stored if t <= r["time"]]
             assert before, f"a point at {r['time']} before anything was served"
             assert r["value"] == before[-1]
 
