@@ -70,7 +70,8 @@ def skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 def findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Log) -> str:
     """The run line's findings ("3 findings over 10%"), then the analyses that
-    did not run, each reason logged; none when the run failed (its error says why)."""
+    did not run, each reason logged (none when the run failed: its error says
+    why), then any default.pgo that failed its check."""
     thr = spec.regressions.threshold_pct if spec.regressions else None
     part = f"{findings} findings" + (f" over {thr:g}%" if thr is not None else "")
     missed = [] if "error" in summary else skipped(summary)
@@ -80,4 +81,15 @@ def findings_part(spec: JobSpec, findings: int, summary: dict[str, Any], log: Lo
         names = [w for w, _ in missed[:SKIPS_NAMED]]
         names += [f"{len(missed) - SKIPS_NAMED} more"] * (len(missed) > SKIPS_NAMED)
         part += f", {len(missed)} skipped ({', '.join(names)})"
-    return part
+    return part + _pgo_mismatch(summary, log)
+
+
+def _pgo_mismatch(summary: dict[str, Any], log: Log) -> str:
+    """The default.pgo files ``go tool preprofile`` read otherwise than pyproflab
+    computed them (a MISMATCH): the pgo command warns, a job
+    kept it in summary.json alone and said '0 findings ...; exit 0'."""
+    bad = [i for i in summary.get("pgo") or () if str(i.get("verify")).startswith("MISMATCH")]
+    for item in bad:
+        log(f"pgo of {item['service'] or 'all'}: {item['verify']}")
+    names = ", ".join(str(i["service"] or "all") for i in bad)
+    return f", default.pgo of {names} failed its check" if bad else ""

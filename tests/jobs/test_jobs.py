@@ -511,3 +511,26 @@ def test_the_run_line_names_three_skips_and_counts_the_rest(drop_source, tmp_pat
         "regressions of s2, 2 more)"
     )
     assert lines == [f"regressions of s{i} skipped: why" for i in range(5)]
+
+
+def test_a_default_pgo_failing_its_check_is_on_the_line(drop_source, tmp_path, monkeypatch):
+    """A default.pgo whose edges go tool preprofile read otherwise than pyproflab
+    computed (MISMATCH: the pgo command warns on stderr) was kept in
+    summary.json alone: the job said '0 findings ...; exit 0'. The line and the
+    log now say so. (preprofile is replaced by one that reads no edges.)"""
+    from pyproflab.analyses import pgo
+    from pyproflab.analyses.pgo_edges import EdgeSet
+    from pyproflab.jobs import load_job, run_job
+
+    monkeypatch.setattr(pgo, "go_binary", lambda: "go")
+    monkeypatch.setattr(pgo, "preprofile_edges", lambda path: EdgeSet(source="preprofile"))
+    job = write_job(
+        tmp_path / "job.toml", drop=drop_source, store=tmp_path / "s.duckdb", output=tmp_path / "o"
+    )
+    job.write_text(job.read_text().replace("verify = false", "verify = true"))
+    lines: list[str] = []
+    result = run_job(load_job(job), log=lines.append)
+    verify = result.summary["pgo"][0]["verify"]
+    assert verify.startswith("MISMATCH"), verify
+    assert ", default.pgo of svc failed its check, " in result.line, result.line
+    assert f"pgo of svc: {verify}" in lines
