@@ -430,7 +430,7 @@ class SpoolSource:
         return Offer((PROFILES, TRACES) if self.traces else (PROFILES,))
 
     def _refuse(self, entry: Entry, what: str, why: str) -> Refused:
-        self.refused.setdefault(entry.name, []).append(f"{what}: {why}")
+        self.refused.setdefault(entry.name, []).append(f"{what}: {why}" if what else why)
         return Refused(f"{entry.path}#{what}" if what else str(entry.path), why)
 
     def items(self, request: Request, known: Known) -> Iterator[Item]:

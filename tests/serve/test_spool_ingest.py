@@ -59,11 +59,14 @@ def test_a_damaged_spool_file_is_refused_whole(tmp_path, caplog, damage):
     assert (r.files, r.new, r.refused) == (2, 1, 1)
     assert spool.pending() == []
     assert (spool.refused / bad.name).exists()
-    assert (spool.refused / (bad.name + ".reason")).read_text().strip()
+    reason = (spool.refused / (bad.name + ".reason")).read_text().strip()
+    assert reason.startswith(str(bad.path)), reason  # the whole file: no ': ' before it
     assert [
         row["source"].endswith(good.name + "#profile") for row in stored_rows(tmp_path / "s.duckdb")
     ] == [True]
-    assert len([m for m in caplog.messages if m.startswith("refused ")]) == 1
+    assert [m for m in caplog.messages if m.startswith("refused ")] == [
+        f"refused {bad.name}: {reason}"
+    ]
 
 
 def test_a_push_whose_window_no_store_keeps_is_refused_alone(tmp_path):
