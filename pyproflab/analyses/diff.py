@@ -59,9 +59,10 @@ def with_base(
     is with neither; both is a ``UsageError`` (pprof takes one)."""
     if diff_base is not None and base is not None:
         raise UsageError("give diff_base or base, not both")
-    if diff_base is None and base is None:
+    other = diff_base if diff_base is not None else base
+    if other is None:
         return source
-    return subtract(source, diff_base if diff_base is not None else base, diff_base=base is None)
+    return subtract(source, other, diff_base=base is None)
 
 
 def subtract(source: Profile, base: Profile, *, diff_base: bool = True) -> Profile:

@@ -29,7 +29,7 @@ import numbers
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypedDict, TypeVar
 
 from pyproflab.analyses.graph import GRANULARITIES
 from pyproflab.errors import UsageError
@@ -238,7 +238,13 @@ _PLAIN = {
 #: -edgefraction): what ``tree``/``peek`` and the ``top`` command use.
 PPROF_NODE_FRACTION, PPROF_EDGE_FRACTION = 0.005, 0.001
 
-_FRACTION = {"low": 0.0, "high": 1.0}
+
+class _Bounds(TypedDict):
+    low: float
+    high: float
+
+
+_FRACTION: _Bounds = {"low": 0.0, "high": 1.0}
 _REGEX = "REGEX"
 
 

@@ -168,7 +168,7 @@ class PgoEffect:
 
 def parse_build_log(text: str) -> list[Decision]:
     """The PGO-driven decisions of a build log (rule 3)."""
-    seen: dict[tuple, int] = {}
+    seen: dict[Decision, int] = {}
     rows: list[Decision] = []
     for line in text.splitlines():
         if m := _HOT.match(line):
@@ -277,7 +277,7 @@ def _with_type(sel: Selection, kind: str) -> Selection:
     return dataclasses.replace(sel, profile_type=kind)
 
 
-def _compare(store, before, after, kind: str, sample: str, per: str | None = None):
+def _compare(store, before, after, kind: str, sample: str | None, per: str | None = None):
     """The regressions result of one kind of profile, or None when a side has none."""
     from pyproflab.analyses.regressions import regressions
 

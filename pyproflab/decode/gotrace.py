@@ -48,7 +48,7 @@ GZIPPED = "a gzip-compressed Go execution trace: traces are read uncompressed (g
 GZIP_PEEK = 4096  # bytes read to find a gzipped trace's header (past a gzip header's file name)
 
 
-def trace_version(head: bytes) -> int | None:
+def trace_version(head: bytes | bytearray) -> int | None:
     """The minor Go version of a trace header (``go 1.N trace``), or None."""
     m = HEADER.match(head[:HEADER_BYTES])
     return int(m.group(1)) if m else None

@@ -90,7 +90,7 @@ def key_profiles(
         (samples, sample_cuts), (d.functions, cut["functions"]), (d.mappings, cut["mappings"]),
         (d.locations, cut["locations"]), (stacks, stack_cuts), (label_sets, label_cuts),
     ]  # fmt: skip
-    shares = sum(_shares(t, c) for t, c in tables)
+    shares = sum((_shares(t, c) for t, c in tables[1:]), _shares(*tables[0]))
     out = []
     for k, (p, meta, digest) in enumerate(zip(profiles, metas, hashes, strict=True)):
         m0, m1 = cut["mappings"][k : k + 2]
@@ -161,14 +161,14 @@ def _join(profiles: Sequence[Profile]) -> Joined | None:
         bases[name] = np.concatenate([[0], np.cumsum([t + 1 for t in tops])[:-1]]).astype(U64)
         counts[name] = np.array([t.num_rows for t in tables], dtype=np.int64)
     try:
-        tables = {name: pa.concat_tables(ts).combine_chunks() for name, ts in parts.items()}
+        joined = {name: pa.concat_tables(ts).combine_chunks() for name, ts in parts.items()}
         samples = pa.concat_tables([p.samples for p in profiles]).combine_chunks()
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     per_row = {name: np.repeat(bases[name], counts[name]) for name in parts}
-    functions = _with_ids(tables["functions"], per_row["functions"])
-    mappings = _with_ids(tables["mappings"], per_row["mappings"])
-    locations = _moved_locations(tables["locations"], per_row, bases, counts)
+    functions = _with_ids(joined["functions"], per_row["functions"])
+    mappings = _with_ids(joined["mappings"], per_row["mappings"])
+    locations = _moved_locations(joined["locations"], per_row, bases, counts)
     sample_counts = np.array([p.samples.num_rows for p in profiles], dtype=np.int64)
     samples = _moved_samples(samples, np.repeat(bases["locations"], sample_counts))
     first = np.concatenate([[0], np.cumsum(counts["mappings"])[:-1]])[counts["mappings"] > 0]

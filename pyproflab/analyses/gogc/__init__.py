@@ -162,7 +162,7 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
     """Predict every candidate setting and choose one (``predict`` rules)."""
     opts = options or GogcOptions()
     if opts.process_cpu is not None:
-        check_process_cpu(obs, opts.process_cpu)  # type: ignore[arg-type]
+        check_process_cpu(obs, opts.process_cpu)
         with_process_cpu(obs, opts.process_cpu)
     if opts.peak_rss is not None:
         with_peak_rss(obs, opts.peak_rss)

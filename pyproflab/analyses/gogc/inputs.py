@@ -130,7 +130,7 @@ def observe(
         other = "prometheus" if used == "gctrace" else "gctrace"
         if other in why and not why[other].startswith("no "):
             obs.notes.insert(0, f"GC data from {used} only: {other} could not serve ({why[other]})")
-    if "gctrace" in got and (note := thinned_note(cycles)):  # type: ignore[arg-type]
+    if "gctrace" in got and (note := thinned_note(cycles)):
         obs.notes.append(note)
     obs.container = ct.from_cadvisor(samples)
     return obs

@@ -322,7 +322,8 @@ def from_gctrace(
     ``incarnation`` columns, when present, separate runs; module rules)."""
     notes: list[str] = []
     samples: list[dict[str, Any]] = []
-    runs: list[tuple[int, list[tuple[Any, list[dict[str, Any]]]]]] = []
+    # Each run's cycles, as inference takes them, or its one (GOGC, cycles) segment.
+    runs: list[tuple[int, list[Any]]] = []
     for k, run in enumerate(_runs(cycles)):
         ss = [s for r in run if (s := cycle_sample(r)) is not None]
         ss = _without_stalls(ss, k, notes)
@@ -342,9 +343,9 @@ def from_gctrace(
             n = _segment_rate(seg)
             if n is None or len(seg) < SEGMENT_MIN:
                 continue
-            if gogc == "infer" and (b := infer.segment_bounds(seg)):
-                ranges[g].append(b)
-            if g is not None and not GOGC_RANGE[0] <= g <= GOGC_RANGE[1]:  # type: ignore[operator]
+            if gogc == "infer" and (bounds := infer.segment_bounds(seg)):
+                ranges[g].append(bounds)
+            if g is not None and not GOGC_RANGE[0] <= g <= GOGC_RANGE[1]:
                 notes.append(
                     f"run {k + 1}: {len(seg)} cycles whose goals give GOGC={g:g}, outside "
                     f"{GOGC_RANGE[0]:g}-{GOGC_RANGE[1]:,.0f}: left out (a log mixing processes, "
