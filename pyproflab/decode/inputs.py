@@ -15,9 +15,9 @@ Rules:
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
-from typing import BinaryIO
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -27,7 +27,7 @@ _KINDS = {
 }
 
 
-def open_input(path: str | os.PathLike) -> BinaryIO:
+def open_input(path: str | os.PathLike) -> io.BufferedReader:
     """``path`` open for reading in binary mode, if it is a regular file (module rules)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

@@ -57,8 +57,8 @@ def read_ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
             if kind == "done":
                 return
             if kind == "error":
-                raise value  # type: ignore[misc]
-            yield value  # type: ignore[misc]
+                raise value
+            yield value
     finally:
         stop.set()
         thread.join()

@@ -264,8 +264,10 @@ def nothing_known(keys: Sequence[str]) -> set[str]:
 class Source(Protocol):
     """A way in (see the module rules)."""
 
-    #: how reports, errors and the store name this source (no credentials)
-    name: str
+    @property
+    def name(self) -> str:
+        """How reports, errors and the store name this source (no credentials)."""
+        ...
 
     def offer(self, request: Request) -> Offer:
         """What this source can give for ``request``."""

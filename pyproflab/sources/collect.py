@@ -58,6 +58,7 @@ the archive ``sources/collect_report.py``, the HTTP client ``sources/http.py``.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -65,7 +66,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pyproflab.sources.base import (
     METRIC_SAMPLES,
@@ -358,6 +359,18 @@ def _scrape_outcome(stats: ScrapeStats, s: Scraped, item: TableItem) -> None:
 # --- the source --------------------------------------------------------------------------
 
 
+class _WindowOptions(TypedDict):
+    """``_Window``'s keyword arguments, as ``CollectSource`` keeps them."""
+
+    seconds: int
+    metrics_interval: float | None
+    timeout: float
+    retries: int
+    backoff: float
+    concurrency: int
+    progress: Progress | None
+
+
 class CollectSource:
     """One collection window from live targets (see the module rules). ``report``
     holds what happened once the items have been consumed; only bad arguments
@@ -367,7 +380,7 @@ class CollectSource:
         self,
         targets: Sequence[Target],
         *,
-        archive_dir: str | Path,
+        archive_dir: str | os.PathLike,
         seconds: int = DEFAULT_SECONDS,
         types: Sequence[str] = COLLECT_TYPES,
         metrics_interval: float | None = DEFAULT_METRICS_INTERVAL,
@@ -389,7 +402,7 @@ class CollectSource:
             raise ValueError("two targets have the same service/version/instance")
         self.targets, self.types = list(targets), list(types)
         self.archive_dir = Path(archive_dir)
-        self.options = dict(
+        self.options = _WindowOptions(
             seconds=int(seconds),
             metrics_interval=metrics_interval,
             timeout=timeout,
@@ -408,7 +421,9 @@ class CollectSource:
             services=tuple(sorted({t.service for t in self.targets})),
         )
 
-    def items(self, request: Request, known: Known) -> Iterator[ProfileItem | TableItem]:
+    def items(
+        self, request: Request, known: Known
+    ) -> Iterator[ProfileItem | TraceItem | TableItem]:
         """The window's items as they arrive; the report is complete when they end."""
         self.report.window_start = datetime.now(UTC)
         window = _Window(self.archive_dir, self.targets, self.types, **self.options)

@@ -133,7 +133,9 @@ class DatadogSource:
         events = list(self._events(request))
         return Offer(kinds=(PROFILES,), services=_services(events), items=len(events))
 
-    def items(self, request: Request, known: Known) -> Iterator[ProfileItem | Refused | Expect]:
+    def items(
+        self, request: Request, known: Known
+    ) -> Iterator[ProfileItem | Refused | Seen | Expect]:
         events = list(self._events(request))
         keys = {e["id"]: self._event_key(e) for e in events}
         done = known(list(keys.values()))
@@ -203,7 +205,7 @@ class DatadogSource:
         attrs = _attrs(event)
         tags = _tags(attrs)
         service = tags.get("service") or attrs.get("service")
-        labels = {k: tags[k] for k in ("env", "runtime-id", "host") if k in tags}
+        labels: dict[str, str] = {k: tags[k] for k in ("env", "runtime-id", "host") if k in tags}
         labels.pop(self.instance_tag, None)
         return ItemMeta(
             service=service or None,

@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 import numpy as np
@@ -51,6 +52,12 @@ _ext = optional_extension("pyproflab.sources._promtext", "PYPROFLAB_PURE_PROMTEX
 CHUNK = 1 << 22  # bytes read at a time
 
 
+def _scanner() -> ModuleType:
+    """The C scanner, which ``_Reader`` is only made with (``fast()``)."""
+    assert _ext is not None, "the C scanner is not there (fast() is False)"
+    return _ext
+
+
 def fast() -> bool:
     """Whether the C scanner reads (see the module rules)."""
     return _ext is not None
@@ -68,7 +75,7 @@ class _Batch:
     def add_row(self, row: tuple) -> None:
         if not self.parts or isinstance(self.parts[-1], pa.Table):
             self.parts.append(([], [], [], [], []))
-        for col, v in zip(self.parts[-1], row, strict=True):  # type: ignore[arg-type]
+        for col, v in zip(self.parts[-1], row, strict=True):
             col.append(v)
         self.rows += 1
 
@@ -81,6 +88,7 @@ class _Reader:
     """One input read by the scanner and Python (see the module rules)."""
 
     def __init__(self, default_time: datetime, source: str, line_limit: int) -> None:
+        self.ext = _scanner()
         self.default_us = _timestamp_us(default_time)
         self.source, self.line_limit = source, line_limit
         self.fams, self.repeats = _Families(), _Repeats()
@@ -99,7 +107,7 @@ class _Reader:
             ) from None
         row = read_line(text, lineno, self.fams, self.default_us, self.source)
         if row is not None:
-            self.repeats.hashes.append(_ext.row_hash(row[0], row[1], row[3]))
+            self.repeats.hashes.append(self.ext.row_hash(row[0], row[1], row[3]))
             self.repeats.lines.append(lineno)
             batch.add_row(row)
 
@@ -142,8 +150,8 @@ class _Reader:
         if not flags.any():
             return
         kind = np.asarray(kinds, dtype=object)[codes.to_numpy(zero_copy_only=False)]
-        bad = ((flags & _ext.FLAG_BAD_LE) != 0) & (kind == "histogram")
-        bad |= ((flags & _ext.FLAG_BAD_QUANTILE) != 0) & (kind == "summary")
+        bad = ((flags & self.ext.FLAG_BAD_LE) != 0) & (kind == "histogram")
+        bad |= ((flags & self.ext.FLAG_BAD_QUANTILE) != 0) & (kind == "summary")
         if not bad.any():
             return
         k = int(np.argmax(bad))
@@ -156,16 +164,16 @@ class _Reader:
     def tables(self, read: Callable[[int], bytes], batch_rows: int) -> Iterator[pa.Table]:
         buf, pos, lineno, eof, batch = b"", 0, 1, False, _Batch()
         while True:
-            pos, lineno, stop, rows, bufs = _ext.scan(
+            pos, lineno, stop, rows, bufs = self.ext.scan(
                 buf, pos, lineno, batch_rows - batch.rows, self.default_us, self.line_limit
             )
             if rows:
                 self.scanned(rows, bufs, buf, batch)
-            if stop == _ext.STOP_PYTHON:  # a whole line the scanner left
+            if stop == self.ext.STOP_PYTHON:  # a whole line the scanner left
                 end = buf.index(b"\n", pos) + 1
                 self.python_line(buf[pos:end], lineno, batch)
                 pos, lineno = end, lineno + 1
-            elif stop == _ext.STOP_MORE:
+            elif stop == self.ext.STOP_MORE:
                 if self.line_limit and len(buf) - pos > self.line_limit:
                     raise MetricsError(
                         self.source, f"line longer than {self.line_limit} bytes", line=lineno

@@ -194,7 +194,9 @@ class WindowedMerges:
     def key_extra(self) -> str:
         return ""
 
-    def items(self, request: Request, known: Known) -> Iterator[ProfileItem | Refused | Expect]:
+    def items(
+        self, request: Request, known: Known
+    ) -> Iterator[ProfileItem | Refused | Seen | Expect]:
         if request.since is None:
             raise SourceError(self.name, "a time range is needed (since)")
         spans = list(windows(request.since, request.until or datetime.now(UTC), self.step))
