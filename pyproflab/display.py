@@ -33,6 +33,9 @@ class Renderer(Protocol):
 
     def __call__(self, result: Any, /, **options: Any) -> Any: ...
 
+    # Hashable, as functions are: reports caches the options each one takes.
+    def __hash__(self) -> int: ...
+
 
 def renderers() -> dict[tuple[str, str], tuple[str, str]]:
     """The reports layer's table: (class "module.QualName", format) -> (module, function)."""

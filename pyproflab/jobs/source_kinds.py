@@ -211,7 +211,8 @@ def check(raw: Any, where: str, base: Path) -> SourceSpec:
     """One ``[[source]]`` table as a ``SourceSpec`` (see the module rules)."""
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: must be a table")
-    kind = KINDS.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
+    name = raw.get("kind")
+    kind = KINDS.get(name) if isinstance(name, str) else None
     if kind is None:
         rule = _kind_rule()
         if "kind" not in raw:
@@ -230,6 +231,6 @@ def check(raw: Any, where: str, base: Path) -> SourceSpec:
         if key.name not in raw:
             options[key.name] = key.default.copy() if isinstance(key.default, dict) else key.default
             continue
-        value = float(raw[key.name]) if key.type is float else raw[key.name]
+        value: Any = float(raw[key.name]) if key.type is float else raw[key.name]
         options[key.name] = resolve(base, value) if key.path else value
     return SourceSpec(kind.name, options)

@@ -96,8 +96,8 @@ def drop_source(store: Store, job: str, src: SourceSpec, log: Log) -> dict[str, 
     )
     for start in range(0, len(todo), src.batch_size):
         chunk = todo[start : start + src.batch_size]
-        files = FileSource([c[0] for c in chunk], defaults, path_template=src.path_template)
-        rep = ingest_source(store, files, batch_size=src.batch_size)
+        source = FileSource([c[0] for c in chunk], defaults, path_template=src.path_template)
+        rep = ingest_source(store, source, batch_size=src.batch_size)
         out["new"] += rep.new
         out["present"] += rep.present
         refused = {os.path.abspath(p): why for p, why in rep.refused}

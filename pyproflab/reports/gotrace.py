@@ -47,7 +47,7 @@ def render_json(result: Any) -> str:
     if findings:
         doc["findings"] = list(getattr(result, findings))
     if names == (main,):
-        doc = doc[main]  # type: ignore[assignment]
+        doc = doc[main]
     return json_text(doc)
 
 

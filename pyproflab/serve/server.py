@@ -143,7 +143,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     MessageClass = _Headers
     server: PushServer
-    rfile: _Reader
+    # A wrapper delegating to the socket's reader (__getattr__), not a BufferedIOBase.
+    rfile: _Reader  # type: ignore[assignment]
 
     def setup(self) -> None:
         super().setup()

@@ -486,7 +486,7 @@ def _check_present(
     result: _Present,
     batch: list[KeyedProfile],
     report: IngestReport,
-) -> KeyedProfile | _Refused | None:
+) -> KeyedProfile | _Refused | Trace | None:
     """A file a worker skipped: counted present if its whole hash is stored (or
     waiting in the batch), else (64 bits alike by chance) prepared here."""
     if existing_hashes(store, [result.digest]) or any(

@@ -28,6 +28,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -306,8 +307,13 @@ class StreamedRows:
     def __enter__(self) -> StreamedRows:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stack.__exit__(*exc)  # rolls back when the input failed
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stack.__exit__(exc_type, exc, tb)  # rolls back when the input failed
 
 
 def _refuse_two_values(store: Store, stage: str, part: str) -> None:

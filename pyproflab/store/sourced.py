@@ -374,16 +374,16 @@ def _write(store: Store, name: str, batch: ItemBatch, now: datetime) -> IngestRe
         for item, k in batch.profiles:
             new = k.row.get("profile_id") is not None
             item.outcome = Outcome("new" if new else "present", ids.get(k.content_hash))
-        for item in batch.present:
-            item.outcome = Outcome("present", ids.get(item.content_hash or ""))
-        for (item, _), n in zip(batch.tables, added, strict=True):
-            item.outcome = Outcome("new" if n else "present", rows=n)
+        for seen in batch.present:
+            seen.outcome = Outcome("present", ids.get(seen.content_hash or ""))
+        for (table, _), n in zip(batch.tables, added, strict=True):
+            table.outcome = Outcome("new" if n else "present", rows=n)
         every: list[ProfileItem | TableItem] = [i for i, _ in batch.profiles]
         every += batch.present + [i for i, _ in batch.tables]
-        for item in every:
-            if item.key is not None and item.outcome is not None:
-                digest = getattr(item, "content_hash", None)
-                records.append((item.key, digest, item.outcome.status))
+        for one in every:
+            if one.key is not None and one.outcome is not None:
+                digest = getattr(one, "content_hash", None)
+                records.append((one.key, digest, one.outcome.status))
         records += [(key, None, "empty") for key in batch.seen]
         queries.record_source_items(store, name, records, now)
     rep.present += len(batch.present)

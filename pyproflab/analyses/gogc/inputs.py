@@ -235,6 +235,7 @@ def check_process_cpu(obs: Observation, cores: float) -> None:
     ws = [(s["w"], s["n"] * s["cost"]) for s in ss if math.isfinite(s["n"] * s["cost"])]
     gc = sum(w * v for w, v in ws) / sum(w for w, _ in ws) if ws else 0.0
     if cores < gc:
+        assert obs.current is not None  # a GC CPU comes from samples at the current setting
         raise UsageError(
             f"{what} {cores:g} cores is less than the GC's own CPU at {setting_label(obs.current)} "
             f"({gc:.2f} cores): give it as the runtime counts it (CPU classes total - idle)"
