@@ -12,10 +12,12 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pyproflab.errors import StoreError, UsageError
 
+if TYPE_CHECKING:  # imported where used: the CLI starts without the analyses
+    from pyproflab.analyses.options import Options
 DEFAULT_DB = "pyproflab.duckdb"
 
 
@@ -465,13 +467,11 @@ def load_profile(args: argparse.Namespace):
 
 
 def add_option_flags(
-    parser, options: type, names: Iterable[str], *, flags: dict[str, str] | None = None
+    parser, options: type[Options], names: Iterable[str], *, flags: dict[str, str] | None = None
 ) -> None:
-    """A flag for each field ``names`` of the options class ``options``
-    (``analyses.options``): ``--NAME`` with dashes (or ``flags[name]``), type,
-    choices and help from the field. Its default is None, "not given": the
-    analysis then takes the class's default (shown in the help), so no default
-    is written here."""
+    """A flag for each field ``names`` of the options class ``options``: ``--NAME``
+    with dashes (or ``flags[name]``), type, choices and help from the field; its
+    default None, "not given": the analysis takes the class's (shown in the help)."""
     defaults = options.defaults()
     for name in names:
         meta, (accepted, _) = options.meta(name), options.kind(name)

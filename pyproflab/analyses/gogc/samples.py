@@ -322,8 +322,7 @@ def from_gctrace(
     ``incarnation`` columns, when present, separate runs; module rules)."""
     notes: list[str] = []
     samples: list[dict[str, Any]] = []
-    # Each run's cycles, as inference takes them, or its one (GOGC, cycles) segment.
-    runs: list[tuple[int, list[Any]]] = []
+    runs: list[tuple[int, list[Any]]] = []  # each run's cycles, or its (GOGC, cycles)
     for k, run in enumerate(_runs(cycles)):
         ss = [s for r in run if (s := cycle_sample(r)) is not None]
         ss = _without_stalls(ss, k, notes)
