@@ -4,8 +4,10 @@ Renderers of the one interface (``pyproflab.display``; ``registry`` names
 them per format). Rules: text starts with what was observed (GOMAXPROCS, CPU-bound or not,
 each observed setting with its cycles, runs and measured figures), where
 each input came from, and the container's limits; then one row per setting
-(``*`` current, ``>`` recommended, ``o`` observed) with each prediction as
-``point [low–high]``; then the recommendation (with the GOMEMLIMIT it needs),
+(``*`` current, ``o`` observed, ``>`` recommended, before either when the
+recommendation is a setting already running) with each prediction as
+``point [low–high]``; then the recommendation (with the GOMEMLIMIT it needs;
+"keep it" when it is the current setting),
 the canary plan, the findings and the notes. JSON holds the same; CSV is the
 table. Heaps in MiB, CPU in cores, shares in percent. HTML escapes every
 string. Figures: the observed samples per setting against the fit, and the
@@ -64,7 +66,9 @@ HEAD = [
 
 
 def _cells(r: dict[str, Any]) -> list[str]:
-    mark = ">" if r["recommended"] else ("*" if r["current"] else ("o" if r["observed"] else ""))
+    # ">" beside "*" or "o": the recommendation is a setting already running
+    seen = "*" if r["current"] else ("o" if r["observed"] else "")
+    mark = (">" if r["recommended"] else "") + seen
     return [
         mark,
         r["gogc_label"],
@@ -116,8 +120,9 @@ def recommendation_line(result) -> str:
     if rec is None:
         return "No recommendation."
     how = f" ({result.budget_source})" if result.budget_source else ""
+    keep = " (the current setting: keep it)" if rec["current"] else ""
     return (
-        f"Recommendation: {_label(rec['gogc'], rec['memory_limit_bytes'])}: GC share "
+        f"Recommendation: {_label(rec['gogc'], rec['memory_limit_bytes'])}{keep}: GC share "
         f"{_iv(rec, 'gc_share', _pct)}, peak memory {_iv(rec, 'peak_memory', _mib)} MiB "
         f"(chosen on the upper bound; usable budget {_mib(result.usable_bytes)} MiB{how})"
     )
@@ -150,7 +155,8 @@ def canary_line(result) -> str | None:
 def render_text(result) -> str:
     lines = ["GOGC / GOMEMLIMIT advice (intervals [low–high])", *observed_lines(result), ""]
     lines += _grid(HEAD, [_cells(r) for r in result.rows()], {0, 1, 2, 3})
-    lines += ["  (* current, > recommended, o observed)", "", recommendation_line(result)]
+    lines += ["  (* current, o observed, > recommended: >* keeps the current setting)", ""]
+    lines.append(recommendation_line(result))
     if (c := canary_line(result)) is not None:
         lines.append(c)
     if result.findings:

@@ -448,6 +448,23 @@ def test_cli_mistakes_are_one_line(
     assert err.startswith("pyproflab: error:") and err.count("\n") == 1
 
 
+def test_a_recommendation_already_running_keeps_its_mark() -> None:
+    """When the recommendation is the current setting, its row is marked ">*",
+    not ">" alone (the text then showed no current setting), and the line says
+    to keep it; an observed one is ">o"."""
+    from pyproflab.reports.gogc import _cells, recommendation_line
+
+    obs = model.observe(cycles=parse_gctrace(_gctrace(), source="t"))
+    res = model.advise(obs, model.GogcOptions.parse(budget="400MiB"))
+    rec = res.recommendation
+    assert rec is not None and not rec["current"] and _cells(rec)[0] == ">"
+    assert "keep it" not in recommendation_line(res)
+    rec["current"] = True
+    assert _cells(rec)[0] == ">*" and "(the current setting: keep it)" in recommendation_line(res)
+    rec["current"], rec["observed"] = False, True
+    assert _cells(rec)[0] == ">o"
+
+
 def test_text_csv_html_and_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "svc.log"
     log.write_text(_gctrace())

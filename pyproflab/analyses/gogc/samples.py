@@ -469,11 +469,11 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
             s["setting"] = (g, limits[g])
         got = by_setting.get(s["setting"]) or []
         # busy, else the OS's count (client_golang's defaults: no idle class)
-        cpu = [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]
-        if cpu:
+        if cpu := [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]:
             s["busy"] = metrics.mean(cpu[0], got)
     prov = dict(trace.provenance)
-    prov["mutator CPU"] = metrics.provenance.get("mutator CPU", prov.get("mutator CPU", ""))
+    src = metrics.provenance.get("mutator CPU", metrics.source)
+    prov["mutator CPU"] = f"{src}: the process's CPU less gctrace's GC"
     prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
     prov["memory limit"] = metrics.provenance.get("memory limit", prov.get("memory limit", ""))
     if relabelled:
