@@ -1,0 +1,68 @@
+"""Stable names (``summary.json``, ``default.pgo``, ``regressions-<svc>.json`` ...)
+when a run skips an analysis, and output retention (``keep_runs``).
+
+The job runs in-process on a drop folder (see test_jobs.py): run 1 has two
+versions, so regressions and PGO run; later runs add, each, a profile with no
+samples as a newest version v3 (its PGO is refused: "no samples") and ask
+regressions for a ``per`` counter that has no samples (skipped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from support.jobs_helpers import T0, make_drop, variant, write_job
+
+KEEP_RUNS = 2
+RUNS = KEEP_RUNS + 3
+
+
+def _empty_profile(cpu: Path, folder: Path, run: int) -> None:
+    """A new input for ``run``: a v3 CPU profile with no samples."""
+    from pyproflab import read_profile
+    from pyproflab.encode import write_profile
+
+    p = variant(read_profile(cpu), time=T0 + timedelta(minutes=run))
+    path = folder / "svc" / "v3" / "i-0" / f"cpu-9{run:03d}.pb.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_profile(dataclasses.replace(p, samples=p.samples.slice(0, 0)), path)
+
+
+@pytest.fixture
+def skipping_job(go_profiles, tmp_path):
+    """Run the job RUNS times (run 1 analyses everything, runs 2.. skip regressions
+    and PGO); return (output folder, each run's summary)."""
+    from pyproflab.jobs import load_job, run_job
+
+    drop, out = tmp_path / "drop", tmp_path / "out"
+    make_drop(go_profiles["cpu"], drop, n=6)
+    extra = f"\n[retention]\nkeep_runs = {KEEP_RUNS}\n"
+    job = write_job(
+        tmp_path / "job.toml", drop=drop, store=tmp_path / "s.duckdb", output=out, extra=extra
+    )
+    summaries = [run_job(load_job(job), log=lambda line: None).summary]
+    job.write_text(job.read_text().replace("[regressions]", '[regressions]\nper = "no_such_total"'))
+    for run in range(2, RUNS + 1):
+        _empty_profile(go_profiles["cpu"], drop, run)
+        summaries.append(run_job(load_job(job), log=lambda line: None).summary)
+    return out, summaries
+
+
+def test_retention_never_leaves_a_stable_name_dangling(skipping_job):
+    """Runs 2.. write no default.pgo: retention (keep_runs) must not delete run 1's,
+    which default.pgo still names, or a build reading default.pgo fails (ENOENT)."""
+    from pyproflab import read_profile
+
+    out, summaries = skipping_job
+    assert [s["run_id"] for s in summaries] == list(range(1, RUNS + 1))
+    assert all("skipped" in s["pgo"][0] for s in summaries[1:])
+    assert any(s["pruned"] for s in summaries)  # retention did delete files
+    links = [p for p in out.iterdir() if p.is_symlink()]
+    assert {p.name for p in links} >= {"summary.json", "default.pgo", "pgo-svc.json"}
+    assert [p.name for p in links if not p.exists()] == []
+    assert summaries[0]["stamp"] in os.readlink(out / "default.pgo")
+    assert read_profile(out / "default.pgo").samples.num_rows > 0
