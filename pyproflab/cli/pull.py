@@ -77,6 +77,12 @@ def _flag(flag: str, parse, text: str):
         raise UsageError(f"{flag}: {e}") from None
 
 
+# Where a URL's credentials go on this command line (a job's key is auth_env).
+_AUTH_ENV_FLAG = (
+    "put the Authorization value in an environment variable and name it with --auth-env"
+)
+
+
 class Command:
     __doc__ = __doc__
 
@@ -139,6 +145,7 @@ class Command:
             max_bytes=args.max_mib << 20,
             retries=Retries(retries=args.retries),
             on_retry=lambda line: print(line, file=sys.stderr, flush=True),
+            url_advice=_AUTH_ENV_FLAG if "auth_env" in vars(args) else None,
         )
         values = vars(args)
         if "step" in values:

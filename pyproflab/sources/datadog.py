@@ -108,7 +108,10 @@ class DatadogSource:
             raise SourceError(self.name, f"unknown profile type {unknown[0]!r} (one of {names})")
         if self.top is not None and self.top < 1:
             raise SourceError(self.name, "top must be at least 1")
-        self.api = self.options.api(self.name, self.base_url or f"https://app.{self.site}")
+        # Datadog takes keys, not an Authorization value: the same advice everywhere.
+        advice = f"the keys are read from {self.api_key_env} and {self.app_key_env}"
+        url = self.base_url or f"https://app.{self.site}"
+        self.api = self.options.api(self.name, url, url_advice=advice)
         self.api.secrets = self._keys
 
     @classmethod
