@@ -10,6 +10,14 @@ Rules:
   ``default.pgo``, ``summary.json``) is a relative symlink to the newest,
   replaced atomically (a temp symlink renamed over it). Where symlinks are
   not possible, the stable name is an atomically replaced copy.
+- ``default*.pgo`` and ``pgo-*.json`` (which describes it) point to the
+  newest run that wrote them, kept when a later run skipped PGO: a PGO build
+  is better with a slightly old profile than with none. A report's stable
+  name (``regressions-*``, ``over-time-*``, ``gogc``: JSON, text, HTML) is
+  the newest run's or absent: withdrawn when that run did not write it (an
+  analysis skipped, a service gone, a format dropped), as an earlier run's
+  report read as the current verdict is an old answer shown as new. A
+  copied (not symlinked) stable name is left as it is.
 - Temp files left by a killed run (``.*.tmp-*``) are removed at the next run.
 - Pruning keeps the newest ``keep`` stamps and any file a stable name points to.
 - Every JSON output but the summary (which has them at its top) carries
@@ -28,6 +36,9 @@ from datetime import datetime
 from pathlib import Path
 
 STAMP_RE = re.compile(r"-(\d{8}T\d{6}Z-r\d+)\.")
+#: Stable names kept when the newest run did not write them (see the rules).
+KEPT_WHEN_NOT_WRITTEN = re.compile(r"(default(-.+)?\.pgo|pgo-.+\.json)\Z")
+SUMMARY = "summary.json"  # written by every run that writes anything
 TMP_MARK = ".tmp-"
 
 
@@ -128,11 +139,29 @@ class OutputSet:
         p = self.folder / stable
         return os.readlink(p) if p.is_symlink() else (stable if p.is_file() else None)
 
-    def publish(self) -> None:
+    def stale(self) -> list[str]:
+        """The reports' stable names an earlier run wrote and this one does not:
+        symlinks ``<kind>.<ext>`` to a ``<kind>-<stamp>.<ext>`` (see the rules)."""
+        out = []
+        for p in sorted(self.folder.iterdir()):
+            name = p.name
+            if name in self.written or name == SUMMARY or KEPT_WHEN_NOT_WRITTEN.match(name):
+                continue
+            target = os.readlink(p) if p.is_symlink() else ""
+            m = STAMP_RE.search(target)
+            if m and target.replace(f"-{m.group(1)}", "", 1) == name:
+                out.append(name)
+        return out
+
+    def publish(self, withdraw: list[str] | tuple[str, ...] = ()) -> None:
         """Point every stable name at this run's file (last, so `latest` moves only
-        once everything of the run is on disk)."""
+        once everything of the run is on disk), then remove the ``withdraw`` ones."""
         for stable, name in self.written.items():
             point_latest(self.folder / stable, self.folder / name)
+        for stable in withdraw:
+            (self.folder / stable).unlink(missing_ok=True)
+        if withdraw:
+            _fsync_dir(self.folder)
 
 
 def clean_temp(folder: str | os.PathLike) -> int:

@@ -335,9 +335,11 @@ def _write_run(
     summary: dict[str, Any],
     source_failed: bool,
 ) -> tuple[int, int]:
-    """Run the analyses, write their outputs and the summary, and publish them:
-    (findings, exit code). The code is 2 when a source failed, else 1 with
-    findings, else 0. A failed write (a full disk) is one line."""
+    """Run the analyses, write their outputs and the summary, and publish them,
+    withdrawing the stable names of earlier runs' reports this one did not
+    write (``outputs`` rules): (findings, exit code). The code is 2 when a
+    source failed, else 1 with findings, else 0. A failed write (a full disk)
+    is one line."""
     try:
         findings = _analyse_and_write(store, spec, sel, out, summary)
         if nothing := _analysed_nothing(store, spec, sel, summary):
@@ -345,9 +347,10 @@ def _write_run(
         failed = source_failed or bool(nothing)
         code = EXIT_ERROR if failed else (EXIT_FINDINGS if findings else EXIT_OK)
         summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
+        summary["withdrawn"] = out.stale()  # reports of an earlier run, not of this one
         text = json_text(summary, indent=2)
         out.write("summary", "json", text)
-        out.publish()
+        out.publish(summary["withdrawn"])
     except OSError as e:
         raise ProflabError(
             f"{spec.name}: cannot write the job's outputs in {out.folder}: {e.strerror or e}"

@@ -10,6 +10,7 @@ regressions for a ``per`` counter that has no samples (skipped).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +36,8 @@ def _empty_profile(cpu: Path, folder: Path, run: int) -> None:
 @pytest.fixture
 def skipping_job(go_profiles, tmp_path):
     """Run the job RUNS times (run 1 analyses everything, runs 2.. skip regressions
-    and PGO); return (output folder, each run's summary)."""
+    and PGO); return (output folder, each run's summary, the JSON stable names
+    after run 1)."""
     from pyproflab.jobs import load_job, run_job
 
     drop, out = tmp_path / "drop", tmp_path / "out"
@@ -45,11 +47,12 @@ def skipping_job(go_profiles, tmp_path):
         tmp_path / "job.toml", drop=drop, store=tmp_path / "s.duckdb", output=out, extra=extra
     )
     summaries = [run_job(load_job(job), log=lambda line: None).summary]
+    first = {p.name: json.loads(p.read_text()) for p in out.glob("*.json") if p.is_symlink()}
     job.write_text(job.read_text().replace("[regressions]", '[regressions]\nper = "no_such_total"'))
     for run in range(2, RUNS + 1):
         _empty_profile(go_profiles["cpu"], drop, run)
         summaries.append(run_job(load_job(job), log=lambda line: None).summary)
-    return out, summaries
+    return out, summaries, first
 
 
 def test_retention_never_leaves_a_stable_name_dangling(skipping_job):
@@ -57,7 +60,7 @@ def test_retention_never_leaves_a_stable_name_dangling(skipping_job):
     which default.pgo still names, or a build reading default.pgo fails (ENOENT)."""
     from pyproflab import read_profile
 
-    out, summaries = skipping_job
+    out, summaries, first_docs = skipping_job
     assert [s["run_id"] for s in summaries] == list(range(1, RUNS + 1))
     assert all("skipped" in s["pgo"][0] for s in summaries[1:])
     assert any(s["pruned"] for s in summaries)  # retention did delete files
@@ -73,13 +76,11 @@ def test_each_json_output_says_which_run_wrote_it(skipping_job):
     that skipped PGO, a reader of it (or of default.pgo) alone could not tell it
     was run 1's. Now each JSON output carries job_run, and the summary of a run
     that skipped PGO names the profile default.pgo still points to."""
-    import json
-
-    out, summaries = skipping_job
+    out, summaries, first_docs = skipping_job
     first, last = summaries[0], summaries[-1]
     doc = json.loads((out / "pgo-svc.json").read_text())
     assert doc["job_run"] == {"job": "test-job", "run_id": 1, "stamp": first["stamp"]}
-    reg = json.loads((out / f"regressions-svc-{first['stamp']}.json").read_text())
+    reg = first_docs["regressions-svc.json"]
     assert reg["job_run"]["run_id"] == 1 and reg["rows"]
     assert last["pgo"][0]["kept"] == os.readlink(out / "default.pgo")
     assert first["stamp"] in last["pgo"][0]["kept"]
@@ -91,3 +92,18 @@ def test_a_skipped_pgo_log_line_names_the_profile_kept():
 
     summary = {"pgo": [{"service": "svc", "skipped": "no samples", "kept": "default-x-r1.pgo"}]}
     assert run_line.skipped(summary) == [("pgo of svc", "no samples (default-x-r1.pgo kept)")]
+
+
+def test_a_report_the_newest_run_did_not_write_has_no_stable_name(skipping_job):
+    """regressions-svc.json (.txt) still named run 1's report after runs 2.. had
+    skipped regressions: read as the current verdict, an old answer shown as new.
+    Its stable names are now withdrawn by the first run that does not write it,
+    and the summary says so; default.pgo and pgo-svc.json stay (run 1's)."""
+    out, summaries, _ = skipping_job
+    reports = ["regressions-svc.json", "regressions-svc.txt"]
+    assert all(out.joinpath(name).is_symlink() for name in ("default.pgo", "pgo-svc.json"))
+    assert not any(
+        out.joinpath(name).is_symlink() or out.joinpath(name).exists() for name in reports
+    )
+    assert [s["withdrawn"] for s in summaries] == [[], reports] + [[]] * (RUNS - 2)
+    assert "no_such_total" in summaries[1]["regressions"][0]["skipped"]  # and why
