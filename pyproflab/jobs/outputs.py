@@ -12,10 +12,15 @@ Rules:
   not possible, the stable name is an atomically replaced copy.
 - Temp files left by a killed run (``.*.tmp-*``) are removed at the next run.
 - Pruning keeps the newest ``keep`` stamps and any file a stable name points to.
+- Every JSON output but the summary (which has them at its top) carries
+  ``job_run``: the job, run id and stamp that wrote it, so a reader of a stable
+  name alone (``pgo-<service>.json`` of a ``default.pgo`` a later run kept)
+  sees which run it is from.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -80,16 +85,33 @@ def point_latest(latest: str | os.PathLike, target: str | os.PathLike) -> Path:
     return latest
 
 
+def _with_job_run(data: bytes | str, job_run: dict) -> str:
+    """A JSON object with ``job_run`` added, laid out as it was (sorted keys, its indent)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        return text
+    second = text.split("\n", 2)[1] if text.count("\n") > 1 else ""
+    indent = (len(second) - len(second.lstrip(" "))) or None
+    doc["job_run"] = job_run
+    return (
+        json.dumps(doc, indent=indent, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    )
+
+
 class OutputSet:
     """The files of one run in the output folder."""
 
-    def __init__(self, folder: str | os.PathLike, stamp: str):
+    def __init__(self, folder: str | os.PathLike, stamp: str, job_run: dict | None = None):
         self.folder = Path(folder)
         self.stamp = stamp
+        self.job_run = job_run  # added to every JSON output but the summary
         self.written: dict[str, str] = {}  # stable name -> timestamped file name
 
     def write(self, kind: str, ext: str, data: bytes | str) -> Path:
         """Write ``<kind>-<stamp>.<ext>`` and point ``<kind>.<ext>`` at it."""
+        if ext == "json" and kind != "summary" and self.job_run is not None:
+            data = _with_job_run(data, self.job_run)
         target = write_atomic(self.folder / f"{kind}-{self.stamp}.{ext}", data)
         self.written[f"{kind}.{ext}"] = target.name
         return target
@@ -100,6 +122,11 @@ class OutputSet:
         produce(target)
         self.written[f"{kind}.{ext}"] = target.name
         return target
+
+    def current(self, stable: str) -> str | None:
+        """The file the stable name ``stable`` points to now (None when none)."""
+        p = self.folder / stable
+        return os.readlink(p) if p.is_symlink() else (stable if p.is_file() else None)
 
     def publish(self) -> None:
         """Point every stable name at this run's file (last, so `latest` moves only

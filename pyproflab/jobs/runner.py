@@ -247,17 +247,19 @@ def _pgo(
         chosen = workflows.narrow(sel, service=svc, version=version)
         item: dict[str, Any] = {"service": svc, "version": version}
         summary["pgo"].append(item)
+        kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         try:
             res = pgo(store, chosen, top=p.top)
+            why = res.refusal
         except StoreIOError:
             raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
-            item["skipped"] = str(e)
+            res, why = None, str(e)
+        if why is not None or res is None:
+            # The stable name keeps an earlier run's profile on purpose: a PGO
+            # build is better with a slightly old profile than with none.
+            item.update(skipped=why, kept=out.current(f"{kind}.pgo"))
             continue
-        if not res.ok:
-            item["skipped"] = res.refusal
-            continue
-        kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         out.write_file(kind, "pgo", lambda path, res=res: res.write(path, verify=p.verify))
         item.update(inputs=len(res.inputs), edges=len(res.edges), verify=res.verify_note)
         out.write(f"pgo-{_safe(svc)}", "json", reports.render(res, "json"))
@@ -411,7 +413,9 @@ def run_job(
             run_id, stamp_time = state.start_run(store, spec.name, fp, started), started
         stamp = outputs.make_stamp(stamp_time.astimezone(UTC), run_id)
         summary.update(run_id=run_id, stamp=stamp)
-        out = outputs.OutputSet(out_dir, stamp)
+        out = outputs.OutputSet(
+            out_dir, stamp, {"job": spec.name, "run_id": run_id, "stamp": stamp}
+        )
 
         # 4. analyses, each writing its outputs, then the run's record, last:
         # a run that fails before it (a full disk, a bug) is recorded as failed.

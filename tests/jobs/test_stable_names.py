@@ -66,3 +66,28 @@ def test_retention_never_leaves_a_stable_name_dangling(skipping_job):
     assert [p.name for p in links if not p.exists()] == []
     assert summaries[0]["stamp"] in os.readlink(out / "default.pgo")
     assert read_profile(out / "default.pgo").samples.num_rows > 0
+
+
+def test_each_json_output_says_which_run_wrote_it(skipping_job):
+    """pgo-svc.json (and every report JSON) said nothing of its run: after runs
+    that skipped PGO, a reader of it (or of default.pgo) alone could not tell it
+    was run 1's. Now each JSON output carries job_run, and the summary of a run
+    that skipped PGO names the profile default.pgo still points to."""
+    import json
+
+    out, summaries = skipping_job
+    first, last = summaries[0], summaries[-1]
+    doc = json.loads((out / "pgo-svc.json").read_text())
+    assert doc["job_run"] == {"job": "test-job", "run_id": 1, "stamp": first["stamp"]}
+    reg = json.loads((out / f"regressions-svc-{first['stamp']}.json").read_text())
+    assert reg["job_run"]["run_id"] == 1 and reg["rows"]
+    assert last["pgo"][0]["kept"] == os.readlink(out / "default.pgo")
+    assert first["stamp"] in last["pgo"][0]["kept"]
+    assert "job_run" not in json.loads((out / "summary.json").read_text())
+
+
+def test_a_skipped_pgo_log_line_names_the_profile_kept():
+    from pyproflab.jobs import run_line
+
+    summary = {"pgo": [{"service": "svc", "skipped": "no samples", "kept": "default-x-r1.pgo"}]}
+    assert run_line.skipped(summary) == [("pgo of svc", "no samples (default-x-r1.pgo kept)")]
