@@ -52,6 +52,11 @@ def _plural(what: str, n: int) -> str:
     return what if n == 1 or not rest else f"{noun}s {rest}"
 
 
+def new_profiles(n: int) -> str:
+    """'1 new profile', '0 new profiles', '24 new profiles'."""
+    return f"{n} new profile{'s' * (n != 1)}"
+
+
 def skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The analyses asked for that did not run, as (what, why): a skipped
     analysis (one version only, a mistyped ``per`` counter, no GC data, a

@@ -298,7 +298,7 @@ def _unchanged(
     code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
     line = (
         f"{job}: unchanged since run {prev['run_id']} "
-        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles"
+        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {run_line.new_profiles(ingested)}"
         f"{run_line.refused(summary)}, nothing written{run_line.removed(summary)}; exit {code}"
     )
     summary.update(unchanged_since=prev["run_id"], exit_code=code)
@@ -428,7 +428,8 @@ def run_job(
                 log(summary["error"])
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             line = (
-                f"{spec.name}: run {run_id}: {ingested} new profiles{run_line.refused(summary)}, "
+                f"{spec.name}: run {run_id}: {run_line.new_profiles(ingested)}"
+                f"{run_line.refused(summary)}, "
                 f"{n_profiles} selected, {run_line.findings_part(spec, findings, summary, log)}, "
                 f"{len(out.written)} outputs in {out_dir}{run_line.removed(summary)}; exit {code}"
             )
