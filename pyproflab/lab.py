@@ -330,18 +330,11 @@ class Lab:
         ``{"version": "v1"}``): CPU with intervals, memory, and, from a build log
         (its text, as ``pgo_build_log`` gives it, or a ``Path`` to it), the
         compiler's PGO decisions (``PgoEffect``)."""
-        from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect
+        from pyproflab.analyses.pgo_effect import EffectOptions, pgo_effect, read_build_log
 
         before, after = Selection.of(before, "before"), Selection.of(after, "after")
         if isinstance(log, os.PathLike):
-            from pathlib import Path
-
-            from pyproflab.errors import UsageError
-
-            try:
-                log = Path(log).read_text(encoding="utf-8", errors="replace")
-            except OSError as e:
-                raise UsageError(f"{log}: cannot read: {e.strerror or e}") from None
+            log = read_build_log(log)
         return pgo_effect(self.store, before, after, EffectOptions.build(**options), log=log)
 
     @staticmethod

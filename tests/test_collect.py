@@ -290,6 +290,8 @@ def test_backoff_grows_and_is_jittered() -> None:
         (["--types", "cpu,wall"], "unknown profile type 'wall'"),
         (["--db", "/nonexistent-dir/x.duckdb"], "does not exist"),
         (["--seconds", "0"], "must be >= 1"),
+        (["--timeout", "inf"], "argument --timeout: must be a finite number > 0"),  # a traceback
+        (["--timeout", "nan"], "argument --timeout: must be a finite number > 0"),
     ],
 )
 def test_cli_usage_errors_exit_2(

@@ -32,7 +32,10 @@ Rules:
    ``... function call``. One row per distinct line, in the order first
    printed, with how many times it was printed (a call inlined into several
    callers' copies is printed again). ``build_log`` runs that build over the
-   module's packages.
+   module's packages. A build log read from a file (``read_build_log``) holds
+   compiler output: a ``# package`` line, a ``FILE.go:LINE:COL:`` message or
+   a decision; a file with a NUL byte (a binary) or none of those lines is
+   refused, so "no PGO decision" is said only of a log PGO decided nothing in.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ _HOT = re.compile(
     rf"at {_POS} in (?:big )?function (.+)$"
 )
 _DEVIRT = re.compile(rf"^{_POS}: PGO devirtualizing (interface|function) call (.+) to (.+)$")
+# A line the Go compiler prints in a build: a package header or a positioned message.
+_COMPILER = re.compile(r"^(# \S|\S+\.go:\d+:\d+: )", re.M)
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,26 @@ def parse_build_log(text: str) -> list[Decision]:
             seen[d] = len(rows)
             rows.append(d)
     return rows
+
+
+def read_build_log(path: str | os.PathLike) -> str:
+    """The text of the build log at ``path``; a UsageError naming it when it
+    cannot be read or is not a build log (module rule 3)."""
+    from pathlib import Path
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
+    if b"\0" in data:
+        raise UsageError(f"{path}: not a build log (binary data)")
+    text = data.decode("utf-8", errors="replace")
+    if not (_COMPILER.search(text) or parse_build_log(text)):
+        raise UsageError(
+            f"{path}: not a build log (no compiler output: expected the output of "
+            "go build -pgo=PROFILE -gcflags=-m -d=pgodebug=1)"
+        )
+    return text
 
 
 def build_log(

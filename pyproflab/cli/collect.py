@@ -18,18 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 from pyproflab.cli.newstore import removed_if_empty
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return v
 
 
 def _nonneg_float(text: str) -> float:
@@ -42,19 +32,6 @@ def _nonneg_float(text: str) -> float:
     return v
 
 
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text!r}")
-        return v
-
-    return parse
-
-
 class Command:
     __doc__ = __doc__
 
@@ -64,7 +41,7 @@ class Command:
         common.add_db_option(parser)
         parser.add_argument(
             "--seconds",
-            type=_int_at_least(1),
+            type=argtypes.at_least(1),
             default=10,
             metavar="N",
             help="the window: CPU profile and delta profiles over N seconds (default 10)",
@@ -89,21 +66,21 @@ class Command:
         )
         parser.add_argument(
             "--timeout",
-            type=_positive_float,
+            type=argtypes.seconds,
             default=10.0,
             metavar="S",
             help="connect/read timeout in seconds, on top of N for windowed requests (default 10)",
         )
         parser.add_argument(
             "--retries",
-            type=_int_at_least(0),
+            type=argtypes.at_least(0),
             default=2,
             metavar="N",
             help="retries of a transient fault (refused, timeout, 5xx) with backoff (default 2)",
         )
         parser.add_argument(
             "--concurrency",
-            type=_int_at_least(1),
+            type=argtypes.at_least(1),
             default=16,
             metavar="N",
             help="requests at once (default 16; windowed requests beyond it start late)",

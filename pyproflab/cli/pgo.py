@@ -179,6 +179,8 @@ class Command:
             return self.diff(args)
         if args.files and args.files[0] in pgo_tools.TOOLS:
             return pgo_tools.TOOLS[args.files[0]](args)
+        if args.files:
+            _refuse_a_mistyped_subcommand(args.files[0])
         if not args.output:
             raise UsageError("-o/--output is required (e.g. -o cmd/app/default.pgo)")
         if args.files and (args.db or _has_store_selection(args)):
@@ -238,6 +240,34 @@ class Command:
         d.old_name, d.new_name = paths
         common.write_output(reports.render(d, args.format), args.output)
         return 0
+
+
+def _refuse_a_mistyped_subcommand(first: str) -> None:
+    """A first word that is no file and one edit from a subcommand (``pgo chek``)
+    was meant as that subcommand: said in one line (a UsageError), instead of
+    "-o/--output is required" or a merge refusing "chek: no such file"."""
+    import os
+
+    from pyproflab.errors import UsageError
+
+    if os.path.lexists(first):
+        return
+    for name in ("diff", *pgo_tools.TOOLS):
+        if _one_edit(first, name):
+            raise UsageError(f"{first}: no such file; did you mean 'pgo {name}'?")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b`` with one letter added, dropped, changed, or two
+    neighbours swapped."""
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+        return len(diff) == 1 or (swapped and a[diff[1]] == b[diff[0]])
+    short, long = sorted((a, b), key=len)
+    return len(long) == len(short) + 1 and any(
+        long[:i] + long[i + 1 :] == short for i in range(len(long))
+    )
 
 
 def _has_store_selection(args: argparse.Namespace) -> bool:

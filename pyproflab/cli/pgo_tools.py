@@ -56,10 +56,8 @@ def run_weights(args: argparse.Namespace) -> int:
 
 def run_effect(args: argparse.Namespace) -> int:
     """``pgo effect --before K=V... --after K=V... [--build-log LOG | --source DIR --pgo P]``."""
-    from pathlib import Path
-
     from pyproflab import reports
-    from pyproflab.analyses.pgo_effect import EffectOptions, build_log, pgo_effect
+    from pyproflab.analyses.pgo_effect import EffectOptions, build_log, pgo_effect, read_build_log
     from pyproflab.errors import UsageError
     from pyproflab.store.select import Selection
 
@@ -69,10 +67,7 @@ def run_effect(args: argparse.Namespace) -> int:
         raise UsageError("give --build-log LOG, or --source DIR with --pgo PROFILE, not both")
     log = None
     if args.build_log:
-        try:
-            log = Path(args.build_log).read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise UsageError(f"{args.build_log}: cannot read: {e.strerror or e}") from None
+        log = read_build_log(args.build_log)
     elif args.source or args.pgo:
         if not (args.source and args.pgo):
             raise UsageError("--source DIR and --pgo PROFILE go together")

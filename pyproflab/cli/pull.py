@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 from pyproflab.cli.newstore import removed_if_empty
 
 
@@ -29,7 +29,7 @@ def _datadog(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query", required=True, help="Datadog profile query, e.g. 'service:x env:y'")
     p.add_argument("--site", help="Datadog site (default $DD_SITE, else datadoghq.com)")
     p.add_argument(
-        "--top", type=_at_least(1), metavar="N", help="only the N profiles with most CPU"
+        "--top", type=argtypes.at_least(1), metavar="N", help="only the N profiles with most CPU"
     )
     p.add_argument(
         "--types", default="cpu", help="cpu, heap, mutex, block, goroutine or all (default cpu)"
@@ -52,7 +52,10 @@ def _pyroscope(p: argparse.ArgumentParser) -> None:
     _windowed(p, "Pyroscope")
     p.add_argument("--tenant", help="X-Scope-OrgID of a multi-tenant server")
     p.add_argument(
-        "--go-pgo", type=_at_least(1, 1000), metavar="N", help="goPgo: keep N leaf frames (1-1000)"
+        "--go-pgo",
+        type=argtypes.at_least(1, 1000),
+        metavar="N",
+        help="goPgo: keep N leaf frames (1-1000)",
     )
     p.add_argument("--legacy", action="store_true", help="use /pyroscope/render (older servers)")
 
@@ -74,31 +77,10 @@ def _flag(flag: str, parse, text: str):
         raise UsageError(f"{flag}: {e}") from None
 
 
-def _seconds(text: str) -> float:
-    """--timeout: a finite number > 0 (nan and inf reached socket.settimeout: a traceback)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
-
-
-def _at_least(low: int, high: int | None = None):
-    """A whole number >= ``low`` (and <= ``high``), named with the flag by argparse."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if v < low or (high is not None and v > high):
-            within = f"from {low} to {high}" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"must be {within}, got {text!r}")
-        return v
-
-    return parse
+# Where a URL's credentials go on this command line (a job's key is auth_env).
+_AUTH_ENV_FLAG = (
+    "put the Authorization value in an environment variable and name it with --auth-env"
+)
 
 
 class Command:
@@ -116,28 +98,28 @@ class Command:
             p.add_argument("--until", help="to (default now)")
             p.add_argument(
                 "--timeout",
-                type=_seconds,
+                type=argtypes.seconds,
                 default=30.0,
                 metavar="S",
                 help="seconds for each request, all of it (default 30)",
             )
             p.add_argument(
                 "--retries",
-                type=_at_least(0),
+                type=argtypes.at_least(0),
                 default=3,
                 metavar="N",
                 help="of 429, 5xx, network failures (default 3)",
             )
             p.add_argument(
                 "--max-mib",
-                type=_at_least(1),
+                type=argtypes.at_least(1),
                 default=256,
                 metavar="N",
                 help="largest body in MiB (default 256)",
             )
             p.add_argument(
                 "--batch-size",
-                type=_at_least(1),
+                type=argtypes.at_least(1),
                 default=16,
                 metavar="N",
                 help="profiles per store transaction (default 16)",
@@ -163,6 +145,7 @@ class Command:
             max_bytes=args.max_mib << 20,
             retries=Retries(retries=args.retries),
             on_retry=lambda line: print(line, file=sys.stderr, flush=True),
+            url_advice=_AUTH_ENV_FLAG if "auth_env" in vars(args) else None,
         )
         values = vars(args)
         if "step" in values:

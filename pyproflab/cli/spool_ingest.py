@@ -23,6 +23,11 @@ def _part(text: str) -> tuple[int, int]:
     return int(i), int(n)
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 spool file``, ``2 spool files``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """--wait, --max-bytes and --duration as their help says (each was taken
     silently: --wait -1 or nan, --max-bytes 0 as no flag, --duration without --follow)."""
@@ -135,7 +140,8 @@ class Command:
                 present + r.present,
                 refused + r.refused,
             )
-        print(f"{files} spool files: {new} new profiles, {present} present, {refused} refused")
+        taken, stored = _count(files, "spool file"), _count(new, "new profile")
+        print(f"{taken}: {stored}, {present} present, {refused} refused")
         if files and refused == files:
             # As ingest: nothing taken was stored, so a scheduler must not read success.
             print(

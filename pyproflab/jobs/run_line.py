@@ -52,17 +52,24 @@ def _plural(what: str, n: int) -> str:
     return what if n == 1 or not rest else f"{noun}s {rest}"
 
 
+def new_profiles(n: int) -> str:
+    """'1 new profile', '0 new profiles', '24 new profiles'."""
+    return f"{n} new profile{'s' * (n != 1)}"
+
+
 def skipped(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The analyses asked for that did not run, as (what, why): a skipped
     analysis (one version only, a mistyped ``per`` counter, no GC data, a
     refused PGO input) is not an error of the run, so without saying so the
-    run's "0 findings" read as an answer it never computed."""
+    run's "0 findings" read as an answer it never computed. A skipped PGO
+    names the earlier run's profile its ``default.pgo`` still points to."""
     out = []
     for key in ("regressions", "over_time", "pgo"):
         for item in summary.get(key) or ():
             if "skipped" in item:
                 name = f"{key.replace('_', '-')} of {item['service'] or 'all'}"
-                out.append((name, str(item["skipped"])))
+                kept = f" ({item['kept']} kept)" if item.get("kept") else ""
+                out.append((name, f"{item['skipped']}{kept}"))
     if "skipped" in (summary.get("gogc") or {}):
         out.append(("gogc", str(summary["gogc"]["skipped"])))
     return out

@@ -247,17 +247,19 @@ def _pgo(
         chosen = workflows.narrow(sel, service=svc, version=version)
         item: dict[str, Any] = {"service": svc, "version": version}
         summary["pgo"].append(item)
+        kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         try:
             res = pgo(store, chosen, top=p.top)
+            why = res.refusal
         except StoreIOError:
             raise  # a damaged store fails the run (exit 2), never a skipped step
         except ProflabError as e:
-            item["skipped"] = str(e)
+            res, why = None, str(e)
+        if why is not None or res is None:
+            # The stable name keeps an earlier run's profile on purpose: a PGO
+            # build is better with a slightly old profile than with none.
+            item.update(skipped=why, kept=out.current(f"{kind}.pgo"))
             continue
-        if not res.ok:
-            item["skipped"] = res.refusal
-            continue
-        kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         out.write_file(kind, "pgo", lambda path, res=res: res.write(path, verify=p.verify))
         item.update(inputs=len(res.inputs), edges=len(res.edges), verify=res.verify_note)
         out.write(f"pgo-{_safe(svc)}", "json", reports.render(res, "json"))
@@ -296,7 +298,7 @@ def _unchanged(
     code = EXIT_ERROR if source_failed else int(prev["exit_code"] or 0)
     line = (
         f"{job}: unchanged since run {prev['run_id']} "
-        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {ingested} new profiles"
+        f"({prev['finished_at']:%Y-%m-%d %H:%M:%SZ}); {run_line.new_profiles(ingested)}"
         f"{run_line.refused(summary)}, nothing written{run_line.removed(summary)}; exit {code}"
     )
     summary.update(unchanged_since=prev["run_id"], exit_code=code)
@@ -333,9 +335,11 @@ def _write_run(
     summary: dict[str, Any],
     source_failed: bool,
 ) -> tuple[int, int]:
-    """Run the analyses, write their outputs and the summary, and publish them:
-    (findings, exit code). The code is 2 when a source failed, else 1 with
-    findings, else 0. A failed write (a full disk) is one line."""
+    """Run the analyses, write their outputs and the summary, and publish them,
+    withdrawing the stable names of earlier runs' reports this one did not
+    write (``outputs`` rules): (findings, exit code). The code is 2 when a
+    source failed, else 1 with findings, else 0. A failed write (a full disk)
+    is one line."""
     try:
         findings = _analyse_and_write(store, spec, sel, out, summary)
         if nothing := _analysed_nothing(store, spec, sel, summary):
@@ -343,9 +347,10 @@ def _write_run(
         failed = source_failed or bool(nothing)
         code = EXIT_ERROR if failed else (EXIT_FINDINGS if findings else EXIT_OK)
         summary.update(findings=findings, exit_code=code, finished_at=datetime.now(UTC).isoformat())
+        summary["withdrawn"] = out.stale()  # reports of an earlier run, not of this one
         text = json_text(summary, indent=2)
         out.write("summary", "json", text)
-        out.publish()
+        out.publish(summary["withdrawn"])
     except OSError as e:
         raise ProflabError(
             f"{spec.name}: cannot write the job's outputs in {out.folder}: {e.strerror or e}"
@@ -411,7 +416,9 @@ def run_job(
             run_id, stamp_time = state.start_run(store, spec.name, fp, started), started
         stamp = outputs.make_stamp(stamp_time.astimezone(UTC), run_id)
         summary.update(run_id=run_id, stamp=stamp)
-        out = outputs.OutputSet(out_dir, stamp)
+        out = outputs.OutputSet(
+            out_dir, stamp, {"job": spec.name, "run_id": run_id, "stamp": stamp}
+        )
 
         # 4. analyses, each writing its outputs, then the run's record, last:
         # a run that fails before it (a full disk, a bug) is recorded as failed.
@@ -421,7 +428,8 @@ def run_job(
                 log(summary["error"])
             summary["pruned"] = outputs.prune(out_dir, spec.retention.keep_runs)
             line = (
-                f"{spec.name}: run {run_id}: {ingested} new profiles{run_line.refused(summary)}, "
+                f"{spec.name}: run {run_id}: {run_line.new_profiles(ingested)}"
+                f"{run_line.refused(summary)}, "
                 f"{n_profiles} selected, {run_line.findings_part(spec, findings, summary, log)}, "
                 f"{len(out.written)} outputs in {out_dir}{run_line.removed(summary)}; exit {code}"
             )

@@ -13,7 +13,9 @@ Rules:
   honouring the server's Retry-After; others fail at once.
 - The API's base URL is ``http://`` or ``https://`` with a host and holds no
   credentials (``targets.check_url``): secrets never come from a URL, so none
-  is shown or stored with the source's name, nor sent as a Basic value.
+  is shown or stored with the source's name, nor sent as a Basic value. The
+  refusal's advice (``url_advice``) names where credentials go instead, as
+  the caller spells it (a job's ``auth_env``, the pull command's --auth-env).
 - ``secrets()`` gives the headers holding credentials (read from the
   environment when a request is made); they go to the API's own URL only,
   never to a redirect, and are never written: errors name the source, the
@@ -67,12 +69,15 @@ class Api:
     retries: Retries = field(default_factory=Retries)
     on_retry: OnRetry | None = None
     requests: int = 0
+    #: where credentials go instead of the URL, as the caller names it
+    url_advice: str | None = None
 
     def __post_init__(self) -> None:
-        from pyproflab.sources.targets import check_url
+        from pyproflab.sources.targets import AUTH_ENV_ADVICE, check_url
 
+        advice = self.url_advice or AUTH_ENV_ADVICE
         try:
-            self.base_url = check_url(self.base_url, "the server's URL")
+            self.base_url = check_url(self.base_url, "the server's URL", advice)
         except ValueError as e:
             raise SourceError(self.source, str(e)) from None
 

@@ -19,7 +19,9 @@ Rules:
 - Keys come from ``DD_API_KEY`` and ``DD_APP_KEY`` (or the variables named),
   read when a request is made, sent as ``DD-API-KEY`` and
   ``DD-APPLICATION-KEY`` to the API's own host only, written nowhere. The site
-  is ``site`` (default ``DD_SITE``, else datadoghq.com).
+  is ``site`` (default ``DD_SITE``, else datadoghq.com). The source is named
+  ``datadog:SITE``, or ``datadog:URL`` when ``base_url`` is given (the URL
+  the requests went to, without credentials, not a site none went to).
 - The query gets ``runtime:go`` unless it names a runtime or language (as
   datadog-pgo does), unless ``any_runtime``.
 - ``top``: only the N profiles of the range with the most CPU cores
@@ -106,7 +108,10 @@ class DatadogSource:
             raise SourceError(self.name, f"unknown profile type {unknown[0]!r} (one of {names})")
         if self.top is not None and self.top < 1:
             raise SourceError(self.name, "top must be at least 1")
-        self.api = self.options.api(self.name, self.base_url or f"https://app.{self.site}")
+        # Datadog takes keys, not an Authorization value: the same advice everywhere.
+        advice = f"the keys are read from {self.api_key_env} and {self.app_key_env}"
+        url = self.base_url or f"https://app.{self.site}"
+        self.api = self.options.api(self.name, url, url_advice=advice)
         self.api.secrets = self._keys
 
     @classmethod
@@ -121,6 +126,11 @@ class DatadogSource:
 
     @property
     def name(self) -> str:
+        """``datadog:SITE``, or ``datadog:URL`` with ``base_url``: where the requests go."""
+        if self.base_url:
+            from pyproflab.sources.targets import redact_url
+
+            return f"datadog:{redact_url(self.base_url.rstrip('/'))}"
         return f"datadog:{self.site}"
 
     def _keys(self) -> dict[str, str]:

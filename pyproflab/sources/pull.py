@@ -52,8 +52,12 @@ class PullOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     retries: Retries = field(default_factory=Retries)
     on_retry: OnRetry | None = None
+    #: where credentials go instead of the URL (None: a job's ``auth_env``)
+    url_advice: str | None = None
 
     def api(self, source: str, base_url: str, **kw) -> Api:
+        """The source's client; ``kw`` (headers, a source's own ``url_advice``) win."""
+        settings = {"url_advice": self.url_advice, **kw}
         return Api(
             source,
             base_url,
@@ -61,7 +65,7 @@ class PullOptions:
             max_bytes=self.max_bytes,
             retries=self.retries,
             on_retry=self.on_retry,
-            **kw,
+            **settings,
         )
 
 

@@ -101,20 +101,23 @@ def redact_url(url: str) -> str:
     return _USERINFO.sub("", shown)
 
 
-def check_url(url: str, what: str = "url") -> str:
+# Where the Authorization value goes instead of a URL: a targets file's and a
+# job's key (the pull command has --auth-env, Datadog its key variables).
+AUTH_ENV_ADVICE = "put the Authorization value in an environment variable and name it in auth_env"
+
+
+def check_url(url: str, what: str = "url", advice: str = AUTH_ENV_ADVICE) -> str:
     """The normalized base URL (``http://`` or ``https://``, a host, no credentials,
     query or fragment), or ValueError with a reason that never shows credentials;
-    ``what`` names the URL in the reason."""
+    ``what`` names the URL in the reason, ``advice`` says where credentials go
+    instead (it must fit where the URL was given)."""
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises ValueError for a bad port
     except ValueError:
         raise ValueError(f"{what} is not a valid URL") from None
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise ValueError(
-            f"{what} must not hold credentials (put the Authorization value in an "
-            "environment variable and name it in auth_env)"
-        )
+        raise ValueError(f"{what} must not hold credentials ({advice})")
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"{what} must start with http:// or https://, got {redact_url(url)!r}")
     if not parts.hostname:

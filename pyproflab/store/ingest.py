@@ -271,6 +271,9 @@ def ingest_paths(
     _check_sizes(max_bytes, batch_size, batch_bytes)
     # The store and its side files may sit in a folder walked: never inputs.
     files, datasets, refused = expand_paths(paths, defaults, path_template, store.own_files())
+    from pyproflab.store.parquet import check_dataset, import_parquet
+
+    checked = [check_dataset(d) for d in datasets]  # refused before any file is stored
     report = IngestReport(refused=list(refused))
     job = FileJob(
         defaults or ProfileMeta(),
@@ -310,10 +313,8 @@ def ingest_paths(
             # 10,000 small profiles).
             checkpoint(store)
 
-    for d in datasets:
-        from pyproflab.store.parquet import import_parquet
-
-        report.add(import_parquet(store, d))
+    for d, c in zip(datasets, checked, strict=True):
+        report.add(import_parquet(store, d, c))
     _store_traces(store, traces, report)
     return report
 

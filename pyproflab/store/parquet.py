@@ -312,15 +312,24 @@ def read_marker(d: Path) -> dict:
     return marker
 
 
-def import_parquet(store: Store, directory: str | os.PathLike) -> IngestReport:
-    """Add a dataset's profiles that the store lacks (by content_hash) and the
-    rows of its other tables that the store lacks (by key), in one
-    transaction. Returns new/present profile counts like ``ingest_paths``,
-    and the GC metric rows and traces added."""
+def check_dataset(directory: str | os.PathLike) -> tuple[Path, list[str]]:
+    """The dataset's folder and its tables beyond the profile tables, once its
+    marker, files and row counts are checked (``StoreError``, one line, if not)."""
     d = Path(directory)
     marker = read_marker(d)
     verify(d, marker)
-    whole = verify_counts(d, marker, PROFILE_TABLES, NOT_EXPORTED)
+    return d, verify_counts(d, marker, PROFILE_TABLES, NOT_EXPORTED)
+
+
+def import_parquet(
+    store: Store, directory: str | os.PathLike, checked: tuple[Path, list[str]] | None = None
+) -> IngestReport:
+    """Add a dataset's profiles that the store lacks (by content_hash) and the
+    rows of its other tables that the store lacks (by key), in one
+    transaction. Returns new/present profile counts like ``ingest_paths``,
+    and the GC metric rows and traces added. ``checked``: ``check_dataset``'s
+    answer, when the caller checked it before storing anything else."""
+    d, whole = checked or check_dataset(directory)
     report = IngestReport()
     with store.transaction():
         _import_profiles(store, d, report)

@@ -211,3 +211,32 @@ def test_safeguard_keeps_scratch_out_of_walk(effect, go_bin, tmp_path):
         return {(d.file, d.line, d.callee, d.target) for d in ds if d.target is not None}
 
     assert devirt(effect.decisions) and devirt(effect.decisions) == devirt(guarded)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, "binary"),
+     (b"hello\nworld\n", "no compiler output"),
+     (b"", "no compiler output")],
+)  # fmt: skip
+def test_cli_build_log_that_is_no_build_log_is_one_line(
+    store_path, tmp_path, capsys, content, problem
+):
+    """`--build-log BINARY` said "the build log holds no PGO decision" and exited
+    0: a file that is not a build log at all is one line naming it, exit 2."""
+    path = tmp_path / "not.log"
+    path.write_bytes(content)
+    args = ["pgo", "effect", "--db", str(store_path), "--before", "version=nopgo"]
+    assert cli_main([*args, "--after", "version=pgo", "--build-log", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"pyproflab: error: {path}: not a build log ({problem}"), err
+
+
+def test_cli_build_log_without_pgo_decisions_is_a_note(store_path, tmp_path, capsys):
+    """Compiler output without a PGO decision is a build log: PGO decided nothing."""
+    path = tmp_path / "build.log"
+    path.write_text("# example.com/x\n./a.go:3:4: can inline f with cost 3\n")
+    args = ["pgo", "effect", "--db", str(store_path), "--before", "version=nopgo"]
+    assert cli_main([*args, "--after", "version=pgo", "--build-log", str(path)]) == 0
+    assert "holds no PGO decision" in capsys.readouterr().out

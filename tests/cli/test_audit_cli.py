@@ -256,3 +256,31 @@ def test_every_serve_option_says_its_default() -> None:
             continue
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         assert f"default {shown})" in (action.help or ""), action.option_strings
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant"),
+    [(["chek"], "check"), (["chek", "-o", "x.pgo"], "check"), (["wieghts", "a.pb"], "weights"),
+     (["efect", "--before", "v=1"], "effect"), (["dif", "a", "b"], "diff")],
+)  # fmt: skip
+def test_pgo_typo_of_a_subcommand_suggests_it(tmp_path, monkeypatch, capsys, argv, meant) -> None:
+    """`pgo chek` said "-o/--output is required", and with -o "not writing x.pgo:
+    chek: no such file" (exit 0): a missing file one edit from a subcommand is
+    named with the subcommand it was likely meant to be."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["pgo", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err == f"pyproflab: error: {argv[0]}: no such file; did you mean 'pgo {meant}'?\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pgo_file_named_like_a_typo_is_a_file(tmp_path, monkeypatch, capsys) -> None:
+    """A file that is there is a profile, whatever its name; a missing one far
+    from every subcommand is not given a suggestion."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chek").write_bytes(b"not a profile")
+    main(["pgo", "chek", "-o", "x.pgo"])
+    assert "did you mean" not in capsys.readouterr().err
+    main(["pgo", "cpu.pb", "-o", "x.pgo"])
+    assert "did you mean" not in capsys.readouterr().err

@@ -252,3 +252,19 @@ def test_stdout_on_a_full_disk_is_one_line_not_a_bug(argv, tmp_path) -> None:
     assert "Traceback" not in res.stderr, res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert last == "pyproflab: error: stdout: cannot write: No space left on device", res.stderr
+
+
+def test_ingest_of_a_refused_dataset_beside_files_stores_nothing(tmp_path, capsys) -> None:
+    """``ingest DATASET cpu.pb.gz`` with a damaged dataset stored the file, then
+    failed on the dataset: exit 2 under the dataset's line alone, one profile in
+    the store and not a word of it. The dataset is checked before any file is
+    stored: the same line and exit 2, nothing stored."""
+    src, dst, ds = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "ds"
+    assert main(["ingest", str(GO / "heap.pb.gz"), "--db", str(src)]) == 0
+    assert main(["export", "--db", str(src), "--parquet", str(ds)]) == 0
+    with open(ds / "stacks.parquet", "ab") as f:
+        f.write(b"x")
+    capsys.readouterr()
+    assert main(["ingest", str(ds), str(GO / "cpu.pb.gz"), "--db", str(dst)]) == 2
+    assert "stacks.parquet differs from the export" in capsys.readouterr().err
+    assert not dst.exists()  # the command's new store, with nothing in it, is not left

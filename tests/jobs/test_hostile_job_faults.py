@@ -85,10 +85,17 @@ def _state(db: Path) -> dict:
 
 def _outputs(folder: Path) -> dict[str, bytes]:
     """The stable names' contents, the summary left out (it holds times); the output
-    folder and the run's stamp (time and run id) in the text are made placeholders."""
+    folder and the run's stamp (time and run id, also in ``job_run``) in the text
+    are made placeholders."""
     return {
         p.name: re.sub(
-            rb"-\d{8}T\d{6}Z-r\d+", b"-STAMP", p.read_bytes().replace(str(folder).encode(), b"OUT")
+            rb'"run_id": \d+',
+            b'"run_id": RUN',
+            re.sub(
+                rb"\d{8}T\d{6}Z-r\d+",
+                b"STAMP",
+                p.read_bytes().replace(str(folder).encode(), b"OUT"),
+            ),
         )
         for p in sorted(folder.iterdir())
         if p.is_symlink() and p.name != "summary.json"

@@ -248,11 +248,11 @@ def test_collect_problems_beside_stored_profiles_are_on_the_run_line(go_profiles
     finally:
         server.shutdown()
         server.server_close()
-    assert ": run 1: 1 new profiles, 1 target skipped, " in result.line, result.line
+    assert ": run 1: 1 new profile, 1 target skipped, " in result.line, result.line
     source = result.summary["sources"][0]
     assert (source["new"], source["targets_skipped"]) == (1, 1), source
     scrapes = source["scrapes_failed"]
     assert scrapes >= 1, source
     failed = f"{scrapes} scrape{'s' * (scrapes != 1)} failed"
-    assert f": run 1: 1 new profiles, 1 target skipped, {failed}, 1 selected" in result.line
+    assert f": run 1: 1 new profile, 1 target skipped, {failed}, 1 selected" in result.line
     assert result.exit_code == 0, result.line

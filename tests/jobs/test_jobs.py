@@ -141,7 +141,7 @@ def test_job_findings_outputs_and_exactly_once(drop_source, tmp_path):
     job.write_text(job.read_text().replace(f'path = "{drop_source}"', f'path = "{extra}"'))
     res3 = run_cli("job", "run", str(job))
     assert res3.returncode in (0, 1), res3.stderr
-    assert "run 2:" in res3.stdout and "1 new profiles" in res3.stdout
+    assert "run 2:" in res3.stdout and "1 new profile," in res3.stdout
     s3 = json.loads((out / "summary.json").read_text())
     assert s3["run_id"] == 2 and s3["stamp"] != summary["stamp"]
     assert (out / f"summary-{summary['stamp']}.json").is_file()  # the old one is kept

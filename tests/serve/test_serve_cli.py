@@ -135,6 +135,14 @@ def test_spool_ingest_once(tmp_path):
     assert len(stored_rows(db)) == 3 and spool.pending() == []
 
 
+def test_spool_ingest_of_one_file_says_it_in_the_singular(tmp_path):
+    """It said "1 spool files: 1 new profiles, 0 present, 0 refused"."""
+    _spool_of(tmp_path / "spool", 1)
+    res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(tmp_path / "s.duckdb"))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "1 spool file: 1 new profile, 0 present, 0 refused"
+
+
 def test_spool_ingest_by_shares_and_serve_starts_one_ingester_a_share(tmp_path):
     from pyproflab.serve.run import ingester_argv, ingester_argvs
 
@@ -251,7 +259,7 @@ def test_spool_ingest_of_refused_files_only_is_exit_2(tmp_path):
     db = tmp_path / "s.duckdb"
     res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db), "--batch-files", "2")
     assert res.returncode == 0, res.stderr  # the good file is stored
-    assert res.stdout.strip() == "3 spool files: 1 new profiles, 0 present, 2 refused"
+    assert res.stdout.strip() == "3 spool files: 1 new profile, 0 present, 2 refused"
     for i in range(2):
         (spool.ready / f"200{i}-1-{i}-8.push").write_bytes(b"garbage\n")
     res = cli("spool-ingest", str(tmp_path / "spool"), "--db", str(db))

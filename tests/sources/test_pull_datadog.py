@@ -85,7 +85,7 @@ def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
     with serve("datadog", _manifest(), tmp_path) as s:
         first = _pull(s.url, db)
         assert first.returncode == 0, first.stderr
-        assert "datadog:datadoghq.com: 5 new, 0 already present, 0 refused" in first.stdout
+        assert f"datadog:{s.url}: 5 new, 0 already present, 0 refused" in first.stdout
         log = s.log()
         assert sum(e["path"].endswith("/list") for e in log) == 3  # pages of 2
         assert sum(e["path"].endswith("/download") for e in log) == 5
@@ -104,7 +104,7 @@ def test_pull_is_exact_idempotent_and_writes_no_secret(tmp_path):
         assert not typo.stdout, typo.stdout  # was "...: 0 new, 0 already present, 0 refused"
         assert (
             typo.stderr.startswith(
-                "pyproflab: error: datadog:datadoghq.com: nothing matched the request "
+                f"pyproflab: error: datadog:{s.url}: nothing matched the request "
                 "in this time range ("
             )
             and typo.stderr.count("\n") == 1
@@ -185,7 +185,7 @@ def test_faults_retry_or_one_line_naming_the_source_and_request(tmp_path):
         res = _pull(s.url, tmp_path / "b.duckdb")
         assert res.returncode == 2
         assert res.stderr.strip().splitlines()[-1] == (
-            "pyproflab: error: datadog:datadoghq.com: POST /api/unstable/profiles/list: "
+            f"pyproflab: error: datadog:{s.url}: POST /api/unstable/profiles/list: "
             "expected application/json, got text/html"
         )
         assert not (tmp_path / "b.duckdb").exists()  # a failed pull leaves no store it made
@@ -235,7 +235,7 @@ def test_missing_keys_are_one_line_naming_the_variable(tmp_path):
     )  # fmt: skip
     assert res.returncode == 2
     assert res.stderr.strip() == (
-        "pyproflab: error: datadog:datadoghq.com: environment variable DD_API_KEY "
+        "pyproflab: error: datadog:http://127.0.0.1:9: environment variable DD_API_KEY "
         "(the Datadog API key) is not set"
     )
     assert not (tmp_path / "x.duckdb").exists()  # no store made for a pull that failed
@@ -290,11 +290,9 @@ def test_a_job_whose_pull_gets_nothing_fails(tmp_path):
             runs[name] = cli("job", "run", str(job), env=KEYS)
     refused, typo = runs["refused"], runs["typo"]
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "datadog source failed: datadog:datadoghq.com: every profile refused (5)" in (
-        refused.stderr
-    )
+    assert f"datadog source failed: datadog:{s.url}: every profile refused (5)" in (refused.stderr)
     assert typo.returncode == 2, typo.stdout + typo.stderr
-    assert "datadog:datadoghq.com: nothing matched the request in this time range" in typo.stderr
+    assert f"datadog:{s.url}: nothing matched the request in this time range" in typo.stderr
 
 
 def test_progress_on_a_terminal_only(tmp_path):
@@ -314,3 +312,21 @@ def test_progress_on_a_terminal_only(tmp_path):
         piped = _pull(s.url, tmp_path / "piped.duckdb")
         assert piped.returncode == 0 and "5 new" in piped.stdout, piped.stderr
         assert "pulling" not in piped.stderr
+
+
+def test_a_base_url_is_the_source_named_and_stored(tmp_path):
+    """`pull datadog --base-url URL` named and stored its profiles' source as
+    "datadog:datadoghq.com", a site no request went to: the source is the URL used."""
+    db = tmp_path / "dd.duckdb"
+    with serve("datadog", _manifest(), tmp_path) as s:
+        res = _pull(s.url, db)
+    assert res.returncode == 0, res.stderr
+    assert f"datadog:{s.url}: 5 new, 0 already present, 0 refused" in res.stdout, res.stdout
+    assert "datadoghq.com" not in res.stdout + res.stderr
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        sources = [r[0] for r in con.execute("SELECT source FROM profiles").fetchall()]
+    assert len(sources) == 5 and all(
+        x.startswith(f"datadog:{s.url}/api/ui/profiling/profiles/") for x in sources
+    ), sources

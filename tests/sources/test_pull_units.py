@@ -25,6 +25,10 @@ from pyproflab.sources.pull import candidates, exact_selector, windows
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 
+PYRO_Q = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}"
+PARCA_Q = "parca_agent:samples:count:cpu:nanoseconds:delta{}"
+SECRET_URL = "http://bob:hunter2@127.0.0.1:9"
+
 
 def test_windows_are_whole_aligned_and_settled():
     got = list(
@@ -329,6 +333,54 @@ def test_top_and_go_pgo_out_of_range_name_their_flag(tmp_path: Path, kind, flag,
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert f"argument {flag}: " in lines[0] and repr(value) in lines[0], lines[0]
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "where", "advice"),
+    [("datadog", ["--query", "s:x", "--base-url", SECRET_URL],
+      "the keys are read from DD_API_KEY and DD_APP_KEY"),
+     ("pyroscope", [SECRET_URL, "--query", PYRO_Q], "name it with --auth-env"),
+     ("parca", [SECRET_URL, "--query", PARCA_Q], "name it with --auth-env")],
+)  # fmt: skip
+def test_a_url_with_credentials_gets_advice_that_fits_the_command_line(
+    tmp_path: Path, kind, where, advice
+):
+    """A URL holding credentials was told to "name it in auth_env", a job-file
+    key: the pull command's flag is --auth-env, and Datadog has neither."""
+    from support.pull_helpers import cli
+
+    db = tmp_path / "s.duckdb"
+    env = {"DD_API_KEY": "a", "DD_APP_KEY": "b"}
+    res = cli("pull", kind, *where, "--since", "6h", "--db", str(db), env=env)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "must not hold credentials" in lines[0] and advice in lines[0], lines[0]
+    assert "auth_env" not in lines[0] and "hunter2" not in lines[0], lines[0]
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "keys", "advice"),
+    [("datadog", 'query = "s:x"\nbase_url = "http://bob:hunter2@127.0.0.1:9"\n',
+      "the keys are read from DD_API_KEY and DD_APP_KEY"),
+     ("pyroscope", f'url = "http://bob:hunter2@127.0.0.1:9"\nquery = "{PYRO_Q}"\n',
+      "name it in auth_env")],  # the job-file key: right as it was
+)  # fmt: skip
+def test_a_url_with_credentials_gets_advice_that_fits_the_job_file(
+    tmp_path: Path, kind, keys, advice
+):
+    from support.pull_helpers import cli
+
+    job = tmp_path / "job.toml"
+    job.write_text(
+        '[job]\nname = "j"\nstore = "s.duckdb"\noutput = "out"\n'
+        f'[[source]]\nkind = "{kind}"\nsince = "6h"\n{keys}'
+    )
+    res = cli("job", "run", str(job), env={"DD_API_KEY": "a", "DD_APP_KEY": "b"})
+    failed = [ln for ln in res.stderr.splitlines() if "must not hold credentials" in ln]
+    assert res.returncode == 2 and len(failed) == 1, res.stderr
+    assert advice in failed[0] and "hunter2" not in failed[0], failed[0]
+    assert kind == "pyroscope" or "auth_env" not in failed[0], failed[0]
 
 
 @pytest.mark.parametrize("go_pgo", [0, -1, 1001])

@@ -1,0 +1,39 @@
+"""argparse types the commands share, so each flag's error line names that flag.
+
+- ``seconds``: a finite number > 0. nan and inf reached ``socket.settimeout``
+  (a ValueError and an OverflowError traceback), so both are refused here.
+- ``at_least(low, high=None)``: a whole number >= ``low`` (and <= ``high``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number >= ``low`` (and <= ``high``)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < low or (high is not None and v > high):
+            within = f"from {low} to {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {within}, got {text!r}")
+        return v
+
+    return parse
