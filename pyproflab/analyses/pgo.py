@@ -557,7 +557,8 @@ def _refuse_inputs(res: PgoResult, stripped_rows: list[int]) -> bool:
         why = "; ".join(f"{lbl}: {w}" for lbl, w in res.skipped) or "no inputs"
         res.refusal = "no input has a CPU sample type (samples/count or cpu/nanoseconds): " + why
     elif sum(i.samples for i in kept) == 0:
-        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} hold no samples"
+        verb = "holds" if len(kept) == 1 else "hold"
+        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} {verb} no samples"
     elif all(rows == 0 for rows in stripped_rows):
         res.refusal = (
             f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, all with value 0"
