@@ -292,6 +292,11 @@ def test_backoff_grows_and_is_jittered() -> None:
         (["--seconds", "0"], "must be >= 1"),
         (["--timeout", "inf"], "argument --timeout: must be a finite number > 0"),  # a traceback
         (["--timeout", "nan"], "argument --timeout: must be a finite number > 0"),
+        (
+            ["--metrics-interval", "inf"],
+            "argument --metrics-interval: must be a finite number >= 0",
+        ),
+        (["--metrics-interval", "-1"], "argument --metrics-interval: must be a finite number >= 0"),
     ],
 )
 def test_cli_usage_errors_exit_2(

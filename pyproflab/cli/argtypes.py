@@ -2,6 +2,8 @@
 
 - ``seconds``: a finite number > 0. nan and inf reached ``socket.settimeout``
   (a ValueError and an OverflowError traceback), so both are refused here.
+- ``interval``: a finite number of seconds >= 0, 0 turning a repeat off. inf
+  passed, and turned ``collect --metrics-interval`` off without a word.
 - ``at_least(low, high=None)``: a whole number >= ``low`` (and <= ``high``).
 """
 
@@ -20,6 +22,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def interval(text: str) -> float:
+    """A finite number of seconds >= 0 (0: off)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (0: off), got {text!r}")
     return v
 
 

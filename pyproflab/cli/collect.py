@@ -22,16 +22,6 @@ from pyproflab.cli import argtypes, common
 from pyproflab.cli.newstore import removed_if_empty
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return v
-
-
 class Command:
     __doc__ = __doc__
 
@@ -59,7 +49,7 @@ class Command:
         )
         parser.add_argument(
             "--metrics-interval",
-            type=_nonneg_float,
+            type=argtypes.interval,
             default=2.0,
             metavar="S",
             help="scrape /metrics every S seconds through the window; 0 turns it off (default 2)",
