@@ -14,26 +14,26 @@ import math
 from collections.abc import Callable
 
 
-def seconds(text: str) -> float:
-    """A finite number of seconds > 0."""
+def _finite_seconds(text: str, low: float, strict: bool, rule: str) -> float:
+    """``text`` as a finite number of seconds above ``low`` (or at it, unless
+    ``strict``); else an error line stating ``rule``."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    if not (math.isfinite(v) and (v > low if strict else v >= low)):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
     return v
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    return _finite_seconds(text, 0.0, True, "a finite number > 0")
 
 
 def interval(text: str) -> float:
     """A finite number of seconds >= 0 (0: off)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (v >= 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (0: off), got {text!r}")
-    return v
+    return _finite_seconds(text, 0.0, False, "a finite number >= 0 (0: off)")
 
 
 def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
