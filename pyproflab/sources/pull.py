@@ -226,35 +226,57 @@ class WindowedMerges:
         clash = self._overlapping(todo, keyed, known)
         for key in todo:
             if key in clash:
-                why = (
-                    f"overlaps the window [{_span(*clash[key])}) of this series stored before "
-                    "(another step or --go-pgo): its samples would count twice in every "
-                    "merge; pull with the step used before, or into another store"
-                )
-                yield Refused(self._what(*keyed[key]), why)
+                mine = self.series_text(keyed[key][0])
+                yield Refused(self._what(*keyed[key]), self._clash_reason(mine, *clash[key]))
             else:
                 yield from self._fetch(*keyed[key], key)
 
+    def _clash_reason(self, mine: str, series: str, a_ms: int, b_ms: int) -> str:
+        if series == mine:
+            before = "this series stored before (another step or --go-pgo)"
+        else:
+            before = f"{self.pull_of(series)}, stored before"
+        return (
+            f"overlaps the window [{_span(a_ms, b_ms)}) of {before}: its samples would "
+            "count twice in every merge; pull as before, or into another store"
+        )
+
     def _overlapping(
         self, todo: list[str], keyed: dict[str, Any], known: Known
-    ) -> dict[str, tuple[int, int]]:
-        """The windows to fetch that overlap another window of the same series
-        (another step or ``key_extra``) this source stored before: key -> the
-        stored window (ms). A window equal to a stored one was skipped as known."""
+    ) -> dict[str, tuple[str, int, int]]:
+        """The windows to fetch that overlap a window this source stored before
+        whose data may be the same (``may_share``: the same series under another
+        step or ``key_extra``; Pyroscope: a series and a render of a selector
+        matching it): key -> (the stored series text, its window in ms). A window
+        equal to a stored one was skipped as known."""
         under = getattr(known, "delivered_under", None)
         stored: dict[str, list[tuple[int, int]]] = {}
         for key in under(f"{self.type_id}|") if under is not None and todo else []:
             m = _STORED.match(key)
             if m:
-                stored.setdefault(m[1], []).append((int(m[2]), int(m[3])))
-        clash = {}
+                series = m[1][len(self.type_id) + 1 : -1]
+                stored.setdefault(series, []).append((int(m[2]), int(m[3])))
+        clash: dict[str, tuple[str, int, int]] = {}
+        sharing: dict[str, list[str]] = {}
         for key in todo if stored else []:
             labels, a, b = keyed[key]
-            prefix = f"{self.type_id}|{self.series_text(labels)}|"
-            hit = [w for w in stored.get(prefix, []) if w[0] < ms(b) and ms(a) < w[1]]
+            mine = self.series_text(labels)
+            if mine not in sharing:
+                sharing[mine] = [s for s in stored if s == mine or self.may_share(s, mine)]
+            a_ms, b_ms = ms(a), ms(b)
+            hit = [(s, *w) for s in sharing[mine] for w in stored[s] if w[0] < b_ms and a_ms < w[1]]
             if hit:
                 clash[key] = hit[0]
         return clash
+
+    def may_share(self, stored: str, series: str) -> bool:
+        """Whether the data of two different series texts may overlap (the
+        Pyroscope render's selector and a series: see there)."""
+        return False
+
+    def pull_of(self, series: str) -> str:
+        """The pull a stored series text came from, as a refusal names it."""
+        return f"{self.type_id}{series}"
 
     def _what(self, labels: dict[str, str], a: datetime, b: datetime) -> str:
         series = self.series_text(labels)

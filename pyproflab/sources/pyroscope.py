@@ -161,6 +161,28 @@ class PyroscopeSource(WindowedMerges):
     def series_text(self, labels: dict[str, str]) -> str:
         return f"render{self.selector}" if self.legacy else exact_selector(labels)
 
+    def may_share(self, stored: str, series: str) -> bool:
+        """A render of a selector (``render{...}``) and a series (``{...}``, exact
+        labels) share data when the series' labels match the selector; two
+        selectors do unless one asks a label for a value the other excludes
+        (a server's ``__`` labels, a bad regex and an unparsable text are taken
+        to match: a pull wrongly refused says so, a sample counted twice does not)."""
+        try:
+            a, b = _parsed(stored, self.name), _parsed(series, self.name)
+        except SourceError:  # a label name the selector syntax cannot hold: assume so
+            return True
+        if not (a[0] or b[0]):
+            return False  # two different series
+        if a[0] and b[0]:
+            return _compatible(a[1], b[1]) and _compatible(b[1], a[1])
+        labels, sel = (a[1], b[1]) if b[0] else (b[1], a[1])
+        return _satisfied({k: v for k, (_, v) in labels.items()}, sel)
+
+    def pull_of(self, series: str) -> str:
+        if series.startswith("render"):
+            return f"the legacy {RENDER} pull of {self.type_id}{series[len('render') :]}"
+        return f"the Connect (querier.v1) pull of series {self.type_id}{series}"
+
     def work(self, spans: list[tuple[datetime, datetime]]) -> Work:
         """(series labels, window start, end) of every window a series may have
         data in; the legacy render cannot list series: every window of the selector."""
@@ -268,6 +290,36 @@ def _matchers(selector: str, source: str) -> dict[str, tuple[str, str]]:
         out[m.group(1)] = (m.group(2), m.group(3))
         pos = m.end()
     return out
+
+
+Matchers = dict[str, tuple[str, str]]
+
+
+def _parsed(series: str, source: str) -> tuple[bool, Matchers]:
+    """(whether a render's selector, its matchers, values unescaped) of a series text."""
+    render = series.startswith("render")
+    ms_ = _matchers(series[len("render") :] if render else series, source)
+    return render, {k: (op, re.sub(r"\\(.)", r"\1", v)) for k, (op, v) in ms_.items()}
+
+
+def _holds(op: str, want: str, got: str) -> bool:
+    if op in ("=", "!="):
+        return (got == want) == (op == "=")
+    try:
+        return bool(re.fullmatch(want, got)) == (op == "=~")
+    except re.error:
+        return True
+
+
+def _satisfied(labels: dict[str, str], sel: Matchers) -> bool:
+    """Whether exact ``labels`` match a selector (a missing label is "")."""
+    return all(k.startswith("__") or _holds(op, v, labels.get(k, "")) for k, (op, v) in sel.items())
+
+
+def _compatible(a: Matchers, b: Matchers) -> bool:
+    """False when a label ``a`` asks to equal a value is one ``b`` excludes."""
+    fixed = {k: v for k, (op, v) in a.items() if op == "="}
+    return _satisfied(fixed, {k: m for k, m in b.items() if k in fixed})
 
 
 def _with_type(selector: str, type_id: str) -> str:
