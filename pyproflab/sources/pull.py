@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pyproflab.sources.api import (
     DEFAULT_MAX_BYTES,
@@ -135,6 +136,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def server_name(url: str) -> str:
+    """A pull's server URL as its source's name, one name per way of writing one
+    server: without credentials, query or fragment; scheme and host in lower
+    case (a DNS name without its final dot); ``localhost``, ``127.0.0.1`` and
+    ``[::1]`` written ``127.0.0.1``; the scheme's default port and trailing
+    slashes dropped. Names and addresses of one host (a DNS name and its IP,
+    two IPs) stay apart: only the network knows they meet."""
+    from pyproflab.sources.targets import redact_url
+
+    try:
+        parts = urlsplit(url.strip())
+        host, port, scheme = (parts.hostname or "").rstrip("."), parts.port, parts.scheme
+    except ValueError:
+        return redact_url(url)
+    host = "127.0.0.1" if host in _LOOPBACK else f"[{host}]" if ":" in host else host
+    netloc = host if port in (None, _DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    return redact_url(urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", "")))
+
+
 def _at(t_ms: int) -> datetime:
     return datetime.fromtimestamp(t_ms / 1000, UTC)
 
@@ -172,10 +196,8 @@ class WindowedMerges:
 
     @property
     def name(self) -> str:
-        """``KIND:URL``, the URL without credentials (as it is shown and stored)."""
-        from pyproflab.sources.targets import redact_url
-
-        return f"{self.kind}:{redact_url(self.base_url.rstrip('/'))}"
+        """``KIND:URL``, the URL as ``server_name`` writes it (shown and stored)."""
+        return f"{self.kind}:{server_name(self.base_url)}"
 
     def _auth(self) -> dict[str, str]:
         """The Authorization header, from ``auth_env``'s variable when a request is made."""

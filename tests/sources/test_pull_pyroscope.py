@@ -288,3 +288,20 @@ def test_a_render_pull_and_a_connect_pull_of_one_server_are_not_counted_twice(tm
         assert len(lines) == 6 and all(stored_by[first] in ln for ln in lines[:-1]), lines
         assert profile_count(db) == count
         assert store_top(db, "--type", "cpu", sample_index=0) == before
+
+
+def test_one_server_under_another_url_is_the_same_source(tmp_path):
+    """The server pulled with --step 10m through http://127.0.0.1:PORT, then with
+    the default 1h through http://LOCALHOST:PORT/, was two sources: "2 new", the
+    hour windows stored beside the ten-minute ones, their samples counted twice.
+    It is one source now, and the second pull is refused."""
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(), tmp_path) as s:
+        assert _pull(s.url, db).returncode == 0
+        count, before = profile_count(db), store_top(db)
+        other = s.url.replace("127.0.0.1", "LOCALHOST") + "/"
+        res = cli("pull", "pyroscope", other, "--query", QUERY, "--since", "6h", "--db", str(db),
+                  "--tenant", "acme")  # fmt: skip
+    assert res.returncode == 2 and "of this series stored before" in res.stderr, res.stderr
+    assert f"pyroscope:{s.url} " in res.stderr
+    assert profile_count(db) == count and store_top(db) == before
