@@ -92,14 +92,16 @@ def test_regressions_two_sides_fail_on_a_significant_increase(case, rc, planted_
     ],
 )
 def test_regressions_over_time_refuses_two_sides_options(extra, named, planted_store, capsys):
-    argv = ["regressions", "--db", str(planted_store), "--over-time", "--service", "regprog-transient"]
+    argv = ["regressions", "--db", str(planted_store), "--over-time"]
+    argv += ["--service", "regprog-transient"]
     assert main(argv + extra) == 2
     err = capsys.readouterr().err
     assert err == f"pyproflab: error: {named}: two sides' options; --over-time does not use them\n"
 
 
 def test_regressions_over_time_top_cuts_the_change_points(planted_store, capsys):
-    argv = ["regressions", "--db", str(planted_store), "--over-time", "--service", "regprog-transient"]
+    argv = ["regressions", "--db", str(planted_store), "--over-time"]
+    argv += ["--service", "regprog-transient"]
     assert main([*argv, "--format", "json"]) == 0
     every = json.loads(capsys.readouterr().out)["changes"]
     assert len(every) > 2
