@@ -121,6 +121,16 @@ class OverTimeResult:
     def _repr_html_(self) -> str:
         return render(self, "html")
 
+    def __str__(self) -> str:
+        """The text ``pyproflab regressions --over-time`` prints."""
+        return render(self, "text")
+
+    def __repr__(self) -> str:
+        return (
+            f"OverTimeResult({self.selection}, {self.windows.num_rows} windows, "
+            f"{self.changes.num_rows} changes)"
+        )
+
 
 def _f(y: np.ndarray, d: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
