@@ -162,6 +162,27 @@ def test_an_older_server_is_read_through_the_legacy_render(tmp_path):
     assert ours == theirs
 
 
+def test_the_legacy_render_asks_for_every_node_and_refuses_a_cut_graph(tmp_path):
+    """The render sent no max-nodes, so the server cut each flame graph to its
+    default node limit: a server whose default is 40 nodes (the published one is
+    8192, the recorded profiles have 145 to 428) gave a store whose `top` held
+    'other' (flat 5.46 s of 12.25 s). max-nodes is now sent; a server whose maximum
+    is below it answers 400: one line, nothing stored."""
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(legacy=True, max_nodes_default=40), tmp_path) as s:
+        res = _pull(s.url, db)
+        assert res.returncode == 0, res.stderr
+    ours = sorted((n, f, c) for n, f, c, _ in store_top(db, sample_index=0))
+    assert ours == sorted((r.label, r.flat, r.cum) for r in oracle_top(CPU_FILES).rows)
+    capped = tmp_path / "c.duckdb"
+    with serve("pyroscope", _manifest(legacy=True, max_nodes_max=40), tmp_path) as s:
+        res = _pull(s.url, capped)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "GET /pyroscope/render: HTTP 400 from " in res.stderr
+    assert f"refuses the render with max-nodes={1 << 20}" in res.stderr
+    assert not capped.exists()
+
+
 def test_kill_part_way_then_rerun(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("pyroscope", _manifest(), tmp_path) as s:
