@@ -78,6 +78,22 @@ def _warn_refused(report):
     return report
 
 
+def _warn_found_nothing(report, paths: list):
+    """``report``, after an ``InputsRefused`` warning when the paths held no input
+    at all (an empty folder, one of hidden files): the CLI exits 2 there, and
+    ``lab.ingest("profiles/")`` as a statement went on with zeros, silently. A
+    Parquet dataset is no such case: read whole, all of it is in the store."""
+    from pyproflab.keying.paths import expand_paths, held_nothing
+
+    found = report.new or report.present or report.refused or report.metric_rows
+    if not (found or report.traces or expand_paths(paths)[1]):
+        named = " ".join(os.fspath(p) for p in paths) or "ingest([])"
+        held = held_nothing(paths) if paths else "no paths given"
+        note = f"{named}: no profile files found ({held}); nothing stored"
+        warnings.warn(note, InputsRefused, stacklevel=3)
+    return report
+
+
 def _filtered(analysis: Callable[..., Any], profile: Profile, *args: Any, **kwargs: Any):
     """``analysis(profile, ...)``, then pprof's warning for each filter that matched
     nothing (``pprof_filters.warn_unmatched``)."""
@@ -197,7 +213,7 @@ class Lab:
                 batch_size=batch_size or BATCH_SIZE,
                 batch_bytes=batch_bytes or BATCH_BYTES,
             )
-        return _warn_refused(report)
+        return _warn_found_nothing(_warn_refused(report), paths)
 
     def pull(self, source: Source, request: Request | None = None, **options: Any):
         """Store what a source (``pyproflab.sources``: files, a Parquet dataset, live

@@ -390,3 +390,29 @@ def test_refused_inputs_warn(go_profiles, tmp_path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert lab.ingest(go_profiles["cpu"]).present == 1  # nothing refused: no warning
+
+
+def test_ingest_of_an_empty_folder_warns(tmp_path) -> None:
+    """lab.ingest of an empty folder returned zeros without a word (the CLI exits 2,
+    'no profile files found (empty folder)'): a notebook cell calling it as a
+    statement went on with nothing. It now warns in one line naming the folder
+    and the caller's line; the report is unchanged."""
+    from pyproflab.store.ingest_report import IngestReport, InputsRefused
+
+    empty = tmp_path / "profiles"
+    empty.mkdir()
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / ".part").write_bytes(b"x")
+    with pyproflab.open(":memory:") as lab:
+        skipped = "only hidden files or .json sidecars, which ingest skips"
+        for path, held in ((empty, "empty folder"), (hidden, skipped)):
+            with pytest.warns(InputsRefused) as seen:
+                report = lab.ingest(path)
+            assert report == IngestReport()
+            assert [str(w.message) for w in seen] == [
+                f"{path}: no profile files found ({held}); nothing stored"
+            ]
+            assert seen[0].filename == __file__
+        with pytest.warns(InputsRefused, match=r"^ingest\(\[\]\): no profile files found"):
+            lab.ingest([])

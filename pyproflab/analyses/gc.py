@@ -186,6 +186,10 @@ class GcResult:
     def _repr_html_(self) -> str:
         return render(self, "html")
 
+    def __str__(self) -> str:
+        """The text ``pyproflab gc`` prints (``print(lab.gc())``)."""
+        return render(self, "text")
+
     def __repr__(self) -> str:
         return (
             f"GcResult({self.profiles.num_rows} profiles, {self.instances.num_rows} "

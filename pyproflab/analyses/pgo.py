@@ -258,6 +258,10 @@ class PgoResult:
     def _repr_html_(self) -> str:
         return render(self, "html")
 
+    def __str__(self) -> str:
+        """The text ``pyproflab pgo`` prints (``print(lab.pgo())``)."""
+        return render(self, "text")
+
 
 # --- entry points --------------------------------------------------------------------
 

@@ -327,7 +327,8 @@ def read_edges(path: str | os.PathLike) -> EdgeSet:
     """Edges of a file: a preprofile output, else a pprof profile (computed in Python)."""
     p = Path(path)
     try:
-        head = p.open("rb").read(len(PREPROFILE_HEADER))
+        with p.open("rb") as f:  # closed here: left open, -X dev warned of it
+            head = f.read(len(PREPROFILE_HEADER))
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
     if head == PREPROFILE_HEADER.encode():

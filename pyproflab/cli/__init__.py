@@ -11,6 +11,7 @@ means "findings" to a scheduler (``job``, ``regressions --fail-on-change``).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import sys
@@ -177,5 +178,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+class _AtExit:
+    """Ctrl-C while the interpreter shuts down, after the command returned. It
+    killed the process silently (exit -2, 254 through a wrapper: the
+    interpreter puts SIGINT's default action back once its last Python code
+    ran) or printed an "Exception ignored in atexit callback" traceback and
+    exited 0. Armed by ``run``: an interrupt is said in one line, cleanups
+    (atexit callbacks: the store lock, worker pools) still run whole, and the
+    exit is 130 (a second interrupt: at once); past the last callback, where
+    nothing of pyproflab's is left to run, SIGINT is ignored."""
+
+    armed = False
+    noted = False
+
+    @classmethod
+    def arm(cls, code: int) -> None:
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return  # started with SIGINT ignored (a background job), or a caller's own
+        cls.armed, cls.noted = True, code == 130  # said already: a next one exits
+        signal.signal(signal.SIGINT, cls._interrupted)
+
+    @classmethod
+    def _interrupted(cls, signum: int, frame: object) -> None:
+        import os
+
+        if cls.noted:
+            os._exit(130)
+        cls.noted = True
+        os.write(2, b"pyproflab: interrupted while exiting (the command had finished)\n")
+
+    @classmethod
+    def last(cls) -> None:
+        """The last atexit callback (registered first, at import)."""
+        import os
+        import signal
+
+        if not cls.armed:
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # kept through the teardown
+        if cls.noted:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(130)
+
+
+atexit.register(_AtExit.last)
+
+
 def run() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        _AtExit.arm(code)
+    except KeyboardInterrupt:  # between main's return and arm
+        print("pyproflab: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)

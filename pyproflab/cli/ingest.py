@@ -91,6 +91,7 @@ class Command:
 
         from pyproflab import forkserver
         from pyproflab.errors import UsageError
+        from pyproflab.keying.paths import held_nothing
 
         if args.max_bytes is not None and args.max_bytes < 1:
             raise UsageError(f"--max-bytes must be a whole number >= 1, not {args.max_bytes}")
@@ -117,7 +118,7 @@ class Command:
             # A scheduled job must see that it ingested nothing: exit 2, not "0 new".
             raise UsageError(
                 f"{' '.join(args.paths)}: no profile files found "
-                f"({'; '.join(r for _, r in report.refused) or _held_nothing(args.paths)})"
+                f"({'; '.join(r for _, r in report.refused) or held_nothing(args.paths)})"
             )
         for path, reason in report.refused:
             print(f"refused {path}: {reason}", file=sys.stderr)
@@ -159,25 +160,6 @@ def _refuse_own_store(paths: list[str], db: str) -> None:
             f"{' '.join(paths)}: {what} (--db {db}); ingest does not read its own store; "
             "nothing stored"
         )
-
-
-def _held_nothing(paths: list[str]) -> str:
-    """What the folders and globs named held when no input came of them: the
-    store's own files, hidden files and .json sidecars (all skipped), or nothing
-    ('empty folder' was said of a folder holding the store)."""
-    import os
-
-    from pyproflab.keying.paths import expand_paths, glob_paths, is_glob
-
-    found = 0  # every file there, as a walk that skips nothing finds them
-    for p in paths:
-        for m in glob_paths(p) if is_glob(p) else [p]:
-            walk = os.walk(m) if os.path.isdir(m) else [("", [], [m])]
-            found += sum(len(names) for _, _, names in walk)
-    store = len(expand_paths(paths)[0])  # the walk with the store's files not skipped
-    held = ["the store itself"] if store else []
-    held += ["hidden files or .json sidecars"] if found > store else []
-    return f"only {' and '.join(held)}, which ingest skips" if held else "empty folder"
 
 
 def _ingest(args: argparse.Namespace, db: str):

@@ -19,8 +19,12 @@ With --over-time, one selection (--service S [--since 7d] or --select
 K=V...) is followed through its collection windows instead: per function,
 the change points of its rate (circular binary segmentation with
 permutation tests), each with its time, size, interval and whether it
-persisted or went away. --fail-on-change exits 1 when a change that
-persisted is an increase.
+persisted or went away. The options only two sides use (--resamples,
+--rank-by, --unit, --test, --noinlines) are refused there.
+
+--fail-on-change exits 1 when an increase is found: for two sides, a
+significant increase of flat or cum that is not half of a cost shift; over
+time, an increase that persisted.
 
 With --engine spark --dataset PATH, the two sides are read from a Parquet
 dataset (pyproflab export --parquet, or the Spark ingest) and summed on
@@ -58,9 +62,13 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     ("over time", ("--since",), {"metavar": "T", "help": "profiles at or after T"}),
     ("over time", ("--select",), {**_KV, "help": "more selection words (instance=...)"}),
     (
-        "over time",
+        "output",
         ("--fail-on-change",),
-        {"action": "store_true", "help": "exit 1 when an increase persisted"},
+        {
+            "action": "store_true",
+            "help": "exit 1 when an increase is found (two sides: significant, not a cost "
+            "shift; over time: one that persisted)",
+        },
     ),
     ("output", ("--top",), {"type": int, "metavar": "N", "help": "show at most N rows"}),
     ("output", ("--format",), {"choices": ["text", "json", "csv", "html"], "default": "text"}),
@@ -102,6 +110,11 @@ class Command:
         if args.engine == "spark" and args.over_time:
             raise UsageError("--over-time needs the store (--db), not --engine spark")
         if args.over_time:
+            two_sided = set(RegressionsOptions.names()) - set(OverTimeOptions.names())
+            given = sorted(n for n in two_sided if getattr(args, n, None) is not None)
+            if given:
+                flags = ", ".join("--noinlines" if n == "inlines" else _flag(n) for n in given)
+                raise UsageError(f"{flags}: two sides' options; --over-time does not use them")
             return self._over_time(args)
         if not args.base or not args.new:
             raise UsageError("--base and --new are required (or --over-time with --service)")
@@ -131,7 +144,8 @@ class Command:
             raise UsageError("--over-time needs --service S (or --select service=S)")
         with common.open_store(args, read_only=True) as store:
             result = over_time(store, sel, over_time_options(args))
-        text = reports.output(result, args.format, title="regressions over time")
+        top = {"top": args.top} if args.top else {}
+        text = reports.output(result, args.format, title="regressions over time", **top)
         common.write_output(text, args.output)
         ups = [
             c
@@ -168,7 +182,11 @@ class Command:
         top = {"top": args.top} if args.top else {}
         text = reports.output(result, args.format, title="regressions", **top)
         common.write_output(text, args.output)
-        return 0
+        return 1 if args.fail_on_change and result.increases().num_rows else 0
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def regressions_options(args: argparse.Namespace) -> RegressionsOptions:

@@ -86,15 +86,17 @@ def _findings(res, metric: str, threshold_pct: float) -> list[tuple[dict, str]]:
 
 def _services(
     store: Store, sel: Selection, profile_type: str | None, order: str
-) -> dict[str | None, list[str]]:
+) -> dict[str | None, workflows.Ordering]:
     """Each service of the selection with profiles of ``profile_type``, and its
     versions oldest first (``workflows.versions``); a service none of whose
     profiles has a version maps to [] (``versions`` leaves it out, and a drop
     laid out without {version} ran no comparison and said "0 findings").
     Profiles without a service are not listed so: a selection cannot single
     them out, and their PGO would take every service's."""
-    out: dict[str | None, list[str]] = {
-        svc: [] for svc in workflows.unversioned(store, sel, profile_type) if svc is not None
+    out: dict[str | None, workflows.Ordering] = {
+        svc: workflows.Ordering()
+        for svc in workflows.unversioned(store, sel, profile_type)
+        if svc is not None
     }
     return out | workflows.versions(store, sel, profile_type, order)
 
@@ -114,8 +116,8 @@ def _regressions(
         pair = workflows.comparison(vers)
         if pair is None:
             item["skipped"] = (
-                f"only one version ({vers[0]})"
-                if vers
+                f"only one version ({vers.names[0]})"
+                if vers.names
                 else f"no version on its {r.profile_type} profiles"
             )
             continue
@@ -134,7 +136,7 @@ def _regressions(
             profiles_base=res.n_base,
             profiles_new=res.n_new,
             statistics=res.statistics,
-            notes=list(res.notes),
+            notes=([pair.note] if pair.note else []) + list(res.notes),
             findings=[
                 {
                     "name": h["label"],
@@ -241,11 +243,17 @@ def _pgo(
     p = spec.pgo
     assert p is not None
     order = spec.regressions.order if spec.regressions else "ingest"
-    by_service = _services(store, sel, "cpu", order) or {None: []}
+    by_service = _services(store, sel, "cpu", order) or {None: workflows.Ordering()}
     for svc, vers in by_service.items():
-        version = vers[-1] if (p.version == "newest" and vers) else None
+        newest = vers.names[-1] if (p.version == "newest" and vers.names) else None
+        version = newest
         chosen = workflows.narrow(sel, service=svc, version=version)
         item: dict[str, Any] = {"service": svc, "version": version}
+        if newest and len(vers.names) > 1 and vers.tied(vers.names[-2], newest):
+            item["note"] = (
+                f"{version} started together with {vers.names[-2]}: the newest is "
+                "taken from their names"
+            )
         summary["pgo"].append(item)
         kind = "default" if len(by_service) == 1 else f"default-{_safe(svc)}"
         try:

@@ -220,6 +220,7 @@ def _function_ids_fast(
     out = np.empty(len(start_line), dtype=U64)
     parts = [x for off, data in strings for x in (off, np.ascontiguousarray(data))]
     line = np.ascontiguousarray(start_line.view(np.int64))
+    assert _blake is not None, "called on the C path only (function_keys)"
     _blake.hash_functions(*parts, line, out, *_rows_arg(rows))
     return _nonzero(out if rows is None else out[rows])
 
@@ -271,12 +272,12 @@ def _blake_rows(
     buf = memoryview(np.ascontiguousarray(words, dtype="<u8").tobytes())
     b = (np.asarray(bounds, dtype=np.int64) * 8).tolist()
     base = hashlib.blake2b(digest_size=8, person=person)
-    out = []
+    digests: list[bytes] = []
     for start, end in itertools.pairwise(b):
         h = base.copy()
         h.update(buf[start:end])
-        out.append(h.digest())
-    return _nonzero(np.frombuffer(b"".join(out), dtype="<u8").astype(U64))
+        digests.append(h.digest())
+    return _nonzero(np.frombuffer(b"".join(digests), dtype="<u8").astype(U64))
 
 
 def location_ids(
@@ -387,6 +388,7 @@ def stack_keys(
 def _c_lists(flat: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     """``stack_ids`` of every list (or of ``rows``) in one call of ``_blake``."""
     out = np.empty(len(offsets) - 1, dtype=U64)
+    assert _blake is not None, "called on the C path only (stack_keys)"
     _blake.hash_lists(flat, offsets, _STACK_PERSON, out, *_rows_arg(rows))
     return _nonzero(out if rows is None else out[rows])
 
@@ -423,11 +425,10 @@ LabelTuple = tuple[str, str | None, int | None, str | None]
 def canonical_labels(labels: Iterable[dict | LabelTuple]) -> list[LabelTuple]:
     """pprof's label-set identity: string labels before numeric ones, keys sorted,
     the order of values under one key kept (a stable sort)."""
-    rows = [
-        (d["key"], d["str"], d["num"], d["num_unit"]) if isinstance(d, dict) else tuple(d)
-        for d in labels
+    rows: list[LabelTuple] = [
+        (d["key"], d["str"], d["num"], d["num_unit"]) if isinstance(d, dict) else d for d in labels
     ]
-    return sorted(rows, key=lambda r: (r[2] is not None, r[0]))  # type: ignore[return-value]
+    return sorted(rows, key=lambda r: (r[2] is not None, r[0]))
 
 
 def label_set_id(canonical: Sequence[LabelTuple]) -> int:

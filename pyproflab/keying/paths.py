@@ -314,3 +314,19 @@ def unused_metadata(datasets: list[str], defaults: Any, path_template: str | Non
         f"{datasets[0]}: a Parquet dataset keeps the metadata its profiles were exported "
         f"with; the {', '.join(names)} given would apply to no file (drop them)"
     )
+
+
+def held_nothing(paths: Iterable[str | os.PathLike]) -> str:
+    """What the folders and globs named held when no input came of them: the
+    store's own files, hidden files and .json sidecars (all skipped), or nothing
+    ('empty folder' was said of a folder holding the store)."""
+    named = [os.fspath(p) for p in paths]
+    found = 0  # every file there, as a walk that skips nothing finds them
+    for p in named:
+        for m in glob_paths(p) if is_glob(p) else [p]:
+            walk = os.walk(m) if os.path.isdir(m) else [("", [], [m])]
+            found += sum(len(names) for _, _, names in walk)
+    store = len(expand_paths(named)[0])  # the walk with the store's files not skipped
+    held = ["the store itself"] if store else []
+    held += ["hidden files or .json sidecars"] if found > store else []
+    return f"only {' and '.join(held)}, which ingest skips" if held else "empty folder"

@@ -383,9 +383,9 @@ def _when(t) -> str:
     return "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _over_time_cells(result) -> list[list[str]]:
+def _over_time_cells(result, top: int | None = None) -> list[list[str]]:
     cells = []
-    for c in result.changes.to_pylist():
+    for c in _changes(result, top).to_pylist():
         status = c["status"]
         if status == "went away":
             status = f"went away at {_when(c['until'])} (window {c['until_window']})"
@@ -407,8 +407,14 @@ def _over_time_cells(result) -> list[list[str]]:
     return cells
 
 
-def render_over_time_text(result) -> str:
-    """The windows, then each change point (most credible first) and the notes."""
+def _changes(result, top: int | None):
+    """The first ``top`` change points (all without it)."""
+    return result.changes.slice(0, top) if top else result.changes
+
+
+def render_over_time_text(result, top: int | None = None) -> str:
+    """The windows, then each change point (most credible first; ``top`` of
+    them) and the notes."""
     w = result.windows
     lines = [
         f"Over time: {result.selection}: {w.num_rows} windows "
@@ -420,11 +426,15 @@ def render_over_time_text(result) -> str:
         lines.append(f"No change points at FDR {result.fdr:g}.")
         return "\n".join(lines) + "\n"
     head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
-    lines += grid(head, _over_time_cells(result), "r" * (len(head) - 2) + "ll")
+    lines += grid(head, _over_time_cells(result, top), "r" * (len(head) - 2) + "ll")
+    if top and result.changes.num_rows > top:
+        lines.append(
+            f"... {result.changes.num_rows - top} more change points (--top N, or csv/json)"
+        )
     return "\n".join(lines) + "\n"
 
 
-def render_over_time_json(result) -> str:
+def render_over_time_json(result, top: int | None = None) -> str:
     doc = {
         "selection": result.selection,
         "rate_unit": result.rate_unit,
@@ -434,22 +444,22 @@ def render_over_time_json(result) -> str:
         "per": result.per,
         "notes": list(result.notes),
         "windows": result.windows.to_pylist(),
-        "changes": result.changes.to_pylist(),
+        "changes": _changes(result, top).to_pylist(),
     }
     return json_text(doc)
 
 
-def render_over_time_csv(result) -> str:
-    """The change points, one row each, in the table's columns."""
+def render_over_time_csv(result, top: int | None = None) -> str:
+    """The change points (``top`` of them), one row each, in the table's columns."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(result.changes.column_names)
-    for r in result.changes.to_pylist():
+    for r in _changes(result, top).to_pylist():
         w.writerow([csv_cell(v) for v in r.values()])
     return buf.getvalue()
 
 
-def render_over_time_html(result) -> str:
+def render_over_time_html(result, top: int | None = None) -> str:
     """A ``<div>`` with the change points; every name escaped."""
     esc = html.escape
     head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
@@ -465,7 +475,7 @@ def render_over_time_html(result) -> str:
         + "</pre>",
         "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>",
     ]
-    for cells in _over_time_cells(result):
+    for cells in _over_time_cells(result, top):
         parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     parts.append("</tbody></table></div>")
     return "".join(parts)

@@ -21,7 +21,8 @@ Rules:
   ``DD-APPLICATION-KEY`` to the API's own host only, written nowhere. The site
   is ``site`` (default ``DD_SITE``, else datadoghq.com). The source is named
   ``datadog:SITE``, or ``datadog:URL`` when ``base_url`` is given (the URL
-  the requests went to, without credentials, not a site none went to).
+  the requests went to, as ``pull.server_name`` writes it, not a site none
+  went to; ``https://app.SITE`` is ``datadog:SITE``, the same server).
 - The query gets ``runtime:go`` unless it names a runtime or language (as
   datadog-pgo does), unless ``any_runtime``.
 - ``top``: only the N profiles of the range with the most CPU cores
@@ -67,7 +68,7 @@ from pyproflab.sources.base import (
     Seen,
     SourceError,
 )
-from pyproflab.sources.pull import PullOptions, given, utc
+from pyproflab.sources.pull import PullOptions, given, server_name, utc
 
 LIST = "/api/unstable/profiles/list"
 DOWNLOAD = "/api/ui/profiling/profiles/{profile}/download"
@@ -127,11 +128,12 @@ class DatadogSource:
     @property
     def name(self) -> str:
         """``datadog:SITE``, or ``datadog:URL`` with ``base_url``: where the requests go."""
-        if self.base_url:
-            from pyproflab.sources.targets import redact_url
-
-            return f"datadog:{redact_url(self.base_url.rstrip('/'))}"
-        return f"datadog:{self.site}"
+        if self.base_url:  # https://app.SITE is SITE's own server: the same name
+            url = server_name(self.base_url)
+            site = url.removeprefix("https://app.")
+            plain = site != url and "/" not in site and ":" not in site
+            return f"datadog:{site if plain else url}"
+        return f"datadog:{(self.site or '').lower().rstrip('.')}"
 
     def _keys(self) -> dict[str, str]:
         return {

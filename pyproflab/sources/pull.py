@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pyproflab.sources.api import (
     DEFAULT_MAX_BYTES,
@@ -135,6 +136,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def server_name(url: str) -> str:
+    """A pull's server URL as its source's name, one name per way of writing one
+    server: without credentials, query or fragment; scheme and host in lower
+    case (a DNS name without its final dot); ``localhost``, ``127.0.0.1`` and
+    ``[::1]`` written ``127.0.0.1``; the scheme's default port and trailing
+    slashes dropped. Names and addresses of one host (a DNS name and its IP,
+    two IPs) stay apart: only the network knows they meet."""
+    from pyproflab.sources.targets import redact_url
+
+    try:
+        parts = urlsplit(url.strip())
+        host, port, scheme = (parts.hostname or "").rstrip("."), parts.port, parts.scheme
+    except ValueError:
+        return redact_url(url)
+    host = "127.0.0.1" if host in _LOOPBACK else f"[{host}]" if ":" in host else host
+    netloc = host if port in (None, _DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    return redact_url(urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", "")))
+
+
 def _at(t_ms: int) -> datetime:
     return datetime.fromtimestamp(t_ms / 1000, UTC)
 
@@ -172,10 +196,8 @@ class WindowedMerges:
 
     @property
     def name(self) -> str:
-        """``KIND:URL``, the URL without credentials (as it is shown and stored)."""
-        from pyproflab.sources.targets import redact_url
-
-        return f"{self.kind}:{redact_url(self.base_url.rstrip('/'))}"
+        """``KIND:URL``, the URL as ``server_name`` writes it (shown and stored)."""
+        return f"{self.kind}:{server_name(self.base_url)}"
 
     def _auth(self) -> dict[str, str]:
         """The Authorization header, from ``auth_env``'s variable when a request is made."""
@@ -222,23 +244,40 @@ class WindowedMerges:
         }
         done = known(list(keyed))
         todo = [k for k in keyed if k not in done]
-        yield Expect(len(todo), known=len(keyed) - len(todo))
         clash = self._overlapping(todo, keyed, known)
+        self._refuse_another_pull(todo, keyed, clash)
+        yield Expect(len(todo), known=len(keyed) - len(todo))
         for key in todo:
             if key in clash:
-                mine = self.series_text(keyed[key][0])
-                yield Refused(self._what(*keyed[key]), self._clash_reason(mine, *clash[key]))
+                yield Refused(self._what(*keyed[key]), self._clash_reason(*clash[key][1:]))
             else:
                 yield from self._fetch(*keyed[key], key)
 
-    def _clash_reason(self, mine: str, series: str, a_ms: int, b_ms: int) -> str:
-        if series == mine:
-            before = "this series stored before (another step or --go-pgo)"
-        else:
-            before = f"{self.pull_of(series)}, stored before"
+    def _refuse_another_pull(
+        self, todo: list[str], keyed: dict[str, Any], clash: dict[str, tuple[str, int, int]]
+    ) -> None:
+        """One line for the whole pull (SourceError), before anything is fetched,
+        when windows to fetch overlap windows another kind of pull of this server
+        stored (another series text: Pyroscope's render beside its Connect API)."""
+        other = [k for k in todo if k in clash and clash[k][0] != self.series_text(keyed[k][0])]
+        if other:
+            series, a_ms, b_ms = clash[other[0]]
+            raise SourceError(self.name, (
+                f"{len(other)} of the {len(todo)} windows {self.this_pull()} would fetch "
+                f"overlap windows of {self.pull_of(series)} stored before (one: "
+                f"[{_span(a_ms, b_ms)})): their samples would count twice in every merge; "
+                "pull as before, or into another store"
+            ))  # fmt: skip
+
+    def this_pull(self) -> str:
+        """This pull, as a refusal names it."""
+        return f"this pull of {self.type_id}"
+
+    def _clash_reason(self, a_ms: int, b_ms: int) -> str:
         return (
-            f"overlaps the window [{_span(a_ms, b_ms)}) of {before}: its samples would "
-            "count twice in every merge; pull as before, or into another store"
+            f"overlaps the window [{_span(a_ms, b_ms)}) of this series stored before "
+            "(another step or --go-pgo): its samples would count twice in every merge; "
+            "pull as before, or into another store"
         )
 
     def _overlapping(

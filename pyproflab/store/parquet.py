@@ -27,7 +27,9 @@ profile ids) and the rows of every other table whose key
 (``tables.Table.row_key``: GC samples by instance, metric, labels and time,
 gctrace cycles by instance, log, run and cycle) the store does not have; so
 it is idempotent, and export then import into an empty store gives every
-table its rows back. Datasets of format 2 (profiles only) are read too.
+table its rows back but ``job_runs``: a job's runs belong to the store that
+ran them (``parquet_tables.NOT_IMPORTED``). Datasets of format 2 (profiles
+only) are read too.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ Rules (the layout and the export are ``store.parquet``'s):
   ``T.parquet``, and counted in the marker. Import refuses, in one line, a
   table whose files hold other than its count of rows, or one this pyproflab
   does not know.
-- A table imported by key (GC metrics, job and source state) adds the rows
-  whose key (``tables.Table.row_key``) the store lacks; null equals null.
+- A table imported by key (GC metrics, drop-folder files and source items)
+  adds the rows whose key (``tables.Table.row_key``) the store lacks; null
+  equals null. ``job_runs`` is exported but not imported (``NOT_IMPORTED``):
+  a job's runs belong to the store that ran them.
 - Traces, like profiles, have ids the store assigns: a trace is new unless
   the store has one with its ``content_hash``; a new one takes the next
   ``trace_id``, its ``trace_*`` rows follow it under that id, in their order,
@@ -28,6 +30,11 @@ from pyproflab.store.connection import Store
 METRIC_TABLES = tuple(t.name for t in tables.METRICS)
 TRACE_TABLES = tuple(f"trace_{name}" for name in schema.STORE_TRACE_TABLES)
 READ_PARQUET = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
+# Imported, another store's runs made a job here with the same spec say
+# "unchanged since run 1 ..., nothing written" of outputs never written here
+# (and resume its unfinished runs). Its drop files and source items do come:
+# their profiles come with them, so they need not be read again.
+NOT_IMPORTED = ("job_runs",)
 
 
 def pq_rows(files: list[str]) -> int:
@@ -76,8 +83,8 @@ def import_tables(
     transaction (module rules); the GC metric rows and the traces added."""
     metric_rows = traces = 0
     for table in names:
-        if table in TRACE_TABLES:
-            continue  # with their traces
+        if table in TRACE_TABLES or table in NOT_IMPORTED:
+            continue  # with their traces; not at all
         if table == "traces":
             children = [t for t in names if t in TRACE_TABLES]
             traces = _import_traces(store, d, children, profile_files)

@@ -100,19 +100,24 @@ def selected_profiles(store: Store, selection: Selection | None = None) -> pa.Ta
     return store.sql(*(selection or Selection()).query())
 
 
-def versions(store: Store, selection: Selection, profile_type: str | None, order: str) -> pa.Table:
-    """(service, version) of the selection's versioned profiles (of ``profile_type``
-    when given), per service oldest first: by first ingest (``order="ingest"``) or
-    by the time its first profile was taken, then first ingest."""
+def versions(store: Store, selection: Selection, profile_type: str | None) -> pa.Table:
+    """One row per (service, version) of the selection's versioned profiles (of
+    ``profile_type`` when given), with its first profile: ``first_id`` (the
+    smallest profile_id, the first ingested), ``first_ingested_at`` (that
+    profile's ingest), ``first_taken`` (the earliest time a profile was taken,
+    ``TAKEN_AT``) and ``first_duration_nanos`` (that profile's duration)."""
     ids, params = selection.query("p.profile_id", order_by=None)
     of_type = ""
     if profile_type:
         of_type, params = " AND p.profile_type = ?", [*params, profile_type]
-    key = "min(p.profile_id)" if order == "ingest" else f"min({TAKEN_AT}), min(p.profile_id)"
     return store.sql(
-        f"SELECT p.service, p.version FROM profiles p WHERE p.profile_id IN ({ids}){of_type} "
+        "SELECT p.service, p.version, min(p.profile_id) AS first_id, "
+        "arg_min(p.ingested_at, p.profile_id) AS first_ingested_at, "
+        f"min({TAKEN_AT}) AS first_taken, "
+        f"arg_min(p.duration_nanos, ({TAKEN_AT}, p.profile_id)) AS first_duration_nanos "
+        f"FROM profiles p WHERE p.profile_id IN ({ids}){of_type} "
         "AND p.version IS NOT NULL GROUP BY p.service, p.version "
-        f"ORDER BY p.service NULLS FIRST, {key}",
+        "ORDER BY p.service NULLS FIRST, first_id",
         params,
     )
 

@@ -6,10 +6,20 @@ HTML report and the demo call these, so that each has one answer.
   the version's first profile was taken (``order="time"``; the time a profile
   was taken is ``select.TAKEN_AT``), or by first ingest (``order="ingest"``).
   Profiles without a version are not a version.
+- Versions that started *together* cannot be told apart by time: a fleet
+  rolling out a canary, or a collection round over instances of two versions,
+  takes their first profiles within milliseconds, in whatever order the
+  requests finished. By time, two versions are together when their first
+  profiles overlap (each counted as at least ``TOGETHER_S`` long, for
+  snapshots of no duration); by ingest, when their first profiles came in one
+  ingest (the same ``ingested_at``). Together, they are ordered by name,
+  runs of digits compared as numbers (v2 before v10, 1.9 before 1.10), and
+  the ``Ordering`` keeps which were together.
 - Which versions to compare (``comparison``): the newest version against the
   one before it: a new release is judged against its predecessor, not against
   whatever happened to be stored first. With more than two versions the
-  comparison says which it left out.
+  comparison says which it left out; when the two were together, it says
+  they were ordered by name.
 - Narrowing a selection (``narrow``): the fields given (not None) replace the
   selection's, the rest are kept.
 """
@@ -17,7 +27,9 @@ HTML report and the demo call these, so that each has one answer.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pyproflab.store import queries
@@ -25,28 +37,66 @@ from pyproflab.store.connection import Store
 from pyproflab.store.select import Selection
 
 ORDERS = ("time", "ingest")
+#: The least time a first profile is taken to cover, when ordering by time.
+TOGETHER_S = 1.0
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """A service's versions oldest first (``names``), the groups of them that
+    started together and were ordered by name (``together``), and how they
+    were together (``why``)."""
+
+    names: list[str] = field(default_factory=list)
+    together: list[list[str]] = field(default_factory=list)
+    why: str = ""
+
+    def tied(self, a: str, b: str) -> bool:
+        return any(a in g and b in g for g in self.together)
 
 
 def versions(
     store: Store, selection: Selection, profile_type: str | None = None, order: str = "time"
-) -> dict[str | None, list[str]]:
+) -> dict[str | None, Ordering]:
     """service (None: profiles without one) -> its versions, oldest first."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, not {order!r}")
-    t = queries.versions(store, selection, profile_type, order)
-    out: dict[str | None, list[str]] = {}
-    for svc, ver in zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True):
-        out.setdefault(svc, []).append(ver)
-    return out
+    rows = queries.versions(store, selection, profile_type).to_pylist()
+    by_service: dict[str | None, list[dict]] = {}
+    for row in rows:
+        by_service.setdefault(row["service"], []).append(row)
+    return {svc: _order(vs, order) for svc, vs in by_service.items()}
 
 
-def unversioned(store: Store, selection: Selection, profile_type: str | None = None) -> list:
-    """The services of the selection none of whose profiles (of ``profile_type``)
-    carries a version, in name order: nothing ``versions`` can compare."""
-    t = store.profiles(narrow(selection, profile_type=profile_type))
-    pairs = list(zip(t.column("service").to_pylist(), t.column("version").to_pylist(), strict=True))
-    versioned = {svc for svc, ver in pairs if ver is not None}
-    return sorted({svc for svc, _ in pairs} - versioned, key=lambda s: (s is not None, s or ""))
+def _order(rows: list[dict], order: str) -> Ordering:
+    """Rows of one service's versions (``queries.versions``), grouped into runs
+    that started together, each run in name order."""
+    if order == "ingest":
+        rows = sorted(rows, key=lambda r: r["first_id"])
+    else:
+        rows = sorted(rows, key=lambda r: (r["first_taken"], r["first_id"]))
+    groups: list[list[dict]] = []
+    end = None  # order="time": when the current group's first profiles end
+    for row in rows:
+        if order == "ingest":
+            joins = bool(groups) and row["first_ingested_at"] == groups[-1][-1]["first_ingested_at"]
+        else:
+            joins = end is not None and row["first_taken"] < end
+            span = timedelta(seconds=max(row["first_duration_nanos"] / 1e9, TOGETHER_S))
+            end = max(end, row["first_taken"] + span) if joins else row["first_taken"] + span
+        if not joins:
+            groups.append([])
+        groups[-1].append(row)
+    names = [sorted((r["version"] for r in g), key=_natural) for g in groups]
+    why = "came in one ingest" if order == "ingest" else "overlap in time"
+    return Ordering([v for g in names for v in g], [g for g in names if len(g) > 1], why)
+
+
+def _natural(name: str) -> list:
+    """A version's sort key: runs of digits as numbers, the rest as text."""
+    return [
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
+    ]
 
 
 @dataclass(frozen=True)
@@ -58,20 +108,36 @@ class Comparison:
     note: str | None = None
 
 
-def comparison(ordered: list[str]) -> Comparison | None:
-    """The newest version against the one before it (``ordered``: oldest first);
-    None with fewer than two versions."""
+def comparison(ordering: Ordering) -> Comparison | None:
+    """The newest version against the one before it (``ordering``: oldest
+    first); None with fewer than two versions."""
+    ordered = ordering.names
     if len(ordered) < 2:
         return None
     base, new = ordered[-2], ordered[-1]
-    note = None
+    notes = []
     if len(ordered) > 2:
         older = ", ".join(ordered[:-2])
-        note = (
+        notes.append(
             f"{len(ordered)} versions; comparing the newest with the one before it "
             f"({base} -> {new}); left out: {older}"
         )
-    return Comparison(base, new, note)
+    if ordering.tied(base, new):
+        notes.append(
+            f"{base} and {new} started together (their first profiles {ordering.why}), so which "
+            f"is newer is taken from their names: {base} -> {new}; to compare the other "
+            f"way, name the sides (regressions --base version={new} --new version={base})"
+        )
+    return Comparison(base, new, "; ".join(notes) or None)
+
+
+def unversioned(store: Store, selection: Selection, profile_type: str | None = None) -> list:
+    """The services of the selection none of whose profiles (of ``profile_type``)
+    carries a version, in name order: nothing ``versions`` can compare."""
+    t = store.profiles(narrow(selection, profile_type=profile_type))
+    pairs = list(zip(t.column("service").to_pylist(), t.column("version").to_pylist(), strict=True))
+    versioned = {svc for svc, ver in pairs if ver is not None}
+    return sorted({svc for svc, _ in pairs} - versioned, key=lambda s: (s is not None, s or ""))
 
 
 def narrow(selection: Selection, **fields: Any) -> Selection:

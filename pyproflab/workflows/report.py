@@ -279,9 +279,9 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
     s = Section("regressions", "Regressions between versions (CPU)", [])
     by_service = workflows.versions(store, cpu)
     # The first service with two versions to compare.
-    found = next(((k, v) for k, v in by_service.items() if len(v) >= 2), None)
+    found = next(((k, v) for k, v in by_service.items() if len(v.names) >= 2), None)
     if found is None:
-        versions = sorted({v for vs in by_service.values() for v in vs})
+        versions = sorted({v for vs in by_service.values() for v in vs.names})
         s.commands.append(
             _cmd(
                 "regressions",
@@ -302,8 +302,8 @@ def regressions_section(store, sel: Selection, db: str) -> Section:
             f"the selection's CPU profiles have {len(versions)} version(s) "
             f"({', '.join(versions) or 'none'}){apart}: nothing to compare"
         )
-    svc, versions = found
-    pair = workflows.comparison(versions)
+    svc, ordering = found
+    pair = workflows.comparison(ordering)
     assert pair is not None
     if pair.note:
         s.notes.append(pair.note)

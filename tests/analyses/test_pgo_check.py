@@ -406,3 +406,20 @@ def test_ties_at_the_cutoff_are_cut_as_the_compiler_cuts(go_bin, tmp_path, capsy
     assert cli_main(["pgo", "diff", str(path), str(scaled), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["added"], doc["removed"], doc["reweighted"]) == ([], [], [])
+
+
+def test_read_edges_closes_the_file(go_profiles, tmp_path) -> None:
+    """docs/python.md's ``lab.pgo(...).diff("default.pgo")`` warned, under
+    ``python -X dev``, "ResourceWarning: unclosed file <... name='default.pgo'>":
+    read_edges opened the file to read its first bytes and left it open."""
+    import gc
+    import shutil
+    import warnings
+
+    path = tmp_path / "default.pgo"
+    shutil.copy(go_profiles["cpu"], path)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        assert read_edges(path).edges
+        gc.collect()
+    assert [str(w.message) for w in seen if w.category is ResourceWarning] == []

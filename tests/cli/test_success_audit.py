@@ -25,10 +25,18 @@
   another --process-start said "20 already present" and kept the old dates).
 - (2026-11-29) ``top FILE > out.txt`` (any command's stdout) on a full disk
   exited 2 under a traceback calling it a bug; it is one line naming stdout.
+- (2026-11-29) ``regressions --base v1 --new v2 --fail-on-change`` exited 0
+  with main.ownWork +18 % significant: the flag was over-time's alone, and a
+  CI gate on two sides passed every time. It now exits 1 on a significant
+  increase that is not half of a cost shift. ``--over-time`` took two sides'
+  options (``--rank-by``, ``--test``, ``--unit``, ``--resamples``,
+  ``--noinlines``) and ignored them, ``--top`` too (56 rows for ``--top 5`` on
+  a demo store): the first are refused, ``--top`` cuts its change points.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,6 +60,56 @@ def test_regressions_two_sides_refuse_over_time_narrowing(extra, named, tmp_path
     err = capsys.readouterr().err
     assert err.startswith(f"pyproflab: error: {named}: over-time's one selection")
     assert err.count("\n") == 1 and not db.exists()
+
+
+@pytest.fixture(scope="module")
+def planted_store(tmp_path_factory) -> Path:
+    from support import regdata
+
+    db = tmp_path_factory.mktemp("planted") / "s.duckdb"
+    cases = ["own", "base-own", "load", "base-load", "shift", "base-shift", "transient"]
+    regdata.store_of(db, cases).close()
+    return db
+
+
+@pytest.mark.parametrize(("case", "rc"), [("own", 1), ("load", 0), ("shift", 0)])
+def test_regressions_two_sides_fail_on_a_significant_increase(case, rc, planted_store, capsys):
+    """own: main.ownWork +30 % planted (exit 1); load: 30 % more requests, no
+    code change; shift: main.shiftX +30 % and main.shiftY -30 %, the total
+    unchanged (a cost shift, not a regression of the service)."""
+    argv = ["regressions", "--db", str(planted_store), "--base", f"instance=base-{case}"]
+    argv += ["--new", f"instance={case}", "--format", "json"]
+    assert main(argv) == 0  # without the flag, always 0
+    assert main([*argv, "--fail-on-change"]) == rc
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--rank-by", "flat", "--test", "welch"], "--rank-by, --test"),
+        (["--noinlines"], "--noinlines"),
+    ],
+)
+def test_regressions_over_time_refuses_two_sides_options(extra, named, planted_store, capsys):
+    argv = ["regressions", "--db", str(planted_store), "--over-time"]
+    argv += ["--service", "regprog-transient"]
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err
+    assert err == f"pyproflab: error: {named}: two sides' options; --over-time does not use them\n"
+
+
+def test_regressions_over_time_top_cuts_the_change_points(planted_store, capsys):
+    argv = ["regressions", "--db", str(planted_store), "--over-time"]
+    argv += ["--service", "regprog-transient"]
+    assert main([*argv, "--format", "json"]) == 0
+    every = json.loads(capsys.readouterr().out)["changes"]
+    assert len(every) > 2
+    assert main([*argv, "--format", "json", "--top", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == every[:2]
+    assert main([*argv, "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"... {len(every) - 2} more change points (--top N, or csv/json)")
 
 
 def test_ingest_of_a_missing_named_path_stores_nothing(tmp_path, capsys) -> None:

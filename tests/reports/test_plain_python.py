@@ -2,6 +2,8 @@
 
 - ``print(pyproflab.top(p))`` prints pprof's -top text (with pprof's default
   -nodefraction it is ``go tool pprof -top``'s output, line for line).
+- ``print(result)`` of every result with a text renderer prints that text, the
+  CLI's (``str(r) == render(r, "text")``), whichever Lab method returned it.
 - ``repr(Profile)``, ``repr(PgoResult)``, ``repr(EdgeDiff)`` are one short line.
 - Quantities print in their unit (``+33.4 MiB/s``, ``+1.2 ms``), never in
   scientific notation; the regressions text of alloc_space shows MiB/s or KiB/s.
@@ -9,7 +11,9 @@
 
 from __future__ import annotations
 
+import importlib
 import re
+from pathlib import Path
 
 import pytest
 from support.browser.stores import demo_store
@@ -19,6 +23,28 @@ from support.testenv import corpus_proto_files
 import pyproflab
 from pyproflab.analyses.units import quantity
 from pyproflab.reports import render
+from pyproflab.reports.registry import RENDERERS
+
+TESTS = Path(__file__).resolve().parents[1]
+CPU = {"service": "notesd", "profile_type": "cpu"}
+# Each Lab method whose result has a text renderer, called on the demo store.
+LAB_CALLS = {
+    "top": lambda lab: lab.top(**CPU),
+    "tree": lambda lab: lab.tree(**CPU),
+    "peek": lambda lab: lab.peek("main.scoreNote", **CPU),
+    "source_list": lambda lab: lab.source_list("main.scoreNote", **CPU),
+    "gc": lambda lab: lab.gc(),
+    "gogc": lambda lab: lab.gogc(budget="1.5x"),
+    "pgo": lambda lab: lab.pgo(service="notesd"),
+    "pgo.diff": lambda lab: lab.pgo(service="notesd").diff(lab.pgo(**CPU, version="v1")),
+    "pgo_weights": lambda lab: lab.pgo_weights(service="notesd"),
+    "pgo_effect": lambda lab: lab.pgo_effect({"version": "v1"}, {"version": "v2"}),
+    "regressions": lambda lab: lab.regressions({**CPU, "version": "v1"}, {**CPU, "version": "v2"}),
+    "trace": lambda lab: lab.trace("sched", path=TESTS / "testdata/traces/chan.trace"),
+    "pgo_check": lambda lab: lab.pgo_check(
+        TESTS / "testdata/pgo/ledger.pgo", TESTS / "pgoprogs/ledger/base"
+    ),
+}
 
 
 def test_share_is_percent_and_its_change_percentage_points():
@@ -54,6 +80,63 @@ def test_print_top_is_pprofs_text(corpus_dir, pprof):
     ours = str(result).splitlines()
     theirs = run_pprof(["-top", "-nodecount=10", path]).splitlines()
     assert ours == theirs
+
+
+@pytest.fixture(scope="module")
+def demo_lab():
+    lab = pyproflab.open(demo_store(), read_only=True)
+    yield lab
+    lab.close()
+
+
+@pytest.mark.parametrize(
+    "method",
+    [pytest.param(m, marks=pytest.mark.go) if m == "pgo_check" else m for m in LAB_CALLS],
+)
+def test_print_of_a_lab_result_is_the_clis_text(demo_lab, method):
+    result = LAB_CALLS[method](demo_lab)
+    text = render(result, "text")
+    assert "\n" in text.rstrip("\n"), text  # a report, not a one-line summary
+    assert str(result) == text
+    assert "\n" not in repr(result) and len(repr(result)) < 300, repr(result)
+
+
+def text_rendered_classes() -> list[str]:
+    return sorted(
+        {cls for cls, kind in RENDERERS if kind == "text" and cls.startswith("pyproflab")}
+    )
+
+
+@pytest.mark.parametrize("name", text_rendered_classes())
+def test_every_result_with_a_text_renderer_prints_it(name):
+    """The rule for results no Lab method returns too (OverTimeResult, each
+    TraceAnswer): their class's ``__str__`` is their own, not object's summary."""
+    module, _, qualname = name.rpartition(".")
+    cls = getattr(importlib.import_module(module), qualname)
+    owner = next(c for c in cls.__mro__ if "__str__" in vars(c))
+    assert owner is not object, f"{name} has a text renderer but no __str__"
+
+
+def test_print_of_regressions_over_time_is_the_clis_text():
+    """No Lab method returns it; ``over_time`` on 7 windows where main.a triples."""
+    from support.store_helpers import make_profile
+
+    from pyproflab.analyses.regressions.over_time import over_time
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest
+    from pyproflab.store.select import Selection
+
+    items = []
+    for w in range(7):
+        a = 10 if w < 3 else 30
+        rows = [(["main.a", "main.main"], [a, a * 10**7]), (["main.b", "main.main"], [50, 10**9])]
+        p = make_profile(rows, time_nanos=(170_000_000 + w) * 10**10, duration_nanos=10**10)
+        items.append((p, ProfileMeta(service="s", version="v", instance="i")))
+    with Store.open(":memory:") as store:
+        ingest(store, items, content_hashes=[f"h{i}" for i in range(len(items))])
+        res = over_time(store, Selection(service="s"))
+    assert str(res) == render(res, "text") and "main.a" in str(res)
+    assert re.fullmatch(r"OverTimeResult\(service=s, 7 windows, [1-9]\d* changes\)", repr(res))
 
 
 def test_reprs_are_one_short_line():

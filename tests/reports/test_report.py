@@ -99,6 +99,18 @@ def test_every_section_and_chart(demo_report):
     assert "main.scoreNote" in text  # the planted function is in the top table
 
 
+def test_the_regressions_section_compares_v1_to_v2(demo_report):
+    """The demo runs v1 and v2 together, so their first profiles' order is the
+    order the requests finished (v2's was first in one run of `make demo`, and
+    the section showed main.scoreNote's +18 % as -4.3 points): the section
+    compares by name and says why (tests/workflows/test_versions_order.py)."""
+    _, page = demo_report
+    by = {s["id"]: s for s in manifest(page)["sections"]}
+    assert any("v1 and v2 started together" in n for n in by["regressions"]["notes"])
+    section = re.search(r'<section id="regressions".*?</section>', page, re.S)
+    assert section and "--base version=v1" in html.unescape(section.group(0))
+
+
 def test_the_gogc_section_is_fitted_on_each_setting(demo_report):
     """Issue 34 defect 7: the demo's instances run GOGC 50 and 200. The GOGC
     section fits one model on both settings, lists each with its own cycles,

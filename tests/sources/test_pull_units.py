@@ -21,7 +21,7 @@ from pyproflab.jobs.source_kinds import KINDS, check
 from pyproflab.sources.datadog import DatadogSource, _pprof_files, _time
 from pyproflab.sources.flamebearer import to_pprof
 from pyproflab.sources.http import FetchError, Retries, retry_after_seconds, retrying
-from pyproflab.sources.pull import candidates, exact_selector, windows
+from pyproflab.sources.pull import candidates, exact_selector, server_name, windows
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 
@@ -391,3 +391,60 @@ def test_go_pgo_out_of_range_is_refused_as_a_job_refuses_it(go_pgo: int):
     query = "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}"
     with pytest.raises(SourceError, match=f"go_pgo must be from 1 to 1000, not {go_pgo}"):
         PyroscopeSource("http://127.0.0.1:9", query, go_pgo=go_pgo)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["http://127.0.0.1:4040", "http://localhost:4040/", "HTTP://LocalHost:4040//",
+     "http://[::1]:4040", "http://127.0.0.1.:4040"],
+)  # fmt: skip
+def test_one_server_written_several_ways_is_one_source(spelling):
+    """Before, each spelling was a source of its own ('pyroscope:http://localhost:4040'
+    beside 'pyroscope:http://127.0.0.1:4040'): the overlap check and the keys of
+    what was fetched did not see the other's windows."""
+    from pyproflab.sources.parca import ParcaSource
+    from pyproflab.sources.pyroscope import PyroscopeSource
+
+    assert PyroscopeSource(spelling, PYRO_Q).name == "pyroscope:http://127.0.0.1:4040"
+    assert ParcaSource(spelling, PARCA_Q).name == "parca:http://127.0.0.1:4040"
+    assert DatadogSource("service:a", base_url=spelling).name == "datadog:http://127.0.0.1:4040"
+
+
+def test_default_ports_and_datadogs_own_server_are_one_name_other_hosts_are_not():
+    assert server_name("https://Pyro.Example.com:443/") == "https://pyro.example.com"
+    assert server_name("http://pyro.example.com.:80/q/") == "http://pyro.example.com/q"
+    assert server_name("https://pyro.example.com:80") == "https://pyro.example.com:80"
+    # Two addresses, or a name and an address, of one host: we cannot know.
+    assert server_name("http://10.0.0.5:4040") != server_name("http://pyro.internal:4040")
+    for url in ("https://app.datadoghq.eu/", "https://APP.datadoghq.eu:443"):
+        assert DatadogSource("service:a", base_url=url).name == "datadog:datadoghq.eu"
+    assert DatadogSource("service:a", site="datadoghq.eu").name == "datadog:datadoghq.eu"
+    other = DatadogSource("service:a", base_url="https://app.datadoghq.eu/proxy").name
+    assert other == "datadog:https://app.datadoghq.eu/proxy"
+
+
+def test_a_render_still_cut_to_the_servers_node_limit_is_refused():
+    """A flame graph holding the server's 'other' node (its tree was larger than
+    the max-nodes sent) would store wrong values per function: the window is
+    refused; max-nodes is sent with every render."""
+    from support import fake_pyroscope as fake
+
+    from pyproflab.sources.pyroscope import RENDER_MAX_NODES, PyroscopeSource
+
+    msg, asked = fake.load(str(CPU_FILES[0])), []
+    src = PyroscopeSource("http://127.0.0.1:9", PYRO_Q, legacy=True)
+
+    class Api:
+        def __init__(self, limit: int) -> None:
+            self.limit = limit
+
+        def json(self, method: str, path: str, params: dict) -> dict:
+            asked.append(params["max-nodes"])
+            return fake.flamebearer(msg, PYRO_Q[:-2], self.limit)
+
+    src.api = Api(0)
+    assert src.merge({}, T0, T0 + timedelta(hours=1))
+    src.api = Api(40)
+    with pytest.raises(ValueError, match="cut the flame graph to its node limit"):
+        src.merge({}, T0, T0 + timedelta(hours=1))
+    assert asked == [str(RENDER_MAX_NODES)] * 2

@@ -81,19 +81,37 @@ def test_export_then_import_gives_every_table_its_rows(demo: Path, tmp_path: Pat
     assert "2984 metric samples, 405 gc cycles" in str(summary)
 
     db = tmp_path / "b.duckdb"
+    ours = {t: n for t, n in want.items() if t != "job_runs"}  # another store's runs
     with Store.open(db) as store:
         report = import_parquet(store, tmp_path / "ds")
         assert (report.new, report.metric_rows) == (want["profiles"], 405 + 2984)
         assert report.traces == want.get("traces", 0)  # said as a file ingest says it
-        assert row_counts(store) == want
+        assert row_counts(store) == ours
         again = import_parquet(store, tmp_path / "ds")
         assert (again.new, again.present, again.metric_rows) == (0, want["profiles"], 0)
         assert again.traces == 0
-        assert row_counts(store) == want
-    for table in ("gc_cycles", "metric_samples", "job_runs", "job_files", "source_items"):
+        assert row_counts(store) == ours
+    for table in ("gc_cycles", "metric_samples", "job_files", "source_items"):
         assert _rows(db, table) == _rows(demo, table), table
     for table in TRACE_TABLES if want.get("traces") else ():
         assert _rows(db, table) == _rows(demo, table), table
+
+
+def test_an_import_brings_no_job_runs(demo: Path, tmp_path: Path) -> None:
+    """Imported, another store's runs made a job here with the same spec (same
+    paths: another machine laid out alike) say 'unchanged since run 1 ...,
+    nothing written; exit 1' over an empty output folder. A job's runs belong
+    to the store that ran them; its drop files and source items still come."""
+    with Store.open(demo, read_only=True) as store:
+        assert state.find_run(store, "hourly", "f" * 64) is not None
+        export_parquet(store, tmp_path / "ds")
+    with Store.open(tmp_path / "b.duckdb") as store:
+        import_parquet(store, tmp_path / "ds")
+        state.ensure_tables(store)  # as a job run does
+        assert state.find_run(store, "hourly", "f" * 64) is None
+        assert state.last_finished(store, "hourly") is None
+        assert state.seen_files(store, "hourly") == {("/drop/a.pb.gz", 10, 1)}
+        assert state.start_run(store, "hourly", "f" * 64, NOW) == 1  # this store's first
 
 
 def test_imported_traces_take_new_ids_and_name_the_same_profiles(demo, tmp_path):

@@ -129,6 +129,10 @@ class GogcResult:
     def _repr_html_(self) -> str:
         return render(self, "html")
 
+    def __str__(self) -> str:
+        """The text ``pyproflab gogc`` prints (``print(lab.gogc())``)."""
+        return render(self, "text")
+
     def __repr__(self) -> str:
         rec = self.recommendation
         what = (

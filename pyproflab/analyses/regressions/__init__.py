@@ -85,6 +85,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -431,7 +432,7 @@ def regressions_of_profiles(
 ) -> RegressionsResult:
     """``regressions`` of two lists of in-memory profiles (via a throw-away store);
     ``*_instances`` name each profile's instance (for ``unit="instance"``)."""
-    from pyproflab.sources.base import ItemMeta, Prefetched, ProfileItem
+    from pyproflab.sources.base import Item, ItemMeta, Prefetched, ProfileItem
     from pyproflab.store import Store
     from pyproflab.store.select import Selection
     from pyproflab.store.sourced import ingest_source
@@ -439,12 +440,12 @@ def regressions_of_profiles(
     if not base or not new:
         raise UsageError("both sides need at least one profile")
     with Store.open(":memory:") as store:
-        bi = base_instances or [None] * len(base)
-        ni = new_instances or [None] * len(new)
+        bi: Sequence[str | None] = base_instances or [None] * len(base)
+        ni: Sequence[str | None] = new_instances or [None] * len(new)
         sides = [("base", p, i) for p, i in zip(base, bi, strict=True)]
         sides += [("new", p, i) for p, i in zip(new, ni, strict=True)]
         # Distinct identities: equal profiles on a side are still separate observations.
-        items = [
+        items: list[Item] = [
             ProfileItem(ItemMeta(version=v, instance=i), profile=p, content_hash=f"regressions-{n}")
             for n, (v, p, i) in enumerate(sides)
         ]

@@ -55,7 +55,8 @@ def order(labels: list[str], cols: dict[str, np.ndarray], rank_by: str) -> np.nd
         key = _key(np.abs(cols[f"{rank_by}_change"]))
         return np.array(sorted(range(len(labels)), key=lambda i: (-key[i], labels[i])), np.int64)
     group = {"increase": 0, "none": 1, "decrease": 2}
-    d, ev = cols["direction"], _key(cols["evidence"])
+    d: list[str] = cols["direction"].tolist()
+    ev = _key(cols["evidence"])
     return np.array(
         sorted(range(len(labels)), key=lambda i: (group[d[i]], -ev[i], labels[i])), np.int64
     )
@@ -134,7 +135,7 @@ def grouped_order(order_idx: np.ndarray, cols, labels) -> np.ndarray:
     pos = {lab: i for i, lab in enumerate(labels)}
     head = [pos[e] if e is not None else i for i, e in enumerate(cols["explained_by"])]
     rank = {int(i): k for k, i in enumerate(order_idx.tolist())}
-    first = {}
+    first: dict[int, int] = {}
     for i in order_idx.tolist():
         first.setdefault(head[i], rank[i])
     return np.array(

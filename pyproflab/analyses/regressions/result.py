@@ -131,6 +131,15 @@ class RegressionsResult(RowsResult):
     edges: pa.Table = field(default_factory=lambda: EDGES_SCHEMA.empty_table())
     notes: list[str] = field(default_factory=list)
 
+    def increases(self) -> pa.Table:
+        """The rows that grew significantly (flat or cum), less the halves of
+        cost shifts (the pair's total is unchanged): what ``--fail-on-change``
+        counts."""
+        import pyarrow.compute as pc
+
+        rows = self.rows.filter(pc.field("direction") == "increase")
+        return rows.filter(pc.field("shift_with").is_null())
+
     def significant(self, metric: str = "flat") -> pa.Table:
         """The rows whose ``metric`` change is significant at ``fdr``."""
         import pyarrow.compute as pc

@@ -100,6 +100,7 @@ def group_units(
     """Profiles, or instances or time windows (their profiles summed), as units."""
     if unit not in ("instance", "window"):
         return Units(is_new, denominators, np.arange(len(rows)))
+    keys: list[tuple[bool, str | None, str] | tuple[bool, int]]
     if unit == "instance":
         keys = [
             (bool(is_new[i]), r["service"], r["instance"] or f"#{r['profile_id']}")
