@@ -16,9 +16,15 @@ given; times are Unix milliseconds):
   ``end``, optional ``stackTraceSelector.goPgo`` with ``keepLocations`` and
   ``aggregateCallees``): the merged profile, as a ``google.v1.Profile`` in
   JSON (the pprof message; it becomes pprof bytes here).
-- ``GET BASE/pyroscope/render?query=TYPE{SELECTOR}&from=S&until=S&format=json``
-  (``legacy``, or when the server has no Connect API): the merged flame
-  graph as a flamebearer, turned into pprof (``sources/flamebearer.py``).
+- ``GET BASE/pyroscope/render?query=TYPE{SELECTOR}&from=S&until=S&format=json
+  &max-nodes=N`` (``legacy``, or when the server has no Connect API): the
+  merged flame graph as a flamebearer, turned into pprof
+  (``sources/flamebearer.py``). The server cuts the tree to ``max-nodes``
+  nodes (its default, 8192, when none is sent), folding each parent's cut
+  children into one node ``other``: N is ``RENDER_MAX_NODES``, and a graph
+  still holding ``other`` is refused, never stored with wrong values. A 400
+  to a render (a server allowing fewer nodes, or a query it rejects) stops
+  the pull in one line: every window would get it.
 
 Rules:
 
@@ -68,6 +74,10 @@ from pyproflab.sources.pull import (
 
 QUERIER = "/querier.v1.QuerierService/"
 RENDER = "/pyroscope/render"
+#: the render's ``max-nodes``: without it the server cuts the tree to its
+#: querier.max-flamegraph-nodes-default (8192 nodes); this is its published
+#: querier.max-flamegraph-nodes-max, the most a default server gives
+RENDER_MAX_NODES = 1 << 20
 _MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 
@@ -178,6 +188,10 @@ class PyroscopeSource(WindowedMerges):
         labels, sel = (a[1], b[1]) if b[0] else (b[1], a[1])
         return _satisfied({k: v for k, (_, v) in labels.items()}, sel)
 
+    def this_pull(self) -> str:
+        api = f"legacy {RENDER}" if self.legacy else "Connect (querier.v1)"
+        return f"this {api} pull of {self.type_id}{self.selector}"
+
     def pull_of(self, series: str) -> str:
         if series.startswith("render"):
             return f"the legacy {RENDER} pull of {self.type_id}{series[len('render') :]}"
@@ -253,11 +267,26 @@ class PyroscopeSource(WindowedMerges):
             "from": str(int(a.timestamp())),
             "until": str(int(b.timestamp()) - 1),  # whole seconds, both ends inclusive
             "format": "json",
+            "max-nodes": str(RENDER_MAX_NODES),
         }
-        doc = self.api.json("GET", RENDER, params=params)
+        try:
+            doc = self.api.json("GET", RENDER, params=params)
+        except ApiError as e:  # not this window's: the server refuses every render so
+            if e.status != 400:
+                raise
+            raise SourceError(self.name, (
+                f"{e.problem}: the server refuses the render with max-nodes={RENDER_MAX_NODES} "
+                "(its querier.max-flamegraph-nodes-max may be lower) or the query"
+            )) from None  # fmt: skip
         fb = doc.get("flamebearer") if isinstance(doc, dict) else None
         if not fb or not fb.get("numTicks"):
             return None
+        if "other" in (fb.get("names") or []):
+            raise ValueError(
+                "the server cut the flame graph to its node limit (node 'other' holds the "
+                "cut stacks), so its functions' values would be wrong: pull through the "
+                "Connect API, or raise the server's querier.max-flamegraph-nodes-max"
+            )
         parts = self.type_id.split(":")
         return to_pprof(
             doc,

@@ -314,6 +314,29 @@ def test_progress_on_a_terminal_only(tmp_path):
         assert "pulling" not in piped.stderr
 
 
+def test_a_job_downloading_stored_profiles_again_counts_none_new(tmp_path):
+    """A store whose pull keys are under another name of the source (the name a
+    base_url had before it was the URL) downloads every profile once more: the
+    run's line counts what was new (0), not what was downloaded (5)."""
+    import duckdb
+
+    with serve("datadog", _manifest(), tmp_path) as s:
+        job = tmp_path / "job.toml"
+        job.write_text(
+            f'[job]\nname = "dd"\nstore = "s.duckdb"\noutput = "out"\n'
+            f'[[source]]\nkind = "datadog"\nquery = "{QUERY}"\nsince = "72h"\n'
+            f'base_url = "{s.url}"\n'
+        )
+        assert "5 new profiles" in cli("job", "run", str(job), env=KEYS).stdout
+        with duckdb.connect(str(tmp_path / "s.duckdb")) as con:
+            con.execute("UPDATE source_items SET source = 'datadog:datadoghq.com'")
+        again = cli("job", "run", str(job), env=KEYS)
+        assert s.requests("/download") == 2 * len(CPU_FILES)
+    assert again.returncode == 0, again.stderr
+    assert "; 0 new profiles, nothing written; exit 0" in again.stdout, again.stdout
+    assert profile_count(tmp_path / "s.duckdb") == len(CPU_FILES)
+
+
 def test_a_base_url_is_the_source_named_and_stored(tmp_path):
     """`pull datadog --base-url URL` named and stored its profiles' source as
     "datadog:datadoghq.com", a site no request went to: the source is the URL used."""

@@ -162,6 +162,27 @@ def test_an_older_server_is_read_through_the_legacy_render(tmp_path):
     assert ours == theirs
 
 
+def test_the_legacy_render_asks_for_every_node_and_refuses_a_cut_graph(tmp_path):
+    """The render sent no max-nodes, so the server cut each flame graph to its
+    default node limit: a server whose default is 40 nodes (the published one is
+    8192, the recorded profiles have 145 to 428) gave a store whose `top` held
+    'other' (flat 5.46 s of 12.25 s). max-nodes is now sent; a server whose maximum
+    is below it answers 400: one line, nothing stored."""
+    db = tmp_path / "p.duckdb"
+    with serve("pyroscope", _manifest(legacy=True, max_nodes_default=40), tmp_path) as s:
+        res = _pull(s.url, db)
+        assert res.returncode == 0, res.stderr
+    ours = sorted((n, f, c) for n, f, c, _ in store_top(db, sample_index=0))
+    assert ours == sorted((r.label, r.flat, r.cum) for r in oracle_top(CPU_FILES).rows)
+    capped = tmp_path / "c.duckdb"
+    with serve("pyroscope", _manifest(legacy=True, max_nodes_max=40), tmp_path) as s:
+        res = _pull(s.url, capped)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "GET /pyroscope/render: HTTP 400 from " in res.stderr
+    assert f"refuses the render with max-nodes={1 << 20}" in res.stderr
+    assert not capped.exists()
+
+
 def test_kill_part_way_then_rerun(tmp_path):
     db = tmp_path / "p.duckdb"
     with serve("pyroscope", _manifest(), tmp_path) as s:
@@ -274,18 +295,22 @@ def test_a_render_pull_and_a_connect_pull_of_one_server_are_not_counted_twice(tm
     """A --legacy render pull beside a Connect pull of the same server and service
     stored both: `top --db --type cpu` showed Total samples 24.50 s, the 12.25 s
     of the five profiles twice. The second pull (either way round) is now
-    refused window by window, each line naming both pulls; the store is as it was."""
-    stored_by = {"--legacy": "the legacy /pyroscope/render pull of " + QUERY,
-                 "": "the Connect (querier.v1) pull of series " + CPU + "{instance="}  # fmt: skip
+    refused in one line naming both pulls, before anything is fetched; the store
+    is as it was."""
+    pulls = {"--legacy": "legacy /pyroscope/render pull of " + QUERY,
+             "": "Connect (querier.v1) pull of "}  # fmt: skip
     for first, second in (("--legacy", ""), ("", "--legacy")):
         db = tmp_path / f"p{len(first)}.duckdb"
         with serve("pyroscope", _manifest(), tmp_path) as s:
             assert _pull(s.url, db, *[first][: len(first)]).returncode == 0
             count, before = profile_count(db), store_top(db, "--type", "cpu", sample_index=0)
+            merges = s.requests("SelectMergeProfile") + s.requests("/pyroscope/render")
             res = _pull(s.url, db, *[second][: len(second)])
+            assert s.requests("SelectMergeProfile") + s.requests("/pyroscope/render") == merges
         lines = res.stderr.strip().splitlines()
-        assert res.returncode == 2 and "every profile refused (5)" in lines[-1], res.stderr
-        assert len(lines) == 6 and all(stored_by[first] in ln for ln in lines[:-1]), lines
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert f"windows this {pulls[second]}" in lines[0], lines
+        assert f"overlap windows of the {pulls[first]}" in lines[0], lines
         assert profile_count(db) == count
         assert store_top(db, "--type", "cpu", sample_index=0) == before
 

@@ -421,3 +421,30 @@ def test_default_ports_and_datadogs_own_server_are_one_name_other_hosts_are_not(
     assert DatadogSource("service:a", site="datadoghq.eu").name == "datadog:datadoghq.eu"
     other = DatadogSource("service:a", base_url="https://app.datadoghq.eu/proxy").name
     assert other == "datadog:https://app.datadoghq.eu/proxy"
+
+
+def test_a_render_still_cut_to_the_servers_node_limit_is_refused():
+    """A flame graph holding the server's 'other' node (its tree was larger than
+    the max-nodes sent) would store wrong values per function: the window is
+    refused; max-nodes is sent with every render."""
+    from support import fake_pyroscope as fake
+
+    from pyproflab.sources.pyroscope import RENDER_MAX_NODES, PyroscopeSource
+
+    msg, asked = fake.load(str(CPU_FILES[0])), []
+    src = PyroscopeSource("http://127.0.0.1:9", PYRO_Q, legacy=True)
+
+    class Api:
+        def __init__(self, limit: int) -> None:
+            self.limit = limit
+
+        def json(self, method: str, path: str, params: dict) -> dict:
+            asked.append(params["max-nodes"])
+            return fake.flamebearer(msg, PYRO_Q[:-2], self.limit)
+
+    src.api = Api(0)
+    assert src.merge({}, T0, T0 + timedelta(hours=1))
+    src.api = Api(40)
+    with pytest.raises(ValueError, match="cut the flame graph to its node limit"):
+        src.merge({}, T0, T0 + timedelta(hours=1))
+    assert asked == [str(RENDER_MAX_NODES)] * 2

@@ -19,11 +19,16 @@ facts only: paths, field names, status codes), plus the legacy render endpoint.
   ``keepLocations`` leaf locations of each stack and, with
   ``aggregateCallees``, the leaf's function without its line.
 - ``GET /pyroscope/render?query=TYPE{SEL}&from=S&until=S&format=json``: the
-  same merge as a single-format flamebearer (function names only).
+  same merge as a single-format flamebearer (function names only), its tree
+  cut to ``max-nodes`` nodes (absent or 0: 8192; more than 1048576 or
+  negative: HTTP 400), the cut nodes of a parent folded into one ``other``:
+  the published server's ``querier.max-flamegraph-nodes-default`` and ``-max``
+  (pkg/querier/http.go, pkg/validation, pkg/model/flamegraph.go; facts only).
 
 Manifest: ``profiles`` (``file``, ``type``, ``labels``, ``time_ms``), and
 ``tenant`` (X-Scope-OrgID required, else 401), ``authorization`` (the
-Authorization value required, else 401), ``legacy`` (no Connect API: 404).
+Authorization value required, else 401), ``legacy`` (no Connect API: 404),
+``max_nodes_default`` and ``max_nodes_max`` (a server's own render limits).
 """
 
 from __future__ import annotations
@@ -119,9 +124,33 @@ def go_pgo(msg: Any, keep: int, aggregate: bool) -> Any:
     return out
 
 
-def flamebearer(msg: Any, type_id: str) -> dict[str, Any]:
+#: the published limits of the render (querier.max-flamegraph-nodes-default and -max)
+MAX_NODES_DEFAULT, MAX_NODES_MAX = 8 << 10, 1 << 20
+
+
+def max_nodes(query: dict[str, list[str]], manifest: dict[str, Any]) -> int | str:
+    """The tree's node limit a render asks for (``max-nodes``, else ``maxNodes``; absent
+    or 0: the server's default), or the reason it is refused (over the maximum, or
+    negative while there is one)."""
+    asked = 0
+    for name in ("max-nodes", "maxNodes"):
+        try:
+            asked = int(query.get(name, ["0"])[0]) or asked
+        except ValueError:
+            pass
+    ceiling = manifest.get("max_nodes_max", MAX_NODES_MAX)
+    if asked == 0:
+        return manifest.get("max_nodes_default", MAX_NODES_DEFAULT)
+    if ceiling and not 0 < asked <= ceiling:
+        return f"max-nodes {asked} is not allowed: the limit is {ceiling}"
+    return asked
+
+
+def flamebearer(msg: Any, type_id: str, limit: int = 0) -> dict[str, Any]:
     """A single-format flamebearer of the profile type's sample type (function names
-    only)."""
+    only). With ``limit`` (> 0) and a tree of more nodes, nodes whose total is
+    below the ``limit``-th largest are cut: each parent's cut children become one
+    child named ``other`` (self = their total), as the published server does."""
     strings = list(msg.string_table)
     _, st, su = type_id.split(":")[:3]
     kinds = [(strings[t.type], strings[t.unit]) for t in msg.sample_type]
@@ -140,6 +169,7 @@ def flamebearer(msg: Any, type_id: str) -> dict[str, Any]:
                 )
                 node["total"] += v
         node["self"] += v
+    floor = _floor(root, limit)
     names: list[str] = []
     index: dict[str, int] = {}
     levels: list[list[int]] = []
@@ -156,7 +186,12 @@ def flamebearer(msg: Any, type_id: str) -> dict[str, Any]:
         level += [x - end_prev, node["total"], node["self"], index[node["name"]]]
         walk_end[depth] = x + node["total"]
         kx = x
-        for kid in sorted(node["kids"].values(), key=lambda k: k["name"]):
+        kids = sorted(node["kids"].values(), key=lambda k: k["name"])
+        cut = sum(k["total"] for k in kids if k["total"] < floor)
+        kept = [k for k in kids if k["total"] >= floor]
+        if cut:
+            kept.append({"name": "other", "self": cut, "total": cut, "kids": {}})
+        for kid in kept:
             walk(kid, depth + 1, kx)
             kx += kid["total"]
 
@@ -166,6 +201,18 @@ def flamebearer(msg: Any, type_id: str) -> dict[str, Any]:
         "flamebearer": {"names": names, "levels": levels, "numTicks": root["total"], "maxSelf": 0},
         "metadata": {"format": "single", "units": "", "spyName": "gospy"},
     }
+
+
+def _floor(root: dict[str, Any], limit: int) -> int:
+    """The smallest total a node keeps under the limit (0: the tree fits)."""
+    totals, todo = [], list(root["kids"].values())
+    while todo:
+        node = todo.pop()
+        totals.append(node["total"])
+        todo += node["kids"].values()
+    if limit <= 0 or len(totals) <= limit:
+        return 0
+    return sorted(totals, reverse=True)[limit - 1]
 
 
 def routes(manifest: dict[str, Any]):
@@ -229,10 +276,13 @@ def routes(manifest: dict[str, Any]):
         query = q["query"][0]
         type_id, selector = query[: query.index("{")], query[query.index("{") :]
         lo, hi = int(q["from"][0]) * 1000, int(q["until"][0]) * 1000
+        limit = max_nodes(q, manifest)
+        if isinstance(limit, str):
+            return connect_error(400, "invalid_argument", limit)
         hits = select(type_id, selector, lo, hi)
         if not hits:
             return json_answer({"flamebearer": {"names": [], "levels": [], "numTicks": 0}})
-        return json_answer(flamebearer(merged([p["file"] for p in hits]), type_id))
+        return json_answer(flamebearer(merged([p["file"] for p in hits]), type_id, limit))
 
     def route(req: Request) -> Answer:
         bad = check(req)

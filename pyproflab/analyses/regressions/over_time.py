@@ -12,7 +12,8 @@ counts over their exposures: within a segment, the arc ``[i, j)`` that
 differs most from the rest is found (an arc that reaches the end is a step;
 one inside is a transient), and it is a change when the maximum statistic
 (scaled by the over-dispersion of the fit, at least 1) is extreme among those
-of ``permutations`` Poisson series of the segment's constant rate (seeded):
+of ``permutations`` Poisson series of the segment's constant rate (seeded, per
+function from the seed and its name, whatever order the store holds it in):
 a resampling reference as in CBS and E-Divisive (Matteson & James 2014),
 drawn from the null model rather than by permuting the windows, whose
 reference the change itself would inflate.
@@ -46,6 +47,7 @@ Rules:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -304,8 +306,7 @@ def over_time(
     sel, sides, win, nw, nv, (den, factor, unit) = _window_series(*args)
     d = np.bincount(win, weights=den, minlength=nw)
     unit_value = sides.count_scale * factor
-    rng = np.random.default_rng(seed)
-    chosen, series = _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng)
+    chosen, series = _first_tests(nv, win, d, sides, unit_value, min_share, permutations, seed)
     q = stats.bh_adjust(np.array([t[3] for t in chosen])) if chosen else np.array([])
     windows = _windows_table(sides, win, nw)
     found = []
@@ -313,6 +314,7 @@ def over_time(
         node, metric, y, p, i, j = t
         if qv > fdr:
             continue
+        rng = series_rng(seed, nv.inc.labels[node], metric, "splits")
         cuts = segment(y, d, p, i, j, fdr, permutations, rng)
         for c in _changes(y, d, cuts, unit_value, confidence):
             c.update(label=nv.inc.labels[node], metric=metric, p=p, q=qv, _node=node)
@@ -340,18 +342,31 @@ def over_time(
     )
 
 
-def _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng):
+def series_rng(seed: int, label: str, metric: str, part: str) -> np.random.Generator:
+    """The random draws of one function's series: from the seed and its name,
+    so that a function's p-values do not depend on which functions came before
+    it (node numbers follow the order profiles were ingested in: with one
+    generator shared in node order, the same store ingested in reverse order
+    gave other q-values and other changes)."""
+    key = hashlib.sha256(f"{label}\0{metric}\0{part}".encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(key[:8], "little")])
+
+
+def _first_tests(nv, win, d, sides, unit_value, min_share, permutations, seed):
     """Per function above ``min_share`` of the total, the first arc test of its
     flat and of its cum series, keeping the one that changes more surely
     (smaller p; flat on a tie; rule 2): ``(node, metric, counts, p, i, j)``;
-    and the long table of every tested series' rates per window."""
+    and the long table of every tested series' rates per window. Functions
+    are taken in name order, each with draws of its own (``series_rng``)."""
     nw, count_scale = len(d), sides.count_scale
     total = float(nv.totals.sum()) or 1.0
     tests, labels, metrics, rates = [], [], [], []
     for metric in ("flat", "cum"):
         y_all = nv.sums(metric, win, nw) / count_scale
-        for node in np.flatnonzero(y_all.sum(axis=1) * count_scale / total >= min_share):
+        tested = np.flatnonzero(y_all.sum(axis=1) * count_scale / total >= min_share)
+        for node in sorted(tested, key=lambda n: (nv.inc.labels[n], n)):
             y = y_all[node]
+            rng = series_rng(seed, nv.inc.labels[node], metric, "first")
             p, i, j = arc_test(y, d, permutations, rng)
             tests.append((int(node), metric, y, p, i, j))
             labels += [nv.inc.labels[node]] * nw
@@ -376,7 +391,7 @@ def _first_tests(nv, win, d, sides, unit_value, min_share, permutations, rng):
 def _rank(found: list[dict], paths, starts) -> pa.Table:
     """Most credible first; a change explained by an earlier one on the same
     stacks, window and direction is marked so (rule 4)."""
-    found.sort(key=lambda c: (c["status"] == "return", -c["_sure"], c["label"]))
+    found.sort(key=lambda c: (c["status"] == "return", -c["_sure"], c["label"], c["window"]))
     anc = attribution.ancestors(paths, {c["_node"] for c in found})
     heads: list[dict] = []
     for c in found:
