@@ -444,7 +444,8 @@ def test_distribution_lists_base_then_new(tmp_path) -> None:
     assert d.column("side").to_pylist() == ["base"] * 2 + ["new"] * 3
     order = r.profiles.column("profile_id").to_pylist()
     for s in ("base", "new"):
-        ids = [p for p, x in zip(d["profile_id"].to_pylist(), d["side"].to_pylist()) if x == s]
+        pairs = zip(d["profile_id"].to_pylist(), d["side"].to_pylist(), strict=True)
+        ids = [p for p, x in pairs if x == s]
         assert ids == sorted(ids, key=order.index)
 
 
