@@ -244,23 +244,40 @@ class WindowedMerges:
         }
         done = known(list(keyed))
         todo = [k for k in keyed if k not in done]
-        yield Expect(len(todo), known=len(keyed) - len(todo))
         clash = self._overlapping(todo, keyed, known)
+        self._refuse_another_pull(todo, keyed, clash)
+        yield Expect(len(todo), known=len(keyed) - len(todo))
         for key in todo:
             if key in clash:
-                mine = self.series_text(keyed[key][0])
-                yield Refused(self._what(*keyed[key]), self._clash_reason(mine, *clash[key]))
+                yield Refused(self._what(*keyed[key]), self._clash_reason(*clash[key][1:]))
             else:
                 yield from self._fetch(*keyed[key], key)
 
-    def _clash_reason(self, mine: str, series: str, a_ms: int, b_ms: int) -> str:
-        if series == mine:
-            before = "this series stored before (another step or --go-pgo)"
-        else:
-            before = f"{self.pull_of(series)}, stored before"
+    def _refuse_another_pull(
+        self, todo: list[str], keyed: dict[str, Any], clash: dict[str, tuple[str, int, int]]
+    ) -> None:
+        """One line for the whole pull (SourceError), before anything is fetched,
+        when windows to fetch overlap windows another kind of pull of this server
+        stored (another series text: Pyroscope's render beside its Connect API)."""
+        other = [k for k in todo if k in clash and clash[k][0] != self.series_text(keyed[k][0])]
+        if other:
+            series, a_ms, b_ms = clash[other[0]]
+            raise SourceError(self.name, (
+                f"{len(other)} of the {len(todo)} windows {self.this_pull()} would fetch "
+                f"overlap windows of {self.pull_of(series)} stored before (one: "
+                f"[{_span(a_ms, b_ms)})): their samples would count twice in every merge; "
+                "pull as before, or into another store"
+            ))  # fmt: skip
+
+    def this_pull(self) -> str:
+        """This pull, as a refusal names it."""
+        return f"this pull of {self.type_id}"
+
+    def _clash_reason(self, a_ms: int, b_ms: int) -> str:
         return (
-            f"overlaps the window [{_span(a_ms, b_ms)}) of {before}: its samples would "
-            "count twice in every merge; pull as before, or into another store"
+            f"overlaps the window [{_span(a_ms, b_ms)}) of this series stored before "
+            "(another step or --go-pgo): its samples would count twice in every merge; "
+            "pull as before, or into another store"
         )
 
     def _overlapping(

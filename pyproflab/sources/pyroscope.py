@@ -188,6 +188,10 @@ class PyroscopeSource(WindowedMerges):
         labels, sel = (a[1], b[1]) if b[0] else (b[1], a[1])
         return _satisfied({k: v for k, (_, v) in labels.items()}, sel)
 
+    def this_pull(self) -> str:
+        api = f"legacy {RENDER}" if self.legacy else "Connect (querier.v1)"
+        return f"this {api} pull of {self.type_id}{self.selector}"
+
     def pull_of(self, series: str) -> str:
         if series.startswith("render"):
             return f"the legacy {RENDER} pull of {self.type_id}{series[len('render') :]}"

@@ -22,7 +22,8 @@ Per sample (bytes, seconds, cores):
 
 Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
 
-- Forced cycles are dropped. Sizes are floored MiB: half a MiB is added.
+- Forced cycles and each run's start-up (``startup``) are dropped. Sizes are
+  floored MiB: half a MiB is added.
 - A *run* is one process: the cycles of one (instance, source[, incarnation])
   in gc-number order, cut where the number does not rise or the time goes
   back (a restart). Each run's ``n`` is (last gc number − first) / (last start
@@ -90,7 +91,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pyproflab.analyses.gogc import infer
+from pyproflab.analyses.gogc import infer, startup
 from pyproflab.analyses.gogc.infer import SEGMENT_MIN
 from pyproflab.analyses.gogc.means import wmean
 from pyproflab.errors import UsageError
@@ -306,8 +307,7 @@ def _without_stalls(ss: list[dict[str, Any]], k: int, notes: list[str]) -> list[
 
 
 def _segment_rate(seg: list[dict[str, Any]]) -> float | None:
-    span = seg[-1]["t_end"] - seg[0]["t_end"]
-    cycles = seg[-1]["gc_num"] - seg[0]["gc_num"]
+    span, cycles = seg[-1]["t_end"] - seg[0]["t_end"], seg[-1]["gc_num"] - seg[0]["gc_num"]
     return cycles / span if span > 0 and cycles > 0 else None
 
 
@@ -325,7 +325,7 @@ def from_gctrace(
     runs: list[tuple[int, list[Any]]] = []  # each run's cycles, or its (GOGC, cycles)
     for k, run in enumerate(_runs(cycles)):
         ss = [s for r in run if (s := cycle_sample(r)) is not None]
-        ss = _without_stalls(ss, k, notes)
+        ss = startup.past_startup(_without_stalls(ss, k, notes), k, notes)
         if len(ss) < SEGMENT_MIN:
             continue
         for a, b in zip(ss, ss[1:], strict=False):
