@@ -7,7 +7,8 @@ Rules checked:
   and ``SERVICE``; there is markdown explaining the charts.
 - Executed headless with nbclient on a short demo run's store (parameters
   injected papermill-style in a cell after the parameters cell), no cell
-  errors, and every result object renders as HTML and every figure as plotly.
+  errors, nothing printed to stderr (a warning), and every result object renders
+  as HTML and every figure as plotly.
 - No notebook reaches into private modules (``pyproflab._*`` or ``_name``); the
   only pyproflab import is ``import pyproflab`` and every ``pyproflab.NAME`` it
   uses is in ``pyproflab.__all__`` (docs/python.md says they use only the public API).
@@ -140,6 +141,15 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
     nb = run_notebook(name, store, work, timeout=timeout, TRACES=str(TRACES), **extra)
     print(f"{name}: ran in {time.perf_counter() - started:.1f} s")
     assert sorted(p.name for p in work.iterdir()) == [], f"{name} left files behind"
+    # A warning or a stray message is what a newcomer sees first (05 printed InputsRefused
+    # for the README beside its traces).
+    stderr = [
+        o.get("text", "")
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if o.get("name") == "stderr"
+    ]
+    assert not stderr, f"{name} printed to stderr: {stderr}"
     figures = _outputs(nb, "application/vnd.plotly.v1+json")
     assert figures, f"{name} drew no plotly figure"
     # A figure of no trace, or of traces without points, is drawn as empty axes.

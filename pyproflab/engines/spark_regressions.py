@@ -46,7 +46,7 @@ class SparkReads(ProfileReads):
         self.name = dataset.name
 
     def selected_profiles(self, selection: Any) -> list[dict[str, Any]]:
-        return self.dataset.header_rows(selection, ("service", "instance"))
+        return self.dataset.header_rows(selection, ("service", "instance", "content_hash"))
 
     def _values_at(self, pids: np.ndarray, positions: list[int]) -> Any:
         """The selected profiles' samples with ``x``, the value at each

@@ -15,11 +15,12 @@ from pyproflab.store.connection import Store
 
 
 def selected_profiles(store: Store, selection) -> list[dict[str, Any]]:
-    """Header columns, service and instance of the profiles ``selection`` matches,
-    by profile id."""
+    """Header columns, service, instance and content hash of the profiles
+    ``selection`` matches, by profile id."""
     from pyproflab.store.merge import HEADER_COLUMNS
 
-    return store.sql(*selection.query(f"{HEADER_COLUMNS}, p.service, p.instance")).to_pylist()
+    columns = f"{HEADER_COLUMNS}, p.service, p.instance, p.content_hash"
+    return store.sql(*selection.query(columns)).to_pylist()
 
 
 def stack_sums(store: Store, pids: np.ndarray, positions: list[int]) -> pa.Table:

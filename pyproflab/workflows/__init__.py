@@ -9,12 +9,14 @@ HTML report and the demo call these, so that each has one answer.
 - Versions that started *together* cannot be told apart by time: a fleet
   rolling out a canary, or a collection round over instances of two versions,
   takes their first profiles within milliseconds, in whatever order the
-  requests finished. By time, two versions are together when their first
-  profiles overlap (each counted as at least ``TOGETHER_S`` long, for
-  snapshots of no duration); by ingest, when their first profiles came in one
-  ingest (the same ``ingested_at``). Together, they are ordered by name,
-  runs of digits compared as numbers (v2 before v10, 1.9 before 1.10), and
-  the ``Ordering`` keeps which were together.
+  requests finished. Two versions are together when their first profiles
+  overlap in time (each counted as at least ``TOGETHER_S`` long, for
+  snapshots of no duration). Together, they are ordered by name, runs of
+  digits compared as numbers (v2 before v10, 1.9 before 1.10), and the
+  ``Ordering`` keeps which were together. By ingest, versions whose first
+  profiles came in one ingest (the same ``ingested_at``: an ingest stores
+  files in path order, not by age) are ordered among themselves by time,
+  and those together by name.
 - Which versions to compare (``comparison``): the newest version against the
   one before it: a new release is judged against its predecessor, not against
   whatever happened to be stored first. With more than two versions the
@@ -43,13 +45,11 @@ TOGETHER_S = 1.0
 
 @dataclass(frozen=True)
 class Ordering:
-    """A service's versions oldest first (``names``), the groups of them that
-    started together and were ordered by name (``together``), and how they
-    were together (``why``)."""
+    """A service's versions oldest first (``names``), and the groups of them
+    that started together and were ordered by name (``together``)."""
 
     names: list[str] = field(default_factory=list)
     together: list[list[str]] = field(default_factory=list)
-    why: str = ""
 
     def tied(self, a: str, b: str) -> bool:
         return any(a in g and b in g for g in self.together)
@@ -69,27 +69,33 @@ def versions(
 
 
 def _order(rows: list[dict], order: str) -> Ordering:
-    """Rows of one service's versions (``queries.versions``), grouped into runs
-    that started together, each run in name order."""
+    """Rows of one service's versions (``queries.versions``) oldest first, in
+    runs that started together, each run in name order."""
+    batches = [rows]
     if order == "ingest":
-        rows = sorted(rows, key=lambda r: r["first_id"])
-    else:
-        rows = sorted(rows, key=lambda r: (r["first_taken"], r["first_id"]))
-    groups: list[list[dict]] = []
-    end = None  # order="time": when the current group's first profiles end
-    for row in rows:
-        if order == "ingest":
-            joins = bool(groups) and row["first_ingested_at"] == groups[-1][-1]["first_ingested_at"]
+        batches = []
+        for row in sorted(rows, key=lambda r: r["first_id"]):
+            if not batches or row["first_ingested_at"] != batches[-1][-1]["first_ingested_at"]:
+                batches.append([])
+            batches[-1].append(row)
+    groups = [sorted(g, key=_natural) for batch in batches for g in _together(batch)]
+    return Ordering([v for g in groups for v in g], [g for g in groups if len(g) > 1])
+
+
+def _together(rows: list[dict]) -> list[list[str]]:
+    """The versions of ``rows`` by their first profile's time, in runs whose
+    first profiles overlap."""
+    groups: list[list[str]] = []
+    end = None  # when the current run's first profiles end
+    for row in sorted(rows, key=lambda r: (r["first_taken"], r["first_id"])):
+        span = timedelta(seconds=max(row["first_duration_nanos"] / 1e9, TOGETHER_S))
+        if end is not None and row["first_taken"] < end:
+            groups[-1].append(row["version"])
+            end = max(end, row["first_taken"] + span)
         else:
-            joins = end is not None and row["first_taken"] < end
-            span = timedelta(seconds=max(row["first_duration_nanos"] / 1e9, TOGETHER_S))
-            end = max(end, row["first_taken"] + span) if joins else row["first_taken"] + span
-        if not joins:
-            groups.append([])
-        groups[-1].append(row)
-    names = [sorted((r["version"] for r in g), key=_natural) for g in groups]
-    why = "came in one ingest" if order == "ingest" else "overlap in time"
-    return Ordering([v for g in names for v in g], [g for g in names if len(g) > 1], why)
+            groups.append([row["version"]])
+            end = row["first_taken"] + span
+    return groups
 
 
 def _natural(name: str) -> list:
@@ -124,7 +130,7 @@ def comparison(ordering: Ordering) -> Comparison | None:
         )
     if ordering.tied(base, new):
         notes.append(
-            f"{base} and {new} started together (their first profiles {ordering.why}), so which "
+            f"{base} and {new} started together (their first profiles overlap in time), so which "
             f"is newer is taken from their names: {base} -> {new}; to compare the other "
             f"way, name the sides (regressions --base version={new} --new version={base})"
         )

@@ -421,6 +421,34 @@ def test_one_profile_per_side_is_the_plain_diff(tmp_path) -> None:
     assert np.isnan(rows["main.a"]["flat_change_lo"])
 
 
+def test_distribution_lists_base_then_new(tmp_path) -> None:
+    """Notebook 02's strip chart of ``distribution`` read "new | base" left to right: the
+    sides are computed new first. The base side's profiles come first, in the result's
+    profile order, then the new side's."""
+    from pyproflab.analyses.regressions import regressions
+    from pyproflab.store import Store
+    from pyproflab.store.select import Selection
+
+    db = tmp_path / "two.duckdb"
+
+    def side(n: int, a: int) -> list:
+        return [
+            [(["main.a", "main.main"], [a + i, 100]), (["main.b", "main.main"], [5, 50])]
+            for i in range(n)
+        ]
+
+    _tiny(db, side(2, 10), side(3, 20))  # no two alike: equal profiles are stored once
+    with Store.open(db, read_only=True) as store:
+        r = regressions(store, Selection(version="v1"), Selection(version="v2"))
+    d = r.distribution("main.a")
+    assert d.column("side").to_pylist() == ["base"] * 2 + ["new"] * 3
+    order = r.profiles.column("profile_id").to_pylist()
+    for s in ("base", "new"):
+        pairs = zip(d["profile_id"].to_pylist(), d["side"].to_pylist(), strict=True)
+        ids = [p for p, x in pairs if x == s]
+        assert ids == sorted(ids, key=order.index)
+
+
 def test_unequal_durations_are_rates(tmp_path) -> None:
     """Same rate, different durations and counts: no change."""
     from pyproflab.analyses.regressions import regressions_of_profiles

@@ -479,6 +479,27 @@ def test_a_service_without_versions_is_said_and_gets_its_pgo(go_profiles, drop_s
     assert (tmp_path / "o" / "default-solo.pgo").is_file()
 
 
+def test_versions_started_together_are_compared_by_name_and_said(go_profiles, tmp_path):
+    """Both versions' first profiles taken at T0 and stored in one ingest: which
+    is newer cannot come from the store, so v1 -> v2 by name, said in the
+    regressions' notes and beside the PGO version (v2's files come first in
+    path order only by their folder's name: workflows.versions' rules)."""
+    from pyproflab.jobs import load_job, run_job
+
+    drop = tmp_path / "drop"
+    for ver in ("v2", "v1"):
+        make_drop(go_profiles["cpu"], drop, n=4, versions=(ver,), slow_version="v2")
+    job = write_job(
+        tmp_path / "job.toml", drop=drop, store=tmp_path / "s.duckdb", output=tmp_path / "o"
+    )
+    result = run_job(load_job(job), log=lambda line: None)
+    [reg] = result.summary["regressions"]
+    assert (reg["base"], reg["new"]) == ("v1", "v2")
+    assert reg["notes"][0].startswith("v1 and v2 started together (their first profiles overlap")
+    [pgo] = result.summary["pgo"]
+    assert pgo["version"] == "v2" and "taken from their names" in pgo["note"]
+
+
 def test_a_selection_matching_nothing_is_exit_2(drop_source, tmp_path):
     """A [selection] naming no stored service (a typo) ran no analysis and said
     '0 selected, 0 findings', exit 0: the answer of a fleet with nothing hot."""

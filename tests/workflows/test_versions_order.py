@@ -75,9 +75,15 @@ def test_a_first_profile_covers_its_duration(gap_s, names):
     assert o.names == names
 
 
-def test_ingest_order_ties_one_ingest_and_keeps_separate_ones():
-    one = _ordering([[("v2", T0, 10**10), ("v1", T0, 10**10)]], order="ingest")
-    assert one.names == ["v1", "v2"] and one.together == [["v1", "v2"]]
-    assert "came in one ingest" in workflows.comparison(one).note
-    two = _ordering([[("v2", T0, 10**10)], [("v1", T0, 10**10)]], order="ingest")
+def test_ingest_order_orders_one_ingest_by_time():
+    # One ingest stores files in path order: v2's file first, taken an hour later.
+    one = _ordering([[("v2", T0 + HOUR, 10**10), ("v1", T0, 10**10)]], order="ingest")
+    assert one.names == ["v1", "v2"] and one.together == []
+    assert workflows.comparison(one).note is None
+    # In one ingest and together in time: by name, said.
+    tied = _ordering([[("v2", T0, 10**10), ("v1", T0, 10**10)]], order="ingest")
+    assert tied.names == ["v1", "v2"] and tied.together == [["v1", "v2"]]
+    assert "started together" in workflows.comparison(tied).note
+    # Two ingests: the first ingested is the older, whatever the times say.
+    two = _ordering([[("v2", T0 + HOUR, 10**10)], [("v1", T0, 10**10)]], order="ingest")
     assert two.names == ["v2", "v1"] and two.together == []

@@ -178,11 +178,14 @@ def node_values(reads: ProfileReads, sides, granularity: str, inlines: bool) -> 
     agg = reads.stack_sums(sides.pids, positions)
     if agg.num_rows == 0:
         raise UsageError("the selected profiles have no samples")
-    a_stack = agg.column("stack_id").to_numpy().astype(np.uint64)
-    a_v = agg.column("v").to_numpy()
-    a_abs = agg.column("a").to_numpy()
     pos_of = {int(p): i for i, p in enumerate(sides.pids.tolist())}
     a_prof = np.array([pos_of[p] for p in agg.column("profile_id").to_pylist()], np.int64)
+    # In the sides' order (the data's), not the engine's (profile ids: ingest order).
+    order = np.argsort(a_prof, kind="stable")
+    a_prof = a_prof[order]
+    a_stack = agg.column("stack_id").to_numpy().astype(np.uint64)[order]
+    a_v = agg.column("v").to_numpy()[order]
+    a_abs = agg.column("a").to_numpy()[order]
     totals = np.bincount(a_prof, weights=a_abs.astype(float), minlength=len(sides.pids))
     sides.count_scale = count_scale(reads, sides, float(totals.sum()))
     nz = a_v != 0

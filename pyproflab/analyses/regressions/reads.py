@@ -12,7 +12,7 @@ Rules every engine's answers follow (the store's are the reference):
 
 - ``selected_profiles``: one dict per profile the selection matches, by
   profile id: the columns of ``store.merge.HEADER_COLUMNS`` (ids as Python
-  ints), ``service`` and ``instance``.
+  ints), ``service``, ``instance`` and ``content_hash``.
 - ``stack_sums``: per (profile, stack) with samples, ``profile_id``,
   ``stack_id`` (uint64), ``v`` the sum of the value at the profile's 1-based
   position and ``a`` the sum of its absolute values (int64); by profile id,

@@ -155,10 +155,15 @@ class RegressionsResult(RowsResult):
         )
 
     def distribution(self, label: str) -> pa.Table:
-        """Per-profile values of the node printed as ``label`` (both sides)."""
+        """Per-profile values of the node printed as ``label``: the base side's
+        profiles first, then the new side's (each in the result's profile order), so
+        a chart of it reads base then new, left to right."""
         import pyarrow.compute as pc
 
-        return self.per_profile.filter(pc.field("label") == label)
+        rows = self.per_profile.filter(pc.field("label") == label)
+        # The sides are computed new first (as pprof's -diff_base puts the source first).
+        is_new = np.asarray(pc.equal(rows.column("side"), "new"), dtype=bool)
+        return rows.take(np.argsort(is_new, kind="stable"))
 
     def figure_top(self, n: int = 20, metric: str | None = None):
         """Plotly figure: the top ``n`` changes with their intervals."""

@@ -117,6 +117,15 @@ def select_sides(
     return sides_of(rows_n, rows_b, sample_index, measure, base.describe(), new.describe())
 
 
+def in_data_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Profile rows by time taken, then content hash: not by profile id, which
+    follows the order they were ingested in. Sums of floats, the first
+    appearance of each stack (node numbers, ties in the ranking) and the
+    resampling draws follow this order: by id, the same profiles ingested in
+    reverse gave other digits, other edge orders and other permutation p-values."""
+    return sorted(rows, key=lambda r: (r["time_nanos"] or 0, r.get("content_hash") or ""))
+
+
 def sides_of(
     rows_n: list[dict[str, Any]],
     rows_b: list[dict[str, Any]],
@@ -125,10 +134,12 @@ def sides_of(
     base_description: str = "",
     new_description: str = "",
 ) -> Sides:
-    """``Sides`` of the profile rows of each side (new first)."""
+    """``Sides`` of the profile rows of each side (new first), each side in the
+    order the data fixes, by time taken and content (``in_data_order``)."""
     from pyproflab.store.merge import merge_headers
 
-    all_rows = rows_n + rows_b  # new first: pprof's -diff_base puts the source first
+    # New first: pprof's -diff_base puts the source first.
+    all_rows = in_data_order(rows_n) + in_data_order(rows_b)
     header, index_lists = merge_headers(all_rows)
     types = header["sample_types"]
     empty = Profile.empty(types)
