@@ -26,3 +26,9 @@ def test_a_cycle_every_few_scrapes_keeps_its_rate_and_gc_cpu() -> None:
     assert seen.figures["cycles_per_min"] == pytest.approx(truth["cycles_per_min"], rel=0.2)
     gc_cores = truth["gc_cpu_s"] / truth["wall_s"]
     assert seen.figures["gc_cores"] == pytest.approx(gc_cores, rel=0.3)
+
+
+def test_one_run_is_said_so() -> None:
+    """The inputs' lines said "(5 cycles over 5 intervals, 1 runs)"; gctrace's say "1 run"."""
+    obs = model.observe(samples=model.read_metric_files([str(p) for p in RUN.glob("*.prom")]))
+    assert obs.provenance["cycles"].endswith(" intervals, 1 run)")

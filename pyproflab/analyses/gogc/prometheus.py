@@ -373,7 +373,8 @@ def from_metrics(
 def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any) -> None:
     """Provenance of each input, and a note for each fallback."""
     names = {k[1] for k in ser}
-    label = f"{obs.source} ({obs.cycles} cycles over {len(obs.samples)} intervals, {obs.runs} runs)"
+    runs = f"{obs.runs} run{'s' if obs.runs != 1 else ''}"  # as gctrace's provenance says it
+    label = f"{obs.source} ({obs.cycles} cycles over {len(obs.samples)} intervals, {runs})"
     for k in ("cycles", "allocation", "marked heap", "GC CPU", "mutator CPU", "GOMAXPROCS"):
         obs.provenance[k] = label
     obs.provenance["roots"] = label
