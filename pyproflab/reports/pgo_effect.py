@@ -16,6 +16,7 @@ import html
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from pyproflab.analyses.units import quantity
 from pyproflab.reports.formatting import json_text, text_name
 
 if TYPE_CHECKING:
@@ -30,11 +31,16 @@ def _interval(rel: float | None, lo: float | None, hi: float | None) -> str:
     return f"{rel:+.1%} [{lo:+.1%}, {hi:+.1%}]"
 
 
+def _amount(v: float, unit: str) -> str:
+    """Bytes in KiB/MiB/GiB (``1.45e+07 bytes`` was the heap's line); others as counted."""
+    return quantity(v, "B") if unit == "bytes" else f"{v:.3g} {unit}"
+
+
 def change_line(c: Change) -> str:
-    """``WHAT: BEFORE -> AFTER UNIT, REL [LO, HI] (n profiles)``."""
+    """``WHAT: BEFORE -> AFTER, REL [LO, HI] (n profiles)``, each side with its unit."""
     mark = "" if c.significant else " (not significant)"
     return (
-        f"{c.what}: {c.before:.3g} -> {c.after:.3g} {c.unit}, "
+        f"{c.what}: {_amount(c.before, c.unit)} -> {_amount(c.after, c.unit)}, "
         f"{_interval(c.rel, c.lo, c.hi)}{mark} ({c.n_before} and {c.n_after} profiles)"
     )
 

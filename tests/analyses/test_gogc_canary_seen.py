@@ -35,3 +35,21 @@ def test_an_observed_recommendation_gets_no_canary(
     assert rec["distance"] > 0.1  # the case the distance alone got wrong
     assert out["canary"] is None
     assert any("was observed: a canary there adds nothing" in n for n in out["notes"])
+
+
+def test_a_setting_near_an_observed_one_is_not_called_observed() -> None:
+    """make demo (GOGC=50 and 200 observed, budget 1.5x) advised GOGC=300 with a 55 MiB
+    limit, its goal held near GOGC=200's (distance under CANARY_DISTANCE): no canary,
+    right, but the note said "GOGC=300, limit 55MiB was observed" beneath a list of the
+    two settings that were."""
+    from pyproflab.analyses.gogc import predict as pr
+
+    wide = {"gc_share": 0.015, "gc_share_lo": 0.010, "gc_share_hi": 0.025}
+    wide |= {k + s: 1.0 for k in ("peak_memory", "cycles_per_min") for s in ("", "_lo", "_hi")}
+    near = {"gogc": 300.0, "memory_limit_bytes": 55 * 2**20, "observed": False}
+    note = pr.wide_note({**near, **wide, "distance": pr.CANARY_DISTANCE / 2})
+    assert note is not None and "was observed" not in note
+    assert "GOGC=300" in note and "did not run" in note and "within 11% of a setting" in note
+    ran = pr.wide_note({**near, **wide, "observed": True, "distance": 0.0})
+    assert ran is not None and "was observed: a canary there adds nothing" in ran
+    assert pr.wide_note({**near, **wide, "distance": 2 * pr.CANARY_DISTANCE}) is None

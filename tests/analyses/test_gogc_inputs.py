@@ -139,7 +139,7 @@ def test_cli_prometheus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     paths = _snapshots(tmp_path)
     assert main(["gogc", "--metrics", *paths, "--budget", "2x"]) == 0
     out = capsys.readouterr().out
-    assert "cycles: prometheus (10 cycles over 5 intervals, 1 runs)" in out
+    assert "cycles: prometheus (10 cycles over 5 intervals, 1 run)" in out
     assert "mark-time allocation: estimated" in out
     obs = gi.observe(samples=gi.read_metric_files(paths))
     assert list(obs.settings) == [(100.0, None)] and not obs.saturated()
@@ -342,7 +342,7 @@ def test_store_with_only_prometheus_samples(
         ingest_metric_rows(store, pa.table(cols, schema=schema.STORE_METRIC_SAMPLES))
     assert main(["gogc", "--db", str(db), "--instance", "i1", "--budget", "1GiB"]) == 0
     out = capsys.readouterr().out
-    assert "cycles: prometheus (10 cycles over 5 intervals, 1 runs)" in out
+    assert "cycles: prometheus (10 cycles over 5 intervals, 1 run)" in out
     assert "Recommendation:" in out
 
 

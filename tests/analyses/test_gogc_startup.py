@@ -28,3 +28,13 @@ def test_start_up_cycles_do_not_set_the_rate(setting: str) -> None:
     )
     assert seen.figures["cycles_per_min"] == pytest.approx(truth, rel=0.10)
     assert sum("left out as start-up" in n for n in obs.notes) == len(logs)
+
+
+def test_a_start_up_too_long_to_cut_is_said() -> None:
+    """A 30 s GOGC=200 run: gc 1-4 while the map was built, then 4 cycles,
+    too few to fit alone. The start-up stays in, and the output says so (it
+    said nothing: the rate and goals silently held the build)."""
+    log = H70 / "short" / "gogc200.log"
+    obs = model.observe(cycles=model.read_gctrace_files([str(log)]))
+    assert len(obs.samples) == 8
+    assert any("start-up (gc 1-4, the heap still being built) is kept" in n for n in obs.notes)

@@ -77,8 +77,17 @@ def test_ratio_change_interval():
     assert same[3] < 0 < same[4]
 
 
-@pytest.mark.go
-@pytest.mark.slow
+def test_change_lines_print_bytes_in_binary_units():
+    """Notebook 04 on the demo printed 'heap in use: 1.45e+07 -> 1.23e+07 bytes'."""
+    from pyproflab.analyses.pgo_effect import Change
+    from pyproflab.reports.pgo_effect import change_line
+
+    heap = Change("heap in use", "bytes", 1.45e7, 1.23e7, -0.148, -0.87, 4.76, 2, 2)
+    assert change_line(heap).startswith("heap in use: 13.8 MiB -> 11.7 MiB, -14.8% [")
+    cpu = Change("CPU", "cores", 0.105, 0.114, 0.083, 0.039, 0.128, 32, 32)
+    assert change_line(cpu).startswith("CPU: 0.105 cores -> 0.114 cores, +8.3% [+3.9%, +12.8%]")
+
+
 def test_effect_finds_the_cpu_change_and_the_stack_growth(effect):
     """On this recording PGO made a batch cost more CPU, and the cause shows:
     scratch's 2 KiB array inlined into every frame of the recursive walk grew

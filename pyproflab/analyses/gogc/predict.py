@@ -413,11 +413,20 @@ def wide_note(target: dict[str, Any] | None) -> str | None:
     if not wide:
         return None
     what = ", ".join(f"{k.replace('_', ' ')} ±{50 * w:.0f}%" for k, w in wide.items())
+    label = setting_label((target["gogc"], target["memory_limit_bytes"]))
+    # A setting only near one that ran is not "observed": the demo's GOGC=300 with a
+    # 55 MiB limit (its goal held at GOGC=200's) was called so under a list of two
+    # observed settings, GOGC=50 and GOGC=200.
+    seen = (
+        f"{label} was observed"
+        if target.get("observed")
+        else f"{label}, though it did not run, has a heap goal within "
+        f"{100 * math.expm1(CANARY_DISTANCE):.0f}% of a setting that did"
+    )
     return (
-        f"the recommendation's interval is wide ({what}), but "
-        f"{setting_label((target['gogc'], target['memory_limit_bytes']))} was observed: a "
-        "canary there adds nothing. The width is the spread of its runs (more runs narrow it) "
-        "and the terms the observed settings leave open (a setting not yet seen narrows them)"
+        f"the recommendation's interval is wide ({what}), but {seen}: a canary there adds "
+        "nothing. The width is the spread of its runs (more runs narrow it) and the terms "
+        "the observed settings leave open (a setting not yet seen narrows them)"
     )
 
 

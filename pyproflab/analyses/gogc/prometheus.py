@@ -3,8 +3,12 @@
 Rules (client_golang's defaults; runtime/metrics names preferred):
 
 - A *run* is one instance's snapshots up to a restart (the cycle counter goes
-  down). Counters are differenced between consecutive snapshots of a run:
-  one sample per interval with at least one cycle, weighing its seconds.
+  down). Counters are differenced between snapshots of a run: one sample per
+  interval with at least one cycle, weighing its seconds; snapshots with no
+  cycle since the last sample lengthen the next interval instead of being
+  dropped (the runtime moves its CPU classes only when a cycle ends, and a
+  rate over the cycled intervals alone read helper-70's h70svc at GOGC=400,
+  a cycle per 12 s scraped every 2 s, as 30.5 cycles a minute against 5.0).
   Cycles ``go_gc_cycles_total_gc_cycles_total`` (else
   ``go_gc_duration_seconds_count``), allocation ``go_gc_heap_allocs_bytes_total``
   (else ``go_memstats_alloc_bytes_total``), GC CPU
@@ -293,6 +297,26 @@ def _run_cuts(times: list, cyc: dict) -> list[list]:
     return [r for r in runs if len(r) >= 2]
 
 
+def _run_samples(s: _Snaps, times: list, given: tuple[Any, Any]) -> tuple[list[dict], int]:
+    """One run's samples and how many were absurd (module rules): an interval
+    starts at the last sample's end (snapshots with no cycle in between
+    lengthen it) or where the setting changed."""
+    got, absurd, t0 = [], 0, times[0]
+    for prev, t1 in zip(times, times[1:], strict=False):
+        st1 = _setting(s, t1, given)
+        if _setting(s, prev, given) != st1:
+            t0 = t1
+            continue
+        if (smp := _interval(s, t0, t1, st1)) is None:
+            continue
+        t0 = t1
+        if smp["mutator"] < -0.01 * smp["busy_all"]:  # GC CPU above the process's
+            absurd += 1
+            continue
+        got.append(smp)
+    return got, absurd
+
+
 def from_metrics(
     samples: pa.Table,
     *,
@@ -314,17 +338,8 @@ def from_metrics(
             continue
         cyc = ser[(inst, cname)]
         for times in _run_cuts(sorted(cyc), cyc):
-            got = []
-            for t0, t1 in zip(times, times[1:], strict=False):
-                st0, st1 = (
-                    _setting(s, t0, (gogc, memory_limit)),
-                    _setting(s, t1, (gogc, memory_limit)),
-                )
-                if st0 == st1 and (smp := _interval(s, t0, t1, st1)) is not None:
-                    if smp["mutator"] < -0.01 * smp["busy_all"]:  # GC CPU above the process's
-                        absurd += 1
-                        continue
-                    got.append(smp)
+            got, bad = _run_samples(s, times, (gogc, memory_limit))
+            absurd += bad
             if not got:
                 continue
             for smp in got:
@@ -358,7 +373,8 @@ def from_metrics(
 def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any) -> None:
     """Provenance of each input, and a note for each fallback."""
     names = {k[1] for k in ser}
-    label = f"{obs.source} ({obs.cycles} cycles over {len(obs.samples)} intervals, {obs.runs} runs)"
+    runs = f"{obs.runs} run{'s' if obs.runs != 1 else ''}"  # as gctrace's provenance says it
+    label = f"{obs.source} ({obs.cycles} cycles over {len(obs.samples)} intervals, {runs})"
     for k in ("cycles", "allocation", "marked heap", "GC CPU", "mutator CPU", "GOMAXPROCS"):
         obs.provenance[k] = label
     obs.provenance["roots"] = label
