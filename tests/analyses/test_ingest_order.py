@@ -99,3 +99,29 @@ def test_regressions_do_not_depend_on_ingest_order(test) -> None:
             got.append((res.rows.to_pylist(), res.edges.to_pylist()))
     assert got[0][0] and got[0][1]
     assert repr(got[0]) == repr(got[1])  # repr: NaN (no p-value) equals itself
+
+
+def _fleet_samples(end_200: float) -> list[dict]:
+    """Two instances side by side, GOGC=50 and GOGC=200 (most weight), both
+    running to about t=1000 s; the GOGC=200 one's last cycle at ``end_200``."""
+    out = []
+    for run, (setting, w, end) in enumerate(
+        (((50.0, None), 1.0, 1000.0), ((200.0, None), 2.0, end_200))
+    ):
+        for k in range(10):
+            t = end - 100.0 * (9 - k)
+            out.append(dict(run=run, setting=setting, w=w, t_end=t - 900.0, taken=t))
+    return out
+
+
+def test_gogc_current_setting_is_not_the_last_cycle_of_two_instances() -> None:
+    """Before: the current setting was the latest run's, the run whose last
+    cycle came last: a matter of milliseconds between instances side by side
+    (make demo store: v1-a's GOGC=50 55 ms after v1-b's GOGC=200; 'current
+    GOGC=50'), so it flipped with them. Now: the runs overlapping the latest,
+    by weight, with a note."""
+    from pyproflab.analyses.gogc.samples import Observation
+
+    got = [Observation(_fleet_samples(1000.0 + dt), 1.0, "test") for dt in (-0.05, 0.05)]
+    assert [o.current for o in got] == [(200.0, None), (200.0, None)]
+    assert any("ran 2 settings (GOGC=50, GOGC=200)" in n for n in got[0].notes), got[0].notes

@@ -196,6 +196,7 @@ def advise(obs: Observation, options: GogcOptions | None = None) -> GogcResult:
     rec = pr.recommend(rows, usable)
     canary = pr.canary_plan(model, rec)
     notes = list(obs.notes) + _notes(obs, model, rows, rec, usable) + _canary_notes(obs, canary)
+    notes = list(dict.fromkeys(notes))  # the fit repeats the observation's notes it keeps
     table = pa.table(
         {f.name: [r.get(f.name) for r in rows] for f in ADVICE_SCHEMA}, schema=ADVICE_SCHEMA
     )

@@ -92,6 +92,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyproflab.analyses.gogc import infer, startup
+from pyproflab.analyses.gogc.current import Setting, latest_setting, setting_label
 from pyproflab.analyses.gogc.infer import SEGMENT_MIN
 from pyproflab.analyses.gogc.means import wmean
 from pyproflab.errors import UsageError
@@ -102,15 +103,6 @@ GOGC_RANGE = (1.0, 10_000.0)  # a derived GOGC outside this is refused (issue 35
 PAUSE_NOTE = 0.1  # a paced process's pauses this much of GC CPU: said in the provenance
 STALLED_MARK = 100.0  # mark clock per scanned byte over its run's median: a stop (module rules)
 
-Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
-
-
-def setting_label(s: Setting) -> str:
-    """``GOGC=100``, ``GOGC=off, limit 512MiB``."""
-    g, m = s
-    out = f"GOGC={'off' if g is None else f'{g:g}'}"
-    return out + (f", limit {m / MiB:.0f}MiB" if m is not None else "")
-
 
 @dataclass
 class Observation:
@@ -119,7 +111,7 @@ class Observation:
     ``provenance`` maps each model input to where it came from (``"gctrace
     (118 cycles)"``); ``peak_rss`` maps a setting to each run's peak RSS
     there, when known; ``current`` is the setting the model treats as today's
-    (the one with the most weight in the latest run, unless given).
+    (unless given: ``current.latest_setting``).
     """
 
     samples: list[dict[str, Any]]
@@ -133,7 +125,7 @@ class Observation:
 
     def __post_init__(self) -> None:
         if self.current is None and self.samples:
-            self.current = _latest_setting(self.samples)
+            self.current = latest_setting(self.samples, self.notes)
 
     @property
     def settings(self) -> dict[Setting, list[dict[str, Any]]]:
@@ -191,15 +183,6 @@ class Observation:
         return got
 
 
-def _latest_setting(samples: list[dict[str, Any]]) -> Setting:
-    last_run = max(samples, key=lambda s: (s.get("t_end", 0.0), s["run"]))["run"]
-    weight: dict[Setting, float] = {}
-    for s in samples:
-        if s["run"] == last_run:
-            weight[s["setting"]] = weight.get(s["setting"], 0.0) + s["w"]
-    return max(weight, key=lambda k: weight[k])
-
-
 # --- gctrace -------------------------------------------------------------------------
 
 
@@ -252,6 +235,7 @@ def cycle_sample(r: dict[str, Any]) -> dict[str, Any] | None:
         procs=p,
         gc_num=r["gc_num"],
         t_end=r["seconds"],
+        taken=r["time"].timestamp() if r.get("time") else None,  # seconds count per process
         instance=r.get("instance"),
     )
 
