@@ -103,9 +103,18 @@ class SparkDataset:
     def merged_profile(
         self, selection: Selection | None = None, *, sample_types: Sequence[str] | None = None
     ) -> Profile:
-        """One profile merging the selected profiles, as ``Store.merged_profile``."""
+        """One profile merging the selected profiles, as ``Store.merged_profile``
+        (profiles in the same order: by time taken, then content hash)."""
         selection = selection or Selection()
-        rows = self.header_rows(selection)
+        taken = ("time", "window_start", "ingested_at", "content_hash")
+        rows = sorted(
+            self.header_rows(selection, taken),
+            key=lambda r: (
+                r["time"] or r["window_start"] or r["ingested_at"],
+                r["time_nanos"],
+                r["content_hash"],
+            ),
+        )
         if not rows:
             raise StoreError(f"no profiles match {selection.describe()}")
         _one_kind(self.profiles(selection))
@@ -157,6 +166,7 @@ class SparkDataset:
         sel = pa.table(
             {
                 "profile_id": pa.array([r["profile_id"] for r in rows], pa.int64()),
+                "o": pa.array(np.arange(len(rows)), pa.int64()),
                 **{
                     f"i{j}": pa.array([idx[j] + 1 for idx in index_lists], pa.int32())
                     for j in range(k)
@@ -173,7 +183,7 @@ class SparkDataset:
             for j in range(k)
         ]
         grouped = joined.groupBy("stack_id", "label_set_id").agg(
-            *sums, F.min("row_order").alias("first_row")
+            *sums, F.min(F.struct("o", "row_order")).alias("first_row")
         )
         nonzero = F.lit(False)
         for j in range(k):

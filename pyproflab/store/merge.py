@@ -3,8 +3,12 @@
 The merge follows pprof (profile/merge.go ``Merge`` after
 ``CompatibilizeSampleTypes``, as ``go tool pprof`` does with several inputs):
 
+- profiles are taken in the order the data fixes, by time taken, then
+  content hash (pprof takes its arguments' order; a store's profile ids are
+  the order they were ingested in, and the same profiles ingested in another
+  order gave other bytes);
 - sample types: those present (by type name) in every selected profile, in
-  the order of the first (lowest profile_id); a common type whose unit
+  the order of the first; a common type whose unit
   differs, or a differing period type, is an error;
 - samples with the same stack and label set are one sample, values summed
   (in SQL); samples whose values are all zero are dropped;
@@ -325,7 +329,10 @@ def _sample_labels(fetch: Fetch, label_set_id: np.ndarray) -> pa.Array:
 
 
 def _header_rows(store: Store, selection: Selection) -> list[dict[str, Any]]:
-    return store.sql(*selection.query(HEADER_COLUMNS)).to_pylist()
+    from pyproflab.store.select import TAKEN_AT
+
+    order = f"{TAKEN_AT}, p.time_nanos, p.content_hash"
+    return store.sql(*selection.query(HEADER_COLUMNS, order_by=order)).to_pylist()
 
 
 def merged_profile(
@@ -345,6 +352,7 @@ def merged_profile(
     sel = pa.table(
         {
             "profile_id": from_numpy([r["profile_id"] for r in rows], pa.int64()),
+            "o": from_numpy(np.arange(len(rows)), pa.int64()),
             **{
                 f"i{j}": from_numpy([idx[j] + 1 for idx in index_lists], pa.int32())
                 for j in range(k)
@@ -357,7 +365,7 @@ def merged_profile(
     # The BETWEEN lets DuckDB skip row groups by their min/max (samples are
     # stored in profile_id order); the join does the exact selection.
     query = (
-        f"SELECT s.stack_id, s.label_set_id, {sums}, min(s.rowid) AS first_row "
+        f"SELECT s.stack_id, s.label_set_id, {sums}, min((sel.o, s.rowid)) AS first_row "
         "FROM samples s JOIN _pyproflab_sel sel ON s.profile_id = sel.profile_id "
         "WHERE s.profile_id BETWEEN ? AND ? "
         f"GROUP BY s.stack_id, s.label_set_id HAVING {nonzero} ORDER BY first_row"

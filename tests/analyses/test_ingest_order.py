@@ -125,3 +125,18 @@ def test_gogc_current_setting_is_not_the_last_cycle_of_two_instances() -> None:
     got = [Observation(_fleet_samples(1000.0 + dt), 1.0, "test") for dt in (-0.05, 0.05)]
     assert [o.current for o in got] == [(200.0, None), (200.0, None)]
     assert any("ran 2 settings (GOGC=50, GOGC=200)" in n for n in got[0].notes), got[0].notes
+
+
+def test_merged_selection_does_not_depend_on_ingest_order() -> None:
+    """Before: a store selection was merged in profile-id order (the ingest
+    order), so its samples, and the bytes of `pyproflab merge --db`, came in
+    another order from a store ingested backwards (make demo store, block
+    profiles: the first sample 41.38s sync.(*Mutex).Lock against another)."""
+    from pyproflab.encode import encode_profile
+    from pyproflab.store.select import Selection
+
+    got = []
+    for st in _stores(_series_items()[:6]):
+        with st:
+            got.append(encode_profile(st.merged_profile(Selection(service="s")), gzip=False))
+    assert got[0] == got[1]

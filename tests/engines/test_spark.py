@@ -303,6 +303,20 @@ def test_docs_spark_example_runs(spark, tmp_path: Path, monkeypatch):
     assert (tmp_path / "fleet-dataset" / "_pyproflab_dataset.json").is_file()
 
 
+def _by_time_taken(files: list[Path]) -> list[Path]:
+    """The files in the order a store merges their profiles: by time taken, then
+    content hash (the SHA-256 of the decompressed bytes), not by name."""
+    import gzip
+    import hashlib
+
+    from support.testenv import api_read
+
+    def key(p: Path) -> tuple[int, str]:
+        return api_read(p).time_nanos, hashlib.sha256(gzip.decompress(p.read_bytes())).hexdigest()
+
+    return sorted(files, key=key)
+
+
 def test_spark_merge_to_a_file_equals_pprof_proto(spark, sparked, pprof, tmp_path: Path):
     """The merge written as a pprof file (write_profile of merged_profile on Spark)
     equals `go tool pprof -proto` of the 64 files: sample types, default, header,
@@ -319,7 +333,7 @@ def test_spark_merge_to_a_file_equals_pprof_proto(spark, sparked, pprof, tmp_pat
     merged = pyproflab.open_spark(spark, sparked[1]).merged_profile(Selection(service="notesd"))
     pyproflab.write_profile(merged, tmp_path / "ours.pb.gz")
     ours = api_read(tmp_path / "ours.pb.gz")
-    theirs = oracle.merge_proto(FLEET, tmp_path / "pprof.pb.gz")
+    theirs = oracle.merge_proto(_by_time_taken(FLEET), tmp_path / "pprof.pb.gz")
     raw = pprof.raw(theirs)
     assert [(t.type, t.unit) for t in ours.sample_types] == raw.sample_types
     assert (ours.default_sample_type or "") == raw.default_type

@@ -123,7 +123,7 @@ def test_merge_header_rules() -> None:
         a = make_profile(
             [(["main.a"], [1, 10, 100])],
             period=5,
-            time_nanos=50,
+            time_nanos=40,  # taken first: the first profile of the merge
             sample_types=[
                 ValueType("samples", "count"),
                 ValueType("cpu", "nanoseconds"),
@@ -134,12 +134,12 @@ def test_merge_header_rules() -> None:
         b = make_profile(
             [(["main.a"], [20, 2]), (["main.b"], [0, 0])],
             period=9,
-            time_nanos=40,
+            time_nanos=50,
             sample_types=[ValueType("cpu", "nanoseconds"), ValueType("samples", "count")],
             comments=["y", "z"],
             default_sample_type="cpu",
         )
-        ingest(store, [(a, ProfileMeta()), (b, ProfileMeta())])
+        ingest(store, [(b, ProfileMeta()), (a, ProfileMeta())])  # by time, not by id
         m = store.merged_profile()
         assert m.sample_types == [ValueType("samples", "count"), ValueType("cpu", "nanoseconds")]
         assert m.period == 9 and m.time_nanos == 40 and m.duration_nanos == 2 * 10**9
