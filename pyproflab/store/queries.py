@@ -223,13 +223,17 @@ def checkpoint(store: Store) -> None:
 
 def profile_windows(store: Store, selection: Selection | None = None) -> pa.Table:
     """The selected profiles with the window each covers (``w_start``, ``w_end``):
-    the collection window when known, else from the profile's time and duration."""
+    the collection window when known, else from the profile's time and duration.
+    In the order the data fixes (time taken, service, instance, type, content),
+    not by profile id: ingest order must not reach a report's rows."""
     return store.sql(
         *(selection or Selection()).query(
             "p.profile_id, p.service, p.version, p.instance, p.profile_type, "
             "coalesce(p.window_start, p.time) AS w_start, "
             "coalesce(p.window_end, coalesce(p.window_start, p.time) "
-            "         + to_microseconds(p.duration_nanos // 1000)) AS w_end"
+            "         + to_microseconds(p.duration_nanos // 1000)) AS w_end",
+            order_by=f"{TAKEN_AT}, p.service NULLS FIRST, p.instance NULLS FIRST, "
+            "p.profile_type, p.content_hash",
         )
     )
 

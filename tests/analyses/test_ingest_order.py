@@ -140,3 +140,18 @@ def test_merged_selection_does_not_depend_on_ingest_order() -> None:
         with st:
             got.append(encode_profile(st.merged_profile(Selection(service="s")), gzip=False))
     assert got[0] == got[1]
+
+
+def test_gc_per_profile_rows_do_not_depend_on_ingest_order() -> None:
+    """``gc``'s per-profile table (and the report's "GC CPU by category") listed
+    profiles by id, so the reversed store listed them backwards. Rows are now
+    in the order the data fixes: time taken, then service, instance, type."""
+    from pyproflab.analyses.gc import gc
+
+    got = []
+    for st in _stores(_series_items()):
+        with st:
+            rows = gc(st).profiles.to_pylist()
+            got.append([(r["instance"], r["window_start"]) for r in rows])
+    assert got[0] == got[1]
+    assert got[0] == sorted(got[0], key=lambda r: (r[1], r[0]))
