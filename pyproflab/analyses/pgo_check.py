@@ -17,9 +17,10 @@ Rules, per hot edge (the compiler's 99% cutoff, ``pgo_edges``):
    and the line holds no explicit call to it: not a call in the source, so
    neither counted nor checked. *closure of an inlined copy*: the caller is
    a closure copied when its function was inlined (``main.F.G.func1`` for
-   ``main.G.func1`` inlined into F): the compiler makes that copy after it
-   has matched the profile, so it never applies such an edge, fresh or not;
-   not counted either.
+   ``main.G.func1`` inlined into F; numbered among F's closures, so any
+   ``main.F.G.funcN`` when G has a closure): the compiler makes that copy
+   after it has matched the profile, so it never applies such an edge, fresh
+   or not; not counted either.
 3. Every other hot edge is checked and counted, by weight:
    - *applies*: the caller exists (by linker name) and the line at its
      offset holds a call to the callee (same name; for ``x.M()``, the same
@@ -377,16 +378,26 @@ def _check_one(e: Edge, ctx: _Context, starts: dict[str, int]) -> EdgeCheck:
 
 def _inlined_copy(name: str, funcs: dict) -> bool:
     """Whether ``name`` is a closure of the source under a longer name: the copy
-    inlining made (``pkg.F.G.func1`` when ``pkg.G.func1`` exists)."""
+    inlining made (``pkg.F.G.func2`` when ``pkg.G`` has a closure). The copy is
+    numbered among the closures of the function it was inlined into, not as in
+    ``G`` (go tool nm on a build: ``main.(*api).search.optionalFilters.hasTag.func2``
+    for the one closure of ``hasTag``, ``main.hasTag.func1``), so only its owner
+    is matched."""
     pkg, parts = split_symbol(name)
     closure = next((i for i, p in enumerate(parts) if _closure_part(p)), None)
     if closure is None or closure < 2:
         return False
+    owners = {_closure_owner(f) for f in funcs}
     return any(
-        f"{pkg}.{'.'.join(parts[i:])}" in funcs
-        or generic_key(f"{pkg}.{'.'.join(parts[i:])}") in funcs
-        for i in range(1, closure)
+        generic_key(f"{pkg}.{'.'.join(parts[i:closure])}") in owners for i in range(1, closure)
     )
+
+
+def _closure_owner(name: str) -> str | None:
+    """``pkg.G`` for a closure ``pkg.G.func1`` (or ``pkg.G.func1.2``), else None."""
+    pkg, parts = split_symbol(name)
+    closure = next((i for i, p in enumerate(parts) if _closure_part(p)), None)
+    return generic_key(f"{pkg}.{'.'.join(parts[:closure])}") if closure else None
 
 
 def _callee_state(callee: str, funcs: dict, prefixes: set[str], starts: dict[str, int]) -> str:
