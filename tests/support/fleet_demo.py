@@ -16,8 +16,9 @@ What it does, in order:
    and the CPU profiles book 28% of their samples to ``runtime.asyncPreempt``,
    against 14% with one P each, on the same busy machine),
    ``GODEBUG=gctrace=1`` to one log per instance, CPU profiles at
-   ``CPU_PROFILE_HZ`` samples per second (notesd ``-cpu-profile-hz``; five
-   times pprof's 100, for the samples a busy machine leaves the fleet), and
+   ``CPU_PROFILE_HZ`` samples per second (notesd ``-cpu-profile-hz``; 2.5
+   times pprof's 100, for the samples a busy machine leaves the fleet, and as
+   many as the kernel's timer delivers), and
    ``/debug/pprof/`` behind a bearer token. The token comes from
    ``$PYPROFLAB_DEMO_PPROF_TOKEN`` (a random one when unset); collect reads the
    header from ``$PYPROFLAB_DEMO_AUTH`` and writes it nowhere.
@@ -107,9 +108,14 @@ LOADGEN_MAX_SECONDS = 7200.0
 # CPU samples per second of each instance's profiles (notesd -cpu-profile-hz;
 # pprof's default is 100): on a busy machine the fleet gets little CPU, and
 # samples, not the spread between profiles, bounded the comparison (see
-# MIN_SAMPLES). Five times the rate gives five times the samples from the same
-# CPU time and the same minutes.
-CPU_PROFILE_HZ = 500
+# MIN_SAMPLES). No more than the kernel's timer delivers: Go's per-thread CPU
+# timer fires at most once a kernel tick, 250 a second here (a 10 s CPU burner
+# at GOMAXPROCS 1: 250 Hz recorded 9.99 s of 10.09 s of CPU, 333 Hz 7.50 s, 500
+# Hz 5.00 s, 1000 Hz 2.50 s), so a higher rate gives no more samples and books
+# each at too little CPU: at 500 Hz the demo's profiles held half the CPU the
+# processes used (v1-a: 43.7 s in 220.7 s of windows, process_cpu_seconds 0.43
+# cores). 2.5 times pprof's rate gives 2.5 times the samples from the same CPU.
+CPU_PROFILE_HZ = 250
 # CPU samples per version before the windows stop (see the module docstring).
 # At 100 Hz and 8,000 samples, 10 runs beside two busy-looping neighbours found
 # the plant (cum) in 6 of 9: the smallest change found with 80% power was about
@@ -117,7 +123,8 @@ CPU_PROFILE_HZ = 500
 # share s moves its share by 1.3 / (1 + 0.3 s) - 1, +20% at s = 0.29, so
 # about one run in five missed. The spread between profiles was near sampling
 # noise (Pearson X^2/df 0.6 to 1.5): more samples give the test more power,
-# 40,000 at 500 Hz taking the minutes 8,000 took at 100 Hz.
+# 40,000 at 250 Hz taking 2.5 times the minutes 8,000 took at 100 Hz (at the
+# 500 Hz asked before, the kernel delivered 250 as well).
 MIN_SAMPLES = 40000
 TOP_NODES = 12
 
