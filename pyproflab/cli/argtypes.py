@@ -5,6 +5,8 @@
 - ``interval``: a finite number of seconds >= 0, 0 turning a repeat off. inf
   passed, and turned ``collect --metrics-interval`` off without a word.
 - ``at_least(low, high=None)``: a whole number >= ``low`` (and <= ``high``).
+- ``flag_of(name)``: the flag of an option field or argparse dest, ``--NAME``
+  with dashes, for the error lines that name it.
 """
 
 from __future__ import annotations
@@ -50,3 +52,9 @@ def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
         return v
 
     return parse
+
+
+def flag_of(name: str) -> str:
+    """``--NAME`` with dashes for an option field or argparse dest ``name`` (as
+    ``common.add_option_flags`` names the flags it adds)."""
+    return "--" + name.replace("_", "-")

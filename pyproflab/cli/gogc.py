@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 
 # GogcOptions' defaults as --help shows them (analyses.gogc.options).
 CANDIDATES, HEADROOM = "25,50,100,150,200,300,400,800,off", "10%"
@@ -124,7 +124,7 @@ def _from_figures(args: argparse.Namespace, model):
     from pyproflab.errors import UsageError
 
     missing = [
-        "--" + n.replace("_", "-")
+        argtypes.flag_of(n)
         for n in ("gogc", "gc_cycles_per_min", "gc_cpu_share")
         if getattr(args, n) is None
     ]

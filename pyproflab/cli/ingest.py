@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 from pyproflab.cli.newstore import removed_if_empty
 
 # Refusals that mean a path named no file at all (not a file that is not a profile).
@@ -98,7 +98,7 @@ class Command:
         for flag in ("batch_size", "batch_mib", "workers"):
             value = getattr(args, flag)
             if value is not None and value < 1:  # 0 was taken as the default, silently
-                name = "--" + flag.replace("_", "-")
+                name = argtypes.flag_of(flag)
                 raise UsageError(f"{name} must be a whole number >= 1, not {value}")
         _refuse_missing(args.paths)
         db = common.db_path(args)

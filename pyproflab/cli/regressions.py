@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 
 from pyproflab.analyses.options import OverTimeOptions, RegressionsOptions
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 from pyproflab.cli.common import add_engine_options, spark_dataset
 
 _KV = {"nargs": "+", "action": "extend", "default": [], "metavar": "K=V"}
@@ -113,7 +113,9 @@ class Command:
             two_sided = set(RegressionsOptions.names()) - set(OverTimeOptions.names())
             given = sorted(n for n in two_sided if getattr(args, n, None) is not None)
             if given:
-                flags = ", ".join("--noinlines" if n == "inlines" else _flag(n) for n in given)
+                flags = ", ".join(
+                    "--noinlines" if n == "inlines" else argtypes.flag_of(n) for n in given
+                )
                 raise UsageError(f"{flags}: two sides' options; --over-time does not use them")
             return self._over_time(args)
         if not args.base or not args.new:
@@ -183,10 +185,6 @@ class Command:
         text = reports.output(result, args.format, title="regressions", **top)
         common.write_output(text, args.output)
         return 1 if args.fail_on_change and result.increases().num_rows else 0
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def regressions_options(args: argparse.Namespace) -> RegressionsOptions:

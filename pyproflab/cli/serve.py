@@ -16,7 +16,7 @@ import math
 import shutil
 from pathlib import Path
 
-from pyproflab.cli import common
+from pyproflab.cli import argtypes, common
 
 
 def add_spool_options(parser: argparse.ArgumentParser) -> None:
@@ -163,7 +163,7 @@ def _check_limits(args: argparse.Namespace) -> None:
         if v is None:
             continue
         if not math.isfinite(v) or v < least or (v == least and not allowed):
-            flag = "--" + name.replace("_", "-")
+            flag = argtypes.flag_of(name)
             expected = f"{least} or more" if allowed else f"more than {least}"
             raise UsageError(f"{flag} {v}: expected {expected}")
 

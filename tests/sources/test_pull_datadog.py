@@ -248,14 +248,20 @@ def test_pull_then_pgo_equals_pgo_of_the_files(tmp_path):
     assert_pgo_equal(db, CPU_FILES, tmp_path, "--service", "notes-api")
 
 
+def _job_file(tmp_path, url: str):
+    """A job pulling QUERY from the test server at ``url`` into ``tmp_path``."""
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'[job]\nname = "dd"\nstore = "s.duckdb"\noutput = "out"\n'
+        f'[[source]]\nkind = "datadog"\nquery = "{QUERY}"\nsince = "72h"\n'
+        f'base_url = "{url}"\n'
+    )
+    return job
+
+
 def test_a_job_pulls_incrementally(tmp_path):
     with serve("datadog", _manifest(), tmp_path) as s:
-        job = tmp_path / "job.toml"
-        job.write_text(
-            f'[job]\nname = "dd"\nstore = "s.duckdb"\noutput = "out"\n'
-            f'[[source]]\nkind = "datadog"\nquery = "{QUERY}"\nsince = "72h"\n'
-            f'base_url = "{s.url}"\n'
-        )
+        job = _job_file(tmp_path, s.url)
         first = cli("job", "run", str(job), env=KEYS)
         assert first.returncode == 0, first.stderr
         second = cli("job", "run", str(job), env=KEYS)
@@ -321,12 +327,7 @@ def test_a_job_downloading_stored_profiles_again_counts_none_new(tmp_path):
     import duckdb
 
     with serve("datadog", _manifest(), tmp_path) as s:
-        job = tmp_path / "job.toml"
-        job.write_text(
-            f'[job]\nname = "dd"\nstore = "s.duckdb"\noutput = "out"\n'
-            f'[[source]]\nkind = "datadog"\nquery = "{QUERY}"\nsince = "72h"\n'
-            f'base_url = "{s.url}"\n'
-        )
+        job = _job_file(tmp_path, s.url)
         assert "5 new profiles" in cli("job", "run", str(job), env=KEYS).stdout
         with duckdb.connect(str(tmp_path / "s.duckdb")) as con:
             con.execute("UPDATE source_items SET source = 'datadog:datadoghq.com'")
