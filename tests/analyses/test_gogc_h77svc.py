@@ -34,3 +34,16 @@ def test_a_limit_the_peak_does_not_reach_leaves_the_peak(
     assert free["peak_memory"] < 432 * MiB
     assert capped["peak_memory"] == pytest.approx(free["peak_memory"], rel=1e-9)
     assert capped["peak_memory_lo"] == pytest.approx(free["peak_memory_lo"], rel=1e-9)
+
+
+def test_the_quota_finding_says_what_go_sets_under_half_a_cpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GOMAXPROCS 4 under a 0.5-CPU quota: the finding advised GOMAXPROCS=1 and
+    said Go 1.25 and later "set it from the quota themselves", but Go sets 2
+    there (the quota rounded up, at least 2: runtime/cgroup_linux.go)."""
+    out = _predict(capsys, "--cpu-limit", "0.5", "--budget", "480MiB")
+    finding = next(f for f in out["findings"] if "above the container's CPU quota" in f)
+    assert "GOMAXPROCS 4 is above the container's CPU quota of 0.5" in finding
+    assert "Set GOMAXPROCS=1" in finding
+    assert "at least 2: 2 here)" in finding
