@@ -393,8 +393,9 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         if gov == "limit":
             gc = min(gc, LIMITER_SHARE * p.procs)
     b_top = max(b, min(b_natural * p.slow_mark, (1 - MIN_TRIGGER) * runway))
-    mem = memory(p, goal, None)
-    top = max(mem, memory(p, heap_goal(p, p.live + b_top, g, limit)[0], None))
+    free = memory(p, goal, None)
+    top = max(free, memory(p, heap_goal(p, p.live + b_top, g, limit)[0], None))
+    mem = min(free, limit) if limit is not None else free
     return dict(
         marked=h,
         goal=goal,
@@ -405,9 +406,9 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         mutator_cores=max(min(p.cap, mut + gc) - min(gc, p.cap), 0.0),
         status=status,
         peak_heap=goal * p.peak_ratio,
-        peak_memory=min(mem, limit) if limit is not None else mem,
+        peak_memory=mem,
         peak_memory_top=min(top, limit) if limit is not None else top,
-        # Before the limit's cap: ``fit`` rule 8's ratios scale these, then the cap.
-        peak_memory_free=mem,
+        # Before the limit: predict's residual ratio scales these, then caps.
+        peak_memory_free=free,
         peak_memory_top_free=top,
     )
