@@ -36,9 +36,6 @@ Rules:
    - the distance from what was seen: ``MARGIN + WIDEN·d`` of the point,
      with ``d`` the distance in ``u = log(goal/S)`` to the nearest observed
      setting (0 at an observed one).
-   Under a memory limit the goal's upper end is at most the limit (unless
-   the marked heap's is above it): widened past it, h77svc's GOGC 400 and
-   800 with 432 MiB had goals up to 455 MiB.
    Peak memory's upper end also takes the goal the largest floating garbage
    sets (``pacer`` rule 7) and the spread of the runs' peak RSS at the
    current setting; its lower end is at most the goal's. Under a memory
@@ -310,8 +307,6 @@ class Model:
             top = ceiling.get(k, math.inf)
             pt[k + "_lo"], pt[k + "_hi"] = lo * (1 - w), min(min(hi, top) * (1 + w), top)
         pt["distance"] = d
-        if limit is not None:  # the runtime's goal is at most the limit's (pacer rule 1)
-            pt["goal_hi"] = min(pt["goal_hi"], max(limit, pt["marked_hi"]))
         _peak_bounds(self, pt, [*spread, *terms])
         if any(r["status"] == "near-limit" for r in [*spread, *terms]):
             pt["status"] = "near-limit"
