@@ -220,10 +220,12 @@ def flame(
 
 def notebook() -> None:
     """Call once in a notebook: figures then show in JupyterLab and stay in the HTML of
-    ``jupyter nbconvert --to html`` (plotly.js embedded once, offline)."""
-    from pyproflab.reports.notebook import use_offline_figures
+    ``jupyter nbconvert --to html`` (plotly.js embedded once, offline), and Arrow
+    tables (``lab.profiles``, ``lab.sql``) show as tables of their first rows."""
+    from pyproflab.reports.notebook import show_tables, use_offline_figures
 
     use_offline_figures()
+    show_tables()
 
 
 def plotly_text(text: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pyproflab.cli import common
 from pyproflab.cli.common import OneLineParser
+from pyproflab.cli.overwrite import refuse_output_over_input
 from pyproflab.errors import ProflabError
 
 # name -> (module, one-line help). Command modules import only argparse at
@@ -154,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+        refuse_output_over_input(args)
         with _sigterm_unwinds(), common.limit_options(args), _guarded_stdout():
             return int(args._command().run(args) or 0)
     except ProflabError as e:

@@ -106,6 +106,11 @@ RENDERERS: dict[tuple[str, str], tuple[str, str]] = {
     ),
     # Plain Arrow tables (the store's profile list, ...).
     **_rows(
-        "pyarrow.lib.Table", "tables", text="render_text", json="render_json", csv="render_csv"
+        "pyarrow.lib.Table",
+        "tables",
+        text="render_text",
+        json="render_json",
+        csv="render_csv",
+        html="render_html",
     ),
 }

@@ -25,6 +25,13 @@ Rules:
 - A failure is an ``ApiError``: a ``SourceError`` whose line is
   ``SOURCE: METHOD PATH: reason``; ``transient`` and ``status`` say what
   happened, so a source can skip one item and go on.
+- An HTTP error's reason ends with what its body says (``body_reason``): an
+  API says there why it refused (a bad key, a bad query, a quota), in JSON
+  (``message``, ``error``, ``errors``, ``detail`` or ``title``, as Connect,
+  Datadog and JSON:API put it) or text (the first line; an HTML page says
+  nothing the status does not). At most ``REASON_CHARS`` characters, control
+  and format characters dropped (a body is the server's, not ours to print
+  raw), and any secret the request sent replaced by ``***``.
 - ``on_retry`` (the CLI: a line on stderr) is told of each retry.
 """
 
@@ -41,6 +48,9 @@ from pyproflab.sources.base import SourceError
 from pyproflab.sources.http import FetchError, Reply, Retries, http_request, retrying
 
 JSON = ("application/json",)
+REASON_CHARS = 200
+# Where JSON error bodies put their reason, first found first.
+REASON_KEYS = ("message", "error", "errors", "detail", "title", "error_description")
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BYTES = 256 << 20
 
@@ -116,13 +126,17 @@ class Api:
 
         def told(attempt: int, e: FetchError, wait: float) -> None:
             if self.on_retry is not None:
-                self.on_retry(f"{self.source}: {where}: {e}; retry {attempt} in {wait:.1f} s")
+                said = f"{where}: {e}{self._reason(e)}"
+                self.on_retry(f"{self.source}: {said}; retry {attempt} in {wait:.1f} s")
 
         try:
             reply = retrying(once, self.retries, on_retry=told)
         except FetchError as e:
             raise ApiError(
-                self.source, f"{where}: {e}", transient=e.transient, status=e.status
+                self.source,
+                f"{where}: {e}{self._reason(e)}",
+                transient=e.transient,
+                status=e.status,
             ) from None
         if accept and reply.content_type not in accept:
             got = reply.content_type or "no content type"
@@ -144,6 +158,15 @@ class Api:
                 self.source, f"{method} {path}: the reply is not JSON", transient=False, status=200
             ) from None
 
+    def _reason(self, e: FetchError) -> str:
+        """``: REASON`` from an HTTP error's body, secrets hidden; empty without one."""
+        if e.status is None:
+            return ""
+        # "Bearer T": T alone too.
+        hidden = [p for v in self._secrets().values() for p in (v, *v.split()[1:])]
+        reason = body_reason(e.body, hidden)
+        return f": {reason}" if reason else ""
+
     def _secrets(self) -> dict[str, str]:
         try:
             return dict(self.secrets())
@@ -160,3 +183,42 @@ def env_secret(name: str, what: str) -> str:
     if not value:
         raise LookupError(f"environment variable {name} ({what}) is not set")
     return value
+
+
+def body_reason(body: bytes, secrets: Sequence[str] = ()) -> str:
+    """The reason an HTTP error's body gives, one line, each of ``secrets`` (of
+    4 characters or more) shown as ``***`` (see the module rules); "" if none."""
+    import unicodedata
+
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        found = _json_reason(json.loads(text)) if text.startswith(("{", "[")) else None
+    except (ValueError, RecursionError):
+        found = None
+    if found is None:
+        found = "" if text[:1] == "<" else next((ln for ln in text.splitlines() if ln.strip()), "")
+    # Whitespace (newlines, tabs) becomes spaces; other control and format
+    # characters (escapes, bidi overrides) are dropped.
+    drop = ("Cc", "Cf")
+    kept = (" " if c.isspace() else c for c in found)
+    line = " ".join("".join(c for c in kept if unicodedata.category(c) not in drop).split())
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:
+            line = line.replace(secret, "***")
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+
+def _json_reason(doc: Any, depth: int = 0) -> str | None:
+    """The first string under ``REASON_KEYS`` (or a list's first item), a few levels down."""
+    if isinstance(doc, str):
+        return doc if doc.strip() else None
+    if depth > 3:
+        return None
+    if isinstance(doc, list):
+        return next(filter(None, (_json_reason(x, depth + 1) for x in doc[:3])), None)
+    if isinstance(doc, dict):
+        for key in REASON_KEYS:
+            found = _json_reason(doc.get(key), depth + 1)
+            if found:
+                return found
+    return None

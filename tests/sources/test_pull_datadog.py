@@ -354,3 +354,25 @@ def test_a_base_url_is_the_source_named_and_stored(tmp_path):
     assert len(sources) == 5 and all(
         x.startswith(f"datadog:{s.url}/api/ui/profiling/profiles/") for x in sources
     ), sources
+
+
+def test_an_http_error_says_what_its_body_says(tmp_path):
+    """A 403 or 429 said only "HTTP 403 from URL": Datadog's body, which says
+    why ({"errors": ["Forbidden"]}: a bad key), was read and dropped. The line
+    now ends with it; a text body's first line is bounded, its control
+    characters dropped, and a key the server echoes back is not shown."""
+    with serve("datadog", _manifest(), tmp_path) as s:
+        bad_key = _pull(s.url, tmp_path / "a.duckdb", env={"DD_API_KEY": "dd-wrong-key"})
+        echoed = "\x1b[31mrate limited\x1b[0m for key " + API_KEY + " " + "x" * 300
+        s.faults([{"path": "/list", "kind": "status", "status": 429, "text": echoed + "\nmore"}])
+        limited = _pull(s.url, tmp_path / "b.duckdb", "--retries", "0")
+    list_url = f"{s.url}/api/unstable/profiles/list"
+    assert bad_key.returncode == 2 and bad_key.stderr == (
+        f"pyproflab: error: datadog:{s.url}: POST /api/unstable/profiles/list: "
+        f"HTTP 403 from {list_url}: Forbidden\n"
+    )
+    assert limited.returncode == 2 and limited.stderr.count("\n") == 1, limited.stderr
+    reason = limited.stderr.split(f"HTTP 429 from {list_url}: ", 1)[1].rstrip("\n")
+    assert reason.startswith("[31mrate limited[0m for key *** xxx") and reason.endswith("x…")
+    assert len(reason) == 200 and "\x1b" not in reason and "more" not in reason
+    assert_no_secret(API_KEY, [limited.stderr], [])

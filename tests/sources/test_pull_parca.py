@@ -104,6 +104,7 @@ def test_token_from_the_environment_is_written_nowhere(tmp_path):
     assert bad.stderr.strip().splitlines()[-1] == (
         f"pyproflab: error: parca:{s.url}: POST /parca.query.v1alpha1.QueryService/"
         f"ProfileTypes: HTTP 401 from {s.url}/parca.query.v1alpha1.QueryService/ProfileTypes"
+        ": unauthorized"  # the server's reason (Connect's message)
     )
     wal = [p for p in tmp_path.glob("*.duckdb*") if p.is_file()]
     assert_no_secret(TOKEN.split()[1], [res.stdout, res.stderr, bad.stderr], wal)

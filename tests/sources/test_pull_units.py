@@ -448,3 +448,25 @@ def test_a_render_still_cut_to_the_servers_node_limit_is_refused():
     with pytest.raises(ValueError, match="cut the flame graph to its node limit"):
         src.merge({}, T0, T0 + timedelta(hours=1))
     assert asked == [str(RENDER_MAX_NODES)] * 2
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b'{"errors": ["Forbidden"]}', "Forbidden"),  # Datadog
+        (b'{"code": "invalid_argument", "message": "bad\\nquery"}', "bad query"),  # Connect
+        (b'{"errors": [{"status": "400", "detail": "no such tag"}]}', "no such tag"),  # JSON:API
+        (b'{"error": {"message": "quota"}}', "quota"),
+        (b'{"status": "fail"}', '{"status": "fail"}'),  # no reason key: the line as sent
+        (b"\n  too many requests\t now \nsecond line", "too many requests now"),
+        (b"<html><head><title>403 Forbidden</title></head></html>", ""),  # says the status
+        (b"", ""),
+        ("sp\u202eoof\x07 \x00ok".encode(), "spoof ok"),  # bidi override, bell, NUL dropped
+        (b"\xff\xfe bad utf-8", "\ufffd\ufffd bad utf-8"),
+        (b"y" * 500, "y" * 199 + "\u2026"),
+    ],
+)
+def test_an_error_body_gives_one_bounded_line(body, reason):
+    from pyproflab.sources.api import REASON_CHARS, body_reason
+
+    assert body_reason(body) == reason and len(body_reason(body)) <= REASON_CHARS

@@ -21,7 +21,8 @@ true``; ``after``: let that many matching requests through first; ``times``:
 how many requests it hits):
 
 - ``{"kind": "status", "status": 429, "retry_after": "1"}``: that status (with a
-  JSON error body and Retry-After when given);
+  JSON error body, Connect's, whose message is ``message`` or "injected"; or
+  ``text`` as a text/plain body; and Retry-After when given);
 - ``{"kind": "slow"}``: the headers, then one byte of the body a second;
 - ``{"kind": "hang"}``: no answer at all until the server exits;
 - ``{"kind": "truncate"}``: a Content-Length twice the bytes sent, then close;
@@ -171,7 +172,10 @@ def make_handler(route: Handler, state: State, creds: Callable[[dict[str, str]],
             kind = f["kind"]
             if kind == "status":
                 status = int(f["status"])
-                a = connect_error(status, CONNECT_CODES.get(status, "unknown"), "injected")
+                code = CONNECT_CODES.get(status, "unknown")
+                a = connect_error(status, code, f.get("message", "injected"))
+                if "text" in f:
+                    a = Answer(status, f["text"].encode(), "text/plain; charset=utf-8")
                 if f.get("retry_after") is not None:
                     a.headers["Retry-After"] = str(f["retry_after"])
                 return self._send(a)

@@ -8,7 +8,8 @@ The modules, each stating its rules:
   each tagged with the setting it ran at and its process run, weighed by the
   seconds it stands for; ``inputs``: files, the store (with the fallback
   between sources) and figures given by hand; ``container``: the container's
-  memory limit, CPU quota and throttling.
+  memory limit, CPU quota and throttling; ``pauses``: gctrace's pauses as the
+  runtime's CPU classes count them, where /metrics beside the log have them.
 - ``pacer``: one setting's steady state (the GC guide's goal, the pacer's
   trigger and runway, floating garbage from the mark's length at the
   background workers' 25 %, GC CPU per cycle as fixed + per scanned byte + per

@@ -21,6 +21,11 @@ Rules:
   (P-time: a P held while the quota throttles its thread counts as busy), so
   they are capped at GOMAXPROCS, not at the quota: under a quota the GC's
   cores there can exceed it (the throttled share says by how much time).
+- The GOMAXPROCS to set is the quota rounded up (at least 1). Go 1.25 and
+  later set their own where GOMAXPROCS is not given, the quota rounded up
+  but at least 2 (``adjustCgroupGOMAXPROCS``, runtime/cgroup_linux.go): the
+  finding gives both, as under a quota below 2 cores the runtime's own
+  choice stays above it.
 """
 
 from __future__ import annotations
@@ -165,6 +170,17 @@ def _increase(samples: pa.Table, metric: str) -> float | None:
     return sum(b - a if b >= a else b for a, b in steps) if runs else None
 
 
+def _set_procs(procs: float, quota: float) -> str:
+    """The GOMAXPROCS to set under ``quota`` cores, beside the one Go sets itself
+    (module rules)."""
+    want, go = max(1, math.ceil(quota)), max(2, math.ceil(quota))
+    runs = ", the setting this process runs at" if procs == go else ""
+    return (
+        f"Set GOMAXPROCS={want} (Go 1.25 and later, where GOMAXPROCS is not given, "
+        f"take the quota rounded up, at least 2: {go} here{runs})"
+    )
+
+
 def findings(c: Container | None, procs: float, *, cpu_known: bool = True) -> list[str]:
     """The container's findings (module rules): GOMAXPROCS above the quota, throttling.
     ``cpu_known`` false (the process's CPU from gctrace alone): the finding asks
@@ -182,9 +198,8 @@ def findings(c: Container | None, procs: float, *, cpu_known: bool = True) -> li
         out.append(
             f"GOMAXPROCS {procs:g} is above the container's CPU quota of {c.cpu_limit:g} "
             f"cores ({c.source.get('CPU limit', 'given')}): the runtime plans for {procs:g} "
-            f"cores, its background GC workers alone a quarter of them{thr}. Set GOMAXPROCS="
-            f"{max(1, math.ceil(c.cpu_limit)):d} (Go 1.25 and later set it from the quota "
-            "themselves unless GOMAXPROCS is given). CPU figures here are the runtime's "
+            f"cores, its background GC workers alone a quarter of them{thr}. "
+            f"{_set_procs(procs, c.cpu_limit)}. CPU figures here are the runtime's "
             "P-time, which counts throttled time: under this quota they overstate the CPU"
             + (
                 ""

@@ -389,8 +389,9 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         if gov == "limit":
             gc = min(gc, LIMITER_SHARE * p.procs)
     b_top = max(b, min(b_natural * p.slow_mark, (1 - MIN_TRIGGER) * runway))
-    mem = memory(p, goal, limit)
-    top = memory(p, heap_goal(p, p.live + b_top, g, limit)[0], limit)
+    free = memory(p, goal, None)
+    top = max(free, memory(p, heap_goal(p, p.live + b_top, g, limit)[0], None))
+    mem = min(free, limit) if limit is not None else free
     return dict(
         marked=h,
         goal=goal,
@@ -402,5 +403,8 @@ def solve(p: Params, g: float | None, limit: float | None) -> dict[str, Any]:
         status=status,
         peak_heap=goal * p.peak_ratio,
         peak_memory=mem,
-        peak_memory_top=max(mem, top),
+        peak_memory_top=min(top, limit) if limit is not None else top,
+        # Before the limit: predict's residual ratio scales these, then caps.
+        peak_memory_free=free,
+        peak_memory_top_free=top,
     )

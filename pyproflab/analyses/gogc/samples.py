@@ -46,7 +46,8 @@ Rules, gctrace (``GODEBUG=gctrace=1``, ``sources.gctrace``):
   stopped time), and gctrace's GC CPU 1.15-1.9x the classes' (fitted on
   GOGC 100, the share there 0.9 % against 0.7 %). Not corrected (gctrace
   does not show the restart); the provenance says so where Ps idle and
-  pauses are 10 % or more of GC CPU.
+  pauses are 10 % or more of GC CPU. With /metrics beside the log that
+  carry the pause class, the pauses take the classes' mean (``pauses``).
 - The mutator's CPU is what the workers leave of ``P·T`` while marking:
   ``P − work/T``; too much when Ps idle (idle workers do not take every idle
   moment): a process CPU from Prometheus or ``--process-cpu`` replaces it.
@@ -91,7 +92,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pyproflab.analyses.gogc import infer, startup
+from pyproflab.analyses.gogc import infer, pauses, startup
 from pyproflab.analyses.gogc.current import Setting, latest_setting, setting_label
 from pyproflab.analyses.gogc.infer import SEGMENT_MIN
 from pyproflab.analyses.gogc.means import wmean
@@ -431,7 +432,8 @@ def with_peak_rss(obs: Observation, peak: float, how: str = "given") -> Observat
 
 
 def combine(trace: Observation, metrics: Observation) -> Observation:
-    """gctrace for the per-cycle figures; Prometheus, per setting, for the CPU
+    """gctrace for the per-cycle figures, their pauses as Prometheus's classes
+    count them where it has the class (``pauses``); Prometheus, per setting, for the CPU
     the process used (busy, else ``process_cpu_seconds_total``; the mutator's is
     that less gctrace's GC) and the peak RSS (each input says its source).
     An instance whose /metrics show one setting throughout has its cycles
@@ -456,6 +458,10 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         if cpu := [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]:
             s["busy"] = metrics.mean(cpu[0], got)
     prov = dict(trace.provenance)
+    if scaled := pauses.from_classes(trace.samples, by_setting):
+        prov["GC CPU"] = f"{prov.get('GC CPU', trace.source)}; pauses as {metrics.source}'s " + (
+            "classes count them: " + ", ".join(f"{setting_label(k)} x{f:.2f}" for k, f in scaled)
+        )
     src = metrics.provenance.get("mutator CPU", metrics.source)
     prov["mutator CPU"] = f"{src}: the process's CPU less gctrace's GC"
     prov["peak RSS"] = metrics.provenance.get("peak RSS", prov.get("peak RSS", ""))
