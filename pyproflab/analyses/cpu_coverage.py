@@ -34,9 +34,10 @@ Rules:
   3 s profiles, a loaded 2-core machine, 250 ticks a second), the share of
   the process's CPU the profiles kept at 100 / 250 / 1000 Hz: one goroutine
   burning without pause 100 / 91 / 25 %; one running 0.5 ms in every 2 ms
-  52 / 39 / 11 %; four such on two Ps 93 / 61 / 24 %. A ``make demo`` store
-  at 250 Hz (notesd serving requests) kept 68-75 % per instance over its
-  matched windows.
+  52 / 39 / 11 %; four such on two Ps 93 / 61 / 24 %. The demo fleet
+  (notesd serving requests; ``tests/support/fleet_demo.py``, 5 windows of
+  20 s, run twice in a row) kept 92 % at 100 Hz (0.190 of 0.207 cores) and
+  71 % at 250 Hz (0.147 of 0.207) over matched windows.
 - Profiles hold *clearly less* when their CPU is below ``SHORT_BELOW`` (80 %)
   of the process's and the process's CPU over the windows is at least
   ``MIN_PERIODS`` sampling periods (100: a 20 % shortfall is then 2 standard
