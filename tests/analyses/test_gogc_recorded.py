@@ -622,13 +622,16 @@ def test_a_canary_with_a_limit_from_gctrace_asks_for_its_metrics() -> None:
     assert not any("store the canary's /metrics" in n for n in prom.notes)
 
 
-@pytest.mark.parametrize("workload, source", [("service", "prometheus"), ("tiny", "gctrace")])
+@pytest.mark.parametrize(
+    "workload, source", [("graph", "gctrace"), ("tiny", "gctrace"), ("tiny", "prometheus")]
+)
 def test_no_canary_at_a_setting_already_observed(workload: str, source: str) -> None:
     """Fitted on GOGC=100 under 2.5x its peak, the advice is GOGC=100 itself,
     with a wide interval: the plan said to run GOGC=100 'on one instance' (the
     setting every instance runs) and claimed it would narrow GC share ±32% to
-    ±7% (service, Prometheus); a refit with more GOGC=100 runs narrows nothing.
-    No plan; a note says why the interval is wide."""
+    ±7% (service, Prometheus: now advised GOGC=off with its 160 MiB limit, the
+    limit bounding its peak, ``predict`` rule 2); a refit with more GOGC=100
+    runs narrows nothing. No plan; a note says why the interval is wide."""
     res = rec.budget_check(workload, source)["result"]
     assert res.recommendation["observed"] and res.recommendation["current"]
     assert res.canary is None

@@ -428,7 +428,9 @@ def _residuals(f: Fit, obs: Observation) -> list[tuple[float, dict[str, float]]]
         seen["peak_memory"] = max(peaks) if peaks else math.nan
         ratios = {}
         for k in RESIDUAL_KEYS:
-            a, b = seen.get(k, math.nan), pred.get(k, math.nan)
+            # Peak memory's ratio is to the figure before the limit's cap (``predict``
+            # rule 1 applies it there).
+            a, b = seen.get(k, math.nan), pred.get(k + "_free", pred.get(k, math.nan))
             ok = math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0
             ratios[k] = a / b if ok else 1.0
         out.append((sf.figures["u"], ratios))

@@ -137,10 +137,12 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    100's. Unheld, the model gave 64-72 % at 25 and 50.
 7. Peak memory: goal × the largest RSS/goal seen (Prometheus), else the peak
    heap (goal × the largest heap/goal seen) + ``O``; at most the limit (the
-   scavenger returns pages to keep under it). Its upper bound also takes the
-   goal the largest floating garbage would set, ``L + B_top`` (the slowest
-   mark: ``B_nat`` × the observed ratio of all workers' CPU to the unassisted
-   workers', at most the widest runway ``(19/64)·D``).
+   scavenger returns pages to keep under it; ``peak_memory_free`` and
+   ``peak_memory_top_free`` are the figures before that cap). Its upper
+   bound also takes the goal the largest floating garbage would set,
+   ``L + B_top`` (the slowest mark: ``B_nat`` × the observed ratio of all
+   workers' CPU to the unassisted workers', at most the widest runway
+   ``(19/64)·D``).
 """
 
 from __future__ import annotations
@@ -356,6 +358,8 @@ def _no_gc(p: Params, h: float, gov: str, status: str) -> dict[str, Any]:
         peak_heap=math.inf,
         peak_memory=math.inf,
         peak_memory_top=math.inf,
+        peak_memory_free=math.inf,
+        peak_memory_top_free=math.inf,
     )
 
 

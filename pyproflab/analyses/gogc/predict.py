@@ -38,7 +38,32 @@ Rules:
      setting (0 at an observed one).
    Peak memory's upper end also takes the goal the largest floating garbage
    sets (``pacer`` rule 7) and the spread of the runs' peak RSS at the
-   current setting; its lower end is at most the goal's.
+   current setting; its lower end is at most the goal's. Under a memory
+   limit ``M`` the upper end, and the heap goal's, is at most ``M`` unless
+   the setting is ``near-limit`` or gc-bound, or the limiter was seen
+   holding the GC (``pacer`` rule 6). The runtime's rules
+   (``debug.SetMemoryLimit``, ``mgcpacer.go``, ``mgcscavenge.go``, Go
+   1.26): the limit counts all the memory
+   the runtime mapped and has not released (``Sys − HeapReleased``: the
+   heap's spans, free ones too, stacks, metadata); the heap goal under it
+   leaves 3 % for the heap's overshoot and the scavenger returns free
+   pages aiming at 95 % of it. What the limit counts passes it only when
+   the GC falls behind: the 50 % CPU limiter stops the assists and the heap
+   passes its goal (a setting predicted to reach it is ``near-limit``; a
+   CPU-bound process seen held there passes its goal at every setting).
+   What it does not count (the binary's pages, C's memory, mappings made
+   with ``syscall.Mmap``) is left to the headroom (rule 3). The recorded
+   limited runs (tests/testdata/gc/work, GOGC 400 and off) that the
+   limiter did not hold peaked at 0.94-0.996 of their limit (blob,
+   tiny, service, batch, queue); graph's and lru's, held, at up to 1.045
+   and 1.053, inside their uncapped intervals. Uncapped, the interval's
+   widening (a prediction's error, which the limit does not let through)
+   put the bound past the limit, so a raise with the limit at the usable
+   budget fitted only where its point stayed well under the limit: the
+   notesd demo (``make demo``) was advised GOGC=800 with an 85 MiB limit
+   at 1.5x its peak (its point, rule 8's ratio taken on the capped figure,
+   70 MiB, its bound 83), GOGC=400 with 113 MiB at 2x (800 with 113 MiB:
+   point 95, bound 113.2 MiB).
 3. Advice: the usable budget is ``budget × (1 − headroom)``. A candidate fits
    when the *upper* end of its peak memory is within it and it is neither
    ``near-limit`` nor unbounded (``gc-bound``, GC CPU at half of GOMAXPROCS or
@@ -285,6 +310,9 @@ class Model:
         _peak_bounds(self, pt, [*spread, *terms])
         if any(r["status"] == "near-limit" for r in [*spread, *terms]):
             pt["status"] = "near-limit"
+        if limit is not None and pt["status"] == "ok" and not _limiter_holds(f.params):
+            for k in ("goal_hi", "peak_memory_hi"):
+                pt[k] = min(pt[k], limit)
         return pt
 
 
@@ -322,6 +350,12 @@ def _peak_bounds(m: Model, pt: dict[str, Any], others: list[dict[str, Any]]) -> 
         spread = max(runs) - min(runs)
         pt["peak_memory_lo"] = max(pt["peak_memory_lo"] - spread, 0.0)
         pt["peak_memory_hi"] += spread
+
+
+def _limiter_holds(p: Params) -> bool:
+    """Whether the GC CPU limiter was seen holding the GC (``pacer`` rule 6): then
+    the heap passes its goal, and under a limit the limit (rule 2)."""
+    return p.held > 0 and p.saturated
 
 
 def is_raise(current: Setting | None, g: float | None) -> bool:
