@@ -63,3 +63,18 @@ def test_the_gc_share_seen_counts_the_pauses_as_the_runtime_does(
     seen = json.loads((RUN / "summary.json").read_text())["gc_share"]
     assert row["gc_share"] == pytest.approx(seen, rel=0.06)
     assert "pauses as" in json.dumps(out)
+
+
+def test_a_heap_goal_under_a_memory_limit_stays_under_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GOGC 400 and 800 with a 432 MiB limit: the goals' intervals reached 455
+    and 451 MiB (widened with the distance from GOGC=100 past the limit the
+    runtime's goal never passes while the heap marked is below it; the three
+    runs at 800 with 432 MiB had goals of 382 MiB)."""
+    out = _predict(capsys, "--candidates", "400,800", "--memory-limit", "432MiB")
+    rows = [r for r in out["predictions"] if r["memory_limit_bytes"] == 432 * MiB]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["marked_hi"] < 432 * MiB
+        assert r["goal_lo"] <= r["goal"] <= r["goal_hi"] <= 432 * MiB
