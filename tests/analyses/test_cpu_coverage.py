@@ -172,6 +172,16 @@ def test_lab_and_report_top_carry_the_note(db):
     assert f"Note: {SHORT}" in str(section.found["top"])
 
 
+def test_pgo_inputs_cores_carry_the_note(db):
+    from pyproflab.analyses.pgo import pgo
+
+    with Store.open(db, read_only=True) as store:
+        short = pgo(store, Selection(version="v1000"))
+        fine = pgo(store, Selection(version="v100"))
+    assert [n for n in short.notes if n.startswith(SHORT) and "1000 Hz" in n]
+    assert not [n for n in fine.notes if n.startswith(SHORT)]
+
+
 def test_top_db_prints_the_note_under_its_rate(db, bare, capsys):
     for path, hz, want in ((db, 1000, True), (db, 100, False), (bare, 1000, False)):
         assert main(["top", "--db", str(path), "--version", f"v{hz}"]) == 0
