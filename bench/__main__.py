@@ -145,7 +145,7 @@ def fleet_lines(
     out = ingest_lines(db, files, size, runs)
     # Every row, exact integers in nanoseconds, on both sides: the answers are compared.
     ours_out, peer_out = db.with_suffix(".top.csv"), db.with_suffix(".pprof.txt")
-    ours_cmd = pyproflab_cmd("top", "--db", str(db), "--sample-index", "cpu", "--format", "csv")
+    ours_cmd = pyproflab_cmd("top", "--db", str(db), *OURS_EXACT_TOP)
     ours = median_process(ours_cmd, repeat=runs, stdout=ours_out)
     # The least any Python process on this stack costs: start, import numpy,
     # pyarrow and DuckDB, open the store read-only.
@@ -169,6 +169,17 @@ EXACT_TOP = (
     "-nodecount=1000000",
     "-sample_index=cpu",
     "-unit=nanoseconds",
+)
+# Ours with the same rows: top trims as pprof does by default (nodes under 0.5%).
+OURS_EXACT_TOP = (
+    "--nodefraction",
+    "0",
+    "--nodecount",
+    "1000000",
+    "--sample-index",
+    "cpu",
+    "--format",
+    "csv",
 )
 
 
@@ -215,7 +226,7 @@ def section_files(work: Path, runs: int, count: int = 50) -> list[str]:
     jobs = [
         (
             "top",
-            pyproflab_cmd("top", *files, "--sample-index", "cpu", "--format", "csv"),
+            pyproflab_cmd("top", *files, *OURS_EXACT_TOP),
             pprof_cmd(*EXACT_TOP, *files),
             {"stdout": top_csv},
             {"stdout": top_txt},

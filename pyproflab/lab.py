@@ -245,15 +245,20 @@ class Lab:
         return self.store.merged_profile(self._one_kind(sel))
 
     def top(self, selection: Selection | None = None, **kwargs: Any):
-        """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``.
+        """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``
+        (CPU profiles holding clearly less CPU than their processes used: a note).
 
         Keywords besides the selection: sample_index, granularity, nodecount,
         cum_sort, focus, ignore.
         """
+        from pyproflab.analyses.cpu_coverage import notes_for
         from pyproflab.analyses.top import top
 
         sel = self._one_kind(_selection(selection, kwargs), kwargs.get("sample_index"))
-        return _filtered(top, self.store.merged_profile(sel), **kwargs)
+        result = _filtered(top, self.store.merged_profile(sel), **kwargs)
+        if result.sample_type.type == "cpu":
+            result.notes.extend(notes_for(self.store, sel))
+        return result
 
     def tree(self, selection: Selection | None = None, **kwargs: Any):
         """Callers and callees of every node over the selection (``TreeResult``), as

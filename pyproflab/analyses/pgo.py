@@ -275,7 +275,10 @@ def pgo(
     **options: Any,
 ) -> PgoResult:  # noqa: A002
     """The PGO profile of the selection's top ``top`` CPU profiles by CPU cores
-    (all of them with ``all=True``). Options: see ``build_pgo``."""
+    (all of them with ``all=True``). Options: see ``build_pgo``. A note
+    (``analyses.cpu_coverage``) when the inputs hold clearly less CPU than their
+    processes used."""
+    from pyproflab.analyses.cpu_coverage import notes_for
     from pyproflab.store.select import Selection
 
     _check_options(top, {**options, "all": all})
@@ -288,6 +291,8 @@ def pgo(
     result = build_pgo(inputs, **options)
     result.candidates = candidates
     result.notes[:0] = notes
+    if chosen:  # the inputs' cores are low by as much as they missed of the CPU used
+        result.notes += notes_for(store, Selection(profile_ids=[pid for pid, _, _ in chosen]))
     if not chosen and result.refusal is not None:
         desc = (selection or Selection()).describe()
         result.refusal = f"no CPU profiles match the selection ({desc})"

@@ -112,6 +112,9 @@ class TopResult(RowsResult):
     sample_types: list[ValueType] = field(default_factory=list)
     # pprof's other filters in effect (hide, show, show_from, tag{focus,ignore,show,hide}).
     filters: dict[str, str] = field(default_factory=dict)
+    # What pprof does not say: the CPU profiles held clearly less CPU than their
+    # processes used (analyses.cpu_coverage), when the front end could tell.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def active_filters(self) -> list[str]:

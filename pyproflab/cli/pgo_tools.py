@@ -72,7 +72,8 @@ def run_effect(args: argparse.Namespace) -> int:
         if not (args.source and args.pgo):
             raise UsageError("--source DIR and --pgo PROFILE go together")
         log = build_log(args.source, args.pgo, args.package)
-    before, after = Selection.from_kv(args.before), Selection.from_kv(args.after)
+    before = Selection.from_kv(args.before, "--before")
+    after = Selection.from_kv(args.after, "--after")
     with common.open_store(args, read_only=True) as store:
         for flag, sel in (("--before", before), ("--after", after)):
             if not store.profiles(sel).num_rows:  # a typo, as regressions says

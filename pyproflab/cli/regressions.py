@@ -138,7 +138,7 @@ class Command:
 
         if args.base or args.new:
             raise UsageError("--over-time follows one selection; drop --base/--new")
-        sel = Selection.from_kv(args.select)
+        sel = Selection.from_kv(args.select, "--select")
         sel.service = args.service or sel.service
         sel.since = args.since or sel.since
         sel.profile_type = sel.profile_type or args.profile_type or "cpu"
@@ -163,7 +163,7 @@ class Command:
 
         sides = {}
         for side in ("base", "new"):
-            sel = Selection.from_kv(getattr(args, side))
+            sel = Selection.from_kv(getattr(args, side), f"--{side}")
             since, until = getattr(args, f"{side}_since"), getattr(args, f"{side}_until")
             sel.since = sel.since if since is None else since
             sel.until = sel.until if until is None else until

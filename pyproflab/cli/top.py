@@ -73,9 +73,25 @@ class Command:
         if nodecount is not None and nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
         result = top(profile, **common.graph_options(args), **trimming(args, nodecount))
+        if args.db and not args.files and args.engine != "spark":
+            result.notes.extend(cpu_notes(args, result.sample_type))
         text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
+
+
+def cpu_notes(args: argparse.Namespace, sample_type) -> list[str]:
+    """``analyses.cpu_coverage``'s note on the selected CPU profiles, when the
+    values are CPU time (the header's ``Total samples = ... (N%)`` is a rate)."""
+    from pyproflab.analyses.cpu_coverage import notes_for
+    from pyproflab.store.kinds import one_kind
+
+    if sample_type.type != "cpu":
+        return []
+    with common.open_store(args, read_only=True) as store:
+        sample = common.parse_sample_index(getattr(args, "sample_index", None))
+        selection, _ = one_kind(store, common.selection_from_args(args), sample=sample)
+        return notes_for(store, selection)
 
 
 def trimming(args: argparse.Namespace, nodecount: int | None) -> dict[str, float | int | None]:

@@ -111,6 +111,18 @@ class SparkReads(ProfileReads):
     def counter_samples(self, metric: str, services: list[str | None]) -> pa.Table:
         from pyspark.sql import functions as F
 
+        if not self.dataset.has_table("metric_samples"):  # as the store: no rows
+            return pa.table(
+                {"service": [], "instance": [], "time": [], "value": []},
+                schema=pa.schema(
+                    [
+                        ("service", pa.string()),
+                        ("instance", pa.string()),
+                        ("time", TIMESTAMP_UTC),
+                        ("value", pa.float64()),
+                    ]
+                ),
+            )
         names = [s for s in services if s is not None]
         rows = self.dataset.metric_samples().where(
             (F.col("metric") == metric) & F.col("service").isin(names)

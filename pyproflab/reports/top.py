@@ -1,6 +1,7 @@
 """A ``TopResult`` (``go tool pprof -top``) as text, JSON, CSV and HTML.
 
-- text: pprof's header lines, then the rows. Values are scaled as pprof scales
+- text: pprof's header lines (and after its ``Duration`` line a ``Note:`` line
+  per note of the result: what pprof does not say), then the rows. Values are scaled as pprof scales
   them by default (its "minimum" output unit: the unit of the smallest non-zero
   row, moved up when that is 100x smaller than the total), e.g. ``1.23s`` or
   ``512kB``; ``exact=True`` prints exact integers in the sample type's unit.
@@ -71,6 +72,7 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
         if unit == "ns" and nanos != 0:
             ratio = "(" + units.percentage(int(nanos), result.duration_nanos) + ")"
         lines.append(f"Duration: {duration}, Total samples = {fmt(result.total)} {ratio}")
+    lines.extend(f"Note: {n}" for n in result.notes)
     if result.active_filters:
         lines.append("Active filters:")
         lines.extend("   " + (f if len(f) <= 80 else f[:80] + "…") for f in result.active_filters)
@@ -135,6 +137,7 @@ def top_document(result) -> dict:
         "doc_url": result.doc_url,
         "time_nanos": result.time_nanos,
         "duration_nanos": result.duration_nanos,
+        "notes": list(result.notes),
         "rows": result.rows.to_pylist(),
     }
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from pyproflab.store.connection import Store
+from pyproflab.store.queries import table_names
 
 
 def selected_profiles(store: Store, selection) -> list[dict[str, Any]]:
@@ -67,7 +68,20 @@ def node_sums(store: Store, values: pa.Table, incidence: pa.Table) -> pa.Table:
 
 def counter_samples(store: Store, metric: str, services: list[str | None]) -> pa.Table:
     """(service, instance, time, value) of counter ``metric`` for ``services``,
-    summed over its label sets per instance and time, in time order."""
+    summed over its label sets per instance and time, in time order; no rows
+    when the store has no ``metric_samples`` table (an adopted store may lack it)."""
+    if "metric_samples" not in table_names(store):
+        return pa.table(
+            {"service": [], "instance": [], "time": [], "value": []},
+            schema=pa.schema(
+                [
+                    ("service", pa.string()),
+                    ("instance", pa.string()),
+                    ("time", pa.timestamp("us", "UTC")),
+                    ("value", pa.float64()),
+                ]
+            ),
+        )
     return store.sql(
         'SELECT service, instance, "time", sum(value) AS value FROM metric_samples '
         "WHERE metric = ? AND list_contains(?, service) "

@@ -136,10 +136,13 @@ class Selection:
         return cls(**value)
 
     @classmethod
-    def from_kv(cls, items: Iterable[str]) -> Selection:
+    def from_kv(cls, items: Iterable[str], flag: str = "selection") -> Selection:
         """From ``KEY=VALUE`` strings: known keys (service, version, instance,
         profile_type or type, since, until, profile_id) set fields, any other key is a
-        metadata label. A key given twice for a field selects any of its values."""
+        metadata label. A key given twice for a field selects any of its values.
+        An item without ``=`` is a UsageError naming ``flag`` (the option it came
+        from); a bare word is most often a version (``--base v1``), so it says how
+        to select one."""
         known: dict[str, list[str]] = {}
         labels: dict[str, str] = {}
         ids: list[int] = []
@@ -147,7 +150,8 @@ class Selection:
             key, sep, value = item.partition("=")
             key = key.strip()
             if not sep or not key:
-                raise UsageError(f"selection expects KEY=VALUE, got {item!r}")
+                hint = f" (a version: {flag} version={key})" if key and not sep else ""
+                raise UsageError(f"{flag} expects KEY=VALUE, got {item!r}{hint}")
             if key == "type":
                 key = "profile_type"
             if key in ("profile_id", "profile_ids"):

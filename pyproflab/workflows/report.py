@@ -199,7 +199,9 @@ def fleet_section(store, sel: Selection, db: str) -> Section:
 
 
 def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
-    """``found``: top (a ``TopResult`` of the merged CPU profiles)."""
+    """``found``: top (a ``TopResult`` of the merged CPU profiles, with the note of
+    ``analyses.cpu_coverage`` when they hold clearly less CPU than was used)."""
+    from pyproflab.analyses.cpu_coverage import notes_for
     from pyproflab.analyses.top import top
 
     cpu = _with(sel, profile_type="cpu")
@@ -210,7 +212,9 @@ def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
     )
     if store.profiles(cpu).num_rows == 0:
         return s.skip("no CPU profiles in the selection")
-    s.found["top"] = top(store.merged_profile(_one(store, cpu, s)), nodecount=rows)
+    chosen = _one(store, cpu, s)
+    s.found["top"] = top(store.merged_profile(chosen), nodecount=rows)
+    s.found["top"].notes.extend(notes_for(store, chosen))
     return s
 
 

@@ -155,3 +155,23 @@ def test_ingest_of_a_dataset_of_gc_metrics_only_keeps_them(tmp_path, capsys):
     assert "no profile files found" not in capsys.readouterr().err
     with Store.open(b, read_only=True) as store:
         assert store.sql("SELECT count(*) FROM gc_cycles")[0][0].as_py() == 20
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["regressions", "--base", "v1", "--new", "version=v2"],
+            "--base expects KEY=VALUE, got 'v1' (a version: --base version=v1)",
+        ),
+        (
+            ["pgo", "effect", "--before", "version=v1", "--after", "v2"],
+            "--after expects KEY=VALUE, got 'v2' (a version: --after version=v2)",
+        ),
+    ],
+)
+def test_a_bare_version_names_its_flag_and_the_fix(argv, line, capsys):
+    # A newcomer's `regressions --base v1 --new v2` said only "selection
+    # expects KEY=VALUE, got 'v1'".
+    assert main([*argv, "--db", str(demo_store())]) == 2
+    assert capsys.readouterr().err.strip() == f"pyproflab: error: {line}"

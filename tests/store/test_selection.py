@@ -41,8 +41,19 @@ def test_from_kv() -> None:
     )
     assert sel.version == "v1" and sel.profile_type == "cpu" and sel.service == ["a", "b"]
     assert sel.labels == {"region": "eu"} and sel.since == "1h"
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="selection expects KEY=VALUE"):
         Selection.from_kv(["oops"])
+
+
+def test_from_kv_names_its_flag_and_a_bare_version() -> None:
+    # `regressions --base v1` said "selection expects KEY=VALUE, got 'v1'":
+    # neither the option nor how to select a version.
+    with pytest.raises(UsageError) as e:
+        Selection.from_kv(["v1"], "--base")
+    assert str(e.value) == "--base expects KEY=VALUE, got 'v1' (a version: --base version=v1)"
+    with pytest.raises(UsageError) as e:
+        Selection.from_kv(["=x"], "--new")
+    assert str(e.value) == "--new expects KEY=VALUE, got '=x'"
 
 
 def test_where_binds_everything() -> None:

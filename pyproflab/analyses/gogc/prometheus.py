@@ -257,6 +257,7 @@ def _interval(s: _Snaps, t0, t1, setting: Setting) -> dict[str, Any] | None:
         procs=p,
         w=dt,
         t_end=t1.timestamp(),
+        taken=t1.timestamp(),  # a scrape's own time: ``current``'s absolute time
     )
 
 

@@ -249,7 +249,8 @@ def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
         if not r["forced"]:
             by.setdefault(tuple(r[k] for k in keys), []).append(r)
     out = []
-    for key in sorted(by, key=lambda k: tuple((v is None, str(v)) for v in k)):
+    # Numbers as numbers: a log's runs in its order (run 10 after run 9, not 1).
+    for key in sorted(by, key=lambda k: tuple((v is None, _order(v)) for v in k)):
         run: list[dict[str, Any]] = []
         # The log's order, not the numbers': a restart shows as a number that does not rise.
         for r in by[key]:
@@ -259,6 +260,10 @@ def _runs(cycles: pa.Table) -> list[list[dict[str, Any]]]:
             run.append(r)
         out.append(run)
     return [r for r in out if r]
+
+
+def _order(v: Any) -> tuple[int, Any]:
+    return (0, v) if isinstance(v, (int, float)) else (1, str(v))
 
 
 def _stall(s: dict[str, Any]) -> float:

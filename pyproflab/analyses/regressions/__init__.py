@@ -42,6 +42,10 @@ Rules:
    per unit of work, so more load with the same code is no change.
    Otherwise the per-profile mean value is used and ``notes`` say so.
    Shares are of each merged side's total (sum of |value|, as pprof).
+   CPU in cores (either measure): when a side's profiles hold clearly less
+   CPU than its processes' ``process_cpu_seconds_total`` says over the same
+   windows (``analyses.cpu_coverage``: a sampling rate above the kernel's
+   tick), one note gives each such side's figures and the likely cause.
 5. Statistics (both sides need >= 2 units; else the plain diff and a note):
    the independent units are profiles, or (``unit``) instances or time
    windows, each the sum of its profiles' values and denominators. The
@@ -95,7 +99,12 @@ from pyproflab.analyses import stats
 from pyproflab.analyses.options import RANK_BY, UNITS, RegressionsOptions
 from pyproflab.analyses.regressions import attribution, inference
 from pyproflab.analyses.regressions.incidence import NodeValues, node_values
-from pyproflab.analyses.regressions.measure import MEASURES, denominators_of, resolve_measure
+from pyproflab.analyses.regressions.measure import (
+    MEASURES,
+    coverage_note,
+    denominators_of,
+    resolve_measure,
+)
 from pyproflab.analyses.regressions.reads import reads_of
 from pyproflab.analyses.regressions.result import (
     EDGES_SCHEMA,
@@ -372,6 +381,7 @@ def _compare(reads, sides: Sides, nv: NodeValues, settings: dict, permutations: 
     denominators, factor, shown_unit = denominators_of(
         reads, sides, nv, settings["measure"], settings["per"]
     )
+    coverage_note(reads, sides, nv)
     merged = _merged(nv, sides)
     present = np.flatnonzero(np.any([merged[k] != 0 for k in merged], axis=0))
     totals = (int(nv.totals[~sides.is_new].sum()), int(nv.totals[sides.is_new].sum()))

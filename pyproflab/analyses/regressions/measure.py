@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyproflab.analyses import cpu_coverage
 from pyproflab.analyses.options import MEASURES
 from pyproflab.analyses.regressions import inference
 from pyproflab.analyses.regressions.incidence import NodeValues
@@ -67,3 +68,23 @@ def totals_change(sides: Sides, totals: np.ndarray, confidence: float = 0.95) ->
         f"[{lo[0]:+.1%}, {hi[0]:+.1%}]: a change of every function alike shows here, "
         "not in the rows' shares"
     )
+
+
+def coverage_note(reads: ProfileReads, sides: Sides, nv: NodeValues) -> None:
+    """When the rates are CPU cores and a side's profiles hold clearly less CPU
+    than its processes used over the same windows (``analyses.cpu_coverage``),
+    one note with the figures of each such side and the likely cause."""
+    if not (sides.rate and sides.rate_unit == "cores" and sides.sample_type.type == "cpu"):
+        return
+    services = sorted({r["service"] for r in sides.rows}, key=str)
+    samples = reads.counter_samples(cpu_coverage.PROCESS_CPU, services)
+    if not samples.num_rows:
+        return
+    seconds = nv.totals * sides.factor
+    named = []
+    for name, on in (("base", ~sides.is_new), ("new", sides.is_new)):
+        rows = [r for r, o in zip(sides.rows, on, strict=True) if o]
+        named.append((name, cpu_coverage.coverage_of(rows, seconds[on], samples)))
+    note = cpu_coverage.short_note(named)
+    if note:
+        sides.notes.append(note)

@@ -25,7 +25,9 @@ Rules every engine's answers follow (the store's are the reference):
   it (int64); ordered by (p, node).
 - ``fetch``: ``store.merge.Fetch``, the rows of a dedup table by id.
 - ``counter_samples``: (service, instance, time, value) of a counter, summed
-  over its label sets per instance and time, in time order (for ``per``).
+  over its label sets per instance and time, in time order (for ``per``, and
+  ``process_cpu_seconds_total`` for ``analyses.cpu_coverage``); no rows when
+  the source holds no metric samples at all.
 """
 
 from __future__ import annotations
