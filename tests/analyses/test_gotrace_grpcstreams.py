@@ -7,6 +7,7 @@ transport, for the connection's stream quota) with `go tool trace`'s figures."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -86,3 +87,30 @@ def test_the_clients_blocked_time_is_select_and_is_the_profiles(sync_profile: Pa
     cum = {r["name"]: r["cum"] for r in doc["rows"]}
     assert cum[WAIT_SITE] <= waits["select"]
     assert cum["main.client"] == sum(ns for why, ns in waits.items() if _sync_kind(why))
+
+
+def test_the_report_shows_where_goroutines_blocked(go_bin: str, tmp_path: Path) -> None:
+    """The HTML report of a store holding the trace: its trace section showed
+    scheduler latency and stop-the-world pauses only, so the story's finding
+    was not in it (the longest scheduler waits list grpc's reader, which woke
+    the clients, not where they waited). It now lists the merged sync blocking
+    profile's top by cum: the stream-quota wait, with go tool pprof's cum."""
+    from pyproflab.keying.keys import ProfileMeta
+    from pyproflab.reports.html_report import render_report
+    from pyproflab.store import Selection, Store
+    from pyproflab.store.traces import ingest_trace
+    from pyproflab.workflows.report import sections
+
+    trace = trace_path("grpcstreams")
+    with Store.open(tmp_path / "s.duckdb") as store:
+        ingest_trace(store, trace, ProfileMeta(service="grpc"))
+        page = render_report(sections(store, Selection(service="grpc"), "s.duckdb")).html
+    want = run_pprof(["-top", "-cum", str(go_trace_pprof(go_bin, trace, "sync", tmp_path / "w"))])
+    flat, flat_pct, _, cum, cum_pct = _line(want, WAIT_SITE).split()[:5]
+    rows = [r for r in page.split("<tr>") if r.startswith("<td") and html.escape(WAIT_SITE) in r]
+    assert len(rows) == 1, rows
+    cells = [c.split(">", 1)[1] for c in rows[0].split("</td>")[:5]]
+    assert [cells[0], cells[1], cells[3], cells[4]] == [flat, flat_pct, cum, cum_pct]
+    # a client's longest scheduler wait carries grpc's reader's stack (it woke
+    # the client): the column says so instead of "stack"
+    assert "<th>made runnable at</th>" in page and "<th>stack</th>" not in page
