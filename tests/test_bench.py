@@ -17,3 +17,13 @@ def test_the_fleet_and_files_sections_top_shows_every_row_of_pprofs(
     run_process(pyproflab_cmd("top", str(LARGE_CPU), *OURS_EXACT_TOP), stdout=ours)
     run_process(pprof_cmd(*EXACT_TOP, str(LARGE_CPU)), stdout=theirs)
     assert same_rows(ours, theirs).startswith("(rows equal to pprof's")
+
+
+def test_hostile_judges_the_hostile_files_not_each_tools_floor() -> None:
+    # The tiny real profile shows what each tool costs before a profile does (pyarrow's
+    # and numpy's pages): 6x pprof's RSS, a floor, not a miss of the 2x target.
+    from bench.hostile import TINY, _verdict
+
+    assert "met" not in _verdict(TINY, 6.08)
+    assert _verdict("label bomb", 2.65).endswith("NOT met")
+    assert _verdict("label bomb", 1.50).endswith(": met")
