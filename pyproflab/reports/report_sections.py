@@ -69,9 +69,10 @@ def traces(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
         "findings": sched.findings
         or [f"no CPU starvation: every trace's p99 scheduler latency is under {limit:g} ms"],
         "stw": stw.findings,
+        "sync": Markup(render(found["sync"], "html", more=_MORE)) if "sync" in found else "",
         "longest": Markup(
             "<table class='data'><tr><th>instance</th><th>g</th><th>goroutine</th>"
-            "<th>waited</th><th>stack</th></tr>"
+            "<th>waited</th><th>made runnable at</th></tr>"
             + "".join(
                 f"<tr><td>{escape(r['instance'] or '')}</td><td>{r['g']}</td>"
                 f"<td>{escape(r['name'])}</td><td>{r['wait_ns'] / 1e6:.2f} ms</td>"

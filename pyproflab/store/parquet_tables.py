@@ -7,9 +7,10 @@ Rules (the layout and the export are ``store.parquet``'s):
   table whose files hold other than its count of rows, or one this pyproflab
   does not know.
 - A table imported by key (GC metrics, drop-folder files and source items)
-  adds the rows whose key (``tables.Table.row_key``) the store lacks; null
-  equals null. ``job_runs`` is exported but not imported (``NOT_IMPORTED``):
-  a job's runs belong to the store that ran them.
+  adds, in the file's order, the rows whose key (``tables.Table.row_key``) the
+  store lacks (null equals null), so a dataset read back and exported again
+  holds the same files. ``job_runs`` is exported but not imported
+  (``NOT_IMPORTED``): a job's runs belong to the store that ran them.
 - Traces, like profiles, have ids the store assigns: a trace is new unless
   the store has one with its ``content_hash``; a new one takes the next
   ``trace_id``, its ``trace_*`` rows follow it under that id, in their order,
@@ -97,17 +98,22 @@ def import_tables(
 
 def _import_by_key(store: Store, d: Path, table: str) -> int:
     """Insert the rows of ``table.parquet`` whose key the store lacks (the
-    first of equal keys in the file); returns the rows added."""
+    first of equal keys in the file), in the file's order; returns the rows
+    added."""
     t = tables.BY_NAME[table]
     store.execute(t.ddl())  # job and source tables exist only once used
     cols = ", ".join(f'"{c}"' for c in t.columns.names)
     key = t.row_key
     part = ", ".join(f'"{k}"' for k in key)
     on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    # Without the file's row numbers the window returned rows in the order of a
+    # hash of their key, and a dataset read back exported its rows reordered.
+    first = f"row_number() OVER (PARTITION BY {part} ORDER BY file_row_number) = 1"
+    rows = "read_parquet(?, hive_partitioning = false, file_row_number = true)"
     added = store.sql(
         f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ("
-        f"  SELECT * FROM {READ_PARQUET} QUALIFY row_number() OVER (PARTITION BY {part}) = 1"
-        f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on})",
+        f"  SELECT * FROM {rows} QUALIFY {first}"
+        f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) ORDER BY n.file_row_number",
         [[str(d / f"{table}.parquet")]],
     )
     return int(added.column(0)[0].as_py())

@@ -392,8 +392,11 @@ def has_traces(store) -> bool:
 
 def traces_section(store, sel: Selection, db: str) -> Section:
     """``found``: sched (``SchedLatency``: its findings name each starved
-    instance in one line, none for the others) and stw (``StwReport``) of the
-    selected traces (the selection's service, version, instance, time, labels)."""
+    instance in one line, none for the others), stw (``StwReport``) and sync
+    (``TopResult`` by cum of the merged ``trace-sync`` profiles: where the
+    goroutines blocked on channels, selects and locks; absent when none is
+    stored) of the selected traces (the selection's service, version,
+    instance, time, labels)."""
     from pyproflab.analyses.gotrace import SchedOptions
     from pyproflab.analyses.gotrace_answers import answer
     from pyproflab.analyses.gotrace_stw import StwOptions
@@ -401,7 +404,7 @@ def traces_section(store, sel: Selection, db: str) -> Section:
 
     s = Section(
         "traces",
-        "Execution traces: scheduler latency and stop-the-world pauses",
+        "Execution traces: scheduler latency, blocking and stop-the-world pauses",
         [
             _cmd("trace", "sched", *_flags(sel, db), "--format", "json"),
             _cmd("trace", "stw", *_flags(sel, db), "--format", "json"),
@@ -421,7 +424,21 @@ def traces_section(store, sel: Selection, db: str) -> Section:
         "sched": answer("sched", store=store, selection=tsel, options=SchedOptions()),
         "stw": answer("stw", store=store, selection=tsel, options=StwOptions()),
     }
+    _sync_top(store, tsel, s, db)
     return s
+
+
+def _sync_top(store, tsel: Selection, s: Section, db: str, rows: int = 15) -> None:
+    """The merged trace-sync profiles' top by cum into ``s.found["sync"]``: its
+    flat rows are the runtime's waits (``runtime.selectgo``), the callers by
+    cum name where the goroutines waited (a founding story: gRPC streams)."""
+    from pyproflab.analyses.top import top
+
+    sync = _with(tsel, profile_type="trace-sync")
+    if not store.profiles(sync).num_rows:
+        return
+    s.commands.append(_cmd("top", *_flags(sync, db), "--cum", "--format", "json"))
+    s.found["sync"] = top(store.merged_profile(_one(store, sync, s)), cum_sort=True, nodecount=rows)
 
 
 def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:

@@ -1,9 +1,9 @@
 """Blocking profiles equal `go tool trace -pprof=KIND`: the same `go tool pprof
 -top -nodefraction=0` rows, on the committed traces of seven programs written
 for the purpose (channels, mutexes, network, syscalls, GC-heavy, many
-goroutines), a flight-recorder snapshot and the CPU-limit story's two runs
-(whose traces hold a stack of one frame at PC 0, which cmd/trace takes for
-the empty stack); the stored copies too."""
+goroutines, gRPC streams over one connection), a flight-recorder snapshot and
+the CPU-limit story's two runs (whose traces hold a stack of one frame at PC
+0, which cmd/trace takes for the empty stack); the stored copies too."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_blocking_profiles_equal_go_tool_trace(name: str, go_bin: str, tmp_path:
     assert nonempty >= 2, f"{name}: at least two kinds should have rows"
 
 
-@pytest.mark.parametrize("name", ["mutex", "net", "flight", "cpulimit-free"])
+@pytest.mark.parametrize("name", ["mutex", "net", "flight", "grpcstreams", "cpulimit-free"])
 def test_stored_blocking_profiles_equal_go_tool_trace(
     name: str, go_bin: str, tmp_path: Path
 ) -> None:

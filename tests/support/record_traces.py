@@ -30,7 +30,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 GOPROGS = HERE / "goprogs"
 OUT = HERE / "testdata" / "traces"
-PROGRAMS = ("chan", "mutex", "net", "syscall", "gcheavy", "many", "flight", "cpulimit")
+PROGRAMS = (
+    "chan",
+    "mutex",
+    "net",
+    "syscall",
+    "gcheavy",
+    "many",
+    "flight",
+    "grpcstreams",
+    "cpulimit",
+)
 CGROUP = Path("/sys/fs/cgroup/cpu/pyproflab-trace-quota")
 QUOTA_US, PERIOD_US = 25_000, 100_000
 # The group's weight against the rest of the machine (cgroup v1's maximum):

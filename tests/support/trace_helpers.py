@@ -18,7 +18,7 @@ import pytest
 from support.testenv import GOPROGS, go_env
 
 TRACES = Path(__file__).resolve().parents[1] / "testdata" / "traces"
-TRACE_NAMES = ("chan", "mutex", "net", "syscall", "gcheavy", "many", "flight")
+TRACE_NAMES = ("chan", "mutex", "net", "syscall", "gcheavy", "many", "flight", "grpcstreams")
 KINDS = ("net", "sync", "syscall", "sched")
 
 
