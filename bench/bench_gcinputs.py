@@ -17,12 +17,10 @@ and 1 GiB.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from bench import common
 from bench.common import pyproflab_cmd
 
 GIB = 1 << 30
@@ -82,14 +80,8 @@ def run_measured(cmd: list[str]) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds (user + system), peak RSS bytes) of ``cmd``. The
     CPU time is what a shared machine does not inflate much: on a quiet one
     the wall time of these single-threaded readers is close to it."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(cmd[:4])}... failed: {err.strip()[:500]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+    wall, rss, cpu = common.run_measured(cmd)
+    return wall, cpu, rss
 
 
 def _floor(path: Path) -> tuple[float, float, int]:

@@ -32,23 +32,49 @@ def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> f
     return statistics.median(times)
 
 
-def run_process(cmd: list[str], *, stdout: Path | None = None, **kw) -> tuple[float, int]:
+# Each measured command is started by a small launcher that reports its wall time,
+# peak RSS and CPU: on Linux a child's peak RSS starts at its parent's high-water
+# mark (vfork and exec carry it over), and the bench grows to hundreds of MiB making
+# its inputs (after the trace section every later child read 400.4 MiB).
+_LAUNCH = (
+    "import os, sys, time\n"
+    "t = time.perf_counter()\n"
+    "pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "wall = time.perf_counter() - t\n"
+    "cpu = usage.ru_utime + usage.ru_stime\n"
+    "code = os.waitstatus_to_exitcode(status)\n"
+    "os.write(int(sys.argv[1]), f'{wall} {usage.ru_maxrss} {cpu} {code}'.encode())\n"
+)
+
+
+def run_measured(cmd: list[str], *, stdout: Path | None = None, **kw) -> tuple[float, int, float]:
     """Run ``cmd`` to completion (its output into ``stdout`` if given, else dropped);
-    return (wall seconds, peak RSS in bytes of the child)."""
+    return (wall seconds, peak RSS in bytes, CPU seconds) of the command alone."""
+    read, write = os.pipe()
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
-    t = time.perf_counter()
+    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCH, str(write), *cmd]
     try:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, **kw)
+        proc = subprocess.Popen(
+            launcher, stdout=sink, stderr=subprocess.PIPE, pass_fds=(write,), **kw
+        )
     finally:
+        os.close(write)
         if stdout:
             sink.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:4])}… failed ({proc.returncode}): {err.strip()[:500]}")
-    return wall, usage.ru_maxrss * 1024
+    err = proc.communicate()[1].decode(errors="replace")
+    with os.fdopen(read, "rb") as f:
+        report = f.read().split()
+    code = int(report[3]) if len(report) == 4 else proc.returncode
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])}… failed ({code}): {err.strip()[:500]}")
+    return float(report[0]), int(report[1]) * 1024, float(report[2])
+
+
+def run_process(cmd: list[str], *, stdout: Path | None = None, **kw) -> tuple[float, int]:
+    """(wall seconds, peak RSS in bytes) of ``cmd`` (as run_measured)."""
+    wall, rss, _ = run_measured(cmd, stdout=stdout, **kw)
+    return wall, rss
 
 
 def median_process(cmd: list[str], repeat: int = 5, *, warmup: bool = True, **kw) -> float:

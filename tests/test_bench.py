@@ -27,3 +27,23 @@ def test_hostile_judges_the_hostile_files_not_each_tools_floor() -> None:
     assert "met" not in _verdict(TINY, 6.08)
     assert _verdict("label bomb", 2.65).endswith("NOT met")
     assert _verdict("label bomb", 1.50).endswith(": met")
+
+
+def test_a_commands_peak_rss_is_its_own_not_the_benchs() -> None:
+    # A child's peak RSS starts at its parent's high-water mark on Linux; the bench
+    # grows to hundreds of MiB making its inputs (a 300 MiB buffer here, freed).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "buf = bytearray(300 << 20)\n"
+        "buf[::4096] = bytes(len(range(0, len(buf), 4096)))\n"
+        "del buf\n"
+        "from bench.common import run_process\n"
+        "print(run_process([sys.executable, '-c', 'pass'])[1])\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) < 100 << 20
