@@ -205,5 +205,10 @@ def notes_for(store, selection) -> list[str]:
     """The note to set beside CPU rates of ``selection``'s profiles (``top``'s
     ``Total samples = ... (N%)``): one when they hold clearly less CPU than their
     processes used, else none."""
-    note = short_note([("", cpu_coverage(store, selection))])
+    return notes_of(cpu_coverage(store, selection))
+
+
+def notes_of(coverage: CpuCoverage | None) -> list[str]:
+    """``notes_for``'s note from a coverage however it was read (the store, Spark)."""
+    note = short_note([("", coverage)])
     return [note] if note else []

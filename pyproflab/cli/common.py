@@ -357,11 +357,6 @@ def spark_dataset(args: argparse.Namespace):
     return SparkDataset(local_session(conf=conf), args.dataset)
 
 
-def spark_profile(args: argparse.Namespace):
-    """The merged selection of ``--dataset``, on Spark."""
-    return spark_dataset(args).merged_profile(selection_from_args(args))
-
-
 def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -> None:
     """What every pprof-like report takes: files or a store selection, the sample
     type, sort and granularity (``graph``), pprof's filters, a base, -unit and -o."""

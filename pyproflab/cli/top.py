@@ -66,14 +66,19 @@ class Command:
 
         if args.dataset and args.engine != "spark":
             raise UsageError("--dataset is read by --engine spark")
+        dataset = common.spark_dataset(args) if args.engine == "spark" else None
         profile = (
-            common.spark_profile(args) if args.engine == "spark" else common.report_profile(args)
+            dataset.merged_profile(common.selection_from_args(args))
+            if dataset is not None
+            else common.report_profile(args)
         )
         nodecount = args.nodecount
         if nodecount is not None and nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
         result = top(profile, **common.graph_options(args), **trimming(args, nodecount))
-        if args.db and not args.files and args.engine != "spark":
+        if dataset is not None:
+            result.notes.extend(spark_cpu_notes(args, dataset, result.sample_type))
+        elif args.db and not args.files:
             result.notes.extend(cpu_notes(args, result.sample_type))
         text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
@@ -92,6 +97,22 @@ def cpu_notes(args: argparse.Namespace, sample_type) -> list[str]:
         sample = common.parse_sample_index(getattr(args, "sample_index", None))
         selection, _ = one_kind(store, common.selection_from_args(args), sample=sample)
         return notes_for(store, selection)
+
+
+def spark_cpu_notes(args: argparse.Namespace, dataset, sample_type) -> list[str]:
+    """``cpu_notes`` on Spark: the same note from the dataset's profiles and
+    metric samples (an export carries them), so --engine spark says what --db says."""
+    from pyproflab.analyses import cpu_coverage as cc
+    from pyproflab.engines.spark_regressions import SparkReads
+
+    if sample_type.type != "cpu":
+        return []
+    rows = dataset.cpu_profile_seconds(common.selection_from_args(args))
+    if not rows:
+        return []
+    services = sorted({r["service"] for r in rows}, key=str)
+    samples = SparkReads(dataset).counter_samples(cc.PROCESS_CPU, services)
+    return cc.notes_of(cc.coverage_of(rows, [r["cpu_ns"] / 1e9 for r in rows], samples))
 
 
 def trimming(args: argparse.Namespace, nodecount: int | None) -> dict[str, float | int | None]:

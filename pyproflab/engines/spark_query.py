@@ -190,6 +190,21 @@ class SparkDataset:
             nonzero = nonzero | (F.col(f"v{j}") != 0)
         return grouped.where(nonzero).orderBy("first_row").toArrow()
 
+    def cpu_profile_seconds(self, selection: Selection) -> list[dict[str, Any]]:
+        """``store.cpu_coverage.cpu_profile_seconds`` on Spark: the selected
+        profiles with a ``cpu``/``nanoseconds`` sample type, each with ``cpu_ns``,
+        that value summed over its samples (0 when none), by profile id."""
+        from pyspark.sql import functions as F
+
+        types = "transform(sample_types, t -> concat(t.type, '/', t.unit))"
+        at = F.expr(f"array_position({types}, 'cpu/nanoseconds')").alias("i")
+        cols = ["profile_id", "service", "instance", "time_nanos", "duration_nanos", "period"]
+        p = self.profiles(selection).select(*cols, at).where(F.col("i") > 0)
+        s = self.samples().select("profile_id", "values")
+        cpu = F.coalesce(F.sum(F.element_at("values", F.col("i").cast("int"))), F.lit(0))
+        t = p.join(s, "profile_id", "left").groupBy(*cols).agg(cpu.cast("long").alias("cpu_ns"))
+        return t.orderBy("profile_id").toArrow().to_pylist()
+
     def fetch(self, table: str, id_col: str, wanted: np.ndarray) -> pa.Table:
         """The rows of a dedup table whose id is in ``wanted`` (``store.merge.Fetch``)."""
         from pyspark.sql import functions as F
