@@ -245,11 +245,13 @@ class Lab:
         return self.store.merged_profile(self._one_kind(sel))
 
     def top(self, selection: Selection | None = None, **kwargs: Any):
-        """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top``
-        (CPU profiles holding clearly less CPU than their processes used: a note).
+        """Top functions over the selection (``TopResult``), equal to ``go tool pprof -top
+        -nodefraction=0`` (no node trimmed unless ``node_fraction`` says; 0.005 is
+        pprof's and the command line's default) (CPU profiles holding clearly less
+        CPU than their processes used: a note).
 
         Keywords besides the selection: sample_index, granularity, nodecount,
-        cum_sort, focus, ignore.
+        cum_sort, focus, ignore, node_fraction, edge_fraction.
         """
         from pyproflab.analyses.cpu_coverage import notes_for
         from pyproflab.analyses.top import top

@@ -61,7 +61,12 @@ from pyproflab.analyses.graph import (
     sorted_nodes,
     with_edges,
 )
-from pyproflab.analyses.options import FILTERS, TopOptions
+from pyproflab.analyses.options import (
+    FILTERS,
+    PPROF_EDGE_FRACTION,
+    PPROF_NODE_FRACTION,
+    TopOptions,
+)
 from pyproflab.analyses.rows import NODE_FIELDS, RowsResult
 from pyproflab.arrays import from_numpy, from_strings
 from pyproflab.display import render
@@ -210,6 +215,17 @@ class TopGraph:
     graph: Graph  # of the shown nodes, edges included
     order: list[int]  # node ids of the rows
     edge_cutoff: int  # |weight| an edge needs to count (pprof's -edgefraction)
+
+
+def pprof_top(profile: Profile, nodecount: int | None = None, /, **keywords: Any) -> TopResult:
+    """``top`` with pprof's command-line trimming (``options.PPROF_NODE_FRACTION``
+    and ``PPROF_EDGE_FRACTION``) unless given: what ``pyproflab top --nodecount N``
+    and ``go tool pprof -top -nodecount=N`` print, "Dropped N nodes" line included
+    (``top``'s own default trims no node)."""
+    keywords["nodecount"] = nodecount
+    keywords.setdefault("node_fraction", PPROF_NODE_FRACTION)
+    keywords.setdefault("edge_fraction", PPROF_EDGE_FRACTION)
+    return top(profile, **keywords)
 
 
 def top_graph(profile: Profile, opts: TopOptions) -> TopGraph:

@@ -96,9 +96,13 @@ _HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
 def _heading(col: str) -> str:
     """A column's heading in text and HTML: a duration's without its ``_ns`` or
     ``_ms``, since its cells carry their unit (``total 121.50s``, not ``total_ns
-    121.50s``); JSON and CSV keep the names, whose numbers are in that unit."""
+    121.50s``); JSON and CSV keep the names, whose numbers are in that unit.
+    A scheduler wait's ``stack`` is the one that made the goroutine runnable
+    (another goroutine's when it was woken): its heading says so."""
     if col == "waiting":  # the reasons, beside waiting_ns's total ("waiting")
         return "waiting on"
+    if col == "stack":  # sched's longest waits: often the waker's, not the goroutine's own
+        return "made runnable at"
     return col[:-3] if col.endswith(("_ns", "_ms")) else col
 
 

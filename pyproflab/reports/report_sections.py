@@ -24,7 +24,20 @@ def fleet(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
 
 
 def top(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
-    return {"table": Markup(render(found["top"], "html", more=_MORE))}, []
+    return {"table": _top_table(found["top"])}, []
+
+
+def _top_table(result) -> Markup:
+    """A top table, after the line naming the ``go tool pprof`` command it equals on
+    the merged profiles (its rows and its "Dropped"/"Showing" lines are pprof's)."""
+    from markupsafe import escape
+
+    from pyproflab.reports.top import pprof_command
+
+    said = Markup("<p>As <code>{}</code> on the merged profiles.</p>").format(
+        escape(pprof_command(result))
+    )
+    return said + Markup(render(result, "html", more=_MORE))
 
 
 def flame(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
@@ -69,7 +82,7 @@ def traces(found: dict[str, Any]) -> tuple[dict[str, Any], Figures]:
         "findings": sched.findings
         or [f"no CPU starvation: every trace's p99 scheduler latency is under {limit:g} ms"],
         "stw": stw.findings,
-        "sync": Markup(render(found["sync"], "html", more=_MORE)) if "sync" in found else "",
+        "sync": _top_table(found["sync"]) if "sync" in found else "",
         "longest": Markup(
             "<table class='data'><tr><th>instance</th><th>g</th><th>goroutine</th>"
             "<th>waited</th><th>made runnable at</th></tr>"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import shlex
 from collections.abc import Callable
 
 from pyproflab.analyses import units
@@ -90,6 +91,25 @@ def header_lines(result, fmt: ValueFormat | None = None) -> list[str]:
         if 0 < shown < result.node_count_before:
             lines.append(f"Showing top {shown} nodes out of {result.node_count_before}")
     return [text_name(line) for line in lines]
+
+
+def pprof_command(result) -> str:
+    """The ``go tool pprof`` command whose -top prints ``result``'s rows and
+    header lines, on the same (merged) profile: its options as pprof's flags,
+    the trimming ones only where they are not pprof's defaults."""
+    from pyproflab.analyses.options import PPROF_EDGE_FRACTION, PPROF_NODE_FRACTION
+
+    flags = ["-top", f"-sample_index={result.sample_type.type or result.sample_index}"]
+    flags += ["-cum"] if result.cum_sort else []
+    flags += [f"-{result.granularity}"] if result.granularity != "functions" else []
+    flags += [f"-nodecount={result.nodecount}"] if result.nodecount else []
+    for name, value, default in (
+        ("nodefraction", result.node_fraction, PPROF_NODE_FRACTION),
+        ("edgefraction", result.edge_fraction, PPROF_EDGE_FRACTION),
+    ):
+        flags += [f"-{name}={value:g}"] if value != default else []
+    flags += [f"-{f}" for f in result.active_filters]  # pprof's flags have the filters' names
+    return "go tool pprof " + " ".join(map(shlex.quote, flags))
 
 
 def render_text(result, *, exact: bool = False, unit: str | None = None) -> str:

@@ -31,6 +31,10 @@ from pyproflab.store.connection import Store
 METRIC_TABLES = tuple(t.name for t in tables.METRICS)
 TRACE_TABLES = tuple(f"trace_{name}" for name in schema.STORE_TRACE_TABLES)
 READ_PARQUET = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
+# One whole table's file, with its row numbers. Never hive partitioning: DuckDB
+# would take a folder above the dataset named KEY=VALUE (``g=5/``) for a
+# partition and give every row that value in column KEY.
+READ_FILE = "read_parquet(?, hive_partitioning = false, file_row_number = true)"
 # Imported, another store's runs made a job here with the same spec say
 # "unchanged since run 1 ..., nothing written" of outputs never written here
 # (and resume its unfinished runs). Its drop files and source items do come:
@@ -109,10 +113,9 @@ def _import_by_key(store: Store, d: Path, table: str) -> int:
     # Without the file's row numbers the window returned rows in the order of a
     # hash of their key, and a dataset read back exported its rows reordered.
     first = f"row_number() OVER (PARTITION BY {part} ORDER BY file_row_number) = 1"
-    rows = "read_parquet(?, hive_partitioning = false, file_row_number = true)"
     added = store.sql(
         f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ("
-        f"  SELECT * FROM {rows} QUALIFY {first}"
+        f"  SELECT * FROM {READ_FILE} QUALIFY {first}"
         f") n WHERE NOT EXISTS (SELECT 1 FROM {table} m WHERE {on}) ORDER BY n.file_row_number",
         [[str(d / f"{table}.parquet")]],
     )
@@ -164,7 +167,7 @@ def _import_traces(store: Store, d: Path, children: list[str], profile_files: li
             store.execute(
                 f'INSERT INTO {table} ("trace_id", {targets}) '
                 f"SELECT m.new_id, {names} FROM "
-                f"read_parquet(?, file_row_number = true) n "
+                f"{READ_FILE} n "
                 "JOIN _pyproflab_trace_ids m ON m.old_id = n.trace_id ORDER BY n.file_row_number",
                 [[str(d / f"{table}.parquet")]],
             )

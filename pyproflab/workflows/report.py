@@ -199,10 +199,10 @@ def fleet_section(store, sel: Selection, db: str) -> Section:
 
 
 def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
-    """``found``: top (a ``TopResult`` of the merged CPU profiles, with the note of
+    """``found``: top (the merged CPU profiles' ``TopResult`` as pprof's, with the note of
     ``analyses.cpu_coverage`` when they hold clearly less CPU than was used)."""
     from pyproflab.analyses.cpu_coverage import notes_for
-    from pyproflab.analyses.top import top
+    from pyproflab.analyses.top import pprof_top
 
     cpu = _with(sel, profile_type="cpu")
     s = Section(
@@ -213,7 +213,7 @@ def top_section(store, sel: Selection, db: str, rows: int = 25) -> Section:
     if store.profiles(cpu).num_rows == 0:
         return s.skip("no CPU profiles in the selection")
     chosen = _one(store, cpu, s)
-    s.found["top"] = top(store.merged_profile(chosen), nodecount=rows)
+    s.found["top"] = pprof_top(store.merged_profile(chosen), rows)
     s.found["top"].notes.extend(notes_for(store, chosen))
     return s
 
@@ -429,16 +429,16 @@ def traces_section(store, sel: Selection, db: str) -> Section:
 
 
 def _sync_top(store, tsel: Selection, s: Section, db: str, rows: int = 15) -> None:
-    """The merged trace-sync profiles' top by cum into ``s.found["sync"]``: its
-    flat rows are the runtime's waits (``runtime.selectgo``), the callers by
-    cum name where the goroutines waited (a founding story: gRPC streams)."""
-    from pyproflab.analyses.top import top
+    """The merged trace-sync profiles' top by cum (``s.found["sync"]``): the runtime's waits
+    (``runtime.selectgo``) flat, by cum where goroutines waited (founding story: gRPC)."""
+    from pyproflab.analyses.top import pprof_top
 
     sync = _with(tsel, profile_type="trace-sync")
     if not store.profiles(sync).num_rows:
         return
-    s.commands.append(_cmd("top", *_flags(sync, db), "--cum", "--format", "json"))
-    s.found["sync"] = top(store.merged_profile(_one(store, sync, s)), cum_sort=True, nodecount=rows)
+    flags = ("--cum", "--nodecount", str(rows), "--format", "json")
+    s.commands.append(_cmd("top", *_flags(sync, db), *flags))
+    s.found["sync"] = pprof_top(store.merged_profile(_one(store, sync, s)), rows, cum_sort=True)
 
 
 def gogc_section(store, sel: Selection, db: str, budget: str | None) -> Section:

@@ -114,3 +114,18 @@ def test_the_report_shows_where_goroutines_blocked(go_bin: str, tmp_path: Path) 
     # a client's longest scheduler wait carries grpc's reader's stack (it woke
     # the client): the column says so instead of "stack"
     assert "<th>made runnable at</th>" in page and "<th>stack</th>" not in page
+
+
+def test_sched_says_whose_stack_a_wait_carries() -> None:
+    """`trace sched`'s longest waits carry the stack that made the goroutine
+    runnable (go tool trace -pprof=sched's): a client woken by grpc's reader
+    carries the reader's stack, with no frame of the client's own. The text
+    headed that column "stack", as if the client had waited there."""
+    from pyproflab.analyses.gotrace_answers import answer
+
+    longest = answer("sched", path=trace_path("grpcstreams")).longest.to_pylist()
+    woken = [r for r in longest if r["name"] == "main.client" and "main." not in r["stack"]]
+    assert woken and TRANSPORT in woken[0]["stack"], longest
+    lines = _ok("trace", "sched", trace_path("grpcstreams")).splitlines()
+    header = lines[lines.index("longest:") + 1].split()
+    assert header[-3:] == ["made", "runnable", "at"], header
