@@ -287,7 +287,8 @@ class StreamedRows:
         for table, (names, key, _, writer) in self._staged.items():
             writer.close()
             path = os.path.join(self._folder, f"{table}.parquet").replace("'", "''")
-            stage = f"read_parquet('{path}')"
+            # No hive partitioning: a folder of TMPDIR named KEY=VALUE is no partition.
+            stage = f"read_parquet('{path}', hive_partitioning = false)"
             part = ", ".join(f'"{k}"' for k in key)
             repeats = (
                 store.sql(

@@ -175,3 +175,24 @@ def test_a_bare_version_names_its_flag_and_the_fix(argv, line, capsys):
     # expects KEY=VALUE, got 'v1'".
     assert main([*argv, "--db", str(demo_store())]) == 2
     assert capsys.readouterr().err.strip() == f"pyproflab: error: {line}"
+
+
+def test_ingest_gc_under_a_tmpdir_named_like_a_column_keeps_its_rows(tmp_path, monkeypatch):
+    """GC rows are staged in a Parquet file under TMPDIR; a folder there named
+    KEY=VALUE is no partition. Read as one, TMPDIR=.../instance=zz stored every
+    sample as instance zz (helper-79)."""
+    import tempfile
+
+    from pyproflab.store import Store
+
+    odd = tmp_path / "instance=zz"
+    odd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(odd))
+    prom = tmp_path / "m.prom"
+    prom.write_text("# TYPE up gauge\nup 1\n")
+    db = tmp_path / "s.duckdb"
+    at = ["--instance", "i-1", "--time", "2026-11-29T12:00:00Z"]
+    assert main(["ingest-gc", str(prom), "--format", "prom", "--db", str(db), *at]) == 0
+    with Store.open(db, read_only=True) as store:
+        got = store.sql("SELECT instance, metric FROM metric_samples").to_pylist()
+    assert got == [{"instance": "i-1", "metric": "up"}]
