@@ -155,7 +155,8 @@ def coverage_of(
         hz.append(1e9 / r["period"] if r["period"] else 0.0)
     if not windows or got[2] <= 0:
         return None
-    return CpuCoverage(windows, len(rows), *map(float, got), tuple(hz))
+    profiled, process, seconds = (float(x) for x in got)
+    return CpuCoverage(windows, len(rows), profiled, process, seconds, tuple(hz))
 
 
 def _series(samples: pa.Table) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
