@@ -109,6 +109,17 @@ PROFILE_MAPPINGS = pa.schema(
 
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 
+# What every engine's ``counter_samples`` answers (analyses/regressions/reads.py):
+# a counter summed over its label sets per instance and time.
+COUNTER_SAMPLES = pa.schema(
+    [
+        ("service", pa.string()),
+        ("instance", pa.string()),
+        ("time", TIMESTAMP_UTC),
+        ("value", pa.float64()),
+    ]
+)
+
 # key -> value; the one row so far is ('schema_version', '2').
 STORE_META = pa.schema(
     [

@@ -32,7 +32,7 @@ import pyarrow as pa
 from pyproflab.analyses.regressions.reads import ProfileReads
 from pyproflab.engines import spark_arrow as sa
 from pyproflab.errors import UsageError
-from pyproflab.schema import TIMESTAMP_UTC
+from pyproflab.schema import COUNTER_SAMPLES, TIMESTAMP_UTC
 
 NODE_SUMS = pa.schema([(c, pa.int64()) for c in ("p", "node", "flat", "cum")])
 
@@ -112,17 +112,7 @@ class SparkReads(ProfileReads):
         from pyspark.sql import functions as F
 
         if not self.dataset.has_table("metric_samples"):  # as the store: no rows
-            return pa.table(
-                {"service": [], "instance": [], "time": [], "value": []},
-                schema=pa.schema(
-                    [
-                        ("service", pa.string()),
-                        ("instance", pa.string()),
-                        ("time", TIMESTAMP_UTC),
-                        ("value", pa.float64()),
-                    ]
-                ),
-            )
+            return COUNTER_SAMPLES.empty_table()
         names = [s for s in services if s is not None]
         rows = self.dataset.metric_samples().where(
             (F.col("metric") == metric) & F.col("service").isin(names)

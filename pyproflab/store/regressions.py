@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pyproflab.schema import COUNTER_SAMPLES
 from pyproflab.store.connection import Store
 from pyproflab.store.queries import table_names
 
@@ -71,17 +72,7 @@ def counter_samples(store: Store, metric: str, services: list[str | None]) -> pa
     summed over its label sets per instance and time, in time order; no rows
     when the store has no ``metric_samples`` table (an adopted store may lack it)."""
     if "metric_samples" not in table_names(store):
-        return pa.table(
-            {"service": [], "instance": [], "time": [], "value": []},
-            schema=pa.schema(
-                [
-                    ("service", pa.string()),
-                    ("instance", pa.string()),
-                    ("time", pa.timestamp("us", "UTC")),
-                    ("value", pa.float64()),
-                ]
-            ),
-        )
+        return COUNTER_SAMPLES.empty_table()
     return store.sql(
         'SELECT service, instance, "time", sum(value) AS value FROM metric_samples '
         "WHERE metric = ? AND list_contains(?, service) "
