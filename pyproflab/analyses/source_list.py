@@ -27,6 +27,8 @@ Rules, re-expressed:
 - The file is opened as pprof opens it: an absolute name as is; a relative
   one under each source-path directory or one of its parents. A file not
   found is an ``Error:`` line in the routine (Go's error text).
+- ``source_files`` names every source file opened, as opened (so a front end
+  can refuse to write over one).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class ListResult:
     sample_type: ValueType
     routines: list[Routine]
     regex: str
+    source_files: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.routines)
@@ -138,7 +141,7 @@ def source_list(
             fns = [(nodes.lineno[n], starts.get((name, file), 0), n) for n in by_file[file]]
             routines.append(_routine(name, file, fns, g, reader))
     st = prep.profile.sample_types[prep.index]
-    return ListResult(prep.total, st, routines, regex)
+    return ListResult(prep.total, st, routines, regex, reader.opened)
 
 
 def _routine(name: str, file: str, fns: list[tuple[int, int, int]], g, reader) -> Routine:
@@ -229,6 +232,7 @@ class SourceReader:
     def __init__(self, search: str, trim: str) -> None:
         self.search, self.trim = search, trim
         self._files: dict[str, tuple[list[str], str | None]] = {}
+        self.opened: list[str] = []  # the files read, as opened
 
     def lines(self, path: str) -> tuple[list[str], str | None]:
         """(the file's lines, None) or ([], Go's error text)."""
@@ -244,7 +248,9 @@ class SourceReader:
                 return [], None  # Go opens a directory, reads no line and reports nothing
             try:
                 with open(name, "rb") as f:
-                    return _scan_lines(f.read()), None
+                    data = f.read()
+                self.opened.append(name)
+                return _scan_lines(data), None
             except OSError as e:
                 if absolute:
                     why = e.strerror or str(e)

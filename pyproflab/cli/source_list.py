@@ -35,6 +35,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from pyproflab import reports
         from pyproflab.analyses.source_list import source_list
+        from pyproflab.cli.overwrite import refuse_output_over
 
         result = source_list(
             report_profile(args),
@@ -46,5 +47,8 @@ class Command:
             ignore=args.ignore,
             **pprof_filters(args),
         )
+        # The source files are known once read: -o over one is refused before writing.
+        read = [("a source file the command reads", path) for path in result.source_files]
+        refuse_output_over(args.output, read)
         common.write_output(reports.render(result, "text", unit=args.unit), args.output)
         return 0

@@ -19,6 +19,9 @@ from support.testenv import RECORDED_GO
 
 from pyproflab.cli import main
 
+GOPROGS = Path(__file__).resolve().parents[1] / "goprogs"
+
+_MAIN = "goprogs/profgen/main.go"
 CASES = {
     "merge": ["merge", "a.pb.gz", "b.pb.gz", "-o", "a.pb.gz"],
     "pgo-dot-spelling": ["pgo", "a.pb.gz", "b.pb.gz", "-o", "./a.pb.gz"],
@@ -41,13 +44,48 @@ CASES = {
     "gc-store": ["gc", "--db", "s.duckdb", "-o", "./s.duckdb"],
     "report-store": ["report", "--db", "s.duckdb", "-o", "{dir}/s.duckdb"],
     "top-store-from-env": ["top", "a.pb.gz", "-o", "env.duckdb"],
+    # list's source files, found under --source_path (trimmed to profgen/main.go)
+    "list-source-path": ["list", "main\\.fib", "a.pb.gz", "--source_path", "goprogs", "-o", _MAIN],
+    "list-source-absolute": [
+        "list",
+        "main\\.fib",
+        "a.pb.gz",
+        "--source_path",
+        "goprogs",
+        "-o",
+        "{dir}/" + _MAIN,
+    ],
+    "top-dataset": ["top", "--engine", "spark", "--dataset", "ds", "-o", "ds/functions.parquet"],
+    "regressions-dataset": [
+        *["regressions", "--engine", "spark", "--dataset", "ds", "--base", "version=v1"],
+        *["--new", "version=v2", "-o", "ds/samples/service=s/data_0.parquet"],
+    ],
+    "pgo-check-source": ["pgo", "check", "a.pb.gz", "--source", "goprogs/profgen", "-o", _MAIN],
+    "pgo-effect-source": [
+        *["pgo", "effect", "--before", "version=v1", "--after", "version=v2"],
+        *["--source", "goprogs/profgen", "--pgo", "a.pb.gz", "-o", "goprogs/profgen/go.mod"],
+    ],
+    "gogc-cgroup": [
+        *["gogc", "--gogc", "100", "--gc-cycles-per-min", "10", "--gc-cpu-share", "0.05"],
+        *[
+            "--heap-goal",
+            "512MiB",
+            "--live-heap",
+            "256MiB",
+            "--cgroup",
+            "cg",
+            "-o",
+            "cg/memory.max",
+        ],
+    ],
 }
 
 
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Two profiles, links to the first, a folder holding copies, a trace, a
-    gctrace log and two stores (not opened: the refusal comes first)."""
+    gctrace log, two stores (not opened: the refusal comes first), the
+    profiled program's module, a Parquet dataset and a cgroup directory."""
     shutil.copyfile(RECORDED_GO / "cpu.pb.gz", tmp_path / "a.pb.gz")
     shutil.copyfile(RECORDED_GO / "cpu2.pb.gz", tmp_path / "b.pb.gz")
     (tmp_path / "link.pb.gz").symlink_to("a.pb.gz")
@@ -58,6 +96,15 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).write_bytes(data)
     for name in ("s.duckdb", "env.duckdb"):
         (tmp_path / name).write_bytes(b"a store")
+    module = tmp_path / "goprogs" / "profgen"
+    module.mkdir(parents=True)
+    shutil.copyfile(GOPROGS / "profgen" / "main.go", module / "main.go")
+    (module / "go.mod").write_text("module example.com/profgen\n\ngo 1.22\n")
+    (tmp_path / "ds" / "samples" / "service=s").mkdir(parents=True)
+    for name in ("functions.parquet", "samples/service=s/data_0.parquet"):
+        (tmp_path / "ds" / name).write_bytes(b"PAR1 a table PAR1")
+    (tmp_path / "cg").mkdir()
+    (tmp_path / "cg" / "memory.max").write_text("1073741824\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYPROFLAB_DB", "env.duckdb")
     return tmp_path
@@ -84,6 +131,15 @@ def test_an_output_over_an_input_is_refused(case, folder, capsys) -> None:
         ["merge", "a.pb.gz", "b.pb.gz", "-o", "new.pb.gz"],
         ["merge", "sub", "-o", "sub/new.pb.gz"],  # a new file in an input folder
         ["top", "a.pb.gz", "-o", "-"],
+        [
+            "list",
+            "main\\.fib",
+            "a.pb.gz",
+            "--source_path",
+            "goprogs",
+            "-o",
+            "goprogs/profgen/fib.txt",
+        ],
     ],
 )
 def test_an_output_beside_the_inputs_is_written(argv, folder, capsys) -> None:

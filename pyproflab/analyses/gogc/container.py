@@ -40,6 +40,15 @@ import pyarrow as pa
 from pyproflab.errors import UsageError
 
 MiB = float(1 << 20)
+# The files a cgroup directory is read from (from_cgroup).
+CGROUP_FILES = (
+    "memory.max",
+    "memory.limit_in_bytes",
+    "cpu.max",
+    "cpu.cfs_quota_us",
+    "cpu.cfs_period_us",
+    "cpu.stat",
+)
 NO_MEMORY_LIMIT = float(2**60)
 CADVISOR = (
     "container_spec_memory_limit_bytes",
@@ -95,6 +104,11 @@ def _dirs(spec: str) -> list[Path]:
     if not found:
         raise UsageError(f"{spec}: no such cgroup directory (v2 path or v1 name)")
     return found
+
+
+def cgroup_files(spec: str) -> list[Path]:
+    """The files ``from_cgroup(spec)`` reads, where they exist."""
+    return [d / name for d in _dirs(spec) for name in CGROUP_FILES if (d / name).is_file()]
 
 
 def from_cgroup(spec: str) -> Container:

@@ -47,7 +47,23 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    (8.8 ms at GOGC 100, 14.1 at 800, the same 27-30 MiB marked), which
    rule 3's ``B_nat`` and rule 4's ``ι`` hold fixed. The two errors cancel
    in the bound as it stands; the factor waits on a mark length that grows
-   with the heap.
+   with the heap. gctrace's runway (goal − heap at the mark's start) on
+   service was 15.1, 17.6 and 21.4 MB at GOGC 200, 400 and 800 (8.2 at 100,
+   at the floor) where the bound gives 6.0 MiB (gctrace) and 3.6
+   (Prometheus): it puts GOGC 100's trigger at 0.78-0.87 of the way from
+   ``H`` where gctrace's sat at 0.70, and ``fit`` rule 8's ``eps`` (0.85,
+   0.78) makes up for it there and carries it to GOGC 25, where the
+   trigger sits at the floor and the mark fills the runway (gctrace's heap
+   at the mark's end 1.05 of the way; Prometheus' bytes a cycle 0.96-1.05
+   of goal − live): cycles per minute +19 and +24 %. With the factor and
+   ``ι`` linear in ln(goal) between the observed settings (service's 8.6
+   ms per idle core at GOGC 100, 9.8 at 200, 13.0 at 800, gctrace),
+   service met its targets (cycles per minute at 25 +8 and +2 %, GC share
+   13.5 and 8.0 % at most) and blob's GC share came closer (at most 31 →
+   28 %, 36 → 26 %), but blob's cycles per minute at 25 went +0.5 → +2.5 %
+   (gctrace): its ``k`` (2.78) × ``B_nat`` × (1 + 4i) put its runway at 11
+   MiB where gctrace shows 7-9.5 MB at every setting. Not landed (a
+   largest error grew); ``ι``'s rise has no runtime rule here.
 3. Floating garbage: objects allocated while marking are allocated black,
    so ``H = L + B``. Unhurried, a mark lasts what the background workers'
    25 % of P (plus the Ps that idle) need for the mark work, during which the
@@ -92,14 +108,26 @@ process can have in the runtime's P-time accounting: P), ``A`` the allocation ra
    against triggers at 61/64 of the runway of 3.17, 6.34, 12.67 and 25.35
    (gctrace: heap at the mark's start = at its end, ``H`` + 4, 7, 13, 26).
    The excess, 0.83, 0.66, 0.33, 0.65 MiB, is the trigger's phase against
-   the step, not a function of GOGC; at 25 it passes the goal itself (the
+   the step: ``Δ = ⌈(61/64)·D / 1 MiB⌉`` MiB is 1.203, 1.053, 0.977, 0.977
+   of ``D`` at GOGC 25-200, Prometheus' 1.20, 1.05, 0.98, 0.98 (first to
+   last snapshot, six runs each); at 25 it passes the goal itself (the
    runtime then raises it to the heap + 64 KiB: gctrace's 17 MB against
    16.40 MiB). ``fit`` rule 8's ratio from GOGC 100 shrinks it with the
    runway (cycles per minute at 25: 23-24 % high). Fitted on 100 and 200, the
    intercept of the bytes a cycle allocates against this rule's is −0.65
    MiB (Prometheus) and 0 (gctrace, whole MiB), slopes 1.02 and 1.05: the
    two settings do not identify such a term, and the object sizes that
-   bound it are in neither source.
+   bound it are in neither source: every step of 13/k MiB, k = 1-20, gives
+   GOGC 100's 13 and 200's 26 MiB (their runways are in ratio 2), and at 25
+   from 3.25 (k = 12) to 13 MiB. Fitted on GOGC 100 alone from
+   Prometheus, cycles per minute at 25 came out +42 %: rule 2's runway,
+   1.33 MiB from the intervals' cons/mark with ``B = A·T``, put the
+   trigger at the floor. gctrace shows no mark-time allocation at GOGC
+   25-200 (heap at the mark's start = at its end, 120 of 120 cycles each),
+   endCycle leaves cons/mark as it was when the heap did not grow while
+   marking (``heapLive <= triggered``), and at 25 a heap at ``H`` + 3 MiB
+   (16.08 MiB, goal 16.40) started no cycle: the runtime's runway was
+   under 0.32 MiB.
 5. The mutator: ``N = N0 + (A/Δ)·(κ + s·goal)`` cores, where ``κ`` is its
    CPU per cycle and ``s`` its CPU per heap byte per cycle (sweeping every
    span in use once a cycle; ``mutator``'s rules). Paced (not CPU-bound),
