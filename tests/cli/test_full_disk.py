@@ -9,6 +9,7 @@ helper-87's 20 MiB tmpfs, where the same commands failed the same way.
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import subprocess
@@ -61,3 +62,29 @@ def test_a_checkpoint_on_a_full_disk_says_so(tmp_path):
     # What it says was stored is there, whole, once the room is back.
     assert "64 new profiles of the 64 files were stored" in lines[0]
     assert _counts(db)["profiles"] == 64
+
+
+def test_ingest_gc_with_a_full_tmpdir_is_one_line_and_stores_nothing(tmp_path):
+    """GC rows are staged in Parquet under TMPDIR; a failed write there was a
+    traceback ('an internal error (a bug ...)') from pyarrow's OSError."""
+    db = tmp_path / "s.duckdb"
+    Store.open(db).close()
+    before = _counts(db)
+    prom = tmp_path / "m.prom"
+    with prom.open("w") as f:
+        f.write("# TYPE go_memstats_heap_alloc_bytes gauge\n")
+        for i in range(200_000):  # staged: several MiB, past the limit below
+            f.write(f'go_memstats_heap_alloc_bytes{{pod="p{i % 50}"}} {i * 7919} {i * 1000}\n')
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    limit = max(os.path.getsize(db), 1 << 20)
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    args = ["ingest-gc", str(prom), "--format", "prom", "--instance", "i", "--db", str(db)]
+    res = _cli(limit, *args, env=env)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"pyproflab: error: {tmp}/pyproflab-stage-"), lines[0]
+    assert lines[0].endswith("cannot stage rows under TMPDIR: File too large"), lines[0]
+    assert _counts(db) == before
+    assert list(tmp.iterdir()) == []  # the stage is removed
