@@ -52,3 +52,18 @@ def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
         msg = f"FATAL Error: {original.group(1)}"
     damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
     return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
+
+
+def duckdb_holder(name: str, read_only: bool) -> str:
+    """What the process holding DuckDB's lock on ``name`` (not through a Store,
+    whose lock file says more) does with it. A reader is kept out by a writer
+    only; a writer by readers or by a writer (a notebook's ``duckdb.connect(path)``,
+    the DuckDB CLI): readers share the lock, so the file opens read-only
+    exactly when they are the holders."""
+    if read_only:
+        return "open for writing"
+    try:
+        duckdb.connect(name, read_only=True).close()
+    except duckdb.Error:
+        return "open for writing"
+    return "open by a reader"
