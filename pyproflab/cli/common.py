@@ -432,17 +432,18 @@ def parse_sample_index(value: str | None) -> int | str | None:
     return int(value) if value.isdigit() else value
 
 
-def report_profile(args: argparse.Namespace):
+def report_profile(args: argparse.Namespace, store=None):
     """``load_profile``, refusing files given together with a store selection."""
     if args.files and (args.db or has_selection(args)):
         raise UsageError("give profile files or --db with a selection, not both")
-    profile = load_profile(args)
+    profile = load_profile(args, store)
     warn_unmatched(profile, {"focus": args.focus, "ignore": args.ignore, **pprof_filters(args)})
     return profile
 
 
-def load_profile(args: argparse.Namespace):
-    """The profile that --db/selection or the files describe (merged if several)."""
+def load_profile(args: argparse.Namespace, store=None):
+    """The profile that --db/selection or the files describe (merged if several);
+    ``store``: the store already open (a command that asks it more)."""
     if args.files:
         from pyproflab.analyses.diff import with_base
         from pyproflab.files import read_and_merge
@@ -452,10 +453,12 @@ def load_profile(args: argparse.Namespace):
         if all(bases.values()):
             raise UsageError("give --diff_base or --base, not both")
         return with_base(profile, **{n: read_and_merge(b) for n, b in bases.items() if b})
-    with open_store(args, read_only=True) as store:
-        sel = selection_from_args(args)
-        sample = parse_sample_index(getattr(args, "sample_index", None))
-        return store.merged_profile(one_kind(store, sel, sample))
+    if store is None:
+        with open_store(args, read_only=True) as opened:
+            return load_profile(args, opened)
+    sel = selection_from_args(args)
+    sample = parse_sample_index(getattr(args, "sample_index", None))
+    return store.merged_profile(one_kind(store, sel, sample))
 
 
 # --- an analysis's options as flags ---------------------------------------------------

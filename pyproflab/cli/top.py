@@ -66,37 +66,36 @@ class Command:
 
         if args.dataset and args.engine != "spark":
             raise UsageError("--dataset is read by --engine spark")
-        dataset = common.spark_dataset(args) if args.engine == "spark" else None
-        profile = (
-            dataset.merged_profile(common.selection_from_args(args))
-            if dataset is not None
-            else common.report_profile(args)
-        )
-        nodecount = args.nodecount
-        if nodecount is not None and nodecount < 0:
+        if args.nodecount is not None and args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
-        result = top(profile, **common.graph_options(args), **trimming(args, nodecount))
-        if dataset is not None:
+        options = {**common.graph_options(args), **trimming(args, args.nodecount)}
+        if args.engine == "spark":
+            dataset = common.spark_dataset(args)
+            result = top(dataset.merged_profile(common.selection_from_args(args)), **options)
             result.notes.extend(spark_cpu_notes(args, dataset, result.sample_type))
-        elif args.db and not args.files:
-            result.notes.extend(cpu_notes(args, result.sample_type))
+        elif args.db and not args.files:  # the profile and its note from one opening
+            with common.open_store(args, read_only=True) as store:
+                result = top(common.report_profile(args, store), **options)
+                result.notes.extend(cpu_notes(args, store, result.sample_type))
+        else:
+            result = top(common.report_profile(args), **options)
         text = reports.output(result, args.format, title="top", exact=args.exact, unit=args.unit)
         common.write_output(text, args.output)
         return 0
 
 
-def cpu_notes(args: argparse.Namespace, sample_type) -> list[str]:
-    """``analyses.cpu_coverage``'s note on the selected CPU profiles, when the
-    values are CPU time (the header's ``Total samples = ... (N%)`` is a rate)."""
+def cpu_notes(args: argparse.Namespace, store, sample_type) -> list[str]:
+    """``analyses.cpu_coverage``'s note on the selected CPU profiles of ``store``
+    (open), when the values are CPU time (the header's ``Total samples = ...
+    (N%)`` is a rate)."""
     from pyproflab.analyses.cpu_coverage import notes_for
     from pyproflab.store.kinds import one_kind
 
     if sample_type.type != "cpu":
         return []
-    with common.open_store(args, read_only=True) as store:
-        sample = common.parse_sample_index(getattr(args, "sample_index", None))
-        selection, _ = one_kind(store, common.selection_from_args(args), sample=sample)
-        return notes_for(store, selection)
+    sample = common.parse_sample_index(getattr(args, "sample_index", None))
+    selection, _ = one_kind(store, common.selection_from_args(args), sample=sample)
+    return notes_for(store, selection)
 
 
 def spark_cpu_notes(args: argparse.Namespace, dataset, sample_type) -> list[str]:

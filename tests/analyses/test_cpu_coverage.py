@@ -232,3 +232,22 @@ def test_too_few_periods_is_not_short():
     got = cc.coverage_of([_row(1, 1)], [0.01], _samples([(0, 0.0), (2, 0.1)]))
     assert got is not None and got.ratio == pytest.approx(0.2)
     assert not got.short and math.isfinite(got.process_cores)
+
+
+def test_top_db_opens_the_store_once(db, capsys, monkeypatch):
+    """The profile and the note come from one opening of the store: a second
+    one (cli/top.py opened it again for the note) could meet a store a writer
+    took in between (busy: exit 2 after top was computed) or changed."""
+    from pyproflab.store import Store
+
+    opened: list[str] = []
+    real = Store.open.__func__
+
+    def counting(cls, path, **keywords):
+        opened.append(str(path))
+        return real(cls, path, **keywords)
+
+    monkeypatch.setattr(Store, "open", classmethod(counting))
+    assert main(["top", "--db", str(db), "--version", "v1000"]) == 0
+    assert f"Note: {SHORT}" in capsys.readouterr().out
+    assert opened == [str(db)]

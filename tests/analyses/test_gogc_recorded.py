@@ -681,3 +681,28 @@ def test_the_quota_case_from_gctrace_alone_asks_for_the_process_cpu(capsys) -> N
     assert "gctrace does not hold the process's CPU" in out.split("Notes:")[1]
     assert main([*base, "--process-cpu", "2"]) == 0
     assert "--process-cpu" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("workload", rec.WORKLOADS)
+def test_the_peaks_lower_end_is_at_least_the_triggers_floor(workload: str, source: str) -> None:
+    """The peak holds the heap at a mark's end, past the trigger, which is at
+    least 45/64 of the way from the marked heap to the goal (pacer rule 2): the
+    peak's lower end is at least that floor at the goal's and marked heap's
+    lower ends (at most the point). Before, it fell to 0 (graph at GOGC 25 and
+    50, fitted on GOGC 100). The goal's lower end is no floor: blob's measured
+    peak RSS sits under its measured goal. The measured peaks stay inside."""
+    from pyproflab.analyses.gogc.pacer import MIN_TRIGGER
+
+    m = rec.model(workload, FITS["100"], source)
+    for g in (25.0, 50.0, 100.0, 200.0, 400.0, 800.0):
+        r = m.predict(g, None)
+        floor = r["marked_lo"] + MIN_TRIGGER * (r["goal_lo"] - r["marked_lo"])
+        assert r["peak_memory_lo"] >= min(floor, r["peak_memory"]), (g, r)
+    rows = rec.table(workload, source, FITS["100"])
+    peaks = [r for r in rows if r.metric == "peak_memory"]
+    outside = [(r.label, r.lo, r.measured, r.hi) for r in peaks if not r.inside]
+    assert len(outside) <= (2 if workload == "batch" else 0), outside
+    if workload == "blob":
+        goals = {r.label: r.measured for r in rows if r.metric == "goal"}
+        assert sum(r.measured < goals[r.label] for r in peaks) >= len(peaks) // 2
