@@ -417,6 +417,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
+    # Checked before any section runs: a misspelt name after a valid one was a KeyError
+    # traceback once the sections before it had run (minutes, or an hour, later).
+    unknown = [name for name in args.only.split(",") if name not in SECTIONS]
+    if unknown:
+        print(
+            f"python -m bench: unknown section {', '.join(map(repr, unknown))} "
+            f"(sections: {', '.join(SECTIONS)})",
+            file=sys.stderr,
+        )
+        return 2
     if not LARGE_CPU.exists():
         print(f"bench needs the corpus: {LARGE_CPU} not found", file=sys.stderr)
         return 2

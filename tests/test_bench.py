@@ -47,3 +47,14 @@ def test_a_commands_peak_rss_is_its_own_not_the_benchs() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) < 100 << 20
+
+
+def test_an_unknown_section_is_one_line_before_any_section_runs(capsys) -> None:
+    # sizing.md: `python -m bench --only SECTION[,SECTION...]`; `--only nonsense` was a
+    # KeyError traceback, and `--only decode,nonsense` ran decode first.
+    from bench.__main__ import SECTIONS, main
+
+    assert main(["--only", "decode,nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "'nonsense'" in err and "Traceback" not in err
+    assert all(name in err for name in SECTIONS)

@@ -64,7 +64,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support.fleet_integration_run import CPU_SECONDS, CYCLES_Q, SERVICE, STAMP_Q, TOKEN, Run
+from support.fleet_integration_run import (
+    CPU_SECONDS,
+    CYCLES_Q,
+    SERVICE,
+    STAMP_Q,
+    TOKEN,
+    Run,
+    wait_idle,
+)
 from support.gc_categories_helpers import shown, value_index
 
 LIVE = os.environ.get("PYPROFLAB_FLEET_IT") == "live"  # the bench's live run
@@ -313,3 +321,62 @@ def test_gc_category_equals_pprof_focus(fleet_run: Run, pprof) -> None:
         assert ours.value(cat.name, plain=True) == shown(report), cat.name
         share = ours.value(cat.name, plain=True) / ours.total
         assert share == pytest.approx(shown(report) / report.total, abs=0)
+
+
+class LaggingPrometheus:
+    """``/api/v1/query`` of a Prometheus whose stored scrapes trail: the k-th
+    query answers ``answers[k]`` (instance -> its (stamp, cycle count) scrapes),
+    then the last one."""
+
+    def __init__(self, answers: list[dict[str, list[tuple[float, int]]]]) -> None:
+        import http.server
+        import json
+        import threading
+
+        self.queries = 0
+        lagging = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                got = answers[min(lagging.queries, len(answers) - 1)]
+                lagging.queries += 1
+                result = [
+                    {"metric": {"instance": i}, "values": [[t, str(v)] for t, v in points]}
+                    for i, points in got.items()
+                ]
+                body = json.dumps({"status": "success", "data": {"result": result}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_live_run_waits_for_idle_scrapes_however_late() -> None:
+    """The live run's window edges are idle scrapes (the cycle count unchanged)
+    after a moment (before the load, after it), waited for until a query
+    answers them, not slept for: 2.5 s left the GOGC=50 instance one scrape
+    after its last cycle, in the recorded run and in a live one."""
+    a = [(99.0, 7), (101.0, 8), (102.0, 9), (103.0, 9), (104.0, 9)]  # busy, then idle
+    b = [(99.5, 3), (100.5, 3), (101.5, 3), (102.5, 3)]
+    # A lagging store: nothing after 100 for 5 queries, then a scrape more each.
+    answers = [{"a:1": a[:1], "b:2": b[:1]}] * 5
+    answers += [{"a:1": a[: k + 1], "b:2": b[: k + 1]} for k in range(1, 5)]
+    prom = LaggingPrometheus(answers)
+    try:
+        wait_idle(prom.base, ["a:1", "b:2"], 100.0, 3)
+        assert prom.queries == len(answers)  # a:1 idle for 3 scrapes at the last only
+        with pytest.raises(RuntimeError, match="answered .* of 4 idle scrapes"):
+            wait_idle(prom.base, ["a:1", "b:2"], 100.0, 4, timeout=0.5)
+    finally:
+        prom.close()

@@ -202,6 +202,16 @@ def test_cli_reference_examples(sandbox, monkeypatch, capsys) -> None:
     assert (sandbox / "merged.pb.gz").stat().st_size > 0
     assert (sandbox / "other.duckdb").exists()
     assert (sandbox / "report.html").stat().st_size > 0
+    # Every line that stores names the store the next lines read: ingest-gc without
+    # --db filled ./pyproflab.duckdb, and `gogc --db fleet.duckdb --service api` then
+    # found no GC data of service api (exit 2) in a folder the page's own lines filled.
+    assert not (sandbox / "pyproflab.duckdb").exists()
+    import duckdb
+
+    with duckdb.connect(str(sandbox / "fleet.duckdb"), read_only=True) as con:
+        for table in ("gc_cycles", "metric_samples"):
+            sql = f"SELECT count(*) FROM {table} WHERE service = 'api' AND instance = 'i-1'"
+            assert con.execute(sql).fetchone()[0] > 0, table
 
 
 @pytest.mark.go

@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,7 +64,7 @@ class Run:
     load_errors: tuple[int, int] = (0, 0)  # loadgen's (errors, requests)
 
 
-def wait_scraped(base: str, n: int, timeout: float = 20.0) -> None:
+def wait_scraped(base: str, n: int, timeout: float = 120.0) -> None:
     """Wait until Prometheus has scraped ``n`` targets successfully (it applies a
     new configuration's targets only some seconds after it reports ready)."""
     deadline = time.monotonic() + timeout
@@ -74,6 +75,47 @@ def wait_scraped(base: str, n: int, timeout: float = 20.0) -> None:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"prometheus scraped fewer than {n} targets in {timeout} s")
+        time.sleep(0.2)
+
+
+def scrapes(base: str, seconds: int = 60) -> dict[str, list[tuple[float, float]]]:
+    """Prometheus' instance label -> (stamp in Unix s, GC cycle count) of each of
+    its scrapes in the last ``seconds`` that a query answers (stored, not just taken)."""
+    query = urllib.parse.urlencode({"query": f"{CYCLES_Q}[{seconds}s]"})
+    with urllib.request.urlopen(f"{base}/api/v1/query?{query}", timeout=5) as r:
+        result = json.load(r)["data"]["result"]
+    return {s["metric"]["instance"]: [(float(t), float(v)) for t, v in s["values"]] for s in result}
+
+
+def idle_scrapes(points: list[tuple[float, float]], after: float) -> int:
+    """How many of the last scrapes stamped after ``after`` saw the last one's
+    cycle count (no cycle ended between them: the instance idle)."""
+    counts = [v for t, v in points if t > after]
+    idle = 0
+    for v in reversed(counts):
+        if v != counts[-1]:
+            break
+        idle += 1
+    return idle
+
+
+def wait_idle(
+    base: str, instances: list[str], after: float, n: int, timeout: float = 120.0
+) -> None:
+    """Wait until a query answers, for each of ``instances``, ``n`` scrapes in a
+    row stamped after ``after`` (Unix s) with the same cycle count: the idle,
+    quiet scrapes the checks' window edges need, before the load and after it.
+    Fixed sleeps of 2.5 s gave them by chance: in the recorded run and a live
+    one the GOGC=50 instance had one scrape after its last cycle (it cycled
+    on 1.5 s past the load), and a Prometheus that lags on a crowded box (2
+    cores shared) leaves none."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = {i: idle_scrapes(points, after) for i, points in scrapes(base).items()}
+        if all(got.get(i, 0) >= n for i in instances):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"prometheus answered {got} of {n} idle scrapes in {timeout} s")
         time.sleep(0.2)
 
 
@@ -107,7 +149,8 @@ def live_run(tmp: Path) -> Run:
         ):
             wait_scraped(prom, len(fleet))
             start = datetime.now(UTC)
-            time.sleep(2.5)  # an idle scrape or two before the load: quiet window edges
+            addrs = [inst.addr for inst in fleet]
+            wait_idle(prom, addrs, start.timestamp(), 3)  # quiet window edges before the load
             with fh.start_load(
                 list(fleet),
                 duration=LOAD_SECONDS,
@@ -131,7 +174,8 @@ def live_run(tmp: Path) -> Run:
                 )
                 summary = load.wait()
             load_errors = (summary["errors"], summary["requests"])
-            time.sleep(2.5)  # Prometheus' last scrapes, committed
+            # and after it: three, so that the import's 1 s steps up to ``end`` reach two.
+            wait_idle(prom, addrs, time.time(), 3)
             end = datetime.now(UTC)
             mapping = {i.addr: InstanceInfo(SERVICE, i.version, i.instance) for i in fleet}
             prom_source = PrometheusSource(
