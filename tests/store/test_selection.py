@@ -22,6 +22,12 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 def test_parse_time() -> None:
     assert parse_time("72h", now=NOW) == NOW - timedelta(hours=72)
+    # The help texts say "72h ago"; typed as written, it was "bad time '72h ago'".
+    assert (
+        parse_time("72h ago", now=NOW)
+        == parse_time(" 72h  ago ", now=NOW)
+        == NOW - timedelta(hours=72)
+    )
     assert parse_time("30m", now=NOW) == NOW - timedelta(minutes=30)
     assert parse_time("7d", now=NOW) == NOW - timedelta(days=7)
     assert parse_time("2026-11-01T10:00") == datetime(2026, 11, 1, 10, tzinfo=UTC)
