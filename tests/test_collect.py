@@ -503,11 +503,12 @@ def test_collect_faults_each_give_one_line_and_the_rest_lands(
         )
 
     # Metrics: every target whose /metrics answers, scraped at 0, 0.5, 1 s of the window
-    # (on a loaded machine a tick may be skipped while the previous scrape is out).
+    # (on a loaded machine a tick may be skipped while the previous scrape is out), then
+    # once more when the window's fetches have all ended.
     by_instance = {r["instance"]: r for r in metric_rows}
     assert set(by_instance) == {"good", "secure", "flaky", "notoken", "badtoken"}
     for r in by_instance.values():
-        assert 1 <= r["scrapes"] <= 3 and r["n"] == r["scrapes"] * 23
+        assert 2 <= r["scrapes"] <= 4 and r["n"] == r["scrapes"] * 23
         assert before <= r["t0"] <= r["t1"] <= after
 
     # The archive holds exactly the good bodies, byte for byte, at their content address.
@@ -604,11 +605,20 @@ def test_recollecting_the_same_bodies_adds_no_duplicates(
         assert first.errors() == [] and first.exit_code == 0
         assert (first.new, first.present, first.failed) == (6, 0, 0)
         n_first = first.metric_samples
-        # Ticks at 0, 0.5 and 1 s; one is skipped only while the previous scrape is out.
+        # Ticks at 0, 0.5 and 1 s, one skipped only while the previous scrape is out,
+        # then the closing scrape once the windowed fetches ended (never skipped).
         for t in first.targets:
             assert t.scrapes is not None
-            assert (t.scrapes.ok, t.scrapes.failed) == (3 - t.scrapes.skipped, 0)
+            assert (t.scrapes.ok, t.scrapes.failed) == (4 - t.scrapes.skipped, 0)
             assert t.scrapes.samples == 23 * t.scrapes.ok
+        # Scrapes on each side of every windowed profile (CPU coverage and --per use
+        # the two that bracket it): the tick at 1 s came before the profiles' answers.
+        unbracketed = store.sql(
+            "SELECT p.instance, p.profile_type FROM profiles p WHERE p.window_end IS NOT NULL "
+            "AND p.profile_type IN ('cpu', 'mutex') AND NOT EXISTS (SELECT 1 FROM "
+            "metric_samples m WHERE m.instance = p.instance AND m.time >= p.window_end)"
+        ).to_pylist()
+        assert unbracketed == []
         assert seen[0] == (0, 6) and seen[-1] == (6, 6)
         assert first.summary().startswith(
             "collected 6 profiles (6 new, 0 already present) "
@@ -760,8 +770,8 @@ def test_collect_from_a_real_notesd(
     assert all(p["num_samples"] > 0 for p in profiles)
     assert main_fns.column(0)[0].as_py() > 0  # the service's own code was on CPU
     # Ticks at 0, 0.5, 1, 1.5, 2 s; a tick is skipped while the previous scrape is
-    # out, which on a loaded machine can be all but the first.
-    assert 1 <= scrapes.as_py() <= 5
+    # out, which on a loaded machine can be all but the first; then the closing one.
+    assert 2 <= scrapes.as_py() <= 6
     assert {
         "go_gc_cycles_total_gc_cycles_total",
         "go_memstats_next_gc_bytes",

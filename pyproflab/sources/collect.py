@@ -48,6 +48,10 @@ Rules:
   each target's ``/metrics`` is scraped; samples without their own timestamp
   get the scrape time (UTC). A scrape is not retried (the next tick is the
   retry) and is skipped while the target's previous one is still running.
+  Once the window's own fetches have all ended, each target is scraped once
+  more (after its previous scrape, if one is out): a windowed profile ends
+  when its answer arrives, after the tick at the window's nominal end, and
+  CPU coverage and ``--per`` need a scrape on each side of its window.
 - Every failure is one line naming the target and what failed; one target's
   failures never stop the others. Items are yielded on the calling thread, in
   arrival order, so the store writes happen there too.
@@ -201,6 +205,9 @@ class _Window:
         self.events = self._events(metrics_interval)
         self.pending: dict[Future, str] = {}
         self.scraping: dict[str, Future] = {}
+        # The closing scrape's targets, due once the window's own fetches have ended.
+        self.window_out: set[Future] = set()
+        self.closing = {t.name for t in self.live} if metrics_interval and self.windowed else set()
 
     def _events(self, metrics_interval: float | None) -> list[tuple[float, str]]:
         """(when, action) in time order: the snapshot fetches at the window's end,
@@ -238,18 +245,36 @@ class _Window:
                 for t, pt in self.snapshots:
                     self._fetch(t, pt)
                 continue
+            if what == "closing":
+                self._close_scrapes(now)
+                continue
             for t in self.live:
-                busy = self.scraping.get(t.name)
-                if busy is not None and not busy.done():
+                if not self._scrape(t):
                     # The previous scrape is still out: skip this tick
                     # rather than pile requests on a slow target.
                     stats = self.reports[t.name].scrapes
                     assert stats is not None
                     stats.skipped += 1
-                    continue
-                fut = self.scrape_pool.submit(lambda t=t: scrape(t, timeout=self.timeout))
-                self.scraping[t.name] = fut
-                self.pending[fut] = "scrape"
+
+    def _scrape(self, t: Target) -> bool:
+        """Start a scrape of ``t``; False while its previous one is still out."""
+        busy = self.scraping.get(t.name)
+        if busy is not None and not busy.done():
+            return False
+        fut = self.scrape_pool.submit(lambda: scrape(t, timeout=self.timeout))
+        self.scraping[t.name] = fut
+        self.pending[fut] = "scrape"
+        return True
+
+    def _close_scrapes(self, now: float) -> None:
+        """The closing scrape of each target not yet scraped after the window's
+        fetches; a target whose previous scrape is out is tried again shortly."""
+        for t in self.live:
+            if t.name in self.closing and self._scrape(t):
+                self.closing.discard(t.name)
+        if self.closing:
+            self.events.append((now + 0.05, "closing"))
+            self.events.sort()
 
     def _finished(self, fut: Future, kind: str) -> Iterator[ProfileItem | TraceItem | TableItem]:
         if kind == "fetch":
@@ -266,6 +291,11 @@ class _Window:
             self.done += 1
             if self.progress:
                 self.progress(self.done, self.total)
+            if fut in self.window_out:
+                self.window_out.discard(fut)
+                if not self.window_out and self.closing:  # the last of the window's own
+                    self.events.append((time.monotonic(), "closing"))
+                    self.events.sort()
         else:
             s: Scraped = fut.result()
             stats = self.reports[s.target.name].scrapes
@@ -285,6 +315,7 @@ class _Window:
         try:
             for t, pt in self.windowed:
                 self._fetch(t, pt)
+            self.window_out = set(self.pending)
             while self.pending or self.events:
                 self._dispatch_due()
                 wait_for = max(0.0, self.events[0][0] - time.monotonic()) if self.events else None

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from pyproflab.errors import StoreError
 from pyproflab.store import tables
-from pyproflab.store.driver_errors import first_line, interrupted, store_error
+from pyproflab.store.driver_errors import duckdb_holder, first_line, interrupted, store_error
 from pyproflab.store.lock import StoreLock, busy_error, read_holder, store_files
 
 if TYPE_CHECKING:
@@ -106,8 +106,7 @@ def _connect(name: str, read_only: bool, deadline: float, wait: float) -> duckdb
             pid = m.group(1) if m else "?"
             holder = read_holder(name) if read_only else None
             if not holder or str(holder.get("pid")) != pid:
-                what = "open for writing" if read_only else "open by a reader"
-                holder = {"pid": pid, "command": f"{what} in DuckDB"}
+                holder = {"pid": pid, "command": f"{duckdb_holder(name, read_only)} in DuckDB"}
             raise busy_error(name, waited=wait, holder=holder) from e
 
 

@@ -8,6 +8,8 @@ neither (``interrupted``): the caller raises KeyboardInterrupt.
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 
 from pyproflab.errors import StoreError, StoreIOError
@@ -33,9 +35,35 @@ def interrupted(e: BaseException) -> bool:
 _IO_ERRORS = (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)
 
 
+# After a fatal error (a checkpoint's write failing on a full disk) DuckDB refuses
+# every statement with this line and the first error on a line of its own.
+_INVALIDATED = "database has been invalidated because of a previous fatal error"
+_ORIGINAL = re.compile(r'^Original error: "(.*)"$', re.MULTILINE)
+
+
 def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
     """DuckDB's error as one line naming the store: ``StoreIOError`` when it
-    comes from the file (a checksum, an I/O error), else ``StoreError``."""
+    comes from the file (a checksum, an I/O error), else ``StoreError``. A
+    statement refused because an earlier one was fatal says the earlier error:
+    the refusal came from a cleanup (``SET threads``) and hid the full disk."""
     msg = first_line(e)
+    original = _ORIGINAL.search(str(e)) if _INVALIDATED in msg else None
+    if original:
+        msg = f"FATAL Error: {original.group(1)}"
     damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
     return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
+
+
+def duckdb_holder(name: str, read_only: bool) -> str:
+    """What the process holding DuckDB's lock on ``name`` (not through a Store,
+    whose lock file says more) does with it. A reader is kept out by a writer
+    only; a writer by readers or by a writer (a notebook's ``duckdb.connect(path)``,
+    the DuckDB CLI): readers share the lock, so the file opens read-only
+    exactly when they are the holders."""
+    if read_only:
+        return "open for writing"
+    try:
+        duckdb.connect(name, read_only=True).close()
+    except duckdb.Error:
+        return "open for writing"
+    return "open by a reader"

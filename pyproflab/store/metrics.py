@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +39,7 @@ from pyproflab.errors import StoreError
 from pyproflab.sources.gctrace_runs import with_runs
 from pyproflab.store import tables
 from pyproflab.store.connection import Store
+from pyproflab.store.driver_errors import first_line
 
 
 def _conform(table: pa.Table, target: pa.Schema, what: str) -> pa.Table:
@@ -230,6 +231,9 @@ class StreamedRows:
     held the stage in memory past its limit (1.5 GiB for that exposition);
     read back from Parquet, the one insert spills under ``WRITER_MEMORY``.
 
+    A stage that cannot be written (a full TMPDIR) is one ``StoreError`` naming
+    its file, and nothing is stored.
+
     Use as a context manager; ``finish()`` commits and returns the rows added."""
 
     def __init__(self, open_store: Callable[[], Store], batch_rows: int = 1 << 16):
@@ -262,8 +266,9 @@ class StreamedRows:
             self._folder = self._stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="pyproflab-stage-")
             )
-        for t in self._waiting:
-            self._stage(*_store_rows(t))
+        with _staging(self._folder):
+            for t in self._waiting:
+                self._stage(*_store_rows(t))
         self._waiting, self._n = [], 0
 
     def _stage(self, rows: pa.Table, table: str, key: Sequence[str]) -> None:
@@ -285,7 +290,8 @@ class StreamedRows:
         store = self._store
         assert store is not None and self._folder is not None
         for table, (names, key, _, writer) in self._staged.items():
-            writer.close()
+            with _staging(self._folder):
+                writer.close()
             path = os.path.join(self._folder, f"{table}.parquet").replace("'", "''")
             # No hive partitioning: a folder of TMPDIR named KEY=VALUE is no partition.
             stage = f"read_parquet('{path}', hive_partitioning = false)"
@@ -315,6 +321,17 @@ class StreamedRows:
         tb: TracebackType | None,
     ) -> None:
         self._stack.__exit__(exc_type, exc, tb)  # rolls back when the input failed
+
+
+@contextmanager
+def _staging(folder: str | None) -> Iterator[None]:
+    """A stage's failed write (a full TMPDIR) as one line naming the folder: pyarrow's
+    OSError names no file, and left alone it was a traceback."""
+    try:
+        yield
+    except OSError as e:
+        why = os.strerror(e.errno) if e.errno else first_line(e)
+        raise StoreError(f"{folder}: cannot stage rows under TMPDIR: {why}") from None
 
 
 def _refuse_two_values(store: Store, stage: str, part: str) -> None:

@@ -28,7 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from pyproflab.store import Store
-s = Store.open(sys.argv[1], read_only=sys.argv[2] == "ro")
+if sys.argv[2] == "duckdb":  # DuckDB's own writer (a notebook, the DuckDB CLI)
+    import duckdb
+    s = duckdb.connect(sys.argv[1])
+else:
+    s = Store.open(sys.argv[1], read_only=sys.argv[2] == "ro")
 print("held", flush=True)
 if float(sys.argv[3]) < 0:
     sys.stdin.readline()  # until the test says "go"
@@ -39,7 +43,8 @@ s.close()
 
 
 def hold(db: Path, seconds: float, mode: str = "rw") -> subprocess.Popen:
-    """Another process holding the store (``rw`` or ``ro``) for ``seconds``
+    """Another process holding the store (``rw``, ``ro`` or ``duckdb``: a
+    read-write connection of DuckDB's own, outside pyproflab) for ``seconds``
     (below 0: until a line on its stdin)."""
     p = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(db), mode, str(seconds)],
@@ -255,6 +260,21 @@ def test_job_against_busy_store(tmp_path, db):
         )
         assert res.returncode == 0, res.stderr
         assert json.loads((tmp_path / "s.json").read_text())["run_id"] == 1
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_writer_kept_out_by_a_duckdb_writer_says_writing(db):
+    """A writer refused by DuckDB's lock was told 'open by a reader' whoever held
+    it: with the store open read-write in another process's duckdb.connect,
+    'pyproflab ingest' said 'held by pid N: open by a reader in DuckDB'
+    (helper-87)."""
+    holder = hold(db, 30, "duckdb")
+    try:
+        with pytest.raises(StoreError, match=f"busy \\(held by pid {holder.pid}: open for writing"):
+            Store.open(db)
+        assert read_holder(db) is None
     finally:
         holder.kill()
         holder.wait()
