@@ -9,11 +9,29 @@ the analyses or the CLI above it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 
 from pyproflab import schema
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+
+
+def time_of_nanos(nanos: int) -> datetime:
+    """The UTC datetime of ``nanos`` since the epoch (a profile's ``time_nanos``),
+    floored to the microsecond the store keeps. Exact integers, no float: rounded,
+    a profile taken at 07:59:59.9999999 became 08:00:00 and fell on the wrong side
+    of ``since``/``until`` 08:00."""
+    return _EPOCH + timedelta(microseconds=nanos // 1000)
+
+
+def nanos_of_time(t: datetime) -> int:
+    """Nanoseconds since the epoch of an aware datetime, exactly (``t.timestamp() *
+    1e9`` is a float a few hundred nanoseconds off, below the microsecond)."""
+    return (t - _EPOCH) // _US * 1000
 
 
 @dataclass(frozen=True)

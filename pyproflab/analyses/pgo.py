@@ -21,7 +21,9 @@ Rules, in the order they apply:
    being the instance's total CPU weight (the compiler's sample type), so
    every instance brings the same weight however long it ran, however many
    profiles it has and however busy it was (a file is an instance of its
-   own; a stored profile's instance is its ``instance``, else its service).
+   own; a stored profile's instance is its service and ``instance``,
+   ``service/instance``, so two services' ``pod-0`` are two instances; with
+   one of them, that one).
    Multiplying by integers keeps every value an exact integer (dividing would
    round small samples to zero); the compiler only uses shares of the total,
    so the common factor changes nothing, and since every ``f_i >=
@@ -401,7 +403,7 @@ def select_profiles(
     store: Store, selection: Selection, *, top: int | None = DEFAULT_TOP
 ) -> tuple[list[tuple[int, str, str]], int, list[str]]:
     """(profile_id, label, instance) of the chosen profiles, the number of CPU
-    candidates, notes (instance: the profile's instance, else its service).
+    candidates, notes (instance: ``service/instance``, or the one of them it has).
 
     Candidates: selected profiles with a ``samples/count`` or ``cpu/nanoseconds``
     sample type. Ranked by CPU cores (cpu/nanoseconds total, else samples ×
@@ -469,7 +471,8 @@ def select_profiles(
     for r in chosen:
         who = "/".join(x for x in (r["service"], r["instance"]) if x)
         label = f"profile {r['profile_id']}" + (f" ({who})" if who else "")
-        out.append((r["profile_id"], label, r["instance"] or r["service"] or label))
+        # The instance's name alone would make two services' pod-0 one instance.
+        out.append((r["profile_id"], label, who or label))
     return out, len(cands), notes
 
 

@@ -36,6 +36,9 @@ Rules:
    compiler output: a ``# package`` line, a ``FILE.go:LINE:COL:`` message or
    a decision; a file with a NUL byte (a binary) or none of those lines is
    refused, so "no PGO decision" is said only of a log PGO decided nothing in.
+   For the same reason ``build_log`` refuses, before building, a profile Go
+   rejects or builds with as without PGO (a 0-byte file, no CPU sample type,
+   no samples, no call edges: ``pgo.validate``).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ import numpy as np
 
 from pyproflab.analyses.options import Options, option
 from pyproflab.display import render
-from pyproflab.errors import UsageError
+from pyproflab.errors import ProfileError, UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -246,6 +249,7 @@ def build_log(
     src, prof = os.fspath(source), os.path.abspath(profile)
     if not os.path.isdir(src):  # Go runs in it: a missing one was a FileNotFoundError
         raise UsageError(f"{src}: not a directory (--source takes a Go module's root)")
+    _refuse_unused_profile(profile)
 
     def run(args: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -261,6 +265,42 @@ def build_log(
         last = (done.stderr.strip().splitlines() or ["failed"])[-1]
         raise UsageError(f"go build -pgo={prof} {package} in {src}: {last}")
     return done.stdout + done.stderr
+
+
+def _refuse_unused_profile(path: str | os.PathLike) -> None:
+    """A ``UsageError`` naming ``path`` when ``go build -pgo`` would reject it or
+    make no decision with it (``pgo.validate``; a 0-byte file too): Go builds
+    with a 0-byte file, an empty profile or one without call edges as without
+    PGO, and its log holds no decision to report."""
+    from pyproflab.analyses.pgo import validate
+    from pyproflab.analyses.pgo_edges import (
+        PREPROFILE_HEADER,
+        compute_edges,
+        read_edges,
+        value_index,
+    )
+    from pyproflab.decode import read_profile
+
+    try:
+        with open(path, "rb") as f:
+            preprofile = f.read(len(PREPROFILE_HEADER)) == PREPROFILE_HEADER.encode()
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
+    if preprofile:  # go tool preprofile's output: its edges are all Go reads
+        why = None if read_edges(path).total else "no call edges: Go would optimize nothing"
+    else:
+        try:
+            profile = read_profile(path)
+        except ProfileError as e:
+            raise UsageError(f"{path}: {e.problem}") from None
+        if value_index(profile) < 0:
+            why = "no CPU sample type (samples/count or cpu/nanoseconds): Go rejects it"
+        elif profile.num_samples == 0:
+            why = "no samples: Go would accept the profile and optimize nothing"
+        else:
+            why = validate(profile, compute_edges(profile))
+    if why is not None:
+        raise UsageError(f"{path}: {why} (pgo effect --pgo takes the profile PGO builds with)")
 
 
 # --- the two sides --------------------------------------------------------------------

@@ -107,9 +107,9 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
         g, "profile type: cpu heap allocs goroutine mutex block threadcreate wall other"
     )
     g.add_argument(
-        "--since", metavar="T", help="profiles taken at or after T (ISO time, or 72h, 30m, 7d ago)"
+        "--since", metavar="T", help="profiles taken at or after T (ISO, UTC if no offset; 72h ago)"
     )
-    g.add_argument("--until", metavar="T", help="profiles taken before T")
+    g.add_argument("--until", metavar="T", help="profiles taken before T (as --since)")
     g.add_argument(
         "--label",
         action="append",

@@ -61,7 +61,11 @@ class Command:
         )
         g = parser.add_argument_group("from a Prometheus server")
         g.add_argument("--prometheus", metavar="URL", help="base URL, e.g. http://127.0.0.1:9090")
-        g.add_argument("--since", metavar="T", help="window start (ISO time or 30m, 2h ago)")
+        g.add_argument(
+            "--since",
+            metavar="T",
+            help="window start (ISO time, UTC unless it has an offset; or 30m, 2h ago)",
+        )
         g.add_argument("--until", metavar="T", help="window end (default now)")
         g.add_argument("--step", default="15s", help="resolution (default 15s)")
         g.add_argument(

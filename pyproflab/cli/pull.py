@@ -94,7 +94,11 @@ class Command:
             p = sub.add_parser(name, help=f"pull from {name}")
             add(p)
             common.add_db_option(p)
-            p.add_argument("--since", required=True, help="from (ISO time or 72h ago)")
+            p.add_argument(
+                "--since",
+                required=True,
+                help="from (ISO time, UTC unless it has an offset; or 72h ago)",
+            )
             p.add_argument("--until", help="to (default now)")
             p.add_argument(
                 "--timeout",

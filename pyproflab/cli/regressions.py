@@ -51,7 +51,10 @@ OPTIONS: list[tuple[str, tuple[str, ...], dict]] = [
     *[
         ("two sides", (f"--{side}-{end}",), {"metavar": "T", "help": f"{side} profiles {how}"})
         for side in ("base", "new")
-        for end, how in (("since", "taken at or after T (ISO, or 72h ago)"), ("until", "before T"))
+        for end, how in (
+            ("since", "taken at or after T (ISO, UTC unless it has an offset; or 72h ago)"),
+            ("until", "before T"),
+        )
     ],
     (
         "over time",

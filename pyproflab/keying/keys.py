@@ -25,7 +25,7 @@ from pyproflab.arrays import from_numpy
 from pyproflab.keying import ids
 from pyproflab.keying.digests import Entries
 from pyproflab.keying.profile_types import profile_type_of
-from pyproflab.model import Profile
+from pyproflab.model import Profile, time_of_nanos
 
 
 @dataclass
@@ -451,9 +451,7 @@ def profile_row(
         "instance": meta.instance,
         "profile_type": profile_type_of(profile, meta.profile_type, type_hint or meta.source),
         "labels": list(meta.labels.items()) if meta.labels else None,
-        "time": datetime.fromtimestamp(profile.time_nanos / 1e9, UTC)
-        if profile.time_nanos
-        else None,
+        "time": time_of_nanos(profile.time_nanos) if profile.time_nanos else None,
         "time_nanos": profile.time_nanos,
         "duration_nanos": profile.duration_nanos,
         "period": profile.period,

@@ -93,12 +93,16 @@ def _cell(col: str, v: Any) -> str:
 _HIDDEN = {"trace_id", "service", "window_end", "created_ns", "ended_ns"}
 
 
-def _heading(col: str) -> str:
+def _heading(col: str, typ: pa.DataType | None = None) -> str:
     """A column's heading in text and HTML: a duration's without its ``_ns`` or
     ``_ms``, since its cells carry their unit (``total 121.50s``, not ``total_ns
     121.50s``); JSON and CSV keep the names, whose numbers are in that unit.
     A scheduler wait's ``stack`` is the one that made the goroutine runnable
-    (another goroutine's when it was woken): its heading says so."""
+    (another goroutine's when it was woken): its heading says so. A wall-clock
+    time's (``typ`` a timestamp) says UTC: its cells are UTC clock times, beside
+    ``top``'s header in the local zone (as pprof's)."""
+    if typ is not None and pa.types.is_timestamp(typ):
+        return f"{col} (UTC)"
     if col == "waiting":  # the reasons, beside waiting_ns's total ("waiting")
         return "waiting on"
     if col == "stack":  # sched's longest waits: often the waker's, not the goroutine's own
@@ -120,7 +124,8 @@ def _text_table(title: str, t: pa.Table, limit: int | None = None) -> list[str]:
     more = [f"... {t.num_rows - len(rows)} more rows"] if len(rows) < t.num_rows else []
     if not t.num_rows:  # the columns stay; "none" says, not a header over nothing
         more = ["(none)"]
-    return [f"{title}:", *grid([_heading(c) for c in cols], cells, align), *more, ""]
+    head = [_heading(c, t.schema.field(c).type) for c in cols]
+    return [f"{title}:", *grid(head, cells, align), *more, ""]
 
 
 def render_text(result: Any, limit: int | None = 50) -> str:
@@ -139,7 +144,7 @@ def _html_table(title: str, t: pa.Table, limit: int | None) -> str:
     esc = html.escape
     cols = [c for c in t.column_names if c not in _HIDDEN]
     rows = _rows(t)[:limit] if limit else _rows(t)
-    head = "".join(f"<th>{esc(_heading(c))}</th>" for c in cols)
+    head = "".join(f"<th>{esc(_heading(c, t.schema.field(c).type))}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(f"<td>{esc(_cell(c, r[c]))}</td>" for c in cols) + "</tr>" for r in rows
     )

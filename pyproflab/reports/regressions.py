@@ -17,6 +17,7 @@ import csv
 import html
 import io
 import math
+from datetime import UTC
 from typing import Any
 
 from pyproflab.analyses.units import label, quantity
@@ -380,7 +381,22 @@ def figure_top(result, n: int = 20, metric: str = "flat"):
 
 
 def _when(t) -> str:
-    return "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
+    """A time in UTC, as the store keeps it; the headings say UTC (``top``'s header
+    is in the local zone, as pprof's, so an unmarked time could be read as local)."""
+    return "-" if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+_OVER_TIME_HEAD = (
+    "time (UTC)",
+    "window",
+    "before",
+    "after",
+    "rel",
+    "interval",
+    "q",
+    "status",
+    "name",
+)
 
 
 def _over_time_cells(result, top: int | None = None) -> list[list[str]]:
@@ -418,14 +434,14 @@ def render_over_time_text(result, top: int | None = None) -> str:
     w = result.windows
     lines = [
         f"Over time: {result.selection}: {w.num_rows} windows "
-        f"{_when(w.column('start')[0].as_py())} .. {_when(w.column('end')[-1].as_py())}, "
+        f"{_when(w.column('start')[0].as_py())} .. {_when(w.column('end')[-1].as_py())} UTC, "
         f"rates in {result.rate_unit}"
     ] + [f"Note: {n}" for n in result.notes]
     lines = [text_name(line) for line in lines]
     if not result.changes.num_rows:
         lines.append(f"No change points at FDR {result.fdr:g}.")
         return "\n".join(lines) + "\n"
-    head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
+    head = list(_OVER_TIME_HEAD)
     lines += grid(head, _over_time_cells(result, top), "r" * (len(head) - 2) + "ll")
     if top and result.changes.num_rows > top:
         lines.append(
@@ -462,7 +478,7 @@ def render_over_time_csv(result, top: int | None = None) -> str:
 def render_over_time_html(result, top: int | None = None) -> str:
     """A ``<div>`` with the change points; every name escaped."""
     esc = html.escape
-    head = ["time", "window", "before", "after", "rel", "interval", "q", "status", "name"]
+    head = list(_OVER_TIME_HEAD)
     parts = [
         '<div class="pyproflab-over-time">',
         "<pre>"

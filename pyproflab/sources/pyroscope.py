@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from pyproflab.model import nanos_of_time
 from pyproflab.sources.api import ApiError
 from pyproflab.sources.base import PROFILES, Offer, Request, SourceError
 from pyproflab.sources.pull import (
@@ -292,7 +293,7 @@ class PyroscopeSource(WindowedMerges):
             doc,
             sample_type=(parts[1], parts[2]),
             period_type=(parts[3], parts[4]),
-            time_nanos=int(a.timestamp() * 1e9),
+            time_nanos=nanos_of_time(a),
             duration_nanos=int((b - a) / timedelta(microseconds=1)) * 1000,
         )
 

@@ -4,11 +4,15 @@ Rules: every field that is set narrows the selection (AND); ``None`` means
 any. ``service``, ``version``, ``instance`` and ``profile_type`` take one
 value or a list of values. ``since`` is inclusive and ``until`` exclusive,
 compared with the time the profile was taken: its ``time`` (pprof
-time_nanos), else its collection ``window_start``, else when it was
-ingested. Times are datetimes (naive ones are UTC), ISO strings
-(``2026-11-01T10:00``), or durations ago (``30m``, ``72h``, ``7d``, ``2w``,
-``45s``). ``labels`` are metadata labels (sidecar, ``--label``), all of which
-must match.
+time_nanos, floored to the microsecond), else its collection
+``window_start``, else when it was ingested (a profile with time_nanos 0 and
+no window is selected by when it was stored; one stamped in the future, by
+that time). Times are datetimes (naive ones are UTC), ISO strings
+(``2026-11-01T10:00``; a date alone is its midnight; UTC unless they give an
+offset, ``Z`` or ``-08:00``, whatever the machine's time zone; fractions below
+the microsecond are dropped), or durations ago (``30m``, ``72h``, ``7d``,
+``2w``, ``45s``, or ``72h ago``); epoch numbers are refused. ``labels`` are
+metadata labels (sidecar, ``--label``), all of which must match.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pyproflab.errors import StoreError, UsageError
 TAKEN_AT = "coalesce(p.time, p.window_start, p.ingested_at)"
 
 _AGO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+# A time as a duration ago: "72h", or "72h ago" as the help texts write it.
+_AGO_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])(?:\s+ago)?\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 StrOrList = str | Sequence[str] | None
@@ -46,7 +52,7 @@ def parse_time(value: datetime | str, *, now: datetime | None = None) -> datetim
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str):
-        m = _AGO.match(value)
+        m = _AGO_TIME.match(value)
         if m:
             now = now or datetime.now(UTC)
             try:

@@ -37,6 +37,7 @@ from pyproflab.decode.gotrace import BATCH_ROWS, check_trace_file, meta_of, trac
 from pyproflab.errors import TraceError, UsageError
 from pyproflab.gohelper import GoUnavailableError
 from pyproflab.keying.keys import ProfileMeta, key_profile
+from pyproflab.model import nanos_of_time
 from pyproflab.sources.base import Outcome, TraceItem
 from pyproflab.store import ingest, queries, sourced
 from pyproflab.store.connection import Store
@@ -168,9 +169,7 @@ def _store_profiles(
     keyed = []
     for kind, data in sorted(profiles.items(), key=lambda kv: list(PROFILE_TYPE).index(kv[0])):
         p = decode_bytes(data, source=f"{meta.source or 'trace'} ({kind})")
-        p = dataclasses.replace(
-            p, time_nanos=int(start.timestamp() * 1e9), duration_nanos=duration_ns
-        )
+        p = dataclasses.replace(p, time_nanos=nanos_of_time(start), duration_nanos=duration_ns)
         m = dataclasses.replace(meta, profile_type=PROFILE_TYPE[kind], labels=dict(meta.labels))
         h = hashlib.sha256(f"{digest}:{kind}".encode()).hexdigest()
         keyed.append(key_profile(p, m, h, now=now, with_content=False))

@@ -308,6 +308,26 @@ def test_instance_weighting_one_instance_ran_10x_longer(cpu_files, tmp_path):
     lab.store.close()
 
 
+def test_instance_weighting_tells_two_services_pod_0_apart(cpu_files, tmp_path):
+    """Services eu and us each run an instance named pod-0 (us also pod-1); eu's ran
+    10x longer. --weight instance counted the two pod-0 as one instance (the name
+    alone): eu/pod-0 got 45.5% and us/pod-0 4.5%, us/pod-1 50%, not a third each."""
+    p = pyproflab.read_profile(cpu_files[0])
+    lab = pyproflab.open(tmp_path / "s.duckdb")
+    for tag, service, instance, times in (
+        ("a", "eu", "pod-0", 10),
+        ("b", "us", "pod-0", 1),
+        ("c", "us", "pod-1", 1),
+    ):
+        f = _write(_as_instance(p, tag, times=times), tmp_path / f"{tag}.pb.gz")
+        lab.ingest(f, service=service, instance=instance)
+    from pyproflab.store.select import Selection
+
+    res = pgo_mod.pgo(lab.store, Selection(), all=True, weight="instance")
+    lab.store.close()
+    assert _instance_shares(res) == pytest.approx({k: 100 / 3 for k in "abc"}, abs=0.1)
+
+
 # --- selection from a store ------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,15 @@ def test_durations_are_headed_without_their_column_unit(fmt) -> None:
     for name in ("count", "total", "p50", "p99", "max", "wait"):
         assert (name in out.split()) if fmt == "text" else (f"<th>{name}</th>" in out), name
     assert "_ns" not in out and "1.01s" in out
+
+
+def test_wall_clock_columns_say_utc() -> None:
+    """`trace stw` showed a pause "at 22:22:08.121", a UTC clock time with no zone,
+    beside `top`'s header in the local zone: read in Los Angeles, 8 hours off."""
+    result = answer("stw", path=trace_path("mutex"))
+    at = result.pauses.column("at")[0].as_py()
+    lines = render(result, "text").splitlines()
+    i = lines.index("pauses:")
+    assert re.split(r"\s{2,}", lines[i + 1].strip())[-1] == "at (UTC)"
+    assert lines[i + 2].endswith(at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3])
+    assert "<th>at (UTC)</th>" in render(result, "html")

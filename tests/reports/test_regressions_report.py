@@ -109,3 +109,35 @@ def test_text_header_gives_each_sides_total_in_its_unit(result) -> None:
     for line, total in ((base, result.total_base), (new, result.total_new)):
         assert line.endswith(f"s, {label(total, 'nanoseconds')} of cpu"), line
         assert str(total) not in line and " profiles over " in line
+
+
+def test_over_time_text_says_its_times_are_utc():
+    """Over-time text printed its window and change times in UTC without saying so,
+    beside ``top``'s header in the local zone (as pprof's): a reader in Los Angeles
+    took 2023-11-14 22:13:20 for local time, 8 hours off."""
+    from datetime import UTC, datetime
+
+    from support.store_helpers import make_profile
+
+    from pyproflab.analyses.regressions.over_time import over_time
+    from pyproflab.reports import render
+    from pyproflab.store import Store
+    from pyproflab.store.ingest import ProfileMeta, ingest
+    from pyproflab.store.select import Selection
+
+    t0 = 170_000_000 * 10**10
+    items = []
+    for w in range(7):
+        a = 10 if w < 3 else 30
+        rows = [(["main.a", "main.main"], [a, a * 10**7]), (["main.b", "main.main"], [50, 10**9])]
+        p = make_profile(rows, time_nanos=t0 + w * 10**10, duration_nanos=10**10)
+        items.append((p, ProfileMeta(service="s", version="v", instance="i")))
+    with Store.open(":memory:") as store:
+        ingest(store, items, content_hashes=[f"h{i}" for i in range(len(items))])
+        res = over_time(store, Selection(service="s"))
+    first = datetime.fromtimestamp(t0 // 10**9, UTC)
+    lines = render(res, "text").splitlines()
+    assert f"windows {first:%Y-%m-%d %H:%M:%S} .. " in lines[0] and " UTC, rates" in lines[0]
+    head = next(line for line in lines if "window" in line and "status" in line)
+    assert head.split()[:2] == ["time", "(UTC)"]
+    assert "time (UTC)" in render(res, "html")

@@ -22,6 +22,12 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 def test_parse_time() -> None:
     assert parse_time("72h", now=NOW) == NOW - timedelta(hours=72)
+    # The help texts say "72h ago"; typed as written, it was "bad time '72h ago'".
+    assert (
+        parse_time("72h ago", now=NOW)
+        == parse_time(" 72h  ago ", now=NOW)
+        == NOW - timedelta(hours=72)
+    )
     assert parse_time("30m", now=NOW) == NOW - timedelta(minutes=30)
     assert parse_time("7d", now=NOW) == NOW - timedelta(days=7)
     assert parse_time("2026-11-01T10:00") == datetime(2026, 11, 1, 10, tzinfo=UTC)
@@ -254,3 +260,20 @@ def test_window_ending_before_it_starts_is_refused(fleet: Store) -> None:
         NOW - timedelta(hours=2),
         NOW - timedelta(hours=1),
     ]
+
+
+@pytest.mark.parametrize("sub_us", [999_999_999, 999_999_500, 1_999])
+def test_a_profile_taken_just_before_an_instant_stays_before_it(sub_us: int) -> None:
+    # time_nanos / 1e9 as a float, rounded to the microsecond, stored a profile taken
+    # at 07:59:59.999999999 as 08:00:00: --until 08:00 left it out and --since 08:00
+    # took it, though it was taken before 08:00.
+    at = datetime(2026, 11, 1, 8, tzinfo=UTC)
+    taken = (int(at.timestamp()) - 1) * 10**9 + sub_us
+    with Store.open(":memory:") as store:
+        p = make_profile([(["main.f"], [1, 1])], time_nanos=taken)
+        ingest(store, [(p, ProfileMeta(service="s", instance="i"))])
+        stored = store.profiles(Selection()).column("time")[0].as_py()
+        before = store.profiles(Selection(until="2026-11-01T08:00Z"))
+        after = store.profiles(Selection(since="2026-11-01T08:00Z"))
+    assert stored == at - timedelta(seconds=1) + timedelta(microseconds=sub_us // 1000)
+    assert (before.num_rows, after.num_rows) == (1, 0)

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -67,6 +66,7 @@ from pyproflab.analyses.regressions.selection import as_selection, sides_of
 from pyproflab.analyses.regressions.units import per_work, time_windows
 from pyproflab.display import render
 from pyproflab.errors import UsageError
+from pyproflab.model import time_of_nanos
 
 CHANGES_SCHEMA = pa.schema(
     [
@@ -280,8 +280,8 @@ def _window_series(store, selection, sample_index, granularity, per, measure):
 def _windows_table(sides, win: np.ndarray, nw: int) -> pa.Table:
     t0 = np.array([r["time_nanos"] for r in sides.rows], np.int64)
     t1 = t0 + sides.dur_ns.astype(np.int64)
-    starts = [datetime.fromtimestamp(t0[win == w].min() / 1e9, UTC) for w in range(nw)]
-    ends = [datetime.fromtimestamp(t1[win == w].max() / 1e9, UTC) for w in range(nw)]
+    starts = [time_of_nanos(int(t0[win == w].min())) for w in range(nw)]
+    ends = [time_of_nanos(int(t1[win == w].max())) for w in range(nw)]
     return pa.table(
         {
             "window": np.arange(nw),
