@@ -280,6 +280,23 @@ def test_cli_bad_source(tmp_path, capsys):
     assert "a.go:" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("zero-byte", "empty file"), ("empty", "no samples"), ("single-frame", "single-frame")],
+)
+def test_cli_profile_go_ignores_is_one_line(go_profiles, tmp_path, capsys, name, problem):
+    """A profile go build -pgo optimizes nothing with said "unknown: no hot edge
+    of P has its caller in the module", exit 0 (1 with --fail-under), as if it
+    were another program's (found with an empty CPU profile of a new program,
+    /tmp/h88): one line naming P and what is wrong, exit 2."""
+    path = pgo_compiler.ignored_profiles(go_profiles, tmp_path)[name]
+    args = ["pgo", "check", str(path), "--source", str(PROGRAMS / "ledger" / "base")]
+    assert cli_main(args) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"pyproflab: error: {path}: ") and problem in err, err
+
+
 @pytest.mark.parametrize("value", ["nan", "-5", "101", "inf"])
 def test_cli_bad_fail_under(value, capsys):
     """A CI gate that could never trip (nan, negative) or always trips (over 100)
