@@ -280,6 +280,27 @@ def test_cli_bad_source(tmp_path, capsys):
     assert "a.go:" in err and len(err.strip().splitlines()) == 1
 
 
+def test_compiler_view_reads_generic_names():
+    """The compiler's names of generic functions hold spaces
+    (``sumBy[go.shape.struct { Kind int; End int }]``): the oracle took every
+    name as one word and missed such a hot inline, printed by a build of
+    /tmp/h88's tokenizer, so the compiler seemed not to use an edge it used."""
+    generic = "sumBy[go.shape.struct { Kind int; Start int; End int }]"
+    text = "\n".join(
+        [
+            "# example.com/toksm",
+            f"./handle.go:59:6: cannot inline {generic}: function too complex: cost 82 exceeds "
+            "budget 80",
+            "./handle.go:83:6: cannot inline run: function too complex: cost 285 exceeds budget 80",
+            f"hot-budget check allows inlining for call main.{generic} (cost 82) at "
+            "./handle.go:107:20 in function main.run",
+        ]
+    )
+    view = pgo_compiler.parse(text, {"example.com/toksm": "main"})
+    assert view.starts[f"main.{generic}"] == ("handle.go", 59)
+    assert view.hot_inlines == [("handle.go", 107, f"main.{generic}", "main.run")]
+
+
 @pytest.mark.parametrize(
     ("name", "problem"),
     [("zero-byte", "empty file"), ("empty", "no samples"), ("single-frame", "single-frame")],

@@ -32,10 +32,12 @@ from pathlib import Path
 
 from support.testenv import go_env
 
-FUNC_POS = re.compile(r"^(\S+?):(\d+):\d+: (?:can inline|cannot inline) (\S+?)(?: with cost|:)")
+# Names are not one word: a generic function's shape holds spaces
+# (``sumBy[go.shape.struct { Kind int; End int }]``).
+FUNC_POS = re.compile(r"^(\S+?):(\d+):\d+: (?:can inline|cannot inline) (.+?)(?: with cost|: )")
 HOT_SITE = re.compile(
-    r"^hot-(?:budget check allows|big check disallows) inlining for call (\S+) "
-    r"\(cost \d+\) at (\S+?):(\d+):\d+ in (?:big )?function (\S+)$"
+    r"^hot-(?:budget check allows|big check disallows) inlining for call (.+?) "
+    r"\(cost \d+\) at (\S+?):(\d+):\d+ in (?:big )?function (.+)$"
 )
 DEVIRT = re.compile(
     r"^(\S+?):(\d+):\d+: PGO devirtualizing (?:interface|function) call (\S+) to (\S+)$"
