@@ -243,3 +243,18 @@ def test_store_sql_example(sandbox) -> None:
     with pyproflab.open(sandbox / "fleet.duckdb", read_only=True) as lab:
         rows = lab.sql(code).to_pylist()
     assert rows and set(rows[0]) == {"fn", "cpu_seconds"}
+
+
+def test_readme_tour_outputs_are_ignored_by_git() -> None:
+    """The tour writes its -o files into the checkout: after it, `git status` listed
+    v1.pb.gz, v2.pb.gz and default.pgo as untracked (report.html was ignored)."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    (tour,) = [c for h, c in blocks(README, "sh") if "tour" in h.lower() and "pyproflab" in c]
+    args = [shlex.split(ln, comments=True) for ln in lines(tour)]
+    outputs = [a[i + 1] for a in args for i, x in enumerate(a) if x == "-o"]
+    assert len(outputs) >= 4, outputs
+    res = subprocess.run(
+        ["git", "check-ignore", "--no-index", *outputs], cwd=REPO, capture_output=True, text=True
+    )
+    assert sorted(res.stdout.split()) == sorted(outputs)

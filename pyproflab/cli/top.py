@@ -73,7 +73,7 @@ class Command:
             dataset = common.spark_dataset(args)
             result = top(dataset.merged_profile(common.selection_from_args(args)), **options)
             result.notes.extend(spark_cpu_notes(args, dataset, result.sample_type))
-        elif args.db and not args.files:  # the profile and its note from one opening
+        elif not args.files:  # a store (--db or the default): profile and note, one opening
             with common.open_store(args, read_only=True) as store:
                 result = top(common.report_profile(args, store), **options)
                 result.notes.extend(cpu_notes(args, store, result.sample_type))

@@ -12,7 +12,8 @@ HTML report and the demo call these, so that each has one answer.
   requests finished. Two versions are together when their first profiles
   overlap in time (each counted as at least ``TOGETHER_S`` long, for
   snapshots of no duration). Together, they are ordered by name, runs of
-  digits compared as numbers (v2 before v10, 1.9 before 1.10), and the
+  digits compared as numbers (v2 before v10, 1.9 before 1.10), a semantic
+  version's pre-release before its release (v1.10.0-rc.1 before v1.10.0), and the
   ``Ordering`` keeps which were together. By ingest, versions whose first
   profiles came in one ingest (the same ``ingested_at``: an ingest stores
   files in path order, not by age) are ordered among themselves by time,
@@ -98,10 +99,25 @@ def _together(rows: list[dict]) -> list[list[str]]:
     return groups
 
 
+# A semantic version (Go's module versions): MAJOR.MINOR.PATCH, a pre-release, build data.
+_SEMVER = re.compile(r"^(v?\d+\.\d+\.\d+)(?:-([0-9A-Za-z.-]+))?(\+[0-9A-Za-z.-]+)?$")
+
+
 def _natural(name: str) -> list:
-    """A version's sort key: runs of digits as numbers, the rest as text."""
+    """A version's sort key: runs of digits as numbers, the rest as text; a
+    semantic version's pre-release before its release (v1.10.0-rc.1 before
+    v1.10.0, as semver and Go order them), not after it as its longer text."""
+    m = _SEMVER.match(name)
+    if m is None:
+        return _digits_as_numbers(name)
+    core, pre, build = m.groups()
+    tail = [(-1, 0, ""), *_digits_as_numbers(pre)] if pre else [(2, 0, "")]
+    return _digits_as_numbers(core) + tail + _digits_as_numbers(build or "")
+
+
+def _digits_as_numbers(text: str) -> list:
     return [
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)
     ]
 
 

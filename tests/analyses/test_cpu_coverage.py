@@ -251,3 +251,17 @@ def test_top_db_opens_the_store_once(db, capsys, monkeypatch):
     assert main(["top", "--db", str(db), "--version", "v1000"]) == 0
     assert f"Note: {SHORT}" in capsys.readouterr().out
     assert opened == [str(db)]
+
+
+def test_top_on_the_default_store_prints_the_note_as_top_db(db, tmp_path, capsys, monkeypatch):
+    # The README tour's `pyproflab top --type cpu` reads ./pyproflab.duckdb without --db:
+    # it printed no note where `top --db pyproflab.duckdb` printed it (args.db was None).
+    monkeypatch.delenv("PYPROFLAB_DB", raising=False)
+    shutil.copy(db, tmp_path / "pyproflab.duckdb")
+    monkeypatch.chdir(tmp_path)
+    outputs = []
+    for args in (["--db", "pyproflab.duckdb"], []):
+        assert main(["top", *args, "--version", "v1000"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert f"Note: {SHORT}" in outputs[0]
+    assert outputs[1] == outputs[0]

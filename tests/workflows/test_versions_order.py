@@ -66,6 +66,24 @@ def test_names_compare_their_numbers_as_numbers():
     assert o.names == ["1.9", "1.10", "v9", "v10"]
 
 
+def test_a_pre_release_is_older_than_its_release():
+    # A release and its release candidate profiled together (the rc's canary beside the
+    # rollout) were ordered v1.10.0 then v1.10.0-rc.1, the text "" before "-rc.": the
+    # report and a job compared the release (base) with its own candidate (new).
+    o = _ordering(
+        [[("v1.10.0", T0, 0), ("v1.10.0-rc.1", T0, 0), ("v1.10.0-rc.10", T0, 0), ("v1.9.1", T0, 0)]]
+    )
+    assert o.names == ["v1.9.1", "v1.10.0-rc.1", "v1.10.0-rc.10", "v1.10.0"]
+    pair = workflows.comparison(o)
+    assert (pair.base, pair.new) == ("v1.10.0-rc.10", "v1.10.0")
+    # Not a version's dash: a name's words still sort as text, numbers as numbers.
+    assert _ordering([[("api-2", T0, 0), ("api-10", T0, 0), ("api", T0, 0)]]).names == [
+        "api",
+        "api-2",
+        "api-10",
+    ]
+
+
 @pytest.mark.parametrize(
     ("gap_s", "names"), [(0.5, ["v1", "v2"]), (15.0, ["v1", "v2"]), (25.0, ["v2", "v1"])]
 )
