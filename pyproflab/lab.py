@@ -98,8 +98,16 @@ def _filtered(analysis: Callable[..., Any], profile: Profile, *args: Any, **kwar
     """``analysis(profile, ...)``, then pprof's warning for each filter that matched
     nothing (``pprof_filters.warn_unmatched``)."""
     from pyproflab.analyses.pprof_filters import warn_unmatched
+    from pyproflab.errors import UsageError
 
-    result = analysis(profile, *args, **kwargs)
+    try:
+        result = analysis(profile, *args, **kwargs)
+    except UsageError as e:
+        if not str(e).startswith("unknown option"):
+            raise
+        # The keyword reached the analysis because it is no selection key either:
+        # lab.top(servce="api") listed the graph options only, not "service".
+        raise UsageError(f"{e}; selection keys: {', '.join(SELECTION_KEYS)}") from None
     warn_unmatched(profile, kwargs, stacklevel=4)  # the caller of the Lab's method
     return result
 

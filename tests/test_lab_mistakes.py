@@ -64,6 +64,16 @@ def test_misspelled_selection_keyword(lab, method: str) -> None:
         getattr(lab, method)(servce="api")
 
 
+@pytest.mark.parametrize("method", ["top", "tree"])
+def test_misspelled_selection_keyword_of_a_report_names_the_selection_keys(lab, method) -> None:
+    # lab.top(servce="api") said "unknown option 'servce' (known: cum_sort, edge_fraction,
+    # ...)": the graph options only, so the key the user meant was not among them.
+    with pytest.raises(UsageError, match=r"^unknown option 'servce' \(known: .*cum_sort") as e:
+        getattr(lab, method)(servce="api")
+    assert "selection keys: service, version" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_a_sample_type_no_profile_has() -> None:
     # A selection mixing kinds was merged whole: "cannot merge profiles with
     # different period types: ... bytes ... nanoseconds".

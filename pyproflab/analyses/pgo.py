@@ -569,8 +569,9 @@ def _refuse_inputs(res: PgoResult, stripped_rows: list[int]) -> bool:
         why = "; ".join(f"{lbl}: {w}" for lbl, w in res.skipped) or "no inputs"
         res.refusal = "no input has a CPU sample type (samples/count or cpu/nanoseconds): " + why
     elif sum(i.samples for i in kept) == 0:
+        names = ", ".join(i.label for i in kept[:3]) + (" …" if len(kept) > 3 else "")
         verb = "holds" if len(kept) == 1 else "hold"
-        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} {verb} no samples"
+        res.refusal = f"no samples: the {_n(len(kept), 'CPU profile')} ({names}) {verb} none"
     elif all(rows == 0 for rows in stripped_rows):
         res.refusal = (
             f"zero total weight: {_n(sum(i.samples for i in kept), 'sample')}, all with value 0"

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyproflab.analyses.options import Options, option
-from pyproflab.analyses.pgo_edges import HOT_CDF_PERCENT, Edge, EdgeSet, read_edges
+from pyproflab.analyses.pgo_edges import HOT_CDF_PERCENT, Edge, EdgeSet, usable_edges
 from pyproflab.display import render
 from pyproflab.errors import UsageError
 
@@ -273,7 +273,7 @@ def check(
     ``profile`` is a pprof file (a default.pgo) or ``go tool preprofile``
     output; ``index`` (from ``index_source``) skips running the Go helper."""
     options = options or CheckOptions()
-    edges = read_edges(profile)
+    edges = usable_edges(profile, "pgo check takes the profile go build -pgo reads")
     if options.cdf_percent != HOT_CDF_PERCENT:
         from pyproflab.analyses.pgo_edges import build_edge_set
 

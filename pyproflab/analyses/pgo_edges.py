@@ -342,6 +342,25 @@ def read_edges(path: str | os.PathLike) -> EdgeSet:
         raise UsageError(f"{path}: {e}") from None
 
 
+def usable_edges(path: str | os.PathLike, asked: str) -> EdgeSet:
+    """``read_edges(path)``, refused (a ``UsageError`` naming ``path``, ``asked``
+    saying what the command takes) when ``go build -pgo`` rejects the profile
+    (no start line) or builds with it as without PGO: no call edge, as in a
+    CPU profile without samples or with single-frame ones (a 0-byte file, or
+    one without a CPU sample type, is refused by ``read_edges``)."""
+    edges = read_edges(path)
+    if not edges.total:
+        raise UsageError(
+            f"{path}: no call edges (no samples, or single-frame ones): "
+            f"go build -pgo optimizes nothing with it ({asked})"
+        )
+    if not edges.seen_start_line:
+        raise UsageError(
+            f"{path}: no function has a start line: go build -pgo rejects it ({asked})"
+        )
+    return edges
+
+
 # --- diff --------------------------------------------------------------------------
 
 

@@ -37,8 +37,8 @@ Rules:
    a decision; a file with a NUL byte (a binary) or none of those lines is
    refused, so "no PGO decision" is said only of a log PGO decided nothing in.
    For the same reason ``build_log`` refuses, before building, a profile Go
-   rejects or builds with as without PGO (a 0-byte file, no CPU sample type,
-   no samples, no call edges: ``pgo.validate``).
+   rejects or builds with as without PGO (``pgo_edges.usable_edges``: a
+   0-byte file, no CPU sample type, no call edges).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ import numpy as np
 
 from pyproflab.analyses.options import Options, option
 from pyproflab.display import render
-from pyproflab.errors import ProfileError, UsageError
+from pyproflab.errors import UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -240,7 +240,7 @@ def build_log(
     """The output of ``go build -pgo=PROFILE -gcflags=MODULE/...=-m -d=pgodebug=1
     PACKAGE`` run in ``source`` (nothing written); a ``UsageError`` with Go's last
     line when the build fails."""
-    from pyproflab.analyses.pgo_edges import go_binary
+    from pyproflab.analyses.pgo_edges import go_binary, usable_edges
 
     go = go or go_binary()
     if go is None:
@@ -249,7 +249,7 @@ def build_log(
     src, prof = os.fspath(source), os.path.abspath(profile)
     if not os.path.isdir(src):  # Go runs in it: a missing one was a FileNotFoundError
         raise UsageError(f"{src}: not a directory (--source takes a Go module's root)")
-    _refuse_unused_profile(profile)
+    usable_edges(profile, "pgo effect builds with it")  # else Go builds without PGO, silently
 
     def run(args: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -265,42 +265,6 @@ def build_log(
         last = (done.stderr.strip().splitlines() or ["failed"])[-1]
         raise UsageError(f"go build -pgo={prof} {package} in {src}: {last}")
     return done.stdout + done.stderr
-
-
-def _refuse_unused_profile(path: str | os.PathLike) -> None:
-    """A ``UsageError`` naming ``path`` when ``go build -pgo`` would reject it or
-    make no decision with it (``pgo.validate``; a 0-byte file too): Go builds
-    with a 0-byte file, an empty profile or one without call edges as without
-    PGO, and its log holds no decision to report."""
-    from pyproflab.analyses.pgo import validate
-    from pyproflab.analyses.pgo_edges import (
-        PREPROFILE_HEADER,
-        compute_edges,
-        read_edges,
-        value_index,
-    )
-    from pyproflab.decode import read_profile
-
-    try:
-        with open(path, "rb") as f:
-            preprofile = f.read(len(PREPROFILE_HEADER)) == PREPROFILE_HEADER.encode()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror or e}") from None
-    if preprofile:  # go tool preprofile's output: its edges are all Go reads
-        why = None if read_edges(path).total else "no call edges: Go would optimize nothing"
-    else:
-        try:
-            profile = read_profile(path)
-        except ProfileError as e:
-            raise UsageError(f"{path}: {e.problem}") from None
-        if value_index(profile) < 0:
-            why = "no CPU sample type (samples/count or cpu/nanoseconds): Go rejects it"
-        elif profile.num_samples == 0:
-            why = "no samples: Go would accept the profile and optimize nothing"
-        else:
-            why = validate(profile, compute_edges(profile))
-    if why is not None:
-        raise UsageError(f"{path}: {why} (pgo effect --pgo takes the profile PGO builds with)")
 
 
 # --- the two sides --------------------------------------------------------------------

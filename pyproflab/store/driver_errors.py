@@ -41,16 +41,27 @@ _INVALIDATED = "database has been invalidated because of a previous fatal error"
 _ORIGINAL = re.compile(r'^Original error: "(.*)"$', re.MULTILINE)
 
 
+# A spill that finds no room says "Out of Memory" on its first line; the lines
+# after it name the limit, which is by default the free space of the disk.
+_SPILL_LIMIT = "max_temp_directory_size"
+_FREE_SPACE = "by default the free space on its disk"
+
+
 def store_error(name: str, what: str, e: duckdb.Error) -> StoreError:
     """DuckDB's error as one line naming the store: ``StoreIOError`` when it
     comes from the file (a checksum, an I/O error), else ``StoreError``. A
     statement refused because an earlier one was fatal says the earlier error:
-    the refusal came from a cleanup (``SET threads``) and hid the full disk."""
+    the refusal came from a cleanup (``SET threads``) and hid the full disk. A
+    spill to disk that found no room (an "Out of Memory" error) names the spill
+    folder and is a ``StoreIOError``."""
     msg = first_line(e)
     original = _ORIGINAL.search(str(e)) if _INVALIDATED in msg else None
     if original:
         msg = f"FATAL Error: {original.group(1)}"
-    damaged = isinstance(e, _IO_ERRORS) or "checksum" in msg or "Corrupt" in msg
+    spill = _SPILL_LIMIT in str(e)
+    if spill:
+        msg += f" ({name}.tmp, DuckDB's spill folder, is at {_SPILL_LIMIT}: {_FREE_SPACE})"
+    damaged = isinstance(e, _IO_ERRORS) or spill or "checksum" in msg or "Corrupt" in msg
     return (StoreIOError if damaged else StoreError)(f"{name}: {what}: {msg}")
 
 

@@ -383,7 +383,7 @@ def bad_inputs(go_profiles, tmp_path_factory) -> dict[str, tuple[Path, str]]:
         "zero-byte": (zero, "empty file"),
         "empty": (
             _write(dataclasses.replace(p, samples=p.samples.slice(0, 0)), d / "e.pb.gz"),
-            "no samples: the 1 CPU profile holds no samples",
+            f"no samples: the 1 CPU profile ({d / 'e.pb.gz'}) holds none",
         ),
         "heap-only": (go_profiles["heap"], "no CPU sample type"),
         "zero-weight": (

@@ -280,6 +280,44 @@ def test_cli_bad_source(tmp_path, capsys):
     assert "a.go:" in err and len(err.strip().splitlines()) == 1
 
 
+def test_compiler_view_reads_generic_names():
+    """The compiler's names of generic functions hold spaces
+    (``sumBy[go.shape.struct { Kind int; End int }]``): the oracle took every
+    name as one word and missed such a hot inline, printed by a build of
+    /tmp/h88's tokenizer, so the compiler seemed not to use an edge it used."""
+    generic = "sumBy[go.shape.struct { Kind int; Start int; End int }]"
+    text = "\n".join(
+        [
+            "# example.com/toksm",
+            f"./handle.go:59:6: cannot inline {generic}: function too complex: cost 82 exceeds "
+            "budget 80",
+            "./handle.go:83:6: cannot inline run: function too complex: cost 285 exceeds budget 80",
+            f"hot-budget check allows inlining for call main.{generic} (cost 82) at "
+            "./handle.go:107:20 in function main.run",
+        ]
+    )
+    view = pgo_compiler.parse(text, {"example.com/toksm": "main"})
+    assert view.starts[f"main.{generic}"] == ("handle.go", 59)
+    assert view.hot_inlines == [("handle.go", 107, f"main.{generic}", "main.run")]
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("zero-byte", "empty file"), ("empty", "no samples"), ("single-frame", "single-frame")],
+)
+def test_cli_profile_go_ignores_is_one_line(go_profiles, tmp_path, capsys, name, problem):
+    """A profile go build -pgo optimizes nothing with said "unknown: no hot edge
+    of P has its caller in the module", exit 0 (1 with --fail-under), as if it
+    were another program's (found with an empty CPU profile of a new program,
+    /tmp/h88): one line naming P and what is wrong, exit 2."""
+    path = pgo_compiler.ignored_profiles(go_profiles, tmp_path)[name]
+    args = ["pgo", "check", str(path), "--source", str(PROGRAMS / "ledger" / "base")]
+    assert cli_main(args) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"pyproflab: error: {path}: ") and problem in err, err
+
+
 @pytest.mark.parametrize("value", ["nan", "-5", "101", "inf"])
 def test_cli_bad_fail_under(value, capsys):
     """A CI gate that could never trip (nan, negative) or always trips (over 100)

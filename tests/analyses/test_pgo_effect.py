@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from support.pgo_compiler import ignored_profiles
 
 import pyproflab
 from pyproflab.analyses.pgo_effect import (
@@ -252,29 +252,6 @@ def test_cli_build_log_without_pgo_decisions_is_a_note(store_path, tmp_path, cap
     assert "holds no PGO decision" in capsys.readouterr().out
 
 
-def _no_pgo_profiles(go_profiles, d: Path) -> dict[str, Path]:
-    """Profiles go build -pgo accepts and makes no decision with: a 0-byte file,
-    a CPU profile without samples, one whose samples have single frames."""
-    import dataclasses
-
-    p = pyproflab.read_profile(go_profiles["cpu"])
-    ids = p.samples.column("location_ids").to_pylist()
-    id_type = p.samples.schema.field("location_ids").type
-    single = p.samples.set_column(0, "location_ids", pa.array([x[:1] for x in ids], id_type))
-    lines = p.locations.column("lines").to_pylist()
-    one_line = p.locations.set_column(
-        p.locations.schema.get_field_index("lines"),
-        "lines",
-        pa.array([x[-1:] for x in lines], p.locations.schema.field("lines").type),
-    )
-    (d / "zero.pgo").write_bytes(b"")
-    pyproflab.write_profile(dataclasses.replace(p, samples=p.samples.slice(0, 0)), d / "e.pgo")
-    pyproflab.write_profile(
-        dataclasses.replace(p, samples=single, locations=one_line), d / "sf.pgo"
-    )
-    return {"zero-byte": d / "zero.pgo", "empty": d / "e.pgo", "single-frame": d / "sf.pgo"}
-
-
 @pytest.mark.parametrize(
     ("name", "problem"),
     [("zero-byte", "empty file"), ("empty", "no samples"), ("single-frame", "call edges")],
@@ -285,7 +262,7 @@ def test_cli_pgo_profile_go_ignores_is_one_line(
     """`--source DIR --pgo P` with a P that go build -pgo takes and makes nothing of
     (found with a 0-byte default.pgo: Go built, and effect said "the build log holds
     no PGO decision", exit 0): one line naming P and what is wrong, exit 2."""
-    path = _no_pgo_profiles(go_profiles, tmp_path)[name]
+    path = ignored_profiles(go_profiles, tmp_path)[name]
     args = ["pgo", "effect", "--db", str(store_path), "--before", "version=nopgo"]
     args += ["--after", "version=pgo", "--source", str(SOURCE), "--pgo", str(path)]
     assert cli_main(args) == 2

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pyproflab.store import Store
 
 TESTDATA = Path(__file__).resolve().parents[1] / "testdata"
@@ -88,3 +90,31 @@ def test_ingest_gc_with_a_full_tmpdir_is_one_line_and_stores_nothing(tmp_path):
     assert lines[0].endswith("cannot stage rows under TMPDIR: File too large"), lines[0]
     assert _counts(db) == before
     assert list(tmp.iterdir()) == []  # the stage is removed
+
+
+def test_a_spill_with_no_room_names_the_spill_folder(tmp_path):
+    """DuckDB spills to ``STORE.tmp`` up to max_temp_directory_size, by default
+    the free space of its disk. With no room its first line is 'Out of Memory
+    Error: failed to offload data block', and that was the whole message (a
+    StoreError): on a 20 MiB tmpfs with 3 MiB free, 'pyproflab ingest-gc big.prom
+    --db /tmp/h87full/t.duckdb' said '... (2.8 MiB/2.9 MiB used).' and no more.
+    The limit is set here as the full disk would set it."""
+    from pyproflab.errors import StoreIOError
+
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        store.execute("SET max_temp_directory_size = '1MiB'")
+        store.execute("SET memory_limit = '16MiB'")
+        store.execute("SET threads = 1")
+        with pytest.raises(StoreIOError) as e:
+            store.execute(
+                "CREATE TABLE t AS SELECT range AS i, md5(range::VARCHAR) AS h "
+                "FROM range(3000000) ORDER BY h"
+            )
+    line = str(e.value)
+    assert "\n" not in line
+    assert line.startswith(f"{db}: statement failed: Out of Memory Error: failed to offload")
+    assert line.endswith(
+        f"({db}.tmp, DuckDB's spill folder, is at max_temp_directory_size: "
+        "by default the free space on its disk)"
+    )

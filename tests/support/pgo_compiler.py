@@ -32,10 +32,12 @@ from pathlib import Path
 
 from support.testenv import go_env
 
-FUNC_POS = re.compile(r"^(\S+?):(\d+):\d+: (?:can inline|cannot inline) (\S+?)(?: with cost|:)")
+# Names are not one word: a generic function's shape holds spaces
+# (``sumBy[go.shape.struct { Kind int; End int }]``).
+FUNC_POS = re.compile(r"^(\S+?):(\d+):\d+: (?:can inline|cannot inline) (.+?)(?: with cost|: )")
 HOT_SITE = re.compile(
-    r"^hot-(?:budget check allows|big check disallows) inlining for call (\S+) "
-    r"\(cost \d+\) at (\S+?):(\d+):\d+ in (?:big )?function (\S+)$"
+    r"^hot-(?:budget check allows|big check disallows) inlining for call (.+?) "
+    r"\(cost \d+\) at (\S+?):(\d+):\d+ in (?:big )?function (.+)$"
 )
 DEVIRT = re.compile(
     r"^(\S+?):(\d+):\d+: PGO devirtualizing (?:interface|function) call (\S+) to (\S+)$"
@@ -155,3 +157,30 @@ def used_share(view: CompilerView, edges) -> tuple[float, int, int, list]:
     counted = sum(e.weight for e, _ in rows)
     used_w = sum(e.weight for e, u in rows if u)
     return (100.0 * used_w / counted if counted else float("nan")), used_w, counted, rows
+
+
+def ignored_profiles(go_profiles: dict[str, Path], d: Path) -> dict[str, Path]:
+    """Profiles go build -pgo accepts and makes no decision with: a 0-byte file,
+    a CPU profile without samples, one whose samples have single frames."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    import pyproflab
+
+    p = pyproflab.read_profile(go_profiles["cpu"])
+    ids = p.samples.column("location_ids").to_pylist()
+    id_type = p.samples.schema.field("location_ids").type
+    single = p.samples.set_column(0, "location_ids", pa.array([x[:1] for x in ids], id_type))
+    lines = p.locations.column("lines").to_pylist()
+    one_line = p.locations.set_column(
+        p.locations.schema.get_field_index("lines"),
+        "lines",
+        pa.array([x[-1:] for x in lines], p.locations.schema.field("lines").type),
+    )
+    (d / "zero.pgo").write_bytes(b"")
+    pyproflab.write_profile(dataclasses.replace(p, samples=p.samples.slice(0, 0)), d / "e.pgo")
+    pyproflab.write_profile(
+        dataclasses.replace(p, samples=single, locations=one_line), d / "sf.pgo"
+    )
+    return {"zero-byte": d / "zero.pgo", "empty": d / "e.pgo", "single-frame": d / "sf.pgo"}
