@@ -240,7 +240,8 @@ METRIC_TYPES = ("counter", "gauge", "summary", "histogram", "untyped")
 # The store's metric_samples rows: METRIC_SAMPLES plus who and where from (source:
 # a file path or URL). Prometheus' own instance/job labels are kept when the rows
 # came from a server; value keeps NaN and +-Inf. A sample is stored once per
-# (instance, metric, labels, time).
+# (service, instance, metric, labels, time) (store/metrics.py: a null service
+# matches any).
 STORE_METRIC_SAMPLES = pa.schema(
     [
         pa.field("service", pa.string()),
@@ -285,8 +286,8 @@ GC_CYCLES = pa.schema(
 
 # The store's gc_cycles rows: GC_CYCLES plus who and where from (source: the log
 # file's or stream's name; ingest refuses a row without one in its own words).
-# A cycle is stored once per (instance, source, run, gc_num): the same line of
-# the same process run of the same log.
+# A cycle is stored once per (service, instance, source, run, gc_num): the same
+# line of the same process run of the same log.
 STORE_GC_CYCLES = pa.schema(
     [
         pa.field("service", pa.string()),

@@ -172,6 +172,11 @@ def test_notebook_runs_on_the_demo_store(name, tmp_path):
         assert "hot edges:" in text  # the diff against the v1 profiles' edges
         for marker in ("PGO check", "PGO weightings", "PGO effect", "<th>decision</th>"):
             assert marker in html, f"04: no {marker} in the outputs"
+        # Without OUT its default.pgo went to a mkdtemp folder that stayed after the
+        # kernel stopped (37 pyproflab-pgo-* folders in /tmp): now one removed at exit.
+        reprs = "\n".join(_outputs(nb, "text/plain"))
+        (written,) = set(re.findall(r"written to (\S+)/default\.pgo", reprs))
+        assert not Path(written).exists(), written
     if chromium_binary() is None:
         pytest.skip("Chromium is not installed (scripts/install-system-deps.sh installs it)")
     from nbconvert import HTMLExporter

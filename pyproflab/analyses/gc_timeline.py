@@ -3,7 +3,9 @@
 Rules: a point is GC CPU over busy CPU (the increases of the ``go_cpu_classes``
 counters between two scrapes, as ``gc_windows`` computes ``gc_cpu_fraction_busy``
 over a window), placed mid-way between the scrapes; a step with a counter
-reset is skipped. Of several label series of one metric, the fullest is used
+reset is skipped. The instances are the selected profiles' (service and
+instance: another service's instance of the same name is not one of them).
+Of several label series of one metric, the fullest is used
 (ties: the largest labels). A profile sits on the time axis at the middle of
 its collection window, else at its time (``profile_time``).
 ``reports.gc_timeline`` draws both.
@@ -39,15 +41,17 @@ def gc_share_series(store, sel: Selection) -> Series:
     consecutive scrapes of the selection's instances (module rules)."""
     if "metric_samples" not in queries.table_names(store):
         return {}
-    inst = store.profiles(sel).select(["instance"]).column(0).to_pylist()
-    inst = sorted({i for i in inst if i is not None})
-    if not inst:
+    prof = store.profiles(sel).select(["service", "instance"]).to_pylist()
+    who = {(r["service"], r["instance"]) for r in prof if r["instance"] is not None}
+    if not who:
         return {}
     service = sel.service if isinstance(sel.service, str) else None
     rows = queries.instance_metric_samples(
-        store, [M_CPU_GC, M_CPU_TOTAL, M_CPU_IDLE], inst, service
+        store, [M_CPU_GC, M_CPU_TOTAL, M_CPU_IDLE], sorted({i for _, i in who}), service
     ).to_pylist()
-    series = _series(rows)
+    # By name alone, another service's pod-0 came too: a row is a selected
+    # instance's as the GC join matches them (a service when both name one).
+    series = _series([r for r in rows if _selected(r["service"], r["instance"], who)])
     out: Series = {}
     for (svc, ver, ins, metric), pts in series.items():
         if metric != M_CPU_GC:
@@ -65,6 +69,12 @@ def gc_share_series(store, sel: Selection) -> Series:
         if line:
             out[(svc, ver, ins)] = line
     return out
+
+
+def _selected(service: str | None, instance: str, who: set[tuple]) -> bool:
+    if service is None:
+        return True
+    return (service, instance) in who or (None, instance) in who
 
 
 def profile_time(r: dict[str, Any]) -> datetime | None:

@@ -47,12 +47,14 @@ class Command:
         parser.add_argument(
             "--time",
             metavar="T",
-            help="time of prom samples without a timestamp (default: file mtime)",
+            help="time of prom samples without a timestamp (ISO, UTC unless it has an offset; "
+            "default: file mtime)",
         )
         parser.add_argument(
             "--process-start",
             metavar="T",
-            help="when the gctrace'd process started (gives cycles a time)",
+            help="when the gctrace'd process started (gives cycles a time; ISO, UTC unless "
+            "it has an offset: ps -o lstart prints local time)",
         )
         parser.add_argument(
             "--lenient",

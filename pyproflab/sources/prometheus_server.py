@@ -15,8 +15,8 @@ Rules:
 - One ``TableItem`` of ``schema.METRIC_SAMPLES`` per (query, service, version,
   instance), its ``source`` the query's URL; ``rows`` and ``series`` count
   what the items held. Items have no key: a metric row is
-  new unless the store has one with the same instance, metric, labels and
-  time, so a re-run over the same range adds nothing.
+  new unless the store has one with the same service, instance, metric, labels
+  and time, so a re-run over the same range adds nothing.
 - A failed request is the ``MetricsError`` of ``prometheus_api``: one line
   naming the URL. Nothing is fetched while a store transaction is open (the
   store takes items between requests).

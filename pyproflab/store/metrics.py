@@ -4,11 +4,14 @@ Rules:
 
 - Each call is one transaction: every row of it is stored, or none is.
 - Idempotent: a ``metric_samples`` row is new unless a row with the same
-  (instance, metric, labels, time) is stored; a ``gc_cycles`` row unless one
-  with the same (instance, source, run, gc_num) is: the same line of the same
-  process run of the same log (``sources.gctrace_runs``). Rows without a
-  ``run`` column (made before runs existed) get their runs computed per
-  (instance, source), in row order. Re-ingesting adds nothing, and
+  (service, instance, metric, labels, time) is stored; a ``gc_cycles`` row
+  unless one with the same (service, instance, source, run, gc_num) is: the
+  same line of the same process run of the same log
+  (``sources.gctrace_runs``). Services match when both name one (``_same``):
+  two services' pod-0 are two instances, a row without a service is the row
+  given again with one. Rows without a ``run`` column (made before runs
+  existed) get their runs computed per (service, instance, source), in row
+  order. Re-ingesting adds nothing, and
   duplicates inside one batch are stored once (the first wins); a streamed
   input (``StreamedRows``) holding two values of one metric sample's key, or
   a key stored with another figure (a sample's value, a cycle's time), is
@@ -81,6 +84,19 @@ def _unique(rows: pa.Table, key: Sequence[str]) -> bool:
     return rows.select(list(key)).group_by(list(key)).aggregate([]).num_rows == rows.num_rows
 
 
+def _same(key: Sequence[str]) -> str:
+    """SQL: stored row ``m`` and new row ``n`` have the same ``key``, null equal to
+    null; a service only when both name one. Two services' pod-0 are two instances,
+    and a row stored without a service is the one given again with it, as the GC
+    joins match them (``queries._SAME_INSTANCE``)."""
+    return " AND ".join(
+        '(m."service" IS NULL OR n."service" IS NULL OR m."service" = n."service")'
+        if k == "service"
+        else f'm."{k}" IS NOT DISTINCT FROM n."{k}"'
+        for k in key
+    )
+
+
 def _insert_new(store: Store, rows: pa.Table, table: str, key: Sequence[str]) -> int:
     """Insert the rows of ``rows`` whose ``key`` is neither stored nor earlier in
     ``rows``, in their order; the caller holds the transaction. Returns the
@@ -100,7 +116,7 @@ def _insert_from(
     """``_insert_new`` of the rows of relation ``source`` (``names`` and a
     ``_pyproflab_row`` giving their order); ``unique``: no two share ``key``."""
     cols = ", ".join(f'"{c}"' for c in names)
-    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    on = _same(key)
     part = ", ".join(f'"{k}"' for k in key)
     # A log's own cycles have distinct keys: the window over the batch only
     # when they may not (it was most of the insert's time).
@@ -180,7 +196,9 @@ def ingest_gc_cycles(
 def ingest_gc_rows(store: Store, rows: pa.Table) -> int:
     """Store ``schema.STORE_GC_CYCLES`` rows (several logs or instances at once)
     in one transaction; returns rows added."""
-    rows = _conform(with_runs(rows, ("instance", "source")), schema.STORE_GC_CYCLES, "gc cycles")
+    rows = _conform(
+        with_runs(rows, ("service", "instance", "source")), schema.STORE_GC_CYCLES, "gc cycles"
+    )
     if rows.column("source").null_count:
         raise StoreError("gc cycles: every row needs a source (the log's name)")
     with store.transaction():
@@ -199,7 +217,7 @@ def _store_rows(rows: pa.Table) -> tuple[pa.Table, str, Sequence[str]]:
     """``with_meta``'s rows as their table's (runs computed), the table and its key."""
     if "gc_num" in rows.schema.names:
         rows = _conform(
-            with_runs(rows, ("instance", "source")), schema.STORE_GC_CYCLES, "gc cycles"
+            with_runs(rows, ("service", "instance", "source")), schema.STORE_GC_CYCLES, "gc cycles"
         )
         if rows.column("source").null_count:
             raise StoreError("gc cycles: every row needs a source (the log's name)")
@@ -361,7 +379,7 @@ def _refuse_restated(store: Store, stage: str, table: str, key: Sequence[str]) -
     """Refuse an input restating a stored row's key with another figure: counted
     "already present", the new figure was dropped and the old one kept."""
     fig = _FIGURE[table]
-    on = " AND ".join(f'm."{k}" IS NOT DISTINCT FROM n."{k}"' for k in key)
+    on = _same(key)
     what = (
         "n.metric || ' at ' || strftime(n.time, '%Y-%m-%dT%H:%M:%S%z')"
         if table == "metric_samples"

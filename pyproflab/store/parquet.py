@@ -24,8 +24,9 @@ dataset with a file missing, added or altered, or a table whose files hold
 other than its count of rows. ``import_parquet`` adds, in one transaction,
 the dataset's profiles that the store does not have (by content_hash; new
 profile ids) and the rows of every other table whose key
-(``tables.Table.row_key``: GC samples by instance, metric, labels and time,
-gctrace cycles by instance, log, run and cycle) the store does not have; so
+(``tables.Table.row_key``: GC samples by service, instance, metric, labels
+and time, gctrace cycles by service, instance, log, run and cycle; null equal
+to null) the store does not have; so
 it is idempotent, and export then import into an empty store gives every
 table its rows back but ``job_runs``: a job's runs belong to the store that
 ran them (``parquet_tables.NOT_IMPORTED``). Datasets of format 2 (profiles

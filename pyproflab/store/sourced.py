@@ -11,8 +11,8 @@ stores them. Rules:
 - A profile is identified by the sha256 of its decompressed bytes: one already
   stored (from this source or any other) is ``present`` and nothing is
   written for it; its bytes are not even decoded. Metric rows are new unless
-  the store has the same (instance, metric, labels, time) or (instance,
-  source, gc_num) (``store/metrics.py``).
+  the store has the same (service, instance, metric, labels, time) or
+  (service, instance, source, run, gc_num) (``store/metrics.py``).
 - An item the store cannot take (bytes that are not a profile, a table of
   another shape) is refused with its one-line reason; the others still land.
   Its key is not recorded, so a re-run tries it again.

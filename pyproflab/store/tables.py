@@ -117,14 +117,14 @@ METRICS: tuple[Table, ...] = (
     Table(
         "metric_samples",
         schema.STORE_METRIC_SAMPLES,
-        key=("instance", "metric", "labels", "time"),
+        key=("service", "instance", "metric", "labels", "time"),
     ),
     # source may be null in Arrow rows: ingest_gc_rows refuses them with its own message.
     Table(
         "gc_cycles",
         schema.STORE_GC_CYCLES,
         {"source": "NOT NULL"},
-        key=("instance", "source", "run", "gc_num"),
+        key=("service", "instance", "source", "run", "gc_num"),
     ),
 )
 

@@ -448,3 +448,44 @@ def test_the_mutators_cpu_per_cycle_raises_its_speed_with_fewer_cycles() -> None
         assert pacer._rates(replace(p, cycle_cpu=0.0), 100.0, 200.0, per_cycle)[0] == 1.0
     paced = replace(p, saturated=False, alloc=0.5, mutator0=0.2, cap=4.0)
     assert pacer._rates(paced, 100.0, 200.0, 10.0)[2] == pytest.approx(0.2 + 0.05 * 10.0)
+
+
+def _shifted_snapshots(src: Path, dest: Path, ms: int, cycles: int) -> list[str]:
+    """Copies of the snapshots in ``src``, each sample ``ms`` later and the cycle
+    counters ``cycles`` higher (another process of the same program)."""
+    import re
+
+    dest.mkdir()
+    for p in sorted(src.glob("*.prom")):
+        lines = []
+        for line in p.read_text().splitlines():
+            m = re.fullmatch(r"(\S+) (\S+) (\d+)", line)
+            if m and not line.startswith("#"):
+                name, v, ts = m.groups()
+                value = float(v) + (cycles if name.startswith("go_gc_cycles_") else 0)
+                line = f"{name} {value!r} {int(ts) + ms}"
+            lines.append(line)
+        (dest / p.name).write_text("\n".join(lines) + "\n")
+    return sorted(str(p) for p in dest.glob("*.prom"))
+
+
+def test_two_services_pod_0_are_two_instances(tmp_path: Path) -> None:
+    """api and db each run pod-0, scraped a second apart. gogc over both (no
+    --service) read one pod-0 series, the two cycle counters interleaved: "30000
+    cycles, 30 runs, 60000.0 GC/min" where each has 5 cycles, 5.6 GC/min."""
+    from pyproflab.analyses.gogc.inputs import observe_store
+    from pyproflab.store import Store
+
+    run = Path(__file__).resolve().parents[1] / "testdata" / "gc" / "h70svc" / "gogc400-metrics"
+    db = tmp_path / "s.duckdb"
+    snaps = sorted(str(p) for p in run.glob("*.prom"))
+    shifted = _shifted_snapshots(run, tmp_path / "db", 1000, 1000)
+    for service, files in (("api", snaps), ("db", shifted)):
+        args = ["--format", "prom", "--service", service, "--instance", "pod-0"]
+        assert main(["ingest-gc", "--db", str(db), *args, *files]) == 0
+    with Store.open(db, read_only=True) as store:
+        one = gi.advise(observe_store(store, service="api")).model.fit.observed
+        both = gi.advise(observe_store(store)).model.fit.observed
+    assert len(one) == len(both) == 1
+    assert both[0].cycles == 2 * one[0].cycles and both[0].runs == 2
+    assert both[0].figures["cycles_per_min"] == pytest.approx(one[0].figures["cycles_per_min"])

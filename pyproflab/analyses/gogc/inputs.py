@@ -11,7 +11,9 @@ Rules:
   figures, Prometheus for the process's CPU and RSS), or the one that can,
   with a note saying which and why the other could not (no rows, or too few:
   one Prometheus snapshot, fewer than 3 cycles). Neither: one line with both
-  reasons. cAdvisor's container metrics come along (``container``).
+  reasons. cAdvisor's container metrics come along (``container``). Rows of
+  several services name their instance ``service/instance``: two services'
+  pod-0 are two instances.
 - Figures (``from_figures``, the GC guide's case with no per-cycle data):
   GOGC, cycles per minute and GC share, optionally the heap goal or marked
   heap, roots and the process CPU, make one steady sample. Without a heap
@@ -150,14 +152,35 @@ def observe_store(
     from pyproflab.store.metrics import gc_cycle_rows, metric_sample_rows
 
     sel = dict(service=service, version=version, instance=instance)
-    cycles = gc_cycle_rows(store, **sel)
-    samples = metric_sample_rows(store, METRIC_NAMES + ct.CADVISOR, **sel)
+    cycles, samples = _instances_of_their_service(
+        gc_cycle_rows(store, **sel), metric_sample_rows(store, METRIC_NAMES + ct.CADVISOR, **sel)
+    )
     if cycles.num_rows == 0 and samples.num_rows == 0:
         what = ", ".join(f"{k} {v}" for k, v in sel.items() if v is not None) or "the store"
         raise UsageError(
             f"no gctrace cycles or GC metrics for {what}: ingest them with `pyproflab ingest-gc`"
         )
     return observe(cycles=cycles, samples=samples, gogc=gogc, memory_limit=memory_limit)
+
+
+def _instances_of_their_service(*tables: pa.Table) -> tuple[pa.Table, ...]:
+    """The rows with ``instance`` named ``service/instance`` when they hold more
+    than one service: by name alone, two services' pod-0 were one instance, their
+    scrapes one series (two counters interleaved: a "restart" at every scrape)."""
+    services = {s for t in tables for s in t.column("service").to_pylist() if s is not None}
+    if len(services) < 2:
+        return tables
+    out = []
+    for t in tables:
+        pairs = zip(t.column("service").to_pylist(), t.column("instance").to_pylist(), strict=True)
+        names = [f"{s}/{i}" if s is not None and i is not None else i for s, i in pairs]
+        out.append(_with_instance_names(t, names))
+    return tuple(out)
+
+
+def _with_instance_names(table: pa.Table, names: list) -> pa.Table:
+    i = table.column_names.index("instance")
+    return table.set_column(i, "instance", pa.array(names, pa.string()))
 
 
 def from_figures(
