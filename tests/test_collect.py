@@ -450,7 +450,7 @@ def test_collect_faults_each_give_one_line_and_the_rest_lands(
     assert "not a Prometheus exposition" in next(m for m in metric_lines if "html" in m)
     assert len(lines) == len(got)  # one line each, no repeats
     assert out.startswith("collected 14 profiles (14 new, 0 already present) and "), out
-    assert re.search(r"; 6 fetches failed, \d+ scrapes failed, 1 targets skipped$", out.strip())
+    assert re.search(r"; 6 fetches failed, \d+ scrapes failed, 1 target skipped$", out.strip())
 
     # Retries: transient faults retried once, 401 and a bad body never.
     assert fleet.targets["flaky"].requests["debug/pprof/profile"] == 2

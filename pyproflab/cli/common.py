@@ -354,7 +354,7 @@ def spark_dataset(args: argparse.Namespace):
         raise UsageError(
             f"--engine spark needs pyspark (pip install 'pyproflab[spark]'): {e}"
         ) from None
-    return SparkDataset(local_session(conf=conf), args.dataset)
+    return SparkDataset(local_session(conf=conf, quiet=True), args.dataset)
 
 
 def add_report_options(parser: argparse.ArgumentParser, *, graph: bool = True) -> None:

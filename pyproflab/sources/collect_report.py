@@ -138,11 +138,11 @@ class CollectReport:
         )
         skipped = sum(1 for t in self.targets if t.error)
         problems = [
-            f"{n} {what}"
-            for n, what in (
-                (self.failed, "fetches failed"),
-                (self.scrapes_failed, "scrapes failed"),
-                (skipped, "targets skipped"),
+            f"{n} {one if n == 1 else more}"
+            for n, one, more in (
+                (self.failed, "fetch failed", "fetches failed"),
+                (self.scrapes_failed, "scrape failed", "scrapes failed"),
+                (skipped, "target skipped", "targets skipped"),
             )
             if n
         ]

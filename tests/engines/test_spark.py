@@ -242,7 +242,9 @@ def test_spark_refuses_a_mixed_selection(spark, sparked):
 
 def test_cli_top_engine_spark(sparked, pprof):
     """`pyproflab top --engine spark --dataset D --service notesd --nodefraction 0 --format csv`
-    (its own JVM) == pprof -top -nodefraction=0, the oracle's flags."""
+    (its own JVM) == pprof -top -nodefraction=0, the oracle's flags. Its stderr holds
+    nothing of Spark's (helper-85: progress bars, log4j WARN lines, pyspark's pandas
+    FutureWarning), only the JVM launcher's own line, which no option turns off."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     res = subprocess.run(
         [
@@ -274,6 +276,8 @@ def test_cli_top_engine_spark(sparked, pprof):
         env=env,
     )
     assert res.returncode == 0, res.stderr[-2000:]
+    launcher = "WARNING: Using incubator modules"
+    assert [ln for ln in res.stderr.splitlines() if not ln.startswith(launcher)] == []
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     ours = [(r["name"], int(r["flat"]), int(r["cum"]), r.get("inline") or "") for r in rows]
     assert_same_rows(ours, pprof.top(FLEET, sample_index=1), "CLI spark top")
