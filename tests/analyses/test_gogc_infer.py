@@ -4,10 +4,13 @@ MiB-floored figures allow said where it is wide."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support import gc_recordings as rec
 
 from pyproflab.analyses.gogc import infer
+from pyproflab.analyses.gogc.inputs import read_gctrace_files
 from pyproflab.analyses.gogc.samples import from_gctrace
 from pyproflab.errors import UsageError
 
@@ -93,3 +96,16 @@ def test_a_given_setting_keeps_the_held_goals():
     obs = from_gctrace(t, gogc=400.0, memory_limit=256 * MiB)
     assert list(obs.settings) == [(400.0, 256 * MiB)]
     assert not [n for n in obs.notes if "held" in n]
+
+
+def test_a_start_up_ramp_does_not_move_the_setting_off_its_cycles_range():
+    """gcload at GOGC=25 under Go 1.22 (helper-89): 5 ramp cycles, where the
+    whole MiB of a 1-5 MiB heap allow any GOGC from 9 to 37 (value 30), and 5
+    steady ones, which allow only 24.8 to 25.3. Joined as one setting, its
+    label was the median of 30 and 25: "current GOGC=30" beside a note that
+    "any GOGC from 25 to 25 fits"."""
+    log = Path(__file__).resolve().parents[1] / "testdata/gc/runs/gcload-go1.22-startup.log"
+    obs = from_gctrace(read_gctrace_files([str(log)]))
+    assert list(obs.settings) == [(25.0, None)]
+    assert obs.current == (25.0, None)
+    assert not [n for n in obs.notes if "whole MiB" in n]

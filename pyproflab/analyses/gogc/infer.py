@@ -12,6 +12,10 @@ Rules:
 3. Segments whose values lie within 12 % of each other (across runs too), or
    that rule 7 joins, are one setting, labelled with their cycle-weighted
    median, rounded: the floored MiB of a small heap move a cycle's value.
+   Where the segments' ranges (rule 6) intersect, the label lies in that
+   intersection (moved to its nearest end, rounded; else its middle): a Go 1.22
+   start-up log of 5 ramp cycles (any GOGC from 9 to 37) and 5 at a steady
+   GOGC=25 (24.8 to 25.3) was labelled GOGC 30, the median of 30 and 25.
 4. gctrace prints heaps as ``bytes >> 20``: a printed ``X MB`` is ``[X, X + 1)``
    MiB, and ``samples`` takes its middle. Roots (stacks + globals, each
    floored) lie within 1 MiB below and 2 MiB above the sum taken.
@@ -148,9 +152,22 @@ def cluster(runs: list[tuple[int, list[tuple[Any, list[dict]]]]]) -> list:
     label = {}
     for grp in groups:
         ws = [g for g, n, _ in grp for _ in range(n)]
-        med = snap_gogc(statistics.median(ws))
+        med = within(snap_gogc(statistics.median(ws)), [b for _, _, b in grp if b])
         label.update({g: med for g, _, _ in grp})
     return [(k, [(label[g], seg) for g, seg in ss]) for k, ss in runs]
+
+
+def within(g: float, bounds: Sequence[tuple[float, float]]) -> float:
+    """Rule 3's label kept inside the range every segment of the setting allows,
+    where their ranges intersect: the GOGC no cycle contradicts."""
+    lo, hi = (
+        max((b[0] for b in bounds), default=-math.inf),
+        min((b[1] for b in bounds), default=math.inf),
+    )
+    if lo > hi or lo <= g <= hi:
+        return g
+    snapped = snap_gogc(min(max(g, lo), hi))
+    return snapped if lo <= snapped <= hi else float(round((lo + hi) / 2))
 
 
 def _cycle_bounds(s: dict[str, Any], prev: dict[str, Any]) -> tuple[float, float]:
