@@ -11,7 +11,8 @@ Rules:
 - A stored execution trace taken before the cutoff goes with every trace_* row
   of its own; its blocking profiles carry its time, so they go with the profiles.
 - GC metrics (``metric_samples``, ``gc_cycles``) older than the cutoff go too
-  when asked.
+  when asked; gctrace cycles without a time (no ``--process-start``, or a
+  log's later process runs) are never older than anything, and stay.
 - Space: DuckDB reuses the blocks freed by a ``CHECKPOINT``; the file itself
   shrinks only as far as free blocks sit at its end (DuckDB 2.0 has no
   VACUUM that rewrites a file). Nothing is checkpointed when nothing was

@@ -3,6 +3,8 @@ drop folders, exported Parquet datasets, any source), so that none imports anoth
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
@@ -69,3 +71,20 @@ class IngestReport:
         if other.listed is not None:
             self.listed = (self.listed or 0) + other.listed
         self.known += other.known
+
+
+@contextlib.contextmanager
+def says_what_was_stored(report: IngestReport) -> Iterator[None]:
+    """An interrupt (Ctrl-C; SIGTERM, whose class it keeps) of a source's ingest
+    says, as its message, what was stored before it: the batches committed, each
+    whole. One that says something already (ingest's count of its files) is left
+    as it is."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        if str(e):
+            raise
+        raise type(e)(
+            f"{report.new} new profiles and {report.metric_rows} metric rows "
+            "were stored before it (each batch whole)"
+        ) from None

@@ -21,7 +21,7 @@ stores them. Rules:
   after the batch before them is stored.
 - A source that raises (a ``SourceError``: its listing failed) stops the run:
   the batch being filled is dropped, the error propagates. Batches stored
-  before it stay.
+  before it stay; an interrupt says how much they hold.
 - Each item's ``outcome`` is set once its batch is stored (new, present or
   refused), so a source can report per item after the run. A ``Seen`` key is
   recorded (status ``empty``) with the batch it arrives in.
@@ -76,7 +76,7 @@ from pyproflab.store.ingest import (
     known_hash_prefixes,
     write_keyed,
 )
-from pyproflab.store.ingest_report import IngestReport
+from pyproflab.store.ingest_report import IngestReport, says_what_was_stored
 
 if TYPE_CHECKING:
     from pyproflab.model import Profile
@@ -151,13 +151,14 @@ def ingest_source(
         raise StoreError(f"batch size and bytes must be at least 1 ({batch_size}, {batch_bytes})")
     run = _Run(store, source.name, batch_size, batch_bytes, max_bytes or DEFAULT_MAX_BYTES)
     items = source.items(request or Request(), _Known(run))
-    try:
-        _take(run, items, progress, workers)
-    finally:
-        close = getattr(items, "close", None)
-        if close is not None:  # a generator's own clean-up (threads, sockets) runs now
-            close()
-    run.flush()
+    with says_what_was_stored(run.report):
+        try:
+            _take(run, items, progress, workers)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:  # a generator's own clean-up (threads, sockets) runs now
+                close()
+        run.flush()
     return run.report
 
 

@@ -176,3 +176,28 @@ def test_expect_drives_progress(store: Store) -> None:
     things = [Expect(3), *_profile_items()[:3]]
     ingest_source(store, ListSource(things), progress=lambda d, t: seen.append((d, t)))
     assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+@dataclass
+class InterruptedSource(ListSource):
+    """Ctrl-C (or SIGTERM) inside the source after ``fail_after`` items."""
+
+    def items(self, request: Request, known: Known) -> Iterator:
+        for i, t in enumerate(self.things):
+            if i == self.fail_after:
+                raise KeyboardInterrupt
+            yield t
+
+
+def test_an_interrupt_says_what_was_stored_before_it(store: Store) -> None:
+    """collect (or pull) stopped by SIGTERM said 'pyproflab: terminated' alone
+    though profiles were stored: a collect from notesd killed 3.96 s in left 5 of
+    its 6 profiles in the store (helper-87's kill loop). It now says how many, as
+    ingest does."""
+    things = _profile_items()[:3]
+    with pytest.raises(KeyboardInterrupt) as e:
+        ingest_source(store, InterruptedSource(things, fail_after=2), batch_size=1)
+    assert str(e.value) == (
+        "2 new profiles and 0 metric rows were stored before it (each batch whole)"
+    )
+    assert store.counts()["profiles"] == 2
