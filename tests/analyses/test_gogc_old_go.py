@@ -56,3 +56,42 @@ def test_metrics_alone_without_gogc_metric_say_what_they_assume(
     assert got["observed"]["current"]["gogc"] == 100
     assert "not exported" in got["observed"]["provenance"]["GOGC"]
     assert any("go_gc_gogc_percent not exported" in n for n in got["notes"])
+
+
+def test_gc_window_names_a_metric_the_scrapes_lack(tmp_path: Path) -> None:
+    """Go 1.21 exports no /sched/pauses/total/gc:seconds (Go 1.22 added it):
+    the note says the scrapes lack it and since when Go has it, not that the
+    window had no samples (a notesd of go1.21.13 read "no samples in the
+    window" for a window holding two scrapes)."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from pyproflab.analyses.gc_windows import M_PAUSES, Notes, window_metrics
+    from pyproflab.store import Store
+
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    for snap in sorted(RUN.glob("snap-*.prom")):
+        kept = [ln for ln in snap.read_text().splitlines(keepends=True) if M_PAUSES not in ln]
+        (snaps / snap.name).write_text("".join(kept))
+    db = tmp_path / "w.duckdb"
+    key = ["--db", str(db), "--service", "graph", "--instance", "i1"]
+    assert main(["ingest-gc", *map(str, sorted(snaps.iterdir())), "--format", "prom", *key]) == 0
+    ts = pa.timestamp("us", tz="UTC")
+    windows = pa.table(
+        {
+            "key": [1],
+            "service": ["graph"],
+            "instance": ["i1"],
+            "w_start": pa.array([datetime(2000, 1, 1, tzinfo=UTC)], ts),
+            "w_end": pa.array([datetime(2100, 1, 1, tzinfo=UTC)], ts),
+        }
+    )
+    notes = Notes()
+    with Store.open(db) as store:
+        vals = window_metrics(store, windows, {"metric_samples"}, notes)[1]
+    assert vals["scrapes"] == 3 and vals["gc_cycles"] and vals["stw_pause_p99_seconds"] is None
+    text = "\n".join(notes.lines())
+    assert f"{M_PAUSES}_sum: not in the window's scrapes" in text
+    assert "Go 1.22" in text and "no samples in the window" not in text
