@@ -81,10 +81,24 @@ WINDOW_METRICS: tuple[str, ...] = (
     M_CPU_IDLE,
 )
 SETTING_METRICS: tuple[str, ...] = (M_GOGC, M_GOMEMLIMIT)
+# The Go release whose runtime/metrics first had what a metric reads: an older
+# Go's /metrics lack it whatever client_golang does (Go 1.21 has no STW pause
+# histogram, Go 1.19 no CPU classes).
+SINCE_GO = {M_PAUSES: "1.22", M_HEAP_LIVE: "1.21"} | dict.fromkeys(
+    (M_CPU_GC, M_CPU_TOTAL, M_CPU_IDLE), "1.20"
+)
 
 PAUSE_QUANTILE = 0.99
 
 # --- pure helpers -------------------------------------------------------------------
+
+
+def absent_note(metric: str) -> str:
+    """The note for a metric that none of a window's scrapes holds, though they
+    hold others: the service does not export it (not a gap in the scrapes)."""
+    base = metric.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+    since = f" (Go {SINCE_GO[base]} and later export it)" if base in SINCE_GO else ""
+    return f"{metric}: not in the window's scrapes{since}"
 
 
 def counter_increase(values: Sequence[float]) -> float | None:
@@ -249,7 +263,7 @@ def _fill_window(
         by_labels = {k: v[""] for k, v in metrics.get(metric, {}).items() if "" in v}
         s = _pick(by_labels, metric, notes)
         if s is None:
-            notes.add(f"{metric}: no samples in the window")
+            notes.add(absent_note(metric))  # the window has scrapes: _fill_window's caller
         return s
 
     def increase(metric: str) -> tuple[float | None, float | None]:
@@ -296,7 +310,7 @@ def _fill_window(
 def _pause_quantile(series: dict[tuple, dict[str, _Series]], notes: Notes) -> float | None:
     metric = f"{M_PAUSES}_bucket"
     if not series:
-        notes.add(f"{metric}: no samples in the window")
+        notes.add(absent_note(metric))
         return None
     if len(series) > 1:
         notes.add(

@@ -78,10 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is, so it unwinds as Ctrl-C does."""
+    """SIGTERM, raised where the command is, so it unwinds as Ctrl-C does.
+    ``seen``: whether one came during this command. DuckDB, running a query
+    when the handler raises, ends the query with its own interrupt, and the
+    Terminated is lost: ``is_terminated`` asks both."""
+
+    seen = False
+
+
+def is_terminated(e: KeyboardInterrupt) -> bool:
+    """Whether an interrupt unwinding the command is a SIGTERM's (see Terminated)."""
+    return isinstance(e, Terminated) or Terminated.seen
 
 
 def _terminated(signum: int, frame: object) -> None:
+    Terminated.seen = True
     raise Terminated
 
 
@@ -97,6 +108,7 @@ def _sigterm_unwinds() -> Iterator[None]:
     ours = threading.current_thread() is threading.main_thread()
     ours = ours and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     if ours:
+        Terminated.seen = False
         signal.signal(signal.SIGTERM, _terminated)
     try:
         yield
@@ -161,10 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProflabError as e:
         print(f"pyproflab: error: {e}", file=sys.stderr)
         return e.exit_code
-    except Terminated as e:
-        print(f"pyproflab: terminated{_what_was_done(e)}", file=sys.stderr)
-        return 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
     except KeyboardInterrupt as e:
+        if is_terminated(e):
+            print(f"pyproflab: terminated{_what_was_done(e)}", file=sys.stderr)
+            return 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
         print(f"pyproflab: interrupted{_what_was_done(e)}", file=sys.stderr)
         return 130
     except BrokenPipeError:

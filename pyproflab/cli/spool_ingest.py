@@ -86,14 +86,14 @@ class Command:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from pyproflab.cli import Terminated
+        from pyproflab.cli import is_terminated
 
         try:
             return self._run(args)
-        except Terminated:
+        except KeyboardInterrupt as e:
             # serve ends its ingesters with SIGTERM at every stop, wherever they
             # are (still importing, or following); the server reports its own end.
-            if not args.served:
+            if not (args.served and is_terminated(e)):
                 raise
             return 0
 

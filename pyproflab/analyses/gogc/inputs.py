@@ -88,6 +88,14 @@ def read_metric_files(paths: Iterable[str], instance: str | None = None) -> pa.T
     return pa.concat_tables(tables)
 
 
+def _one_gogc_each(trace: Observation | None) -> dict:
+    """Each instance's GOGC in gctrace, for those that show one only."""
+    seen: dict = {}
+    for s in trace.samples if trace else []:
+        seen.setdefault(s.get("instance"), set()).add(s["setting"][0])
+    return {inst: next(iter(gs)) for inst, gs in seen.items() if len(gs) == 1}
+
+
 def observe(
     *,
     cycles: pa.Table | None = None,
@@ -118,6 +126,7 @@ def observe(
                 samples,
                 gogc="observed" if gogc == "auto" else gogc,
                 memory_limit="observed" if memory_limit == "auto" else memory_limit,
+                trace_gogc=_one_gogc_each(got.get("gctrace")),
             )
         except UsageError as e:
             why["prometheus"] = str(e)

@@ -24,8 +24,10 @@ Rules (client_golang's defaults; runtime/metrics names preferred):
 - The setting of an interval is ``go_gc_gogc_percent`` (negative, or 2^62
   or more: off; the runtime exports off's -1 as a uint64, 2^64 − 1) and
   ``go_gc_gomemlimit_bytes`` (2^62 or more: no limit) at both ends; an
-  interval whose setting changed in it is left out. Without them: GOGC 100
-  and no limit, with a note (or the setting given).
+  interval whose setting changed in it is left out. Without them (Go before
+  1.21): GOGC 100 and no limit, with a note (or the setting given); beside a
+  gctrace log of the instance showing one GOGC, that GOGC (a GOGC=200 service
+  of Go 1.20 read "current GOGC=100" from the store, its gctrace relabelled).
 - Mark time: the dedicated class counts the dedicated and fractional workers.
   With only dedicated workers (P = 4, 5, 7, 8, ...) ``T`` = their CPU per
   cycle / their number, exact. With fractional ones (P <= 3 or 6) they run
@@ -158,11 +160,11 @@ class _Snaps:
         return None if a is None or b is None else b - a
 
 
-def _setting(s: _Snaps, t, given: tuple[Any, Any]) -> Setting:
+def _setting(s: _Snaps, t, given: tuple[Any, Any], unexported: float | None = 100.0) -> Setting:
     g = given[0] if given[0] != "observed" else s.at(GOGC_METRIC, t)
     m = given[1] if given[1] != "observed" else s.at(LIMIT_METRIC, t)
     if given[0] == "observed" and g is None:
-        g = 100.0
+        g = unexported  # Go before 1.21 has no /gc/gogc:percent
     if g is not None and (g < 0 or g >= NO_GOGC_MIN):
         g = None
     if m is not None and m >= NO_LIMIT_MIN:
@@ -298,19 +300,23 @@ def _run_cuts(times: list, cyc: dict) -> list[list]:
     return [r for r in runs if len(r) >= 2]
 
 
-def _run_samples(s: _Snaps, times: list, given: tuple[Any, Any]) -> tuple[list[dict], int]:
+def _run_samples(
+    s: _Snaps, times: list, given: tuple[Any, Any], unexported: float | None = 100.0
+) -> tuple[list[dict], int]:
     """One run's samples and how many were absurd (module rules): an interval
     starts at the last sample's end (snapshots with no cycle in between
-    lengthen it) or where the setting changed."""
+    lengthen it) or where the setting changed. ``gogc_exported`` says whether
+    its GOGC is the exported (or given) one, not ``unexported``."""
     got, absurd, t0 = [], 0, times[0]
     for prev, t1 in zip(times, times[1:], strict=False):
-        st1 = _setting(s, t1, given)
-        if _setting(s, prev, given) != st1:
+        st1 = _setting(s, t1, given, unexported)
+        if _setting(s, prev, given, unexported) != st1:
             t0 = t1
             continue
         if (smp := _interval(s, t0, t1, st1)) is None:
             continue
         t0 = t1
+        smp["gogc_exported"] = given[0] != "observed" or s.at(GOGC_METRIC, t1) is not None
         if smp["mutator"] < -0.01 * smp["busy_all"]:  # GC CPU above the process's
             absurd += 1
             continue
@@ -324,9 +330,13 @@ def from_metrics(
     gogc: float | None | str = "observed",
     memory_limit: float | None | str = "observed",
     source: str = "prometheus",
+    trace_gogc: dict[Any, float | None] | None = None,
 ) -> Observation:
     """An ``Observation`` from ``METRIC_SAMPLES`` rows (an ``instance`` column,
-    if present, separates instances; module rules)."""
+    if present, separates instances; module rules). Where GOGC is observed but
+    not exported (Go before 1.21), an instance in ``trace_gogc`` takes the GOGC
+    its gctrace shows (else 100): gctrace's heap goals say it, 100 is a guess."""
+    trace_gogc = trace_gogc or {}
     ser = _series(samples.to_pylist())
     insts = sorted({k[0] for k in ser}, key=lambda x: (x is None, str(x)))
     out: list[dict[str, Any]] = []
@@ -339,7 +349,7 @@ def from_metrics(
             continue
         cyc = ser[(inst, cname)]
         for times in _run_cuts(sorted(cyc), cyc):
-            got, bad = _run_samples(s, times, (gogc, memory_limit))
+            got, bad = _run_samples(s, times, (gogc, memory_limit), trace_gogc.get(inst, 100.0))
             absurd += bad
             if not got:
                 continue
@@ -362,7 +372,7 @@ def from_metrics(
             "cannot model GOGC"
         )
     obs = Observation(out, statistics.median(x["procs"] for x in out), source, peak_rss=peaks)
-    _notes(ser, obs, gogc, memory_limit)
+    _notes(ser, obs, gogc, memory_limit, set(insts) <= set(trace_gogc))
     if absurd:
         obs.notes.append(
             f"{absurd} interval(s) whose GC CPU exceeds the process's (a share above 100%): "
@@ -371,8 +381,9 @@ def from_metrics(
     return obs
 
 
-def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any) -> None:
-    """Provenance of each input, and a note for each fallback."""
+def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any, traced: bool) -> None:
+    """Provenance of each input, and a note for each fallback (``traced``: every
+    instance's GOGC, when not exported, is its gctrace's)."""
     names = {k[1] for k in ser}
     runs = f"{obs.runs} run{'s' if obs.runs != 1 else ''}"  # as gctrace's provenance says it
     label = f"{obs.source} ({obs.cycles} cycles over {len(obs.samples)} intervals, {runs})"
@@ -393,12 +404,19 @@ def _notes(ser: dict, obs: Observation, gogc: Any, memory_limit: Any) -> None:
         if "process_resident_memory_bytes" in names
         else "not exported: peak memory taken as 1.4 x the heap goal"
     )
-    obs.provenance["GOGC"] = "given" if gogc != "observed" else f"{label}: {GOGC_METRIC}"
+    unexported = "from gctrace's heap goals" if traced else "taken as 100"
+    obs.provenance["GOGC"] = (
+        "given"
+        if gogc != "observed"
+        else f"{label}: {GOGC_METRIC}"
+        if GOGC_METRIC in names
+        else f"{GOGC_METRIC} not exported (Go before 1.21): {unexported}"
+    )
     obs.provenance["memory limit"] = (
         "given" if memory_limit != "observed" else f"{label}: {LIMIT_METRIC}"
     )
     checks = [
-        (GOGC_METRIC, f"{GOGC_METRIC} not exported: GOGC taken as 100"),
+        (GOGC_METRIC, f"{GOGC_METRIC} not exported (Go before 1.21): GOGC {unexported}"),
         (GC_CPU, f"no {GC_CPU}: GC CPU from {GC_FRACTION} (the average since the process started)"),
         (DEDICATED, "no mark-worker CPU classes: mark time unknown, no floating garbage modelled"),
         (

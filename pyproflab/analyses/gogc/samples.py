@@ -448,7 +448,8 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
     limits = {g: m for g, m in by_setting}
     own: dict[Any, set] = {}
     for x in metrics.samples:
-        own.setdefault(x.get("instance"), set()).add(x["setting"])
+        if x.get("gogc_exported", True):  # a GOGC assumed for a missing metric labels nothing
+            own.setdefault(x.get("instance"), set()).add(x["setting"])
     relabelled = False
     for s in trace.samples:
         g, m = s["setting"]
