@@ -109,3 +109,18 @@ def test_a_start_up_ramp_does_not_move_the_setting_off_its_cycles_range():
     assert list(obs.settings) == [(25.0, None)]
     assert obs.current == (25.0, None)
     assert not [n for n in obs.notes if "whole MiB" in n]
+
+
+def test_a_gogc_metrics_export_takes_back_the_inferred_notes_range():
+    """batch at GOGC 25 with its /metrics beside the log: the exported
+    go_gc_gogc_percent labels the cycles, yet the note that gctrace's goals read
+    as GOGC 30, "any GOGC from 19 to 38", stayed (helper-89, on Go 1.22's notesd:
+    "GOGC=50 is inferred ... give --gogc" under "GOGC: prometheus")."""
+    from pyproflab.analyses.gogc.inputs import observe
+
+    dirs = rec.runs("batch", "gogc25")
+    alone = observe(cycles=rec.cycles_table(dirs))
+    assert [n for n in alone.notes if "whole MiB" in n]
+    both = observe(cycles=rec.cycles_table(dirs), samples=rec.samples_table(dirs))
+    assert list(both.settings) == [(25.0, None)]
+    assert not [n for n in both.notes if "whole MiB" in n], both.notes

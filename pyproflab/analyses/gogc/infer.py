@@ -215,11 +215,24 @@ def wide_notes(
         lo, hi = _joint(rs)
         if lo < g * (1 - snap) or hi > g * (1 + snap):
             notes.append(
-                f"GOGC={g:g} is inferred from heap sizes gctrace prints in whole MiB: "
+                f"GOGC={g:g} {WIDE} in whole MiB: "
                 f"any GOGC from {max(lo, 0):.0f} to {hi:.0f} fits those cycles (a small "
                 "heap); give --gogc"
             )
     return notes
+
+
+WIDE = "is inferred from heap sizes gctrace prints"
+
+
+def still_inferred(note: str, gogcs: set) -> bool:
+    """False for a rule 8 note on a GOGC none of whose cycles is still labelled
+    by inference (the /metrics beside the log export the setting): "GOGC=50 is
+    inferred ..." beside "GOGC: prometheus ... go_gc_gogc_percent" (helper-89)."""
+    head, _, rest = note.partition(" ")
+    if not (head.startswith("GOGC=") and rest.startswith(WIDE)):
+        return True
+    return head[5:] in {f"{g:g}" for g in gogcs if g is not None}
 
 
 def held_by_limit(seg: Sequence[dict[str, Any]]) -> bool:

@@ -451,14 +451,17 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         if x.get("gogc_exported", True):  # a GOGC assumed for a missing metric labels nothing
             own.setdefault(x.get("instance"), set()).add(x["setting"])
     relabelled = False
+    inferred = set()  # the GOGCs still inferred from gctrace's goals
     for s in trace.samples:
         g, m = s["setting"]
         one = own.get(s.get("instance"), set())
         if len(one) == 1:  # the instance's setting as /metrics reports it
             s["setting"] = next(iter(one))
             relabelled = True
-        elif m is None and g in limits:
-            s["setting"] = (g, limits[g])
+        else:
+            inferred.add(g)
+            if m is None and g in limits:
+                s["setting"] = (g, limits[g])
         got = by_setting.get(s["setting"]) or []
         # busy, else the OS's count (client_golang's defaults: no idle class)
         if cpu := [k for k in ("busy", "busy_all") if any(math.isfinite(x[k]) for x in got)]:
@@ -484,7 +487,7 @@ def combine(trace: Observation, metrics: Observation) -> Observation:
         trace.procs,
         f"{trace.source}+{metrics.source}",
         prov,
-        trace.notes + metrics.notes,
+        [n for n in trace.notes if infer.still_inferred(n, inferred)] + metrics.notes,
         metrics.peak_rss or trace.peak_rss,
         None,
         metrics.container or trace.container,
