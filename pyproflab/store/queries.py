@@ -287,21 +287,6 @@ def window_gc_cycles(store: Store, windows: pa.Table) -> tuple[pa.Table, pa.Tabl
     return cycles, logged
 
 
-def window_gc_cycle_costs(store: Store, windows: pa.Table) -> pa.Table:
-    """(instance, gc_num, heap_live_mb, stacks_mb, globals_mb, heap_start_mb,
-    heap_end_mb, cpu_ms) of the unforced gctrace cycles inside each window, each
-    cycle once; cpu_ms is the cycle's GC CPU in all phases. ``windows``: service,
-    instance, w_start, w_end."""
-    with store.registered(gc_windows=windows):
-        return store.sql(
-            "SELECT DISTINCT m.instance, m.gc_num, m.heap_live_mb, m.stacks_mb, m.globals_mb, "
-            "m.heap_start_mb, m.heap_end_mb, m.cpu_sweep_term_ms + m.cpu_assist_ms + "
-            "m.cpu_background_ms + m.cpu_idle_ms + m.cpu_mark_term_ms AS cpu_ms "
-            f"FROM gc_windows w JOIN gc_cycles m ON {_SAME_INSTANCE} "
-            "AND m.time >= w.w_start AND m.time <= w.w_end WHERE NOT m.forced"
-        )
-
-
 def instance_metric_samples(
     store: Store, metrics: list[str], instances: list[str], service: str | None
 ) -> pa.Table:
