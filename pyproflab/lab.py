@@ -78,6 +78,36 @@ def _warn_refused(report):
     return report
 
 
+# How far past this machine's clock a profile's time may be before it is said:
+# clocks of other hosts drift by seconds, a time zone taken for UTC by hours.
+AHEAD = 3600.0
+
+
+def _warn_dated_ahead(store: Store, report) -> None:
+    """A ``DatedAhead`` warning when the new profiles include some taken more than
+    ``AHEAD`` after now (a file's time of 2100, a local time read as UTC): stored
+    as they say, but every ``--since`` then takes them and their version reads as
+    the newest, silently."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyproflab.store.ingest_report import DatedAhead
+    from pyproflab.store.queries import taken_after
+
+    if not report.profile_ids:
+        return
+    now = datetime.now(UTC)
+    n, latest = taken_after(store, report.profile_ids, now + timedelta(seconds=AHEAD))
+    if n:
+        warnings.warn(
+            f"{n} new profile{'s' * (n != 1)} dated after now (the latest "
+            f"{latest:%Y-%m-%dT%H:%M:%S%z}, this machine's clock {now:%Y-%m-%dT%H:%M:%S%z}): "
+            "stored as dated, so every --since selects them and their version reads as "
+            "the newest; check the files' times (time_nanos, a sidecar's window)",
+            DatedAhead,
+            stacklevel=3,
+        )
+
+
 def _warn_found_nothing(report, paths: list):
     """``report``, after an ``InputsRefused`` warning when the paths held no input
     at all (an empty folder, one of hidden files): the CLI exits 2 there, and
@@ -221,6 +251,7 @@ class Lab:
                 batch_size=batch_size or BATCH_SIZE,
                 batch_bytes=batch_bytes or BATCH_BYTES,
             )
+        _warn_dated_ahead(self.store, report)
         return _warn_found_nothing(_warn_refused(report), paths)
 
     def pull(self, source: Source, request: Request | None = None, **options: Any):

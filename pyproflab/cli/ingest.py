@@ -177,6 +177,7 @@ def _ingest(args: argparse.Namespace, db: str):
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", InputsRefused)  # run() prints each refusal
+        warnings.showwarning = _one_line  # a DatedAhead: one line, not Python's two
         return lab.ingest(
             args.paths,
             service=args.service,
@@ -190,6 +191,13 @@ def _ingest(args: argparse.Namespace, db: str):
             batch_size=args.batch_size,
             batch_bytes=args.batch_mib * 2**20 if args.batch_mib else None,
         )
+
+
+def _one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the CLI's other warnings are: ``pyproflab: warning: ...``."""
+    import sys
+
+    print(f"pyproflab: warning: {message}", file=sys.stderr)
 
 
 def _may_pool(paths: list[str]) -> bool:

@@ -13,6 +13,11 @@ class InputsRefused(UserWarning):
     profile): its report's ``refused`` lists each with its reason."""
 
 
+class DatedAhead(UserWarning):
+    """An ingest stored profiles taken (by their own time) later than now: every
+    ``--since`` takes them and their version reads as the newest."""
+
+
 @dataclass
 class IngestReport:
     """What an ingest did: counts of new and already-present profiles, the refused

@@ -151,6 +151,17 @@ def count_profiles_taken_before(store: Store, cutoff: datetime) -> int:
     return _count(store, f"SELECT count(*) FROM ({_TAKEN_BEFORE})", [cutoff])
 
 
+def taken_after(store: Store, profile_ids: list[int], cutoff: datetime) -> tuple[int, Any]:
+    """(how many of ``profile_ids`` were taken after ``cutoff``, the latest time)."""
+    row = store.sql(
+        f"SELECT count(*), max({TAKEN_AT}) FROM profiles p "
+        f"WHERE list_contains(?::BIGINT[], p.profile_id) AND {TAKEN_AT} > ?",
+        [profile_ids, cutoff],
+    ).to_pylist()[0]
+    n, latest = row.values()
+    return int(n), latest
+
+
 def count_metric_rows_before(store: Store, table: str, cutoff: datetime) -> int:
     """Rows of the GC metric table ``table`` (one of ``METRIC_TABLES``) before ``cutoff``."""
     assert table in METRIC_TABLES, table
