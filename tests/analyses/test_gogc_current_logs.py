@@ -47,3 +47,22 @@ def test_logs_without_times_say_they_cannot_be_ordered() -> None:
     note = next(n for n in obs.notes if "last runs ran 2 settings" in n)
     assert "side by side or days apart" in note and "--gogc" in note
     assert not any("latest runs, side by side" in n for n in obs.notes)
+
+
+def test_a_derived_observations_note_replaces_its_sources() -> None:
+    """gctrace with Prometheus beside it recomputes the current setting over other
+    weights; a make demo store's gogc then printed two notes, "GOGC=200 ... is taken
+    as the current setting" and "GOGC=50 ... is taken as the current setting"."""
+    from pyproflab.analyses.gogc.current import latest_setting
+
+    def run(k: int, gogc: float, w: float) -> list[dict]:
+        return [{"run": k, "taken": t, "setting": (gogc, None), "w": w} for t in (0.0, 60.0)]
+
+    notes: list[str] = []
+    assert latest_setting(run(0, 50.0, 2.0) + run(1, 200.0, 1.0), notes) == (50.0, None)
+    derived = run(0, 50.0, 1.0) + run(1, 200.0, 2.0)
+    assert latest_setting(derived, notes) == (200.0, None)
+    (note,) = [n for n in notes if "is taken as the current setting" in n]
+    assert "GOGC=200, the one with the most weight" in note
+    assert latest_setting(run(1, 200.0, 1.0), notes) == (200.0, None)
+    assert not [n for n in notes if "is taken as the current setting" in n]

@@ -25,6 +25,7 @@ from typing import Any
 
 Setting = tuple[float | None, float | None]  # (GOGC or None for off, limit bytes or None)
 MiB = float(1 << 20)
+TAKEN = "is taken as the current setting"  # in every note latest_setting writes
 
 
 def setting_label(s: Setting) -> str:
@@ -69,16 +70,20 @@ def latest_setting(samples: list[dict[str, Any]], notes: list[str]) -> Setting:
     order = sorted(weight, key=lambda k: (k[0] is None, k[0] or 0.0, k[1] is None, k[1] or 0.0))
     best = max(order, key=lambda k: weight[k])
     ran = f"ran {len(order)} settings (" + ", ".join(setting_label(k) for k in order) + ")"
-    took = f"{setting_label(best)}, the one with the most weight in the model, is taken as the "
+    took = f"{setting_label(best)}, the one with the most weight in the model, {TAKEN}"
     note = (
-        f"the {len(live)} latest runs, side by side, {ran}: {took}current setting; select "
+        f"the {len(live)} latest runs, side by side, {ran}: {took}; select "
         "one instance or give --gogc to choose"
         if absolute
         else f"the {len(live)} logs' last runs {ran}, and their times count from each "
         "process's start: which ran last (side by side or days apart) the logs do not say. "
-        f"{took}current setting (a relative budget is of its peak); give --gogc, or "
+        f"{took} (a relative budget is of its peak); give --gogc, or "
         "ingest-gc --process-start for the cycles' times"
     )
-    if len(order) > 1 and note not in notes:  # once, though derived observations recompute it
+    # A derived observation (gctrace with Prometheus) recomputes it, over other
+    # weights: its note replaces its sources', which may have taken another setting
+    # (a make demo store said GOGC=200 and GOGC=50 were each "taken as the current").
+    notes[:] = [n for n in notes if TAKEN not in n]
+    if len(order) > 1:
         notes.append(note)
     return best
